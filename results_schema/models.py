@@ -1,0 +1,331 @@
+"""Strict pydantic models of everything this project writes to disk.
+
+Every model is frozen, forbids unknown fields, carries ``schema_version``
+(``Literal[1]``) and rejects non-finite floats (NaN/inf), so a record that
+parses is a record that can be trusted. Units are in field names
+(``_bytes``, ``_s``, ``_tok_s``, ``_gib``) and in descriptions.
+
+What is deliberately not modelled here: anything derived (aggregates,
+verdicts) is analysis output and lives in ``analysis``; this package must
+not import vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+Implementation = Literal["baseline", "current", "official", "sync"]
+"""Which offloader runs: none, this project's prefetch offloader, the runtime's
+own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
+project's synchronous reference."""
+
+OffloadBackend = Literal["auto", "prefetch", "uva"]
+
+Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
+"""Lower-case hex SHA-256, optionally prefixed ``sha256:``."""
+
+
+REL_TOL = 1e-6
+"""Relative tolerance for derived quantities a writer computes (throughput = tokens / seconds)."""
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
+
+
+class StrictModel(BaseModel):
+    """Base: frozen, ``extra="forbid"``, non-finite floats rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=False)
+
+
+class OffloadSetting(StrictModel):
+    """The vLLM offload parameters of one case (vLLM ``OffloadConfig`` names)."""
+
+    offload_group_size: NonNegInt = Field(description="G: layers per group; 0 disables offload.")
+    offload_num_in_group: NonNegInt = Field(description="N: offloaded layers per group (the last N).")
+    offload_prefetch_step: Annotated[int, Field(ge=1)] = Field(
+        default=1, description="Modules prefetched ahead of the running one (buffer slots per key)."
+    )
+    offload_params: tuple[str, ...] = Field(
+        default=(), description="Dotted-name segments selecting parameters; empty = all parameters."
+    )
+    offload_backend: OffloadBackend = Field(default="auto", description="vLLM offload_backend.")
+
+    @model_validator(mode="after")
+    def _check_cross_fields(self) -> "OffloadSetting":
+        if self.offload_group_size > 0 and self.offload_num_in_group > self.offload_group_size:
+            raise ValueError(
+                f"offload_num_in_group ({self.offload_num_in_group}) must be <= "
+                f"offload_group_size ({self.offload_group_size})"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.offload_group_size > 0 and self.offload_num_in_group > 0
+
+
+class RuntimeEvidence(StrictModel):
+    """What the offloader really did, observed in the process that loaded the model.
+
+    Written by ``runners/evidence_hook/sitecustomize.py``. Layer indices come
+    from the modules actually passed through ``wrap_modules`` and actually
+    wrapped, never from the selection formula. A baseline publishes explicit
+    empty evidence (``offloader_class`` of the no-op offloader, zero bytes).
+    """
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    offloader_class: str = Field(description="Fully qualified class name of the installed offloader.")
+    implementation: Implementation = Field(description="Implementation switch the process was started with.")
+    offload_group_size: NonNegInt = Field(description="G as seen by the offloader.")
+    offload_num_in_group: NonNegInt = Field(description="N as seen by the offloader.")
+    offload_prefetch_step: NonNegInt = Field(description="prefetch_step as seen by the offloader (0 when not applicable).")
+    offload_params: tuple[str, ...] = Field(default=(), description="offload_params segments as seen by the offloader.")
+    num_layers: NonNegInt = Field(description="Decoder layers passed to wrap_modules (0 if never called).")
+    selected_layers: tuple[NonNegInt, ...] = Field(description="Layer indices the offloader selected.")
+    wrapped_layers: tuple[NonNegInt, ...] = Field(
+        description="Layer indices with at least one parameter really moved to host storage."
+    )
+    wrapped_count: NonNegInt = Field(description="Number of modules really wrapped (== len(wrapped_layers)).")
+    offloaded_bytes: NonNegInt = Field(description="Bytes of parameters held in host storage, after post_init.")
+    static_buffer_bytes: NonNegInt = Field(description="Bytes of device-side static prefetch buffers.")
+    released_bytes: int = Field(description="Net device bytes released = offloaded_bytes - static_buffer_bytes.")
+    post_init_called: bool = Field(description="Whether post_init ran (weights re-synced after processing).")
+    pid: NonNegInt = Field(description="PID of the process that loaded the model.")
+    device: str = Field(description="Device type the model ran on: cpu, cuda, npu.")
+
+    @model_validator(mode="after")
+    def _check_counts(self) -> "RuntimeEvidence":
+        if self.wrapped_count != len(self.wrapped_layers):
+            raise ValueError(
+                f"wrapped_count ({self.wrapped_count}) != len(wrapped_layers) ({len(self.wrapped_layers)})"
+            )
+        if not set(self.wrapped_layers) <= set(self.selected_layers):
+            raise ValueError(
+                f"wrapped_layers {self.wrapped_layers} not a subset of selected_layers {self.selected_layers}"
+            )
+        if self.released_bytes != self.offloaded_bytes - self.static_buffer_bytes:
+            raise ValueError(
+                f"released_bytes ({self.released_bytes}) != offloaded_bytes ({self.offloaded_bytes}) "
+                f"- static_buffer_bytes ({self.static_buffer_bytes})"
+            )
+        return self
+
+
+class WorkloadSpec(StrictModel):
+    """The offline-throughput workload of one case."""
+
+    num_prompts: Annotated[int, Field(ge=1)] = Field(description="Prompts per round.")
+    input_len: Annotated[int, Field(ge=1)] = Field(description="Exact prompt length in tokens.")
+    max_tokens: Annotated[int, Field(ge=1)] = Field(description="Max output tokens per request.")
+    max_model_len: Annotated[int, Field(ge=2)] = Field(description="vLLM max_model_len (tokens).")
+    seed: NonNegInt = Field(description="Sampling and prompt seed.")
+    dtype: str = Field(description="Model dtype passed to vLLM (bfloat16, float16, auto).")
+    enforce_eager: bool = Field(description="vLLM enforce_eager.")
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        description="vLLM gpu_memory_utilization (fraction)."
+    )
+    warmup_rounds: NonNegInt = Field(description="Rounds run and excluded from measurement.")
+    measured_rounds: Annotated[int, Field(ge=1)] = Field(description="Rounds measured.")
+    enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
+    prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
+    temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
+
+
+class RoundResult(StrictModel):
+    """One measured round: one ``LLM.generate`` call over all prompts."""
+
+    index: NonNegInt = Field(description="Measured round index (warmup excluded).")
+    elapsed_s: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(description="Wall seconds of the generate call.")
+    prompt_tokens: NonNegInt = Field(description="Prompt tokens actually submitted.")
+    output_tokens: NonNegInt = Field(description="Tokens actually generated (sum of len(token_ids)).")
+    throughput_tok_s: NonNegFloat = Field(description="output_tokens / elapsed_s (tok/s).")
+    token_digest: Digest = Field(description="SHA-256 (hex) of the generated token ids of every request, in prompt order.")
+
+    @model_validator(mode="after")
+    def _check_throughput(self) -> "RoundResult":
+        if not _close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
+            raise ValueError(
+                f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
+                f"({self.output_tokens} / {self.elapsed_s})"
+            )
+        return self
+
+
+class BenchRecord(StrictModel):
+    """One case, one process: what ``runners.bench_one`` measured and printed."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    phase: str = Field(description="Matrix phase (same_runtime, long_window, ...).")
+    label: str = Field(description="Case label, unique within a phase.")
+    implementation: Implementation = Field(description="Implementation switch the case ran with.")
+    repeat: NonNegInt = Field(description="Repeat index (0-based).")
+    runtime: str = Field(description="Runtime name (cpu, cuda, ascend_latest, ...).")
+    model: str = Field(description="Model path or name given to vLLM.")
+    offload: OffloadSetting = Field(description="Offload parameters the case requested.")
+    workload: WorkloadSpec = Field(description="Workload the case ran.")
+    load_seconds: NonNegFloat = Field(description="Seconds to construct LLM(...) (model load + engine start).")
+    rounds: tuple[RoundResult, ...] = Field(description="Measured rounds, in order.")
+    output_tokens: NonNegInt = Field(description="Sum of generated tokens over measured rounds.")
+    elapsed_s: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(
+        description="Sum of measured-round wall seconds."
+    )
+    throughput_tok_s: NonNegFloat = Field(description="Process output throughput = output_tokens / elapsed_s (tok/s).")
+    token_digest: Digest = Field(description="SHA-256 (hex) over the per-round token digests (greedy identity check).")
+    peak_rss_bytes: NonNegInt = Field(description="Peak resident set size of the bench process (bytes).")
+    device_memory_bytes: NonNegInt | None = Field(
+        default=None, description="Device memory in use after load (bytes); null on CPU."
+    )
+    vllm_version: str = Field(description="vllm.__version__ in the case process.")
+    torch_version: str = Field(description="torch.__version__ in the case process.")
+    pid: NonNegInt = Field(description="PID of the bench process.")
+
+    @model_validator(mode="after")
+    def _check_totals(self) -> "BenchRecord":
+        if len(self.rounds) != self.workload.measured_rounds:
+            raise ValueError(f"rounds ({len(self.rounds)}) != measured_rounds ({self.workload.measured_rounds})")
+        total = sum(r.output_tokens for r in self.rounds)
+        if total != self.output_tokens:
+            raise ValueError(f"output_tokens ({self.output_tokens}) != sum over rounds ({total})")
+        indices = [r.index for r in self.rounds]
+        if indices != list(range(len(self.rounds))):
+            raise ValueError(f"round indices {indices} must be 0..{len(self.rounds) - 1} in order")
+        elapsed = sum(r.elapsed_s for r in self.rounds)
+        if not _close(self.elapsed_s, elapsed):
+            raise ValueError(f"elapsed_s ({self.elapsed_s}) != sum of round elapsed_s ({elapsed})")
+        if not _close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
+            raise ValueError(
+                f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
+                f"({self.output_tokens} / {self.elapsed_s})"
+            )
+        return self
+
+
+class KVCacheCapacity(StrictModel):
+    """KV cache capacity parsed from the case log; null fields when the line is absent."""
+
+    kv_cache_tokens: NonNegInt | None = Field(default=None, description="'GPU/CPU KV cache size: N tokens'.")
+    kv_cache_gib: NonNegFloat | None = Field(default=None, description="'Available KV cache memory: X GiB'.")
+    max_concurrency: NonNegFloat | None = Field(
+        default=None, description="'Maximum concurrency for T tokens per request: Xx'."
+    )
+
+
+class CaseRun(StrictModel):
+    """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    record: BenchRecord = Field(description="The bench record (identical to the BENCH_RESULT line).")
+    evidence: RuntimeEvidence = Field(description="The evidence sidecar (identical to the OFFLOAD_EVIDENCE line).")
+    kv_cache: KVCacheCapacity = Field(description="KV cache capacity parsed from the case log.")
+    process_wall_s: NonNegFloat = Field(description="Wall seconds of the case process, launch to exit.")
+    log_path: str = Field(description="Case log, relative to the run directory.")
+    evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
+    command: tuple[str, ...] = Field(description="argv the case process was started with.")
+
+
+FailureType = Literal[
+    "timeout",
+    "signal",
+    "nonzero_exit",
+    "no_result",
+    "duplicate_result",
+    "missing_evidence",
+    "evidence_mismatch",
+    "no_offload_evidence",
+    "invalid_record",
+    "launch_error",
+]
+
+
+class CaseFailure(StrictModel):
+    """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label, unique within a phase.")
+    implementation: Implementation = Field(description="Implementation switch the case ran with.")
+    repeat: NonNegInt = Field(description="Repeat index (0-based).")
+    failure_type: FailureType = Field(description="What went wrong, as a closed set.")
+    exit_code: int | None = Field(description="Process exit code; null when killed by a signal or never started.")
+    signal: int | None = Field(default=None, description="Signal number that ended the process, if any.")
+    error_type: str | None = Field(default=None, description="Exception class named in the log, e.g. AssertionError.")
+    error_message: str = Field(description="One-line explanation naming the case.")
+    log_tail: tuple[str, ...] = Field(description="Last log lines.")
+    log_path: str = Field(description="Case log, relative to the run directory.")
+    duration_s: NonNegFloat = Field(description="Wall seconds from launch to end.")
+
+
+Severity = Literal["error", "warning"]
+
+
+class ValidationIssue(StrictModel):
+    """One finding of ``analysis.validate``; ``code`` is a stable machine-readable name."""
+
+    code: str = Field(
+        description=(
+            "Stable name of the check that failed, e.g. missing_log, duplicate_bench_result, "
+            "traceback_in_log, wrong_offloader_class, invalid_record, evidence_mismatch, "
+            "empty_offload_evidence, selection_mismatch, layer_bytes_mismatch, token_digest_differs, "
+            "count_mismatch, identical_kv_capacity, missing_kv_capacity."
+        )
+    )
+    severity: Severity = Field(description="error makes the run invalid; warning does not.")
+    message: str = Field(description="Human-readable explanation naming the case and the values.")
+    phase: str | None = Field(default=None, description="Phase concerned, if any.")
+    label: str | None = Field(default=None, description="Case label concerned, if any.")
+    repeat: NonNegInt | None = Field(default=None, description="Repeat concerned, if any.")
+    path: str | None = Field(default=None, description="File concerned, relative to the run directory.")
+
+
+class CaseCount(StrictModel):
+    """Expected vs actual process count of one (phase, label)."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    expected: NonNegInt | None = Field(description="Processes the plan asked for; null when no plan was found.")
+    runs: NonNegInt = Field(description="Lines in <phase>-runs.jsonl for this label.")
+    failures: NonNegInt = Field(description="Lines in <phase>-failures.jsonl for this label.")
+
+
+class CheckResult(StrictModel):
+    """Outcome of one named validation check over the whole run."""
+
+    name: str = Field(description="Check name (e.g. counts, one_bench_result_per_log, no_tracebacks).")
+    passed: bool = Field(description="True when the check found no error.")
+    errors: NonNegInt = Field(description="Number of error-severity issues this check raised.")
+    warnings: NonNegInt = Field(description="Number of warning-severity issues this check raised.")
+
+
+class ValidationReport(StrictModel):
+    """``summary/validation.json``: every check over a run directory; ``valid`` iff no error."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    run_dir: str = Field(description="Run directory that was validated (as given).")
+    valid: bool = Field(description="True iff no issue has severity error.")
+    checks: tuple[CheckResult, ...] = Field(description="Every check that ran, in order.")
+    counts: tuple[CaseCount, ...] = Field(description="Expected vs actual counts per phase and label.")
+    issues: tuple[ValidationIssue, ...] = Field(description="Every error and warning, in check order.")
+
+    @model_validator(mode="after")
+    def _check_valid(self) -> "ValidationReport":
+        has_error = any(i.severity == "error" for i in self.issues)
+        if self.valid == has_error:
+            raise ValueError(f"valid ({self.valid}) contradicts issues (error present: {has_error})")
+        return self
+
+    @property
+    def errors(self) -> tuple[ValidationIssue, ...]:
+        return tuple(i for i in self.issues if i.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[ValidationIssue, ...]:
+        return tuple(i for i in self.issues if i.severity == "warning")
