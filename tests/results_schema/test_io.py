@@ -48,7 +48,7 @@ def test_read_reports_file_line_and_field(tmp_path):
 def test_read_rejects_nan_line_with_line_number(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text('{"kv_cache_gib": NaN}\n')
-    with pytest.raises(RecordError, match=r"x\.jsonl:1: .*non-finite"):
+    with pytest.raises(RecordError, match=r"x\.jsonl:1: .*(non-finite|NaN)"):
         read_jsonl(path, KVCacheCapacity)
 
 

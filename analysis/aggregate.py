@@ -1,0 +1,139 @@
+"""Per-label aggregation of a loaded run: throughput statistics, evidence bytes, retention, Pareto.
+
+What is modelled (one row per (phase, label)):
+    * process throughput (``BenchRecord.throughput_tok_s``, one value per case
+      process): median (the primary metric), mean, sample stdev (ddof=1), min, max;
+    * pooled measured-round throughput over every round of every process: median, stdev;
+    * round latency (``RoundResult.elapsed_s``, one ``generate`` call over all
+      prompts): P50 and P95, linear interpolation between order statistics
+      (numpy's default, Hyndman & Fan type 7);
+    * medians of load seconds, KV cache tokens / GiB, peak RSS, device memory;
+    * from *evidence only* (never from labels): selected layers, wrapped count,
+      offloaded, static-buffer and released bytes (taken from the first process;
+      ``analysis.validate`` checks the repeats agree);
+    * vs the phase baseline (``implementation == "baseline"``): retention =
+      median / baseline median, change in percent, KV gain (tokens, GiB);
+    * Pareto flag per implementation (capacity = released bytes, maximise both,
+      the baseline included as the zero-capacity point) and the knee.
+
+What is deliberately not modelled: significance (``analysis.compare``) and
+validity (``analysis.validate``); rows are produced even for invalid runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import RunData
+from analysis.pareto import knee_index, pareto_mask
+
+KEY = ["phase", "label"]
+
+SUMMARY_COLUMNS = [
+    "phase", "label", "implementation", "group_size", "num_in_group", "prefetch_step", "offload_params", "runtime",
+    "processes", "throughput_median_tok_s", "throughput_mean_tok_s", "throughput_stdev_tok_s",
+    "throughput_min_tok_s", "throughput_max_tok_s", "pooled_round_throughput_median_tok_s",
+    "pooled_round_throughput_stdev_tok_s", "rounds", "round_latency_p50_s", "round_latency_p95_s",
+    "load_seconds_median", "kv_cache_tokens_median", "kv_cache_gib_median", "peak_rss_bytes_median",
+    "device_memory_bytes_median", "selected_layers", "num_selected_layers", "wrapped_layers", "wrapped_count",
+    "offloaded_bytes", "static_buffer_bytes", "released_bytes", "offloader_class", "baseline_throughput_median_tok_s",
+    "retention", "throughput_change_pct", "kv_gain_tokens", "kv_gain_gib", "pareto", "knee",
+]
+
+
+def _first(s: pd.Series):
+    return s.iloc[0]
+
+
+def aggregate(data: RunData) -> pd.DataFrame:
+    """One summary row per (phase, label), ordered by phase then plan order of first appearance.
+
+    Args:
+        data: ``analysis.load.load_run`` output.
+
+    Returns:
+        DataFrame with ``SUMMARY_COLUMNS``; empty (with columns) when there are no runs.
+    """
+    runs = data.runs
+    if runs.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    g = runs.groupby(KEY, sort=False)
+    thr = g["throughput_tok_s"]
+    out = pd.DataFrame({
+        "implementation": g["implementation"].first(),
+        "group_size": g["group_size"].first(),
+        "num_in_group": g["num_in_group"].first(),
+        "prefetch_step": g["prefetch_step"].first(),
+        "offload_params": g["offload_params"].first().map(lambda t: ",".join(t)),
+        "runtime": g["runtime"].first(),
+        "processes": g.size(),
+        "throughput_median_tok_s": thr.median(),
+        "throughput_mean_tok_s": thr.mean(),
+        "throughput_stdev_tok_s": thr.std(ddof=1),
+        "throughput_min_tok_s": thr.min(),
+        "throughput_max_tok_s": thr.max(),
+        "load_seconds_median": g["load_seconds"].median(),
+        "kv_cache_tokens_median": g["kv_cache_tokens"].median(),
+        "kv_cache_gib_median": g["kv_cache_gib"].median(),
+        "peak_rss_bytes_median": g["peak_rss_bytes"].median(),
+        "device_memory_bytes_median": g["device_memory_bytes"].median(),
+        "selected_layers": g["ev_selected_layers"].first().map(_layers_str),
+        "num_selected_layers": g["ev_selected_layers"].first().map(len),
+        "wrapped_layers": g["ev_wrapped_layers"].first().map(_layers_str),
+        "wrapped_count": g["ev_wrapped_count"].first(),
+        "offloaded_bytes": g["ev_offloaded_bytes"].first(),
+        "static_buffer_bytes": g["ev_static_buffer_bytes"].first(),
+        "released_bytes": g["ev_released_bytes"].first(),
+        "offloader_class": g["ev_offloader_class"].first(),
+    })
+    rg = data.rounds.groupby(KEY, sort=False)
+    out["pooled_round_throughput_median_tok_s"] = rg["throughput_tok_s"].median()
+    out["pooled_round_throughput_stdev_tok_s"] = rg["throughput_tok_s"].std(ddof=1)
+    out["rounds"] = rg.size()
+    out["round_latency_p50_s"] = rg["elapsed_s"].quantile(0.5)
+    out["round_latency_p95_s"] = rg["elapsed_s"].quantile(0.95)
+    out = out.reset_index()
+
+    base = out[out["implementation"] == "baseline"]
+    base_thr = runs[runs["implementation"] == "baseline"].groupby("phase")["throughput_tok_s"].median()
+    base_kv = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_tokens"].median()
+    base_kvg = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_gib"].median()
+    del base
+    out["baseline_throughput_median_tok_s"] = out["phase"].map(base_thr).astype("float64")
+    out["retention"] = out["throughput_median_tok_s"] / out["baseline_throughput_median_tok_s"]
+    out["throughput_change_pct"] = (out["retention"] - 1.0) * 100.0
+    out["kv_gain_tokens"] = out["kv_cache_tokens_median"].astype("Float64") - out["phase"].map(base_kv).astype("Float64")
+    out["kv_gain_gib"] = out["kv_cache_gib_median"].astype("Float64") - out["phase"].map(base_kvg).astype("Float64")
+    out["pareto"] = False
+    out["knee"] = False
+    for phase, sub in out.groupby("phase", sort=False):
+        base_idx = list(sub.index[sub["implementation"] == "baseline"])
+        for impl in sub["implementation"].unique():
+            if impl == "baseline":
+                continue
+            idx = base_idx + list(sub.index[sub["implementation"] == impl])
+            cap = out.loc[idx, "released_bytes"].astype(float).tolist()
+            tp = out.loc[idx, "throughput_median_tok_s"].astype(float).tolist()
+            mask = pareto_mask(cap, tp)
+            for i, m in zip(idx, mask, strict=True):
+                if m:
+                    out.loc[i, "pareto"] = True
+            k = knee_index(cap, tp, mask)
+            if k is not None:
+                out.loc[idx[k], "knee"] = True
+        if sub["implementation"].eq("baseline").all():
+            out.loc[base_idx, "pareto"] = True
+    return out[SUMMARY_COLUMNS]
+
+
+def _layers_str(t) -> str:
+    return ",".join(str(i) for i in t)
+
+
+def percentile(values, q: float) -> float:
+    """Type-7 percentile of ``values`` (q in [0, 100]); NaN for empty input."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size == 0:
+        return float("nan")
+    return float(np.percentile(v, q))
