@@ -1,0 +1,25 @@
+"""This project's vLLM layer-group weight offloader ("current") and its sync reference.
+
+Modules (``offload`` and ``offload.selection``, ``offload.matching``, ``offload.ring`` import
+no torch; analysis imports the selection rule from here):
+
+* :mod:`offload.selection` - the one layer-selection rule and parameter validation;
+* :mod:`offload.matching` - ``offload_params`` segment matching, as upstream;
+* :mod:`offload.ring` - static-buffer slot ring (which module refills which slot);
+* :mod:`offload.backend` - CUDA / NPU / CPU device backends (streams, events, copies);
+* :mod:`offload.prefetch` - ``CurrentPrefetchOffloader`` and ``SyncOffloader``;
+* :mod:`offload.factory` - ``create_offloader`` honouring vLLM's ``offload_backend``;
+* :mod:`offload.plugin` - the ``vllm.general_plugins`` entry point (``offload.plugin:register``),
+  active only when ``OFFLOAD_IMPL`` is ``current`` or ``sync``;
+* :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check.
+
+Must not import Hydra, pandas or ``runners``.
+"""
+
+__all__ = ["IMPL_ENV", "ACTIVE_IMPLEMENTATIONS"]
+
+IMPL_ENV = "OFFLOAD_IMPL"
+"""Environment variable the runner sets per case: baseline, current, official, sync."""
+
+ACTIVE_IMPLEMENTATIONS = ("current", "sync")
+"""Values of ``OFFLOAD_IMPL`` that make the plugin install this package's factory."""

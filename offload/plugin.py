@@ -1,0 +1,135 @@
+"""vLLM general plugin (entry point ``offload = "offload.plugin:register"``, group
+``vllm.general_plugins``) that installs this project's offloader into a stock runtime.
+
+vLLM calls :func:`register` in every process (front end, engine core, workers). It is
+inert unless ``OFFLOAD_IMPL`` is ``current`` or ``sync``. When active it patches, each at
+the moment the module is first imported (no eager heavy imports):
+
+* ``vllm.v1.worker.gpu_model_runner.create_offloader`` - the name ``GPUModelRunner.__init__``
+  calls (``CPUModelRunner`` subclasses it); model runner V2: ``vllm.v1.worker.gpu.model_runner``;
+* ``vllm_ascend.worker.model_runner_v1``: its module-level ``create_offloader`` if it has one
+  (newer vLLM-Ascend), and ``NPUModelRunner.__init__``, which in v0.23 replaces the parent's
+  offloader with ``NPUPrefetchOffloader`` when ``offload_group_size > 0``: after it ran, ours
+  replaces that one again (only when the factory contract says ours is wanted);
+* ``load_model`` of the CPU runner (which never calls ``post_init``), the GPU runners and the
+  NPU runner: after loading, ``post_init`` of our offloader runs if nobody called it
+  (idempotent; the GPU runner already calls it).
+
+The factory keeps the runner's own offloader for ``uva`` and for ``auto`` with offload
+disabled, and raises ``ValueError`` before loading for invalid settings
+(:mod:`offload.factory`). Not modelled: model runners outside these modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from types import ModuleType
+from typing import Any
+
+from offload import ACTIVE_IMPLEMENTATIONS, IMPL_ENV
+from offload.import_hooks import when_imported
+
+RUNNER_FACTORY_MODULES = (
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.gpu.model_runner",
+)
+"""Modules whose global ``create_offloader`` a model runner calls in ``__init__``."""
+
+LOAD_MODEL_CLASSES = (
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner"),
+    ("vllm.v1.worker.cpu_model_runner", "CPUModelRunner"),
+    ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner"),
+    ("vllm_ascend.worker.model_runner_v1", "NPUModelRunner"),
+)
+"""Runner classes whose own ``load_model`` gets the ensure-``post_init`` wrapper."""
+
+ASCEND_RUNNER_MODULE = "vllm_ascend.worker.model_runner_v1"
+
+_PATCHED = "_offload_plugin_patched"
+_installed_impl: str | None = None
+
+
+def active_implementation() -> str | None:
+    """``OFFLOAD_IMPL`` when it asks for this package's offloader, else ``None``."""
+    impl = os.environ.get(IMPL_ENV, "")
+    return impl if impl in ACTIVE_IMPLEMENTATIONS else None
+
+
+def register() -> None:
+    """Entry point: install the factory and hooks when ``OFFLOAD_IMPL`` is current/sync."""
+    global _installed_impl
+    impl = active_implementation()
+    if impl is None or _installed_impl is not None:
+        return
+    _installed_impl = impl
+    for name in RUNNER_FACTORY_MODULES:
+        when_imported(name, functools.partial(patch_factory_module, implementation=impl))
+    for mod, cls in LOAD_MODEL_CLASSES:
+        when_imported(mod, functools.partial(patch_load_model, class_name=cls))
+    when_imported(ASCEND_RUNNER_MODULE, functools.partial(patch_ascend_runner, implementation=impl))
+
+
+def patch_factory_module(module: ModuleType, implementation: str) -> None:
+    """Replace ``module.create_offloader`` with our factory (idempotent)."""
+    from offload.factory import make_factory
+
+    original = getattr(module, "create_offloader", None)
+    if original is None or getattr(original, "_offload_impl", None):
+        return
+    module.create_offloader = make_factory(original, implementation)
+
+
+def _is_ours(obj: Any) -> bool:
+    from offload.prefetch import CurrentPrefetchOffloader
+
+    return isinstance(obj, CurrentPrefetchOffloader)
+
+
+def ensure_post_init() -> None:
+    """Run ``post_init`` of the installed offloader if it is ours and has not run yet."""
+    from vllm.model_executor.offloader.base import get_offloader
+
+    off = get_offloader()
+    if _is_ours(off) and not off.post_init_called:
+        off.post_init()
+
+
+def patch_load_model(module: ModuleType, class_name: str) -> None:
+    """Wrap ``class_name.load_model`` (its own, not inherited) to ensure ``post_init`` ran."""
+    cls = getattr(module, class_name, None)
+    if cls is None or "load_model" not in vars(cls) or getattr(vars(cls)["load_model"], _PATCHED, False):
+        return
+    original = vars(cls)["load_model"]
+
+    @functools.wraps(original)
+    def load_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        ensure_post_init()
+        return result
+
+    setattr(load_model, _PATCHED, True)
+    cls.load_model = load_model
+
+
+def patch_ascend_runner(module: ModuleType, implementation: str) -> None:
+    """vLLM-Ascend: patch the module factory (newer) and ``NPUModelRunner.__init__`` (v0.23)."""
+    patch_factory_module(module, implementation)
+    cls = getattr(module, "NPUModelRunner", None)
+    if cls is None or getattr(cls.__init__, _PATCHED, False):
+        return
+    original_init = cls.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, vllm_config, *args, **kwargs)
+        from vllm.model_executor.offloader import base
+
+        from offload.factory import create_offloader, wants_our_offloader
+
+        offload_config = getattr(vllm_config, "offload_config", None)
+        if wants_our_offloader(offload_config) and not _is_ours(base.get_offloader()):
+            base.set_offloader(create_offloader(offload_config, implementation=implementation))
+
+    setattr(__init__, _PATCHED, True)
+    cls.__init__ = __init__

@@ -1,0 +1,74 @@
+"""Test driver: run several offload settings through real vLLM in ONE process.
+
+Usage: ``python tests/offload/vllm_driver.py SPEC.json`` where SPEC is
+``{"model": DIR, "prompts": [[ids...], ...], "max_tokens": int, "enforce_eager": bool,
+"points": [{"label": str, "group_size": G, "num_in_group": N, "prefetch_step": S,
+"offload_params": [..]}, ...]}``.
+
+The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so consecutive ``LLM``
+objects reuse the interpreter (vLLM start-up dominates a test otherwise) and the installed
+offloader can be inspected directly. ``OFFLOAD_IMPL`` must be ``current`` or ``sync`` in the
+environment (the plugin reads it when vLLM loads plugins); G=0 points run the baseline
+(our factory keeps the runner's no-op offloader). Prints one ``DRIVER_RESULT <json>`` line
+per point: generated token ids per prompt and the offloader's evidence state.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+
+
+def main() -> int:
+    spec = json.loads(open(sys.argv[1]).read())
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.model_executor.offloader import get_offloader
+
+    params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
+    prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
+    for point in spec["points"]:
+        kwargs = {}
+        if point["group_size"] > 0:
+            kwargs = dict(
+                offload_group_size=point["group_size"],
+                offload_num_in_group=point["num_in_group"],
+                offload_prefetch_step=point.get("prefetch_step", 1),
+                offload_params=set(point.get("offload_params", ())),
+            )
+        llm = LLM(
+            model=spec["model"],
+            dtype="bfloat16",
+            max_model_len=256,
+            seed=0,
+            enforce_eager=spec.get("enforce_eager", True),
+            enable_prefix_caching=False,
+            **kwargs,
+        )
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        off = get_offloader()
+        state = off.evidence_state() if hasattr(off, "evidence_state") else None
+        extra = {}
+        if state is not None:
+            extra = {"fallback_loads": off.fallback_loads, "copies_issued": off.copies_issued,
+                     "custom_ops": off._use_ops}
+        result = {
+            "label": point["label"],
+            "offloader_class": f"{type(off).__module__}.{type(off).__qualname__}",
+            "token_ids": [list(o.outputs[0].token_ids) for o in outs],
+            "evidence": state,
+            **extra,
+        }
+        print("DRIVER_RESULT " + json.dumps(result), flush=True)
+        llm.llm_engine.engine_core.shutdown() if hasattr(llm.llm_engine, "engine_core") else None
+        del llm, outs, off
+        gc.collect()
+        from vllm.distributed import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
