@@ -1,0 +1,279 @@
+"""Strict models of the accuracy-equivalence files: dataset manifest, per-example rows,
+per-case results and the matrix verification report.
+
+What is modelled: what one accuracy case (one dataset, one implementation, one
+offload setting, one fresh process) wrote to disk, what the local dataset files
+are (source, revision, split, row count, SHA-256), and what the verifier
+concluded. Example rows deliberately carry nothing case-specific (no label,
+pid or timing), so two cases that produced the same outputs write
+byte-identical example files: their SHA-256 is the output-identity check.
+
+What is deliberately not modelled: answer extraction and prompt rendering
+(``runners.accuracy``), statistics (``analysis.accuracy``). This module must
+not import vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from results_schema.models import Implementation, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
+
+Task = Literal["gsm8k", "gpqa"]
+"""Which benchmark: GSM8K (grade-school math, free-form number) or GPQA Diamond (4-way choice)."""
+
+FULL_ROW_COUNTS: dict[str, int] = {"gsm8k": 1319, "gpqa": 198}
+"""Rows of the full evaluation splits: GSM8K ``main``/test (1319), GPQA ``gpqa_diamond``/train (198)."""
+
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+NonNegSeconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+FinishReason = Literal["stop", "length", "abort"]
+VerifyMode = Literal["formal", "limited"]
+
+
+def canonical_json(obj: object) -> str:
+    """Canonical JSON text used for hashing: sorted keys, no spaces, ASCII, finite numbers only."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+class DatasetEntry(StrictModel):
+    """One local dataset file and where it came from."""
+
+    name: str = Field(description="Entry name, unique in its manifest (e.g. gsm8k, gpqa_diamond, gsm8k-fixture).")
+    task: Task = Field(description="Benchmark the rows belong to; selects the loader, prompt and scorer.")
+    kind: Literal["full", "fixture"] = Field(
+        description="'full': the complete evaluation split materialized from its source; 'fixture': a small "
+        "hand-written file in the same format, for tests and smoke runs only."
+    )
+    source: str = Field(description="Origin: hub dataset id (openai/gsm8k, Idavidrein/gpqa) or 'fixture'.")
+    config: str | None = Field(default=None, description="Hub dataset config name (main, gpqa_diamond).")
+    revision: str = Field(description="Hub commit of the source, or 'fixture-v<N>' for fixtures.")
+    split: str = Field(description="Split name (test for GSM8K, train for GPQA Diamond).")
+    path: str = Field(description="JSONL file, relative to the manifest's directory.")
+    rows: Annotated[int, Field(ge=1)] = Field(description="Number of JSON lines (examples) in the file.")
+    sha256: Sha256Hex = Field(description="SHA-256 of the file's bytes (lowercase hex).")
+
+    @model_validator(mode="after")
+    def _check_full_rows(self) -> "DatasetEntry":
+        if self.kind == "full" and self.rows != FULL_ROW_COUNTS[self.task]:
+            raise ValueError(
+                f"dataset {self.name!r}: kind 'full' for task {self.task} must have "
+                f"{FULL_ROW_COUNTS[self.task]} rows, manifest says {self.rows}"
+            )
+        if self.path.startswith("/") or ".." in self.path.split("/"):
+            raise ValueError(f"dataset {self.name!r}: path {self.path!r} must be relative and inside the manifest dir")
+        return self
+
+
+class DatasetManifest(StrictModel):
+    """``manifest.json`` next to the dataset files: the only place a dataset hash is declared."""
+
+    schema_version: Literal[1] = 1
+    datasets: tuple[DatasetEntry, ...] = Field(description="Dataset files, names unique.")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "DatasetManifest":
+        names = [d.name for d in self.datasets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate dataset names in manifest: {dup}")
+        return self
+
+    def entry(self, name: str) -> DatasetEntry:
+        """The entry called ``name``; KeyError naming the known entries otherwise."""
+        for d in self.datasets:
+            if d.name == name:
+                return d
+        raise KeyError(f"no dataset {name!r} in manifest (known: {[d.name for d in self.datasets]})")
+
+
+class SamplingSettings(StrictModel):
+    """vLLM ``SamplingParams`` fields that decide the output (greedy by protocol)."""
+
+    temperature: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = Field(description="0 = greedy.")
+    top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(description="Nucleus mass (1 = off).")
+    top_k: int = Field(description="Top-k (0 or -1 = off).")
+    seed: NonNegInt = Field(description="Per-request sampling seed.")
+    max_tokens: Annotated[int, Field(ge=1)] = Field(description="Max generated tokens per request.")
+
+
+class ProtocolSpec(StrictModel):
+    """Everything about how prompts are built and sampled; identical across the cases compared."""
+
+    name: Literal["qwen-chat-v1"] = Field(description="Protocol name and version.")
+    task: Task
+    system_message: str = Field(description="System message sent before the user turn.")
+    user_template: str = Field(description="str.format template of the user turn.")
+    sampling: SamplingSettings
+    shuffle_seed: NonNegInt | None = Field(
+        description="GPQA: seed of the per-question option shuffle (hash of seed and question); null for GSM8K."
+    )
+    chat_template: Literal["model"] = Field(
+        description="Prompt rendering: the model's own chat template (add_generation_prompt=True); required."
+    )
+    answer_extraction: str = Field(description="Name/version of the answer parser.")
+
+    def sha256(self) -> str:
+        """SHA-256 of the canonical JSON of this spec."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+
+class EngineSettings(StrictModel):
+    """vLLM engine arguments that can change outputs; identical across the cases compared."""
+
+    max_model_len: Annotated[int, Field(ge=2)] = Field(description="vLLM max_model_len (tokens).")
+    dtype: str = Field(description="Model dtype given to vLLM.")
+    enforce_eager: bool = Field(description="vLLM enforce_eager.")
+    enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
+    max_num_seqs: Annotated[int, Field(ge=1)] = Field(description="vLLM max_num_seqs (batch size cap).")
+
+
+class AccuracyExample(StrictModel):
+    """One line of ``<label>.<task>.examples.jsonl``; case-independent by design."""
+
+    schema_version: Literal[1] = 1
+    index: NonNegInt = Field(description="0-based row index in the dataset file.")
+    example_id: str = Field(description="Stable id of the row (dataset record id, or 'row-<index>').")
+    prompt_sha256: Sha256Hex = Field(description="SHA-256 of the rendered prompt text (chat template applied).")
+    prompt_tokens: NonNegInt = Field(description="Prompt length in tokens.")
+    gold: str = Field(description="Gold answer: normalized number (GSM8K) or letter A-D (GPQA).")
+    option_order: tuple[NonNegInt, ...] | None = Field(
+        default=None,
+        description="GPQA: original option index shown at A, B, C, D (0 = correct answer); null for GSM8K.",
+    )
+    parsed: str | None = Field(description="Parsed answer in the gold's normal form; null when unparsable.")
+    correct: bool = Field(description="parsed == gold (an unparsable answer is wrong).")
+    unparsable: bool = Field(description="No answer could be extracted from the output.")
+    output_tokens: NonNegInt = Field(description="Generated tokens (len(token_ids)).")
+    output_token_sha256: Sha256Hex = Field(description="SHA-256 of the generated token ids (canonical JSON list).")
+    finish_reason: FinishReason = Field(description="vLLM finish reason: stop (EOS/stop string) or length.")
+    output_text: str = Field(description="Generated text (detokenized).")
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> "AccuracyExample":
+        if self.unparsable != (self.parsed is None):
+            raise ValueError(f"example {self.index}: unparsable ({self.unparsable}) must equal parsed is None")
+        if self.correct and self.parsed != self.gold:
+            raise ValueError(f"example {self.index}: correct=True but parsed {self.parsed!r} != gold {self.gold!r}")
+        if self.option_order is not None:
+            if sorted(self.option_order) != list(range(len(self.option_order))):
+                raise ValueError(f"example {self.index}: option_order {self.option_order} is not a permutation")
+            letter = "ABCD"[self.option_order.index(0)]
+            if letter != self.gold:
+                raise ValueError(f"example {self.index}: gold {self.gold!r} but correct option sits at {letter}")
+        return self
+
+
+class AccuracyResult(StrictModel):
+    """``<label>.<task>.result.json``: one accuracy case, one fresh process."""
+
+    schema_version: Literal[1] = 1
+    label: str = Field(description="Case label (baseline, current-4-1, ...).")
+    implementation: Implementation
+    offload: OffloadSetting
+    task: Task
+    dataset: DatasetEntry = Field(description="Manifest entry of the dataset used (verified at load).")
+    dataset_manifest_path: str = Field(description="Absolute path of the manifest the dataset was checked against.")
+    limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit given (first N rows), null = all rows.")
+    mode: VerifyMode = Field(description="'formal' only when all rows of a full dataset ran; else 'limited'.")
+    protocol: ProtocolSpec
+    protocol_sha256: Sha256Hex = Field(description="ProtocolSpec.sha256() of ``protocol``.")
+    engine: EngineSettings
+    model: str = Field(description="Model directory given to vLLM.")
+    model_sha256sums_sha256: Sha256Hex | None = Field(
+        description="SHA-256 of the model directory's SHA256SUMS file (model identity); null if absent."
+    )
+    num_examples: Annotated[int, Field(ge=1)] = Field(description="Examples evaluated.")
+    correct: NonNegInt = Field(description="Examples answered correctly.")
+    unparsable: NonNegInt = Field(description="Examples with no extractable answer (counted wrong).")
+    accuracy: Fraction = Field(description="correct / num_examples.")
+    output_tokens: NonNegInt = Field(description="Generated tokens over all examples.")
+    examples_path: str = Field(description="Examples JSONL, relative to the result file's directory.")
+    examples_sha256: Sha256Hex = Field(description="SHA-256 of the examples JSONL bytes.")
+    load_seconds: NonNegSeconds = Field(description="Seconds to construct the engine (model load + start).")
+    generate_seconds: NonNegSeconds = Field(description="Seconds of the generate call over all examples.")
+    engine_name: Literal["vllm", "fake"] = Field(description="'vllm' for real runs; 'fake' only in unit tests.")
+    vllm_version: str | None = Field(description="vllm.__version__ in the case process; null for the fake engine.")
+    torch_version: str | None = Field(description="torch.__version__ in the case process; null for the fake engine.")
+    evidence: RuntimeEvidence | None = Field(
+        default=None, description="Offload evidence sidecar read after the run, when OFFLOAD_EVIDENCE_PATH was set."
+    )
+    pid: NonNegInt = Field(description="PID of the case process.")
+
+    @model_validator(mode="after")
+    def _check_totals(self) -> "AccuracyResult":
+        if self.protocol.task != self.task or self.dataset.task != self.task:
+            raise ValueError(
+                f"task mismatch: result {self.task}, protocol {self.protocol.task}, dataset {self.dataset.task}"
+            )
+        if self.protocol_sha256 != self.protocol.sha256():
+            raise ValueError(
+                f"protocol_sha256 {self.protocol_sha256} does not match the protocol ({self.protocol.sha256()})"
+            )
+        if self.correct + self.unparsable > self.num_examples:
+            raise ValueError(
+                f"correct ({self.correct}) + unparsable ({self.unparsable}) > num_examples ({self.num_examples})"
+            )
+        if abs(self.accuracy - self.correct / self.num_examples) > 1e-12:
+            raise ValueError(f"accuracy {self.accuracy} != correct/num_examples {self.correct}/{self.num_examples}")
+        expected = min(self.limit, self.dataset.rows) if self.limit is not None else self.dataset.rows
+        if self.num_examples != expected:
+            raise ValueError(
+                f"num_examples ({self.num_examples}) != expected {expected} (rows {self.dataset.rows}, limit {self.limit})"
+            )
+        formal = self.limit is None and self.dataset.kind == "full"
+        if (self.mode == "formal") != formal:
+            raise ValueError(
+                f"mode {self.mode!r} inconsistent with limit={self.limit} and dataset kind {self.dataset.kind!r}"
+            )
+        if self.implementation == "baseline" and self.offload.enabled:
+            raise ValueError("implementation 'baseline' must not request offload")
+        if self.implementation != "baseline" and not self.offload.enabled:
+            raise ValueError(f"implementation {self.implementation!r} requires an enabled offload setting")
+        return self
+
+
+class VerifyCheck(StrictModel):
+    """One verifier check and its outcome."""
+
+    name: str = Field(description="Check id (counts, dataset_hash, protocol, sampling, examples, identity, drop, ...).")
+    task: Task | None = Field(description="Task the check is about; null for run-wide checks.")
+    label: str | None = Field(description="Case the check is about; null for task-wide checks.")
+    status: Literal["pass", "fail", "skipped"]
+    message: str = Field(description="What was checked and, on failure, what differed.")
+
+
+class CaseSummary(StrictModel):
+    """One case as the verifier saw it."""
+
+    label: str
+    implementation: Implementation
+    task: Task
+    num_examples: NonNegInt = Field(description="Examples evaluated.")
+    correct: NonNegInt = Field(description="Correct examples.")
+    unparsable: NonNegInt = Field(description="Unparsable outputs (counted wrong).")
+    accuracy: Fraction = Field(description="correct / num_examples.")
+    drop_vs_baseline: Annotated[float, Field(allow_inf_nan=False)] = Field(
+        description="baseline accuracy - this accuracy (fraction; > 0 is a drop)."
+    )
+    examples_sha256: Sha256Hex
+    identical_to_baseline: bool = Field(description="examples_sha256 equals the baseline's.")
+
+
+class AccuracyVerification(StrictModel):
+    """``accuracy-verification.json``: the verifier's report over one run directory."""
+
+    schema_version: Literal[1] = 1
+    mode: VerifyMode = Field(description="'formal' (full counts required) or 'limited' (smoke only, not evidence).")
+    mode_note: str = Field(description="Human label of the mode, repeated in every rendered output.")
+    limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit the verifier was given; null in formal mode.")
+    run_dir: str = Field(description="Directory verified.")
+    passed: bool = Field(description="All checks passed (no 'fail').")
+    cases: tuple[CaseSummary, ...]
+    checks: tuple[VerifyCheck, ...]

@@ -1,0 +1,338 @@
+"""One accuracy case in this process: dataset x implementation x offload setting.
+
+What is modelled: verified dataset load -> ``qwen-chat-v1`` prompts rendered
+with the model's chat template -> one greedy ``generate`` over all prompts ->
+scoring -> ``<label>.<task>.examples.jsonl`` (case-independent rows) and
+``<label>.<task>.result.json`` (:class:`results_schema.accuracy.AccuracyResult`),
+plus one ``ACCURACY_RESULT <json>`` stdout line. The process is expected to be
+fresh (started by ``runners.accuracy matrix`` or the project's matrix runner
+with the same environment contract as bench cases: ``OFFLOAD_IMPL``,
+``OFFLOAD_EVIDENCE_PATH``, ``PYTHONPATH`` with the evidence hook).
+
+When ``OFFLOAD_EVIDENCE_PATH`` is set, the evidence sidecar is read after
+generation and embedded in the result; an offload case whose evidence shows
+nothing wrapped fails (the "offload requested, nothing offloaded" class).
+
+What is deliberately not modelled: launching processes (``runners.accuracy.matrix``),
+comparing cases (``analysis.accuracy``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from results_schema.accuracy import (
+    AccuracyExample,
+    AccuracyResult,
+    EngineSettings,
+    SamplingSettings,
+    canonical_json,
+)
+from results_schema.io import dumps_model, read_json, write_json
+from results_schema.models import OffloadSetting, RuntimeEvidence
+from runners.accuracy.datasets import load_dataset
+from runners.accuracy.protocol import build_messages, protocol_spec, render_prompt
+from runners.accuracy.scoring import score
+
+IMPL_ENV = "OFFLOAD_IMPL"
+EVIDENCE_ENV = "OFFLOAD_EVIDENCE_PATH"
+RESULT_PREFIX = "ACCURACY_RESULT "
+
+
+class CaseError(RuntimeError):
+    """The case cannot run or produced an inconsistent result; the message names the case."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One request's output."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: str
+
+
+class Engine(Protocol):
+    """What a case needs from an inference engine."""
+
+    name: str
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[Generation]:
+        """Greedy-generate for every prompt (token ids), outputs in prompt order."""
+        ...
+
+
+class VllmEngine:
+    """vLLM ``LLM`` with the case's engine and offload settings (built in this process)."""
+
+    name = "vllm"
+
+    def __init__(self, model: str, engine: EngineSettings, offload: OffloadSetting) -> None:
+        from vllm import LLM  # heavy import, only in case processes
+
+        kwargs: dict[str, Any] = dict(
+            model=model,
+            tokenizer=model,
+            dtype=engine.dtype,
+            max_model_len=engine.max_model_len,
+            enforce_eager=engine.enforce_eager,
+            enable_prefix_caching=engine.enable_prefix_caching,
+            max_num_seqs=engine.max_num_seqs,
+            seed=0,
+        )
+        if offload.enabled:
+            kwargs.update(
+                offload_group_size=offload.offload_group_size,
+                offload_num_in_group=offload.offload_num_in_group,
+                offload_prefetch_step=offload.offload_prefetch_step,
+                offload_backend=offload.offload_backend,
+            )
+            if offload.offload_params:
+                kwargs["offload_params"] = set(offload.offload_params)
+        self.llm = LLM(**kwargs)
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[Generation]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            seed=sampling.seed,
+            max_tokens=sampling.max_tokens,
+        )
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        result = []
+        for out in outs:
+            o = out.outputs[0]
+            result.append(Generation(text=o.text, token_ids=tuple(o.token_ids), finish_reason=str(o.finish_reason)))
+        return result
+
+
+def default_label(implementation: str, offload: OffloadSetting) -> str:
+    """``baseline`` or ``<impl>-<G>-<N>`` (``-p<P>`` when prefetch_step != 1)."""
+    if not offload.enabled:
+        return implementation
+    label = f"{implementation}-{offload.offload_group_size}-{offload.offload_num_in_group}"
+    if offload.offload_prefetch_step != 1:
+        label += f"-p{offload.offload_prefetch_step}"
+    return label
+
+
+def case_paths(out_dir: Path, label: str, task: str) -> tuple[Path, Path]:
+    """(result JSON, examples JSONL) of one case."""
+    return out_dir / f"{label}.{task}.result.json", out_dir / f"{label}.{task}.examples.jsonl"
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _model_identity(model: str) -> str | None:
+    sums = Path(model) / "SHA256SUMS"
+    return _sha256_file(sums) if sums.is_file() else None
+
+
+def _check_implementation_env(implementation: str, offload: OffloadSetting) -> None:
+    if implementation == "baseline" and offload.enabled:
+        raise CaseError("implementation 'baseline' must run with offload_group_size=0")
+    if implementation != "baseline" and not offload.enabled:
+        raise CaseError(f"implementation {implementation!r} needs --group-size > 0 and --num-in-group > 0")
+    env = os.environ.get(IMPL_ENV)
+    if env is None:
+        # direct CLI use: set it before vLLM starts, so the engine-core child inherits it
+        os.environ[IMPL_ENV] = implementation
+    elif env != implementation:
+        raise CaseError(f"{IMPL_ENV}={env!r} in the environment disagrees with --implementation {implementation!r}")
+
+
+def _read_evidence(path: Path, timeout_s: float = 30.0) -> RuntimeEvidence:
+    deadline = time.monotonic() + timeout_s
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise CaseError(
+                f"{EVIDENCE_ENV}={path} is set but no evidence was published within {timeout_s:.0f}s "
+                f"(is runners/evidence_hook on PYTHONPATH?)"
+            )
+        time.sleep(0.2)
+    return read_json(path, RuntimeEvidence)
+
+
+def run_case(
+    *,
+    model: str,
+    manifest: Path | str,
+    dataset: str,
+    implementation: str,
+    offload: OffloadSetting,
+    out_dir: Path | str,
+    engine_settings: EngineSettings,
+    limit: int | None = None,
+    label: str | None = None,
+    engine_factory: Any = None,
+) -> AccuracyResult:
+    """Run one accuracy case and write its files.
+
+    Args:
+        model: model directory (local; its tokenizer must have a chat template).
+        manifest: dataset ``manifest.json``.
+        dataset: manifest entry name, or task (gsm8k / gpqa) with a single entry.
+        implementation: baseline, current, official or sync.
+        offload: offload parameters (disabled for baseline).
+        out_dir: directory for the result and examples files (created; existing
+            files for the same label and task are never overwritten).
+        engine_settings: vLLM engine arguments that can change outputs.
+        limit: evaluate the first N rows only (smoke; the result is 'limited').
+        label: case label (default :func:`default_label`).
+        engine_factory: ``callable(model, engine_settings, offload) -> Engine``;
+            default builds :class:`VllmEngine`. Tests pass a fake.
+
+    Returns:
+        The validated result (also written to disk and printed).
+
+    Raises:
+        CaseError, DatasetError, ChatTemplateMissing: with messages naming the case.
+    """
+    from transformers import AutoTokenizer
+
+    label = label or default_label(implementation, offload)
+    out_dir = Path(out_dir).resolve()
+    _check_implementation_env(implementation, offload)
+    entry, _, rows = load_dataset(manifest, dataset)
+    task = entry.task
+    result_path, examples_path = case_paths(out_dir, label, task)
+    for p in (result_path, examples_path):
+        if p.exists():
+            raise CaseError(f"case {label}/{task}: {p} already exists; results are never overwritten")
+    if limit is not None:
+        rows = rows[:limit]
+    spec = protocol_spec(task)
+
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    rendered = []
+    for row in rows:
+        messages, gold, order = build_messages(spec, row)
+        text, ids = render_prompt(tokenizer, messages)
+        if len(ids) + spec.sampling.max_tokens > engine_settings.max_model_len:
+            raise CaseError(
+                f"case {label}/{task}: row {row.index} prompt ({len(ids)} tokens) + max_tokens "
+                f"({spec.sampling.max_tokens}) exceeds max_model_len ({engine_settings.max_model_len})"
+            )
+        rendered.append((row, gold, order, text, ids))
+
+    factory = engine_factory or VllmEngine
+    t0 = time.perf_counter()
+    engine = factory(model, engine_settings, offload)
+    load_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    gens = engine.generate([r[4] for r in rendered], spec.sampling)
+    generate_seconds = time.perf_counter() - t0
+    if len(gens) != len(rendered):
+        raise CaseError(f"case {label}/{task}: engine returned {len(gens)} outputs for {len(rendered)} prompts")
+
+    examples = []
+    for (row, gold, order, text, ids), gen in zip(rendered, gens):
+        parsed, correct = score(task, gen.text, gold)
+        finish = gen.finish_reason if gen.finish_reason in ("stop", "length", "abort") else None
+        if finish is None:
+            raise CaseError(f"case {label}/{task}: row {row.index} has unknown finish reason {gen.finish_reason!r}")
+        examples.append(
+            AccuracyExample(
+                index=row.index,
+                example_id=row.example_id,
+                prompt_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                prompt_tokens=len(ids),
+                gold=gold,
+                option_order=order,
+                parsed=parsed,
+                correct=correct,
+                unparsable=parsed is None,
+                output_tokens=len(gen.token_ids),
+                output_token_sha256=hashlib.sha256(canonical_json(list(gen.token_ids)).encode()).hexdigest(),
+                finish_reason=finish,  # type: ignore[arg-type]
+                output_text=gen.text,
+            )
+        )
+
+    evidence = None
+    evidence_env = os.environ.get(EVIDENCE_ENV)
+    if evidence_env:
+        evidence = _read_evidence(Path(evidence_env))
+        if offload.enabled and (evidence.wrapped_count == 0 or evidence.offloaded_bytes == 0):
+            raise CaseError(
+                f"case {label}/{task}: offload ({offload.offload_group_size},{offload.offload_num_in_group}) "
+                f"requested but evidence shows nothing offloaded (wrapped_count={evidence.wrapped_count}, "
+                f"offloaded_bytes={evidence.offloaded_bytes})"
+            )
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = "".join(dumps_model(e) + "\n" for e in examples).encode("utf-8")
+    tmp = examples_path.with_name(f".{examples_path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, examples_path)
+
+    vllm_version = torch_version = None
+    if getattr(engine, "name", "") == "vllm":
+        import torch
+        import vllm
+
+        vllm_version, torch_version = vllm.__version__, torch.__version__
+    correct_n = sum(e.correct for e in examples)
+    result = AccuracyResult(
+        label=label,
+        implementation=implementation,  # type: ignore[arg-type]
+        offload=offload,
+        task=task,
+        dataset=entry,
+        dataset_manifest_path=str(Path(manifest).resolve()),
+        limit=limit,
+        mode="formal" if (limit is None and entry.kind == "full") else "limited",
+        protocol=spec,
+        protocol_sha256=spec.sha256(),
+        engine=engine_settings,
+        model=str(model),
+        model_sha256sums_sha256=_model_identity(model),
+        num_examples=len(examples),
+        correct=correct_n,
+        unparsable=sum(e.unparsable for e in examples),
+        accuracy=correct_n / len(examples),
+        output_tokens=sum(e.output_tokens for e in examples),
+        examples_path=examples_path.name,
+        examples_sha256=hashlib.sha256(data).hexdigest(),
+        load_seconds=load_seconds,
+        generate_seconds=generate_seconds,
+        engine_name="vllm" if getattr(engine, "name", "") == "vllm" else "fake",
+        vllm_version=vllm_version,
+        torch_version=torch_version,
+        evidence=evidence,
+        pid=os.getpid(),
+    )
+    write_json(result_path, result)
+    print(RESULT_PREFIX + dumps_model(result), flush=True)
+    return result
+
+
+def summary_line(result: AccuracyResult) -> str:
+    """Human one-liner for logs."""
+    return json.dumps(
+        {
+            "label": result.label,
+            "task": result.task,
+            "mode": result.mode,
+            "accuracy": result.accuracy,
+            "correct": result.correct,
+            "unparsable": result.unparsable,
+            "n": result.num_examples,
+        }
+    )
