@@ -21,7 +21,7 @@ from results_schema.accuracy import EngineSettings
 from results_schema.models import OffloadSetting
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MANIFEST = REPO_ROOT / "datasets" / "fixtures" / "manifest.json"
+DEFAULT_MANIFEST = REPO_ROOT / "eval_datasets" / "fixtures" / "manifest.json"
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
