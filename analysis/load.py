@@ -18,7 +18,6 @@ cross-file checks (``analysis.validate``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +33,7 @@ RUN_COLUMNS = [
     "phase", "label", "implementation", "repeat", "runtime", "model", "group_size", "num_in_group",
     "prefetch_step", "offload_params", "offload_backend", "throughput_tok_s", "output_tokens", "elapsed_s",
     "load_seconds", "peak_rss_bytes", "device_memory_bytes", "token_digest", "temperature", "dtype",
-    "measured_rounds", "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "process_wall_s", "log_path",
+    "measured_rounds", "num_prompts", "max_tokens", "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "process_wall_s", "log_path",
     "evidence_path", "ev_offloader_class", "ev_implementation", "ev_group_size", "ev_num_in_group",
     "ev_prefetch_step", "ev_offload_params", "ev_num_layers", "ev_selected_layers", "ev_wrapped_layers",
     "ev_wrapped_count", "ev_offloaded_bytes", "ev_static_buffer_bytes", "ev_released_bytes", "ev_device",
@@ -97,7 +96,8 @@ def case_runs_frames(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFra
             r.phase, r.label, r.implementation, r.repeat, r.runtime, r.model, off.offload_group_size,
             off.offload_num_in_group, off.offload_prefetch_step, off.offload_params, off.offload_backend,
             r.throughput_tok_s, r.output_tokens, r.elapsed_s, r.load_seconds, r.peak_rss_bytes,
-            r.device_memory_bytes, r.token_digest, wl.temperature, wl.dtype, wl.measured_rounds,
+            r.device_memory_bytes, r.token_digest, wl.temperature, wl.dtype, wl.measured_rounds, wl.num_prompts,
+            wl.max_tokens,
             kv.kv_cache_tokens, kv.kv_cache_gib, kv.max_concurrency, cr.process_wall_s, cr.log_path,
             cr.evidence_path, e.offloader_class, e.implementation, e.offload_group_size, e.offload_num_in_group,
             e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
@@ -174,13 +174,3 @@ def load_run(run_dir: Path | str) -> RunData:
         case_failures=fail_items, line_errors=errors, phases=list(files),
     )
 
-
-_SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def rel(run_dir: Path, path: Path | str) -> str:
-    """``path`` relative to ``run_dir`` when inside it, else as given."""
-    try:
-        return str(Path(path).resolve().relative_to(run_dir.resolve()))
-    except ValueError:
-        return str(path)

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from analysis.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
@@ -54,9 +56,9 @@ TINY_CONFIG = {
 
 OFFLOADER_CLASS = {
     "baseline": "vllm.model_executor.offloader.base.NoopOffloader",
-    "current": "offload.prefetch.PrefetchOffloader",
+    "current": "offload.prefetch.CurrentPrefetchOffloader",
     "official": "vllm.model_executor.offloader.prefetch.PrefetchOffloader",
-    "sync": "offload.sync.SyncOffloader",
+    "sync": "offload.prefetch.SyncOffloader",
 }
 
 
@@ -201,19 +203,35 @@ def log_text(cr: CaseRun) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_yaml(phases: Sequence[SynthPhase]) -> str:
-    """A ``config.yaml`` with ``phases`` in ``conf.schema.MatrixConfig`` shape (explicit cases)."""
-    out = ["experiment_name: synthetic", "phases:"]
-    for i, ph in enumerate(phases):
-        out += [f"  {ph.name}:", f"    name: {ph.name}", "    kind: throughput", f"    order: {i}",
-                "    baseline: false", "    implementations: []", "    points: []", f"    repeats: {ph.repeats}",
-                "    repeats_by_label: {}", "    cases:"]
-        for c in ph.cases:
-            out += [f"      - label: {c.label}", f"        implementation: {c.implementation}",
-                    f"        group_size: {c.group_size}", f"        num_in_group: {c.num_in_group}",
-                    f"        prefetch_step: {c.prefetch_step}", "        params: []", "        backend: auto",
-                    "        expect_error: null"]
-    return "\n".join(out) + "\n"
+def config_dict(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> dict:
+    """A resolved config in ``conf.schema.Config`` shape, phases as explicit cases."""
+    wl = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
+              enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+              enable_prefix_caching=False, prompts_vary_per_round=True, temperature=0.0)
+    return {
+        "experiment_name": "synthetic",
+        "runtime": {"name": "cpu", "device": "cpu", "env": {}},
+        "model": {"name": "synthetic-qwen2", "source": "path", "path": "model",
+                  "num_layers": config["num_hidden_layers"]},
+        "workload": wl,
+        "phases": {
+            ph.name: {
+                "name": ph.name, "kind": "throughput", "order": i, "baseline": False, "implementations": [],
+                "points": [], "repeats": ph.repeats, "repeats_by_label": {}, "measured_rounds": ph.measured_rounds,
+                "cases": [{"label": c.label, "implementation": c.implementation, "group_size": c.group_size,
+                           "num_in_group": c.num_in_group, "prefetch_step": c.prefetch_step, "params": [],
+                           "backend": "auto",
+                           "expect_error": "AssertionError" if c.fail and c.implementation == "official" else None}
+                          for c in ph.cases],
+            }
+            for i, ph in enumerate(phases)
+        },
+    }
+
+
+def config_yaml(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> str:
+    """``config.yaml`` text of ``config_dict``."""
+    return yaml.safe_dump(config_dict(phases, config), sort_keys=False)
 
 
 def write_run_dir(run_dir: Path, phases: Sequence[SynthPhase], *, seed: int = 0, config: dict = TINY_CONFIG,
@@ -233,7 +251,7 @@ def write_run_dir(run_dir: Path, phases: Sequence[SynthPhase], *, seed: int = 0,
     run_dir.mkdir(parents=True)
     rng = random.Random(seed)
     write_model_dir(run_dir / "model", config)
-    (run_dir / "config.yaml").write_text(config_yaml(phases))
+    (run_dir / "config.yaml").write_text(config_yaml(phases, config))
     for ph in phases:
         for r in range(ph.repeats):
             n = len(ph.cases)

@@ -1,0 +1,88 @@
+"""``python -m analysis``: report, verify, validate and recommend over a run directory.
+
+Subcommands:
+    report RUN_DIR                      write summary/ and print the per-label table (exit 1 if invalid)
+    validate RUN_DIR                    print the validation report (exit 1 if invalid)
+    verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
+    recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
+    recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("report", help="write summary/ and print the table")
+    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser("validate", help="print the validation report")
+    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser("verify", help="independent recomputation of the summary")
+    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser("recommend", help="pick a setting for a capacity need")
+    p.add_argument("run_dir", type=Path)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--need-gib", type=float, help="device memory to release (GiB)")
+    g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB)")
+    p.add_argument("--phase", default=None)
+    p.add_argument("--implementation", default="current")
+    p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    if args.command == "report":
+        from analysis.report import write_summary
+
+        text = write_summary(args.run_dir)
+        print(text)
+        print(f"wrote {args.run_dir / 'summary'}")
+        return 0 if text.startswith("validation: VALID") else 1
+    if args.command == "validate":
+        from analysis.validate import validate_run
+
+        rep = validate_run(args.run_dir)
+        for c in rep.checks:
+            print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.errors} error(s), {c.warnings} warning(s)")
+        for i in rep.issues:
+            print(f"{i.severity}: {i.code}: {i.message}")
+        print("VALID" if rep.valid else "INVALID")
+        return 0 if rep.valid else 1
+    if args.command == "verify":
+        from analysis.verify import verify
+
+        res = verify(args.run_dir)
+        for m in res.mismatches[:50]:
+            print(f"mismatch: {m}")
+        print(f"compared {res.compared} values; max abs difference {res.max_abs_diff:.3g} raw, "
+              f"{res.max_abs_diff_printed:g} at printed precision")
+        print("OK" if res.ok else "FAILED")
+        return 0 if res.ok else 1
+    from analysis.model import recommend
+    from analysis.report import build
+
+    tables = build(args.run_dir)
+    data = tables["data"]
+    rec = recommend(tables["summary"], data.runs, need_gib=args.need_gib, need_kv_gib=args.need_kv_gib,
+                    phase=args.phase, implementation=args.implementation,
+                    bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
+                    valid=tables["validation"].valid)
+    for line in rec.lines:
+        print(line)
+    if rec.best is None:
+        return 1
+    print(f"recommendation: {rec.best['label']} (G={rec.best['group_size']}, N={rec.best['num_in_group']}, "
+          f"prefetch_step={rec.best['prefetch_step']})")
+    return 0

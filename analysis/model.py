@@ -1,0 +1,237 @@
+"""Transfer-bound throughput model and the recommender built on it.
+
+What is modelled: a decode step of the baseline takes ``t0 = P / T0`` seconds
+(``P`` prompts per round each gaining one token per step, ``T0`` the baseline
+median throughput in tok/s), spread evenly over ``num_layers`` layers
+(``c = t0 / num_layers`` per layer). Offloading ``L`` layers of ``b`` bytes
+each (evidence bytes / wrapped count) moves ``L * b`` bytes host->device per
+step at bandwidth ``BW`` (bytes/s):
+
+* ``serial`` (CPU runtime, sync offloader: the copy is on the compute path):
+  ``t = t0 + L*b/BW``;
+* ``overlapped`` (prefetch on a side stream): each group of ``G`` layers holds
+  ``N`` offloaded layers whose copies can hide behind ``prefetch_step * G``
+  layers of compute; the step stalls for what does not fit:
+  ``t = t0 + (L/N) * max(0, N*b/BW - prefetch_step*G*c)``.
+
+Predicted throughput is ``T0 * t0 / t``. ``BW`` is given, or fitted to the
+measured points by minimising the squared relative throughput error over a
+logarithmic grid (1 MB/s .. 10 TB/s). The recommender returns the
+highest-throughput *measured* point whose capacity (released bytes from
+evidence, or KV-cache gain) meets the need, and the model's best predictions
+for settings not measured.
+
+What is deliberately not modelled: prefill cost separately from decode,
+bandwidth contention between the copy and compute, KV growth as a function of
+released bytes beyond the 1:1 assumption stated in the recommender output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from offload.selection import select_offload_layers
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class TransferModel:
+    """Parameters of the transfer-bound model (see module docstring)."""
+
+    baseline_tok_s: float
+    num_prompts: int
+    num_layers: int
+    bytes_per_layer: float
+    bandwidth_bytes_s: float
+    mode: str  # "serial" or "overlapped"
+
+    @property
+    def t0(self) -> float:
+        """Baseline seconds per decode step."""
+        return self.num_prompts / self.baseline_tok_s
+
+    def step_seconds(self, group_size: int, num_in_group: int, prefetch_step: int = 1) -> float:
+        sel = select_offload_layers(self.num_layers, group_size, num_in_group)
+        L = len(sel)
+        if L == 0:
+            return self.t0
+        if math.isinf(self.bandwidth_bytes_s):
+            return self.t0
+        copy = self.bytes_per_layer / self.bandwidth_bytes_s
+        if self.mode == "serial":
+            return self.t0 + L * copy
+        c = self.t0 / self.num_layers
+        per_group = max(0.0, num_in_group * copy - prefetch_step * group_size * c)
+        return self.t0 + (L / num_in_group) * per_group
+
+    def predict(self, group_size: int, num_in_group: int, prefetch_step: int = 1) -> float:
+        """Predicted throughput (tok/s)."""
+        return self.baseline_tok_s * self.t0 / self.step_seconds(group_size, num_in_group, prefetch_step)
+
+
+def _points(summary: pd.DataFrame, phase: str) -> pd.DataFrame:
+    s = summary[(summary["phase"] == phase) & (summary["implementation"] != "baseline")]
+    return s[s["wrapped_count"] > 0]
+
+
+def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implementation: str = "current",
+              bandwidth_bytes_s: float | None = None, mode: str | None = None) -> TransferModel | None:
+    """Build (and fit unless ``bandwidth_bytes_s`` is given) the model for one phase.
+
+    Returns None when the phase has no baseline or no offloaded point with evidence.
+    """
+    ph = summary[summary["phase"] == phase]
+    base = ph[ph["implementation"] == "baseline"]
+    pts = _points(summary, phase)
+    pts = pts[pts["implementation"] == implementation] if (pts["implementation"] == implementation).any() else pts
+    if base.empty or pts.empty:
+        return None
+    pr = runs[runs["phase"] == phase]
+    num_layers = int(pr["ev_num_layers"].max())
+    bpl = float((pts["offloaded_bytes"] / pts["wrapped_count"]).median())
+    runtime = str(base["runtime"].iloc[0])
+    if mode is None:
+        mode = "serial" if runtime == "cpu" or implementation == "sync" else "overlapped"
+    num_prompts = _num_prompts(runs, phase)
+    t_base = float(base["throughput_median_tok_s"].iloc[0])
+    if bandwidth_bytes_s is not None:
+        return TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
+    grid = np.logspace(6, 13, 1401)
+    best, best_err = math.inf, math.inf
+    for bw in grid:
+        m = TransferModel(t_base, num_prompts, num_layers, bpl, float(bw), mode)
+        err = 0.0
+        for _, r in pts.iterrows():
+            p = m.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+            err += ((p - r["throughput_median_tok_s"]) / r["throughput_median_tok_s"]) ** 2
+        if err < best_err - 1e-15:
+            best, best_err = float(bw), err
+    return TransferModel(t_base, num_prompts, num_layers, bpl, best, mode)
+
+
+def _num_prompts(runs: pd.DataFrame, phase: str) -> int:
+    """Prompts per round of the phase's workload (tokens gained per decode step)."""
+    return int(runs.loc[runs["phase"] == phase, "num_prompts"].iloc[0])
+
+
+def model_table(summary: pd.DataFrame, model: TransferModel, phase: str) -> pd.DataFrame:
+    """Predicted vs measured throughput for every label of ``phase`` (baseline included)."""
+    rows = []
+    for _, r in summary[summary["phase"] == phase].iterrows():
+        pred = model.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+        meas = float(r["throughput_median_tok_s"])
+        rows.append({"phase": phase, "label": r["label"], "group_size": int(r["group_size"]),
+                     "num_in_group": int(r["num_in_group"]), "prefetch_step": int(r["prefetch_step"]),
+                     "measured_tok_s": meas, "predicted_tok_s": pred, "error_pct": (pred - meas) / meas * 100.0})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Recommendation:
+    """What ``recommend`` found; ``lines`` is the printed reasoning."""
+
+    need_bytes: float | None
+    need_kv_gib: float | None
+    best: dict | None
+    predictions: list[dict]
+    lines: list[str]
+
+
+def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | None = None,
+              need_kv_gib: float | None = None, phase: str | None = None, implementation: str = "current",
+              bandwidth_bytes_s: float | None = None, valid: bool = True, top: int = 3) -> Recommendation:
+    """Highest-throughput measured point meeting the capacity need, plus model predictions.
+
+    Args:
+        summary: ``analysis.aggregate.aggregate`` output.
+        runs: ``RunData.runs`` (for the workload's prompt count).
+        need_gib: device memory to release (GiB = 2**30 bytes), compared with evidence released bytes.
+        need_kv_gib: KV-cache gain needed (GiB), compared with the measured KV gain; predicted
+            settings assume released bytes become KV cache 1:1.
+        phase: phase to use (default: the phase with the most labels).
+        implementation: implementation whose unmeasured settings are predicted.
+        bandwidth_bytes_s: model bandwidth (default: fitted).
+        valid: whether the run validated (stated in the reasoning).
+        top: how many unmeasured predictions to return.
+
+    Raises:
+        ValueError: neither or both needs given, or a negative need.
+    """
+    if (need_gib is None) == (need_kv_gib is None):
+        raise ValueError("give exactly one of need_gib or need_kv_gib")
+    need = need_gib if need_gib is not None else need_kv_gib
+    if need < 0:
+        raise ValueError(f"capacity need ({need}) must be >= 0")
+    if phase is None:
+        phase = summary.groupby("phase")["label"].count().idxmax()
+    lines = [f"phase {phase!r}; run {'valid' if valid else 'INVALID (see summary/validation.json)'}"]
+    ph = summary[(summary["phase"] == phase)]
+    if need_gib is not None:
+        cap = ph["released_bytes"].astype(float) / GIB
+        lines.append(f"need: release >= {need_gib:g} GiB of device memory (evidence released_bytes = offloaded - static buffers)")
+    else:
+        cap = ph["kv_gain_gib"].astype("Float64").astype(float)
+        lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured from logs)")
+    ok = ph[cap >= need - 1e-12].copy()
+    ok["capacity_gib"] = cap[cap >= need - 1e-12]
+    best = None
+    if ok.empty:
+        lines.append("no measured point meets the need")
+    else:
+        b = ok.sort_values(["throughput_median_tok_s", "capacity_gib"], ascending=[False, True]).iloc[0]
+        best = {"label": b["label"], "implementation": b["implementation"], "group_size": int(b["group_size"]),
+                "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
+                "throughput_median_tok_s": float(b["throughput_median_tok_s"]),
+                "retention": float(b["retention"]), "capacity_gib": float(b["capacity_gib"])}
+        lines.append(f"{len(ok)} measured point(s) meet it; highest median throughput: {b['label']} "
+                     f"(G={best['group_size']}, N={best['num_in_group']}, prefetch_step={best['prefetch_step']}) "
+                     f"{best['throughput_median_tok_s']:.2f} tok/s, retention {best['retention']:.3f}, "
+                     f"capacity {best['capacity_gib']:.4f} GiB")
+    preds: list[dict] = []
+    model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s)
+    if model is None:
+        lines.append("model: not enough measured points (baseline + one offloaded point with evidence) to fit")
+    else:
+        lines.append(f"model ({model.mode}): baseline {model.baseline_tok_s:.2f} tok/s, {model.bytes_per_layer:,.0f} bytes/layer, "
+                     f"bandwidth {model.bandwidth_bytes_s / 1e9:.3f} GB/s "
+                     f"({'given' if bandwidth_bytes_s is not None else 'fitted to measured points'})")
+        measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+                    for _, r in ph.iterrows() if r["implementation"] == implementation}
+        static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
+        for g in range(1, model.num_layers + 1):
+            for n in range(1, g + 1):
+                L = len(select_offload_layers(model.num_layers, g, n))
+                if L == 0:
+                    continue
+                for k in (1, 2, 3):
+                    if (g, n, k) in measured:
+                        continue
+                    released = L * model.bytes_per_layer - k * static_per_slot
+                    if released / GIB < need - 1e-12:
+                        continue
+                    preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
+                                  "predicted_released_gib": released / GIB,
+                                  "predicted_tok_s": model.predict(g, n, k)})
+        preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
+        preds = preds[:top]
+        for p in preds:
+            lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
+                         f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
+                         f"~{p['predicted_released_gib']:.4f} GiB released"
+                         + (" (KV gain assumed 1:1 with released bytes)" if need_kv_gib is not None else ""))
+        if not preds:
+            lines.append("model: no unmeasured setting meets the need")
+    return Recommendation(need_bytes=None if need_gib is None else need_gib * GIB, need_kv_gib=need_kv_gib,
+                          best=best, predictions=preds, lines=lines)
+
+
+def _static_per_slot(ph: pd.DataFrame, default: float) -> float:
+    s = ph[(ph["static_buffer_bytes"] > 0) & (ph["prefetch_step"] > 0)]
+    if s.empty:
+        return default
+    return float((s["static_buffer_bytes"] / s["prefetch_step"]).median())

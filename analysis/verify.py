@@ -1,0 +1,177 @@
+"""Independent recomputation of the per-label summary from the raw JSONL.
+
+What is modelled: every number of ``summary/comparison-summary.json``'s
+``rows`` that is a statistic or an evidence value, recomputed with the Python
+standard library only (``json`` with a strict ``parse_constant``,
+``statistics``, a hand-written type-7 percentile) straight from
+``<phase>-runs.jsonl`` -- no pandas, no ``analysis.aggregate`` code path. Lines
+are accepted when they validate as ``CaseRun`` (the shared contract), as the
+loader does. Each value is compared with the summary at the precision the
+report prints (``analysis.report.PRECISION``; integers exactly); the maximum
+absolute difference is reported both raw and at printed precision, and the
+latter must be 0.
+
+What is deliberately not modelled: the comparison/bootstrap tables (their
+inputs are the same per-process values, checked here) and the plots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from results_schema.models import CaseRun
+
+PRECISION_FALLBACK = 6
+
+
+def _reject(name):
+    raise ValueError(f"non-finite constant {name}")
+
+
+def _pct7(values: list[float], q: float) -> float:
+    v = sorted(values)
+    if not v:
+        return math.nan
+    h = (len(v) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def _median(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def recompute(run_dir: Path | str) -> dict[tuple[str, str], dict]:
+    """Per (phase, label) statistics from the raw runs files (stdlib only)."""
+    run_dir = Path(run_dir)
+    procs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for path in sorted(run_dir.glob("*-runs.jsonl")):
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    obj = json.loads(line, parse_constant=_reject)
+                    CaseRun.model_validate(obj)
+                except (ValueError, ValidationError):
+                    continue
+                procs[(obj["record"]["phase"], obj["record"]["label"])].append(obj)
+    out: dict[tuple[str, str], dict] = {}
+    base_thr: dict[str, list[float]] = defaultdict(list)
+    base_kv: dict[str, list] = defaultdict(list)
+    base_kvg: dict[str, list] = defaultdict(list)
+    for (phase, _label), items in procs.items():
+        for o in items:
+            if o["record"]["implementation"] == "baseline":
+                base_thr[phase].append(o["record"]["throughput_tok_s"])
+                base_kv[phase].append(o["kv_cache"]["kv_cache_tokens"])
+                base_kvg[phase].append(o["kv_cache"]["kv_cache_gib"])
+    for (phase, label), items in procs.items():
+        thr = [o["record"]["throughput_tok_s"] for o in items]
+        rnd = [r for o in items for r in o["record"]["rounds"]]
+        rthr = [r["throughput_tok_s"] for r in rnd]
+        lat = [r["elapsed_s"] for r in rnd]
+        ev = items[0]["evidence"]
+        row = {
+            "processes": len(items),
+            "throughput_median_tok_s": statistics.median(thr),
+            "throughput_mean_tok_s": statistics.fmean(thr),
+            "throughput_stdev_tok_s": statistics.stdev(thr) if len(thr) > 1 else None,
+            "throughput_min_tok_s": min(thr),
+            "throughput_max_tok_s": max(thr),
+            "pooled_round_throughput_median_tok_s": statistics.median(rthr),
+            "pooled_round_throughput_stdev_tok_s": statistics.stdev(rthr) if len(rthr) > 1 else None,
+            "rounds": len(rnd),
+            "round_latency_p50_s": _pct7(lat, 0.50),
+            "round_latency_p95_s": _pct7(lat, 0.95),
+            "load_seconds_median": statistics.median(o["record"]["load_seconds"] for o in items),
+            "kv_cache_tokens_median": _median([o["kv_cache"]["kv_cache_tokens"] for o in items]),
+            "kv_cache_gib_median": _median([o["kv_cache"]["kv_cache_gib"] for o in items]),
+            "peak_rss_bytes_median": statistics.median(o["record"]["peak_rss_bytes"] for o in items),
+            "device_memory_bytes_median": _median([o["record"]["device_memory_bytes"] for o in items]),
+            "selected_layers": ",".join(str(i) for i in ev["selected_layers"]),
+            "wrapped_count": ev["wrapped_count"],
+            "offloaded_bytes": ev["offloaded_bytes"],
+            "static_buffer_bytes": ev["static_buffer_bytes"],
+            "released_bytes": ev["released_bytes"],
+        }
+        b = statistics.median(base_thr[phase]) if base_thr.get(phase) else None
+        row["baseline_throughput_median_tok_s"] = b
+        row["retention"] = None if b is None else row["throughput_median_tok_s"] / b
+        row["throughput_change_pct"] = None if b is None else (row["throughput_median_tok_s"] / b - 1.0) * 100.0
+        bk, bg = _median(base_kv.get(phase, [])), _median(base_kvg.get(phase, []))
+        k, g = row["kv_cache_tokens_median"], row["kv_cache_gib_median"]
+        row["kv_gain_tokens"] = None if k is None or bk is None else k - bk
+        row["kv_gain_gib"] = None if g is None or bg is None else g - bg
+        out[(phase, label)] = row
+    return out
+
+
+@dataclass
+class VerifyResult:
+    compared: int = 0
+    max_abs_diff: float = 0.0
+    max_abs_diff_printed: float = 0.0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and self.max_abs_diff_printed == 0.0
+
+
+def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
+           precision: dict[str, int] | None = None) -> VerifyResult:
+    """Compare the recomputation with the summary rows.
+
+    Args:
+        run_dir: run directory.
+        summary_rows: rows to check; default: ``summary/comparison-summary.json``'s ``rows``
+            (computed in memory by ``analysis.report.build`` when the file does not exist).
+        precision: decimals per column; default: the file's ``precision`` (or ``analysis.report.PRECISION``).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / "summary" / "comparison-summary.json"
+    if summary_rows is None:
+        if path.is_file():
+            doc = json.loads(path.read_text(), parse_constant=_reject)
+            summary_rows, precision = doc["rows"], precision or doc.get("precision")
+        else:
+            from analysis.report import PRECISION, build, records
+
+            summary_rows, precision = records(build(run_dir)["summary"]), precision or PRECISION
+    if precision is None:
+        from analysis.report import PRECISION as precision  # noqa: N811
+    ref = recompute(run_dir)
+    res = VerifyResult()
+    seen = set()
+    for row in summary_rows:
+        key = (row["phase"], row["label"])
+        seen.add(key)
+        if key not in ref:
+            res.mismatches.append(f"{key[0]}/{key[1]}: in the summary but not in the raw runs")
+            continue
+        for col, want in ref[key].items():
+            got = row.get(col)
+            res.compared += 1
+            if want is None or got is None or isinstance(want, str):
+                if want != got:
+                    res.mismatches.append(f"{key[0]}/{key[1]} {col}: summary {got!r}, recomputed {want!r}")
+                continue
+            diff = abs(float(got) - float(want))
+            res.max_abs_diff = max(res.max_abs_diff, diff)
+            d = precision.get(col, PRECISION_FALLBACK if isinstance(want, float) else 0)
+            pdiff = abs(round(float(got), d) - round(float(want), d))
+            res.max_abs_diff_printed = max(res.max_abs_diff_printed, pdiff)
+            if pdiff != 0.0:
+                res.mismatches.append(f"{key[0]}/{key[1]} {col}: summary {got!r}, recomputed {want!r} "
+                                      f"(differ at {d} decimals)")
+    for key in sorted(set(ref) - seen):
+        res.mismatches.append(f"{key[0]}/{key[1]}: in the raw runs but missing from the summary")
+    return res
