@@ -1,0 +1,110 @@
+"""Environment manifest of one run: who ran what, on which software, device and config.
+
+What is modelled: the identity of a run directory, written once by
+``runners.matrix`` as ``environment-manifest.json`` before the first case and
+re-checked at resume: git revision + dirty flag of this repository, Python and
+platform, recorded package versions, every declared pin with the value observed
+(package versions, installed package tree SHA-256, wheel SHA-256, source tree
+SHA-256 + commit, driver/toolkit file SHA-256, tools), the model manifest
+(``SHA256SUMS`` hash + revision), the project ``offload/`` tree hash, device
+identity, the resolved config and its hash, the overrides, and the process
+environment with secrets removed (names containing TOKEN, KEY, SECRET, PASSWORD,
+CREDENTIAL or AUTH are never written).
+
+What is deliberately not modelled: per-case data (``results_schema.models``),
+how pins are computed (``runners.identity``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from results_schema.dispatch import FileKind
+
+SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
+"""Environment variable names containing one of these (case-insensitive) are never written."""
+
+
+def is_secret_name(name: str) -> bool:
+    """True when an environment variable name looks like it holds a secret."""
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+PinKind = Literal["tool", "package", "package_tree", "wheel", "source_tree", "source_commit", "file",
+                  "model_sha256sums", "model_revision", "offload_tree"]
+
+
+class PinCheck(_Strict):
+    """One declared pin and what was observed."""
+
+    kind: PinKind = Field(description="What is pinned (tool on PATH, package version, tree hash, ...).")
+    name: str = Field(description="What the pin names: tool, distribution, path, or 'model' / 'offload'.")
+    expected: str = Field(description="Declared value (version specifier, SHA-256, commit, 'on PATH').")
+    actual: str | None = Field(description="Observed value; null when absent (missing file, package, tool).")
+    ok: bool = Field(description="Whether the observed value satisfies the pin.")
+
+
+class ModelIdentity(_Strict):
+    """The model every case loaded."""
+
+    name: str = Field(description="Model short name from the config.")
+    path: str = Field(description="Absolute model directory.")
+    sha256sums_sha256: str = Field(description="SHA-256 of the model directory's SHA256SUMS file.")
+    revision: str | None = Field(description="Upstream revision when known (tiny model: null).")
+    num_layers: int = Field(ge=0, description="Decoder layers declared in the config.")
+
+
+class GitIdentity(_Strict):
+    """This repository's revision."""
+
+    revision: str = Field(description="git rev-parse HEAD ('unborn' when the branch has no commit yet).")
+    dirty: bool = Field(description="Whether tracked or untracked files differ from the revision.")
+
+
+class DeviceIdentity(_Strict):
+    """The device the cases ran on."""
+
+    kind: Literal["cpu", "cuda", "npu"] = Field(description="Device kind.")
+    name: str = Field(description="Device model (CPU model name, GPU/NPU product name).")
+    logical_index: int | None = Field(default=None, description="Visible (logical) device index used; null on CPU.")
+    physical_index: int | None = Field(
+        default=None, description="Physical device index (npu-smi NPU ID / nvidia-smi index); null on CPU."
+    )
+    source: str = Field(description="How the mapping was obtained (NPU_INDEX, npu-smi info -m, nvidia-smi, ...).")
+    count: int = Field(ge=0, description="Devices of this kind visible on the host (CPU: logical cores).")
+
+
+class EnvironmentManifest(_Strict):
+    """``environment-manifest.json``: the identity of one run directory."""
+
+    schema_version: Literal[1] = 1
+    run_id: str = Field(description="Run directory name.")
+    experiment: str = Field(description="experiment_name of the config.")
+    created_utc: str = Field(description="ISO-8601 UTC time the manifest was written.")
+    hostname: str = Field(description="Host name of the runner.")
+    python_version: str = Field(description="sys.version of the runner.")
+    platform: str = Field(description="platform.platform() of the runner.")
+    git: GitIdentity
+    packages: dict[str, str | None] = Field(
+        description="Recorded distribution versions (null: not installed)."
+    )
+    pins: tuple[PinCheck, ...] = Field(description="Every declared pin with its observed value, in check order.")
+    model: ModelIdentity
+    offload_tree_sha256: str = Field(description="SHA-256 of this project's offload/ source tree.")
+    devices: tuple[DeviceIdentity, ...] = Field(description="Device identity per runtime used by the run.")
+    config_sha256: str = Field(description="SHA-256 of the resolved config (canonical JSON).")
+    config: dict[str, Any] = Field(description="Resolved config (the same content as config.yaml).")
+    overrides: tuple[str, ...] = Field(description="Command-line overrides the run was composed with.")
+    environment: dict[str, str] = Field(description="Runner environment with secret-looking names removed.")
+
+
+FILE_KINDS: list[FileKind] = [
+    FileKind("environment-manifest.json", "results_schema.manifest:EnvironmentManifest", jsonl=False),
+]

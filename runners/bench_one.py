@@ -1,0 +1,286 @@
+"""One case, one process: build ``LLM(...)`` with the case's offload parameters and measure.
+
+What is modelled: offline throughput of one vLLM engine for one offload setting.
+Prompts are exact token-id prompts (``TokensPrompt``) drawn deterministically from
+``(seed, round)``, so input lengths are exact and every case of a run sees the same
+prompts; each round (warmup included) gets fresh prompts unless
+``--same-prompts-every-round``, and prefix caching is off unless asked for (both are
+recorded). Decoding is greedy with ``ignore_eos`` so the token counts are real;
+generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
+digest of the generated ids is kept per round (greedy identity across cases).
+Peak RSS is sampled over this process and its children (vLLM V1 runs the engine
+core in a child process).
+
+What is deliberately not modelled: statistics across processes (analysis), the
+offloader evidence (the evidence hook publishes it), server mode / latency SLOs.
+
+Output: the ``BenchRecord`` JSON at ``--record`` (atomic) and exactly one
+``BENCH_RESULT <json>`` line on stdout. Exit 0 on success, 2 on invalid
+arguments (``ValueError: ...`` on stderr, before vLLM is imported), otherwise the
+exception propagates (traceback in the log, non-zero exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from offload.selection import validate_offload_params
+from results_schema.io import dumps_model, write_json
+from results_schema.models import BenchRecord, OffloadSetting, RoundResult, WorkloadSpec
+
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m runners.bench_one", description=__doc__.split("\n")[0])
+    ap.add_argument("--phase", required=True)
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--implementation", required=True, choices=["baseline", "current", "official", "sync"])
+    ap.add_argument("--repeat", type=int, required=True)
+    ap.add_argument("--runtime", required=True, help="runtime name recorded in the record (cpu, cuda, ...)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "npu"], help="device kind (memory probe)")
+    ap.add_argument("--model", required=True, help="model directory")
+    ap.add_argument("--offload-group-size", type=int, default=0)
+    ap.add_argument("--offload-num-in-group", type=int, default=0)
+    ap.add_argument("--offload-prefetch-step", type=int, default=1)
+    ap.add_argument("--offload-params", default="", help="comma-separated dotted-name segments")
+    ap.add_argument("--offload-backend", default="auto")
+    ap.add_argument("--num-prompts", type=int, required=True)
+    ap.add_argument("--input-len", type=int, required=True)
+    ap.add_argument("--max-tokens", type=int, required=True)
+    ap.add_argument("--max-model-len", type=int, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    ap.add_argument("--warmup-rounds", type=int, default=1)
+    ap.add_argument("--measured-rounds", type=int, default=3)
+    ap.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
+    ap.add_argument("--same-prompts-every-round", action="store_true",
+                    help="reuse round 0's prompts in every round (default: fresh prompts per round)")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--record", required=True, help="path of the BenchRecord JSON to write")
+    return ap
+
+
+def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
+    """Validate arguments into the record's models (before vLLM is imported)."""
+    params = tuple(p for p in a.offload_params.split(",") if p)
+    validate_offload_params(a.offload_group_size, a.offload_num_in_group, a.offload_prefetch_step, a.offload_backend)
+    if a.implementation == "baseline" and a.offload_group_size != 0:
+        raise ValueError(f"implementation baseline needs offload_group_size 0 (got {a.offload_group_size})")
+    if a.implementation != "baseline" and (a.offload_group_size == 0 or a.offload_num_in_group == 0):
+        raise ValueError(
+            f"implementation {a.implementation} needs offload_group_size > 0 and offload_num_in_group > 0 "
+            f"(got {a.offload_group_size}, {a.offload_num_in_group})"
+        )
+    if a.input_len + a.max_tokens > a.max_model_len:
+        raise ValueError(f"input_len ({a.input_len}) + max_tokens ({a.max_tokens}) exceeds max_model_len "
+                         f"({a.max_model_len})")
+    offload = OffloadSetting(offload_group_size=a.offload_group_size, offload_num_in_group=a.offload_num_in_group,
+                             offload_prefetch_step=a.offload_prefetch_step, offload_params=params,
+                             offload_backend=a.offload_backend)
+    workload = WorkloadSpec(num_prompts=a.num_prompts, input_len=a.input_len, max_tokens=a.max_tokens,
+                            max_model_len=a.max_model_len, seed=a.seed, dtype=a.dtype,
+                            enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
+                            warmup_rounds=a.warmup_rounds, measured_rounds=a.measured_rounds,
+                            enable_prefix_caching=a.enable_prefix_caching,
+                            prompts_vary_per_round=not a.same_prompts_every_round, temperature=a.temperature)
+    return offload, workload
+
+
+def make_prompt_ids(seed: int, round_index: int, num_prompts: int, input_len: int,
+                    vocab: Sequence[int]) -> list[list[int]]:
+    """Deterministic token-id prompts of exactly ``input_len`` tokens.
+
+    Args:
+        seed: workload seed.
+        round_index: global round number (warmup rounds first); a different round
+            gives different prompts, so no round is served from an earlier round's
+            prefix cache.
+        num_prompts: prompts per round.
+        input_len: tokens per prompt.
+        vocab: allowed token ids (special tokens excluded).
+
+    Returns:
+        ``num_prompts`` lists of ``input_len`` ids.
+    """
+    rng = random.Random(f"bench-one:{seed}:{round_index}")
+    return [[vocab[rng.randrange(len(vocab))] for _ in range(input_len)] for _ in range(num_prompts)]
+
+
+def digest_ids(outputs: Sequence[Sequence[int]]) -> str:
+    """SHA-256 of generated token ids, request by request (order-sensitive)."""
+    h = hashlib.sha256()
+    for ids in outputs:
+        h.update(",".join(str(int(t)) for t in ids).encode())
+        h.update(b";")
+    return h.hexdigest()
+
+
+class PeakRSS:
+    """Samples the RSS of this process plus all its descendants; keeps the peak (bytes)."""
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+
+    def sample(self) -> int:
+        import psutil
+
+        me = psutil.Process()
+        total = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        self.peak = max(self.peak, total)
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> "PeakRSS":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        self.peak = max(self.peak, own)
+
+
+def _device_memory_bytes(device: str) -> int | None:
+    """Device memory used by this process tree after load (bytes); None on CPU or when unknown.
+
+    CUDA: sum of ``nvidia-smi --query-compute-apps`` entries of this process tree.
+    NPU: not probed here (``npu-smi`` per-process query is stack-specific); None.
+    """
+    if device != "cuda" or shutil.which("nvidia-smi") is None:
+        return None
+    import psutil
+
+    me = psutil.Process()
+    pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=30, check=False)
+    if out.returncode != 0:
+        return None
+    total = 0
+    for line in out.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
+            total += int(parts[1]) * 1024 * 1024  # MiB
+    return total
+
+
+def _vocab(llm: object) -> list[int]:
+    tok = llm.get_tokenizer()  # type: ignore[attr-defined]
+    special = set(getattr(tok, "all_special_ids", ()) or ())
+    size = len(tok)
+    hf_config = llm.llm_engine.model_config.hf_config  # type: ignore[attr-defined]
+    size = min(size, int(getattr(hf_config, "vocab_size", size)))
+    vocab = [i for i in range(size) if i not in special]
+    if not vocab:
+        raise ValueError("the tokenizer has no non-special token")
+    return vocab
+
+
+def run(a: argparse.Namespace) -> BenchRecord:
+    """Build the engine, run warmup + measured rounds, return the record."""
+    offload, workload = _specs(a)
+    impl_env = os.environ.get("OFFLOAD_IMPL")
+    if impl_env is not None and impl_env != a.implementation:
+        raise ValueError(f"OFFLOAD_IMPL={impl_env!r} disagrees with --implementation {a.implementation!r}")
+    os.environ["OFFLOAD_IMPL"] = a.implementation  # inherited by vLLM's engine-core process
+
+    import torch
+    import vllm
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    kwargs: dict[str, object] = dict(
+        model=a.model, dtype=a.dtype, max_model_len=a.max_model_len, seed=a.seed,
+        enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
+        enable_prefix_caching=a.enable_prefix_caching, max_num_seqs=max(a.num_prompts, 1),
+    )
+    if offload.offload_group_size > 0:
+        kwargs.update(offload_group_size=offload.offload_group_size,
+                      offload_num_in_group=offload.offload_num_in_group,
+                      offload_prefetch_step=offload.offload_prefetch_step,
+                      offload_params=set(offload.offload_params),
+                      offload_backend=offload.offload_backend)
+
+    with PeakRSS() as rss:
+        t0 = time.perf_counter()
+        llm = LLM(**kwargs)
+        load_seconds = time.perf_counter() - t0
+        device_mem = _device_memory_bytes(a.device)
+        vocab = _vocab(llm)
+        sp = SamplingParams(temperature=a.temperature, max_tokens=a.max_tokens, ignore_eos=True, seed=a.seed)
+        rounds: list[RoundResult] = []
+        total_rounds = a.warmup_rounds + a.measured_rounds
+        for g in range(total_rounds):
+            prompt_round = 0 if a.same_prompts_every_round else g
+            ids = make_prompt_ids(a.seed, prompt_round, a.num_prompts, a.input_len, vocab)
+            prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
+            t = time.perf_counter()
+            outs = llm.generate(prompts, sp, use_tqdm=False)
+            elapsed = time.perf_counter() - t
+            gen = [list(o.outputs[0].token_ids) for o in outs]
+            prompt_tokens = sum(len(o.prompt_token_ids or ()) for o in outs)
+            if prompt_tokens != a.num_prompts * a.input_len:
+                raise RuntimeError(f"submitted {prompt_tokens} prompt tokens, expected "
+                                   f"{a.num_prompts} x {a.input_len}")
+            if g < a.warmup_rounds:
+                continue
+            n_out = sum(len(x) for x in gen)
+            rounds.append(RoundResult(index=g - a.warmup_rounds, elapsed_s=elapsed, prompt_tokens=prompt_tokens,
+                                      output_tokens=n_out, throughput_tok_s=n_out / elapsed,
+                                      token_digest=digest_ids(gen)))
+    output_tokens = sum(r.output_tokens for r in rounds)
+    elapsed_s = sum(r.elapsed_s for r in rounds)
+    overall = hashlib.sha256("".join(r.token_digest for r in rounds).encode()).hexdigest()
+    return BenchRecord(
+        phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat, runtime=a.runtime,
+        model=a.model, offload=offload, workload=workload, load_seconds=load_seconds, rounds=tuple(rounds),
+        output_tokens=output_tokens, elapsed_s=elapsed_s, throughput_tok_s=output_tokens / elapsed_s,
+        token_digest=overall, peak_rss_bytes=rss.peak, device_memory_bytes=device_mem,
+        vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        _specs(a)
+    except ValueError as exc:
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        return 2
+    record = run(a)
+    write_json(Path(a.record), record)
+    sys.stdout.write(RESULT_PREFIX + dumps_model(record) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Launch one case process in a fresh process group and always reap the whole group.
+
+What is modelled: ``subprocess.Popen(start_new_session=True)`` with stdout+stderr
+to the case log (the log starts with the exact argv and the environment the case
+got, secrets removed); waiting with a wall-clock timeout; on timeout (or when the
+runner itself is interrupted) SIGTERM to the process group, then SIGKILL after a
+grace period. On every exit path the context manager kills what is left of the
+group *and* every descendant seen while the case ran (a child that called
+``setsid`` escapes the group but not the descendant list), so no orphan survives.
+
+What is deliberately not modelled: parsing the log (``runners.finalize``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import psutil
+
+from results_schema.manifest import is_secret_name
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How a case process ended.
+
+    Attributes:
+        exit_code: ``returncode`` when it exited by itself; None when killed by a signal.
+        signal: signal number that ended it (negative returncode), else None.
+        timed_out: the runner killed it at its timeout.
+        wall_s: seconds from launch to exit (as seen by the runner).
+        pid: PID of the case process.
+        launch_error: set when the process could not be started at all.
+    """
+
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    wall_s: float
+    pid: int | None
+    launch_error: str | None = None
+
+
+class CaseProcess:
+    """Context manager around one case process; exit kills the process group and descendants."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_path = log_path
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._seen: dict[int, psutil.Process] = {}
+        self._log = None
+
+    def __enter__(self) -> "CaseProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "xb")  # never overwrite a case log
+        header = ["# argv: " + " ".join(self.argv), "# cwd: " + str(self.cwd)]
+        header += [f"# env: {k}={v}" for k, v in sorted(self.env.items()) if not is_secret_name(k)]
+        self._log.write(("\n".join(header) + "\n").encode())
+        self._log.flush()
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=self.env, cwd=self.cwd, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def _track(self) -> None:
+        try:
+            for child in psutil.Process(self.pid).children(recursive=True):
+                self._seen.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout_s: float, grace_s: float, poll_s: float = 0.05) -> tuple[int, bool]:
+        """Wait for exit; on timeout TERM the group, then KILL after ``grace_s``.
+
+        Returns:
+            ``(returncode, timed_out)``.
+        """
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        next_track = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_track:
+                self._track()
+                next_track = now + 1.0
+            try:
+                return self.proc.wait(timeout=min(poll_s * 10, max(deadline - now, 0.001))), False
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    break
+        self._track()
+        self._signal_group(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=grace_s), True
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            return self.proc.wait(), True
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.proc is not None:
+                self._track()
+                if self.proc.poll() is None:
+                    self._signal_group(signal.SIGTERM)
+                    try:
+                        self.proc.wait(timeout=2.0)
+                    except subprocess.TimeoutExpired:
+                        pass
+                self._signal_group(signal.SIGKILL)
+                for p in self._seen.values():
+                    try:
+                        p.kill()
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
+                        pass
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
+                psutil.wait_procs(list(self._seen.values()), timeout=5.0)
+        finally:
+            if self._log is not None:
+                self._log.close()
+
+
+def run_case_process(argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path, *,
+                     timeout_s: float, kill_grace_s: float) -> ProcessOutcome:
+    """Run one case process to completion (or timeout) and reap its whole group.
+
+    Args:
+        argv: full command.
+        env: full environment (not merged with the runner's).
+        log_path: new file for stdout+stderr (refuses to overwrite).
+        cwd: working directory.
+        timeout_s: wall-clock limit.
+        kill_grace_s: seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        The outcome; a process that cannot be started gives ``launch_error``.
+    """
+    t0 = time.monotonic()
+    try:
+        with CaseProcess(argv, env, log_path, cwd) as cp:
+            rc, timed_out = cp.wait(timeout_s, kill_grace_s)
+            wall = time.monotonic() - t0
+            pid = cp.pid
+    except (FileNotFoundError, PermissionError, OSError) as exc:
+        if isinstance(exc, FileExistsError):
+            raise
+        return ProcessOutcome(exit_code=None, signal=None, timed_out=False, wall_s=time.monotonic() - t0, pid=None,
+                              launch_error=f"{type(exc).__name__}: {exc}")
+    if rc < 0:
+        return ProcessOutcome(exit_code=None, signal=-rc, timed_out=timed_out, wall_s=wall, pid=pid)
+    return ProcessOutcome(exit_code=rc, signal=None, timed_out=timed_out, wall_s=wall, pid=pid)

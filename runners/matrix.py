@@ -1,0 +1,762 @@
+"""``python -m runners.matrix``: run a matrix of offload cases, one fresh process per case.
+
+Pipeline: compose (Hydra, ``conf/``) -> expand + validate cases (``runners.plan``;
+invalid offload parameters stop here, before any process) -> schedule (rotated per
+repeat) -> [dry run: print and exit] -> identity gate (declared pins, fail closed)
+-> new run directory (refuses an existing one) + config, overrides, environment
+manifest, reproduction copy -> per phase: identity re-check + health gate -> each
+case in a fresh process group via the executor (local or Ray) -> finalize (record /
+BENCH_RESULT / evidence sidecar / evidence line agree; KV capacity from the log) ->
+one line appended (fsync) to ``<phase>-runs.jsonl`` or ``<phase>-failures.jsonl``
+-> identity check at the end -> ``analysis.report.write_summary`` -> ``SHA256SUMS``.
+
+Resume: ``resume=<run dir>`` reuses the saved config, re-verifies identity against
+the saved manifest, skips cases already recorded (by phase, label, repeat) and moves
+partial leftovers (logs, evidence, records of unrecorded cases; a torn final JSONL
+line) to ``quarantine/<time>/``, where they are never counted.
+
+Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept);
+2 config error; 3 identity gate; 5 formal run stopped at its first failure;
+42 health gate; 130 interrupted (resume to continue).
+
+What is deliberately not modelled: statistics of any kind (``analysis``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "evidence_hook"
+
+EXIT_OK = 0
+EXIT_CASE_FAILURES = 1
+EXIT_CONFIG = 2
+EXIT_IDENTITY = 3
+EXIT_FORMAL_STOP = 5
+EXIT_HEALTH = 42
+EXIT_INTERRUPTED = 130
+
+_CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "PYTHONSTARTUP")
+
+
+class RunnerError(RuntimeError):
+    """A run-level error with an exit code and a one-line message (no traceback shown)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+@dataclass(frozen=True)
+class CasePaths:
+    log: Path
+    evidence: Path
+    record: Path
+
+    @classmethod
+    def of(cls, run_dir: Path, phase: str, stem: str) -> "CasePaths":
+        return cls(log=run_dir / "logs" / phase / f"{stem}.log", evidence=run_dir / "evidence" / phase / f"{stem}.json",
+                   record=run_dir / "records" / phase / f"{stem}.json")
+
+    def existing(self) -> list[Path]:
+        return [p for p in (self.log, self.evidence, self.record) if p.exists()]
+
+
+def _abs(path: str, base: Path = REPO_ROOT) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base / p)
+
+
+def new_run_id() -> str:
+    """``<UTC time>-<6 random hex>``: sortable and collision-free."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+# ----------------------------------------------------------------------------- config helpers
+
+
+def to_plain(cfg: Any) -> dict[str, Any]:
+    """Resolved plain dict of a DictConfig (``???`` kept as the string ``???``)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+
+
+def runtimes_used(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's runtime and every phase-specific runtime (distinct by name, in order)."""
+    out: dict[str, dict[str, Any]] = {cfg["runtime"]["name"]: cfg["runtime"]}
+    for ph in (cfg.get("phases") or {}).values():
+        if ph.get("runtime"):
+            out.setdefault(ph["runtime"]["name"], ph["runtime"])
+    return list(out.values())
+
+
+def resolve_model_dir(model: Mapping[str, Any]) -> Path:
+    """Model directory: the tiny model is built (once) and verified; a path must exist.
+
+    Raises:
+        RunnerError: (identity) missing or unverifiable model.
+    """
+    if model.get("source") == "tiny":
+        from runners.tiny_model import ensure_tiny_model
+
+        t = model.get("tiny") or {}
+        try:
+            return ensure_tiny_model(_abs(model.get("cache_dir", ".cache/models")),
+                                     num_layers=int(t.get("num_layers", 8)), hidden_size=int(t.get("hidden_size", 128)),
+                                     seed=int(t.get("seed", 0)))
+        except (OSError, ValueError) as exc:
+            raise RunnerError(f"identity gate: tiny model cannot be built/verified: {exc}", EXIT_IDENTITY) from None
+    path = model.get("path")
+    if path in (None, "???"):
+        raise RunnerError(f"identity gate: model.path is required for model {model.get('name')!r} "
+                          "(declared ???); give model.path=<local dir>", EXIT_IDENTITY)
+    d = _abs(str(path), Path.cwd())
+    if not d.is_dir():
+        raise RunnerError(f"identity gate: model directory {d} does not exist", EXIT_IDENTITY)
+    if not (d / "SHA256SUMS").is_file():
+        raise RunnerError(f"identity gate: model directory {d} has no SHA256SUMS manifest", EXIT_IDENTITY)
+    return d
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+@dataclass
+class Identity:
+    """What the identity gate observed, reused for the manifest and later re-checks."""
+
+    checks: list[Any]
+    model_dir: Path | None
+    model_sums: str | None
+    offload_tree: str
+
+
+def gather_identity(cfg: Mapping[str, Any], *, when: str) -> Identity:
+    """Check every declared pin of every runtime used, the model and the offload tree.
+
+    Raises:
+        RunnerError: (identity) naming the first mismatch.
+    """
+    from runners.identity import IdentityError, check_pins, enforce, sha256_file, tree_sha256
+
+    model = cfg["model"]
+    offload_tree = tree_sha256(REPO_ROOT / "offload")
+    checks = []
+    try:
+        for i, rt in enumerate(runtimes_used(cfg)):
+            checks += check_pins(rt.get("pins") or {}, model_dir=None, model_pin=None, model_revision=None,
+                                 observed_revision=None, offload_pin=None, offload_actual=offload_tree)
+        enforce(checks, when=when)
+        model_dir = resolve_model_dir(model)
+        rev_file = model_dir / "REVISION"
+        observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
+        checks += check_pins({}, model_dir=model_dir, model_pin=model.get("sha256sums_sha256"),
+                             model_revision=model.get("revision"), observed_revision=observed_rev,
+                             offload_pin=cfg.get("offload_tree_sha256"), offload_actual=offload_tree)
+        enforce(checks, when=when)
+    except IdentityError as exc:
+        raise RunnerError(str(exc), EXIT_IDENTITY) from None
+    if model.get("source") != "tiny":
+        from runners.tiny_model import verify_model_dir
+
+        try:
+            verify_model_dir(model_dir)
+        except (OSError, ValueError) as exc:
+            raise RunnerError(f"identity gate ({when}): model files do not match SHA256SUMS: {exc}",
+                              EXIT_IDENTITY) from None
+    return Identity(checks=checks, model_dir=model_dir, model_sums=sha256_file(model_dir / "SHA256SUMS"),
+                    offload_tree=offload_tree)
+
+
+def _identity_fingerprint(identity: Identity, packages: Mapping[str, str | None], git_rev: str) -> dict[str, Any]:
+    return {"pins": [(c.kind, c.name, c.actual) for c in identity.checks], "model": identity.model_sums,
+            "offload": identity.offload_tree, "packages": dict(packages), "git": git_rev}
+
+
+# ----------------------------------------------------------------------------- health
+
+
+def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
+    """Run the runtime's health command; save its output; raise ``RunnerError`` (42) when not OK."""
+    import subprocess
+
+    cmd = runtime.get("health_command")
+    if not cmd:
+        return
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=float(runtime.get("health_timeout_s", 60)),
+                           check=False)
+        text, rc = r.stdout + r.stderr, r.returncode
+    except FileNotFoundError:
+        text, rc = f"{cmd[0]}: not found\n", 127
+    except subprocess.TimeoutExpired:
+        text, rc = "health command timed out\n", 124
+    out_path.write_text(f"$ {' '.join(cmd)}\n# exit {rc}\n{text}")
+    if rc != 0:
+        raise RunnerError(f"health gate for runtime {runtime['name']!r} failed: `{' '.join(cmd)}` exited {rc} "
+                          f"(output in {out_path})", EXIT_HEALTH)
+
+
+# ----------------------------------------------------------------------------- case commands
+
+
+def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
+              python: str) -> tuple[str, ...]:
+    """argv of one case process."""
+    c = sc.case
+    w = c.workload
+    if c.kind == "accuracy":
+        offload = "0" if c.implementation == "baseline" else f"{c.group_size},{c.num_in_group},{c.prefetch_step}"
+        return (python, "-m", "runners.accuracy", "run", "--model", str(model_dir), "--dataset", c.accuracy_tasks[0],
+                "--implementation", c.implementation, "--offload", offload, "--label", c.label,
+                "--out", str(paths.record.parent / paths.record.stem))
+    prefix = list(bench_command) if bench_command else [python, "-m", "runners.bench_one"]
+    argv = prefix + [
+        "--phase", c.phase, "--label", c.label, "--implementation", c.implementation, "--repeat", str(sc.repeat),
+        "--runtime", c.runtime_name, "--device", str(c.runtime.get("device", "cpu")), "--model", str(model_dir),
+        "--offload-group-size", str(c.group_size), "--offload-num-in-group", str(c.num_in_group),
+        "--offload-prefetch-step", str(c.prefetch_step), "--offload-params", ",".join(c.params),
+        "--offload-backend", c.backend,
+        "--num-prompts", str(w["num_prompts"]), "--input-len", str(w["input_len"]),
+        "--max-tokens", str(w["max_tokens"]), "--max-model-len", str(w["max_model_len"]), "--seed", str(w["seed"]),
+        "--dtype", str(w["dtype"]), "--enforce-eager" if w["enforce_eager"] else "--no-enforce-eager",
+        "--gpu-memory-utilization", str(w["gpu_memory_utilization"]),
+        "--warmup-rounds", str(w["warmup_rounds"]), "--measured-rounds", str(w["measured_rounds"]),
+        "--enable-prefix-caching" if w["enable_prefix_caching"] else "--no-enable-prefix-caching",
+        "--temperature", str(w.get("temperature", 0.0)), "--record", str(paths.record),
+    ]
+    if not w.get("prompts_vary_per_round", True):
+        argv.append("--same-prompts-every-round")
+    return tuple(argv)
+
+
+def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
+    """Explicit environment of one case process (see docs/CONTRACTS.md)."""
+    env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
+    cache = run_dir / "cache"
+    env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
+    env.update({
+        "PYTHONPATH": f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}",
+        "OFFLOAD_IMPL": sc.case.implementation,
+        "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(cache / "xdg"),
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "HF_HOME": str(cache / "hf"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+# ----------------------------------------------------------------------------- run directory files
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def write_sha256sums(run_dir: Path) -> Path:
+    """``SHA256SUMS`` over every file of the run directory (sorted relative paths)."""
+    from runners.identity import sha256_file
+
+    out = run_dir / "SHA256SUMS"
+    lines = []
+    for p in sorted(run_dir.rglob("*")):
+        rel = p.relative_to(run_dir).as_posix()
+        if p.is_file() and not p.is_symlink() and rel != "SHA256SUMS" and not rel.startswith("cache/"):
+            lines.append(f"{sha256_file(p)}  {rel}")
+    write_text_atomic(out, "\n".join(lines) + "\n")
+    return out
+
+
+def _yaml(data: Any) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.create(data))
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """Case k/n with ETA: a rich bar on a terminal, one plain line per case always."""
+
+    def __init__(self, total: int, *, live: bool) -> None:
+        self.console = _console()
+        self.total = total
+        self.done = 0
+        self.walls: list[float] = []
+        self.t0 = time.monotonic()
+        self._bar = None
+        if live and self.console.is_terminal and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+            from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+
+            self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                     console=self.console, transient=True)
+            self._task = self._bar.add_task("cases", total=total)
+            self._bar.start()
+
+    def skip(self, n: int) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n)
+
+    def start(self, sc: Any) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{sc.case.phase}/{sc.stem}")
+
+    def eta_s(self) -> float | None:
+        if not self.walls:
+            return None
+        elapsed = time.monotonic() - self.t0
+        return elapsed / len(self.walls) * (self.total - self.done)
+
+    def finish(self, sc: Any, status: str, wall_s: float) -> None:
+        self.done += 1
+        self.walls.append(wall_s)
+        eta = self.eta_s()
+        eta_txt = "-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+        self.console.print(f"[{self.done}/{self.total}] {sc.case.phase}/{sc.stem}: {status} "
+                           f"({wall_s:.1f} s) ETA {eta_txt}")
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[Any]:
+    """Read a JSONL file strictly; a torn final line is moved to ``quarantine`` first."""
+    from results_schema.io import read_jsonl
+
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        quarantine.mkdir(parents=True, exist_ok=True)
+        (quarantine / f"{path.name}.torn-line").write_bytes(data[cut:])
+        write_text_atomic(path, data[:cut].decode("utf-8"))
+    return read_jsonl(path, model)
+
+
+def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[tuple[str, str, int]]:
+    """``(phase, label, repeat)`` of every case with a run or failure line (accuracy: a result file)."""
+    from results_schema.models import CaseFailure, CaseRun
+
+    done: set[tuple[str, str, int]] = set()
+    for ph in phases:
+        for r in _read_lines_quarantining(run_dir / f"{ph}-runs.jsonl", CaseRun, quarantine):
+            done.add((ph, r.record.label, r.record.repeat))
+        for f in _read_lines_quarantining(run_dir / f"{ph}-failures.jsonl", CaseFailure, quarantine):
+            done.add((ph, f.label, f.repeat))
+    return done
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@dataclass
+class RunState:
+    run_dir: Path
+    model_dir: Path
+    python: str
+    bench_command: Sequence[str] | None
+    formal: bool
+    progress: Progress
+    unexpected: list[str] = field(default_factory=list)
+    expected_failures: int = 0
+    successes: int = 0
+    stopped: bool = False
+    case_wall_s: float = 0.0
+
+
+def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
+    """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json``; else a failure."""
+    from results_schema.models import CaseFailure
+    from runners.finalize import Finalized, root_cause, tail
+
+    c = sc.case
+    log_path = Path(spec.log_path)
+    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    out_dir = Path(spec.record_path).parent / Path(spec.record_path).stem
+    result = out_dir / f"{c.label}.{c.accuracy_tasks[0]}.result.json"
+    ok = outcome.exit_code == 0 and not outcome.timed_out and result.is_file()
+    if ok:
+        try:
+            from results_schema.accuracy import AccuracyResult
+            from results_schema.io import read_json
+
+            read_json(result, AccuracyResult)
+            return Finalized(run=None, failure=None, expected=c.expect_error is None)
+        except (ValueError, OSError) as exc:
+            msg = f"accuracy result does not validate: {exc}"
+    else:
+        msg = ("timeout" if outcome.timed_out else f"exit {outcome.exit_code} signal {outcome.signal}, "
+               f"result {'present' if result.is_file() else 'missing'}")
+    et, em = root_cause(log_text)
+    ftype = "timeout" if outcome.timed_out else ("signal" if outcome.signal else
+                                                 ("nonzero_exit" if outcome.exit_code else "no_result"))
+    f = CaseFailure(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+                    failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
+                    error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
+                    log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)
+    return Finalized(run=None, failure=f, expected=False)
+
+
+def _on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+    from results_schema.io import append_jsonl
+    from runners.finalize import finalize
+
+    run_dir = state.run_dir
+    state.case_wall_s += outcome.wall_s
+    if sc.case.kind == "accuracy":
+        fin = _finalize_accuracy(sc, spec, outcome, run_dir)
+    else:
+        fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
+                       evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
+                       command=tuple(spec.argv))
+    if fin.run is not None:
+        append_jsonl(run_dir / f"{sc.case.phase}-runs.jsonl", fin.run)
+    if fin.failure is not None:
+        append_jsonl(run_dir / f"{sc.case.phase}-failures.jsonl", fin.failure)
+    if fin.expected:
+        if fin.failure is not None:
+            state.expected_failures += 1
+            status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"
+        else:
+            state.successes += 1
+            status = "ok"
+            if fin.run is not None:
+                ev = fin.run.evidence
+                status += (f" {fin.run.record.throughput_tok_s:.1f} tok/s, wrapped {ev.wrapped_count}, "
+                           f"{ev.offloaded_bytes} B offloaded")
+    else:
+        if fin.failure is not None:
+            status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"
+        else:
+            status = f"UNEXPECTED SUCCESS: {fin.note}"
+        state.unexpected.append(f"{sc.case.phase}/{sc.stem}: {status}")
+    state.progress.finish(sc, status, outcome.wall_s)
+    if state.formal and not fin.expected:
+        state.stopped = True
+        return False
+    return True
+
+
+def _quarantine(paths: Sequence[Path], run_dir: Path, qdir: Path) -> None:
+    for p in paths:
+        dest = qdir / p.relative_to(run_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(p), str(dest))
+
+
+def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"schedule: {cfg.get('experiment_name')} ({len(items)} processes)")
+    for col in ("#", "phase", "repeat", "label", "impl", "G", "N", "P", "runtime", "rounds"):
+        table.add_column(col)
+    for sc in items:
+        c = sc.case
+        table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
+                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name, str(c.workload["measured_rounds"]))
+    console.print(table)
+    per_phase: dict[str, int] = {}
+    for sc in items:
+        per_phase[sc.case.phase] = per_phase.get(sc.case.phase, 0) + 1
+    console.print("processes per phase: " + ", ".join(f"{k}={v}" for k, v in per_phase.items())
+                  + f"; total={len(items)}")
+
+
+def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
+    """Run a resolved config (plain dict). Returns the exit code; prints one-line errors.
+
+    Args:
+        cfg: resolved config (``Config`` schema as a plain dict).
+        overrides: the command-line overrides (saved with the run).
+    """
+    console = _console()
+    try:
+        return _run(cfg, list(overrides), console)
+    except RunnerError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return exc.exit_code
+
+
+def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
+    from runners.plan import PlanError, plan
+
+    resume = cfg.get("resume")
+    if resume:
+        run_dir = _abs(str(resume), Path.cwd())
+        if not (run_dir / "config.yaml").is_file() or not (run_dir / "environment-manifest.json").is_file():
+            raise RunnerError(f"resume: {run_dir} is not a run directory (config.yaml / environment-manifest.json "
+                              "missing)", EXIT_CONFIG)
+        from omegaconf import OmegaConf
+
+        saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True, throw_on_missing=False)
+        saved["resume"] = str(run_dir)
+        for key in ("progress", "analyze"):
+            if key in cfg:
+                saved[key] = cfg[key]
+        cfg = saved
+        overrides = list(json.loads((run_dir / "overrides.json").read_text())) if (run_dir / "overrides.json").is_file() else overrides
+
+    try:
+        items = plan(cfg)
+    except PlanError as exc:
+        raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    executor_name = (cfg.get("executor") or {}).get("name", "local")
+    if executor_name not in ("local", "ray"):
+        raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
+    if cfg.get("dry_run"):
+        print_schedule(items, cfg)
+        return EXIT_OK
+    if any(sc.case.kind == "accuracy" for sc in items):
+        import importlib.util
+
+        if importlib.util.find_spec("runners.accuracy") is None:
+            raise RunnerError("config: an accuracy phase needs runners.accuracy, which is not installed", EXIT_CONFIG)
+
+    t_start = time.monotonic()
+    identity = gather_identity(cfg, when="before the first case")
+    from runners.devices import DeviceError, device_identity
+    from runners.identity import build_manifest, git_identity
+
+    try:
+        devices = [device_identity(str(rt["device"])) for rt in runtimes_used(cfg)]
+    except DeviceError as exc:
+        raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+    packages = sorted({p for rt in runtimes_used(cfg) for p in (rt.get("report_packages") or [])})
+    git = git_identity()
+
+    from results_schema.io import read_json, write_json
+    from results_schema.manifest import EnvironmentManifest, ModelIdentity
+
+    phases = list(dict.fromkeys(sc.case.phase for sc in items))
+    if resume:
+        saved_manifest = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
+        now = build_manifest(run_id=saved_manifest.run_id, experiment=saved_manifest.experiment, packages=packages,
+                             checks=identity.checks, model=saved_manifest.model,
+                             offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
+                             git=git)
+        diffs = []
+        if saved_manifest.packages != now.packages:
+            diffs.append(f"packages {saved_manifest.packages} -> {now.packages}")
+        if saved_manifest.offload_tree_sha256 != identity.offload_tree:
+            diffs.append("offload/ tree hash changed")
+        if saved_manifest.model.sha256sums_sha256 != identity.model_sums:
+            diffs.append("model SHA256SUMS changed")
+        if [(c.kind, c.name, c.actual) for c in saved_manifest.pins] != [(c.kind, c.name, c.actual) for c in now.pins]:
+            diffs.append("pinned values changed")
+        if saved_manifest.git.revision != git.revision:
+            diffs.append(f"git revision {saved_manifest.git.revision} -> {git.revision}")
+        if diffs:
+            raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
+        qdir = run_dir / "quarantine" / new_run_id()
+        done = completed_keys(run_dir, phases, qdir)
+        if (run_dir / "SHA256SUMS").exists():
+            (run_dir / "SHA256SUMS").unlink()
+        leftovers = []
+        for sc in items:
+            if sc.key not in done:
+                leftovers += CasePaths.of(run_dir, sc.case.phase, sc.stem).existing()
+                acc_dir = run_dir / "records" / sc.case.phase / sc.stem
+                if acc_dir.is_dir():
+                    leftovers.append(acc_dir)
+        if leftovers:
+            _quarantine(leftovers, run_dir, qdir)
+            console.print(f"resume: quarantined {len(leftovers)} partial file(s) into {qdir.relative_to(run_dir)}")
+        console.print(f"resume: {len(done)} of {len(items)} cases already recorded in {run_dir}")
+    else:
+        run_id = cfg.get("run_id") or new_run_id()
+        run_dir = _abs(str(cfg.get("results_root", "results"))) / str(cfg.get("experiment_name", "default")) / run_id
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            raise RunnerError(f"run directory {run_dir} already exists; refusing to reuse it "
+                              "(choose another run_id, or resume=<dir>)", EXIT_CONFIG) from None
+        cfg = dict(cfg)
+        cfg["run_id"] = run_id
+        manifest = build_manifest(
+            run_id=run_id, experiment=str(cfg.get("experiment_name")), packages=packages, checks=identity.checks,
+            model=ModelIdentity(name=str(cfg["model"]["name"]), path=str(identity.model_dir),
+                                sha256sums_sha256=str(identity.model_sums), revision=cfg["model"].get("revision"),
+                                num_layers=int(cfg["model"]["num_layers"])),
+            offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides, git=git)
+        write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
+        write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
+        write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
+        write_json(run_dir / "environment-manifest.json", manifest)
+        repro = run_dir / "reproduction"
+        write_text_atomic(repro / "config.yaml", _yaml(cfg))
+        write_text_atomic(repro / "overrides.yaml", _yaml(list(overrides)))
+        write_text_atomic(repro / "run.sh", "#!/bin/sh\n# Re-run this experiment into a new run directory.\n"
+                          "cd \"$(dirname \"$0\")\"/../../../.. 2>/dev/null || true\n"
+                          f"exec python -m runners.matrix {' '.join(_shell_quote(o) for o in overrides if not o.startswith('run_id='))}\n")
+        done = set()
+        console.print(f"run directory: {run_dir}")
+
+    todo = [sc for sc in items if sc.key not in done]
+    progress = Progress(len(items), live=bool(cfg.get("progress", True)))
+    progress.skip(len(items) - len(todo))
+    state = RunState(run_dir=run_dir, model_dir=identity.model_dir, python=sys.executable,
+                     bench_command=cfg.get("bench_command"), formal=bool(cfg.get("formal")), progress=progress)
+    from runners.executors import LaunchSpec, make_executor
+
+    base_env = dict(os.environ)
+    interrupted = False
+    executor = None
+    try:
+        executor = make_executor(cfg.get("executor") or {}, REPO_ROOT)
+        for phase in phases:
+            phase_items = [sc for sc in todo if sc.case.phase == phase]
+            if not phase_items:
+                continue
+            gather_identity(cfg, when=f"before phase {phase}")
+            health_gate(phase_items[0].case.runtime, run_dir / "health" / f"{phase}-{new_run_id()}.txt")
+            specs = []
+            for sc in phase_items:
+                paths = CasePaths.of(run_dir, phase, sc.stem)
+                for p in (paths.log, paths.evidence, paths.record):
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
+                                 python=state.python)
+                specs.append((sc, LaunchSpec(
+                    argv=argv, env=case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env), cwd=str(REPO_ROOT),
+                    log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
+                    timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
+                    accelerator=sc.case.runtime.get("ray_resource"))))
+            executor.execute(specs, lambda sc, spec, out: _on_done(state, sc, spec, out), on_start=progress.start)
+            if state.stopped:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+        if executor is not None:
+            executor.close()
+    if interrupted:
+        console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run_dir}`")
+        return EXIT_INTERRUPTED
+    gather_identity(cfg, when="at the end")
+    if cfg.get("analyze", True) and not state.stopped:
+        _analyze(run_dir, console)
+    write_sha256sums(run_dir)
+    wall = time.monotonic() - t_start
+    console.print(f"done: {state.successes} ok, {state.expected_failures} expected failure(s), "
+                  f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
+                  f"{state.case_wall_s:.1f} s; {run_dir}")
+    for line in state.unexpected:
+        console.print(f"  [red]{line}[/]")
+    if state.stopped:
+        console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
+        return EXIT_FORMAL_STOP
+    return EXIT_CASE_FAILURES if state.unexpected else EXIT_OK
+
+
+def _shell_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def _analyze(run_dir: Path, console: Any) -> None:
+    """Call the analysis entry point and print its Markdown table (analysis errors are shown, not hidden)."""
+    try:
+        from analysis.report import write_summary
+    except ImportError as exc:
+        console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis {run_dir}` later[/]")
+        return
+    table = write_summary(run_dir)
+    console.print(table, markup=False)
+
+
+# ----------------------------------------------------------------------------- Hydra entry point
+
+_EXIT_CODE = EXIT_OK
+
+
+def _install_signal_handlers() -> None:
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
+try:
+    import hydra
+    from omegaconf import DictConfig
+
+    import conf  # noqa: F401  (registers the structured-config schemas)
+
+    @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+    def hydra_main(cfg: DictConfig) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        global _EXIT_CODE
+        overrides = list(HydraConfig.get().overrides.task)
+        _EXIT_CODE = run_matrix(to_plain(cfg), overrides)
+except ImportError:  # pragma: no cover - hydra is a core dependency
+    hydra_main = None  # type: ignore[assignment]
+
+
+def main() -> int:
+    _install_signal_handlers()
+    hydra_main()
+    return _EXIT_CODE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Matrix expansion and schedule: composed config -> ordered list of case launches.
+
+What is modelled: the cases of each phase (baseline + points x implementations +
+explicit cases), their validation before any process starts (offload parameters
+through ``offload.selection``, labels, repeats, kinds), the per-phase effective
+workload and runtime, and the rotated schedule (in repeat ``r`` the case order
+starts at index ``r``, as the seed did).
+
+What is deliberately not modelled: launching, identity, statistics.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from offload.selection import select_offload_layers, validate_offload_params
+
+IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
+KINDS = ("throughput", "ttft", "stability", "accuracy")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds")
+
+
+class PlanError(ValueError):
+    """The config describes cases that cannot run; raised before any process starts."""
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case of one phase (all repeats share it).
+
+    Attributes:
+        phase: phase name (key of ``phases``).
+        label: unique within the phase; names log/evidence/record files.
+        implementation: ``baseline``, ``current``, ``official``, ``sync``.
+        group_size, num_in_group, prefetch_step, params, backend: offload parameters.
+        kind: phase kind (``throughput``, ``ttft``, ``stability``, ``accuracy``).
+        repeats: how many times the case runs.
+        expect_error: regex the case's failure must match (expected failure), or None.
+        workload: effective workload fields (``WorkloadSpec`` names).
+        runtime: effective runtime config (plain dict).
+        timeout_s, kill_grace_s, cooldown_s: process limits of the phase.
+        accuracy_tasks: tasks for accuracy phases.
+    """
+
+    phase: str
+    label: str
+    implementation: str
+    group_size: int
+    num_in_group: int
+    prefetch_step: int
+    params: tuple[str, ...]
+    backend: str
+    kind: str
+    repeats: int
+    expect_error: str | None
+    workload: Mapping[str, Any] = field(hash=False, compare=False)
+    runtime: Mapping[str, Any] = field(hash=False, compare=False)
+    timeout_s: float = 600.0
+    kill_grace_s: float = 10.0
+    cooldown_s: float = 0.0
+    accuracy_tasks: tuple[str, ...] = ()
+
+    @property
+    def offload_requested(self) -> bool:
+        """True when the case asks an offloader to move at least one layer."""
+        return self.implementation != "baseline" and self.group_size > 0 and self.num_in_group > 0
+
+    @property
+    def runtime_name(self) -> str:
+        return str(self.runtime["name"])
+
+
+@dataclass(frozen=True)
+class ScheduledCase:
+    """One process to launch: a case and its repeat, at a position in the run."""
+
+    index: int
+    case: CaseSpec
+    repeat: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """``(phase, label, repeat)``: the identity used by resume."""
+        return (self.case.phase, self.case.label, self.repeat)
+
+    @property
+    def stem(self) -> str:
+        """File stem of this process's log / evidence / record: ``<label>-r<repeat>``."""
+        return f"{self.case.label}-r{self.repeat}"
+
+
+def case_label(implementation: str, group_size: int, num_in_group: int, prefetch_step: int = 1,
+               params: Sequence[str] = (), backend: str = "auto") -> str:
+    """Generated label: ``baseline`` or ``<impl>_g<G>_n<N>[_p<P>][_params-a+b][_<backend>]``."""
+    if implementation == "baseline":
+        return "baseline"
+    label = f"{implementation}_g{group_size}_n{num_in_group}"
+    if prefetch_step != 1:
+        label += f"_p{prefetch_step}"
+    if params:
+        label += "_params-" + "+".join(params)
+    if backend != "auto":
+        label += f"_{backend}"
+    return label
+
+
+def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
+    eff = dict(workload)
+    for key in _WORKLOAD_OVERRIDES:
+        if matrix.get(key) is not None:
+            eff[key] = matrix[key]
+    return eff
+
+
+def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str, Any],
+                 runtime: Mapping[str, Any], num_layers: int) -> list[CaseSpec]:
+    """Expand one phase's matrix into validated cases.
+
+    Args:
+        phase: phase name.
+        matrix: the phase's ``MatrixConfig`` as a plain dict.
+        workload: the run's ``WorkloadConfig`` as a plain dict.
+        runtime: the run's ``RuntimeConfig`` (the phase's own ``runtime`` wins).
+        num_layers: decoder layers of the model (a point that selects no layer is an error).
+
+    Returns:
+        Cases in matrix order (baseline, points x implementations, explicit cases).
+
+    Raises:
+        PlanError: unknown kind/implementation, invalid offload parameters (naming the
+            values), duplicate labels, repeats for unknown labels, a point that selects
+            no layer of the model.
+    """
+    kind = matrix.get("kind", "throughput")
+    if kind not in KINDS:
+        raise PlanError(f"phase {phase!r}: kind {kind!r} must be one of {KINDS}")
+    eff_runtime = dict(matrix["runtime"]) if matrix.get("runtime") else dict(runtime)
+    eff_workload = _effective_workload(workload, matrix)
+    raw: list[dict[str, Any]] = []
+    if matrix.get("baseline", True):
+        raw.append(dict(implementation="baseline", group_size=0, num_in_group=0, prefetch_step=1,
+                        params=(), backend="auto", label=None, expect_error=None))
+    for point in matrix.get("points", ()):
+        for impl in matrix.get("implementations", ()):
+            raw.append(dict(implementation=impl, group_size=point["g"], num_in_group=point["n"],
+                            prefetch_step=point.get("prefetch_step", 1), params=tuple(point.get("params", ())),
+                            backend=point.get("backend", "auto"), label=None, expect_error=None))
+    for case in matrix.get("cases", ()):
+        raw.append(dict(implementation=case["implementation"], group_size=case.get("group_size", 0),
+                        num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
+                        params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
+                        label=case.get("label"), expect_error=case.get("expect_error")))
+    repeats = int(matrix.get("repeats", 1))
+    by_label = dict(matrix.get("repeats_by_label", {}) or {})
+    cases: list[CaseSpec] = []
+    seen: set[str] = set()
+    for r in raw:
+        impl = r["implementation"]
+        label = r["label"] or case_label(impl, r["group_size"], r["num_in_group"], r["prefetch_step"],
+                                         r["params"], r["backend"])
+        where = f"phase {phase!r}, case {label!r}"
+        if impl not in IMPLEMENTATIONS:
+            raise PlanError(f"{where}: implementation {impl!r} must be one of {IMPLEMENTATIONS}")
+        if not _LABEL_RE.match(label):
+            raise PlanError(f"{where}: label must match {_LABEL_RE.pattern}")
+        if label in seen:
+            raise PlanError(f"{where}: duplicate label in the phase")
+        seen.add(label)
+        if r["expect_error"] is None:
+            try:
+                validate_offload_params(r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
+            except ValueError as exc:
+                raise PlanError(f"{where}: {exc}") from None
+            if impl == "baseline" and (r["group_size"] != 0):
+                raise PlanError(f"{where}: baseline must have offload_group_size 0 (got {r['group_size']})")
+            if impl != "baseline":
+                if r["group_size"] == 0 or r["num_in_group"] == 0:
+                    raise PlanError(
+                        f"{where}: implementation {impl!r} needs offload_group_size > 0 and "
+                        f"offload_num_in_group > 0 (got {r['group_size']}, {r['num_in_group']}); "
+                        "use implementation=baseline for no offload"
+                    )
+                if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
+                    raise PlanError(
+                        f"{where}: offload_group_size {r['group_size']} / offload_num_in_group "
+                        f"{r['num_in_group']} selects no layer of the {num_layers}-layer model"
+                    )
+        else:
+            try:
+                re.compile(r["expect_error"])
+            except re.error as exc:
+                raise PlanError(f"{where}: expect_error is not a valid regex: {exc}") from None
+        n_rep = int(by_label.get(label, repeats))
+        if n_rep < 1:
+            raise PlanError(f"{where}: repeats ({n_rep}) must be >= 1")
+        if kind == "accuracy":
+            tasks = tuple(matrix.get("accuracy_tasks", ()) or ())
+            if not tasks:
+                raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
+        else:
+            tasks = (None,)
+        for task in tasks:
+            cases.append(_case(phase, label if task is None else f"{label}-{task}", impl, r, kind, n_rep,
+                               eff_workload, eff_runtime, matrix, () if task is None else (task,)))
+    unknown = sorted(set(by_label) - seen)
+    if unknown:
+        raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")
+    if not cases:
+        raise PlanError(f"phase {phase!r}: the matrix has no case")
+    return cases
+
+
+def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_rep: int, workload: Mapping[str, Any],
+          runtime: Mapping[str, Any], matrix: Mapping[str, Any], tasks: tuple[str, ...]) -> CaseSpec:
+    return CaseSpec(
+        phase=phase, label=label, implementation=impl, group_size=int(r["group_size"]),
+        num_in_group=int(r["num_in_group"]), prefetch_step=int(r["prefetch_step"]),
+        params=tuple(str(p) for p in r["params"]), backend=str(r["backend"]), kind=kind, repeats=n_rep,
+        expect_error=r["expect_error"], workload=workload, runtime=runtime,
+        timeout_s=float(matrix.get("case_timeout_s", 600.0)), kill_grace_s=float(matrix.get("kill_grace_s", 10.0)),
+        cooldown_s=float(matrix.get("cooldown_s", 0.0)), accuracy_tasks=tasks,
+    )
+
+
+def phase_order(phases: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Phase names sorted by ``order`` (stable: ties keep composition order)."""
+    names = list(phases)
+    return sorted(names, key=lambda n: (int(phases[n].get("order", 0)), names.index(n)))
+
+
+def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str, list[CaseSpec]]:
+    """Expand every phase of a resolved config (plain dict) into cases, in phase order.
+
+    Raises:
+        PlanError: see ``expand_phase``; also a config with no phase.
+    """
+    phases = cfg.get("phases") or {}
+    if not phases:
+        raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
+    layers = int(num_layers if num_layers is not None else cfg["model"]["num_layers"])
+    return {name: expand_phase(name, phases[name], workload=cfg["workload"], runtime=cfg["runtime"],
+                               num_layers=layers)
+            for name in phase_order(phases)}
+
+
+def schedule(cases_by_phase: Mapping[str, Sequence[CaseSpec]], *, rotate_by_phase: Mapping[str, bool] | None = None
+             ) -> list[ScheduledCase]:
+    """Order every process of the run.
+
+    Phases run one after another; within a phase, repeat ``r`` runs the cases that
+    still have a repeat ``r`` (``case.repeats > r``) starting at index ``r`` of that
+    list, wrapping around (rotated order), unless rotation is off for the phase.
+
+    Returns:
+        The launches, ``index`` numbering them from 0.
+    """
+    out: list[ScheduledCase] = []
+    for phase, cases in cases_by_phase.items():
+        rotate = True if rotate_by_phase is None else rotate_by_phase.get(phase, True)
+        max_rep = max((c.repeats for c in cases), default=0)
+        for r in range(max_rep):
+            active = [c for c in cases if c.repeats > r]
+            start = (r % len(active)) if rotate else 0
+            for c in active[start:] + active[:start]:
+                out.append(ScheduledCase(index=len(out), case=c, repeat=r))
+    return out
+
+
+def plan(cfg: Mapping[str, Any]) -> list[ScheduledCase]:
+    """Expand and schedule a resolved config (plain dict). Raises ``PlanError``."""
+    by_phase = expand(cfg)
+    rotate = {name: bool(cfg["phases"][name].get("rotate", True)) for name in by_phase}
+    return schedule(by_phase, rotate_by_phase=rotate)

@@ -1,0 +1,95 @@
+"""A stand-in for ``runners.bench_one`` that costs no vLLM start-up (fault tests).
+
+Accepts bench_one's arguments and writes what bench_one and the evidence hook
+would: the record, one ``BENCH_RESULT`` line, the evidence sidecar, one
+``OFFLOAD_EVIDENCE`` line and a KV cache log line. ``FAKE_BEHAVIOUR`` (in the case
+environment, ``label=behaviour,...``) selects a fault for a label:
+
+* ``sleep``: start a child that sleeps, write both pids to ``<record>.pids``, sleep forever.
+* ``sigkill``: kill itself with SIGKILL after printing a line.
+* ``crash``: raise upstream's ``AssertionError`` (like the official offloader on CPU).
+* ``dup``: print two BENCH_RESULT lines.
+* ``noevidence``: write no evidence.
+* ``nooffload``: evidence with no wrapped module.
+* ``mismatch``: evidence sidecar differs from the logged evidence line.
+
+``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from offload.selection import select_offload_layers
+from results_schema.io import dumps_model, write_json
+from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
+from runners.bench_one import _specs, build_parser
+
+LAYER_BYTES = 295_936
+
+
+def main() -> int:
+    a = build_parser().parse_args(sys.argv[1:])
+    try:
+        offload, workload = _specs(a)
+    except ValueError as exc:
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        return 2
+    behaviours = dict(kv.split("=", 1) for kv in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if "=" in kv)
+    mode = behaviours.get(a.label, "ok")
+    assert os.environ["OFFLOAD_IMPL"] == a.implementation
+    record_path = Path(a.record)
+    print("fake bench starting", a.label, flush=True)
+    time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
+    if mode == "sleep":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
+        record_path.with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}\n")
+        time.sleep(1000)
+    if mode == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "crash":
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "prefetch.py", line 1, in wrap_modules', flush=True)
+        print("AssertionError: Module parameters should not already be on CPU", flush=True)
+        print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
+        return 1
+    print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 524,288 tokens, "
+          "Maximum concurrency for 256 tokens per request: 2,048.00x", flush=True)
+    layers = select_offload_layers(8, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
+    wrapped = () if mode == "nooffload" else layers
+    nbytes = LAYER_BYTES * len(wrapped)
+    ev = RuntimeEvidence(
+        offloader_class="fake.Offloader", implementation=a.implementation, offload_group_size=a.offload_group_size,
+        offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=8,
+        selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
+        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device="cpu")
+    if mode != "noevidence":
+        write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
+        logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
+        print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + dumps_model(logged), flush=True)
+    rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=a.num_prompts * a.input_len,
+                               output_tokens=a.num_prompts * a.max_tokens,
+                               throughput_tok_s=a.num_prompts * a.max_tokens / 0.5, token_digest="0" * 64)
+                   for i in range(a.measured_rounds))
+    out = sum(r.output_tokens for r in rounds)
+    rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,
+                      runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,
+                      rounds=rounds, output_tokens=out, elapsed_s=0.5 * len(rounds), throughput_tok_s=out / (0.5 * len(rounds)),
+                      token_digest="1" * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
+                      torch_version="fake", pid=os.getpid())
+    write_json(record_path, rec)
+    line = "BENCH_RESULT " + dumps_model(rec)
+    print(line, flush=True)
+    if mode == "dup":
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
