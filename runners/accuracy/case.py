@@ -166,11 +166,26 @@ def _read_evidence(path: Path, timeout_s: float = 30.0) -> RuntimeEvidence:
     return read_json(path, RuntimeEvidence)
 
 
-def run_case(
+def run_case(*, dataset: str, **kwargs: Any) -> AccuracyResult:
+    """One dataset; see :func:`run_cases`."""
+    return run_cases(datasets=[dataset], **kwargs)[0]
+
+
+@dataclass
+class _Prepared:
+    entry: Any
+    rows: list[Any]
+    spec: Any
+    rendered: list[tuple[Any, str, tuple[int, ...] | None, str, list[int]]]
+    result_path: Path
+    examples_path: Path
+
+
+def run_cases(
     *,
     model: str,
     manifest: Path | str,
-    dataset: str,
+    datasets: Sequence[str],
     implementation: str,
     offload: OffloadSetting,
     out_dir: Path | str,
@@ -178,13 +193,16 @@ def run_case(
     limit: int | None = None,
     label: str | None = None,
     engine_factory: Any = None,
-) -> AccuracyResult:
-    """Run one accuracy case and write its files.
+) -> list[AccuracyResult]:
+    """Run one accuracy case (one engine, one process) over one or more datasets; write its files.
+
+    Every dataset is verified and every prompt rendered before the engine is
+    built, so a bad input fails in seconds, not after model load.
 
     Args:
         model: model directory (local; its tokenizer must have a chat template).
         manifest: dataset ``manifest.json``.
-        dataset: manifest entry name, or task (gsm8k / gpqa) with a single entry.
+        datasets: manifest entry names, or tasks (gsm8k / gpqa) with a single entry each.
         implementation: baseline, current, official or sync.
         offload: offload parameters (disabled for baseline).
         out_dir: directory for the result and examples files (created; existing
@@ -196,7 +214,7 @@ def run_case(
             default builds :class:`VllmEngine`. Tests pass a fake.
 
     Returns:
-        The validated result (also written to disk and printed).
+        The validated results, one per dataset (also written to disk and printed).
 
     Raises:
         CaseError, DatasetError, ChatTemplateMissing: with messages naming the case.
@@ -206,61 +224,46 @@ def run_case(
     label = label or default_label(implementation, offload)
     out_dir = Path(out_dir).resolve()
     _check_implementation_env(implementation, offload)
-    entry, _, rows = load_dataset(manifest, dataset)
-    task = entry.task
-    result_path, examples_path = case_paths(out_dir, label, task)
-    for p in (result_path, examples_path):
-        if p.exists():
-            raise CaseError(f"case {label}/{task}: {p} already exists; results are never overwritten")
-    if limit is not None:
-        rows = rows[:limit]
-    spec = protocol_spec(task)
-
+    if not datasets:
+        raise CaseError(f"case {label}: no dataset given")
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
-    rendered = []
-    for row in rows:
-        messages, gold, order = build_messages(spec, row)
-        text, ids = render_prompt(tokenizer, messages)
-        if len(ids) + spec.sampling.max_tokens > engine_settings.max_model_len:
-            raise CaseError(
-                f"case {label}/{task}: row {row.index} prompt ({len(ids)} tokens) + max_tokens "
-                f"({spec.sampling.max_tokens}) exceeds max_model_len ({engine_settings.max_model_len})"
-            )
-        rendered.append((row, gold, order, text, ids))
+    prepared: list[_Prepared] = []
+    for dataset in datasets:
+        entry, _, rows = load_dataset(manifest, dataset)
+        task = entry.task
+        if any(p.entry.task == task for p in prepared):
+            raise CaseError(f"case {label}: task {task} given twice ({list(datasets)})")
+        result_path, examples_path = case_paths(out_dir, label, task)
+        for path in (result_path, examples_path):
+            if path.exists():
+                raise CaseError(f"case {label}/{task}: {path} already exists; results are never overwritten")
+        if limit is not None:
+            rows = rows[:limit]
+        spec = protocol_spec(task)
+        rendered = []
+        for row in rows:
+            messages, gold, order = build_messages(spec, row)
+            text, ids = render_prompt(tokenizer, messages)
+            if len(ids) + spec.sampling.max_tokens > engine_settings.max_model_len:
+                raise CaseError(
+                    f"case {label}/{task}: row {row.index} prompt ({len(ids)} tokens) + max_tokens "
+                    f"({spec.sampling.max_tokens}) exceeds max_model_len ({engine_settings.max_model_len})"
+                )
+            rendered.append((row, gold, order, text, ids))
+        prepared.append(_Prepared(entry, rows, spec, rendered, result_path, examples_path))
 
     factory = engine_factory or VllmEngine
     t0 = time.perf_counter()
     engine = factory(model, engine_settings, offload)
     load_seconds = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    gens = engine.generate([r[4] for r in rendered], spec.sampling)
-    generate_seconds = time.perf_counter() - t0
-    if len(gens) != len(rendered):
-        raise CaseError(f"case {label}/{task}: engine returned {len(gens)} outputs for {len(rendered)} prompts")
-
-    examples = []
-    for (row, gold, order, text, ids), gen in zip(rendered, gens):
-        parsed, correct = score(task, gen.text, gold)
-        finish = gen.finish_reason if gen.finish_reason in ("stop", "length", "abort") else None
-        if finish is None:
-            raise CaseError(f"case {label}/{task}: row {row.index} has unknown finish reason {gen.finish_reason!r}")
-        examples.append(
-            AccuracyExample(
-                index=row.index,
-                example_id=row.example_id,
-                prompt_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                prompt_tokens=len(ids),
-                gold=gold,
-                option_order=order,
-                parsed=parsed,
-                correct=correct,
-                unparsable=parsed is None,
-                output_tokens=len(gen.token_ids),
-                output_token_sha256=hashlib.sha256(canonical_json(list(gen.token_ids)).encode()).hexdigest(),
-                finish_reason=finish,  # type: ignore[arg-type]
-                output_text=gen.text,
-            )
-        )
+    generated = []
+    for prep in prepared:
+        t0 = time.perf_counter()
+        gens = engine.generate([r[4] for r in prep.rendered], prep.spec.sampling)
+        generated.append((gens, time.perf_counter() - t0))
+        if len(gens) != len(prep.rendered):
+            raise CaseError(f"case {label}/{prep.entry.task}: engine returned {len(gens)} outputs "
+                            f"for {len(prep.rendered)} prompts")
 
     evidence = None
     evidence_env = os.environ.get(EVIDENCE_ENV)
@@ -268,19 +271,10 @@ def run_case(
         evidence = _read_evidence(Path(evidence_env))
         if offload.enabled and (evidence.wrapped_count == 0 or evidence.offloaded_bytes == 0):
             raise CaseError(
-                f"case {label}/{task}: offload ({offload.offload_group_size},{offload.offload_num_in_group}) "
+                f"case {label}: offload ({offload.offload_group_size},{offload.offload_num_in_group}) "
                 f"requested but evidence shows nothing offloaded (wrapped_count={evidence.wrapped_count}, "
                 f"offloaded_bytes={evidence.offloaded_bytes})"
             )
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = "".join(dumps_model(e) + "\n" for e in examples).encode("utf-8")
-    tmp = examples_path.with_name(f".{examples_path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, examples_path)
 
     vllm_version = torch_version = None
     if getattr(engine, "name", "") == "vllm":
@@ -288,39 +282,78 @@ def run_case(
         import vllm
 
         vllm_version, torch_version = vllm.__version__, torch.__version__
-    correct_n = sum(e.correct for e in examples)
-    result = AccuracyResult(
-        label=label,
-        implementation=implementation,  # type: ignore[arg-type]
-        offload=offload,
-        task=task,
-        dataset=entry,
-        dataset_manifest_path=str(Path(manifest).resolve()),
-        limit=limit,
-        mode="formal" if (limit is None and entry.kind == "full") else "limited",
-        protocol=spec,
-        protocol_sha256=spec.sha256(),
-        engine=engine_settings,
-        model=str(model),
-        model_sha256sums_sha256=_model_identity(model),
-        num_examples=len(examples),
-        correct=correct_n,
-        unparsable=sum(e.unparsable for e in examples),
-        accuracy=correct_n / len(examples),
-        output_tokens=sum(e.output_tokens for e in examples),
-        examples_path=examples_path.name,
-        examples_sha256=hashlib.sha256(data).hexdigest(),
-        load_seconds=load_seconds,
-        generate_seconds=generate_seconds,
-        engine_name="vllm" if getattr(engine, "name", "") == "vllm" else "fake",
-        vllm_version=vllm_version,
-        torch_version=torch_version,
-        evidence=evidence,
-        pid=os.getpid(),
-    )
-    write_json(result_path, result)
-    print(RESULT_PREFIX + dumps_model(result), flush=True)
-    return result
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for prep, (gens, generate_seconds) in zip(prepared, generated):
+        task = prep.entry.task
+        examples = []
+        for (row, gold, order, text, ids), gen in zip(prep.rendered, gens):
+            parsed, correct = score(task, gen.text, gold)
+            if gen.finish_reason not in ("stop", "length", "abort"):
+                raise CaseError(f"case {label}/{task}: row {row.index} has unknown finish reason "
+                                f"{gen.finish_reason!r}")
+            examples.append(
+                AccuracyExample(
+                    index=row.index,
+                    example_id=row.example_id,
+                    prompt_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                    prompt_tokens=len(ids),
+                    gold=gold,
+                    option_order=order,
+                    parsed=parsed,
+                    correct=correct,
+                    unparsable=parsed is None,
+                    output_tokens=len(gen.token_ids),
+                    output_token_sha256=hashlib.sha256(canonical_json(list(gen.token_ids)).encode()).hexdigest(),
+                    finish_reason=gen.finish_reason,  # type: ignore[arg-type]
+                    output_text=gen.text,
+                )
+            )
+        data = "".join(dumps_model(e) + "\n" for e in examples).encode("utf-8")
+        _write_bytes(prep.examples_path, data)
+        correct_n = sum(e.correct for e in examples)
+        result = AccuracyResult(
+            label=label,
+            implementation=implementation,  # type: ignore[arg-type]
+            offload=offload,
+            task=task,
+            dataset=prep.entry,
+            dataset_manifest_path=str(Path(manifest).resolve()),
+            limit=limit,
+            mode="formal" if (limit is None and prep.entry.kind == "full") else "limited",
+            protocol=prep.spec,
+            protocol_sha256=prep.spec.sha256(),
+            engine=engine_settings,
+            model=str(model),
+            model_sha256sums_sha256=_model_identity(model),
+            num_examples=len(examples),
+            correct=correct_n,
+            unparsable=sum(e.unparsable for e in examples),
+            accuracy=correct_n / len(examples),
+            output_tokens=sum(e.output_tokens for e in examples),
+            examples_path=prep.examples_path.name,
+            examples_sha256=hashlib.sha256(data).hexdigest(),
+            load_seconds=load_seconds,
+            generate_seconds=generate_seconds,
+            engine_name="vllm" if getattr(engine, "name", "") == "vllm" else "fake",
+            vllm_version=vllm_version,
+            torch_version=torch_version,
+            evidence=evidence,
+            pid=os.getpid(),
+        )
+        write_json(prep.result_path, result)
+        print(RESULT_PREFIX + dumps_model(result), flush=True)
+        results.append(result)
+    return results
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def summary_line(result: AccuracyResult) -> str:

@@ -63,12 +63,12 @@ def parse_offload(text: str) -> OffloadSetting:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
-    from runners.accuracy.case import run_case, summary_line
+    from runners.accuracy.case import run_cases, summary_line
 
-    result = run_case(
+    results = run_cases(
         model=ns.model,
         manifest=ns.manifest,
-        dataset=ns.dataset,
+        datasets=[d.strip() for d in ns.dataset.split(",") if d.strip()],
         implementation=ns.implementation,
         offload=parse_offload(ns.offload),
         out_dir=ns.out,
@@ -76,7 +76,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         limit=ns.limit,
         label=ns.label,
     )
-    print(summary_line(result), file=sys.stderr)
+    for result in results:
+        print(summary_line(result), file=sys.stderr)
     return 0
 
 
@@ -123,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="one accuracy case in this process")
     run.add_argument("--model", required=True, help="local model directory (must have a chat template)")
-    run.add_argument("--dataset", required=True, help="gsm8k | gpqa, or a manifest entry name")
+    run.add_argument("--dataset", required=True,
+                     help="gsm8k | gpqa | a manifest entry name; comma-separated = several datasets, one engine")
     run.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="dataset manifest.json")
     run.add_argument("--implementation", required=True, choices=["baseline", "current", "official", "sync"])
     run.add_argument("--offload", default="0", help="G,N[,P] (group size, num in group, prefetch step); 0 = none")

@@ -159,10 +159,10 @@ def parse_gsm8k_gold(answer: str) -> str:
 
 _GPQA = re.compile(
     r"^\s*(?:[*_`#>]+\s*)*"  # markdown emphasis / heading / quote
-    r"(?i:(?:the\s+)?(?:correct\s+|final\s+|best\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:=-]?\s*)?"
+    r"(?P<prefix>(?i:(?:the\s+)?(?:correct\s+|final\s+|best\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:=-]?\s*))?"
     r"(?:[*_`]+\s*)*"
     r"(?:\((?P<paren>[A-Da-d])\)|\[(?P<bracket>[A-Da-d])\]"  # (C) [C], any case
-    r"|(?P<bare>[A-D])(?=[.):,;*_`\]]|[ \t]*(?:\n|$)))"  # C, C., C), C: ... -- uppercase only
+    r"|(?P<bare>[A-D])(?=[.):,;*_`\]]|\s|$))"  # C, C., C), C: ... -- uppercase only
 )
 
 
@@ -175,12 +175,17 @@ def parse_gpqa_letter(text: str) -> str | None:
     Returns:
         ``"A"``..``"D"``, or None (unparsable) when the reply does not *start*
         with a choice (after optional markdown and an ``Answer:``-style prefix).
-        A bare letter must be upper case and followed by punctuation or the end
-        of the line, so ``"A bird ..."`` is not a choice.
+        A bare letter must be upper case; without an ``Answer:``-style prefix it
+        must be followed by punctuation or the end of the line, so ``"A bird ..."``
+        is an English article, not a choice (``"Answer: A because"`` is a choice).
     """
     m = _GPQA.match(text)
     if m is None:
         return None
+    if m.group("bare") and not m.group("prefix"):
+        rest = text[m.end():]
+        if re.match(r"[ \t]+\S", rest):
+            return None
     letter = m.group("paren") or m.group("bracket") or m.group("bare")
     return letter.upper()
 
