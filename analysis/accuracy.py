@@ -253,7 +253,7 @@ def _first_difference(a: list[AccuracyExample], b: list[AccuracyExample]) -> str
     for x, y in zip(a, b):
         d = _diff(x, y)
         if d:
-            fields = ", ".join(f for f, _, _ in d[:4])
+            fields = ", ".join(f for f, _, _ in d)
             return f"first difference at row {x.index} ({x.example_id}): {fields}"
     return f"row counts differ ({len(a)} vs {len(b)})"
 
