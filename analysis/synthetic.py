@@ -42,10 +42,10 @@ from results_schema.models import (
 TINY_CONFIG = {
     "architectures": ["Qwen2ForCausalLM"],
     "model_type": "qwen2",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
     "head_dim": 16,
     "num_hidden_layers": 8,
     "vocab_size": 256,
@@ -270,7 +270,7 @@ def write_run_dir(run_dir: Path, phases: Sequence[SynthPhase], *, seed: int = 0,
                     append_jsonl(run_dir / f"{ph.name}-failures.jsonl", fail)
                     continue
                 cr = make_case_run(ph.name, case, r, rng, measured_rounds=ph.measured_rounds,
-                                   model=str(run_dir / "model"), runtime=ph.runtime, config=config)
+                                   model="model", runtime=ph.runtime, config=config)
                 if mutate is not None:
                     cr = mutate(ph.name, case, r, cr)
                 for sub in ("logs", "evidence", "records"):

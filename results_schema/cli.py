@@ -62,8 +62,9 @@ def _candidates(path: Path) -> list[tuple[Path, FileKind | None]]:
     return [(path, kind_for(path))]
 
 
-def check_paths(paths: Sequence[Path], out=sys.stdout) -> int:
+def check_paths(paths: Sequence[Path], out=None) -> int:
     """Check files; return the number of errors (0 = all good)."""
+    out = sys.stdout if out is None else out
     n_errors = 0
     for root in paths:
         if not root.exists():

@@ -109,6 +109,29 @@ def format_validation_error(exc: ValidationError) -> tuple[str, str]:
     return field, msg
 
 
+class _NonFinite:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _non_finite_field(text: str | bytes) -> tuple[str, str] | None:
+    """Locate the first NaN/Infinity constant: ``(dotted field path, constant)``, or None."""
+    try:
+        obj = json.loads(text, parse_constant=_NonFinite)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    stack: list[tuple[tuple, object]] = [((), obj)]
+    while stack:
+        loc, node = stack.pop(0)
+        if isinstance(node, _NonFinite):
+            return ".".join(str(p) for p in loc), node.name
+        if isinstance(node, dict):
+            stack.extend((loc + (k,), v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((loc + (i,), v) for i, v in enumerate(node))
+    return None
+
+
 def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<string>", line: int = 1) -> M:
     """Strictly parse and validate one JSON document into ``model_cls``.
 
@@ -122,7 +145,10 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     try:
         obj = from_json(text, allow_inf_nan=False)
     except ValueError as exc:
-        raise RecordError(path, line, "", f"invalid strict JSON (non-finite constants are rejected): {exc}") from exc
+        field = _non_finite_field(text)
+        if field is not None:
+            raise RecordError(path, line, field[0], f"non-finite JSON constant {field[1]} is not allowed") from exc
+        raise RecordError(path, line, "", f"invalid strict JSON: {exc}") from exc
     try:
         return model_cls.model_validate(obj)
     except ValidationError as exc:

@@ -1,0 +1,62 @@
+"""Claims about noise-aware verdicts: small deltas are never speed-ups."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.aggregate import aggregate
+from analysis.compare import bootstrap_delta, compare_implementations, spaced_vs_adjacent, verdict
+from analysis.load import load_run
+from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+
+
+def test_verdict_only_when_interval_excludes_zero():
+    assert verdict(0.1, 2.0) == "faster"
+    assert verdict(-2.0, -0.1) == "slower"
+    assert verdict(-0.1, 2.0) == "equivalent"
+    assert verdict(float("nan"), float("nan")) == "equivalent"
+
+
+def test_bootstrap_is_deterministic_and_brackets_the_delta():
+    a, b = [101.0, 103.0, 105.0], [100.0, 102.0, 104.0]
+    r1, r2 = bootstrap_delta(a, b), bootstrap_delta(a, b)
+    assert r1 == r2
+    delta, lo, hi, *_ = r1
+    assert delta == 1.0 and lo <= delta <= hi and lo < 0 < hi
+
+
+def test_single_process_gives_no_interval():
+    delta, lo, hi, *_ = bootstrap_delta([5.0], [4.0, 4.5])
+    assert delta == 0.75 and verdict(lo, hi) == "equivalent"
+
+
+def _matrix(tmp_path, shift: float, sd: float, repeats: int = 5, seed: int = 1):
+    cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=sd)]
+    for g, n in ((8, 1), (4, 1), (4, 2), (2, 1)):
+        cases.append(SynthCase(f"current_g{g}_n{n}", "current", g, n, mean_tok_s=90.0 + shift, sd_tok_s=sd))
+        cases.append(SynthCase(f"official_g{g}_n{n}", "official", g, n, mean_tok_s=90.0, sd_tok_s=sd))
+    run = write_run_dir(tmp_path / f"run{shift}", [SynthPhase("same_runtime", cases, repeats=repeats)], seed=seed)
+    data = load_run(run)
+    return compare_implementations(data, aggregate(data))
+
+
+def test_difference_below_process_spread_is_equivalent(tmp_path):
+    comp = _matrix(tmp_path, shift=0.3, sd=3.0)
+    assert len(comp) == 4
+    assert set(comp["verdict"]) == {"equivalent"}
+
+
+@pytest.mark.parametrize(("shift", "expected"), [(30.0, "faster"), (-30.0, "slower")])
+def test_difference_of_ten_spreads_gets_a_direction(tmp_path, shift, expected):
+    comp = _matrix(tmp_path, shift=shift, sd=3.0)
+    assert set(comp["verdict"]) == {expected}
+    assert set(comp["pooled_verdict"]) == {expected}
+    assert ((comp["ci_low_tok_s"] > 0) if expected == "faster" else (comp["ci_high_tok_s"] < 0)).all()
+
+
+def test_spaced_vs_adjacent_pairs_equal_layer_counts(valid_run):
+    data = load_run(valid_run)
+    t = spaced_vs_adjacent(data, aggregate(data))
+    pairs = set(zip(t["adjacent_label"], t["spaced_label"], strict=True))
+    assert ("current_g4_n2", "current_g2_n1") in pairs
+    assert (t["num_selected_layers"] == 4).all()

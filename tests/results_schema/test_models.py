@@ -1,0 +1,124 @@
+"""Claims about the result models: strict, documented, finite, round-tripping."""
+
+from __future__ import annotations
+
+import json
+import random
+import typing
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from analysis.synthetic import SynthCase, make_case_run
+from results_schema import models
+from results_schema.io import dumps_model, parse_line, strict_json_loads
+
+ALL_MODELS = [
+    models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.BenchRecord,
+    models.KVCacheCapacity, models.CaseRun, models.CaseFailure, models.ValidationIssue, models.CaseCount,
+    models.CheckResult, models.ValidationReport,
+]
+
+
+def case_run(**overrides) -> models.CaseRun:
+    case = SynthCase(**{"label": "current_g4_n1", "implementation": "current", "group_size": 4, "num_in_group": 1,
+                        **overrides})
+    return make_case_run("same_runtime", case, 0, random.Random(0))
+
+
+@pytest.mark.parametrize("cls", ALL_MODELS, ids=lambda c: c.__name__)
+def test_every_field_has_a_description_and_model_is_strict(cls):
+    assert cls.model_config["extra"] == "forbid"
+    assert cls.model_config["frozen"] is True
+    missing = [name for name, f in cls.model_fields.items() if not f.description]
+    assert missing == []
+
+
+@pytest.mark.parametrize("cls", [models.RuntimeEvidence, models.BenchRecord, models.CaseRun, models.CaseFailure,
+                                 models.ValidationReport], ids=lambda c: c.__name__)
+def test_top_level_models_carry_schema_version_1(cls):
+    ann = cls.model_fields["schema_version"].annotation
+    assert typing.get_args(ann) == (1,)
+
+
+def test_case_run_round_trips_through_strict_json():
+    cr = case_run()
+    text = dumps_model(cr)
+    assert models.CaseRun.model_validate(strict_json_loads(text)) == cr
+    assert parse_line(text, models.CaseRun) == cr
+
+
+def test_rejects_unknown_field():
+    data = json.loads(dumps_model(case_run()))
+    data["record"]["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        models.CaseRun.model_validate(data)
+
+
+def test_models_are_frozen():
+    cr = case_run()
+    with pytest.raises(ValidationError):
+        cr.process_wall_s = 1.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_rejects_non_finite_throughput(bad):
+    data = case_run().record.model_dump()
+    data["throughput_tok_s"] = bad
+    with pytest.raises(ValidationError, match="throughput_tok_s"):
+        models.BenchRecord.model_validate(data)
+
+
+def test_rejects_throughput_inconsistent_with_tokens_and_seconds():
+    data = case_run().record.model_dump()
+    data["throughput_tok_s"] *= 1.01
+    with pytest.raises(ValidationError, match=r"throughput_tok_s .* != output_tokens / elapsed_s"):
+        models.BenchRecord.model_validate(data)
+
+
+def test_rejects_output_tokens_not_summing_rounds():
+    data = case_run().record.model_dump()
+    data["output_tokens"] += 1
+    with pytest.raises(ValidationError, match="sum over rounds"):
+        models.BenchRecord.model_validate(data)
+
+
+def test_rejects_num_in_group_larger_than_group_size():
+    with pytest.raises(ValidationError, match=r"offload_num_in_group \(3\) must be <= offload_group_size \(2\)"):
+        models.OffloadSetting(offload_group_size=2, offload_num_in_group=3)
+
+
+def test_evidence_rejects_wrapped_count_mismatch_and_bad_released_bytes():
+    ev = case_run().evidence.model_dump()
+    with pytest.raises(ValidationError, match="wrapped_count"):
+        models.RuntimeEvidence.model_validate({**ev, "wrapped_count": 5})
+    with pytest.raises(ValidationError, match="released_bytes"):
+        models.RuntimeEvidence.model_validate({**ev, "released_bytes": 1})
+    with pytest.raises(ValidationError, match="not a subset"):
+        models.RuntimeEvidence.model_validate({**ev, "wrapped_layers": (0, 1), "wrapped_count": 2})
+
+
+def test_token_digest_must_be_hex_sha256():
+    data = case_run().record.model_dump()
+    data["token_digest"] = "not-a-digest"
+    with pytest.raises(ValidationError, match="token_digest"):
+        models.BenchRecord.model_validate(data)
+
+
+def test_validation_report_valid_flag_must_match_issues():
+    issue = models.ValidationIssue(code="missing_log", severity="error", message="x")
+    with pytest.raises(ValidationError, match="contradicts"):
+        models.ValidationReport(run_dir="r", valid=True, checks=(), counts=(), issues=(issue,))
+    rep = models.ValidationReport(run_dir="r", valid=False, checks=(), counts=(), issues=(issue,))
+    assert rep.errors == (issue,) and rep.warnings == ()
+
+
+def test_kv_capacity_missing_is_null_not_zero():
+    kv = models.KVCacheCapacity()
+    assert kv.kv_cache_tokens is None and kv.kv_cache_gib is None and kv.max_concurrency is None
+
+
+@pytest.mark.parametrize("cls", ALL_MODELS, ids=lambda c: c.__name__)
+def test_json_schema_export_works(cls: type[BaseModel]):
+    schema = cls.model_json_schema()
+    assert schema["additionalProperties"] is False
