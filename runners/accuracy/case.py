@@ -226,10 +226,10 @@ def run_cases(
     _check_implementation_env(implementation, offload)
     if not datasets:
         raise CaseError(f"case {label}: no dataset given")
+    loaded = [load_dataset(manifest, dataset) for dataset in datasets]  # verify every file first
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     prepared: list[_Prepared] = []
-    for dataset in datasets:
-        entry, _, rows = load_dataset(manifest, dataset)
+    for entry, _, rows in loaded:
         task = entry.task
         if any(p.entry.task == task for p in prepared):
             raise CaseError(f"case {label}: task {task} given twice ({list(datasets)})")

@@ -1,0 +1,132 @@
+"""One accuracy case with a fake engine: files, determinism, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from results_schema.accuracy import AccuracyResult
+from results_schema.io import read_json, write_json
+from runners.accuracy.case import CaseError, run_cases
+from runners.accuracy.cli import main, parse_offload
+from runners.accuracy.matrix import parse_cases
+from runners.accuracy.protocol import ChatTemplateMissing
+
+from .conftest import FIXTURE_MANIFEST, FakeEngine, engine_settings, make_run, offload
+
+
+def test_case_writes_result_and_case_independent_examples(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = make_run(tmp_path / "r", tiny_model_dir)
+    cases = run / "cases"
+    for task, n in (("gsm8k", 8), ("gpqa", 12)):
+        base = read_json(cases / f"baseline.{task}.result.json", AccuracyResult)
+        off = read_json(cases / f"current-4-1.{task}.result.json", AccuracyResult)
+        assert base.num_examples == off.num_examples == n
+        assert base.examples_sha256 == off.examples_sha256
+        assert (cases / base.examples_path).read_bytes() == (cases / off.examples_path).read_bytes()
+        assert hashlib.sha256((cases / base.examples_path).read_bytes()).hexdigest() == base.examples_sha256
+        assert base.mode == "limited"  # fixture data is never formal
+        rows = [json.loads(line) for line in (cases / base.examples_path).read_text().splitlines()]
+        assert [r["index"] for r in rows] == list(range(n))
+        assert base.unparsable == sum(r["unparsable"] for r in rows)
+        assert all(len(r["prompt_sha256"]) == 64 for r in rows)
+    gpqa = read_json(cases / "baseline.gpqa.result.json", AccuracyResult)
+    assert gpqa.unparsable > 0  # the fake says "I think C" sometimes: counted wrong and separately
+
+
+def test_case_refuses_to_overwrite(tmp_path: Path, tiny_model_dir: Path) -> None:
+    make_run(tmp_path / "r", tiny_model_dir, datasets=("gsm8k",), cases=(("baseline", offload()),))
+    with pytest.raises(CaseError, match="already exists; results are never overwritten"):
+        make_run(tmp_path / "r", tiny_model_dir, datasets=("gsm8k",), cases=(("baseline", offload()),))
+
+
+def test_env_implementation_must_agree(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OFFLOAD_IMPL", "sync")
+    with pytest.raises(CaseError, match="OFFLOAD_IMPL='sync' in the environment disagrees with --implementation 'current'"):
+        run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"], implementation="current",
+                  offload=offload(4, 1), out_dir=tmp_path, engine_settings=engine_settings(),
+                  engine_factory=FakeEngine)
+
+
+def test_baseline_with_offload_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    with pytest.raises(CaseError, match="baseline' must run with offload_group_size=0"):
+        run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
+                  implementation="baseline", offload=offload(4, 1), out_dir=tmp_path,
+                  engine_settings=engine_settings(), engine_factory=FakeEngine)
+
+
+def test_model_without_chat_template_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (model / "chat_template.jinja").unlink(missing_ok=True)
+
+    def no_engine(*a: object) -> None:
+        raise AssertionError("engine must not start")
+
+    with pytest.raises(ChatTemplateMissing, match="has no chat_template"):
+        run_cases(model=str(model), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"], implementation="baseline",
+                  offload=offload(), out_dir=tmp_path / "out", engine_settings=engine_settings(),
+                  engine_factory=no_engine)
+
+
+def test_prompt_longer_than_context_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
+    with pytest.raises(CaseError, match=r"exceeds max_model_len \(520\)"):
+        run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
+                  implementation="baseline", offload=offload(), out_dir=tmp_path,
+                  engine_settings=engine_settings(max_model_len=520), engine_factory=FakeEngine)
+
+
+def test_offload_case_with_empty_evidence_fails(tmp_path: Path, tiny_model_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from results_schema.models import RuntimeEvidence
+
+    ev = tmp_path / "ev.json"
+    write_json(ev, RuntimeEvidence(offloader_class="x.Noop", implementation="current", offload_group_size=4,
+                                   offload_num_in_group=1, offload_prefetch_step=1, num_layers=8,
+                                   selected_layers=(3, 7), wrapped_layers=(), wrapped_count=0, offloaded_bytes=0,
+                                   static_buffer_bytes=0, released_bytes=0, post_init_called=True, pid=1,
+                                   device="cpu"))
+    monkeypatch.setenv("OFFLOAD_EVIDENCE_PATH", str(ev))
+    with pytest.raises(CaseError, match="requested but evidence shows nothing offloaded"):
+        run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
+                  implementation="current", offload=offload(4, 1), out_dir=tmp_path / "o",
+                  engine_settings=engine_settings(), engine_factory=FakeEngine)
+
+
+def test_parse_offload_and_cases() -> None:
+    assert parse_offload("0").enabled is False
+    o = parse_offload("4,1")
+    assert (o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step) == (4, 1, 1)
+    with pytest.raises(ValueError, match=r"offload_num_in_group \(3\) must be <= offload_group_size \(2\)"):
+        parse_offload("2,3")
+    with pytest.raises(ValueError, match="expected G,N or G,N,P"):
+        parse_offload("4")
+    assert [c.label for c in parse_cases("baseline,current:4:1,sync:2:1:2")] == [
+        "baseline", "current-4-1", "sync-2-1-p2"]
+    with pytest.raises(ValueError, match="first case must be 'baseline'"):
+        parse_cases("current:4:1")
+    with pytest.raises(ValueError, match="needs G:N"):
+        parse_cases("baseline,current")
+    with pytest.raises(ValueError, match="duplicate labels"):
+        parse_cases("baseline,current:4:1,current:4:1")
+
+
+def test_cli_reports_dataset_errors_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["run", "--model", str(tmp_path), "--dataset", "gsm8k", "--manifest", str(tmp_path / "m.json"),
+               "--implementation", "baseline", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "dataset manifest not found" in capsys.readouterr().err
+
+
+def test_matrix_refuses_missing_dataset_before_launching(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["matrix", "--model", str(tmp_path), "--manifest", str(tmp_path / "m.json"), "--out",
+               str(tmp_path / "run")])
+    assert rc == 2 and not (tmp_path / "run").exists()
+    assert "dataset manifest not found" in capsys.readouterr().err
