@@ -22,13 +22,15 @@ and the older flat layout (``offload_group_size`` on the config itself).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from offload import ACTIVE_IMPLEMENTATIONS, IMPL_ENV
 from offload.selection import validate_offload_params
 
-IMPLEMENTATIONS = ("current", "sync")
+IMPLEMENTATIONS = ACTIVE_IMPLEMENTATIONS
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,19 @@ def create_offloader(
 
 
 def make_factory(runner_factory: Callable[[Any], Any], implementation: str) -> Callable[[Any], Any]:
-    """A drop-in replacement for a runner's ``create_offloader(offload_config)``."""
+    """A drop-in replacement for a runner's ``create_offloader(offload_config)``.
+
+    ``OFFLOAD_IMPL`` is read again at call time (default: ``implementation``, the value
+    the plugin was registered with): ``current``/``sync`` pick ours, any other value hands
+    the call to ``runner_factory`` unchanged. A process that builds several engines
+    in-process can therefore switch implementation per engine.
+    """
 
     def create_offloader_patched(offload_config: Any) -> Any:
-        return create_offloader(offload_config, runner_factory, implementation)
+        impl = os.environ.get(IMPL_ENV, implementation)
+        if impl not in ACTIVE_IMPLEMENTATIONS:
+            return runner_factory(offload_config)
+        return create_offloader(offload_config, runner_factory, impl)
 
     create_offloader_patched.__wrapped__ = runner_factory  # type: ignore[attr-defined]
     create_offloader_patched._offload_impl = implementation  # type: ignore[attr-defined]

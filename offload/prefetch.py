@@ -226,7 +226,8 @@ class CurrentPrefetchOffloader(_Base):
         num_in_group: N (``offload_num_in_group``), 1..G.
         prefetch_step: modules loaded ahead = slots per key (``offload_prefetch_step``), >= 1.
         offload_params: dotted-name segments; empty = all parameters of a selected layer.
-        backend_factory: device -> :class:`DeviceBackend` (tests inject a fake).
+        backend_factory: device -> :class:`DeviceBackend`; default
+            :func:`offload.backend.backend_for_device` (tests inject a fake).
 
     Raises:
         ValueError: invalid G/N/prefetch_step (message names the values).
@@ -242,7 +243,7 @@ class CurrentPrefetchOffloader(_Base):
         prefetch_step: int = 1,
         offload_params: Iterable[str] | None = None,
         *,
-        backend_factory: Callable[[torch.device], DeviceBackend] = backend_for_device,
+        backend_factory: Callable[[torch.device], DeviceBackend] | None = None,
     ) -> None:
         validate_offload_params(group_size, num_in_group, prefetch_step, "prefetch")
         if group_size < 1 or num_in_group < 1:
@@ -307,7 +308,8 @@ class CurrentPrefetchOffloader(_Base):
     def _offload_to_host(self, w: _Wrapped) -> None:
         """Move ``w``'s parameters to host storage now (frees device memory during loading)."""
         if self.backend is None:
-            self.backend = self._backend_factory(w.device)
+            factory = self._backend_factory or backend_for_device
+            self.backend = factory(w.device)
             self.device_type = w.device.type
         pin = self.backend.pin_memory()
         for name in w.param_names:

@@ -3,19 +3,22 @@
 Usage: ``python tests/offload/vllm_driver.py SPEC.json`` where SPEC is
 ``{"model": DIR, "prompts": [[ids...], ...], "max_tokens": int, "enforce_eager": bool,
 "points": [{"label": str, "group_size": G, "num_in_group": N, "prefetch_step": S,
-"offload_params": [..]}, ...]}``.
+"offload_params": [..], "corrupt_host": bool}, ...]}``. ``corrupt_host`` zeroes the host
+storage after the first generation and generates again (negative control).
 
 The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so consecutive ``LLM``
 objects reuse the interpreter (vLLM start-up dominates a test otherwise) and the installed
 offloader can be inspected directly. ``OFFLOAD_IMPL`` must be ``current`` or ``sync`` in the
-environment (the plugin reads it when vLLM loads plugins); G=0 points run the baseline
-(our factory keeps the runner's no-op offloader). Prints one ``DRIVER_RESULT <json>`` line
+environment when the process starts (the plugin reads it when vLLM loads plugins); each
+point then sets it to its ``impl`` (default ``current``), which our factory reads per
+engine. G=0 points run the baseline (our factory keeps the runner's no-op offloader). Prints one ``DRIVER_RESULT <json>`` line
 per point: generated token ids per prompt and the offloader's evidence state.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import json
 import sys
 
@@ -29,6 +32,7 @@ def main() -> int:
     params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
     for point in spec["points"]:
+        os.environ["OFFLOAD_IMPL"] = point.get("impl", "current")  # read by our factory per engine
         kwargs = {}
         if point["group_size"] > 0:
             kwargs = dict(
@@ -60,6 +64,13 @@ def main() -> int:
             "evidence": state,
             **extra,
         }
+        if point.get("corrupt_host") and state is not None and off.wrapped:
+            # Negative control: zero the host copies; outputs must change if the wrapped
+            # layers really read the buffers this offloader fills from host storage.
+            for w in off.wrapped:
+                w.host_flat.zero_()
+            again = llm.generate(prompts, params, use_tqdm=False)
+            result["corrupted_token_ids"] = [list(o.outputs[0].token_ids) for o in again]
         print("DRIVER_RESULT " + json.dumps(result), flush=True)
         llm.llm_engine.engine_core.shutdown() if hasattr(llm.llm_engine, "engine_core") else None
         del llm, outs, off
