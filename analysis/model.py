@@ -102,15 +102,21 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     if bandwidth_bytes_s is not None:
         return TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
     grid = np.logspace(6, 13, 1401)
-    best, best_err = math.inf, math.inf
-    for bw in grid:
-        m = TransferModel(t_base, num_prompts, num_layers, bpl, float(bw), mode)
-        err = 0.0
-        for _, r in pts.iterrows():
-            p = m.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
-            err += ((p - r["throughput_median_tok_s"]) / r["throughput_median_tok_s"]) ** 2
-        if err < best_err - 1e-15:
-            best, best_err = float(bw), err
+    t0 = num_prompts / t_base
+    c = t0 / num_layers
+    err = np.zeros_like(grid)
+    for _, r in pts.iterrows():
+        g, n, k = int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"])
+        L = len(select_offload_layers(num_layers, g, n))
+        copy = bpl / grid
+        if mode == "serial":
+            step = t0 + L * copy
+        else:
+            step = t0 + (L / n) * np.maximum(0.0, n * copy - k * g * c)
+        pred = t_base * t0 / step
+        meas = float(r["throughput_median_tok_s"])
+        err += ((pred - meas) / meas) ** 2
+    best = float(grid[int(np.argmin(err))])
     return TransferModel(t_base, num_prompts, num_layers, bpl, best, mode)
 
 

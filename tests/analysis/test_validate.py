@@ -1,0 +1,86 @@
+"""Claims about the validation report: each broken fixture flips ``valid`` with a named error."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from analysis.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
+from analysis.validate import validate_run
+
+from .conftest import make_fixtures
+
+
+def test_synthetic_run_is_valid_with_expected_counts(valid_run):
+    rep = validate_run(valid_run)
+    assert rep.valid, [i.message for i in rep.errors]
+    assert {c.name for c in rep.checks} >= {"counts", "logs", "offloader_class", "layer_bytes", "token_digest"}
+    assert all(c.expected == 3 and c.runs == 3 and c.failures == 0 for c in rep.counts)
+    assert len(rep.counts) == 9
+
+
+@pytest.mark.parametrize("name", sorted(make_fixtures.EDGE_CASES))
+def test_each_edge_case_flips_valid_with_a_named_error(fixture_runs, name):
+    _fn, code = make_fixtures.EDGE_CASES[name]
+    rep = validate_run(fixture_runs[name])
+    assert not rep.valid
+    codes = {i.code for i in rep.errors}
+    assert code in codes, codes
+    hit = [i for i in rep.errors if i.code == code][0]
+    if code != "invalid_record":
+        assert (hit.phase, hit.label) == ("same_runtime", "current_g4_n1")
+
+
+def test_nan_record_error_names_file_line_and_field(fixture_runs):
+    rep = validate_run(fixture_runs["edge_nan_throughput"])
+    (err,) = [i for i in rep.errors if i.code == "invalid_record"]
+    assert "same_runtime-runs.jsonl:" in err.message and "record.throughput_tok_s" in err.message
+
+
+def test_missing_plan_is_only_a_warning(tmp_path, valid_run):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    (run / "config.yaml").unlink()
+    rep = validate_run(run)
+    assert rep.valid
+    assert "no_plan" in {i.code for i in rep.warnings}
+
+
+def test_missing_case_is_a_count_mismatch(tmp_path, valid_run):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    path = run / "same_runtime-runs.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[1:]))
+    rep = validate_run(run)
+    assert "count_mismatch" in {i.code for i in rep.errors}
+
+
+def test_identical_kv_capacity_across_settings_is_a_warning(tmp_path):
+    cases = default_cases()
+    cases = [SynthCase(**{**c.__dict__, "kv_cache_tokens": 5000}) for c in cases]
+    run = write_run_dir(tmp_path / "run", [SynthPhase("same_runtime", cases, repeats=1)])
+    rep = validate_run(run)
+    assert rep.valid
+    assert "identical_kv_capacity" in {i.code for i in rep.warnings}
+
+
+def test_missing_kv_line_is_a_warning_not_zero(tmp_path):
+    cases = [SynthCase(**{**c.__dict__, "kv_cache_tokens": None}) for c in default_cases()]
+    run = write_run_dir(tmp_path / "run", [SynthPhase("same_runtime", cases, repeats=1)])
+    rep = validate_run(run)
+    assert rep.valid
+    assert "missing_kv_capacity" in {i.code for i in rep.warnings}
+
+
+def test_expected_failure_is_counted_and_unexpected_failure_is_an_error(tmp_path):
+    cases = default_cases(points=((4, 1),), implementations=("current",))
+    cases.append(SynthCase("official_g4_n1", "official", 4, 1, fail=True))
+    run = write_run_dir(tmp_path / "run", [SynthPhase("same_runtime", cases, repeats=1)])
+    rep = validate_run(run)
+    assert rep.valid, [i.message for i in rep.errors]
+    cases[-1] = SynthCase("sync_g4_n1", "sync", 4, 1, fail=True)
+    run2 = write_run_dir(tmp_path / "run2", [SynthPhase("same_runtime", cases, repeats=1)])
+    rep2 = validate_run(run2)
+    assert "case_failed" in {i.code for i in rep2.errors}
