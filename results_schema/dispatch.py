@@ -68,6 +68,9 @@ DEFAULT_FILE_KINDS: list[FileKind] = [
     FileKind("evidence/*/*.json", "results_schema.models:RuntimeEvidence", jsonl=False),
     FileKind("summary/validation.json", "results_schema.models:ValidationReport", jsonl=False),
     FileKind("environment-manifest.json", "results_schema.manifest:EnvironmentManifest", jsonl=False),
+    FileKind("*.examples.jsonl", "results_schema.accuracy:AccuracyExample", jsonl=True),
+    FileKind("*.result.json", "results_schema.accuracy:AccuracyResult", jsonl=False),
+    FileKind("accuracy-verification.json", "results_schema.accuracy:AccuracyVerification", jsonl=False),
 ]
 """Built-in entries, consulted after contributed ones."""
 

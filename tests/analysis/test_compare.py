@@ -60,3 +60,29 @@ def test_spaced_vs_adjacent_pairs_equal_layer_counts(valid_run):
     pairs = set(zip(t["adjacent_label"], t["spaced_label"], strict=True))
     assert ("current_g4_n2", "current_g2_n1") in pairs
     assert (t["num_selected_layers"] == 4).all()
+
+
+def test_long_window_and_cross_stack_tables(tmp_path):
+    from analysis.compare import long_window_table, native_vs_same_runtime
+    from analysis.synthetic import default_cases
+
+    phases = [
+        SynthPhase("same_runtime", default_cases(implementations=("current", "official"), official_delta=-30.0,
+                                                 sd=0.5), repeats=3),
+        SynthPhase("long_window", default_cases(points=((8, 1), (4, 1)), implementations=("current", "official"),
+                                                official_delta=-30.0, sd=0.5), repeats=3, measured_rounds=10),
+        SynthPhase("native", default_cases(points=((8, 1), (4, 1)), mean=80.0, sd=0.5), repeats=3,
+                   runtime="ascend_native_v018"),
+    ]
+    run = write_run_dir(tmp_path / "run", phases)
+    data = load_run(run)
+    s = aggregate(data)
+    lw = long_window_table(data, s)
+    assert len(lw) == 2 and set(lw["verdict"]) == {"faster"} and lw["confirms"].all()
+    cross = native_vs_same_runtime(s)
+    assert set(cross["comparison"]) == {"cross-stack"}
+    assert set(cross["native_label"]) == {"baseline", "current_g8_n1", "current_g4_n1"}
+    assert (cross["native_runtime"] == "ascend_native_v018").all()
+    from analysis.validate import validate_run
+
+    assert validate_run(run).valid
