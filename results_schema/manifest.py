@@ -98,6 +98,10 @@ class EnvironmentManifest(_Strict):
     pins: tuple[PinCheck, ...] = Field(description="Every declared pin with its observed value, in check order.")
     model: ModelIdentity
     offload_tree_sha256: str = Field(description="SHA-256 of this project's offload/ source tree.")
+    case_code_sha256: str = Field(
+        description="SHA-256 over the source trees that run inside case processes (offload/, runners/, "
+        "results_schema/); resume requires it unchanged (a git revision change alone is only reported)."
+    )
     devices: tuple[DeviceIdentity, ...] = Field(description="Device identity per runtime used by the run.")
     config_sha256: str = Field(description="SHA-256 of the resolved config (canonical JSON).")
     config: dict[str, Any] = Field(description="Resolved config (the same content as config.yaml).")

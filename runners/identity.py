@@ -231,6 +231,17 @@ def enforce(checks: Sequence[PinCheck], *, when: str) -> None:
         raise IdentityError(f"identity gate ({when}): {describe_failure(bad[0])}{more}", checks)
 
 
+CASE_CODE_DIRS = ("offload", "runners", "results_schema")
+
+
+def case_code_sha256(repo: Path = REPO_ROOT) -> str:
+    """Tree hash over the sources that run inside case processes (see ``CASE_CODE_DIRS``)."""
+    h = hashlib.sha256()
+    for d in CASE_CODE_DIRS:
+        h.update(f"{d}\0{tree_sha256(repo / d)}\n".encode())
+    return h.hexdigest()
+
+
 def config_sha256(config: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a resolved config."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -238,7 +249,8 @@ def config_sha256(config: Mapping[str, Any]) -> str:
 
 def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], checks: Sequence[PinCheck],
                    model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
-                   config: Mapping[str, Any], overrides: Sequence[str], git: GitIdentity | None = None,
+                   config: Mapping[str, Any], overrides: Sequence[str], case_code: str,
+                   git: GitIdentity | None = None,
                    env: Mapping[str, str] | None = None) -> EnvironmentManifest:
     """Assemble the environment manifest (secrets filtered from the environment)."""
     return EnvironmentManifest(
@@ -246,7 +258,7 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], che
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         hostname=socket.gethostname(), python_version=sys.version, platform=platform.platform(),
         git=git or git_identity(), packages={p: package_version(p) for p in packages}, pins=tuple(checks),
-        model=model, offload_tree_sha256=offload_tree, devices=tuple(devices), config_sha256=config_sha256(config),
+        model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
         config=dict(config), overrides=tuple(overrides),
         environment=filter_environment(os.environ if env is None else env),
     )

@@ -571,7 +571,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     t_start = time.monotonic()
     identity = gather_identity(cfg, when="before the first case")
     from runners.devices import DeviceError, device_identity
-    from runners.identity import build_manifest, git_identity
+    from runners.identity import build_manifest, case_code_sha256, git_identity
 
     try:
         devices = [device_identity(str(rt["device"])) for rt in runtimes_used(cfg)]
@@ -579,6 +579,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
     packages = sorted({p for rt in runtimes_used(cfg) for p in (rt.get("report_packages") or [])})
     git = git_identity()
+    case_code = case_code_sha256()
 
     from results_schema.io import read_json, write_json
     from results_schema.manifest import EnvironmentManifest, ModelIdentity
@@ -589,7 +590,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         now = build_manifest(run_id=saved_manifest.run_id, experiment=saved_manifest.experiment, packages=packages,
                              checks=identity.checks, model=saved_manifest.model,
                              offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
-                             git=git)
+                             case_code=case_code, git=git)
         diffs = []
         if saved_manifest.packages != now.packages:
             diffs.append(f"packages {saved_manifest.packages} -> {now.packages}")
@@ -599,8 +600,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             diffs.append("model SHA256SUMS changed")
         if [(c.kind, c.name, c.actual) for c in saved_manifest.pins] != [(c.kind, c.name, c.actual) for c in now.pins]:
             diffs.append("pinned values changed")
+        if saved_manifest.case_code_sha256 != case_code:
+            diffs.append("case code (offload/, runners/, results_schema/) changed")
         if saved_manifest.git.revision != git.revision:
-            diffs.append(f"git revision {saved_manifest.git.revision} -> {git.revision}")
+            console.print(f"[yellow]resume: git revision {saved_manifest.git.revision} -> {git.revision} "
+                          "(case code unchanged)[/]")
         if diffs:
             raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
         qdir = run_dir / "quarantine" / new_run_id()
@@ -634,7 +638,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             model=ModelIdentity(name=str(cfg["model"]["name"]), path=str(identity.model_dir),
                                 sha256sums_sha256=str(identity.model_sums), revision=cfg["model"].get("revision"),
                                 num_layers=int(cfg["model"]["num_layers"])),
-            offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides, git=git)
+            offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
+            case_code=case_code, git=git)
         write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
         write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
         write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")

@@ -1,0 +1,104 @@
+"""Every experiment composes, with the process count of its published design."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from runners.plan import PlanError, plan
+from tests.runners.helpers import compose_cfg
+
+EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
+
+PROCESS_COUNTS = {
+    None: 5,  # embedded default: baseline + current (8,1) (4,1) (4,2) (2,1), 1 repeat
+    "qwen7b": 90,  # 21x3 + 5x3 + 4x3
+    "qwen7b_cuda": 78,  # 21x3 + 5x3
+    "qwen1_5b": 52,  # 5x5 + 6x3 + 3x3
+    "qwen1_5b_cuda": 52,
+    "smoke": 4,
+    "stability": 2,
+    "ttft": 4,
+    "reproduce": 7,  # 5 performance + 2 accuracy
+    "official_cpu": 3,
+}
+
+
+def _plan(experiment: str | None, *overrides: str):
+    args = ([f"+experiment={experiment}"] if experiment else []) + list(overrides)
+    return plan(compose_cfg(*args))
+
+
+def test_every_experiment_file_has_a_declared_process_count() -> None:
+    names = {p.stem for p in EXPERIMENT_DIR.glob("*.yaml")}
+    assert names == {k for k in PROCESS_COUNTS if k}
+
+
+@pytest.mark.parametrize("experiment", list(PROCESS_COUNTS))
+def test_experiment_composes_with_its_process_count(experiment: str | None) -> None:
+    assert len(_plan(experiment)) == PROCESS_COUNTS[experiment]
+
+
+def test_qwen7b_reproduces_the_seed_design() -> None:
+    cfg = compose_cfg("+experiment=qwen7b")
+    w = cfg["workload"]
+    assert (w["num_prompts"], w["input_len"], w["max_tokens"], w["max_model_len"]) == (8, 128, 64, 512)
+    assert (w["gpu_memory_utilization"], w["enforce_eager"], w["seed"], w["warmup_rounds"]) == (0.5, True, 0, 1)
+    items = plan(cfg)
+    per_phase: dict[str, set[str]] = {}
+    for sc in items:
+        per_phase.setdefault(sc.case.phase, set()).add(sc.case.label)
+    assert {k: len(v) for k, v in per_phase.items()} == {"same_runtime": 21, "long_window": 5, "native": 4}
+    assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "long_window"} == {10}
+    assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "same_runtime"} == {3}
+    assert {sc.case.runtime_name for sc in items if sc.case.phase == "native"} == {"ascend_native_v018"}
+    assert {sc.case.runtime_name for sc in items if sc.case.phase != "native"} == {"ascend_latest"}
+    assert {sc.case.implementation for sc in items if sc.case.phase == "same_runtime"} == {
+        "baseline", "current", "official"}
+    assert cfg["formal"] is True
+
+
+def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
+    items = _plan("qwen1_5b")
+    reps: dict[str, int] = {}
+    for sc in items:
+        if sc.case.phase == "parameter_optimization":
+            reps[sc.case.label] = reps.get(sc.case.label, 0) + 1
+    assert sorted(reps.values(), reverse=True) == [5] * 5 + [3] * 6
+    assert [reps[k] for k in ("baseline", "current_g28_n1", "current_g14_n1", "current_g28_n2", "current_g8_n1")] == [5] * 5
+    confirm = [sc for sc in items if sc.case.phase == "confirmation"]
+    assert len({sc.case.label for sc in confirm}) == 3 and {sc.case.workload["measured_rounds"] for sc in confirm} == {10}
+
+
+def test_default_matrix_is_baseline_plus_four_current_points_on_cpu() -> None:
+    items = _plan(None)
+    assert [(sc.case.implementation, sc.case.group_size, sc.case.num_in_group) for sc in items] == [
+        ("baseline", 0, 0), ("current", 8, 1), ("current", 4, 1), ("current", 4, 2), ("current", 2, 1)]
+    assert {sc.case.runtime_name for sc in items} == {"cpu"}
+
+
+def test_misspelt_key_fails_at_compose_time() -> None:
+    with pytest.raises((ConfigCompositionException, ConfigKeyError, ValidationError)):
+        compose_cfg("workload.num_prompt=3")
+    with pytest.raises((ConfigCompositionException, ConfigKeyError, ValidationError)):
+        compose_cfg("phases.same_runtime.repeat=2")
+
+
+def test_wrong_type_fails_at_compose_time() -> None:
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        compose_cfg("workload.num_prompts=many")
+
+
+def test_rejects_num_in_group_larger_than_group_size_before_any_process() -> None:
+    with pytest.raises(PlanError, match=r"offload_num_in_group \(3\) must be <= offload_group_size \(2\)"):
+        _plan(None, "phases.same_runtime.points=[{g: 2, n: 3}]")
+
+
+def test_rejects_negative_and_unknown_backend() -> None:
+    with pytest.raises(PlanError, match=r"offload_group_size \(-1\) must be >= 0"):
+        _plan(None, "phases.same_runtime.points=[{g: -1, n: 1}]")
+    with pytest.raises(PlanError, match=r"offload_backend \('magic'\)"):
+        _plan(None, "phases.same_runtime.points=[{g: 4, n: 1, backend: magic}]")

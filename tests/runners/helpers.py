@@ -1,0 +1,33 @@
+"""Builders shared by the runner tests: compose a config, run the matrix with the fake bench."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_module
+
+from runners.matrix import run_matrix, to_plain
+
+FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
+
+
+def compose_cfg(*overrides: str) -> dict[str, Any]:
+    """Resolved plain config composed from ``conf`` with ``overrides``."""
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        return to_plain(compose("config", overrides=list(overrides)))
+
+
+def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[str]:
+    """Overrides that run the default tiny matrix with the fake bench into ``results_root``."""
+    return [f"results_root={results_root}", f"run_id={run_id}", f"bench_command=[{sys.executable},{FAKE_BENCH}]",
+            "analyze=false", "progress=false", *extra]
+
+
+def run_fake(results_root: Path, *extra: str, run_id: str = "t") -> tuple[int, Path]:
+    """Run the matrix in-process (cases are real subprocesses); returns (exit code, run dir)."""
+    overrides = fake_overrides(results_root, *extra, run_id=run_id)
+    cfg = compose_cfg(*overrides)
+    code = run_matrix(cfg, overrides)
+    return code, results_root / str(cfg["experiment_name"]) / run_id

@@ -1,0 +1,101 @@
+"""Case expansion, validation and the rotated schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runners.plan import PlanError, case_label, expand_phase, schedule
+
+WORKLOAD = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
+                enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+                enable_prefix_caching=False, prompts_vary_per_round=True, temperature=0.0)
+RUNTIME = dict(name="cpu", device="cpu", env={})
+
+
+def matrix(**overrides: Any) -> dict[str, Any]:
+    m: dict[str, Any] = dict(name="m", kind="throughput", baseline=True, implementations=["current"],
+                             points=[dict(g=4, n=1), dict(g=2, n=1)], cases=[], repeats=1, repeats_by_label={})
+    m.update(overrides)
+    return m
+
+
+def expand(**overrides: Any):
+    return expand_phase("p", matrix(**overrides), workload=WORKLOAD, runtime=RUNTIME, num_layers=8)
+
+
+def test_labels_name_implementation_and_parameters() -> None:
+    assert case_label("baseline", 0, 0) == "baseline"
+    assert case_label("current", 4, 1) == "current_g4_n1"
+    assert case_label("official", 28, 2, prefetch_step=2, params=["experts", "w2"]) == "official_g28_n2_p2_params-experts+w2"
+
+
+def test_expands_baseline_then_points_times_implementations() -> None:
+    cases = expand(implementations=["current", "official"])
+    assert [c.label for c in cases] == ["baseline", "current_g4_n1", "official_g4_n1", "current_g2_n1", "official_g2_n1"]
+
+
+def test_phase_workload_overrides_win() -> None:
+    cases = expand(measured_rounds=10, max_tokens=1)
+    assert cases[0].workload["measured_rounds"] == 10 and cases[0].workload["max_tokens"] == 1
+    assert cases[0].workload["num_prompts"] == 4
+
+
+def test_rotated_schedule_starts_repeat_r_at_index_r() -> None:
+    cases = expand(repeats=3)
+    order = [(sc.repeat, sc.case.label) for sc in schedule({"p": cases})]
+    labels = [c.label for c in cases]
+    for r in range(3):
+        assert [lab for rep, lab in order if rep == r] == labels[r:] + labels[:r]
+
+
+def test_schedule_without_rotation_keeps_order() -> None:
+    cases = expand(repeats=2)
+    order = [sc.case.label for sc in schedule({"p": cases}, rotate_by_phase={"p": False})]
+    assert order == [c.label for c in cases] * 2
+
+
+def test_repeats_by_label_applies_per_case() -> None:
+    cases = expand(repeats=3, repeats_by_label={"baseline": 5})
+    items = schedule({"p": cases})
+    assert sum(1 for sc in items if sc.case.label == "baseline") == 5
+    assert len(items) == 5 + 3 + 3
+
+
+def test_rejects_repeats_for_unknown_label() -> None:
+    with pytest.raises(PlanError, match="unknown labels"):
+        expand(repeats_by_label={"curent_g4_n1": 5})
+
+
+def test_rejects_num_in_group_larger_than_group_size() -> None:
+    with pytest.raises(PlanError, match=r"offload_num_in_group \(3\) must be <= offload_group_size \(2\)"):
+        expand(points=[dict(g=2, n=3)])
+
+
+def test_rejects_prefetch_step_zero_while_enabled() -> None:
+    with pytest.raises(PlanError, match=r"offload_prefetch_step \(0\) must be >= 1"):
+        expand(points=[dict(g=4, n=1, prefetch_step=0)])
+
+
+def test_rejects_point_that_selects_no_layer_of_the_model() -> None:
+    with pytest.raises(PlanError, match="selects no layer of the 8-layer model"):
+        expand(points=[dict(g=28, n=1)])
+
+
+def test_rejects_duplicate_labels_and_unknown_implementation() -> None:
+    with pytest.raises(PlanError, match="duplicate label"):
+        expand(cases=[dict(implementation="current", group_size=4, num_in_group=1)])
+    with pytest.raises(PlanError, match="implementation 'fast'"):
+        expand(implementations=["fast"])
+
+
+def test_expected_error_case_skips_validation() -> None:
+    cases = expand(cases=[dict(implementation="current", label="bad", group_size=2, num_in_group=3,
+                               expect_error="ValueError")])
+    assert cases[-1].label == "bad" and cases[-1].expect_error == "ValueError"
+
+
+def test_accuracy_phase_expands_one_case_per_task() -> None:
+    cases = expand(kind="accuracy", accuracy_tasks=["gsm8k", "gpqa"], points=[dict(g=4, n=1)])
+    assert [c.label for c in cases] == ["baseline-gsm8k", "baseline-gpqa", "current_g4_n1-gsm8k", "current_g4_n1-gpqa"]
