@@ -1,0 +1,53 @@
+"""End to end on this machine: tiny model, fixture datasets, real vLLM, one fresh process per case.
+
+``python -m runners.accuracy matrix`` runs baseline + current (4,1) + current (2,1) on
+GSM8K and GPQA fixtures (6 processes, ~50 s each on 2 CPU cores), then the verifier,
+which must report zero drop and identical example hashes (limited mode: fixtures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from results_schema.accuracy import AccuracyResult, AccuracyVerification
+from results_schema.io import read_json
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Path, tiny_model_dir: Path) -> None:
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH")}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runners.accuracy", "matrix", "--model", str(tiny_model_dir), "--out", str(out),
+         "--cases", "baseline,current:4:1,current:2:1", "--datasets", "gsm8k,gpqa", "--timeout-s", "600"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=3000,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = read_json(out / "accuracy-verification.json", AccuracyVerification)
+    assert report.passed and report.mode == "limited"
+    assert len(report.cases) == 6
+    assert all(c.identical_to_baseline and c.drop_vs_baseline == 0.0 for c in report.cases)
+    assert "LIMITED" in (out / "accuracy-verification.md").read_text().splitlines()[0]
+    assert not (out / "accuracy-failures.jsonl").exists()
+    results = [read_json(p, AccuracyResult) for p in sorted((out / "cases").glob("*.result.json"))]
+    assert {r.engine_name for r in results} == {"vllm"}
+    assert len({r.pid for r in results}) == 6  # one fresh process per case
+    for task, n in (("gsm8k", 8), ("gpqa", 12)):
+        hashes = {r.examples_sha256 for r in results if r.task == task}
+        assert len(hashes) == 1
+        assert {r.num_examples for r in results if r.task == task} == {n}
+    gsm = next(r for r in results if r.task == "gsm8k" and r.label == "baseline")
+    assert gsm.output_tokens > 8  # the model really decoded
+    rows = [json.loads(line) for line in (out / "cases" / gsm.examples_path).read_text().splitlines()]
+    assert {row["finish_reason"] for row in rows} <= {"stop", "length"}
+    log = (out / "logs" / "current-4-1.gsm8k.log").read_text()
+    assert "CurrentPrefetchOffloader" in log or "offload" in log.lower()
