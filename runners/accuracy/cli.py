@@ -175,5 +175,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(ns.func(ns))
     except (ValueError, RuntimeError, KeyError, FileExistsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

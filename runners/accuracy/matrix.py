@@ -25,6 +25,7 @@ command is the direct, dependency-light way to run the accuracy matrix.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -141,6 +142,9 @@ def _tail(path: Path, n: int = 30) -> tuple[str, ...]:
     return tuple(lines[-n:])
 
 
+_ERROR_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception)):")
+
+
 def run_one(
     run_dir: Path, case: AccuracyCase, task: str, cmd: list[str], env: dict[str, str], timeout_s: float
 ) -> CaseFailure | None:
@@ -170,8 +174,7 @@ def run_one(
     else:
         ftype, msg = "no_result", f"accuracy case {name} exited 0 but wrote no {result_file.name}"
     tail = _tail(log_path)
-    error_type = next((ln.split(":", 1)[0].split()[-1] for ln in reversed(tail)
-                       if ln.split(":", 1)[0].split()[-1:] and ln.split(":", 1)[0].split()[-1].endswith("Error")), None)
+    error_type = next((m.group(1) for ln in reversed(tail) if (m := _ERROR_RE.search(ln))), None)
     return CaseFailure(
         phase="accuracy",
         label=name,
