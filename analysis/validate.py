@@ -24,7 +24,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
     token_digest        token_digest_differs (greedy case whose digest differs from the phase
                         baseline; a warning for sampled workloads), baseline_digest_unstable
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
-    manifest            missing_manifest (warning)
+    manifest            missing_manifest (warning), invalid_manifest (fails its model),
+                        checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
 
 ``valid`` is true only when no check raised an error.
 
@@ -171,8 +172,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None) -> Validation
     _check_layer_bytes(data, col)
     _check_tokens(data, col)
     _check_kv(data, col)
-    if not (run_dir / "environment-manifest.json").is_file():
-        col.add("manifest", "missing_manifest", f"{run_dir}: no environment-manifest.json", severity="warning")
+    _check_manifest(run_dir, col)
     checks = []
     for name in CHECKS:
         errs = sum(1 for c, i in col.issues if c == name and i.severity == "error")
@@ -461,3 +461,38 @@ def _check_kv(data: RunData, col: _Collector) -> None:
                         f"{phase}: labels {sorted(labels)} release different bytes ({sorted(rel)}) but report the same "
                         f"KV cache capacity {value} (tokens, GiB): the KV pool may not see the released memory",
                         severity="warning", phase=phase)
+
+
+def _check_manifest(run_dir: Path, col: _Collector) -> None:
+    path = run_dir / "environment-manifest.json"
+    if not path.is_file():
+        col.add("manifest", "missing_manifest", f"{run_dir}: no environment-manifest.json", severity="warning")
+    else:
+        from results_schema.dispatch import kind_for
+
+        kind = kind_for(path)
+        try:
+            read_json(path, kind.load_model())
+        except LookupError as exc:
+            col.add("manifest", "missing_manifest", f"environment-manifest.json not checked: {exc}",
+                    severity="warning")
+        except RecordError as exc:
+            col.add("manifest", "invalid_manifest", f"environment-manifest.json: {exc}", path="environment-manifest.json")
+    sums = run_dir / "SHA256SUMS"
+    if sums.is_file():
+        import hashlib
+
+        for line in sums.read_text().splitlines():
+            if not line.strip():
+                continue
+            digest, _, name = line.partition("  ")
+            name = name.strip().removeprefix("*")
+            if name.startswith("summary/") or not name:
+                continue
+            target = run_dir / name
+            if not target.is_file():
+                col.add("manifest", "checksum_mismatch", f"SHA256SUMS lists {name}, which does not exist", path=name)
+                continue
+            h = hashlib.sha256(target.read_bytes()).hexdigest()
+            if h != digest.strip():
+                col.add("manifest", "checksum_mismatch", f"{name}: SHA-256 differs from SHA256SUMS", path=name)

@@ -114,3 +114,19 @@ def test_csv_has_one_row_per_label(reported):
     run, _ = reported
     df = pd.read_csv(run / "summary" / "comparison-summary.csv")
     assert list(df["label"])[0] == "baseline" and len(df) == 9
+
+
+def test_run_with_only_failures_still_reports(tmp_path):
+    from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+
+    run = write_run_dir(tmp_path / "run", [SynthPhase("same_runtime", [SynthCase("official_g4_n1", "official", 4, 1,
+                                                                                 fail=True)], repeats=1)])
+    table = write_summary(run)
+    assert table.startswith("validation: VALID")
+    assert (run / "summary" / "validation.json").is_file()
+
+
+def test_empty_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no \\*-runs.jsonl"):
+        write_summary(tmp_path)
+    assert main(["report", str(tmp_path)]) == 2

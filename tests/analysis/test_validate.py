@@ -84,3 +84,26 @@ def test_expected_failure_is_counted_and_unexpected_failure_is_an_error(tmp_path
     run2 = write_run_dir(tmp_path / "run2", [SynthPhase("same_runtime", cases, repeats=1)])
     rep2 = validate_run(run2)
     assert "case_failed" in {i.code for i in rep2.errors}
+
+
+def test_tampered_file_listed_in_sha256sums_is_an_error(tmp_path, valid_run):
+    import hashlib
+
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    files = sorted(p for p in run.rglob("*") if p.is_file())
+    (run / "SHA256SUMS").write_text("".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(run)}\n" for p in files))
+    assert validate_run(run).valid
+    log = run / "logs" / "same_runtime" / "baseline-r1.log"
+    log.write_text(log.read_text() + "edited\n")
+    rep = validate_run(run)
+    assert [i.path for i in rep.errors if i.code == "checksum_mismatch"] == ["logs/same_runtime/baseline-r1.log"]
+
+
+def test_invalid_manifest_is_an_error(tmp_path, valid_run):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    (run / "environment-manifest.json").write_text('{"schema_version": 1}\n')
+    rep = validate_run(run)
+    assert "invalid_manifest" in {i.code for i in rep.errors}
