@@ -165,3 +165,12 @@ def test_gpqa_letter_after_leading_prose_is_unparsable(head: str, tail: str, let
 def test_score_rejects_unknown_task() -> None:
     with pytest.raises(ValueError, match="unknown task 'mmlu'"):
         score("mmlu", "A", "A")
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_parsers_never_raise_and_return_canonical_values(text: str) -> None:
+    number = parse_gsm8k_number(text)
+    if number is not None:
+        assert canonical_number(Decimal(number)) == number
+    assert parse_gpqa_letter(text) in (None, "A", "B", "C", "D")
