@@ -27,7 +27,7 @@ baseline and at least one offload case, and:
 What is deliberately not modelled: statistical tolerance (greedy decoding must
 match exactly; any difference is a failure), launching processes.
 
-CLI: ``python -m analysis.accuracy RUN_DIR [--limit N] [--manifest PATH]``
+CLI: ``python -m analysis.accuracy RUN_DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]``
 (exit 0 = passed, 1 = failed, 2 = unreadable input).
 """
 
@@ -394,6 +394,7 @@ def render_markdown(report: AccuracyVerification) -> str:
 def write_report(run_dir: Path | str, report: AccuracyVerification) -> tuple[Path, Path]:
     """Write ``accuracy-verification.json`` and ``.md`` into ``run_dir`` (atomic; replaces an older report)."""
     run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = run_dir / REPORT_JSON, run_dir / REPORT_MD
     write_json(json_path, report)
     tmp = md_path.with_name(f".{md_path.name}.tmp")
@@ -410,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
     parser.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
+    parser.add_argument("--report-dir", default=None,
+                        help="where accuracy-verification.{json,md} go (default: RUN_DIR)")
     ns = parser.parse_args(argv)
     try:
         report = verify(ns.run_dir, limit=ns.limit, manifest=ns.manifest)
@@ -417,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not ns.no_write:
-        write_report(ns.run_dir, report)
+        write_report(ns.report_dir or ns.run_dir, report)
     print(render_markdown(report))
     return 0 if report.passed else 1
 

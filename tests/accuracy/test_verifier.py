@@ -314,6 +314,8 @@ def test_cli_exit_codes_and_label(run: Path, capsys: pytest.CaptureFixture[str])
     assert "LIMITED (--limit 50)" in out and "PASSED" in out
     assert main([str(run), "--no-write"]) == 1
     assert "FORMAL" in capsys.readouterr().out
+    assert main([str(run), "--limit", "50", "--report-dir", str(run / "elsewhere")]) == 0
+    assert read_json(run / "elsewhere" / "accuracy-verification.json", AccuracyVerification).passed
     bad = _result_path(run, "baseline", "gsm8k")
     bad.write_text(bad.read_text().replace('"accuracy"', '"accuracy_typo"'))
     assert main([str(run), "--limit", "50"]) == 2
