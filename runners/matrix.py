@@ -654,6 +654,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         console.print(f"run directory: {run_dir}")
 
     todo = [sc for sc in items if sc.key not in done]
+    if cfg.get("analyze", True):
+        _preimport_analysis()
     progress = Progress(len(items), live=bool(cfg.get("progress", True)))
     progress.skip(len(items) - len(todo))
     state = RunState(run_dir=run_dir, model_dir=identity.model_dir, python=sys.executable,
@@ -715,6 +717,22 @@ def _shell_quote(s: str) -> str:
     import shlex
 
     return shlex.quote(s)
+
+
+def _preimport_analysis() -> None:
+    """Import the analysis stack (pandas, matplotlib) in the background while cases run.
+
+    Only hides import latency; ``_analyze`` imports again (a no-op when done) and reports errors.
+    """
+    import threading
+
+    def _load() -> None:
+        try:
+            import analysis.report  # noqa: F401
+        except ImportError:  # surfaced again by _analyze's own import
+            return
+
+    threading.Thread(target=_load, name="preimport-analysis", daemon=True).start()
 
 
 def _analyze(run_dir: Path, console: Any) -> None:

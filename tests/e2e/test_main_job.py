@@ -1,0 +1,54 @@
+"""The real main job: ``python -m runners.matrix`` with real vLLM processes (reduced matrix).
+
+One run of the ``official_cpu`` experiment on the tiny model: baseline, current (4,1)
+and official (4,1). Checks the acceptance of the main job: evidence selected layers
+equal the selection rule, wrapped count > 0, offloaded bytes equal the selected layers'
+parameter bytes, generated token digests equal the baseline's, the upstream offloader's
+CPU assertion becomes one failure record while the rest completes, and the analysis
+table is printed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offload.selection import select_offload_layers
+from results_schema.io import read_jsonl
+from results_schema.models import CaseFailure, CaseRun
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TINY_LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer default, bf16
+
+
+@pytest.mark.slow
+def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runners.matrix", "+experiment=official_cpu", f"results_root={tmp_path}",
+         "run_id=e2e", "progress=false"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    run_dir = tmp_path / "official_cpu" / "e2e"
+    runs = {r.record.label: r for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)}
+    assert set(runs) == {"baseline", "current_g4_n1"}
+    base, cur = runs["baseline"], runs["current_g4_n1"]
+    assert base.evidence.wrapped_count == 0 and base.evidence.offloaded_bytes == 0
+    assert cur.evidence.selected_layers == select_offload_layers(8, 4, 1) == (3, 7)
+    assert cur.evidence.wrapped_layers == (3, 7) and cur.evidence.wrapped_count == 2
+    assert cur.evidence.offloaded_bytes == 2 * TINY_LAYER_BYTES
+    assert cur.record.token_digest == base.record.token_digest
+    assert [r.token_digest for r in cur.record.rounds] == [r.token_digest for r in base.record.rounds]
+    for r in (base, cur):
+        assert r.record.output_tokens == r.record.workload.num_prompts * r.record.workload.max_tokens * 3
+        assert r.kv_cache.kv_cache_tokens is not None
+    (failure,) = read_jsonl(run_dir / "same_runtime-failures.jsonl", CaseFailure)
+    assert failure.label == "official_g4_n1" and failure.error_type == "AssertionError"
+    assert "should not already be on CPU" in failure.error_message
+    assert (run_dir / failure.log_path).is_file()
+    assert "| current_g4_n1 |" in out  # the analysis table is printed
+    assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()

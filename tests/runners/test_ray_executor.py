@@ -1,0 +1,29 @@
+"""``executor=ray`` against a private Ray head on loopback, with the tiny model (2 real vLLM cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from results_schema.io import read_jsonl
+from results_schema.models import CaseRun
+from runners.matrix import run_matrix
+from tests.runners.helpers import compose_cfg
+
+pytest.importorskip("ray")
+
+
+@pytest.mark.slow
+def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path, tiny_model_dir: Path) -> None:
+    overrides = [f"results_root={tmp_path}", "run_id=ray", "executor=ray", "executor.ray.head_num_cpus=2",
+                 "executor.ray.num_cpus_per_case=1", "phases.same_runtime.points=[{g: 4, n: 1}]",
+                 "analyze=false", "progress=false"]
+    assert run_matrix(compose_cfg(*overrides), overrides) == 0
+    run_dir = tmp_path / "default" / "ray"
+    runs = read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)
+    assert sorted(r.record.label for r in runs) == ["baseline", "current_g4_n1"]
+    assert len({r.record.pid for r in runs}) == 2  # one fresh process per case
+    cur = next(r for r in runs if r.record.label == "current_g4_n1")
+    assert cur.evidence.wrapped_layers == (3, 7)
+    assert (run_dir / "SHA256SUMS").is_file()
