@@ -329,6 +329,10 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
                 _check_same(checks, "engine", result, base, base.engine, result.engine, "engine")
                 _check_same(checks, "model", result, base, base.model_sha256sums_sha256,
                             result.model_sha256sums_sha256, "model_sha256sums_sha256")
+            if result.engine_name != "vllm":
+                checks.add("engine", task, result.label, False if limit is None else None,
+                           f"case {result.label} ({task}) ran on the {result.engine_name!r} test engine"
+                           + (", which is never formal evidence" if limit is None else " (limited mode)"))
             _check_evidence(checks, result, limit)
             rows = _load_examples(checks, result, path)
             if result is base:
