@@ -294,23 +294,32 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
     summaries: list[CaseSummary] = []
     if not loaded:
         checks.add("cases", None, None, False, f"no *.result.json under {run_dir}")
-    keys = Counter((r.task, r.label) for r, _ in loaded)
-    for (task, label), n in keys.items():
-        if n > 1:
-            checks.add("cases", task, label, False, f"case {label} ({task}) has {n} result files")
+    repeats: dict[tuple[str, str], list[tuple[AccuracyResult, Path]]] = {}
+    for r, p in loaded:
+        repeats.setdefault((r.task, r.label), []).append((r, p))
+    for (task, label), group in repeats.items():
+        if len(group) > 1:  # repeats of one case (runners.matrix repeats > 1): greedy => identical
+            shas = {r.examples_sha256 for r, _ in group}
+            checks.add("repeats", task, label, len(shas) == 1,
+                       f"case {label} ({task}): {len(group)} repeats, "
+                       + ("identical examples" if len(shas) == 1 else
+                          f"{len(shas)} different examples hashes across "
+                          f"{[str(p.parent.name) for _, p in group]}"))
     for task in sorted({r.task for r, _ in loaded}):
         group = [(r, p) for r, p in loaded if r.task == task]
         bases = [(r, p) for r, p in group if r.implementation == "baseline"]
         others = [(r, p) for r, p in group if r.implementation != "baseline"]
-        if len(bases) != 1:
+        base_labels = sorted({r.label for r, _ in bases})
+        if len(base_labels) != 1:
             checks.add("cases", task, None, False,
-                       f"{task}: expected exactly one baseline case, found {len(bases)}")
+                       f"{task}: expected exactly one baseline case, found {len(base_labels)} {base_labels}")
             continue
         if not others:
             checks.add("cases", task, None, False, f"{task}: no offload case to compare with the baseline")
         else:
             checks.add("cases", task, None, True,
                        f"{task}: baseline + {len(others)} offload case(s): {[r.label for r, _ in others]}")
+        others = others + bases[1:]  # baseline repeats are compared with the first like any case
         base, base_path = bases[0]
         base_rows = None
         for result, path in [bases[0]] + others:

@@ -322,3 +322,19 @@ def test_cli_exit_codes_and_label(run: Path, capsys: pytest.CaptureFixture[str])
     bad = _result_path(run, "baseline", "gsm8k")
     bad.write_text(bad.read_text().replace('"accuracy"', '"accuracy_typo"'))
     assert main([str(run), "--limit", "50"]) == 2
+
+
+def test_repeats_of_a_case_must_be_identical(tmp_path: Path, tiny_model_dir: Path) -> None:
+    class Twisted(FakeEngine):
+        twist = staticmethod(lambda i, text: "other" if i == 0 else text)
+
+    root = tmp_path / "records"
+    for rep in ("r0", "r1"):
+        make_run(root / f"baseline-{rep}", tiny_model_dir, datasets=("gsm8k",), cases=(("baseline", offload()),))
+        make_run(root / f"cur-{rep}", tiny_model_dir, datasets=("gsm8k",), cases=(("current", offload(4, 1)),),
+                 engine_factory=Twisted if rep == "r1" else FakeEngine)
+    report = verify(root, limit=50)
+    checks = {(c.name, c.label): c for c in report.checks if c.name == "repeats"}
+    assert checks[("repeats", "baseline")].status == "pass"
+    assert checks[("repeats", "current-4-1")].status == "fail"
+    assert "2 different examples hashes" in checks[("repeats", "current-4-1")].message
