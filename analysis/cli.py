@@ -24,6 +24,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("run_dir", type=Path)
     p = sub.add_parser("validate", help="print the validation report")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--model-dir", type=Path, default=None,
+                   help="model directory for layer-byte checks (default: run_dir/model or the records' model path)")
     p = sub.add_parser("verify", help="independent recomputation of the summary")
     p.add_argument("run_dir", type=Path)
     p = sub.add_parser("recommend", help="pick a setting for a capacity need")
@@ -53,7 +55,7 @@ def _run(args) -> int:
     if args.command == "validate":
         from analysis.validate import validate_run
 
-        rep = validate_run(args.run_dir)
+        rep = validate_run(args.run_dir, model_dir=args.model_dir)
         for c in rep.checks:
             print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.errors} error(s), {c.warnings} warning(s)")
         for i in rep.issues:

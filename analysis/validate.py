@@ -94,8 +94,12 @@ class _Collector:
                                                    path=None if path is None else str(path))))
 
 
-def find_model_dir(data: RunData) -> Path | None:
-    """The model directory for byte cross-checks: ``<run_dir>/model`` or the records' ``model`` path."""
+def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | None:
+    """The model directory for byte cross-checks: ``override``, ``<run_dir>/model`` or the records' ``model`` path."""
+    if override is not None:
+        if not (Path(override) / "config.json").is_file():
+            raise FileNotFoundError(f"model directory {override} has no config.json")
+        return Path(override)
     cand = [data.run_dir / "model"]
     for _p, _l, cr in data.case_runs[:1]:
         m = Path(cr.record.model)
@@ -152,12 +156,15 @@ def _scan_log(text: str):
     return bench, ev, tb
 
 
-def validate_run(run_dir: Path | str, data: RunData | None = None) -> ValidationReport:
+def validate_run(run_dir: Path | str, data: RunData | None = None, *,
+                 model_dir: Path | str | None = None) -> ValidationReport:
     """Run every check over a run directory.
 
     Args:
         run_dir: the run directory.
         data: an already loaded ``RunData`` (loaded here when None).
+        model_dir: model directory (``config.json`` + safetensors) for the layer-byte checks;
+            default: ``<run_dir>/model`` or the records' ``model`` path when it exists.
 
     Returns:
         The ``ValidationReport`` (``valid`` iff no error).
@@ -168,8 +175,9 @@ def validate_run(run_dir: Path | str, data: RunData | None = None) -> Validation
     _check_schema(data, col)
     counts = _check_counts(data, col)
     _check_logs_and_files(data, col)
-    _check_evidence(data, col)
-    _check_layer_bytes(data, col)
+    mdir = find_model_dir(data, model_dir)
+    _check_evidence(data, col, mdir)
+    _check_layer_bytes(data, col, mdir)
     _check_tokens(data, col)
     _check_kv(data, col)
     _check_manifest(run_dir, col)
@@ -309,8 +317,7 @@ def _check_logs_and_files(data: RunData, col: _Collector) -> None:
                         path=_rel(data, rec), **kw)
 
 
-def _check_evidence(data: RunData, col: _Collector) -> None:
-    model_dir = find_model_dir(data)
+def _check_evidence(data: RunData, col: _Collector, model_dir: Path | None) -> None:
     cfg_layers = None
     if model_dir is not None:
         cfg_layers = load_config(model_dir).get("num_hidden_layers")
@@ -363,10 +370,9 @@ def _check_evidence(data: RunData, col: _Collector) -> None:
                     phase=phase, label=label)
 
 
-def _check_layer_bytes(data: RunData, col: _Collector) -> None:
+def _check_layer_bytes(data: RunData, col: _Collector, model_dir: Path | None) -> None:
     if not any(cr.evidence.wrapped_count for _p, _l, cr in data.case_runs):
         return
-    model_dir = find_model_dir(data)
     if model_dir is None:
         col.add("layer_bytes", "layer_bytes_unverified",
                 "no model directory (run_dir/model or the records' model path) with config.json: "
