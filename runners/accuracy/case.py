@@ -1,7 +1,8 @@
-"""One accuracy case in this process: dataset x implementation x offload setting.
+"""One accuracy case in this process: dataset(s) x implementation x offload setting.
 
 What is modelled: verified dataset load -> ``qwen-chat-v1`` prompts rendered
-with the model's chat template -> one greedy ``generate`` over all prompts ->
+with the model's chat template -> one engine -> one greedy ``generate`` over all
+prompts of each dataset ->
 scoring -> ``<label>.<task>.examples.jsonl`` (case-independent rows) and
 ``<label>.<task>.result.json`` (:class:`results_schema.accuracy.AccuracyResult`),
 plus one ``ACCURACY_RESULT <json>`` stdout line. The process is expected to be
