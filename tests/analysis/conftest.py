@@ -29,3 +29,20 @@ def fixture_runs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def valid_run(fixture_runs) -> Path:
     return fixture_runs["synthetic_valid"]
+
+
+def model_dir_for(run: Path, request) -> Path | None:
+    """None when the run's model path (or ``run/model``) exists; else the locally rebuilt tiny model.
+
+    Real tiny runs record the absolute path of the tiny model under ``.cache/models``; on a
+    fresh clone it is rebuilt deterministically by the session fixture ``tiny_model_dir``.
+    """
+    import json
+
+    if (run / "model" / "config.json").is_file():
+        return None
+    for runs in sorted(run.glob("*-runs.jsonl")):
+        for line in runs.read_text().splitlines():
+            model = Path(json.loads(line)["record"]["model"])
+            return None if (model / "config.json").is_file() else request.getfixturevalue("tiny_model_dir")
+    return None

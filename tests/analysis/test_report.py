@@ -104,7 +104,7 @@ def test_cli_report_validate_verify_recommend(tmp_path, valid_run, capsys):
 
 def test_invalid_run_report_exits_nonzero(tmp_path, fixture_runs):
     run = tmp_path / "run"
-    shutil.copytree(fixture_runs["edge_traceback"], run)
+    shutil.copytree(fixture_runs["synthetic_edge_traceback"], run)
     assert main(["report", str(run)]) == 1
     md = (run / "summary" / "comparison-summary.md").read_text()
     assert "INVALID" in md and "traceback_in_log" in md

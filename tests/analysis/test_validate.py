@@ -9,7 +9,7 @@ import pytest
 from analysis.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
 from analysis.validate import validate_run
 
-from .conftest import make_fixtures
+from .conftest import make_fixtures, model_dir_for
 
 
 def test_synthetic_run_is_valid_with_expected_counts(valid_run):
@@ -20,22 +20,28 @@ def test_synthetic_run_is_valid_with_expected_counts(valid_run):
     assert len(rep.counts) == 9
 
 
+@pytest.mark.parametrize("source", ["synthetic", "real"])
 @pytest.mark.parametrize("name", sorted(make_fixtures.EDGE_CASES))
-def test_each_edge_case_flips_valid_with_a_named_error(fixture_runs, name):
+def test_each_edge_case_flips_valid_with_a_named_error(fixture_runs, source, name, request):
+    key = f"{source}_{name}"
+    if key not in fixture_runs:
+        pytest.skip(f"no {source} run fixture")
     _fn, code = make_fixtures.EDGE_CASES[name]
-    rep = validate_run(fixture_runs[name])
+    run = fixture_runs[key]
+    rep = validate_run(run, model_dir=model_dir_for(run, request))
     assert not rep.valid
     codes = {i.code for i in rep.errors}
     assert code in codes, codes
+    phase, label, repeat = make_fixtures.target_of(run) if code != "invalid_record" else (None, None, None)
     hit = [i for i in rep.errors if i.code == code][0]
     if code != "invalid_record":
-        assert (hit.phase, hit.label) == ("same_runtime", "current_g4_n1")
+        assert (hit.phase, hit.label) == (phase, label)
 
 
 def test_nan_record_error_names_file_line_and_field(fixture_runs):
-    rep = validate_run(fixture_runs["edge_nan_throughput"])
+    rep = validate_run(fixture_runs["synthetic_edge_nan_throughput"])
     (err,) = [i for i in rep.errors if i.code == "invalid_record"]
-    assert "same_runtime-runs.jsonl:" in err.message and "record.throughput_tok_s" in err.message
+    assert "same_runtime-runs.jsonl:" in err.message and "record.throughput_tok_s:" in err.message
 
 
 def test_missing_plan_is_only_a_warning(tmp_path, valid_run):

@@ -1,0 +1,53 @@
+"""Claims about the committed real tiny-model run (tests/fixtures/real_tiny_run, see its README)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from analysis.aggregate import aggregate
+from analysis.layer_bytes import layer_bytes_from_config, load_config
+from analysis.load import load_run
+from analysis.report import write_summary
+from analysis.validate import validate_run
+from analysis.verify import verify
+from offload.selection import select_offload_layers
+
+from .conftest import FIXTURES, model_dir_for
+
+REAL = FIXTURES / "real_tiny_run"
+pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="no real run fixture")
+
+
+def test_real_run_is_valid(request):
+    rep = validate_run(REAL, model_dir=model_dir_for(REAL, request))
+    assert rep.valid, [i.message for i in rep.errors]
+    assert not [i for i in rep.warnings if i.code == "layer_bytes_unverified"]
+
+
+def test_real_run_evidence_follows_the_rule_and_config_bytes(request):
+    data = load_run(REAL)
+    mdir = model_dir_for(REAL, request) or data.runs["model"].iloc[0]
+    per_layer = layer_bytes_from_config(load_config(mdir), "bfloat16")
+    assert per_layer == 295_936
+    for _, r in data.runs.iterrows():
+        assert r["ev_selected_layers"] == select_offload_layers(8, r["group_size"], r["num_in_group"])
+        assert r["ev_offloaded_bytes"] == per_layer * len(r["ev_wrapped_layers"])
+    s = aggregate(data)
+    assert set(s["label"]) == {"baseline", "current_g8_n1", "current_g4_n1", "current_g4_n2", "current_g2_n1"}
+
+
+def test_runner_written_summary_verifies_exactly():
+    res = verify(REAL)
+    assert res.ok, res.mismatches
+    assert res.max_abs_diff_printed == 0.0
+
+
+def test_summary_regenerates_identically(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(REAL, run, ignore=shutil.ignore_patterns("summary"))
+    table = write_summary(run)
+    assert "| same_runtime | current_g4_n1 | current | 4 | 1 | 3,7 | 2 | 591,872 |" in table
+    assert (run / "summary" / "comparison-summary.md").read_text() == \
+        (REAL / "summary" / "comparison-summary.md").read_text().replace(str(REAL), str(run))
