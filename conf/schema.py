@@ -180,7 +180,9 @@ class MatrixConfig:
         case_timeout_s: wall limit of one case process (TERM, then KILL after ``kill_grace_s``).
         runtime: phase-specific runtime (e.g. the native stack); null = the run's runtime.
         num_prompts ... max_tokens: workload overrides for this phase; null = workload's.
-        accuracy_tasks: tasks for ``kind=accuracy`` phases (passed to ``runners.accuracy``).
+        accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
+            evaluates all of them).
+        accuracy_limit: first N rows per task (null = all rows; the verifier then reports "limited").
     """
 
     name: str = MISSING
@@ -203,6 +205,7 @@ class MatrixConfig:
     warmup_rounds: Optional[int] = None
     measured_rounds: Optional[int] = None
     accuracy_tasks: List[str] = field(default_factory=list)
+    accuracy_limit: Optional[int] = None
 
 
 @dataclass

@@ -62,7 +62,7 @@ class RunnerError(RuntimeError):
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 # ----------------------------------------------------------------------------- paths
@@ -230,9 +230,12 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
     w = c.workload
     if c.kind == "accuracy":
         offload = "0" if c.implementation == "baseline" else f"{c.group_size},{c.num_in_group},{c.prefetch_step}"
-        return (python, "-m", "runners.accuracy", "run", "--model", str(model_dir), "--dataset", c.accuracy_tasks[0],
-                "--implementation", c.implementation, "--offload", offload, "--label", c.label,
-                "--out", str(paths.record.parent / paths.record.stem))
+        argv = [python, "-m", "runners.accuracy", "run", "--model", str(model_dir),
+                "--dataset", ",".join(c.accuracy_tasks), "--implementation", c.implementation, "--offload", offload,
+                "--label", c.label, "--out", str(paths.record.parent / paths.record.stem)]
+        if c.accuracy_limit is not None:
+            argv += ["--limit", str(c.accuracy_limit)]
+        return tuple(argv)
     prefix = list(bench_command) if bench_command else [python, "-m", "runners.bench_one"]
     argv = prefix + [
         "--phase", c.phase, "--label", c.label, "--implementation", c.implementation, "--repeat", str(sc.repeat),
@@ -428,20 +431,22 @@ def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
     log_path = Path(spec.log_path)
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     out_dir = Path(spec.record_path).parent / Path(spec.record_path).stem
-    result = out_dir / f"{c.label}.{c.accuracy_tasks[0]}.result.json"
-    ok = outcome.exit_code == 0 and not outcome.timed_out and result.is_file()
+    results = [out_dir / f"{c.label}.{task}.result.json" for task in c.accuracy_tasks]
+    missing = [p.name for p in results if not p.is_file()]
+    ok = outcome.exit_code == 0 and not outcome.timed_out and not missing
     if ok:
         try:
             from results_schema.accuracy import AccuracyResult
             from results_schema.io import read_json
 
-            read_json(result, AccuracyResult)
+            for result in results:
+                read_json(result, AccuracyResult)
             return Finalized(run=None, failure=None, expected=c.expect_error is None)
         except (ValueError, OSError) as exc:
             msg = f"accuracy result does not validate: {exc}"
     else:
         msg = ("timeout" if outcome.timed_out else f"exit {outcome.exit_code} signal {outcome.signal}, "
-               f"result {'present' if result.is_file() else 'missing'}")
+               f"missing results {missing}")
     et, em = root_cause(log_text)
     ftype = "timeout" if outcome.timed_out else ("signal" if outcome.signal else
                                                  ("nonzero_exit" if outcome.exit_code else "no_result"))

@@ -42,7 +42,8 @@ class CaseSpec:
         workload: effective workload fields (``WorkloadSpec`` names).
         runtime: effective runtime config (plain dict).
         timeout_s, kill_grace_s, cooldown_s: process limits of the phase.
-        accuracy_tasks: tasks for accuracy phases.
+        accuracy_tasks: tasks for accuracy phases (one process evaluates all of them).
+        accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
     """
 
     phase: str
@@ -62,6 +63,7 @@ class CaseSpec:
     kill_grace_s: float = 10.0
     cooldown_s: float = 0.0
     accuracy_tasks: tuple[str, ...] = ()
+    accuracy_limit: int | None = None
 
     @property
     def offload_requested(self) -> bool:
@@ -196,15 +198,12 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         n_rep = int(by_label.get(label, repeats))
         if n_rep < 1:
             raise PlanError(f"{where}: repeats ({n_rep}) must be >= 1")
+        tasks: tuple[str, ...] = ()
         if kind == "accuracy":
-            tasks = tuple(matrix.get("accuracy_tasks", ()) or ())
+            tasks = tuple(str(t) for t in (matrix.get("accuracy_tasks", ()) or ()))
             if not tasks:
                 raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
-        else:
-            tasks = (None,)
-        for task in tasks:
-            cases.append(_case(phase, label if task is None else f"{label}-{task}", impl, r, kind, n_rep,
-                               eff_workload, eff_runtime, matrix, () if task is None else (task,)))
+        cases.append(_case(phase, label, impl, r, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
     unknown = sorted(set(by_label) - seen)
     if unknown:
         raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")
@@ -222,6 +221,7 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         expect_error=r["expect_error"], workload=workload, runtime=runtime,
         timeout_s=float(matrix.get("case_timeout_s", 600.0)), kill_grace_s=float(matrix.get("kill_grace_s", 10.0)),
         cooldown_s=float(matrix.get("cooldown_s", 0.0)), accuracy_tasks=tasks,
+        accuracy_limit=matrix.get("accuracy_limit"),
     )
 
 

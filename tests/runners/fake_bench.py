@@ -12,6 +12,7 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 * ``noevidence``: write no evidence.
 * ``nooffload``: evidence with no wrapped module.
 * ``mismatch``: evidence sidecar differs from the logged evidence line.
+* ``empty``: the second measured round generates no token.
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
 """
@@ -73,9 +74,11 @@ def main() -> int:
         write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
         logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
         print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + dumps_model(logged), flush=True)
+    def produced(i: int) -> int:
+        return 0 if (mode == "empty" and i == 1) else a.num_prompts * a.max_tokens
+
     rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=a.num_prompts * a.input_len,
-                               output_tokens=a.num_prompts * a.max_tokens,
-                               throughput_tok_s=a.num_prompts * a.max_tokens / 0.5, token_digest="0" * 64)
+                               output_tokens=produced(i), throughput_tok_s=produced(i) / 0.5, token_digest="0" * 64)
                    for i in range(a.measured_rounds))
     out = sum(r.output_tokens for r in rounds)
     rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,

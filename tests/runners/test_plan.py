@@ -96,6 +96,7 @@ def test_expected_error_case_skips_validation() -> None:
     assert cases[-1].label == "bad" and cases[-1].expect_error == "ValueError"
 
 
-def test_accuracy_phase_expands_one_case_per_task() -> None:
+def test_accuracy_phase_runs_every_task_in_one_process_per_case() -> None:
     cases = expand(kind="accuracy", accuracy_tasks=["gsm8k", "gpqa"], points=[dict(g=4, n=1)])
-    assert [c.label for c in cases] == ["baseline-gsm8k", "baseline-gpqa", "current_g4_n1-gsm8k", "current_g4_n1-gpqa"]
+    assert [(c.label, c.accuracy_tasks) for c in cases] == [("baseline", ("gsm8k", "gpqa")),
+                                                            ("current_g4_n1", ("gsm8k", "gpqa"))]

@@ -1,0 +1,63 @@
+"""Small experiments end to end through the runner with the fake bench, and CLI error paths."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from results_schema.io import read_jsonl
+from results_schema.models import CaseFailure, CaseRun
+from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
+from tests.runners.helpers import run_fake
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_smoke_invalid_case_ends_in_the_expected_clear_error(tmp_path: Path) -> None:
+    code, run_dir = run_fake(tmp_path, "+experiment=smoke")
+    assert code == 0
+    runs = read_jsonl(run_dir / "smoke-runs.jsonl", CaseRun)
+    assert sorted(r.record.label for r in runs) == ["baseline", "current_g4_n1", "sync_g4_n1"]
+    (failure,) = read_jsonl(run_dir / "smoke-failures.jsonl", CaseFailure)
+    assert (failure.label, failure.error_type, failure.exit_code) == ("invalid_g2_n3", "ValueError", 2)
+    assert "offload_num_in_group (3) must be <= offload_group_size (2)" in failure.error_message
+
+
+def test_stability_requires_output_in_every_round(tmp_path: Path) -> None:
+    code, run_dir = run_fake(tmp_path, "+experiment=stability", '+runtime.env.FAKE_BEHAVIOUR="current_g4_n1=empty"')
+    assert code == EXIT_CASE_FAILURES
+    (run,) = read_jsonl(run_dir / "stability-runs.jsonl", CaseRun)
+    assert run.record.label == "baseline" and len(run.record.rounds) == 100
+    assert run.record.workload.num_prompts == 1
+    (failure,) = read_jsonl(run_dir / "stability-failures.jsonl", CaseFailure)
+    assert failure.failure_type == "invalid_record" and "rounds [1] produced no output token" in failure.error_message
+
+
+def test_ttft_cases_request_one_token(tmp_path: Path) -> None:
+    code, run_dir = run_fake(tmp_path, "+experiment=ttft")
+    assert code == 0
+    runs = read_jsonl(run_dir / "ttft-runs.jsonl", CaseRun)
+    assert len(runs) == 4 and {r.record.workload.max_tokens for r in runs} == {1}
+
+
+def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runners.matrix", f"results_root={tmp_path}", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_qwen7b_on_this_machine_stops_naming_the_first_missing_tool(tmp_path: Path) -> None:
+    r = _cli("+experiment=qwen7b", tmp_path=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == EXIT_IDENTITY, out
+    assert "identity gate" in out and "required tool 'npu-smi' is not on PATH" in out
+    assert "Traceback" not in out
+    assert not any(tmp_path.iterdir())
+
+
+def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> None:
+    r = _cli("phases.same_runtime.points=[{g: 2, n: 3}]", tmp_path=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == EXIT_CONFIG, out
+    assert "offload_num_in_group (3) must be <= offload_group_size (2)" in out and "Traceback" not in out
+    assert not any(tmp_path.iterdir())
