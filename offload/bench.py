@@ -1,0 +1,145 @@
+"""CPU benchmark: per-forward onload time of a wrapped layer vs a plain torch copy of the same bytes.
+
+``python -m offload.bench [--hidden 1024 --intermediate 2816 --layers 8 --group-size 2
+--num-in-group 1 --prefetch-step 1 --forwards 60 --dtype bfloat16]``
+
+A stack of decoder-shaped layers (q/k/v with bias, o, gate_up, down, two norm weights;
+Qwen2 shapes) is wrapped by :class:`offload.prefetch.CurrentPrefetchOffloader` on the CPU
+backend and run forward. Every onload the offloader does inside those forwards
+(``_start_prefetch`` + ``_wait_for_layer`` for a wrapped layer) is timed. In the same run,
+interleaved forward by forward, the reference copies exactly the same number of bytes per
+layer with one ``dst.copy_(src)``, cycling through as many distinct host buffers into as
+many destination slots as the offloader does (same cache behaviour). The reported ratio is
+median(ours) / median(plain); the target is <= 1.3.
+
+What it does not measure: host-to-device bandwidth or overlap on a real accelerator (see
+``scripts/gpu_check.sh``); on CPU every copy is synchronous.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+
+from offload.prefetch import CurrentPrefetchOffloader
+
+TARGET_RATIO = 1.3
+
+
+class DecoderLike(nn.Module):
+    """Qwen2-shaped decoder layer (parameters only matter; compute is a cheap stand-in)."""
+
+    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        kw = dict(dtype=dtype)
+        self.input_layernorm = nn.Parameter(torch.ones(hidden, **kw), requires_grad=False)
+        self.qkv_proj = nn.Linear(hidden, 3 * hidden, bias=True, **kw).requires_grad_(False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False, **kw).requires_grad_(False)
+        self.post_attention_layernorm = nn.Parameter(torch.ones(hidden, **kw), requires_grad=False)
+        self.gate_up_proj = nn.Linear(hidden, 2 * intermediate, bias=False, **kw).requires_grad_(False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False, **kw).requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * self.input_layernorm
+        h = self.o_proj(self.qkv_proj(h)[..., : h.shape[-1]])
+        g, u = self.gate_up_proj(h * self.post_attention_layernorm).chunk(2, dim=-1)
+        return x + self.down_proj(torch.nn.functional.silu(g) * u)
+
+
+def run(hidden: int, intermediate: int, layers: int, group_size: int, num_in_group: int, prefetch_step: int,
+        forwards: int, dtype: torch.dtype, warmup: int = 5) -> dict:
+    """Run the benchmark; returns the measured figures (seconds are medians per onload)."""
+    off = CurrentPrefetchOffloader(group_size, num_in_group, prefetch_step)
+    stack = off.wrap_modules(DecoderLike(hidden, intermediate, dtype) for _ in range(layers))
+    off.post_init()
+    ours: list[float] = []
+    plain: list[float] = []
+    start, wait = off._start_prefetch, off._wait_for_layer
+
+    def timed_start(idx: int) -> None:
+        t0 = time.perf_counter_ns()
+        start(idx)
+        ours_pending.append(time.perf_counter_ns() - t0)
+
+    def timed_wait(idx: int) -> None:
+        t0 = time.perf_counter_ns()
+        wait(idx)
+        ours_pending.append(time.perf_counter_ns() - t0)
+
+    off._start_prefetch = timed_start  # type: ignore[method-assign]
+    off._wait_for_layer = timed_wait  # type: ignore[method-assign]
+    m = len(off.wrapped)
+    nbytes = [sum(dst.numel() for dst, _ in w.runs) for w in off.wrapped]
+    k = off.buffer_pool.num_slots
+    src = [torch.empty(n, dtype=torch.uint8).random_(0, 255) for n in nbytes]
+    dst = [torch.empty(max(nbytes), dtype=torch.uint8) for _ in range(k)]
+    x = torch.randn(4, hidden, dtype=dtype)
+    with torch.inference_mode():
+        for f in range(warmup + forwards):
+            ours_pending: list[int] = []
+            y = x
+            for layer in stack:
+                y = layer(y)
+            # one onload per wrapped layer per forward = start (copy) + wait
+            per_layer = [ours_pending[i] + ours_pending[i + 1] for i in range(0, len(ours_pending) - 1, 2)]
+            plain_ns: list[int] = []
+            for j in range(m):
+                d = dst[j % k][: nbytes[j]]
+                t0 = time.perf_counter_ns()
+                d.copy_(src[j])
+                plain_ns.append(time.perf_counter_ns() - t0)
+            if f >= warmup:
+                ours.extend(per_layer)
+                plain.extend(plain_ns)
+    med_ours = statistics.median(ours) / 1e9
+    med_plain = statistics.median(plain) / 1e9
+    return {
+        "hidden": hidden,
+        "intermediate": intermediate,
+        "layers": layers,
+        "wrapped": m,
+        "slots": k,
+        "dtype": str(dtype).removeprefix("torch."),
+        "bytes_per_onload": int(statistics.median(nbytes)),
+        "onloads_measured": len(ours),
+        "onload_median_s": med_ours,
+        "plain_copy_median_s": med_plain,
+        "ratio": med_ours / med_plain,
+        "target_ratio": TARGET_RATIO,
+        "fallback_loads": off.fallback_loads,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m offload.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--intermediate", type=int, default=2816)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=2)
+    ap.add_argument("--num-in-group", type=int, default=1)
+    ap.add_argument("--prefetch-step", type=int, default=1)
+    ap.add_argument("--forwards", type=int, default=60)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}")
+    a = ap.parse_args(argv)
+    r = run(a.hidden, a.intermediate, a.layers, a.group_size, a.num_in_group, a.prefetch_step, a.forwards,
+            getattr(torch, a.dtype))
+    print(f"wrapped layers: {r['wrapped']} of {r['layers']}, slots: {r['slots']}, "
+          f"bytes per onload: {r['bytes_per_onload']:,}, onloads measured: {r['onloads_measured']}")
+    print(f"onload (ours)  median: {r['onload_median_s'] * 1e6:9.1f} us")
+    print(f"plain copy_    median: {r['plain_copy_median_s'] * 1e6:9.1f} us")
+    print(f"ratio ours/plain: {r['ratio']:.3f} (target <= {TARGET_RATIO})")
+    print("OFFLOAD_BENCH " + json.dumps(r, sort_keys=True), flush=True)
+    return 1 if a.check and r["ratio"] > TARGET_RATIO else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Same-runtime GPU check: this project's offloader ("current") vs vLLM's ``PrefetchOffloader``.
+
+``python -m offload.gpu_compare run --model DIR --out FILE.jsonl --points 28,1 14,1 [--baseline]``
+builds one vLLM engine per (implementation, G, N) *in this process*
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``; engines are torn down between points), runs warmup and
+measured ``generate`` rounds over fixed random prompts, and appends one JSON line per engine:
+implementation, offloader class actually installed, offloaded bytes, output tokens,
+throughput and a digest of the generated token ids.
+``python -m offload.gpu_compare summarize FILE.jsonl`` prints throughput current/official
+per (G, N) (target >= 1.00) and whether the generated tokens equal the baseline's.
+
+Switching implementation: the process starts with ``OFFLOAD_IMPL=current`` so the plugin is
+registered (``offload.plugin.register`` is also called directly, in case the entry point is
+not installed); ``OFFLOAD_IMPL`` is then set per engine and our factory reads it when the
+runner creates its offloader: ``current`` -> ours, ``official`` -> vLLM's own factory
+(``PrefetchOffloader``). The class installed is recorded, so a silent fallback is visible.
+
+Nothing is mocked: this needs a CUDA build of vLLM and a GPU. Not modelled: CUDA graphs
+(engines run with ``enforce_eager`` by default to fit the time budget; ``--graphs`` turns
+compilation and graphs on for both implementations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def _parse_point(text: str) -> tuple[int, int]:
+    g, n = text.split(",")
+    return int(g), int(n)
+
+
+def _offloader_info() -> dict[str, Any]:
+    from vllm.model_executor.offloader.base import get_offloader
+
+    off = get_offloader()
+    cls = type(off)
+    info: dict[str, Any] = {"offloader_class": f"{cls.__module__}.{cls.__qualname__}"}
+    if hasattr(off, "evidence_state"):
+        st = off.evidence_state()
+        info.update(offloaded_bytes=st["offloaded_bytes"], static_buffer_bytes=st["static_buffer_bytes"],
+                    wrapped_layers=list(st["wrapped_layers"]), fallback_loads=off.fallback_loads)
+    elif hasattr(off, "module_offloaders"):
+        pool = getattr(off, "buffer_pool", None)
+        info.update(offloaded_bytes=int(getattr(off, "total_offloaded_bytes", 0)),
+                    static_buffer_bytes=int(pool.total_bytes) if pool is not None else 0,
+                    wrapped_layers=len(off.module_offloaders))
+    return info
+
+
+def run_engine(args: argparse.Namespace, impl: str, g: int, n: int) -> dict[str, Any]:
+    """Build one engine, run warmup + measured rounds, return the measured record."""
+    import torch
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    os.environ["OFFLOAD_IMPL"] = impl if impl != "baseline" else "official"
+    kwargs: dict[str, Any] = {}
+    if g > 0:
+        kwargs = dict(offload_group_size=g, offload_num_in_group=n, offload_prefetch_step=args.prefetch_step)
+    t0 = time.perf_counter()
+    llm = LLM(model=args.model, dtype="bfloat16", seed=0, max_model_len=args.input_len + args.max_tokens + 8,
+              gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=not args.graphs,
+              enable_prefix_caching=False, **kwargs)
+    load_s = time.perf_counter() - t0
+    info = _offloader_info()
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
+    rounds = []
+    digest = hashlib.sha256()
+    for r in range(args.warmup + args.rounds):
+        rng = random.Random(1000 + r)  # same prompts per round index for every engine
+        prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(10, 250) for _ in range(args.input_len)])
+                   for _ in range(args.num_prompts)]
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        toks = sum(len(o.outputs[0].token_ids) for o in outs)
+        if r >= args.warmup:
+            rounds.append({"elapsed_s": dt, "output_tokens": toks, "throughput_tok_s": toks / dt})
+            for o in outs:
+                digest.update(json.dumps(list(o.outputs[0].token_ids)).encode())
+    rec = {
+        "implementation": impl, "group_size": g, "num_in_group": n, "prefetch_step": args.prefetch_step,
+        "load_s": load_s, "rounds": rounds,
+        "throughput_tok_s": sum(x["output_tokens"] for x in rounds) / sum(x["elapsed_s"] for x in rounds),
+        "token_digest": digest.hexdigest(), "graphs": bool(args.graphs),
+        "vllm_version": __import__("vllm").__version__, "torch_version": torch.__version__,
+        "device_name": torch.cuda.get_device_name(0), **info,
+    }
+    del llm, outs
+    gc.collect()
+    from vllm.distributed import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+    torch.cuda.empty_cache()
+    return rec
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ["OFFLOAD_IMPL"] = "current"
+    import offload.plugin
+
+    offload.plugin.register()
+    plan: list[tuple[str, int, int]] = [("baseline", 0, 0)] if args.baseline else []
+    for k, (g, n) in enumerate(args.points):
+        pair = [("current", g, n), ("official", g, n)]
+        plan += pair if k % 2 == 0 else pair[::-1]  # alternate order against drift
+    for impl, g, n in plan:
+        rec = run_engine(args, impl, g, n)
+        expected = {"current": "offload.prefetch.CurrentPrefetchOffloader",
+                    "official": "vllm.model_executor.offloader.prefetch.PrefetchOffloader",
+                    "baseline": "vllm.model_executor.offloader.base.NoopOffloader"}[impl]
+        rec["installed_expected_class"] = rec["offloader_class"] == expected
+        with open(args.out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        print(f"GPU_COMPARE {impl:8s} G={g:<2d} N={n:<2d} {rec['throughput_tok_s']:10.1f} tok/s "
+              f"class={rec['offloader_class']} offloaded={rec.get('offloaded_bytes', 0):,}", flush=True)
+        if not rec["installed_expected_class"]:
+            print(f"error: {impl} ran {rec['offloader_class']}, expected {expected}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    recs = [json.loads(line) for line in open(args.file, encoding="utf-8") if line.strip()]
+    base = next((r for r in recs if r["implementation"] == "baseline"), None)
+    by: dict[tuple[int, int], dict[str, list[dict]]] = {}
+    for r in recs:
+        if r["implementation"] in ("current", "official"):
+            by.setdefault((r["group_size"], r["num_in_group"]), {}).setdefault(r["implementation"], []).append(r)
+    if base:
+        print(f"baseline: {base['throughput_tok_s']:.1f} tok/s on {base['device_name']} "
+              f"(vLLM {base['vllm_version']}, graphs={base['graphs']})")
+    print(f"{'G':>3} {'N':>3} {'current tok/s':>14} {'official tok/s':>15} {'ratio':>7} {'verdict':>8} "
+          f"{'tokens==baseline (cur/off)':>27}")
+    worst = None
+    for (g, n), d in sorted(by.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+        if "current" not in d or "official" not in d:
+            print(f"{g:>3} {n:>3}  incomplete: {sorted(d)}")
+            continue
+        cur = statistics.median(r["throughput_tok_s"] for r in d["current"])
+        off = statistics.median(r["throughput_tok_s"] for r in d["official"])
+        ratio = cur / off
+        worst = ratio if worst is None else min(worst, ratio)
+        same = "-"
+        if base:
+            same = "/".join(str(d[k][0]["token_digest"] == base["token_digest"]) for k in ("current", "official"))
+        print(f"{g:>3} {n:>3} {cur:>14.1f} {off:>15.1f} {ratio:>7.3f} {'ok' if ratio >= 1.0 else 'SLOWER':>8} "
+              f"{same:>27}")
+    if worst is not None:
+        print(f"GPU_CHECK_WORST_RATIO {worst:.4f} (target >= 1.00)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m offload.gpu_compare", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run engines and append records")
+    r.add_argument("--model", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--points", nargs="+", type=_parse_point, default=[(28, 1)], help="G,N pairs")
+    r.add_argument("--baseline", action="store_true", help="also run the no-offload baseline first")
+    r.add_argument("--prefetch-step", type=int, default=1)
+    r.add_argument("--num-prompts", type=int, default=32)
+    r.add_argument("--input-len", type=int, default=128)
+    r.add_argument("--max-tokens", type=int, default=64)
+    r.add_argument("--warmup", type=int, default=1)
+    r.add_argument("--rounds", type=int, default=2)
+    r.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    r.add_argument("--graphs", action="store_true", help="torch.compile + CUDA graphs instead of eager")
+    s = sub.add_parser("summarize", help="print current/official throughput ratios")
+    s.add_argument("file")
+    a = ap.parse_args(argv)
+    return cmd_run(a) if a.cmd == "run" else cmd_summarize(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
