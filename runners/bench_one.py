@@ -220,7 +220,7 @@ def run(a: argparse.Namespace) -> BenchRecord:
     kwargs: dict[str, object] = dict(
         model=a.model, dtype=a.dtype, max_model_len=a.max_model_len, seed=a.seed,
         enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
-        enable_prefix_caching=a.enable_prefix_caching, max_num_seqs=max(a.num_prompts, 1),
+        enable_prefix_caching=a.enable_prefix_caching,
     )
     if offload.offload_group_size > 0:
         kwargs.update(offload_group_size=offload.offload_group_size,

@@ -218,7 +218,8 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         f = CaseFailure(
             phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
             failure_type=failure_type, exit_code=outcome.exit_code, signal=outcome.signal, error_type=err_type,
-            error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {message}", log_tail=tail(log_text),
+            error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines()),
+            log_tail=tail(log_text),
             log_path=rel_log, duration_s=outcome.wall_s,
         )
         expected = False

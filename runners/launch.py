@@ -47,6 +47,20 @@ class ProcessOutcome:
     launch_error: str | None = None
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the launching thread dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Covers a runner killed with SIGKILL, which cannot reap its case; vLLM's own
+    engine processes exit when their parent does.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass
+
+
 class CaseProcess:
     """Context manager around one case process; exit kills the process group and descendants."""
 
@@ -67,7 +81,8 @@ class CaseProcess:
         self._log.write(("\n".join(header) + "\n").encode())
         self._log.flush()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.env, cwd=self.cwd, start_new_session=True)
+                                     env=self.env, cwd=self.cwd, start_new_session=True,
+                                     preexec_fn=_die_with_parent)
         return self
 
     @property

@@ -100,3 +100,8 @@ def test_accuracy_phase_runs_every_task_in_one_process_per_case() -> None:
     cases = expand(kind="accuracy", accuracy_tasks=["gsm8k", "gpqa"], points=[dict(g=4, n=1)])
     assert [(c.label, c.accuracy_tasks) for c in cases] == [("baseline", ("gsm8k", "gpqa")),
                                                             ("current_g4_n1", ("gsm8k", "gpqa"))]
+
+
+def test_rejects_secrets_in_the_config_environment() -> None:
+    with pytest.raises(PlanError, match="secret-looking variables"):
+        expand_phase("p", matrix(), workload=WORKLOAD, runtime=dict(RUNTIME, env={"HF_TOKEN": "x"}), num_layers=8)
