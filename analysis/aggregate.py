@@ -95,11 +95,9 @@ def aggregate(data: RunData) -> pd.DataFrame:
     out["round_latency_p95_s"] = rg["elapsed_s"].quantile(0.95)
     out = out.reset_index()
 
-    base = out[out["implementation"] == "baseline"]
     base_thr = runs[runs["implementation"] == "baseline"].groupby("phase")["throughput_tok_s"].median()
     base_kv = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_tokens"].median()
     base_kvg = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_gib"].median()
-    del base
     out["baseline_throughput_median_tok_s"] = out["phase"].map(base_thr).astype("float64")
     out["retention"] = out["throughput_median_tok_s"] / out["baseline_throughput_median_tok_s"]
     out["throughput_change_pct"] = (out["retention"] - 1.0) * 100.0

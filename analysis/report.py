@@ -96,9 +96,10 @@ def markdown_table(df: pd.DataFrame, columns: list[tuple[str, str]], precision: 
     """Render ``columns`` ``[(column, header)]`` of ``df`` as a GitHub Markdown table."""
     precision = precision or {}
     head = "| " + " | ".join(h for _c, h in columns) + " |"
-    sep = "|" + "|".join("---:" if c not in ("label", "phase", "selected_layers", "verdict", "implementation",
-                                              "a_label", "b_label", "tokens", "comparison") else "---"
-                         for c, _h in columns) + "|"
+    def numeric(c: str) -> bool:
+        return c in df and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+
+    sep = "|" + "|".join("---:" if numeric(c) else "---" for c, _h in columns) + "|"
     lines = [head, sep]
     for _, r in df.iterrows():
         lines.append("| " + " | ".join(_fmt(r[c], precision.get(c)) for c, _h in columns) + " |")
@@ -254,6 +255,12 @@ def render_markdown(tables: dict) -> tuple[str, str]:
                   ("kv_cache_gib_median", "KV GiB"), ("peak_rss_bytes_median", "peak RSS bytes"),
                   ("device_memory_bytes_median", "device bytes")]
     parts += ["## Statistics", "", markdown_table(summary, stats_cols, PRECISION), ""]
+    fails = tables["data"].failures
+    if not fails.empty:
+        parts += ["## Failed cases", "", markdown_table(fails, [
+            ("phase", "phase"), ("label", "label"), ("repeat", "repeat"), ("failure_type", "failure"),
+            ("exit_code", "exit"), ("error_type", "error type"), ("error_message", "message"),
+            ("log_path", "log")]), ""]
     parts += ["## Current vs official (bootstrap 95% CI of the median difference; faster/slower only when the CI "
               "excludes 0)", ""]
     comp = tables["comparison"]
