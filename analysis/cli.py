@@ -75,12 +75,19 @@ def _run(args) -> int:
     from analysis.model import recommend
     from analysis.report import build
 
+    from analysis.layer_bytes import kv_bytes_per_token, load_config
+    from analysis.validate import find_model_dir
+
     tables = build(args.run_dir)
     data = tables["data"]
+    mdir = find_model_dir(data)
+    kvb = None
+    if mdir is not None and not data.runs.empty:
+        kvb = kv_bytes_per_token(load_config(mdir), str(data.runs["dtype"].iloc[0]))
     rec = recommend(tables["summary"], data.runs, need_gib=args.need_gib, need_kv_gib=args.need_kv_gib,
                     phase=args.phase, implementation=args.implementation,
                     bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
-                    valid=tables["validation"].valid)
+                    valid=tables["validation"].valid, kv_bytes_per_token=kvb)
     for line in rec.lines:
         print(line)
     if rec.best is None:

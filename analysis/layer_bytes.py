@@ -232,3 +232,18 @@ def layer_bytes_from_safetensors(
 def load_config(model_dir: Path | str) -> dict:
     """Read ``<model_dir>/config.json``."""
     return json.loads((Path(model_dir) / "config.json").read_text())
+
+
+def kv_bytes_per_token(config: dict, dtype: str | None = None) -> int:
+    """KV-cache bytes one token occupies across all layers: ``2 * layers * kv_heads * head_dim * dtype bytes``.
+
+    Args:
+        config: ``config.json`` dict (``num_hidden_layers``, ``num_key_value_heads``, ``head_dim``).
+        dtype: KV-cache dtype; ``None``/``"auto"`` uses the model dtype.
+    """
+    h = int(config["hidden_size"])
+    n_heads = int(config["num_attention_heads"])
+    n_kv = int(config.get("num_key_value_heads") or n_heads)
+    head_dim = int(config.get("head_dim") or h // n_heads)
+    dt = config_dtype(config) if dtype in (None, "auto") else dtype
+    return 2 * int(config["num_hidden_layers"]) * n_kv * head_dim * dtype_bytes(dt)

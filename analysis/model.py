@@ -150,7 +150,8 @@ class Recommendation:
 
 def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | None = None,
               need_kv_gib: float | None = None, phase: str | None = None, implementation: str = "current",
-              bandwidth_bytes_s: float | None = None, valid: bool = True, top: int = 3) -> Recommendation:
+              bandwidth_bytes_s: float | None = None, valid: bool = True, top: int = 3,
+              kv_bytes_per_token: int | None = None) -> Recommendation:
     """Highest-throughput measured point meeting the capacity need, plus model predictions.
 
     Args:
@@ -164,6 +165,8 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         bandwidth_bytes_s: model bandwidth (default: fitted).
         valid: whether the run validated (stated in the reasoning).
         top: how many unmeasured predictions to return.
+        kv_bytes_per_token: KV-cache bytes per token (``analysis.layer_bytes.kv_bytes_per_token``);
+            converts token-only KV logs (the CPU runtime) to GiB for ``need_kv_gib``.
 
     Raises:
         ValueError: neither or both needs given, or a negative need.
@@ -182,7 +185,11 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         lines.append(f"need: release >= {need_gib:g} GiB of device memory (evidence released_bytes = offloaded - static buffers)")
     else:
         cap = ph["kv_gain_gib"].astype("Float64").astype(float)
-        lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured from logs)")
+        source = "'Available KV cache memory' lines"
+        if cap.isna().all() and kv_bytes_per_token and ph["kv_gain_tokens"].notna().any():
+            cap = ph["kv_gain_tokens"].astype("Float64").astype(float) * kv_bytes_per_token / GIB
+            source = f"'KV cache size: N tokens' lines x {kv_bytes_per_token:,} bytes/token from config.json"
+        lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured: {source})")
     ok = ph[cap >= need - 1e-12].copy()
     ok["capacity_gib"] = cap[cap >= need - 1e-12]
     best = None
@@ -197,7 +204,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         lines.append(f"{len(ok)} measured point(s) meet it; highest median throughput: {b['label']} "
                      f"(G={best['group_size']}, N={best['num_in_group']}, prefetch_step={best['prefetch_step']}) "
                      f"{best['throughput_median_tok_s']:.2f} tok/s, retention {best['retention']:.3f}, "
-                     f"capacity {best['capacity_gib']:.4f} GiB")
+                     f"capacity {best['capacity_gib']:.4g} GiB")
     preds: list[dict] = []
     model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s)
     if model is None:
@@ -228,7 +235,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         for p in preds:
             lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
                          f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
-                         f"~{p['predicted_released_gib']:.4f} GiB released"
+                         f"~{p['predicted_released_gib']:.4g} GiB released"
                          + (" (KV gain assumed 1:1 with released bytes)" if need_kv_gib is not None else ""))
         if not preds:
             lines.append("model: no unmeasured setting meets the need")

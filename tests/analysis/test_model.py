@@ -53,3 +53,22 @@ def test_recommend_requires_exactly_one_need(valid_run):
     data = load_run(valid_run)
     with pytest.raises(ValueError, match="exactly one"):
         recommend(aggregate(data), data.runs)
+
+
+def test_kv_bytes_per_token_of_qwen25_7b():
+    from analysis.layer_bytes import kv_bytes_per_token
+
+    cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+           "num_hidden_layers": 28, "torch_dtype": "bfloat16"}
+    assert kv_bytes_per_token(cfg) == 2 * 28 * 4 * 128 * 2 == 57_344
+
+
+def test_need_kv_gib_uses_token_counts_when_logs_give_no_gib(valid_run, capsys):
+    from analysis.cli import main
+
+    assert main(["recommend", str(valid_run), "--need-kv-gib", str(300 * 512 / GIB)]) == 0
+    out = capsys.readouterr().out
+    assert "bytes/token from config.json" in out
+    # only the (4,2) and (2,1) points gain >= 300 tokens (400 each)
+    assert "recommendation: current_g4_n2" in out or "recommendation: current_g2_n1" in out \
+        or "recommendation: official_g4_n2" in out or "recommendation: official_g2_n1" in out
