@@ -11,6 +11,12 @@ process-level interval is above zero, ``slower`` only when it is below zero,
 ``equivalent`` otherwise -- so a small delta inside the process spread is never
 called a speed-up. Fewer than two processes on either side gives
 ``equivalent`` (no interval can exclude zero honestly; the row says so).
+With three processes per side (the seed's designs) the percentile interval of
+a median difference spans from the smallest to the largest pairwise
+difference, so ``faster`` then means every process of A beat every process of
+B; the pooled-round interval is reported beside it as a second opinion.
+"Paired" means paired by (G, N, prefetch_step, offload_params) within a phase;
+processes are resampled independently on each side.
 
 What is deliberately not modelled: multiple-comparison correction across
 (G, N) points; the intervals are per point. Cross-stack rows (native vs

@@ -11,8 +11,10 @@ report prints (``analysis.report.PRECISION``; integers exactly); the maximum
 absolute difference is reported both raw and at printed precision, and the
 latter must be 0.
 
-What is deliberately not modelled: the comparison/bootstrap tables (their
-inputs are the same per-process values, checked here) and the plots.
+The current-vs-official rows' medians, delta and delta percent are
+recomputed too (at 2 decimals). What is deliberately not modelled: the
+bootstrap intervals (resampling is the aggregation code's own computation;
+their inputs are the per-process values checked here) and the plots.
 """
 
 from __future__ import annotations
@@ -138,14 +140,18 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
     """
     run_dir = Path(run_dir)
     path = run_dir / "summary" / "comparison-summary.json"
+    comparison_rows = None
     if summary_rows is None:
         if path.is_file():
             doc = json.loads(path.read_text(), parse_constant=_reject)
             summary_rows, precision = doc["rows"], precision or doc.get("precision")
+            comparison_rows = doc.get("comparison", [])
         else:
             from analysis.report import PRECISION, build, records
 
-            summary_rows, precision = records(build(run_dir)["summary"]), precision or PRECISION
+            tables = build(run_dir)
+            summary_rows, precision = records(tables["summary"]), precision or PRECISION
+            comparison_rows = records(tables["comparison"])
     if precision is None:
         from analysis.report import PRECISION as precision  # noqa: N811
     ref = recompute(run_dir)
@@ -174,4 +180,21 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
                                       f"(differ at {d} decimals)")
     for key in sorted(set(ref) - seen):
         res.mismatches.append(f"{key[0]}/{key[1]}: in the raw runs but missing from the summary")
+    for row in comparison_rows or ():
+        a = ref.get((row["phase"], row["a_label"]))
+        b = ref.get((row["phase"], row["b_label"]))
+        if a is None or b is None:
+            res.mismatches.append(f"comparison {row['phase']}/{row['a_label']} vs {row['b_label']}: label missing")
+            continue
+        am, bm = a["throughput_median_tok_s"], b["throughput_median_tok_s"]
+        for col, want, d in (("a_median_tok_s", am, 2), ("b_median_tok_s", bm, 2), ("delta_tok_s", am - bm, 2),
+                             ("delta_pct", (am - bm) / bm * 100.0, 2)):
+            res.compared += 1
+            got = float(row[col])
+            res.max_abs_diff = max(res.max_abs_diff, abs(got - want))
+            pdiff = abs(round(got, d) - round(want, d))
+            res.max_abs_diff_printed = max(res.max_abs_diff_printed, pdiff)
+            if pdiff != 0.0:
+                res.mismatches.append(f"comparison {row['phase']}/{row['a_label']} vs {row['b_label']} {col}: "
+                                      f"summary {got!r}, recomputed {want!r}")
     return res
