@@ -218,6 +218,7 @@ def config_dict(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> dic
             ph.name: {
                 "name": ph.name, "kind": "throughput", "order": i, "baseline": False, "implementations": [],
                 "points": [], "repeats": ph.repeats, "repeats_by_label": {}, "measured_rounds": ph.measured_rounds,
+                "runtime": None if ph.runtime == "cpu" else {"name": ph.runtime, "device": "cpu", "env": {}},
                 "cases": [{"label": c.label, "implementation": c.implementation, "group_size": c.group_size,
                            "num_in_group": c.num_in_group, "prefetch_step": c.prefetch_step, "params": [],
                            "backend": "auto",

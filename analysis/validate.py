@@ -15,7 +15,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
     evidence_agreement  evidence_mismatch (evidence vs requested G/N/prefetch/params/implementation),
                         selection_mismatch (selected layers vs ``offload.selection``),
                         num_layers_mismatch (evidence vs ``config.json``),
-                        evidence_inconsistent (repeats of one label disagree)
+                        evidence_inconsistent (repeats of one label disagree),
+                        runtime_mismatch (record runtime / evidence device vs the plan's runtime)
     non_empty_evidence  empty_offload_evidence (offload requested, nothing wrapped or 0 bytes),
                         unexpected_offload_evidence (baseline that offloaded something)
     layer_bytes         layer_bytes_mismatch (evidence bytes vs config.json arithmetic and vs
@@ -135,7 +136,8 @@ def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
                 continue
             exp_fail = c.expect_error is not None
             out[(phase, c.label)] = {"runs": 0 if exp_fail else c.repeats, "failures": c.repeats if exp_fail else 0,
-                                     "expect_error": c.expect_error}
+                                     "expect_error": c.expect_error, "device": c.runtime.get("device"),
+                                     "runtime": c.runtime.get("name")}
     return out
 
 
@@ -174,6 +176,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     col = _Collector()
     _check_schema(data, col)
     counts = _check_counts(data, col)
+    _check_runtime(data, col)
     _check_logs_and_files(data, col)
     mdir = find_model_dir(data, model_dir)
     _check_evidence(data, col, mdir)
@@ -502,3 +505,23 @@ def _check_manifest(run_dir: Path, col: _Collector) -> None:
             h = hashlib.sha256(target.read_bytes()).hexdigest()
             if h != digest.strip():
                 col.add("manifest", "checksum_mismatch", f"{name}: SHA-256 differs from SHA256SUMS", path=name)
+
+
+def _check_runtime(data: RunData, col: _Collector) -> None:
+    plan = expected_cases(data.run_dir)
+    if plan is None:
+        return
+    for _p, _l, cr in data.case_runs:
+        r = cr.record
+        exp = plan.get((r.phase, r.label))
+        if exp is None:
+            continue
+        where = f"{r.phase}/{r.label}-r{r.repeat}"
+        kw = dict(phase=r.phase, label=r.label, repeat=r.repeat)
+        if exp.get("runtime") and r.runtime != exp["runtime"]:
+            col.add("evidence_agreement", "runtime_mismatch",
+                    f"{where}: record runtime {r.runtime!r}, the plan says {exp['runtime']!r}", **kw)
+        if exp.get("device") and cr.evidence.device != exp["device"]:
+            col.add("evidence_agreement", "runtime_mismatch",
+                    f"{where}: evidence device {cr.evidence.device!r}, the plan's runtime runs on {exp['device']!r}",
+                    **kw)

@@ -113,3 +113,11 @@ def test_invalid_manifest_is_an_error(tmp_path, valid_run):
     (run / "environment-manifest.json").write_text('{"schema_version": 1}\n')
     rep = validate_run(run)
     assert "invalid_manifest" in {i.code for i in rep.errors}
+
+
+def test_evidence_device_must_match_the_plan_runtime(tmp_path, valid_run):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    make_fixtures.rewrite_case(run, ("same_runtime", "current_g4_n1", 0), evidence={"device": "cuda"})
+    rep = validate_run(run)
+    assert "runtime_mismatch" in {i.code for i in rep.errors}
