@@ -104,6 +104,7 @@ def _cmd_matrix(ns: argparse.Namespace) -> int:
         limit=ns.limit,
         engine_args=ns.engine_args,
         timeout_s=ns.timeout_s,
+        per_process=ns.process_per,
     )
 
 
@@ -149,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--limit", type=int, default=None, help="first N rows (smoke; verifier runs in limited mode)")
     mat.add_argument("--out", required=True, help="run directory (must not exist)")
     mat.add_argument("--timeout-s", type=float, default=1800.0, help="per-case timeout (TERM, then KILL)")
+    mat.add_argument("--process-per", default="case-dataset", choices=["case-dataset", "case"],
+                     help="one process per case and dataset (default), or per case running all datasets")
     mat.add_argument("--engine-args", default="", help="extra engine flags for each case, e.g. '--max-model-len 4096'")
     mat.set_defaults(func=_cmd_matrix)
 

@@ -11,10 +11,11 @@ KILL of the process group), a log per case, and a typed
 for a case that fails. Then :func:`analysis.accuracy.verify` runs over the
 directory and its report is written to ``accuracy-verification.json``.
 
-Layout of ``--out`` (refused if it exists)::
+Layout of ``--out`` (refused if it exists); ``<tasks>`` is ``gsm8k`` or, with
+``--process-per case``, ``gsm8k+gpqa``::
 
     cases/<label>.<task>.result.json  cases/<label>.<task>.examples.jsonl
-    logs/<label>.<task>.log            evidence/<label>.<task>.json
+    logs/<label>.<tasks>.log           evidence/<label>.<tasks>.json
     accuracy-failures.jsonl            accuracy-verification.{json,md}
 
 What is deliberately not modelled: identity gates and repeats (the project's
@@ -146,10 +147,10 @@ _ERROR_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception)):")
 
 
 def run_one(
-    run_dir: Path, case: AccuracyCase, task: str, cmd: list[str], env: dict[str, str], timeout_s: float
+    run_dir: Path, case: AccuracyCase, tasks: list[str], cmd: list[str], env: dict[str, str], timeout_s: float
 ) -> CaseFailure | None:
-    """Launch one case process and wait; returns a failure record or None on success."""
-    name = f"{case.label}.{task}"
+    """Launch one case process (one or more tasks) and wait; returns a failure record or None on success."""
+    name = f"{case.label}.{'+'.join(tasks)}"
     log_path = run_dir / "logs" / f"{name}.log"
     t0 = time.monotonic()
     timed_out = False
@@ -162,8 +163,9 @@ def run_one(
             time.sleep(0.5)
     duration = time.monotonic() - t0
     rc = proc.returncode
-    result_file = run_dir / "cases" / f"{name}.result.json"
-    if not timed_out and rc == 0 and result_file.is_file():
+    missing = [f"{case.label}.{t}.result.json" for t in tasks
+               if not (run_dir / "cases" / f"{case.label}.{t}.result.json").is_file()]
+    if not timed_out and rc == 0 and not missing:
         return None
     if timed_out:
         ftype, msg = "timeout", f"accuracy case {name} exceeded {timeout_s:.0f}s and was killed"
@@ -172,7 +174,7 @@ def run_one(
     elif rc != 0:
         ftype, msg = "nonzero_exit", f"accuracy case {name} exited with code {rc}"
     else:
-        ftype, msg = "no_result", f"accuracy case {name} exited 0 but wrote no {result_file.name}"
+        ftype, msg = "no_result", f"accuracy case {name} exited 0 but wrote no {', '.join(missing)}"
     tail = _tail(log_path)
     error_type = next((m.group(1) for ln in reversed(tail) if (m := _ERROR_RE.search(ln))), None)
     return CaseFailure(
@@ -202,8 +204,14 @@ def run_matrix(
     limit: int | None,
     engine_args: str = "",
     timeout_s: float = 1800.0,
+    per_process: str = "case-dataset",
 ) -> int:
     """Run the accuracy matrix and verify it.
+
+    Args:
+        per_process: ``case-dataset`` (default: one process per case and dataset) or
+            ``case`` (one process per case running every dataset on one engine: fewer
+            model loads, same outputs).
 
     Returns:
         0 when every case ran and the verifier passed; 1 otherwise.
@@ -214,11 +222,17 @@ def run_matrix(
     """
     from analysis.accuracy import render_markdown, verify, write_report
 
+    if per_process not in ("case-dataset", "case"):
+        raise ValueError(f"--process-per {per_process!r}: expected 'case-dataset' or 'case'")
     parsed = parse_cases(cases)
-    tasks = [t.strip() for t in datasets.split(",") if t.strip()]
     manifest_path = Path(manifest).resolve()
-    for t in tasks:  # fail before any process starts
-        load_dataset(manifest_path, t)
+    datasets_by_task: dict[str, str] = {}
+    for d in (d.strip() for d in datasets.split(",") if d.strip()):  # verified before any process starts
+        entry = load_dataset(manifest_path, d)[0]
+        if entry.task in datasets_by_task:
+            raise ValueError(f"--datasets {datasets!r}: task {entry.task} given twice")
+        datasets_by_task[entry.task] = d
+    tasks = list(datasets_by_task)
     run_dir = Path(out).resolve()
     if run_dir.exists():
         raise FileExistsError(f"run directory {run_dir} already exists; results are never overwritten")
@@ -233,13 +247,15 @@ def run_matrix(
         print(f"warning: {EVIDENCE_HOOK_DIR}/sitecustomize.py missing: offload evidence will not be recorded",
               file=sys.stderr)
     failures = 0
-    for task in tasks:
+    groups = [[t] for t in tasks] if per_process == "case-dataset" else [tasks]
+    for group in groups:
         for case in parsed:
-            name = f"{case.label}.{task}"
+            name = f"{case.label}.{'+'.join(group)}"
             evidence = run_dir / "evidence" / f"{name}.json" if hook else None
             if evidence is not None:
                 evidence.parent.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "runners.accuracy", "run", "--model", model, "--dataset", task,
+            cmd = [sys.executable, "-m", "runners.accuracy", "run", "--model", model,
+                   "--dataset", ",".join(datasets_by_task[t] for t in group),
                    "--manifest", str(manifest_path), "--implementation", case.implementation,
                    "--offload", case.offload_arg, "--label", case.label, "--out", str(run_dir / "cases")]
             if limit is not None:
@@ -247,7 +263,7 @@ def run_matrix(
             cmd += shlex.split(engine_args)
             print(f"[accuracy] {name}: launching", flush=True)
             t0 = time.monotonic()
-            failure = run_one(run_dir, case, task, cmd, case_env(run_dir, case.implementation, evidence), timeout_s)
+            failure = run_one(run_dir, case, group, cmd, case_env(run_dir, case.implementation, evidence), timeout_s)
             if failure is not None:
                 failures += 1
                 append_jsonl(run_dir / "accuracy-failures.jsonl", failure)

@@ -130,3 +130,23 @@ def test_matrix_refuses_missing_dataset_before_launching(tmp_path: Path, capsys:
                str(tmp_path / "run")])
     assert rc == 2 and not (tmp_path / "run").exists()
     assert "dataset manifest not found" in capsys.readouterr().err
+
+
+def test_matrix_turns_crashing_cases_into_typed_failures(tmp_path: Path) -> None:
+    """Each case runs in its own process; a crash becomes a CaseFailure line and the run fails (exit 1)."""
+    from results_schema.io import read_jsonl
+    from results_schema.models import CaseFailure
+
+    broken_model = tmp_path / "model"
+    broken_model.mkdir()
+    (broken_model / "config.json").write_text("{}")
+    out = tmp_path / "run"
+    rc = main(["matrix", "--model", str(broken_model), "--datasets", "gsm8k,gpqa", "--process-per", "case",
+               "--cases", "baseline,current:4:1", "--out", str(out), "--timeout-s", "300"])
+    assert rc == 1
+    failures = read_jsonl(out / "accuracy-failures.jsonl", CaseFailure)
+    assert [f.label for f in failures] == ["baseline.gsm8k+gpqa", "current-4-1.gsm8k+gpqa"]
+    assert all(f.failure_type == "nonzero_exit" and f.phase == "accuracy" and f.log_tail for f in failures)
+    assert all((out / f.log_path).is_file() for f in failures)
+    assert failures[1].implementation == "current"
+    assert "OFFLOAD_IMPL" not in (out / failures[0].log_path).read_text().splitlines()[0]  # argv line only
