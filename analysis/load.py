@@ -145,15 +145,17 @@ def load_run(run_dir: Path | str) -> RunData:
         A ``RunData``; bad lines are in ``line_errors`` (not raised).
 
     Raises:
-        FileNotFoundError: ``run_dir`` does not exist or holds no ``*-runs.jsonl``
-            / ``*-failures.jsonl`` file.
+        FileNotFoundError: ``run_dir`` does not exist, or holds neither a ``*-runs.jsonl`` /
+            ``*-failures.jsonl`` file nor a ``config.yaml`` (a run whose plan has only accuracy
+            phases, or whose cases all vanished, loads as empty frames; validation then reports
+            the expected counts).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
     files = phase_files(run_dir)
-    if not files:
-        raise FileNotFoundError(f"{run_dir}: no *-runs.jsonl or *-failures.jsonl file")
+    if not files and not (run_dir / "config.yaml").is_file():
+        raise FileNotFoundError(f"{run_dir}: no *-runs.jsonl or *-failures.jsonl file and no config.yaml")
     errors: list[LineError] = []
     runs_items: list = []
     fail_items: list = []

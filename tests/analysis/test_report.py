@@ -127,6 +127,16 @@ def test_run_with_only_failures_still_reports(tmp_path):
 
 
 def test_empty_directory_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no \\*-runs.jsonl"):
+    with pytest.raises(FileNotFoundError, match="no config.yaml"):
         write_summary(tmp_path)
     assert main(["report", str(tmp_path)]) == 2
+
+
+def test_run_with_plan_but_no_case_files_is_invalid_not_a_crash(tmp_path, valid_run):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(valid_run / "config.yaml", run / "config.yaml")
+    table = write_summary(run)
+    assert table.startswith("validation: INVALID")
+    rep = read_json(run / "summary" / "validation.json", ValidationReport)
+    assert {i.code for i in rep.errors} == {"count_mismatch"}
