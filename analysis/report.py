@@ -325,6 +325,8 @@ def write_summary(run_dir: Path | str) -> str:
         "long_window": records(tables["long_window"]),
         "spaced_vs_adjacent": records(tables["spaced_vs_adjacent"]),
         "cross_stack": records(tables["cross_stack"]),
+        "token_digests": [{"phase": p, "label": lb, "repeat": rep, "status": st}
+                          for (p, lb, rep), st in sorted(token_digest_status(tables["data"]).items())],
         "models": tables["models"],
         "model_table": records(tables["model_table"]),
     }

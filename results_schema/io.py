@@ -135,17 +135,27 @@ def _non_finite_field(text: str | bytes) -> tuple[str, str] | None:
 def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<string>", line: int = 1) -> M:
     """Strictly parse and validate one JSON document into ``model_cls``.
 
-    Parsing uses pydantic-core's JSON parser with ``allow_inf_nan=False`` (strict
-    JSON: ``NaN``/``Infinity`` are syntax errors), which accepts exactly what
-    ``strict_json_loads`` accepts, at Rust speed.
+    Strict JSON: ``NaN``/``Infinity``/``-Infinity`` constants are rejected wherever they
+    appear, with the dotted path of the field that holds one. Fast path: a document
+    whose bytes contain neither ``NaN`` nor ``Infinity`` cannot hold such a constant
+    and is parsed and validated in one step by pydantic-core
+    (``model_validate_json``); any other document is parsed by pydantic-core's JSON
+    parser with ``allow_inf_nan=False`` first.
 
     Raises:
         RecordError: naming ``path:line`` and the offending field.
     """
+    raw = text.encode() if isinstance(text, str) else text
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        try:
+            return model_cls.model_validate_json(raw)
+        except ValidationError as exc:
+            field, msg = format_validation_error(exc)
+            raise RecordError(path, line, field, msg) from exc
     try:
-        obj = from_json(text, allow_inf_nan=False)
+        obj = from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        field = _non_finite_field(text)
+        field = _non_finite_field(raw)
         if field is not None:
             raise RecordError(path, line, field[0], f"non-finite JSON constant {field[1]} is not allowed") from exc
         raise RecordError(path, line, "", f"invalid strict JSON: {exc}") from exc

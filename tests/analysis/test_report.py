@@ -140,3 +140,10 @@ def test_run_with_plan_but_no_case_files_is_invalid_not_a_crash(tmp_path, valid_
     assert table.startswith("validation: INVALID")
     rep = read_json(run / "summary" / "validation.json", ValidationReport)
     assert {i.code for i in rep.errors} == {"count_mismatch"}
+
+
+def test_summary_lists_token_digest_status_per_case(reported):
+    run, _ = reported
+    doc = json.loads((run / "summary" / "comparison-summary.json").read_text())
+    assert len(doc["token_digests"]) == 27
+    assert {d["status"] for d in doc["token_digests"]} == {"identical"}
