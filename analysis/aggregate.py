@@ -42,12 +42,8 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _first(s: pd.Series):
-    return s.iloc[0]
-
-
 def aggregate(data: RunData) -> pd.DataFrame:
-    """One summary row per (phase, label), ordered by phase then plan order of first appearance.
+    """One summary row per (phase, label), in order of first appearance in the runs files (repeat 0 = plan order).
 
     Args:
         data: ``analysis.load.load_run`` output.

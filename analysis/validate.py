@@ -37,6 +37,7 @@ difference is significant (``analysis.compare``).
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -460,7 +461,9 @@ def _check_kv(data: RunData, col: _Collector) -> None:
         released[(r.phase, r.label)] = cr.evidence.released_bytes
     by_phase: dict[str, dict] = defaultdict(lambda: defaultdict(set))
     for (phase, label), vals in per_label.items():
-        value = sorted(vals, key=str)[len(vals) // 2]
+        toks = [t for t, _g in vals if t is not None]
+        gibs = [g for _t, g in vals if g is not None]
+        value = (statistics.median(toks) if toks else None, statistics.median(gibs) if gibs else None)
         by_phase[phase][value].add(label)
     for phase, groups in by_phase.items():
         for value, labels in groups.items():
