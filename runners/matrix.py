@@ -148,13 +148,29 @@ class Identity:
     """What the identity gate observed, reused for the manifest and later re-checks."""
 
     checks: list[Any]
-    model_dir: Path | None
-    model_sums: str | None
+    model_dir: Path
+    model_sums: str
     offload_tree: str
+    model_stat: tuple[tuple[str, int, int], ...]
 
 
-def gather_identity(cfg: Mapping[str, Any], *, when: str) -> Identity:
+def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """``(name, size, mtime_ns)`` of every file listed in ``SHA256SUMS`` (cheap re-check signature)."""
+    out = []
+    for line in (model_dir / "SHA256SUMS").read_text().splitlines():
+        name = line.split(maxsplit=1)[1]
+        st = (model_dir / name).stat()
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | None = None) -> Identity:
     """Check every declared pin of every runtime used, the model and the offload tree.
+
+    The first call (``previous=None``) verifies every model file against ``SHA256SUMS``
+    (full hash). Re-checks (before each phase, at the end) re-evaluate the pins and
+    require the observed values, the ``SHA256SUMS`` hash and the model files' size and
+    mtime to equal the first observation, without re-hashing the weights.
 
     Raises:
         RunnerError: (identity) naming the first mismatch.
@@ -165,11 +181,11 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str) -> Identity:
     offload_tree = tree_sha256(REPO_ROOT / "offload")
     checks = []
     try:
-        for i, rt in enumerate(runtimes_used(cfg)):
+        for rt in runtimes_used(cfg):
             checks += check_pins(rt.get("pins") or {}, model_dir=None, model_pin=None, model_revision=None,
                                  observed_revision=None, offload_pin=None, offload_actual=offload_tree)
         enforce(checks, when=when)
-        model_dir = resolve_model_dir(model)
+        model_dir = resolve_model_dir(model) if previous is None else previous.model_dir
         rev_file = model_dir / "REVISION"
         observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
         checks += check_pins({}, model_dir=model_dir, model_pin=model.get("sha256sums_sha256"),
@@ -178,7 +194,7 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str) -> Identity:
         enforce(checks, when=when)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
-    if model.get("source") != "tiny":
+    if previous is None and model.get("source") != "tiny":  # ensure_tiny_model already verified the tiny one
         from runners.tiny_model import verify_model_dir
 
         try:
@@ -186,13 +202,22 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str) -> Identity:
         except (OSError, ValueError) as exc:
             raise RunnerError(f"identity gate ({when}): model files do not match SHA256SUMS: {exc}",
                               EXIT_IDENTITY) from None
-    return Identity(checks=checks, model_dir=model_dir, model_sums=sha256_file(model_dir / "SHA256SUMS"),
-                    offload_tree=offload_tree)
-
-
-def _identity_fingerprint(identity: Identity, packages: Mapping[str, str | None], git_rev: str) -> dict[str, Any]:
-    return {"pins": [(c.kind, c.name, c.actual) for c in identity.checks], "model": identity.model_sums,
-            "offload": identity.offload_tree, "packages": dict(packages), "git": git_rev}
+    try:
+        ident = Identity(checks=checks, model_dir=model_dir, model_sums=sha256_file(model_dir / "SHA256SUMS"),
+                         offload_tree=offload_tree, model_stat=_model_stat(model_dir))
+    except OSError as exc:
+        raise RunnerError(f"identity gate ({when}): model files unreadable: {exc}", EXIT_IDENTITY) from None
+    if previous is not None:
+        diffs = [f"pin {c.kind} {c.name!r}: {p.actual!r} -> {c.actual!r}"
+                 for p, c in zip(previous.checks, ident.checks) if (p.kind, p.name, p.actual) != (c.kind, c.name, c.actual)]
+        if ident.offload_tree != previous.offload_tree:
+            diffs.append("offload/ tree changed")
+        if ident.model_sums != previous.model_sums or ident.model_stat != previous.model_stat:
+            diffs.append(f"model files in {model_dir} changed (SHA256SUMS / size / mtime)")
+        if diffs:
+            raise RunnerError(f"identity gate ({when}): changed since the run started: {'; '.join(diffs)}",
+                              EXIT_IDENTITY)
+    return ident
 
 
 # ----------------------------------------------------------------------------- health
@@ -574,7 +599,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             raise RunnerError("config: an accuracy phase needs runners.accuracy, which is not installed", EXIT_CONFIG)
 
     t_start = time.monotonic()
+    stages = {"identity": 0.0, "analysis": 0.0, "checksums": 0.0}
     identity = gather_identity(cfg, when="before the first case")
+    stages["identity"] += time.monotonic() - t_start
     from runners.devices import DeviceError, device_identity
     from runners.identity import build_manifest, case_code_sha256, git_identity
 
@@ -676,7 +703,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             phase_items = [sc for sc in todo if sc.case.phase == phase]
             if not phase_items:
                 continue
-            gather_identity(cfg, when=f"before phase {phase}")
+            if phase != phases[0] or resume:
+                t = time.monotonic()
+                gather_identity(cfg, when=f"before phase {phase}", previous=identity)
+                stages["identity"] += time.monotonic() - t
             health_gate(phase_items[0].case.runtime, run_dir / "health" / f"{phase}-{new_run_id()}.txt")
             specs = []
             for sc in phase_items:
@@ -702,14 +732,21 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     if interrupted:
         console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run_dir}`")
         return EXIT_INTERRUPTED
-    gather_identity(cfg, when="at the end")
+    t = time.monotonic()
+    gather_identity(cfg, when="at the end", previous=identity)
+    stages["identity"] += time.monotonic() - t
+    t = time.monotonic()
     if cfg.get("analyze", True) and not state.stopped:
         _analyze(run_dir, console)
+    stages["analysis"] += time.monotonic() - t
+    t = time.monotonic()
     write_sha256sums(run_dir)
+    stages["checksums"] += time.monotonic() - t
     wall = time.monotonic() - t_start
     console.print(f"done: {state.successes} ok, {state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
-                  f"{state.case_wall_s:.1f} s; {run_dir}")
+                  f"{state.case_wall_s:.1f} s (identity {stages['identity']:.1f} s, analysis "
+                  f"{stages['analysis']:.1f} s, checksums {stages['checksums']:.1f} s); {run_dir}")
     for line in state.unexpected:
         console.print(f"  [red]{line}[/]")
     if state.stopped:

@@ -70,7 +70,12 @@ def measure(results_root: Path, overrides: Sequence[str], *, run_id: str = "over
     case_sum = sum(w for _, w in cases)
     n = len(cases)
     overhead = wall - case_sum - cooldown
-    return {"run_dir": str(run_dir), "runner_exit": proc.returncode, "cases": n, "runner_wall_s": wall,
+    import re
+
+    done = [line for line in proc.stdout.splitlines() if line.startswith("done:")]
+    inner = re.search(r"runner wall ([\d.]+) s", done[-1]) if done else None
+    return {"run_dir": str(run_dir), "runner_exit": proc.returncode, "runner_summary": done[-1] if done else "",
+            "startup_s": (wall - float(inner.group(1))) if inner else None, "cases": n, "runner_wall_s": wall,
             "case_wall_sum_s": case_sum, "cooldown_s": cooldown, "overhead_s": overhead,
             "overhead_per_case_s": overhead / n if n else float("nan"), "per_case": cases}
 
@@ -89,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, w in m["per_case"]:  # type: ignore[union-attr]
         print(f"  case {name}: {w:.2f} s")
     print(f"cases: {m['cases']}")
+    print(f"runner says: {m['runner_summary']}")
+    if m["startup_s"] is not None:
+        print(f"interpreter + Hydra compose + planning (before the run clock starts): {m['startup_s']:.2f} s")
     print(f"runner wall: {m['runner_wall_s']:.2f} s; case processes: {m['case_wall_sum_s']:.2f} s; "
           f"cooldowns: {m['cooldown_s']:.2f} s")
     per = float(m["overhead_per_case_s"])  # type: ignore[arg-type]
