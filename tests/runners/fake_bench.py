@@ -13,6 +13,7 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 * ``nooffload``: evidence with no wrapped module.
 * ``mismatch``: evidence sidecar differs from the logged evidence line.
 * ``empty``: the second measured round generates no token.
+* ``tamper``: append a line to the file named by ``FAKE_TAMPER_PATH`` (identity re-check tests), then succeed.
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
 """
@@ -52,6 +53,9 @@ def main() -> int:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
         record_path.with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}\n")
         time.sleep(1000)
+    if mode == "tamper":
+        with open(os.environ["FAKE_TAMPER_PATH"], "a") as fh:
+            fh.write("tampered\n")
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "crash":

@@ -110,6 +110,20 @@ def test_tampered_pinned_file_stops_the_run_before_any_case(tmp_path: Path) -> N
     assert not (tmp_path / "results").exists()
 
 
+def test_pinned_file_changed_during_a_phase_stops_before_the_next_phase(tmp_path: Path) -> None:
+    pinned = tmp_path / "driver-version.info"
+    pinned.write_text("driver 1\n")
+    overrides = fake_overrides(tmp_path / "results", ONE_POINT, _behave(baseline="tamper"),
+                               f"+runtime.env.FAKE_TAMPER_PATH={pinned}")
+    cfg = compose_cfg(*overrides)
+    cfg["runtime"]["pins"]["files"] = {str(pinned): sha256_file(pinned)}
+    cfg["phases"]["second"] = dict(cfg["phases"]["same_runtime"], order=99)
+    assert run_matrix(cfg, overrides) == EXIT_IDENTITY
+    run_dir = tmp_path / "results" / "default" / "t"
+    assert len(read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)) == 2  # completed evidence kept
+    assert not (run_dir / "second-runs.jsonl").exists() and not (run_dir / "logs" / "second").exists()
+
+
 def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT)
     assert code == 0
