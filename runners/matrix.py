@@ -679,9 +679,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         repro = run_dir / "reproduction"
         write_text_atomic(repro / "config.yaml", _yaml(cfg))
         write_text_atomic(repro / "overrides.yaml", _yaml(list(overrides)))
-        write_text_atomic(repro / "run.sh", "#!/bin/sh\n# Re-run this experiment into a new run directory.\n"
-                          "cd \"$(dirname \"$0\")\"/../../../.. 2>/dev/null || true\n"
-                          f"exec python -m runners.matrix {' '.join(_shell_quote(o) for o in overrides if not o.startswith('run_id='))}\n")
+        keep = [_shell_quote(o) for o in overrides if not o.startswith(("run_id=", "resume="))]
+        write_text_atomic(repro / "run.sh", (
+            "#!/bin/sh\n# Re-run this experiment into a new run directory, from the repository at git revision\n"
+            f"# {git.revision}{' (dirty)' if git.dirty else ''}; config.yaml here is the resolved config it must give.\n"
+            f"cd {_shell_quote(str(REPO_ROOT))} && exec python -m runners.matrix {' '.join(keep)}\n"))
         done = set()
         console.print(f"run directory: {run_dir}")
 
