@@ -16,7 +16,6 @@ and wait. Not modelled: multiple devices per process (vLLM uses one device per w
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -40,10 +39,9 @@ class DeviceBackend:
         """The compute stream the caller is running on."""
         return None
 
-    @contextlib.contextmanager
-    def stream(self, stream: Any) -> Iterator[None]:
+    def stream(self, stream: Any) -> contextlib.AbstractContextManager[None]:
         """Context in which kernels/copies are issued on ``stream``."""
-        yield
+        return contextlib.nullcontext()
 
     def record(self, event: Any, stream: Any) -> None:
         """Record ``event`` on ``stream``."""

@@ -473,6 +473,8 @@ class CurrentPrefetchOffloader(_Base):
         if self._slot_owner[w.slot] != layer_idx:  # slot holds another module: load now
             self.fallback_loads += 1
             self._start_prefetch(layer_idx)
+        if not b.asynchronous:  # synchronous backend (CPU): the copy has completed
+            return
         cur = b.current_stream()
         if b.is_capturing():
             if not w.in_capture:
@@ -489,6 +491,12 @@ class CurrentPrefetchOffloader(_Base):
         w = self.wrapped[layer_idx]
         b = self.backend
         assert b is not None
+        if not b.asynchronous:  # synchronous backend (CPU): no streams, no events
+            for dst, src in w.runs:
+                dst.copy_(src)
+            self._slot_owner[w.slot] = layer_idx
+            self.copies_issued += 1
+            return
         capturing = b.is_capturing()
         w.in_capture = capturing
         cur = b.current_stream()
