@@ -17,13 +17,27 @@ from offload.selection import select_offload_layers
 from .conftest import FIXTURES, model_dir_for
 
 REAL = FIXTURES / "real_tiny_run"
+SMOKE = FIXTURES / "real_smoke_run"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="no real run fixture")
 
 
-def test_real_run_is_valid(request):
-    rep = validate_run(REAL, model_dir=model_dir_for(REAL, request))
+@pytest.mark.parametrize("run", [REAL, SMOKE], ids=lambda p: p.name)
+def test_real_runs_are_valid(run, request):
+    rep = validate_run(run, model_dir=model_dir_for(run, request))
     assert rep.valid, [i.message for i in rep.errors]
     assert not [i for i in rep.warnings if i.code == "layer_bytes_unverified"]
+    assert {c.name for c in rep.checks if not c.passed} == set()
+
+
+def test_real_smoke_run_counts_the_expected_failure_and_sync_class(request):
+    rep = validate_run(SMOKE, model_dir=model_dir_for(SMOKE, request))
+    counts = {(c.label): (c.expected, c.runs, c.failures) for c in rep.counts}
+    assert counts["invalid_g2_n3"] == (1, 0, 1)
+    assert counts["sync_g4_n1"] == (1, 1, 0)
+    data = load_run(SMOKE)
+    classes = dict(zip(data.runs["label"], data.runs["ev_offloader_class"], strict=True))
+    assert classes["sync_g4_n1"].endswith("SyncOffloader")
+    assert classes["baseline"] == "vllm.model_executor.offloader.base.NoopOffloader"
 
 
 def test_real_run_evidence_follows_the_rule_and_config_bytes(request):
@@ -38,8 +52,9 @@ def test_real_run_evidence_follows_the_rule_and_config_bytes(request):
     assert set(s["label"]) == {"baseline", "current_g8_n1", "current_g4_n1", "current_g4_n2", "current_g2_n1"}
 
 
-def test_runner_written_summary_verifies_exactly():
-    res = verify(REAL)
+@pytest.mark.parametrize("run", [REAL, SMOKE], ids=lambda p: p.name)
+def test_runner_written_summary_verifies_exactly(run):
+    res = verify(run)
     assert res.ok, res.mismatches
     assert res.max_abs_diff_printed == 0.0
 
