@@ -30,3 +30,26 @@ def test_knee_is_the_point_farthest_from_the_chord():
 
 def test_no_knee_with_fewer_than_three_front_points():
     assert knee_index([0, 1], [2, 1], [True, True]) is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+points = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(points)
+def test_front_is_exactly_the_non_dominated_set(pts):
+    cap = [float(c) for c, _ in pts]
+    thr = [float(t) for _, t in pts]
+    mask = pareto_mask(cap, thr)
+
+    def dominates(i, j):
+        return cap[i] >= cap[j] and thr[i] >= thr[j] and (cap[i] > cap[j] or thr[i] > thr[j])
+
+    for j in range(len(pts)):
+        assert mask[j] == (not any(dominates(i, j) for i in range(len(pts)) if i != j))
+    assert any(mask)
+    k = knee_index(cap, thr, mask)
+    assert k is None or mask[k]

@@ -122,3 +122,16 @@ def test_kv_capacity_missing_is_null_not_zero():
 def test_json_schema_export_works(cls: type[BaseModel]):
     schema = cls.model_json_schema()
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_case_runs_round_trip(seed):
+    rng = random.Random(seed)
+    g = rng.randint(1, 8)
+    n = rng.randint(1, g)
+    case = SynthCase(label=f"current_g{g}_n{n}", implementation="current", group_size=g, num_in_group=n,
+                     prefetch_step=rng.randint(1, 3), mean_tok_s=rng.uniform(1, 1e4), sd_tok_s=rng.uniform(0, 50),
+                     kv_cache_tokens=rng.choice([None, rng.randint(0, 10**7)]))
+    cr = make_case_run("p", case, rng.randint(0, 5), rng, measured_rounds=rng.randint(1, 10))
+    text = dumps_model(cr)
+    assert models.CaseRun.model_validate(strict_json_loads(text)) == cr
