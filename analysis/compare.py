@@ -217,3 +217,42 @@ def native_vs_same_runtime(summary: pd.DataFrame, *, native_phase: str = "native
                 "retention_difference": rn["retention"] - rs["retention"],
             })
     return pd.DataFrame(rows, columns=CROSS_COLUMNS)
+
+
+CONFIRM_COLUMNS = ["long_phase", "short_phase", "label", "implementation", "group_size", "num_in_group",
+                   "long_rounds_per_process", "long_median_tok_s", "short_median_tok_s", "long_retention",
+                   "short_retention", "retention_difference", "confirms_direction"]
+
+CONFIRMATION_PHASES = (("long_window", "same_runtime"), ("confirmation", "parameter_optimization"))
+"""(long-window phase, phase it confirms) pairs of the seed's designs."""
+
+
+def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.DataFrame:
+    """Each label of a long-window / confirmation phase next to the same label in the phase it confirms.
+
+    Retention is vs each phase's own baseline (phases ran at different times, so raw tok/s are not
+    compared across them); ``confirms_direction`` is True when both retentions are on the same side
+    of 1.0 (or both equal to it).
+    """
+    rows = []
+    phases = set(summary["phase"])
+    for long_phase, short_phase in pairs:
+        if long_phase not in phases or short_phase not in phases:
+            continue
+        lp = summary[summary["phase"] == long_phase]
+        sp = summary[summary["phase"] == short_phase].set_index("label")
+        for _, r in lp.iterrows():
+            if r["label"] not in sp.index:
+                continue
+            s = sp.loc[r["label"]]
+            lr, sr = float(r["retention"]), float(s["retention"])
+            rows.append({
+                "long_phase": long_phase, "short_phase": short_phase, "label": r["label"],
+                "implementation": r["implementation"], "group_size": r["group_size"],
+                "num_in_group": r["num_in_group"],
+                "long_rounds_per_process": float(r["rounds"]) / float(r["processes"]),
+                "long_median_tok_s": r["throughput_median_tok_s"], "short_median_tok_s": s["throughput_median_tok_s"],
+                "long_retention": lr, "short_retention": sr, "retention_difference": lr - sr,
+                "confirms_direction": (lr > 1) == (sr > 1) and (lr < 1) == (sr < 1),
+            })
+    return pd.DataFrame(rows, columns=CONFIRM_COLUMNS)

@@ -35,6 +35,7 @@ import pandas as pd  # noqa: E402
 from analysis.aggregate import aggregate  # noqa: E402
 from analysis.compare import (  # noqa: E402
     compare_implementations,
+    confirmation_table,
     long_window_table,
     native_vs_same_runtime,
     spaced_vs_adjacent,
@@ -141,6 +142,7 @@ def build(run_dir: Path | str) -> dict:
     lw = long_window_table(data, summary)
     sva = spaced_vs_adjacent(data, summary)
     cross = native_vs_same_runtime(summary)
+    confirm = confirmation_table(summary)
     models, mtables = {}, []
     for phase in summary["phase"].unique():
         m = fit_model(summary, data.runs, phase)
@@ -152,7 +154,7 @@ def build(run_dir: Path | str) -> dict:
             mtables.append(model_table(summary, m, phase))
     mt = pd.concat(mtables, ignore_index=True) if mtables else pd.DataFrame()
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
-            "spaced_vs_adjacent": sva, "cross_stack": cross, "models": models, "model_table": mt}
+            "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt}
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -270,6 +272,14 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Long-window confirmation", "",
                   markdown_table(lw, COMPARISON_COLUMNS + [("short_verdict", "same-runtime verdict"),
                                                            ("confirms", "confirms")]), ""]
+    conf = tables["confirmation"]
+    if not conf.empty:
+        parts += ["## Long-window / confirmation retention (each phase vs its own baseline)", "",
+                  markdown_table(conf, [("long_phase", "long phase"), ("short_phase", "confirms"), ("label", "label"),
+                                        ("long_rounds_per_process", "rounds/proc"),
+                                        ("long_retention", "long retention"), ("short_retention", "short retention"),
+                                        ("retention_difference", "difference"),
+                                        ("confirms_direction", "same direction")], {}), ""]
     sva = tables["spaced_vs_adjacent"]
     if not sva.empty:
         parts += ["## Same layer count: adjacent vs spaced", "", markdown_table(sva, [
@@ -325,6 +335,7 @@ def write_summary(run_dir: Path | str) -> str:
         "long_window": records(tables["long_window"]),
         "spaced_vs_adjacent": records(tables["spaced_vs_adjacent"]),
         "cross_stack": records(tables["cross_stack"]),
+        "confirmation": records(tables["confirmation"]),
         "token_digests": [{"phase": p, "label": lb, "repeat": rep, "status": st}
                           for (p, lb, rep), st in sorted(token_digest_status(tables["data"]).items())],
         "models": tables["models"],

@@ -83,6 +83,10 @@ def test_long_window_and_cross_stack_tables(tmp_path):
     assert set(cross["comparison"]) == {"cross-stack"}
     assert set(cross["native_label"]) == {"baseline", "current_g8_n1", "current_g4_n1"}
     assert (cross["native_runtime"] == "ascend_native_v018").all()
+    from analysis.compare import confirmation_table
     from analysis.validate import validate_run
 
+    conf = confirmation_table(s)
+    assert set(conf["label"]) == {"baseline", "current_g8_n1", "official_g8_n1", "current_g4_n1", "official_g4_n1"}
+    assert (conf["long_rounds_per_process"] == 10).all() and conf["confirms_direction"].all()
     assert validate_run(run).valid
