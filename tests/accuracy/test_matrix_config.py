@@ -1,0 +1,24 @@
+"""conf/matrix/accuracy.yaml composes under the project schema: baseline + current (4,1), (2,1) x gsm8k, gpqa."""
+
+from __future__ import annotations
+
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+
+def test_accuracy_matrix_plans_baseline_and_two_offload_points_per_task() -> None:
+    from conf.schema import register_configs
+    from runners.plan import plan
+
+    register_configs()
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose("config", overrides=["~matrix@phases.same_runtime", "+matrix@phases.accuracy=accuracy"])
+    items = plan(OmegaConf.to_container(cfg, resolve=True))
+    tasks: dict[tuple[str, int, int], list[str]] = {}
+    for sc in items:  # one process per case (all tasks) or per (case, task): both are fresh processes
+        tasks.setdefault((sc.case.implementation, sc.case.group_size, sc.case.num_in_group), []).extend(
+            sc.case.accuracy_tasks)
+    assert {k: sorted(v) for k, v in tasks.items()} == {
+        ("baseline", 0, 0): ["gpqa", "gsm8k"], ("current", 4, 1): ["gpqa", "gsm8k"], ("current", 2, 1): ["gpqa", "gsm8k"]}
+    assert {sc.case.kind for sc in items} == {"accuracy"}
+    assert {sc.case.repeats for sc in items} == {1}
