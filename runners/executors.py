@@ -59,6 +59,7 @@ class LocalExecutor:
     def __init__(self, sleep: Callable[[float], None] = time.sleep) -> None:
         self._sleep = sleep
         self.cooldown_total_s = 0.0
+        self.launch_overhead_s = 0.0  # spawn + reap time outside the case's own wall time
 
     def execute(self, items: Sequence[tuple[ScheduledCase, LaunchSpec]], on_done: OnDone,
                 on_start: Callable[[ScheduledCase], None] | None = None) -> None:
@@ -71,7 +72,10 @@ class LocalExecutor:
             first = False
             if on_start is not None:
                 on_start(sc)
-            if not on_done(sc, spec, _launch(spec)):
+            t = time.monotonic()
+            outcome = _launch(spec)
+            self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
+            if not on_done(sc, spec, outcome):
                 return
 
     def close(self) -> None:
@@ -107,6 +111,7 @@ class RayExecutor:
         self.num_cpus_per_case = num_cpus_per_case
         self._remote = ray.remote(_ray_case)
         self.cooldown_total_s = 0.0
+        self.launch_overhead_s = 0.0
 
     def _options(self, accelerator: str | None) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": self.num_cpus_per_case, "max_retries": 0}

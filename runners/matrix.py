@@ -445,6 +445,7 @@ class RunState:
     successes: int = 0
     stopped: bool = False
     case_wall_s: float = 0.0
+    finalize_s: float = 0.0
 
 
 def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
@@ -483,6 +484,14 @@ def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
 
 
 def _on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+    t0 = time.monotonic()
+    try:
+        return _on_done_impl(state, sc, spec, outcome)
+    finally:
+        state.finalize_s += time.monotonic() - t0
+
+
+def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
     from results_schema.io import append_jsonl
     from runners.finalize import finalize
 
@@ -731,6 +740,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         progress.close()
         if executor is not None:
             executor.close()
+            stages["launch"] = executor.launch_overhead_s
+            stages["cooldown"] = executor.cooldown_total_s
     if interrupted:
         console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run_dir}`")
         return EXIT_INTERRUPTED
@@ -747,8 +758,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     wall = time.monotonic() - t_start
     console.print(f"done: {state.successes} ok, {state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
-                  f"{state.case_wall_s:.1f} s (identity {stages['identity']:.1f} s, analysis "
-                  f"{stages['analysis']:.1f} s, checksums {stages['checksums']:.1f} s); {run_dir}")
+                  f"{state.case_wall_s:.1f} s (identity {stages['identity']:.1f} s, spawn+reap "
+                  f"{stages.get('launch', 0.0):.1f} s, finalize {state.finalize_s:.1f} s, cooldown "
+                  f"{stages.get('cooldown', 0.0):.1f} s, analysis {stages['analysis']:.1f} s, checksums "
+                  f"{stages['checksums']:.1f} s); {run_dir}")
     for line in state.unexpected:
         console.print(f"  [red]{line}[/]")
     if state.stopped:
