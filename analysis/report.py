@@ -145,13 +145,21 @@ def build(run_dir: Path | str) -> dict:
     confirm = confirmation_table(summary)
     models, mtables = {}, []
     for phase in summary["phase"].unique():
-        m = fit_model(summary, data.runs, phase)
-        models[phase] = None if m is None else {
-            "mode": m.mode, "baseline_tok_s": m.baseline_tok_s, "num_prompts": m.num_prompts,
-            "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer, "bandwidth_bytes_s": m.bandwidth_bytes_s,
-            "bandwidth": "fitted"}
-        if m is not None:
-            mtables.append(model_table(summary, m, phase))
+        ph = summary[summary["phase"] == phase]
+        for impl in ph["implementation"].unique():
+            if impl == "baseline":
+                continue
+            m = fit_model(summary, data.runs, phase, implementation=impl)
+            key = f"{phase}/{impl}"
+            models[key] = None if m is None else {
+                "phase": phase, "implementation": impl, "mode": m.mode, "baseline_tok_s": m.baseline_tok_s,
+                "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
+                "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": "fitted"}
+            if m is not None:
+                t = model_table(summary, m, phase)
+                t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]
+                t.insert(1, "implementation", impl)
+                mtables.append(t)
     mt = pd.concat(mtables, ignore_index=True) if mtables else pd.DataFrame()
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt}
@@ -279,7 +287,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
                                         ("long_rounds_per_process", "rounds/proc"),
                                         ("long_retention", "long retention"), ("short_retention", "short retention"),
                                         ("retention_difference", "difference"),
-                                        ("confirms_direction", "same direction")], {}), ""]
+                                        ("confirms_direction", "same direction")],
+                                  {"long_retention": 4, "short_retention": 4, "retention_difference": 4,
+                                   "long_rounds_per_process": 1}), ""]
     sva = tables["spaced_vs_adjacent"]
     if not sva.empty:
         parts += ["## Same layer count: adjacent vs spaced", "", markdown_table(sva, [
@@ -294,16 +304,18 @@ def render_markdown(tables: dict) -> tuple[str, str]:
                                          ("group_size", "G"), ("num_in_group", "N"), ("native_label", "native"),
                                          ("native_retention", "native retention"),
                                          ("same_runtime_retention", "same-runtime retention"),
-                                         ("retention_difference", "difference")], {}), ""]
+                                         ("retention_difference", "difference")],
+                                  {"native_retention": 4, "same_runtime_retention": 4, "retention_difference": 4}), ""]
     mt = tables["model_table"]
     if not mt.empty:
         parts += ["## Transfer-bound model (predicted vs measured)", ""]
-        for phase, m in tables["models"].items():
+        for key, m in tables["models"].items():
             if m:
-                parts.append(f"- {phase}: {m['mode']}, {m['bytes_per_layer']:,.0f} bytes/layer, bandwidth "
-                             f"{m['bandwidth_bytes_s'] / 1e9:.3f} GB/s (fitted)")
-        parts += ["", markdown_table(mt, [("phase", "phase"), ("label", "label"), ("measured_tok_s", "measured"),
-                                          ("predicted_tok_s", "predicted"), ("error_pct", "error %")]), ""]
+                parts.append(f"- {key}: {m['mode']}, {m['bytes_per_layer']:,.0f} bytes/layer, bandwidth "
+                             f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s (fitted), baseline {m['baseline_tok_s']:.2f} tok/s")
+        parts += ["", markdown_table(mt, [("phase", "phase"), ("implementation", "implementation"), ("label", "label"),
+                                          ("measured_tok_s", "measured"), ("predicted_tok_s", "predicted"),
+                                          ("error_pct", "error %")]), ""]
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"
 
 
