@@ -13,7 +13,9 @@ baseline and at least one offload case, and:
   SHA-256 equals the manifest's, and the file on disk (when present) still hashes
   to it.
 * protocol / sampling / engine / model -- identical to the baseline field by
-  field (the failing field is named), sampling greedy (temperature 0).
+  field (the failing field is named); sampling equal to qwen-chat-v1 itself
+  (temperature 0, seed 0, 512 / 8 max tokens, GPQA shuffle seed 0), so cases
+  cannot drift together with their baseline.
 * examples -- the examples file exists, hashes to the recorded SHA-256, holds
   rows 0..n-1 (a missing row is named), and its counts match the result.
 * identity -- the examples file SHA-256 equals the baseline's (first differing
@@ -56,6 +58,11 @@ from results_schema.io import RecordError, iter_jsonl, read_json, write_json
 GOLD_BALANCE_MIN, GOLD_BALANCE_MAX = 0.15, 0.35
 """Allowed share of each gold letter over the GPQA set (ARCHITECTURE cases: 15%-35%)."""
 GOLD_BALANCE_MIN_N = 100
+QWEN_CHAT_V1_SAMPLING: dict[str, dict[str, float | int]] = {
+    "gsm8k": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "max_tokens": 512},
+    "gpqa": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "max_tokens": 8},
+}
+"""Sampling of protocol qwen-chat-v1 (issue 6; mirrors ``runners.accuracy.protocol``, checked by a test)."""
 REPORT_JSON = "accuracy-verification.json"
 REPORT_MD = "accuracy-verification.md"
 
@@ -273,6 +280,23 @@ def _check_gold_balance(checks: _Checks, task: str, rows: list[AccuracyExample],
                                          f": each must be within {GOLD_BALANCE_MIN:.0%}-{GOLD_BALANCE_MAX:.0%}"))
 
 
+def _check_protocol_values(checks: _Checks, result: AccuracyResult) -> None:
+    """The sampling values qwen-chat-v1 prescribes (so a baseline cannot drift together with its cases)."""
+    sp = result.protocol.sampling
+    bad = []
+    if sp.temperature != 0.0:
+        bad.append(f"sampling.temperature={sp.temperature} is not greedy (protocol requires 0)")
+    for name, want in QWEN_CHAT_V1_SAMPLING[result.task].items():
+        if name != "temperature" and getattr(sp, name) != want:
+            bad.append(f"sampling.{name}={getattr(sp, name)} is not {result.protocol.name} ({want})")
+    want_shuffle = 0 if result.task == "gpqa" else None
+    if result.protocol.shuffle_seed != want_shuffle:
+        bad.append(f"shuffle_seed={result.protocol.shuffle_seed} is not {result.protocol.name} ({want_shuffle})")
+    if bad:
+        checks.add("sampling", result.task, result.label, False,
+                   f"case {result.label} ({result.task}) " + "; ".join(bad))
+
+
 def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | str | None = None) -> AccuracyVerification:
     """Verify an accuracy run directory.
 
@@ -325,10 +349,7 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         for result, path in [bases[0]] + others:
             _check_counts(checks, result, limit)
             _check_dataset(checks, result, base, manifest_override)
-            if result.protocol.sampling.temperature != 0.0:
-                checks.add("sampling", task, result.label, False,
-                           f"case {result.label} ({task}) sampling.temperature={result.protocol.sampling.temperature}"
-                           f" is not greedy (protocol requires 0)")
+            _check_protocol_values(checks, result)
             if result is not base:
                 _check_same(checks, "protocol", result, base,
                             base.protocol.model_copy(update={"sampling": None}),

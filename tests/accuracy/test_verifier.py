@@ -338,3 +338,21 @@ def test_repeats_of_a_case_must_be_identical(tmp_path: Path, tiny_model_dir: Pat
     assert checks[("repeats", "baseline")].status == "pass"
     assert checks[("repeats", "current-4-1")].status == "fail"
     assert "2 different examples hashes" in checks[("repeats", "current-4-1")].message
+
+
+def test_verifier_protocol_constants_match_the_runner() -> None:
+    from analysis.accuracy import QWEN_CHAT_V1_SAMPLING
+    from runners.accuracy.protocol import protocol_spec
+
+    for task, want in QWEN_CHAT_V1_SAMPLING.items():
+        assert protocol_spec(task).sampling.model_dump() == want
+
+
+def test_every_case_drifting_together_still_fails_on_protocol_values(run: Path) -> None:
+    for path in sorted((run / "cases").glob("*.gsm8k.result.json")):
+        proto = read_json(path, AccuracyResult).protocol.model_dump(mode="json")
+        proto["sampling"]["max_tokens"] = 64
+        _rewrite_result(path, protocol=proto)
+    msgs = _fails(verify(run, limit=50))
+    assert any(m.startswith("sampling: case baseline (gsm8k) sampling.max_tokens=64 is not qwen-chat-v1 (512)")
+               for m in msgs), msgs
