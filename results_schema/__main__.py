@@ -1,7 +1,10 @@
-"""``python -m results_schema``; see ``results_schema.cli``."""
+"""``python -m results_schema``; see ``results_schema.cli`` (also the ``[project.scripts]`` entry point ``main``)."""
 
 import sys
 
 from results_schema.cli import main
 
-sys.exit(main())
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    sys.exit(main())
