@@ -225,7 +225,8 @@ def plot_retention(summary: pd.DataFrame, ax=None):
         y = sub["retention"].astype(float)
         lo = y - sub["throughput_min_tok_s"].astype(float) / base
         hi = sub["throughput_max_tok_s"].astype(float) / base - y
-        ax.errorbar(sub["num_selected_layers"], y, yerr=[lo, hi], fmt="o", capsize=3, label=f"{phase}: {impl}")
+        ax.errorbar(sub["num_selected_layers"], y, yerr=[lo, hi], fmt="o-" if impl != "baseline" else "o",
+                    capsize=3, label=f"{phase}: {impl}")
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xlabel("offloaded layers (evidence)")
     ax.set_ylabel("throughput retention vs phase baseline")
