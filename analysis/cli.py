@@ -56,6 +56,9 @@ def _run(args) -> int:
         from analysis.validate import validate_run
 
         rep = validate_run(args.run_dir, model_dir=args.model_dir)
+        for c in rep.counts:
+            exp = "?" if c.expected is None else c.expected
+            print(f"count {c.phase}/{c.label}: expected {exp}, runs {c.runs}, failures {c.failures}")
         for c in rep.checks:
             print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.errors} error(s), {c.warnings} warning(s)")
         for i in rep.issues:
