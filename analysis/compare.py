@@ -14,7 +14,9 @@ called a speed-up. Fewer than two processes on either side gives
 With three processes per side (the seed's designs) the percentile interval of
 a median difference spans from the smallest to the largest pairwise
 difference, so ``faster`` then means every process of A beat every process of
-B; the pooled-round interval is reported beside it as a second opinion.
+B; the pooled-round interval is reported beside it as a second opinion (it
+treats rounds as independent although rounds of one process share its load
+and placement, so it is narrower than the truth and never decides the verdict).
 "Paired" means paired by (G, N, prefetch_step, offload_params) within a phase;
 processes are resampled independently on each side.
 
