@@ -121,3 +121,12 @@ def test_evidence_device_must_match_the_plan_runtime(tmp_path, valid_run):
     make_fixtures.rewrite_case(run, ("same_runtime", "current_g4_n1", 0), evidence={"device": "cuda"})
     rep = validate_run(run)
     assert "runtime_mismatch" in {i.code for i in rep.errors}
+
+
+def test_record_in_the_wrong_phase_file_is_invalid(tmp_path, valid_run):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    (run / "same_runtime-runs.jsonl").rename(run / "other-runs.jsonl")
+    rep = validate_run(run)
+    msgs = [i.message for i in rep.errors if i.code == "invalid_record"]
+    assert msgs and "does not match file name phase 'other'" in msgs[0]

@@ -135,3 +135,8 @@ def test_random_case_runs_round_trip(seed):
     cr = make_case_run("p", case, rng.randint(0, 5), rng, measured_rounds=rng.randint(1, 10))
     text = dumps_model(cr)
     assert models.CaseRun.model_validate(strict_json_loads(text)) == cr
+
+
+@pytest.mark.parametrize("cls", ALL_MODELS, ids=lambda c: c.__name__)
+def test_every_model_rejects_non_finite_floats_by_config(cls):
+    assert cls.model_config["allow_inf_nan"] is False
