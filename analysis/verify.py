@@ -12,7 +12,8 @@ absolute difference is reported both raw and at printed precision, and the
 latter must be 0.
 
 The current-vs-official rows' medians, delta and delta percent are
-recomputed too (at 2 decimals). What is deliberately not modelled: the
+recomputed too (at 2 decimals), and so is every Pareto flag (strict dominance per
+phase and implementation, baseline included). What is deliberately not modelled: the
 bootstrap intervals (resampling is the aggregation code's own computation;
 their inputs are the per-process values checked here) and the plots.
 """
@@ -180,6 +181,29 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
                                       f"(differ at {d} decimals)")
     for key in sorted(set(ref) - seen):
         res.mismatches.append(f"{key[0]}/{key[1]}: in the raw runs but missing from the summary")
+    # Pareto flags: per phase and implementation, with the phase baseline as the zero point.
+    impl_of = {(row["phase"], row["label"]): row.get("implementation") for row in summary_rows}
+    want_front: dict[tuple[str, str], bool] = {}
+    for phase in {p for p, _ in ref}:
+        labels = [lb for (p, lb) in ref if p == phase]
+        base = [lb for lb in labels if impl_of.get((phase, lb)) == "baseline"]
+        for impl in {impl_of.get((phase, lb)) for lb in labels} - {"baseline", None}:
+            group = base + [lb for lb in labels if impl_of.get((phase, lb)) == impl]
+            for lb in group:
+                c, t = ref[(phase, lb)]["released_bytes"], ref[(phase, lb)]["throughput_median_tok_s"]
+                dominated = any(ref[(phase, o)]["released_bytes"] >= c and ref[(phase, o)]["throughput_median_tok_s"] >= t
+                                and (ref[(phase, o)]["released_bytes"] > c or ref[(phase, o)]["throughput_median_tok_s"] > t)
+                                for o in group if o != lb)
+                want_front[(phase, lb)] = want_front.get((phase, lb), False) or not dominated
+        if not [lb for lb in labels if impl_of.get((phase, lb)) != "baseline"]:
+            for lb in base:
+                want_front[(phase, lb)] = True
+    for row in summary_rows:
+        key = (row["phase"], row["label"])
+        if key in want_front and "pareto" in row:
+            res.compared += 1
+            if bool(row["pareto"]) != want_front[key]:
+                res.mismatches.append(f"{key[0]}/{key[1]} pareto: summary {row['pareto']}, recomputed {want_front[key]}")
     for row in comparison_rows or ():
         a = ref.get((row["phase"], row["a_label"]))
         b = ref.get((row["phase"], row["b_label"]))

@@ -147,3 +147,16 @@ def test_summary_lists_token_digest_status_per_case(reported):
     doc = json.loads((run / "summary" / "comparison-summary.json").read_text())
     assert len(doc["token_digests"]) == 27
     assert {d["status"] for d in doc["token_digests"]} == {"identical"}
+
+
+def test_verify_recomputes_pareto_flags(tmp_path, reported):
+    run, _ = reported
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    p = copy / "summary" / "comparison-summary.json"
+    doc = json.loads(p.read_text())
+    row = next(r for r in doc["rows"] if r["label"] == "current_g4_n1")
+    row["pareto"] = not row["pareto"]
+    p.write_text(json.dumps(doc))
+    res = verify(copy)
+    assert [m for m in res.mismatches if "current_g4_n1 pareto" in m]
