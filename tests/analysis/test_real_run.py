@@ -70,3 +70,19 @@ def test_summary_regenerates_identically(tmp_path):
     committed = json.loads((REAL / "summary" / "comparison-summary.json").read_text())
     assert fresh["rows"] == committed["rows"]
     assert fresh["valid"] is committed["valid"] is True
+
+
+def test_moved_model_path_falls_back_to_the_rebuilt_tiny_model(tmp_path, request):
+    from .conftest import make_fixtures
+
+    run = tmp_path / "run"
+    shutil.copytree(REAL, run, ignore=shutil.ignore_patterns("summary", "SHA256SUMS"))
+    for _, r in load_run(run).runs.iterrows():
+        make_fixtures.rewrite_case(run, (r["phase"], r["label"], r["repeat"]),
+                                   record={"model": "/nonexistent/tiny-qwen2-l8-h128-s0"})
+    unverified = validate_run(run)
+    assert unverified.valid and "layer_bytes_unverified" in {i.code for i in unverified.warnings}
+    mdir = model_dir_for(run, request)
+    assert mdir is not None and (mdir / "model.safetensors").is_file()
+    rep = validate_run(run, model_dir=mdir)
+    assert rep.valid and "layer_bytes_unverified" not in {i.code for i in rep.warnings}
