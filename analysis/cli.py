@@ -22,6 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("report", help="write summary/ and print the table")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--model-dir", type=Path, default=None, help="model directory for layer-byte checks")
     p = sub.add_parser("validate", help="print the validation report")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--model-dir", type=Path, default=None,
@@ -48,7 +49,7 @@ def _run(args) -> int:
     if args.command == "report":
         from analysis.report import write_summary
 
-        text = write_summary(args.run_dir)
+        text = write_summary(args.run_dir, model_dir=args.model_dir)
         print(text)
         print(f"wrote {args.run_dir / 'summary'}")
         return 0 if text.startswith("validation: VALID") else 1

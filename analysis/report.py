@@ -125,8 +125,12 @@ def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
     return out
 
 
-def build(run_dir: Path | str) -> dict:
+def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
     """Compute every table of the report (no files written).
+
+    Args:
+        run_dir: the run directory.
+        model_dir: model directory for the layer-byte checks (see ``analysis.validate.validate_run``).
 
     Returns:
         dict with frames ``summary``, ``comparison``, ``long_window``, ``spaced_vs_adjacent``,
@@ -135,7 +139,7 @@ def build(run_dir: Path | str) -> dict:
     """
     run_dir = Path(run_dir)
     data = load_run(run_dir)
-    report = validate_run(run_dir, data)
+    report = validate_run(run_dir, data, model_dir=model_dir)
     summary = aggregate(data)
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
     comparison = compare_implementations(data, summary)
@@ -320,11 +324,13 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"
 
 
-def write_summary(run_dir: Path | str) -> str:
+def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None) -> str:
     """Write ``summary/`` for a run directory and return the per-label Markdown table.
 
     Args:
         run_dir: a run directory with ``<phase>-runs.jsonl`` / ``<phase>-failures.jsonl``.
+        model_dir: model directory for the layer-byte checks; default ``<run_dir>/model`` or the
+            records' ``model`` path.
 
     Returns:
         The validity line and the per-label Markdown table (label, G, N, selected layers,
@@ -334,7 +340,7 @@ def write_summary(run_dir: Path | str) -> str:
         FileNotFoundError: no run files in ``run_dir``.
     """
     run_dir = Path(run_dir)
-    tables = build(run_dir)
+    tables = build(run_dir, model_dir=model_dir)
     out = run_dir / SUMMARY_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "validation.json", tables["validation"])
