@@ -61,6 +61,23 @@ def _die_with_parent() -> None:
         pass
 
 
+def _alive(p: psutil.Process) -> bool:
+    """Running and not a zombie (a killed orphan is a zombie until init reaps it: it holds nothing)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(procs: list[psutil.Process], timeout_s: float, poll_s: float = 0.02) -> None:
+    """Wait until every process has exited (zombies count as exited), at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    left = [p for p in procs if _alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        left = [p for p in left if _alive(p)]
+
+
 class CaseProcess:
     """Context manager around one case process; exit kills the process group and descendants."""
 
@@ -149,7 +166,7 @@ class CaseProcess:
                 if self.proc.poll() is None:
                     self.proc.kill()
                     self.proc.wait()
-                psutil.wait_procs(list(self._seen.values()), timeout=5.0)
+                _wait_gone(list(self._seen.values()), timeout_s=5.0)
         finally:
             if self._log is not None:
                 self._log.close()

@@ -749,12 +749,14 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     gather_identity(cfg, when="at the end", previous=identity)
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
-    if cfg.get("analyze", True) and not state.stopped:
-        _analyze(run_dir, console)
-    stages["analysis"] += time.monotonic() - t
-    t = time.monotonic()
-    write_sha256sums(run_dir)
-    stages["checksums"] += time.monotonic() - t
+    try:
+        if cfg.get("analyze", True) and not state.stopped:
+            _analyze(run_dir, console)
+    finally:  # the run's evidence is complete: checksum it even if the analysis raises
+        stages["analysis"] += time.monotonic() - t
+        t = time.monotonic()
+        write_sha256sums(run_dir)
+        stages["checksums"] += time.monotonic() - t
     wall = time.monotonic() - t_start
     console.print(f"done: {state.successes} ok, {state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
