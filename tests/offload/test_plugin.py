@@ -128,3 +128,36 @@ def test_cpu_wrapped_linear_layers_keep_plain_weights():
     assert not hasattr(layers[0].mlp, "_cpu_skip_gemm_dispatch")
     assert layers[1].mlp._cpu_skip_gemm_dispatch is True
     assert not hasattr(layers[1].attn, "_cpu_skip_gemm_dispatch")
+
+
+def test_newer_ascend_runner_module_factory_is_replaced_and_not_doubled(monkeypatch):
+    """Newer vLLM-Ascend: ``model_runner_v1`` imports ``create_offloader`` at module level."""
+    from vllm.model_executor.offloader import base
+
+    from offload.factory import read_offload_config
+
+    monkeypatch.setattr(base, "_instance", base.NoopOffloader())
+    monkeypatch.setenv("OFFLOAD_IMPL", "current")
+    made = []
+    mod = ModuleType("fake_vllm_ascend_model_runner_v1")
+
+    def ascend_create_offloader(cfg):  # vllm_ascend.model_executor.offloader.base.create_offloader
+        made.append("ascend")
+        return base.NoopOffloader()
+
+    mod.create_offloader = ascend_create_offloader
+
+    class NPUModelRunner:
+        def __init__(self, vllm_config, device):
+            base.set_offloader(mod.create_offloader(vllm_config.offload_config))
+
+    mod.NPUModelRunner = NPUModelRunner
+    plugin.patch_ascend_runner(mod, "current")
+    cfg = SimpleNamespace(offload_backend="prefetch", prefetch=SimpleNamespace(
+        offload_group_size=4, offload_num_in_group=1, offload_prefetch_step=1, offload_params=set()))
+    assert read_offload_config(cfg).enabled
+    mod.NPUModelRunner(SimpleNamespace(offload_config=cfg), "npu:0")
+    assert isinstance(base.get_offloader(), CurrentPrefetchOffloader) and made == []
+    uva = SimpleNamespace(offload_backend="uva", prefetch=cfg.prefetch)
+    mod.NPUModelRunner(SimpleNamespace(offload_config=uva), "npu:0")
+    assert made == ["ascend"] and type(base.get_offloader()).__name__ == "NoopOffloader"
