@@ -6,6 +6,9 @@ Subcommands:
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
     recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
+    accuracy-verify DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]
+                                        accuracy-equivalence verifier (= python -m analysis.accuracy);
+                                        exit 0 passed, 1 failed, 2 unreadable input
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--phase", default=None)
     p.add_argument("--implementation", default="current")
     p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
+    p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
+                       description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
+                                   "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
+                                   "analysis.accuracy; formal mode unless --limit is given.")
+    p.add_argument("run_dir", type=Path, metavar="DIR")
+    p.add_argument("--limit", type=int, default=None,
+                   help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
+    p.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
+    p.add_argument("--report-dir", default=None, help="where accuracy-verification.{json,md} go (default: DIR)")
+    p.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -46,6 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "accuracy-verify":
+        from analysis.accuracy import main as accuracy_main
+
+        argv = [str(args.run_dir)]
+        if args.limit is not None:
+            argv += ["--limit", str(args.limit)]
+        if args.manifest is not None:
+            argv += ["--manifest", str(args.manifest)]
+        if args.report_dir is not None:
+            argv += ["--report-dir", str(args.report_dir)]
+        if args.no_write:
+            argv.append("--no-write")
+        return accuracy_main(argv)
     if args.command == "report":
         from analysis.report import write_summary
 

@@ -183,6 +183,9 @@ class MatrixConfig:
         accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
             evaluates all of them).
         accuracy_limit: first N rows per task (null = all rows; the verifier then reports "limited").
+        accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
+            default: the committed fixtures (limited-mode evidence only). The runner checks it, the
+            entry of every task and each file's SHA-256 / row count before any process starts.
     """
 
     name: str = MISSING
@@ -206,6 +209,7 @@ class MatrixConfig:
     measured_rounds: Optional[int] = None
     accuracy_tasks: List[str] = field(default_factory=list)
     accuracy_limit: Optional[int] = None
+    accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
 
 
 @dataclass
@@ -246,7 +250,10 @@ class Config:
         formal: stop at the first unexpected case failure (completed evidence kept).
         offload_tree_sha256: pin of the project's ``offload/`` tree (null = record only).
         bench_command: argv prefix of one case process; null = ``[<python>, -m, runners.bench_one]``.
-        analyze: call ``analysis.report.write_summary`` at the end.
+        accuracy_command: argv prefix of one accuracy case process (followed by ``run ...``);
+            null = ``[<python>, -m, runners.accuracy]`` (tests substitute a fake engine here).
+        analyze: call ``analysis.report.write_summary`` at the end (and, when the run has accuracy
+            phases, the accuracy verifier ``analysis.accuracy``, report in ``summary/``).
         progress: show a live progress bar (plain lines are always printed).
     """
 
@@ -263,6 +270,7 @@ class Config:
     formal: bool = False
     offload_tree_sha256: Optional[str] = None
     bench_command: Optional[List[str]] = None
+    accuracy_command: Optional[List[str]] = None
     analyze: bool = True
     progress: bool = True
 

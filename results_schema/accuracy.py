@@ -277,3 +277,68 @@ class AccuracyVerification(StrictModel):
     passed: bool = Field(description="All checks passed (no 'fail').")
     cases: tuple[CaseSummary, ...]
     checks: tuple[VerifyCheck, ...]
+
+
+class AccuracyTaskOutcome(StrictModel):
+    """One task of a completed accuracy case, as the project runner recorded it."""
+
+    task: Task
+    mode: VerifyMode = Field(description="The result's mode ('formal' or 'limited').")
+    result_path: str = Field(description="The case's ``<label>.<task>.result.json``, relative to the run directory.")
+    result_sha256: Sha256Hex = Field(description="SHA-256 of the result file's bytes when the case was recorded.")
+    examples_sha256: Sha256Hex = Field(description="SHA-256 of the examples JSONL (as the result records it).")
+    num_examples: Annotated[int, Field(ge=1)] = Field(description="Examples evaluated.")
+    correct: NonNegInt = Field(description="Examples answered correctly.")
+    unparsable: NonNegInt = Field(description="Examples with no extractable answer.")
+    accuracy: Fraction = Field(description="correct / num_examples.")
+
+    @model_validator(mode="after")
+    def _check_counts(self) -> "AccuracyTaskOutcome":
+        if self.correct + self.unparsable > self.num_examples:
+            raise ValueError(f"{self.task}: correct ({self.correct}) + unparsable ({self.unparsable}) > "
+                             f"num_examples ({self.num_examples})")
+        if abs(self.accuracy - self.correct / self.num_examples) > 1e-12:
+            raise ValueError(f"{self.task}: accuracy {self.accuracy} != correct/num_examples "
+                             f"{self.correct}/{self.num_examples}")
+        return self
+
+
+class AccuracyCaseRun(StrictModel):
+    """One line of ``<phase>-accuracy-cases.jsonl``: an accuracy case (one process, every task) completed.
+
+    Written (fsynced) by ``runners.matrix`` after the case process exited 0 and every
+    ``<label>.<task>.result.json`` it had to write validated. ``resume`` skips the case
+    ``(phase, label, repeat)`` named here; a failed case is a ``CaseFailure`` line instead.
+    """
+
+    schema_version: Literal[1] = 1
+    phase: str = Field(description="Matrix phase (kind accuracy).")
+    label: str = Field(description="Case label, unique within the phase.")
+    implementation: Implementation
+    repeat: NonNegInt = Field(description="Repeat index (0-based).")
+    offload: OffloadSetting = Field(description="Offload parameters the case ran with.")
+    tasks: tuple[Task, ...] = Field(description="Tasks the case evaluated, in order (one engine).")
+    results: tuple[AccuracyTaskOutcome, ...] = Field(description="One outcome per task, same order as ``tasks``.")
+    limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit given to the case (null = all rows).")
+    dataset_manifest_path: str = Field(description="Absolute path of the dataset manifest given to the case.")
+    dataset_manifest_sha256: Sha256Hex = Field(description="SHA-256 of that manifest when the case was recorded.")
+    process_wall_s: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = Field(
+        description="Wall seconds of the case process, launch to exit.")
+    log_path: str = Field(description="Case log, relative to the run directory.")
+    evidence_path: str | None = Field(description="Evidence sidecar, relative to the run directory (null if absent).")
+    command: tuple[str, ...] = Field(description="argv the case process was started with.")
+
+    @model_validator(mode="after")
+    def _check_tasks(self) -> "AccuracyCaseRun":
+        if not self.tasks:
+            raise ValueError(f"case {self.label}: no task")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"case {self.label}: duplicate task in {self.tasks}")
+        got = tuple(r.task for r in self.results)
+        if got != self.tasks:
+            raise ValueError(f"case {self.label}: results are for tasks {got}, expected {self.tasks}")
+        if self.implementation == "baseline" and self.offload.enabled:
+            raise ValueError("implementation 'baseline' must not request offload")
+        if self.implementation != "baseline" and not self.offload.enabled:
+            raise ValueError(f"implementation {self.implementation!r} requires an enabled offload setting")
+        return self

@@ -70,6 +70,7 @@ DEFAULT_FILE_KINDS: list[FileKind] = [
     FileKind("environment-manifest.json", "results_schema.manifest:EnvironmentManifest", jsonl=False),
     FileKind("*.examples.jsonl", "results_schema.accuracy:AccuracyExample", jsonl=True),
     FileKind("*.result.json", "results_schema.accuracy:AccuracyResult", jsonl=False),
+    FileKind("*-accuracy-cases.jsonl", "results_schema.accuracy:AccuracyCaseRun", jsonl=True),
     FileKind("accuracy-verification.json", "results_schema.accuracy:AccuracyVerification", jsonl=False),
 ]
 """Built-in entries, consulted after contributed ones."""

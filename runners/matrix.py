@@ -7,8 +7,16 @@ repeat) -> [dry run: print and exit] -> identity gate (declared pins, fail close
 manifest, reproduction copy -> per phase: identity re-check + health gate -> each
 case in a fresh process group via the executor (local or Ray) -> finalize (record /
 BENCH_RESULT / evidence sidecar / evidence line agree; KV capacity from the log) ->
-one line appended (fsync) to ``<phase>-runs.jsonl`` or ``<phase>-failures.jsonl``
--> identity check at the end -> ``analysis.report.write_summary`` -> ``SHA256SUMS``.
+one line appended (fsync) to ``<phase>-runs.jsonl`` (accuracy phases:
+``<phase>-accuracy-cases.jsonl``) or ``<phase>-failures.jsonl`` -> identity check at
+the end -> ``analysis.report.write_summary`` -> accuracy verifier (``analysis.accuracy``,
+report in ``summary/``; only when the run has accuracy phases) -> ``SHA256SUMS``.
+
+Accuracy phases: the dataset manifest (``accuracy_manifest`` of the phase, default the
+committed fixtures) and every file it declares for the phase's tasks are checked
+before any process starts; the verifier runs in formal mode only when every dataset
+is ``kind: full`` and the phase has no ``accuracy_limit`` -- otherwise in limited mode,
+labelled as such in its report and in the runner's output.
 
 Resume: ``resume=<run dir>`` reuses the saved config, re-verifies identity against
 the saved manifest, skips cases already recorded (by phase, label, repeat) and moves
@@ -16,8 +24,8 @@ partial leftovers (logs, evidence, records of unrecorded cases; a torn final JSO
 line) to ``quarantine/<time>/``, where they are never counted.
 
 Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept);
-2 config error; 3 identity gate; 5 formal run stopped at its first failure;
-42 health gate; 130 interrupted (resume to continue).
+2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier failed;
+5 formal run stopped at its first failure; 42 health gate; 130 interrupted (resume to continue).
 
 What is deliberately not modelled: statistics of any kind (``analysis``).
 """
@@ -44,6 +52,7 @@ EXIT_OK = 0
 EXIT_CASE_FAILURES = 1
 EXIT_CONFIG = 2
 EXIT_IDENTITY = 3
+EXIT_ACCURACY = 4
 EXIT_FORMAL_STOP = 5
 EXIT_HEALTH = 42
 EXIT_INTERRUPTED = 130
@@ -220,6 +229,78 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
     return ident
 
 
+# ----------------------------------------------------------------------------- accuracy inputs
+
+DEFAULT_ACCURACY_MANIFEST = "eval_datasets/fixtures/manifest.json"
+
+
+def accuracy_manifest_path(configured: str | None) -> Path:
+    """Absolute dataset manifest of an accuracy phase (relative = repository root)."""
+    return _abs(str(configured or DEFAULT_ACCURACY_MANIFEST))
+
+
+@dataclass(frozen=True)
+class AccuracyPhase:
+    """What the pre-launch check learnt about one accuracy phase (used again by the end-of-run verifier).
+
+    Attributes:
+        phase: phase name.
+        manifest: absolute dataset manifest path.
+        entries: manifest entry name per task.
+        formal: every dataset is ``kind: full`` and no ``accuracy_limit``: the verifier runs in formal mode.
+        verify_limit: ``--limit`` for the verifier (None = formal mode).
+    """
+
+    phase: str
+    manifest: Path
+    entries: tuple[tuple[str, str], ...]
+    formal: bool
+    verify_limit: int | None
+
+
+def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
+    """Check every accuracy phase's dataset manifest and files before any process starts.
+
+    The manifest must exist and validate, name exactly one entry for each task of the
+    phase, and every file must be present with the declared SHA-256 and row count.
+
+    Raises:
+        RunnerError: (config) naming the phase, the manifest path and what is wrong.
+    """
+    from runners.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
+
+    out: list[AccuracyPhase] = []
+    seen: dict[str, Any] = {}
+    for sc in items:
+        c = sc.case
+        if c.kind == "accuracy" and c.phase not in seen:
+            seen[c.phase] = c
+    for phase, c in seen.items():
+        manifest = accuracy_manifest_path(c.accuracy_manifest)
+        where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
+        if not manifest.is_file():
+            raise RunnerError(f"{where}: dataset manifest {manifest} does not exist (relative paths are resolved "
+                              f"against the repository root {REPO_ROOT}; materialize full datasets with "
+                              "`python -m runners.accuracy materialize`)", EXIT_CONFIG)
+        try:
+            m = load_manifest(manifest)
+            entries = []
+            for task in c.accuracy_tasks:
+                entry = select_entry(m, task)
+                verify_file(manifest, entry)
+                entries.append(entry)
+        except DatasetError as exc:
+            raise RunnerError(f"{where}: {exc}", EXIT_CONFIG) from None
+        formal = c.accuracy_limit is None and all(e.kind == "full" for e in entries)
+        if formal:
+            limit = None
+        else:
+            limit = int(c.accuracy_limit) if c.accuracy_limit is not None else max(e.rows for e in entries)
+        out.append(AccuracyPhase(phase=phase, manifest=manifest, entries=tuple((e.task, e.name) for e in entries),
+                                 formal=formal, verify_limit=limit))
+    return out
+
+
 # ----------------------------------------------------------------------------- health
 
 
@@ -249,15 +330,17 @@ def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
 
 
 def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
-              python: str) -> tuple[str, ...]:
+              python: str, accuracy_command: Sequence[str] | None = None) -> tuple[str, ...]:
     """argv of one case process."""
     c = sc.case
     w = c.workload
     if c.kind == "accuracy":
         offload = "0" if c.implementation == "baseline" else f"{c.group_size},{c.num_in_group},{c.prefetch_step}"
-        argv = [python, "-m", "runners.accuracy", "run", "--model", str(model_dir),
+        prefix = list(accuracy_command) if accuracy_command else [python, "-m", "runners.accuracy"]
+        argv = prefix + ["run", "--model", str(model_dir),
                 "--dataset", ",".join(c.accuracy_tasks), "--implementation", c.implementation, "--offload", offload,
-                "--label", c.label, "--out", str(paths.record.parent / paths.record.stem)]
+                "--label", c.label, "--out", str(paths.record.parent / paths.record.stem),
+                "--manifest", str(accuracy_manifest_path(c.accuracy_manifest))]
         if c.accuracy_limit is not None:
             argv += ["--limit", str(c.accuracy_limit)]
         return tuple(argv)
@@ -416,14 +499,22 @@ def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[
     return read_jsonl(path, model)
 
 
+def accuracy_cases_name(phase: str) -> str:
+    """File of an accuracy phase's completion lines (``AccuracyCaseRun``)."""
+    return f"{phase}-accuracy-cases.jsonl"
+
+
 def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[tuple[str, str, int]]:
-    """``(phase, label, repeat)`` of every case with a run or failure line (accuracy: a result file)."""
+    """``(phase, label, repeat)`` of every case with a run, accuracy-case or failure line."""
+    from results_schema.accuracy import AccuracyCaseRun
     from results_schema.models import CaseFailure, CaseRun
 
     done: set[tuple[str, str, int]] = set()
     for ph in phases:
         for r in _read_lines_quarantining(run_dir / f"{ph}-runs.jsonl", CaseRun, quarantine):
             done.add((ph, r.record.label, r.record.repeat))
+        for a in _read_lines_quarantining(run_dir / accuracy_cases_name(ph), AccuracyCaseRun, quarantine):
+            done.add((ph, a.label, a.repeat))
         for f in _read_lines_quarantining(run_dir / f"{ph}-failures.jsonl", CaseFailure, quarantine):
             done.add((ph, f.label, f.repeat))
     return done
@@ -440,6 +531,7 @@ class RunState:
     bench_command: Sequence[str] | None
     formal: bool
     progress: Progress
+    accuracy_command: Sequence[str] | None = None
     unexpected: list[str] = field(default_factory=list)
     expected_failures: int = 0
     successes: int = 0
@@ -448,8 +540,12 @@ class RunState:
     finalize_s: float = 0.0
 
 
-def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
-    """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json``; else a failure."""
+def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any]:
+    """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json`` per task.
+
+    Returns:
+        ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else a failure.
+    """
     from results_schema.models import CaseFailure
     from runners.finalize import Finalized, root_cause, tail
 
@@ -462,12 +558,33 @@ def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
     ok = outcome.exit_code == 0 and not outcome.timed_out and not missing
     if ok:
         try:
-            from results_schema.accuracy import AccuracyResult
+            from results_schema.accuracy import AccuracyCaseRun, AccuracyTaskOutcome, AccuracyResult
             from results_schema.io import read_json
+            from results_schema.models import OffloadSetting
+            from runners.identity import sha256_file
 
-            for result in results:
-                read_json(result, AccuracyResult)
-            return Finalized(run=None, failure=None, expected=c.expect_error is None)
+            outcomes = []
+            for task, result in zip(c.accuracy_tasks, results):
+                r = read_json(result, AccuracyResult)
+                if r.label != c.label or r.implementation != c.implementation:
+                    raise ValueError(f"{result.name} is for case {r.label!r} ({r.implementation}), expected "
+                                     f"{c.label!r} ({c.implementation})")
+                outcomes.append(AccuracyTaskOutcome(
+                    task=r.task, mode=r.mode, result_path=result.relative_to(run_dir).as_posix(),
+                    result_sha256=sha256_file(result), examples_sha256=r.examples_sha256,
+                    num_examples=r.num_examples, correct=r.correct, unparsable=r.unparsable, accuracy=r.accuracy))
+            manifest = accuracy_manifest_path(c.accuracy_manifest)
+            offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
+                       else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                                           offload_prefetch_step=c.prefetch_step))
+            ev = Path(spec.evidence_path)
+            line = AccuracyCaseRun(
+                phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, offload=offload,
+                tasks=tuple(o.task for o in outcomes), results=tuple(outcomes), limit=c.accuracy_limit,
+                dataset_manifest_path=str(manifest), dataset_manifest_sha256=sha256_file(manifest),
+                process_wall_s=outcome.wall_s, log_path=str(log_path.relative_to(run_dir)),
+                evidence_path=str(ev.relative_to(run_dir)) if ev.is_file() else None, command=tuple(spec.argv))
+            return Finalized(run=None, failure=None, expected=c.expect_error is None), line
         except (ValueError, OSError) as exc:
             msg = f"accuracy result does not validate: {exc}"
     else:
@@ -480,7 +597,7 @@ def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> Any:
                     failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
                     error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
                     log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)
-    return Finalized(run=None, failure=f, expected=False)
+    return Finalized(run=None, failure=f, expected=False), None
 
 
 def _on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
@@ -497,14 +614,17 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
 
     run_dir = state.run_dir
     state.case_wall_s += outcome.wall_s
+    acc_line = None
     if sc.case.kind == "accuracy":
-        fin = _finalize_accuracy(sc, spec, outcome, run_dir)
+        fin, acc_line = _finalize_accuracy(sc, spec, outcome, run_dir)
     else:
         fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
                        evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
                        command=tuple(spec.argv))
     if fin.run is not None:
         append_jsonl(run_dir / f"{sc.case.phase}-runs.jsonl", fin.run)
+    if acc_line is not None:
+        append_jsonl(run_dir / accuracy_cases_name(sc.case.phase), acc_line)
     if fin.failure is not None:
         append_jsonl(run_dir / f"{sc.case.phase}-failures.jsonl", fin.failure)
     if fin.expected:
@@ -514,6 +634,8 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         else:
             state.successes += 1
             status = "ok"
+            if acc_line is not None:
+                status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
             if fin.run is not None:
                 ev = fin.run.evidence
                 status += (f" {fin.run.record.throughput_tok_s:.1f} tok/s, wrapped {ev.wrapped_count}, "
@@ -601,11 +723,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     if cfg.get("dry_run"):
         print_schedule(items, cfg)
         return EXIT_OK
+    accuracy_phases: list[AccuracyPhase] = []
     if any(sc.case.kind == "accuracy" for sc in items):
         import importlib.util
 
         if importlib.util.find_spec("runners.accuracy") is None:
             raise RunnerError("config: an accuracy phase needs runners.accuracy, which is not installed", EXIT_CONFIG)
+        accuracy_phases = check_accuracy_inputs(items)
 
     t_start = time.monotonic()
     stages = {"identity": 0.0, "analysis": 0.0, "checksums": 0.0}
@@ -702,7 +826,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     progress = Progress(len(items), live=bool(cfg.get("progress", True)))
     progress.skip(len(items) - len(todo))
     state = RunState(run_dir=run_dir, model_dir=identity.model_dir, python=sys.executable,
-                     bench_command=cfg.get("bench_command"), formal=bool(cfg.get("formal")), progress=progress)
+                     bench_command=cfg.get("bench_command"), formal=bool(cfg.get("formal")), progress=progress,
+                     accuracy_command=cfg.get("accuracy_command"))
     from runners.executors import LaunchSpec, make_executor
 
     base_env = dict(os.environ)
@@ -725,7 +850,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 for p in (paths.log, paths.evidence, paths.record):
                     p.parent.mkdir(parents=True, exist_ok=True)
                 argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
-                                 python=state.python)
+                                 python=state.python, accuracy_command=state.accuracy_command)
                 specs.append((sc, LaunchSpec(
                     argv=argv, env=case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env), cwd=str(REPO_ROOT),
                     log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
@@ -749,9 +874,12 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     gather_identity(cfg, when="at the end", previous=identity)
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
+    accuracy_failed: list[str] = []
     try:
         if cfg.get("analyze", True) and not state.stopped:
             _analyze(run_dir, console)
+            if accuracy_phases:
+                accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
     finally:  # the run's evidence is complete: checksum it even if the analysis raises
         stages["analysis"] += time.monotonic() - t
         t = time.monotonic()
@@ -769,7 +897,12 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     if state.stopped:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
         return EXIT_FORMAL_STOP
-    return EXIT_CASE_FAILURES if state.unexpected else EXIT_OK
+    if state.unexpected:
+        return EXIT_CASE_FAILURES
+    if accuracy_failed:
+        console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(accuracy_failed)}")
+        return EXIT_ACCURACY
+    return EXIT_OK
 
 
 def _shell_quote(s: str) -> str:
@@ -792,6 +925,37 @@ def _preimport_analysis() -> None:
             return
 
     threading.Thread(target=_load, name="preimport-analysis", daemon=True).start()
+
+
+def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: Any) -> list[str]:
+    """Run the accuracy verifier over each accuracy phase; report in ``summary/``; return failed phases.
+
+    One accuracy phase writes ``summary/accuracy-verification.{json,md}``; several write
+    ``summary/accuracy-<phase>/``. The verdict and the mode (formal / LIMITED) are printed.
+    """
+    try:
+        from analysis.accuracy import render_markdown, verify, write_report
+    except ImportError as exc:
+        console.print(f"[yellow]accuracy verifier unavailable ({exc}); run `python -m analysis accuracy-verify "
+                      f"{run_dir}/records/<phase>` later[/]")
+        return [p.phase for p in phases]
+    failed = []
+    for p in phases:
+        report_dir = run_dir / "summary" if len(phases) == 1 else run_dir / "summary" / f"accuracy-{p.phase}"
+        try:
+            report = verify(run_dir / "records" / p.phase, limit=p.verify_limit, manifest=p.manifest)
+        except (ValueError, OSError) as exc:  # RecordError is a ValueError: an unreadable result file
+            console.print(f"accuracy {p.phase}: FAILED (unreadable input: {exc})", markup=False)
+            failed.append(p.phase)
+            continue
+        json_path, _ = write_report(report_dir, report)
+        console.print(render_markdown(report), markup=False)
+        verdict = "PASSED" if report.passed else "FAILED"
+        console.print(f"accuracy {p.phase}: {verdict} ({report.mode_note}); report "
+                      f"{json_path.relative_to(run_dir)}", markup=False)
+        if not report.passed:
+            failed.append(p.phase)
+    return failed
 
 
 def _analyze(run_dir: Path, console: Any) -> None:

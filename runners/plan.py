@@ -45,6 +45,7 @@ class CaseSpec:
         timeout_s, kill_grace_s, cooldown_s: process limits of the phase.
         accuracy_tasks: tasks for accuracy phases (one process evaluates all of them).
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
+        accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
     """
 
     phase: str
@@ -65,6 +66,7 @@ class CaseSpec:
     cooldown_s: float = 0.0
     accuracy_tasks: tuple[str, ...] = ()
     accuracy_limit: int | None = None
+    accuracy_manifest: str | None = None
 
     @property
     def offload_requested(self) -> bool:
@@ -227,6 +229,8 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         timeout_s=float(matrix.get("case_timeout_s", 600.0)), kill_grace_s=float(matrix.get("kill_grace_s", 10.0)),
         cooldown_s=float(matrix.get("cooldown_s", 0.0)), accuracy_tasks=tasks,
         accuracy_limit=matrix.get("accuracy_limit"),
+        accuracy_manifest=(str(matrix.get("accuracy_manifest") or "eval_datasets/fixtures/manifest.json")
+                           if kind == "accuracy" else None),
     )
 
 

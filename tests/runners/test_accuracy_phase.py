@@ -1,0 +1,177 @@
+"""The project runner's accuracy phase with a fake engine (no vLLM): manifest choice and
+pre-launch check, typed completion lines, resume, and the end-of-run accuracy verifier."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
+from results_schema.cli import check_paths
+from results_schema.io import read_json, read_jsonl
+from runners.matrix import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, run_matrix
+
+from tests.runners.helpers import compose_cfg
+
+FAKE_ACCURACY = Path(__file__).with_name("fake_accuracy.py")
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "eval_datasets" / "fixtures"
+
+
+def run_accuracy(results_root: Path, *extra: str, run_id: str = "a", analyze: bool = True) -> tuple[int, Path]:
+    """Only the tiny accuracy phase (baseline + current (4,1), gsm8k + gpqa fixtures) with the fake engine."""
+    overrides = [f"results_root={results_root}", f"run_id={run_id}", "progress=false",
+                 f"analyze={str(analyze).lower()}", "~matrix@phases.same_runtime",
+                 "+matrix@phases.accuracy=accuracy_tiny",
+                 f"accuracy_command=[{sys.executable},{FAKE_ACCURACY}]", *extra]
+    cfg = compose_cfg(*overrides)
+    code = run_matrix(cfg, overrides)
+    return code, results_root / str(cfg["experiment_name"]) / run_id
+
+
+def test_default_manifest_is_the_committed_fixtures() -> None:
+    cfg = compose_cfg("+experiment=reproduce")
+    assert cfg["phases"]["accuracy"]["accuracy_manifest"] == "eval_datasets/fixtures/manifest.json"
+    assert (REPO / cfg["phases"]["accuracy"]["accuracy_manifest"]).is_file()
+
+
+def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Path, capsys) -> None:
+    code, run = run_accuracy(tmp_path)
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    lines = read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)
+    assert [(x.label, x.repeat, x.tasks) for x in lines] == [("baseline", 0, ("gsm8k", "gpqa")),
+                                                              ("current_g4_n1", 0, ("gsm8k", "gpqa"))]
+    for line in lines:
+        assert line.dataset_manifest_path == str(FIXTURES / "manifest.json")
+        assert "--manifest" in line.command and str(FIXTURES / "manifest.json") in line.command
+        assert {o.mode for o in line.results} == {"limited"}
+        for o in line.results:
+            assert (run / o.result_path).is_file()
+            assert read_json(run / o.result_path, AccuracyResult).examples_sha256 == o.examples_sha256
+    assert not (run / "accuracy-failures.jsonl").exists()
+    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
+    assert report.passed and report.mode == "limited" and len(report.cases) == 4
+    assert all(c.identical_to_baseline for c in report.cases)
+    assert "LIMITED" in (run / "summary" / "accuracy-verification.md").read_text().splitlines()[0]
+    assert "accuracy accuracy: PASSED (LIMITED" in out
+    sums = (run / "SHA256SUMS").read_text()
+    for name in ("summary/accuracy-verification.json", "summary/accuracy-verification.md",
+                 "accuracy-accuracy-cases.jsonl"):
+        assert f"  {name}\n" in sums
+    assert check_paths([run]) == 0  # every file kind, the completion lines included, validates
+
+
+def test_missing_manifest_stops_before_any_process(tmp_path: Path, capsys) -> None:
+    code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_manifest=no/such/manifest.json")
+    out = capsys.readouterr().out
+    assert code == EXIT_CONFIG
+    assert "accuracy_manifest='no/such/manifest.json'" in out and "does not exist" in out
+    assert str(REPO / "no/such/manifest.json") in out
+    assert not run.exists()
+
+
+def test_manifest_with_a_mismatched_file_stops_before_any_process(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    with open(data / "gpqa-fixture.jsonl", "a") as fh:
+        fh.write("\n")
+    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
+    out = capsys.readouterr().out
+    assert code == EXIT_CONFIG, out
+    assert "gpqa-fixture.jsonl" in out and "accuracy phase 'accuracy'" in out
+    assert not run.exists()
+
+
+def test_manifest_without_an_entry_for_a_task_stops(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    m = json.loads((data / "manifest.json").read_text())
+    m["datasets"] = [d for d in m["datasets"] if d["task"] != "gpqa"]
+    (data / "manifest.json").write_text(json.dumps(m))
+    code, _ = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
+    out = capsys.readouterr().out
+    assert code == EXIT_CONFIG and "'gpqa'" in out
+
+
+def test_config_chooses_the_manifest(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
+    assert code == EXIT_OK
+    for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
+        assert line.dataset_manifest_path == str(data / "manifest.json")
+    for p in (run / "records" / "accuracy").rglob("*.result.json"):
+        assert read_json(p, AccuracyResult).dataset_manifest_path == str((data / "manifest.json").resolve())
+
+
+def test_accuracy_limit_is_passed_and_verified_as_limited(tmp_path: Path) -> None:
+    code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_limit=3")
+    assert code == EXIT_OK
+    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
+    assert report.passed and report.limit == 3 and {c.num_examples for c in report.cases} == {3}
+    assert {x.limit for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)} == {3}
+
+
+def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: Path, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_ACCURACY", "current_g4_n1=differ")
+    code, run = run_accuracy(tmp_path)
+    out = capsys.readouterr().out
+    assert code == EXIT_ACCURACY, out
+    assert "accuracy accuracy: FAILED" in out
+    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
+    assert not report.passed
+    assert any(c.name == "identity" and c.status == "fail" and c.label == "current_g4_n1" for c in report.checks)
+    assert "summary/accuracy-verification.json" in (run / "SHA256SUMS").read_text()
+
+
+def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_ACCURACY", "current_g4_n1=crash")
+    code, run = run_accuracy(tmp_path)
+    out = capsys.readouterr().out
+    assert code == EXIT_CASE_FAILURES, out
+    assert [x.label for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)] == ["baseline"]
+    assert "current_g4_n1" in (run / "accuracy-failures.jsonl").read_text()
+    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
+    assert not report.passed  # the baseline has no offload case to compare with
+
+
+def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    count = tmp_path / "count.txt"
+    monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))
+    code, run = run_accuracy(tmp_path / "results")
+    assert code == EXIT_OK
+    assert count.read_text().split() == ["baseline", "current_g4_n1"]
+    # as if interrupted after the second case's process wrote its files but before its line was recorded
+    cases = run / "accuracy-accuracy-cases.jsonl"
+    cases.write_text(cases.read_text().splitlines(keepends=True)[0])
+    count.unlink()
+    capsys.readouterr()
+    overrides = ["progress=false", f"resume={run}"]
+    code = run_matrix(compose_cfg(*overrides), overrides)
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    assert "resume: 1 of 2 cases already recorded" in out
+    assert count.read_text().split() == ["current_g4_n1"]  # the completed baseline was not re-run
+    assert [x.label for x in read_jsonl(cases, AccuracyCaseRun)] == ["baseline", "current_g4_n1"]
+    assert list((run / "quarantine").rglob("current_g4_n1.gsm8k.result.json"))  # partial files moved aside
+    assert read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification).passed
+    assert check_paths([run]) == 0
+
+
+def test_no_analysis_means_no_verifier(tmp_path: Path) -> None:
+    code, run = run_accuracy(tmp_path, analyze=False)
+    assert code == EXIT_OK
+    assert not (run / "summary" / "accuracy-verification.json").exists()
+    assert (run / "accuracy-accuracy-cases.jsonl").is_file()
+
+
+def test_dry_run_does_not_need_the_manifest(tmp_path: Path, capsys) -> None:
+    code, run = run_accuracy(tmp_path, "dry_run=true", "phases.accuracy.accuracy_manifest=/nowhere/manifest.json")
+    assert code == EXIT_OK and not run.exists()
