@@ -504,6 +504,29 @@ def accuracy_cases_name(phase: str) -> str:
     return f"{phase}-accuracy-cases.jsonl"
 
 
+def _check_resumed_accuracy_manifests(run_dir: Path, phases: Sequence["AccuracyPhase"]) -> None:
+    """Resume: completed accuracy cases must have used the dataset manifest the run uses now.
+
+    Raises:
+        RunnerError: (identity) naming the phase, the case and the manifest hashes.
+    """
+    from results_schema.accuracy import AccuracyCaseRun
+    from results_schema.io import read_jsonl
+    from runners.identity import sha256_file
+
+    for p in phases:
+        path = run_dir / accuracy_cases_name(p.phase)
+        if not path.is_file():
+            continue
+        now = sha256_file(p.manifest)
+        for line in read_jsonl(path, AccuracyCaseRun):
+            if line.dataset_manifest_sha256 != now or Path(line.dataset_manifest_path) != p.manifest:
+                raise RunnerError(
+                    f"resume: accuracy phase {p.phase!r} case {line.label!r} r{line.repeat} used dataset manifest "
+                    f"{line.dataset_manifest_path} (sha256 {line.dataset_manifest_sha256}); the run now has "
+                    f"{p.manifest} (sha256 {now})", EXIT_IDENTITY)
+
+
 def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[tuple[str, str, int]]:
     """``(phase, label, repeat)`` of every case with a run, accuracy-case or failure line."""
     from results_schema.accuracy import AccuracyCaseRun
@@ -774,6 +797,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
         qdir = run_dir / "quarantine" / new_run_id()
         done = completed_keys(run_dir, phases, qdir)
+        _check_resumed_accuracy_manifests(run_dir, accuracy_phases)
         if (run_dir / "SHA256SUMS").exists():
             (run_dir / "SHA256SUMS").unlink()
         leftovers = []

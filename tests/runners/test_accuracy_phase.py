@@ -175,3 +175,19 @@ def test_no_analysis_means_no_verifier(tmp_path: Path) -> None:
 def test_dry_run_does_not_need_the_manifest(tmp_path: Path, capsys) -> None:
     code, run = run_accuracy(tmp_path, "dry_run=true", "phases.accuracy.accuracy_manifest=/nowhere/manifest.json")
     assert code == EXIT_OK and not run.exists()
+
+
+def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
+    assert code == EXIT_OK
+    cases = run / "accuracy-accuracy-cases.jsonl"
+    cases.write_text(cases.read_text().splitlines(keepends=True)[0])
+    m = json.loads((data / "manifest.json").read_text())
+    (data / "manifest.json").write_text(json.dumps(m, indent=1))  # same entries, different bytes
+    capsys.readouterr()
+    overrides = ["progress=false", f"resume={run}"]
+    assert run_matrix(compose_cfg(*overrides), overrides) == 3
+    out = capsys.readouterr().out
+    assert "resume: accuracy phase 'accuracy' case 'baseline' r0 used dataset manifest" in out
