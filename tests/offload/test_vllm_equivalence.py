@@ -45,8 +45,9 @@ def layer_param_bytes(model_dir: Path, layers, segments=()) -> int:
     return total
 
 
-def run_driver(model_dir: Path, points: list[dict], tmp_path: Path, timeout: int = 1500) -> dict[str, dict]:
-    spec = {"model": str(model_dir), "prompts": PROMPTS, "max_tokens": MAX_TOKENS, "enforce_eager": True,
+def run_driver(model_dir: Path, points: list[dict], tmp_path: Path, timeout: int = 1500,
+               enforce_eager: bool = True) -> dict[str, dict]:
+    spec = {"model": str(model_dir), "prompts": PROMPTS, "max_tokens": MAX_TOKENS, "enforce_eager": enforce_eager,
             "points": [{"label": "baseline", "group_size": 0, "num_in_group": 0}, *points]}
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
@@ -121,3 +122,15 @@ def test_full_grid_greedy_tokens_identical_to_baseline(tiny_model_dir, tmp_path,
     results = run_driver(tiny_model_dir, pts, tmp_path, timeout=3000)
     for p in pts:
         check_point(tiny_model_dir, results["baseline"], results[p["label"]], p)
+
+
+@pytest.mark.full_grid
+def test_compiled_mode_uses_the_custom_ops_and_keeps_greedy_tokens(tiny_model_dir, tmp_path):
+    """vLLM CPU default compilation (Dynamo trace-once + Inductor): hooks stay opaque custom ops."""
+    pts = [point(2, 1, 2, corrupt_host=True), point(4, 2, 1, impl="sync")]
+    results = run_driver(tiny_model_dir, pts, tmp_path, timeout=3000, enforce_eager=False)
+    for p in pts:
+        r = results[p["label"]]
+        check_point(tiny_model_dir, results["baseline"], r, p)
+        assert r["custom_ops"] is True
+    assert results[pts[0]["label"]]["corrupted_token_ids"] != results["baseline"]["token_ids"]
