@@ -105,11 +105,23 @@ def _owner_and_leaf(module: nn.Module, dotted: str) -> tuple[nn.Module, str]:
     return (_resolve(module, parent) if parent else module), leaf
 
 
-def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor | None:
+def _activation(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The layer's activation input: ``hidden_states`` or the first floating-point tensor.
+
+    The wait op declares this tensor mutated, so under ``torch.compile`` every op of the layer
+    (its first op consumes the activation) is ordered after the wait. ``positions`` (the
+    first argument of vLLM decoder layers) would not order the weight reads.
+    """
+    hs = kwargs.get("hidden_states")
+    if isinstance(hs, torch.Tensor):
+        return hs
+    fallback = None
     for v in list(args) + list(kwargs.values()):
         if isinstance(v, torch.Tensor):
-            return v
-    return None
+            if v.is_floating_point():
+                return v
+            fallback = fallback if fallback is not None else v
+    return fallback
 
 
 def _vllm_ops_available() -> bool:
@@ -439,7 +451,7 @@ class CurrentPrefetchOffloader(_Base):
         off = self
 
         def forward(*args: Any, **kwargs: Any) -> Any:
-            off._before(w, _first_tensor(args, kwargs))
+            off._before(w, _activation(args, kwargs))
             try:
                 out = original(*args, **kwargs)
             finally:
