@@ -8,9 +8,11 @@ seeded, so reports are reproducible), the statistic is recomputed per draw,
 and the 2.5th / 97.5th percentiles bound it. The same is done over pooled
 measured rounds. The verdict for A vs B is ``faster`` only when the whole
 process-level interval is above zero, ``slower`` only when it is below zero,
-``equivalent`` otherwise -- so a small delta inside the process spread is never
-called a speed-up. Fewer than two processes on either side gives
-``equivalent`` (no interval can exclude zero honestly; the row says so).
+``equivalent`` when an interval exists and contains zero -- so a small delta
+inside the process spread is never called a speed-up. Fewer than two processes
+on either side gives no interval and the verdict ``inconclusive`` (never
+``equivalent``: a large delta measured once is not evidence of equality); the
+row's ``note`` names the process counts.
 With three processes per side (the seed's designs) the percentile interval of
 a median difference spans from the smallest to the largest pairwise
 difference, so ``faster`` then means every process of A beat every process of
@@ -70,10 +72,16 @@ def bootstrap_delta(a, b, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED,
             float(np.percentile(pct, hi_q)))
 
 
+VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
+
+
 def verdict(ci_low: float, ci_high: float) -> str:
-    """``faster`` iff the interval is above 0, ``slower`` iff below, else ``equivalent`` (NaN -> equivalent)."""
-    if np.isnan(ci_low) or np.isnan(ci_high):
-        return "equivalent"
+    """``faster`` iff the interval is above 0, ``slower`` iff below, ``equivalent`` iff it contains 0.
+
+    No interval (NaN bound: fewer than two samples on a side) -> ``inconclusive``.
+    """
+    if ci_low is None or ci_high is None or np.isnan(ci_low) or np.isnan(ci_high):
+        return "inconclusive"
     if ci_low > 0:
         return "faster"
     if ci_high < 0:
@@ -93,7 +101,8 @@ def _pair_row(phase, a_label, b_label, a_thr, b_thr, a_rounds, b_rounds) -> dict
         "ci_low_pct": lo_p, "ci_high_pct": hi_p, "verdict": v,
         "pooled_delta_tok_s": pdelta, "pooled_ci_low_tok_s": plo, "pooled_ci_high_tok_s": phi,
         "pooled_verdict": verdict(plo, phi),
-        "note": "" if min(len(a_thr), len(b_thr)) >= 2 else "fewer than 2 processes on a side: no interval",
+        "note": "" if min(len(a_thr), len(b_thr)) >= 2 else
+        f"no CI: fewer than 2 processes on a side (n={len(a_thr)} vs {len(b_thr)})",
     }
 
 

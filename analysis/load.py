@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from results_schema.io import LineError, RecordError, parse_line
+from results_schema.io import LineError, scan_jsonl
 from results_schema.models import CaseFailure, CaseRun
 
 RUNS_SUFFIX = "-runs.jsonl"
@@ -70,20 +70,9 @@ class RunData:
 
 
 def _read_lines(path: Path, cls, errors: list[LineError]):
-    out = []
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.endswith(b"\n"):
-                errors.append(LineError(str(path), lineno, "", "last line is not newline-terminated (torn write)"))
-                continue
-            if not raw.strip():
-                errors.append(LineError(str(path), lineno, "", "blank line"))
-                continue
-            try:
-                out.append((path, lineno, parse_line(raw, cls, path=path, line=lineno)))
-            except RecordError as exc:
-                errors.append(LineError(exc.path, exc.line, exc.field, exc.message))
-    return out
+    good, errs = scan_jsonl(path, cls)
+    errors.extend(errs)
+    return [(path, lineno, item) for lineno, item in good]
 
 
 def case_runs_frames(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, pd.DataFrame]:

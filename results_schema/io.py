@@ -270,14 +270,16 @@ class LineError:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
-def check_jsonl(path: Path | str, model_cls: type[BaseModel]) -> tuple[int, list[LineError]]:
-    """Validate every line of ``path``; collect all errors instead of stopping.
+def scan_jsonl(path: Path | str, model_cls: type[M]) -> tuple[list[tuple[int, M]], list[LineError]]:
+    """Parse every line of ``path``; collect all bad lines instead of stopping at the first.
+
+    Same line rules as ``iter_jsonl`` (blank line, torn last line and schema errors are errors).
 
     Returns:
-        ``(number_of_valid_lines, errors)``.
+        ``(good, errors)``: ``good`` is ``[(line_number, model)]`` in file order.
     """
     path = Path(path)
-    ok = 0
+    good: list[tuple[int, M]] = []
     errors: list[LineError] = []
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -288,11 +290,20 @@ def check_jsonl(path: Path | str, model_cls: type[BaseModel]) -> tuple[int, list
                 errors.append(LineError(str(path), lineno, "", "blank line"))
                 continue
             try:
-                parse_line(raw, model_cls, path=path, line=lineno)
-                ok += 1
+                good.append((lineno, parse_line(raw, model_cls, path=path, line=lineno)))
             except RecordError as exc:
                 errors.append(LineError(exc.path, exc.line, exc.field, exc.message))
-    return ok, errors
+    return good, errors
+
+
+def check_jsonl(path: Path | str, model_cls: type[BaseModel]) -> tuple[int, list[LineError]]:
+    """Validate every line of ``path``; collect all errors instead of stopping (see ``scan_jsonl``).
+
+    Returns:
+        ``(number_of_valid_lines, errors)``.
+    """
+    good, errors = scan_jsonl(path, model_cls)
+    return len(good), errors
 
 
 def write_json(path: Path | str, model: BaseModel, *, indent: int | None = 2) -> None:

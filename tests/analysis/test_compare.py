@@ -14,7 +14,7 @@ def test_verdict_only_when_interval_excludes_zero():
     assert verdict(0.1, 2.0) == "faster"
     assert verdict(-2.0, -0.1) == "slower"
     assert verdict(-0.1, 2.0) == "equivalent"
-    assert verdict(float("nan"), float("nan")) == "equivalent"
+    assert verdict(float("nan"), float("nan")) == "inconclusive"
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_delta():
@@ -27,7 +27,33 @@ def test_bootstrap_is_deterministic_and_brackets_the_delta():
 
 def test_single_process_gives_no_interval():
     delta, lo, hi, *_ = bootstrap_delta([5.0], [4.0, 4.5])
-    assert delta == 0.75 and verdict(lo, hi) == "equivalent"
+    assert delta == 0.75 and verdict(lo, hi) == "inconclusive"
+
+
+def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
+    """Regression: a -59.93% delta with one process per side was labelled ``equivalent``."""
+    comp = _matrix(tmp_path, shift=-54.0, sd=0.5, repeats=1)
+    assert len(comp) == 4
+    assert set(comp["verdict"]) == {"inconclusive"}
+    assert (comp["delta_pct"] < -50).all()
+    assert comp["ci_low_tok_s"].isna().all()
+    assert all("n=1 vs 1" in n for n in comp["note"])
+
+
+def test_markdown_shows_inconclusive_note_and_n(tmp_path):
+    from analysis.report import build, render_markdown
+
+    cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+             SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=36.0, sd_tok_s=0.5),
+             SynthCase("official_g4_n1", "official", 4, 1, mean_tok_s=90.0, sd_tok_s=0.5)]
+    run = write_run_dir(tmp_path / "one", [SynthPhase("same_runtime", cases, repeats=1)], seed=1)
+    full, _ = render_markdown(build(run))
+    section = full.split("## Current vs official", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| same_runtime"))
+    assert "inconclusive" in row and "equivalent" not in row
+    assert "n=1 vs 1" in row
+    assert "| n current | n official |" in section
+    assert "inconclusive when no CI can be computed" in section
 
 
 def _matrix(tmp_path, shift: float, sd: float, repeats: int = 5, seed: int = 1):
