@@ -1,7 +1,8 @@
 """``python -m analysis``: report, verify, validate and recommend over a run directory.
 
 Subcommands:
-    report RUN_DIR                      write summary/ and print the per-label table (exit 1 if invalid)
+    report RUN_DIR [--out DIR]          write RUN_DIR/summary (or DIR, a new directory) and print the per-label
+                                        table (exit 1 if invalid); never overwrites an existing summary (exit 2)
     validate RUN_DIR                    print the validation report (exit 1 if invalid)
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
     recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
@@ -14,6 +15,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("report", help="write summary/ and print the table")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the report into this new directory (required when RUN_DIR/summary exists: "
+                        "it is covered by SHA256SUMS and is never overwritten)")
     p.add_argument("--model-dir", type=Path, default=None, help="model directory for layer-byte checks")
     p = sub.add_parser("validate", help="print the validation report")
     p.add_argument("run_dir", type=Path)
@@ -32,11 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="model directory for layer-byte checks (default: run_dir/model or the records' model path)")
     p = sub.add_parser("verify", help="independent recomputation of the summary")
     p.add_argument("run_dir", type=Path)
-    p = sub.add_parser("recommend", help="pick a setting for a capacity need")
+    p = rec_parser = sub.add_parser("recommend", help="pick a setting for a capacity need")
     p.add_argument("run_dir", type=Path)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--need-gib", type=float, help="device memory to release (GiB)")
-    g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB)")
+    g.add_argument("--need-gib", type=float, help="memory to release (GiB, >= 0; compared with evidence-accounted released bytes)")
+    g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB, >= 0)")
     p.add_argument("--phase", default=None)
     p.add_argument("--implementation", default="current")
     p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
@@ -51,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--report-dir", default=None, help="where accuracy-verification.{json,md} go (default: DIR)")
     p.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
     args = parser.parse_args(argv)
+    for opt in ("need_gib", "need_kv_gib"):
+        v = getattr(args, opt, None)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            flag = "--" + opt.replace("_", "-")
+            rec_parser.error(f"{flag} {v:g}: must be a finite number of GiB >= 0 (e.g. {flag} 0.0005)")
     try:
         return _run(args)
     except FileNotFoundError as exc:
@@ -75,9 +85,22 @@ def _run(args) -> int:
     if args.command == "report":
         from analysis.report import write_summary
 
-        text = write_summary(args.run_dir, model_dir=args.model_dir)
+        existing = args.run_dir / "summary"
+        if args.out is None and existing.exists():
+            print(f"error: {existing} already exists (written by the run and covered by its SHA256SUMS); "
+                  f"refusing to overwrite it. Give --out DIR (a new directory) to write a fresh report there.",
+                  file=sys.stderr)
+            return 2
+        if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+            print(f"error: --out {args.out} already exists and is not an empty directory; refusing to overwrite "
+                  f"it. Give a new directory.", file=sys.stderr)
+            return 2
+        if not args.run_dir.is_dir():
+            raise FileNotFoundError(f"run directory {args.run_dir} does not exist")
+        out = existing if args.out is None else args.out
+        text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out)
         print(text)
-        print(f"wrote {args.run_dir / 'summary'}")
+        print(f"wrote {out.resolve()}")
         return 0 if text.startswith("validation: VALID") else 1
     if args.command == "validate":
         from analysis.validate import validate_run
@@ -118,6 +141,10 @@ def _run(args) -> int:
                     phase=args.phase, implementation=args.implementation,
                     bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
                     valid=tables["validation"].valid, kv_bytes_per_token=kvb)
+    from analysis.report import CPU_NOTE, is_cpu_run
+
+    if is_cpu_run(data.runs):
+        rec.lines.insert(0, "note: " + CPU_NOTE)
     for line in rec.lines:
         print(line)
     if rec.best is None:

@@ -182,7 +182,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
     ph = summary[(summary["phase"] == phase)]
     if need_gib is not None:
         cap = ph["released_bytes"].astype(float) / GIB
-        lines.append(f"need: release >= {need_gib:g} GiB of device memory (evidence released_bytes = offloaded - static buffers)")
+        lines.append(f"need: release >= {need_gib:g} GiB (released bytes accounted by evidence = offloaded - static buffers; not a memory measurement)")
     else:
         cap = ph["kv_gain_gib"].astype("Float64").astype(float)
         source = "'Available KV cache memory' lines"

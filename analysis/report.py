@@ -11,9 +11,17 @@ and writes
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
 
+(``out_dir`` puts them elsewhere; ``python -m analysis report`` never overwrites an existing
+``summary/``, which ``SHA256SUMS`` covers). ``run_dir`` is stored resolved (absolute).
+
 and returns the per-label Markdown table (plus the validity line) for the runner to print.
 Every number comes from the validated records; offloaded/released bytes and
 selected layers come from evidence, never from labels.
+
+Released bytes are *accounted* bytes (what the offloader moved out of the
+device-resident set minus its static buffers), not a memory measurement. On the
+CPU runtime host and "device" memory are the same RAM: nothing is freed, RSS and
+KV-cache capacity do not change, and every output says so (``CPU_NOTE``).
 
 What is deliberately not modelled: accuracy results (``analysis.accuracy``).
 """
@@ -46,6 +54,16 @@ from analysis.validate import token_digest_status, validate_run  # noqa: E402
 from results_schema.io import write_json  # noqa: E402
 
 SUMMARY_DIR = "summary"
+
+CPU_NOTE = ("CPU runtime: host and \"device\" memory are the same RAM. \"released bytes\" are accounted bytes "
+            "(what the offloader moved out of the device-resident set, minus its static buffers; what it would "
+            "free on an accelerator), not measured memory: process RSS and KV-cache capacity do not change.")
+"""Caveat printed under every CPU-runtime table and in the recommender output."""
+
+
+def is_cpu_run(frame: pd.DataFrame) -> bool:
+    """True when any row of ``frame`` (a runs or summary frame with a ``runtime`` column) ran on ``cpu``."""
+    return "runtime" in frame and not frame.empty and (frame["runtime"].astype(str) == "cpu").any()
 
 PRECISION: dict[str, int] = {
     "throughput_median_tok_s": 2, "throughput_mean_tok_s": 2, "throughput_stdev_tok_s": 2,
@@ -186,57 +204,148 @@ def _atomic_savefig(fig, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def plot_pareto(summary: pd.DataFrame, ax=None):
-    """Capacity (released MiB, from evidence) vs median throughput; the front per implementation highlighted."""
+IMPL_COLORS = {"baseline": "black", "current": "tab:blue", "official": "tab:orange", "sync": "tab:green"}
+IMPL_MARKERS = {"baseline": "o", "current": "s", "official": "^", "sync": "D"}
+
+
+def point_label(r) -> str:
+    """``baseline`` or ``(G,N)`` (``(G,N,kK)`` when the prefetch step is not 1)."""
+    if r["implementation"] == "baseline" or int(r["group_size"]) == 0:
+        return "baseline"
+    k = int(r.get("prefetch_step", 1) or 1)
+    return f"({int(r['group_size'])},{int(r['num_in_group'])}" + (f",k{k})" if k != 1 else ")")
+
+
+def _annotate(ax, points: list[tuple[float, float, str, str]], fontsize: float = 7.0) -> None:
+    """Annotate ``(x, y, text, color)`` points without overlaying labels.
+
+    Each label goes right of its point; when its (approximate) box would overlap a label already
+    placed, it is moved up or down in steps of one text line until it is free.
+    """
+    ax.autoscale_view()
+    to_pt = 72.0 / ax.figure.dpi
+    h = fontsize + 2.0
+    placed: list[tuple[float, float, float, float]] = []  # boxes in points: x0, y0, x1, y1
+    steps = [0, 1, -1, 2, -2, 3, -3, 4, -4, 5, -5, 6]
+    for x, y, text, color in points:
+        px, py = (v * to_pt for v in ax.transData.transform((x, y)))
+        w = 0.62 * fontsize * len(text)
+        dy = 2.0
+        for k in steps:
+            dy = 2.0 + k * h
+            box = (px + 5, py + dy, px + 5 + w, py + dy + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append((px + 5, py + dy, px + 5 + w, py + dy + h))
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(5, dy), fontsize=fontsize, color=color,
+                    va="bottom")
+
+
+def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
+    """Capacity (released MiB, accounted by evidence) vs median throughput; front per implementation highlighted.
+
+    Every point is annotated with its (G,N); implementations have distinct markers and sizes, so
+    coincident points of different implementations stay visible (concentric), and labels of nearby
+    points are stacked. ``cpu`` (default: from ``summary["runtime"]``) adds the CPU caveat.
+    """
+    cpu = is_cpu_run(summary) if cpu is None else cpu
     fig = None
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-    colors = {"baseline": "black", "current": "tab:blue", "official": "tab:orange", "sync": "tab:green"}
-    markers = ["o", "s", "^", "D", "v", "P"]
+        fig, ax = plt.subplots(figsize=(8, 5))
+    phases = list(dict.fromkeys(summary["phase"]))
+    fills = ["full", "none"]
+    impls = list(dict.fromkeys(summary["implementation"]))
+    notes = []
     for pi, (phase, ph) in enumerate(summary.groupby("phase", sort=False)):
         for impl, sub in ph.groupby("implementation", sort=False):
+            color = IMPL_COLORS.get(impl, "gray")
             x = sub["released_bytes"].astype(float) / 2**20
             y = sub["throughput_median_tok_s"].astype(float)
-            ax.scatter(x, y, c=colors.get(impl, "gray"), marker=markers[pi % len(markers)], alpha=0.45,
-                       label=f"{phase}: {impl}")
+            size = 90 - 25 * (impls.index(impl) % 3)
+            hollow = fills[pi % 2] == "none"
+            ax.scatter(x, y, s=size, marker=IMPL_MARKERS.get(impl, "P"), alpha=0.75,
+                       facecolors="none" if hollow else color, edgecolors=color, linewidths=1.2,
+                       label=f"{phase}: {impl}" if len(phases) > 1 else impl, zorder=3)
             front = sub[sub["pareto"]]
             if impl != "baseline" and not front.empty:
                 base = ph[ph["implementation"] == "baseline"]
                 f = pd.concat([base[base["pareto"]], front]).sort_values("released_bytes")
                 ax.plot(f["released_bytes"].astype(float) / 2**20, f["throughput_median_tok_s"], "-",
-                        c=colors.get(impl, "gray"), lw=2)
+                        c=color, lw=1.5, alpha=0.6, zorder=2)
                 ax.scatter(front["released_bytes"].astype(float) / 2**20, front["throughput_median_tok_s"],
-                           facecolors="none", edgecolors=colors.get(impl, "gray"), s=140, lw=2)
-            for _, r in sub[sub["knee"]].iterrows():
-                ax.annotate(f"knee {r['label']}", (r["released_bytes"] / 2**20, r["throughput_median_tok_s"]),
-                            textcoords="offset points", xytext=(6, 6), fontsize=8)
-    ax.set_xlabel("released device memory (MiB, evidence: offloaded - static buffers)")
+                           facecolors="none", edgecolors=color, s=220, lw=1.5, zorder=2)
+            for _, r in sub.iterrows():
+                text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "")
+                notes.append((float(r["released_bytes"]) / 2**20, float(r["throughput_median_tok_s"]), text, color))
+    ax.scatter([], [], s=220, facecolors="none", edgecolors="gray", lw=1.5, label="Pareto front (ringed)")
+    _annotate(ax, notes)
+    xl = "released bytes (MiB, accounted by evidence: offloaded - static buffers; not measured)"
+    if cpu:
+        xl += "\nCPU runtime: host = device RAM, nothing is freed (RSS / KV capacity unchanged)"
+    ax.set_xlabel(xl, fontsize=9)
+    ax.margins(x=0.1)
     ax.set_ylabel("median process throughput (tok/s)")
-    ax.set_title("Capacity vs throughput (Pareto front highlighted)")
+    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
 
 
-def plot_retention(summary: pd.DataFrame, ax=None):
-    """Retention vs number of offloaded layers (evidence), per phase and implementation; bars = min..max."""
+def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
+    """Retention vs number of offloaded layers (evidence): one scatter per phase and implementation.
+
+    Each point is annotated with its (G,N); points with equal layer counts are dodged horizontally
+    (never joined, so no segment can be mistaken for an error bar). Min..max bars are drawn only for
+    labels with more than one process, and the legend says so.
+    """
+    cpu = is_cpu_run(summary) if cpu is None else cpu
     fig = None
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (phase, impl), sub in summary.groupby(["phase", "implementation"], sort=False):
-        sub = sub.sort_values("num_selected_layers")
-        base = sub["baseline_throughput_median_tok_s"].astype(float)
+        fig, ax = plt.subplots(figsize=(8, 5))
+    phases = list(dict.fromkeys(summary["phase"]))
+    groups = list(summary.groupby(["phase", "implementation"], sort=False))
+    # dodge: every point sharing a layer count (any phase / implementation / (G,N)) gets its own x
+    order = {key: i for i, (key, _g) in enumerate(groups)}
+    ranked = summary.assign(_g=[order[(p, i)] for p, i in zip(summary["phase"], summary["implementation"],
+                                                               strict=True)])
+    ranked = ranked.sort_values(["num_selected_layers", "_g", "group_size", "num_in_group"])
+    dodge = {}
+    for n, same in ranked.groupby("num_selected_layers", sort=False):
+        k = len(same)
+        width = min(0.18, 0.8 / k)
+        for i, idx in enumerate(same.index):
+            dodge[idx] = float(n) + width * (i - (k - 1) / 2)
+    notes, any_bars = [], False
+    for (phase, impl), sub in groups:
+        color = IMPL_COLORS.get(impl, "gray")
+        x = pd.Series([dodge[i] for i in sub.index], index=sub.index)
         y = sub["retention"].astype(float)
-        lo = y - sub["throughput_min_tok_s"].astype(float) / base
-        hi = sub["throughput_max_tok_s"].astype(float) / base - y
-        ax.errorbar(sub["num_selected_layers"], y, yerr=[lo, hi], fmt="o-" if impl != "baseline" else "o",
-                    capsize=3, label=f"{phase}: {impl}")
+        ax.scatter(x, y, marker=IMPL_MARKERS.get(impl, "P"), color=color, s=45, zorder=3,
+                   label=f"{phase}: {impl}" if len(phases) > 1 else impl)
+        rep = sub["processes"].astype(int) > 1
+        if rep.any():
+            any_bars = True
+            base = sub.loc[rep, "baseline_throughput_median_tok_s"].astype(float)
+            lo = y[rep] - sub.loc[rep, "throughput_min_tok_s"].astype(float) / base
+            hi = sub.loc[rep, "throughput_max_tok_s"].astype(float) / base - y[rep]
+            ax.errorbar(x[rep], y[rep], yerr=[lo, hi], fmt="none", ecolor=color, capsize=3, lw=1, zorder=2)
+        for (_, r), xi in zip(sub.iterrows(), x, strict=True):
+            n = int(r["processes"])
+            notes.append((xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else ""), color))
+    if any_bars:
+        ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
+                    label="bar: process min..max (labels with > 1 process)")
+    else:
+        ax.plot([], [], " ", label="1 process per label: no spread bars")
     ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xlabel("offloaded layers (evidence)")
+    _annotate(ax, notes)
+    ax.margins(x=0.12)
+    ax.set_xlabel("offloaded layers (evidence; equal counts dodged horizontally)")
     ax.set_ylabel("throughput retention vs phase baseline")
-    ax.set_title("Retention vs offloaded layers (bars: process min..max)")
+    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else ""))
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
 
 
@@ -244,9 +353,13 @@ COMPARISON_COLUMNS = [
     ("phase", "phase"), ("group_size", "G"), ("num_in_group", "N"), ("prefetch_step", "prefetch"),
     ("a_median_tok_s", "current tok/s"), ("b_median_tok_s", "official tok/s"), ("delta_tok_s", "delta tok/s"),
     ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"), ("ci_high_tok_s", "CI95 high"),
-    ("verdict", "verdict"), ("pooled_ci_low_tok_s", "pooled CI low"), ("pooled_ci_high_tok_s", "pooled CI high"),
-    ("pooled_verdict", "pooled verdict"),
+    ("a_processes", "n current"), ("b_processes", "n official"), ("verdict", "verdict"),
+    ("pooled_ci_low_tok_s", "pooled CI low"), ("pooled_ci_high_tok_s", "pooled CI high"),
+    ("pooled_verdict", "pooled verdict"), ("note", "note"),
 ]
+VERDICT_LEGEND = ("faster / slower only when the process-level 95% CI excludes 0; equivalent only when a CI exists "
+                  "and contains 0; inconclusive when no CI can be computed (fewer than 2 processes on a side; "
+                  "the note gives n).")
 
 
 def render_markdown(tables: dict) -> tuple[str, str]:
@@ -260,6 +373,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts.append(f"- error `{i.code}`: {i.message}")
     for i in rep.warnings[:20]:
         parts.append(f"- warning `{i.code}`: {i.message}")
+    cpu = is_cpu_run(tables["data"].runs) or is_cpu_run(summary)
+    if cpu:
+        main += "\n\n> **Note:** " + CPU_NOTE
     parts += ["", "## Per label (bytes and layers from runtime evidence)", "", main, ""]
     stats_cols = [("phase", "phase"), ("label", "label"), ("throughput_mean_tok_s", "mean"),
                   ("throughput_min_tok_s", "min"), ("throughput_max_tok_s", "max"),
@@ -280,6 +396,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
               "excludes 0)", ""]
     comp = tables["comparison"]
     parts += [markdown_table(comp, COMPARISON_COLUMNS) if not comp.empty else "_no (G,N) point with both_", ""]
+    if not comp.empty:
+        parts += [f"Verdicts: {VERDICT_LEGEND}", ""]
     lw = tables["long_window"]
     if not lw.empty:
         parts += ["## Long-window confirmation", "",
@@ -301,7 +419,7 @@ def render_markdown(tables: dict) -> tuple[str, str]:
             ("phase", "phase"), ("implementation", "implementation"), ("num_selected_layers", "layers"),
             ("adjacent_label", "adjacent"), ("spaced_label", "spaced"), ("adjacent_median_tok_s", "adjacent tok/s"),
             ("spaced_median_tok_s", "spaced tok/s"), ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"),
-            ("ci_high_tok_s", "CI95 high"), ("verdict", "verdict")]), ""]
+            ("ci_high_tok_s", "CI95 high"), ("verdict", "verdict"), ("note", "note")]), ""]
     cross = tables["cross_stack"]
     if not cross.empty:
         parts += ["## Native vs same-runtime (cross-stack: different software stacks, auxiliary only)", "",
@@ -324,13 +442,20 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"
 
 
-def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None) -> str:
+def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
+                  out_dir: Path | str | None = None) -> str:
     """Write ``summary/`` for a run directory and return the per-label Markdown table.
 
+    This is the runner's end-of-run call (it writes ``<run_dir>/summary`` before ``SHA256SUMS``
+    is computed). ``python -m analysis report`` refuses to overwrite an existing summary and
+    passes ``out_dir`` instead.
+
     Args:
-        run_dir: a run directory with ``<phase>-runs.jsonl`` / ``<phase>-failures.jsonl``.
+        run_dir: a run directory with ``<phase>-runs.jsonl`` / ``<phase>-failures.jsonl``;
+            recorded resolved (absolute) in ``comparison-summary.json``.
         model_dir: model directory for the layer-byte checks; default ``<run_dir>/model`` or the
             records' ``model`` path.
+        out_dir: where the files go (default ``<run_dir>/summary``).
 
     Returns:
         The validity line and the per-label Markdown table (label, G, N, selected layers,
@@ -339,15 +464,17 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None) -
     Raises:
         FileNotFoundError: no run files in ``run_dir``.
     """
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     tables = build(run_dir, model_dir=model_dir)
-    out = run_dir / SUMMARY_DIR
+    out = run_dir / SUMMARY_DIR if out_dir is None else Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    cpu = is_cpu_run(tables["data"].runs)
     write_json(out / "validation.json", tables["validation"])
     payload = {
         "schema_version": 1,
         "run_dir": str(run_dir),
         "valid": tables["validation"].valid,
+        "notes": [CPU_NOTE] if cpu else [],
         "precision": PRECISION,
         "rows": records(tables["summary"]),
         "comparison": records(tables["comparison"]),
@@ -366,10 +493,10 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None) -
     full, main = render_markdown(tables)
     _atomic_write(out / "comparison-summary.md", full)
     if not tables["summary"].empty:
-        fig = plot_pareto(tables["summary"])
+        fig = plot_pareto(tables["summary"], cpu=cpu)
         _atomic_savefig(fig, out / "pareto.png")
         plt.close(fig)
-        fig = plot_retention(tables["summary"])
+        fig = plot_retention(tables["summary"], cpu=cpu)
         _atomic_savefig(fig, out / "retention.png")
         plt.close(fig)
     return main
