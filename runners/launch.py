@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import psutil
 
@@ -47,18 +47,35 @@ class ProcessOutcome:
     launch_error: str | None = None
 
 
+def _resolve_prctl() -> Any:
+    """``prctl`` from libc, looked up once at import time (None where unavailable)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Resolved here, in the parent at import time: the function that runs in the child
+# between fork and exec must not import, resolve symbols or take any Python-level lock
+# (another thread of the runner may hold the import lock or a module lock at fork time;
+# the child inherits it held by a thread that does not exist there, and would block
+# forever while the parent blocks in Popen waiting for the exec).
+_PRCTL = _resolve_prctl()
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the launching thread dies (Linux ``PR_SET_PDEATHSIG``).
 
     Covers a runner killed with SIGKILL, which cannot reap its case; vLLM's own
-    engine processes exit when their parent does.
+    engine processes exit when their parent does. Deliberately minimal: one call of a
+    pre-resolved C function with pre-computed ints, no import, no allocation of note.
+    Only passed to Popen when ``_PRCTL`` was resolved.
     """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except OSError:
-        pass
+    _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -99,7 +116,7 @@ class CaseProcess:
         self._log.flush()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=self.env, cwd=self.cwd, start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=_die_with_parent if _PRCTL is not None else None)
         return self
 
     @property

@@ -845,8 +845,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         console.print(f"run directory: {run_dir}")
 
     todo = [sc for sc in items if sc.key not in done]
-    if cfg.get("analyze", True):
-        _preimport_analysis()
+    # No background work (e.g. pre-importing the analysis stack in a thread) while cases
+    # are forked: a thread holding an import lock at fork time used to deadlock the child
+    # before exec (see runners.launch._die_with_parent). The analysis imports when it runs.
     progress = Progress(len(items), live=bool(cfg.get("progress", True)))
     progress.skip(len(items) - len(todo))
     state = RunState(run_dir=run_dir, model_dir=identity.model_dir, python=sys.executable,
@@ -933,22 +934,6 @@ def _shell_quote(s: str) -> str:
     import shlex
 
     return shlex.quote(s)
-
-
-def _preimport_analysis() -> None:
-    """Import the analysis stack (pandas, matplotlib) in the background while cases run.
-
-    Only hides import latency; ``_analyze`` imports again (a no-op when done) and reports errors.
-    """
-    import threading
-
-    def _load() -> None:
-        try:
-            import analysis.report  # noqa: F401
-        except ImportError:  # surfaced again by _analyze's own import
-            return
-
-    threading.Thread(target=_load, name="preimport-analysis", daemon=True).start()
 
 
 def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: Any) -> list[str]:

@@ -1,0 +1,138 @@
+"""Forking case processes while other threads import: the child must never block before exec.
+
+Regression for a hang: ``preexec_fn`` imported ``ctypes`` between fork and exec while a
+background thread (pre-importing pandas / matplotlib) held that module's import lock; the
+child waited forever on a lock owned by a thread that does not exist in it, and the
+runner waited forever in ``Popen`` (the case timeout never applied).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import runners.matrix as matrix
+from runners import launch
+from runners.launch import CaseProcess
+from tests.runners.helpers import compose_cfg, fake_overrides
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TRUE = shutil.which("true") or "/bin/true"
+
+
+def test_preexec_function_imports_nothing_in_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any ``import`` executed in the forked child (before exec) raises there, so Popen fails."""
+    parent = os.getpid()
+    real_import = builtins.__import__
+
+    def guarded(name: str, *args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != parent:
+            raise ImportError(f"import {name!r} in the child between fork and exec")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", guarded)
+    with CaseProcess([TRUE], dict(os.environ), tmp_path / "case.log", tmp_path) as cp:
+        code, timed_out = cp.wait(timeout_s=20, grace_s=1)
+    assert (code, timed_out) == (0, False)
+
+
+def test_prctl_is_resolved_at_import_time() -> None:
+    if sys.platform.startswith("linux"):
+        assert launch._PRCTL is not None
+    assert isinstance(launch._SIGKILL, int) and type(launch._SIGKILL) is int
+
+
+_STRESS = textwrap.dedent("""
+    import importlib.abc, importlib.machinery, os, sys, tempfile, threading, time
+    from pathlib import Path
+
+    sys.path.insert(0, sys.argv[1])
+    from runners.launch import CaseProcess
+
+    started = threading.Event()
+
+    class SlowFinder(importlib.abc.MetaPathFinder):
+        # the first import of ctypes (if any is left) takes 0.5 s, holding its module lock
+        def find_spec(self, name, path, target=None):
+            if name != "ctypes":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            real_exec = spec.loader.exec_module
+            def slow_exec(module):
+                started.set()
+                time.sleep(0.5)
+                real_exec(module)
+            spec.loader.exec_module = slow_exec
+            return spec
+
+    mods = Path(tempfile.mkdtemp())
+    sys.path.insert(0, str(mods))
+    for i in range(200):
+        (mods / f"_stress_mod_{i}.py").write_text("import time\\ntime.sleep(0.005)\\n")
+    stop = threading.Event()
+
+    def importer():
+        sys.meta_path.insert(0, SlowFinder())
+        started.set()
+        import ctypes  # noqa: F401
+        for i in range(200):
+            if stop.is_set():
+                return
+            __import__(f"_stress_mod_{i}")
+
+    t = threading.Thread(target=importer, daemon=True)
+    t.start()
+    started.wait(5)
+    log_dir = Path(tempfile.mkdtemp())
+    for i in range(25):
+        with CaseProcess([sys.argv[2]], dict(os.environ), log_dir / f"c{i}.log", log_dir) as cp:
+            code, timed_out = cp.wait(timeout_s=10, grace_s=1)
+            assert (code, timed_out) == (0, False), (code, timed_out)
+    stop.set()
+    print("launched 25 cases while importing")
+""")
+
+
+def test_cases_fork_while_another_thread_imports(tmp_path: Path) -> None:
+    """Launch cases while a thread is inside imports (ctypes's first import included); no hang."""
+    script = tmp_path / "stress.py"
+    script.write_text(_STRESS)
+    proc = subprocess.Popen([sys.executable, str(script), str(REPO_ROOT), TRUE], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # the hang this guards against: reap the stuck child too
+        stuck = psutil.Process(proc.pid).children(recursive=True)
+        for p in [*stuck, psutil.Process(proc.pid)]:
+            p.kill()
+        proc.communicate()
+        pytest.fail("launching cases while another thread imports hung (child blocked before exec)")
+    assert proc.returncode == 0, out
+    assert "launched 25 cases while importing" in out
+
+
+def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With analysis on, no background thread (e.g. pre-importing pandas) runs beside the case forks."""
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def record(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", record)
+    monkeypatch.setattr(matrix, "_analyze", lambda run_dir, console: None)
+    overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
+    code = matrix.run_matrix(compose_cfg(*overrides), overrides)
+    assert code == 0
+    assert started == []
