@@ -2,8 +2,9 @@
 
 What is modelled: the cases of each phase (baseline + points x implementations +
 explicit cases), their validation before any process starts (offload parameters
-through ``offload.selection``, labels, repeats, kinds), the per-phase effective
-workload and runtime, and the rotated schedule (in repeat ``r`` the case order
+through ``offload.selection``, labels, repeats, kinds; the per-phase effective
+workload against ``results_schema.models.WorkloadSpec`` and input_len + max_tokens
+<= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the case order
 starts at index ``r``, as the seed did).
 
 What is deliberately not modelled: launching, identity, statistics.
@@ -120,6 +121,50 @@ def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) 
     return eff
 
 
+def _allowed(model: Any, name: str) -> str:
+    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``)."""
+    info = model.model_fields[name]
+    bounds = []
+    for m in info.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                bounds.append(f"{op} {getattr(m, attr)}")
+    what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
+        info.annotation, str(info.annotation))
+    return what + (" " + " and ".join(bounds) if bounds else "")
+
+
+def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[str, Any], *, kind: str) -> None:
+    """Check a phase's effective workload against ``WorkloadSpec`` before any process starts.
+
+    Raises:
+        PlanError: naming the field (``workload.<f>`` or ``phases.<phase>.<f>`` when the
+            phase overrides it), the value and what is allowed.
+    """
+    from pydantic import ValidationError
+
+    from results_schema.models import WorkloadSpec
+
+    try:
+        WorkloadSpec(**dict(workload))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(x) for x in err.get("loc", ()))
+            where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and matrix.get(name) is not None
+                     else f"workload.{name}")
+            value = workload.get(name, "<missing>")
+            if name not in WorkloadSpec.model_fields:
+                problems.append(f"{where} is not a workload field (fields: {', '.join(WorkloadSpec.model_fields)})")
+            else:
+                problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
+        raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
+    if kind != "accuracy" and int(workload["input_len"]) + int(workload["max_tokens"]) > int(workload["max_model_len"]):
+        raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload['input_len']}) + max_tokens "
+                        f"({workload['max_tokens']}) exceeds max_model_len ({workload['max_model_len']}); "
+                        "allowed: input_len + max_tokens <= max_model_len")
+
+
 def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str, Any],
                  runtime: Mapping[str, Any], num_layers: int) -> list[CaseSpec]:
     """Expand one phase's matrix into validated cases.
@@ -137,7 +182,7 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     Raises:
         PlanError: unknown kind/implementation, invalid offload parameters (naming the
             values), duplicate labels, repeats for unknown labels, a point that selects
-            no layer of the model.
+            no layer of the model, an invalid effective workload (``validate_workload``).
     """
     kind = matrix.get("kind", "throughput")
     if kind not in KINDS:
@@ -148,6 +193,7 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         raise PlanError(f"phase {phase!r}: runtime.env sets secret-looking variables {secret_env}; the config is "
                         "written to the run directory, so pass secrets through the environment instead")
     eff_workload = _effective_workload(workload, matrix)
+    validate_workload(phase, eff_workload, matrix, kind=kind)
     raw: list[dict[str, Any]] = []
     if matrix.get("baseline", True):
         raw.append(dict(implementation="baseline", group_size=0, num_in_group=0, prefetch_step=1,

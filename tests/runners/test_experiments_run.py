@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from results_schema.io import read_jsonl
 from results_schema.models import CaseFailure, CaseRun
 from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
@@ -60,4 +62,36 @@ def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> N
     out = r.stdout + r.stderr
     assert r.returncode == EXIT_CONFIG, out
     assert "offload_num_in_group (3) must be <= offload_group_size (2)" in out and "Traceback" not in out
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("override, message", [
+    ("workload.num_prompts=-1", "workload.num_prompts = -1 is invalid: must be an integer >= 1"),
+    ("workload.max_tokens=-5", "workload.max_tokens = -5 is invalid: must be an integer >= 1"),
+    ("workload.measured_rounds=-1", "workload.measured_rounds = -1 is invalid: must be an integer >= 1"),
+    ("workload.gpu_memory_utilization=-0.5",
+     "workload.gpu_memory_utilization = -0.5 is invalid: must be a finite number > 0.0 and <= 1.0"),
+    ("workload.input_len=0", "workload.input_len = 0 is invalid: must be an integer >= 1"),
+])
+def test_invalid_workload_stops_before_any_run_dir_or_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str], override: str,
+                                                             message: str) -> None:
+    import runners.launch
+
+    def no_launch(*a: object, **k: object) -> None:
+        raise AssertionError("a case process was started")
+
+    monkeypatch.setattr(runners.launch.CaseProcess, "__enter__", no_launch)
+    code, run_dir = run_fake(tmp_path, override)
+    out = capsys.readouterr().out
+    assert code == EXIT_CONFIG, out
+    assert message in " ".join(out.split()), out
+    assert not any(tmp_path.iterdir())
+
+
+def test_invalid_workload_on_the_cli_exits_2_naming_the_field(tmp_path: Path) -> None:
+    r = _cli("workload.num_prompts=-1", tmp_path=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == EXIT_CONFIG, out
+    assert "workload.num_prompts = -1 is invalid: must be an integer >= 1" in out and "Traceback" not in out
     assert not any(tmp_path.iterdir())

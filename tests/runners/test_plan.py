@@ -105,3 +105,27 @@ def test_accuracy_phase_runs_every_task_in_one_process_per_case() -> None:
 def test_rejects_secrets_in_the_config_environment() -> None:
     with pytest.raises(PlanError, match="secret-looking variables"):
         expand_phase("p", matrix(), workload=WORKLOAD, runtime=dict(RUNTIME, env={"HF_TOKEN": "x"}), num_layers=8)
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("num_prompts", -1, "an integer >= 1"),
+    ("max_tokens", -5, "an integer >= 1"),
+    ("measured_rounds", -1, "an integer >= 1"),
+    ("gpu_memory_utilization", -0.5, "a finite number > 0.0 and <= 1.0"),
+    ("input_len", 0, "an integer >= 1"),
+    ("warmup_rounds", -1, "an integer >= 0"),
+])
+def test_invalid_workload_names_field_value_and_what_is_allowed(field: str, value: Any, allowed: str) -> None:
+    with pytest.raises(PlanError) as exc:
+        expand_phase("p", matrix(), workload={**WORKLOAD, field: value}, runtime=RUNTIME, num_layers=8)
+    assert f"workload.{field} = {value!r} is invalid: must be {allowed}" in str(exc.value)
+
+
+def test_invalid_phase_workload_override_names_the_phase_key() -> None:
+    with pytest.raises(PlanError, match=r"phases\.p\.measured_rounds = -1 is invalid: must be an integer >= 1"):
+        expand(measured_rounds=-1)
+
+
+def test_workload_that_does_not_fit_max_model_len_is_rejected() -> None:
+    with pytest.raises(PlanError, match=r"input_len \(32\) \+ max_tokens \(300\) exceeds max_model_len \(256\)"):
+        expand(max_tokens=300)
