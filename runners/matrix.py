@@ -840,7 +840,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         write_text_atomic(repro / "run.sh", (
             "#!/bin/sh\n# Re-run this experiment into a new run directory, from the repository at git revision\n"
             f"# {git.revision}{' (dirty)' if git.dirty else ''}; config.yaml here is the resolved config it must give.\n"
-            f"cd {_shell_quote(str(REPO_ROOT))} && exec python -m runners.matrix {' '.join(keep)}\n"))
+            f"cd {_shell_quote(str(REPO_ROOT))} && exec {_shell_quote(sys.executable)} -m runners.matrix "
+            f"{' '.join(keep)}\n"))
+        os.chmod(repro / "run.sh", 0o755)
         done = set()
         console.print(f"run directory: {run_dir}")
 

@@ -95,3 +95,23 @@ def test_invalid_workload_on_the_cli_exits_2_naming_the_field(tmp_path: Path) ->
     assert r.returncode == EXIT_CONFIG, out
     assert "workload.num_prompts = -1 is invalid: must be an integer >= 1" in out and "Traceback" not in out
     assert not any(tmp_path.iterdir())
+
+
+def test_reproduction_run_sh_is_executable_and_uses_the_run_interpreter(tmp_path: Path) -> None:
+    import os
+    import shlex
+    import stat
+
+    code, run_dir = run_fake(tmp_path / "results", "phases.same_runtime.points=[{g: 4, n: 1}]")
+    assert code == 0
+    run_sh = run_dir / "reproduction" / "run.sh"
+    assert stat.S_IMODE(run_sh.stat().st_mode) == 0o755
+    text = run_sh.read_text()
+    assert f"exec {shlex.quote(sys.executable)} -m runners.matrix " in text and "exec python " not in text
+    # PATH without the interpreter's directory (a bare `python` there has no hydra, or is absent)
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    r = subprocess.run([str(run_sh)], env={**os.environ, "PATH": path or "/usr/bin:/bin"}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len([d for d in run_dir.parent.iterdir() if d.is_dir()]) == 2  # the re-run went to a new directory
