@@ -224,10 +224,16 @@ def describe_failure(check: PinCheck) -> str:
 
 
 def enforce(checks: Sequence[PinCheck], *, when: str) -> None:
-    """Raise ``IdentityError`` naming the first failed pin (and how many failed)."""
+    """Raise ``IdentityError`` naming the first failed pin (and the other failed pins, each once).
+
+    Runtimes that share pins (e.g. two phases on the same stack) yield the same check
+    twice; the message lists each ``kind:name`` once.
+    """
     bad = [c for c in checks if not c.ok]
     if bad:
-        more = f" (+{len(bad) - 1} more: {', '.join(f'{c.kind}:{c.name}' for c in bad[1:])})" if len(bad) > 1 else ""
+        first = f"{bad[0].kind}:{bad[0].name}"
+        others = [n for n in dict.fromkeys(f"{c.kind}:{c.name}" for c in bad[1:]) if n != first]
+        more = f" (+{len(others)} more: {', '.join(others)})" if others else ""
         raise IdentityError(f"identity gate ({when}): {describe_failure(bad[0])}{more}", checks)
 
 

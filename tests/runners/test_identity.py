@@ -58,6 +58,30 @@ def test_missing_tool_is_named_first() -> None:
         enforce(checks, when="test")
 
 
+def test_failed_pins_shared_by_two_runtimes_are_listed_once() -> None:
+    one_runtime = _pins(tools=["definitely-not-a-tool-xyz"], packages={"pydantic": "???", "no-such-dist-xyz": "1.0"})
+    with pytest.raises(IdentityError) as exc:
+        enforce(one_runtime + one_runtime, when="test")  # two runtimes declaring the same pins
+    msg = str(exc.value)
+    assert "(+2 more: package:pydantic, package:no-such-dist-xyz)" in msg, msg
+    assert msg.count("tool:definitely-not-a-tool-xyz") == 0 and msg.count("package:pydantic") == 1
+
+
+def test_qwen7b_identity_gate_lists_each_failed_pin_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.matrix import RunnerError, gather_identity
+    from tests.runners.helpers import compose_cfg
+
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)  # npu-smi absent even on an Ascend host
+    with pytest.raises(RunnerError) as exc:
+        gather_identity(compose_cfg("+experiment=qwen7b"), when="test")
+    msg = str(exc.value)
+    assert "required tool 'npu-smi' is not on PATH" in msg
+    listed = msg.split("more: ", 1)[1].rstrip(")").split(", ")
+    assert len(listed) == len(set(listed)), listed
+    assert "tool:npu-smi" not in listed and listed.count("package:vllm-ascend") <= 1
+    assert f"(+{len(listed)} more: " in msg
+
+
 def test_package_pins_accept_exact_versions_and_specifiers() -> None:
     v = package_version("pydantic")
     assert v is not None
