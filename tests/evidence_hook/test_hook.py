@@ -247,3 +247,117 @@ def test_real_vllm_official_offloader_on_cpu_fails_with_upstream_assertion_and_n
     assert proc.returncode != 0
     assert "Module parameters should not already be on CPU" in proc.stdout + proc.stderr
     assert not path.exists() and not _evidence_lines(proc)
+
+
+# ----------------------------------------------------------------- independent cross-check
+def _lying(**overrides):
+    """Our offloader whose ``evidence_state`` over-reports the given fields (no vLLM engine)."""
+    from offload.prefetch import CurrentPrefetchOffloader
+
+    class Lying(CurrentPrefetchOffloader):
+        def evidence_state(self):
+            d = super().evidence_state()
+            for k, f in overrides.items():
+                d[k] = f(d)
+            return d
+
+    return Lying(4, 1, 2)
+
+
+def _refused(capsys, path: Path) -> str:
+    out = capsys.readouterr()
+    assert not path.exists()
+    assert not [ln for ln in out.out.splitlines() if ln.startswith("OFFLOAD_EVIDENCE ")]
+    errs = [ln for ln in out.err.splitlines() if ln.startswith("OFFLOAD_EVIDENCE_ERROR ")]
+    assert len(errs) == 1, out.err
+    return errs[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "claim", "expected", "actual"),
+    [
+        ({"offloaded_bytes": lambda d: d["offloaded_bytes"] + 4}, "offloaded_bytes", "2432", "2436"),
+        ({"offloaded_bytes": lambda d: 2 * d["offloaded_bytes"]}, "offloaded_bytes", "2432", "4864"),
+        ({"wrapped_layers": lambda d: (1, 3, 7), "wrapped_count": lambda d: 3}, "wrapped_layers", "[3, 7]", "[1, 3, 7]"),
+        ({"wrapped_layers": lambda d: (3, 7, 11), "wrapped_count": lambda d: 3}, "wrapped_layers", "[0, 8)", "[3, 7, 11]"),
+        ({"wrapped_count": lambda d: 3}, "wrapped_count", "2", "3"),
+        ({"selected_layers": lambda d: (1, 3, 5, 7)}, "selected_layers", "[3, 7]", "[1, 3, 5, 7]"),
+        ({"num_layers": lambda d: 12}, "num_layers", "8", "12"),
+    ],
+)
+def test_over_reporting_offloader_is_refused_and_nothing_is_published(fresh, capsys, overrides, claim, expected, actual):
+    off = _lying(**overrides)
+    hook.observe(off)
+    off.wrap_modules(layers())
+    off.post_init()  # must not raise into the caller
+    err = _refused(capsys, fresh)
+    assert err.startswith("OFFLOAD_EVIDENCE_ERROR evidence cross-check failed: ")
+    assert f"{claim}: expected" in err and expected in err and actual in err, err
+    assert hook.publish(off) is False  # no retry at exit either
+
+
+def test_offloaded_bytes_are_checked_against_offload_params_and_prefix(fresh, capsys):
+    from offload.prefetch import CurrentPrefetchOffloader
+
+    off = CurrentPrefetchOffloader(4, 1, 1, offload_params=["0"])  # Linear only: (16*16+16)*4 per layer
+    hook.observe(off)
+    off.wrap_modules(layers(), prefix="")
+    off.post_init()
+    ev = published(capsys, fresh)
+    assert ev.offloaded_bytes == 2 * (16 * 16 + 16) * 4
+
+
+def test_cross_check_accepts_what_weight_processing_leaves_observable(fresh, capsys):
+    """A parameter deleted after wrapping (e.g. a scale) is legitimately no longer offloaded."""
+    from offload.prefetch import CurrentPrefetchOffloader
+
+    off = CurrentPrefetchOffloader(4, 1, 1)
+    hook.observe(off)
+    mods = off.wrap_modules(layers())
+    for i in (3, 7):
+        del mods[i][1].bias  # LayerNorm bias gone before post_init
+        mods[i][1].bias = None
+    off.post_init()
+    ev = published(capsys, fresh)
+    assert ev.offloaded_bytes == 2 * (16 * 16 + 16 + 16) * 4
+
+
+def test_upstream_adapter_over_reporting_bytes_is_refused(fresh, capsys):
+    from vllm.model_executor.offloader.base import BaseOffloader
+
+    off = _upstream_like("PrefetchOffloader", BaseOffloader)
+    hook.observe(off)
+    off.wrap_modules(layers())
+    off.module_offloaders[0]._param_offloaders["0.extra"] = SimpleNamespace(_cpu_storage=torch.zeros(10))
+    off.post_init()
+    err = _refused(capsys, fresh)
+    assert "offloaded_bytes: expected 3264" in err and "actual 3304" in err, err
+
+
+def test_uva_adapter_over_reporting_bytes_is_refused(fresh, capsys):
+    from vllm.model_executor.offloader.uva import UVAOffloader
+
+    class FakeUVA(UVAOffloader):
+        def wrap_modules(self, gen, prefix=""):
+            mods = list(gen)
+            for p in mods[0].parameters():
+                p._vllm_is_uva_offloaded = True
+            self.cpu_offload_bytes += 10**6  # claims far more than layer 0 holds
+            return mods
+
+    off = FakeUVA(cpu_offload_max_bytes=10**9)
+    hook.observe(off)
+    off.wrap_modules(layers(4))
+    off.post_init()
+    assert "offloaded_bytes: expected 1216" in _refused(capsys, fresh)
+
+
+def test_pre_wrap_observation_sees_parameters_before_the_offloader_moves_them(fresh):
+    from offload.prefetch import CurrentPrefetchOffloader
+
+    off = CurrentPrefetchOffloader(2, 1, 1)
+    hook.observe(off)
+    off.wrap_modules(layers(4))
+    obs = hook._state.observed[id(off)]
+    assert len(obs) == 4 and [n for n, _ in obs[1]] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert sum(b for _, b in obs[1]) == (16 * 16 + 48) * 4
