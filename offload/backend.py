@@ -67,6 +67,12 @@ class DeviceBackend:
         """Copy ``src`` (host) into ``dst`` (device buffer) on the current stream."""
         dst.copy_(src, non_blocking=self.asynchronous)
 
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        """Mark ``tensor`` as used by ``stream``: its memory is reused only after that work."""
+
+    def release_host_cache(self) -> None:
+        """Return cached, no longer used pinned host blocks to the OS (where the runtime can)."""
+
 
 class CpuBackend(DeviceBackend):
     """CPU platform: host storage and "device" buffers are both host memory; copies block."""
@@ -119,6 +125,17 @@ class StreamBackend(DeviceBackend):
 
     def pin_memory(self) -> bool:
         return self._pin
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        if tensor.device.type == self.name:  # tests route host tensors through a fake namespace
+            tensor.record_stream(stream)
+
+    def release_host_cache(self) -> None:
+        # CUDA: torch's pinned-memory caching allocator keeps freed blocks; torch-npu has no
+        # public equivalent (nothing to call there).
+        empty = getattr(torch._C, "_host_emptyCache", None) if self.name == "cuda" else None
+        if empty is not None:
+            empty()
 
 
 def _should_pin_memory() -> bool:

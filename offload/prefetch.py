@@ -13,29 +13,37 @@ What is modelled (the contract of vLLM's ``PrefetchOffloader``, vLLM 0.32
 * ``post_init`` (after ``process_weights_after_loading``) re-reads every parameter (it may
   have been replaced, moved, re-laid-out or deleted), packs each module's host storage into
   one pinned buffer, allocates the static device buffers and points every parameter at
-  its slot, then starts the first ``K`` loads.
+  its slot, then starts the first ``K`` loads. Host copies no longer used are released
+  (``pinned_host_bytes`` is what stays: the packed buffers).
 * Static buffers: one device arena per slot, ``K = min(prefetch_step, M)`` slots for ``M``
   wrapped modules; inside an arena each key ``(name, shape, stride, dtype)`` has a fixed,
-  256-byte aligned offset, so modules sharing a slot and a key share the buffer. A module's
+  :data:`ALIGN_BYTES` (512) aligned offset, so modules sharing a slot and a key share the buffer. A module's
   parameters are views into its slot's arena, and one host-to-device copy per contiguous
   run of keys (normally exactly one) moves the whole module.
 * Forward: before wrapped module ``i`` runs, the compute stream waits on ``i``'s copy-done
   event; after it ran, a fork event recorded on the compute stream makes the copy stream
   wait until ``i``'s kernels are queued before refilling ``i``'s slot with its next user
-  (:mod:`offload.ring`). Both hooks go through vLLM's ``wait_prefetch``/``start_prefetch``
-  custom ops when this offloader is the process-global one, so ``torch.compile`` keeps
-  them opaque and ordered (as upstream does); CUDA/ACL graph capture follows upstream's
-  event protocol (``sync_prev_onload``/``join_after_forward``).
+  (:mod:`offload.ring`). Both hooks always go through the custom ops of :mod:`offload.ops`
+  (same contract as vLLM's ``wait_prefetch``/``start_prefetch``), so ``torch.compile``
+  keeps them opaque and ordered (as upstream does); a layer without a tensor activation
+  passes a per-offloader token tensor instead (never a direct, traceable call). CUDA/ACL
+  graph capture follows upstream's event protocol (``sync_prev_onload`` before capture
+  and replay, ``join_after_forward`` inside capture).
 * If a module is about to run while its slot holds another module (out-of-order execution,
   e.g. a partial pass), it is loaded synchronously instead of silently reading stale weights
   (counted in ``fallback_loads``).
-* ``shutdown()`` joins the copy stream; it also runs at interpreter exit (``weakref.finalize``).
+* ``shutdown()`` joins the copy stream. Garbage collection never synchronizes (it may run
+  during another engine's graph capture): the arenas are marked used by the copy stream
+  (``record_stream``), so the caching allocator reuses their memory only after the copies.
+* Weight formats: plain (ND) strided tensors only. On Ascend, a parameter that weight
+  processing cast to ``FRACTAL_NZ`` (``VLLM_ASCEND_ENABLE_NZ``: quantized weights by default,
+  bf16/fp16 too when it is 2) is refused with :class:`UnsupportedWeightFormat` naming it.
 
 The :class:`SyncOffloader` reference uses the same host storage and one static slot, with no
 side stream and no prefetch: onload on the compute stream right before the module runs,
 slot released in ``finally``.
 
-Not modelled: NZ (Ascend fractal) storage formats, pipeline-parallel layer offsets (layer
+Not modelled: offloading NZ (Ascend fractal) storage formats (refused, see above), pipeline-parallel layer offsets (layer
 indices are positions in the ``wrap_modules`` call, as upstream), multimodal towers
 (``supports_tower_offload`` is False, as upstream's prefetch offloader).
 """
@@ -45,7 +53,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import weakref
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,15 +60,40 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from offload import ring
+from offload import ops, ring
 from offload.backend import DeviceBackend, backend_for_device
 from offload.matching import select_param_names
 from offload.selection import is_layer_selected, select_offload_layers, validate_offload_params
 
 logger = logging.getLogger("offload")
 
-ALIGN_BYTES = 256
-"""Offset alignment of every key inside a slot arena (cudaMalloc's alignment)."""
+ALIGN_BYTES = 512
+"""Offset alignment of every key inside a slot arena, in bytes.
+
+The start alignment a separately allocated tensor gets from the caching allocators:
+``kMinBlockSize = 512`` in PyTorch's ``c10/cuda/CUDACachingAllocator.cpp`` and in
+torch-npu's ``torch_npu/csrc/core/npu/NPUCachingAllocator.cpp`` (every block size is a
+multiple of 512 inside 2 MiB-aligned segments). Official allocates one ``empty_strided``
+buffer per parameter, so with 512 every view here starts as aligned as official's buffers
+(kernels that pick algorithms by pointer alignment see the same alignment)."""
+
+ACL_FORMAT_ND = 2
+"""torch-npu format id of plain (ND) tensors (``vllm_ascend/utils.py``: ``ACL_FORMAT_FRACTAL_ND = 2``)."""
+
+
+class UnsupportedWeightFormat(ValueError):
+    """A parameter to offload is stored in a format the arena cannot hold (e.g. FRACTAL_NZ)."""
+
+
+def _npu_format(t: torch.Tensor) -> int | None:
+    """torch-npu storage format id of a device tensor (``None`` off Ascend)."""
+    if t.device.type != "npu":
+        return None
+    try:
+        import torch_npu  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - an npu tensor implies torch_npu
+        return None
+    return int(torch_npu.get_npu_format(t))
 
 try:  # vLLM present: subclass its BaseOffloader so isinstance checks in vLLM hold.
     from vllm.model_executor.offloader.base import BaseOffloader as _Base
@@ -122,22 +154,6 @@ def _activation(args: tuple, kwargs: dict) -> torch.Tensor | None:
                 return v
             fallback = fallback if fallback is not None else v
     return fallback
-
-
-def _vllm_ops_available() -> bool:
-    try:
-        import vllm.model_executor.offloader.prefetch_ops  # noqa: F401  (registers the ops)
-    except ImportError:
-        return False
-    return hasattr(torch.ops, "vllm") and hasattr(torch.ops.vllm, "wait_prefetch")
-
-
-def _is_global_offloader(obj: object) -> bool:
-    try:
-        from vllm.model_executor.offloader.base import get_offloader
-    except ImportError:
-        return False
-    return get_offloader() is obj
 
 
 @dataclass(frozen=True)
@@ -279,9 +295,12 @@ class CurrentPrefetchOffloader(_Base):
         self.fallback_loads = 0
         self.copies_issued = 0
         self._slot_owner: list[int | None] = []
-        self._use_ops = False
+        self._use_ops = True
+        self._op_id = ops.register(self)
+        self._token: torch.Tensor | None = None
         self._wrap_called = False
-        self._finalizer: weakref.finalize | None = None
+        self.released_host_bytes = 0
+        self.weight_format = "ND"
 
     # ------------------------------------------------------------------ wrap
     def wrap_modules(
@@ -292,10 +311,17 @@ class CurrentPrefetchOffloader(_Base):
         """Select layers, move their matching parameters to host storage, return all modules.
 
         Raises:
-            RuntimeError: called twice (a prefetch ring spans one decoder stack, as upstream).
+            RuntimeError: called again after a call that wrapped modules (a prefetch ring
+                spans one decoder stack); a call that wrapped nothing may be followed by
+                another, as upstream's ``assert len(self.module_offloaders) == 0`` allows.
         """
-        if self._wrap_called:
-            raise RuntimeError(f"{type(self).__name__}.wrap_modules may only be called once")
+        if self.wrapped:
+            raise RuntimeError(
+                f"{type(self).__name__}.wrap_modules may only be called once with modules to offload "
+                f"(the first call wrapped layers {[w.layer for w in self.wrapped]})"
+            )
+        if self.post_init_called:
+            raise RuntimeError(f"{type(self).__name__}.wrap_modules called after post_init")
         self._wrap_called = True
         all_modules: list[nn.Module] = []
         selected: list[int] = []
@@ -364,8 +390,12 @@ class CurrentPrefetchOffloader(_Base):
         for w in self.wrapped:
             keys.extend(w.keys[n] for n in w.param_names)
         self.buffer_pool = StaticBufferPool(keys, k, self.wrapped[0].device)
+        self._token = torch.zeros(1, device=self.wrapped[0].device)
         if self.backend.asynchronous:
             self.copy_stream = self.backend.new_stream()
+            for arena in self.buffer_pool.arenas:
+                # frees of the arenas wait for the copy stream's queued work (no GC-time sync)
+                self.backend.record_stream(arena, self.copy_stream)
         for idx, w in enumerate(self.wrapped):
             w.index = idx
             w.slot = ring.slot_of(idx, m, self.prefetch_step) if k else 0
@@ -374,12 +404,10 @@ class CurrentPrefetchOffloader(_Base):
             w.done_event = self.backend.new_event()
             w.fork_event = self.backend.new_event()
         self._slot_owner = [None] * k
-        self._use_ops = _vllm_ops_available() and _is_global_offloader(self)
         for w in self.wrapped:
             self._hook(w)
         self._initial_loads()
-        if self.backend.asynchronous:
-            self._finalizer = weakref.finalize(self, _join_stream, self.backend, self.copy_stream)
+        self.backend.release_host_cache()
         self._log_state()
 
     def _initial_loads(self) -> None:
@@ -399,7 +427,16 @@ class CurrentPrefetchOffloader(_Base):
                     continue
                 if not isinstance(p, torch.Tensor) or p.layout != torch.strided:
                     w.host.pop(name, None)
+                    if isinstance(p, torch.Tensor) and p.device != w.device:
+                        p.data = p.data.to(w.device)  # not offloaded: back on the device
                     continue
+                fmt = _npu_format(p.data)
+                if fmt is not None and fmt != ACL_FORMAT_ND:
+                    raise UnsupportedWeightFormat(
+                        f"layer {w.layer} parameter {name!r} is stored in npu format {fmt} "
+                        f"(29 = FRACTAL_NZ); this offloader supports plain ND weights only "
+                        f"(set VLLM_ASCEND_ENABLE_NZ=0, or 1 with unquantized bf16/fp16 weights)"
+                    )
                 data = p.data
                 w.keys[name] = ParamKey(name, tuple(data.shape), tuple(data.stride()), data.dtype)
                 w.host[name] = data  # current data; packed into pinned storage by _pack
@@ -438,8 +475,13 @@ class CurrentPrefetchOffloader(_Base):
             hv.copy_(w.host[name])
             new_host[name] = hv
             _resolve(w.module, name).data = pool.view(w.slot, key)
+        old = w.host
         w.host = new_host
         w.host_flat = flat
+        for name, t in old.items():  # wrap-time / re-pinned copies: drop our references
+            if t.untyped_storage().data_ptr() != flat.untyped_storage().data_ptr():
+                self.released_host_bytes += t.numel() * t.element_size()
+        del old
         arena = pool.arenas[w.slot]
         w.runs = [
             (arena[s:e], flat[run_host_off[i] : run_host_off[i] + (e - s)]) for i, (s, e) in enumerate(runs)
@@ -463,16 +505,11 @@ class CurrentPrefetchOffloader(_Base):
 
     # --------------------------------------------------------------- runtime
     def _before(self, w: _Wrapped, t: torch.Tensor | None) -> None:
-        if self._use_ops and t is not None:
-            torch.ops.vllm.wait_prefetch(t, w.index)
-        else:
-            self._wait_for_layer(w.index)
+        # an activation-less layer passes the token: still an opaque op, never a traced call
+        ops.wait_prefetch(t if t is not None else self._token, self._op_id, w.index)
 
     def _after(self, w: _Wrapped, out: Any) -> None:
-        if self._use_ops and isinstance(out, torch.Tensor):
-            torch.ops.vllm.start_prefetch(out, w.next_index)
-        else:
-            self._start_prefetch(w.next_index)
+        ops.start_prefetch(out if isinstance(out, torch.Tensor) else self._token, self._op_id, w.next_index)
 
     def _release(self, w: _Wrapped) -> None:
         """Called in ``finally`` after the module ran (the sync reference frees its slot here)."""
@@ -538,9 +575,14 @@ class CurrentPrefetchOffloader(_Base):
                 w.in_capture = False
 
     def shutdown(self) -> None:
-        """Join the copy stream (teardown); idempotent."""
-        if self._finalizer is not None:
-            self._finalizer()
+        """Block until the copy stream has drained (teardown); idempotent."""
+        if self.backend is not None and self.copy_stream is not None:
+            self.backend.synchronize(self.copy_stream)
+
+    @property
+    def pinned_host_bytes(self) -> int:
+        """Host bytes this offloader still holds: the packed buffers (pinned where supported)."""
+        return sum(w.host_flat.numel() for w in self.wrapped if w.host_flat is not None)
 
     # --------------------------------------------------------------- evidence
     def evidence_state(self) -> dict[str, Any]:
@@ -571,6 +613,9 @@ class CurrentPrefetchOffloader(_Base):
         state["slots"] = len(self._slot_owner)
         state["backend"] = self.backend.name if self.backend is not None else None
         state["custom_ops"] = self._use_ops
+        state["pinned_host_bytes"] = self.pinned_host_bytes
+        state["released_host_bytes"] = self.released_host_bytes
+        state["weight_format"] = self.weight_format
         line = "OFFLOAD_STATE " + json.dumps(state, sort_keys=True)
         if logger.isEnabledFor(logging.INFO) and logger.hasHandlers():
             logger.info(line)
@@ -623,7 +668,3 @@ class SyncOffloader(CurrentPrefetchOffloader):
     def join_after_forward(self) -> None:
         return None
 
-
-def _join_stream(backend: DeviceBackend, stream: Any) -> None:
-    if stream is not None:
-        backend.synchronize(stream)
