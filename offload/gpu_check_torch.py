@@ -1,0 +1,437 @@
+"""Torch-only GPU check of the ``current`` offloader: no vLLM, one command, a JSON summary.
+
+``python -m offload.gpu_check_torch [--device cuda] [--out FILE.json]`` builds a synthetic
+decoder stack with Qwen2.5-7B layer shapes (28 layers; hidden 3584, intermediate 18944,
+28 query / 4 KV heads of 128, q/k/v bias; 233,057,792 parameters = 466,115,584 bytes per
+layer in bf16, vLLM's parameter names ``self_attn.qkv_proj``, ``mlp.gate_up_proj``, ...),
+and runs it through :class:`offload.prefetch.CurrentPrefetchOffloader` directly
+(``wrap_modules`` + ``post_init``, the hooks and custom ops of :mod:`offload.ops`):
+
+* ``eager``: every (G, N) point;
+* ``graph`` (cuda only): capture one full forward in a CUDA graph (``sync_prev_onload``
+  before capture and before every replay, ``join_after_forward`` inside capture, as vLLM
+  0.32's ``CUDAGraphWrapper``), replay it;
+* ``compile``: ``torch.compile`` (Inductor) of the whole stack for ``--compile-points``.
+
+Per point and mode it checks that the output of the offloaded stack is **bitwise equal**
+to the un-offloaded stack's (same mode, same input), and times ``--steps`` forward steps
+(median). The transfer-bound ceiling of a step is ``max(t_base, L * b / BW)``: ``t_base``
+the un-offloaded step time (same mode), ``L * b`` the bytes of the offloaded layers,
+``BW`` the pinned host-to-device bandwidth measured in the same run (one layer's bytes
+per copy, median of 5). ``ratio = ceiling / step time``; the goal (P2) is ``>= 0.95`` for
+``G <= 4``, judged on cuda only (on cpu the copies are synchronous, so the ceiling is not
+reachable by design and ``goal_met`` is ``null``). Per point it also reports the pinned
+host bytes the offloader holds and device memory (allocated after set-up, peak during
+the run).
+
+Exit status: 0 when every output is bitwise equal and (cuda) the goal holds; 1 when an
+output differs or the goal is missed; 2 for bad arguments. The summary is printed as one
+``GPU_CHECK_TORCH <json>`` line (and written to ``--out``).
+
+Sizes on one H200 (default points): 13.05 GB of weights on the device for the
+un-offloaded stack, at most 14 layers (6.5 GB) of pinned host memory per point.
+``--layers`` and ``--width-divisor`` shrink the stack (the CPU test uses 4 layers, width
+/ 32). Needs only torch (>= 2.4; checked on 2.13 CPU; written for 2.11 / Python 3.12).
+Not modelled: the KV cache and paged attention (attention here is causal over the step's
+tokens), tensor parallelism.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from offload.prefetch import CurrentPrefetchOffloader
+from offload.selection import select_offload_layers
+
+QWEN25_7B = dict(hidden=3584, intermediate=18944, heads=28, kv_heads=4, head_dim=128, layers=28)
+QWEN25_7B_LAYER_BYTES_BF16 = 466_115_584
+"""Bytes of one Qwen2.5-7B decoder layer in bf16 (config.json of Qwen/Qwen2.5-7B-Instruct)."""
+
+DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4, 1), (2, 1), (4, 2))
+"""The same_runtime matrix points (docs: conf/matrix)."""
+
+GOAL_RATIO = 0.95
+GOAL_MAX_GROUP = 4
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Layer shapes; ``width_divisor`` divides head_dim and intermediate (1 = Qwen2.5-7B)."""
+
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    layers: int
+
+    @classmethod
+    def qwen25_7b(cls, layers: int = 28, width_divisor: int = 1) -> Shapes:
+        q = QWEN25_7B
+        hd = q["head_dim"] // width_divisor
+        if hd < 1 or q["intermediate"] // width_divisor < 1:
+            raise ValueError(f"--width-divisor ({width_divisor}) leaves no width (allowed: 1..128)")
+        return cls(q["heads"] * hd, q["intermediate"] // width_divisor, q["heads"], q["kv_heads"], hd, layers)
+
+    def layer_params(self) -> int:
+        qkv = (self.heads + 2 * self.kv_heads) * self.head_dim
+        return qkv * self.hidden + qkv + self.heads * self.head_dim * self.hidden \
+            + 2 * self.intermediate * self.hidden + self.hidden * self.intermediate + 2 * self.hidden
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n), requires_grad=False)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+class _Linear(nn.Module):
+    def __init__(self, out_f: int, in_f: int, bias: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_f, in_f), requires_grad=False)
+        self.bias = nn.Parameter(torch.empty(out_f), requires_grad=False) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class _Attn(nn.Module):
+    def __init__(self, s: Shapes) -> None:
+        super().__init__()
+        self.s = s
+        self.qkv_proj = _Linear((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden, bias=True)
+        self.o_proj = _Linear(s.hidden, s.heads * s.head_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s, t = self.s, x.shape[0]
+        q, k, v = self.qkv_proj(x).split([s.heads * s.head_dim, s.kv_heads * s.head_dim,
+                                          s.kv_heads * s.head_dim], dim=-1)
+        q = q.view(t, s.heads, s.head_dim).transpose(0, 1)
+        rep = s.heads // s.kv_heads
+        k = k.view(t, s.kv_heads, s.head_dim).transpose(0, 1).repeat_interleave(rep, 0)
+        v = v.view(t, s.kv_heads, s.head_dim).transpose(0, 1).repeat_interleave(rep, 0)
+        scores = (q @ k.transpose(1, 2)).float() * (s.head_dim ** -0.5)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        p = scores.masked_fill(mask, float("-inf")).softmax(-1).to(x.dtype)
+        return self.o_proj((p @ v).transpose(0, 1).reshape(t, s.heads * s.head_dim))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, s: Shapes) -> None:
+        super().__init__()
+        self.gate_up_proj = _Linear(2 * s.intermediate, s.hidden, bias=False)
+        self.down_proj = _Linear(s.hidden, s.intermediate, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g, u = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(g) * u)
+
+
+class DecoderLayer(nn.Module):
+    """Qwen2-style pre-norm decoder layer; ``forward(hidden_states[T, hidden]) -> same shape``."""
+
+    def __init__(self, s: Shapes) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(s.hidden)
+        self.self_attn = _Attn(s)
+        self.post_attention_layernorm = RMSNorm(s.hidden)
+        self.mlp = _Mlp(s)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        h = hidden_states + self.self_attn(self.input_layernorm(hidden_states))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Stack(nn.Module):
+    def __init__(self, layers: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def build_reference(s: Shapes, device: torch.device, dtype: torch.dtype, seed: int = 0) -> list[DecoderLayer]:
+    """``s.layers`` layers with seeded random weights (scaled so activations stay finite)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    layers = []
+    with torch.no_grad():
+        for _ in range(s.layers):
+            layer = DecoderLayer(s).to(device=device, dtype=dtype)
+            for name, p in layer.named_parameters():
+                if name.endswith("layernorm.weight"):
+                    p.fill_(1.0)
+                else:
+                    fan_in = p.shape[-1] if p.dim() > 1 else s.hidden
+                    p.copy_(torch.randn(p.shape, generator=gen, device=device, dtype=torch.float32)
+                            .mul_(fan_in ** -0.5).to(dtype))
+            layers.append(layer)
+    return layers
+
+
+class _Sync:
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def __call__(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def measure_h2d_bandwidth(nbytes: int, device: torch.device, repeats: int = 5) -> float:
+    """Pinned host -> ``device`` copy bandwidth in bytes/s (median of ``repeats`` copies of ``nbytes``)."""
+    pin = device.type == "cuda"
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin).fill_(1)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    sync = _Sync(device)
+    times = []
+    for _ in range(repeats + 1):
+        sync()
+        t = time.perf_counter()
+        dst.copy_(src, non_blocking=pin)
+        sync()
+        times.append(time.perf_counter() - t)
+    del src, dst
+    return nbytes / statistics.median(times[1:])
+
+
+def _time_steps(fn: Callable[[], torch.Tensor], steps: int, sync: _Sync) -> tuple[float, torch.Tensor]:
+    out = fn()
+    sync()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def run_mode(mode: str, stack: Stack, x: torch.Tensor, off: CurrentPrefetchOffloader | None, steps: int,
+             device: torch.device, compile_backend: str) -> tuple[float, torch.Tensor]:
+    """Median step seconds and the last output of ``stack`` under ``mode`` (eager/graph/compile)."""
+    sync = _Sync(device)
+    with torch.no_grad():
+        if mode == "eager":
+            return _time_steps(lambda: stack(x), steps, sync)
+        if mode == "compile":
+            torch._dynamo.reset()
+            _emulate_precision_casts()
+            compiled = torch.compile(stack, backend=compile_backend, dynamic=False, fullgraph=True)
+            return _time_steps(lambda: compiled(x), steps, sync)
+        if mode == "graph":
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the default stream (torch's recipe)
+                for _ in range(2):
+                    stack(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            if off is not None:
+                off.sync_prev_onload()
+            with torch.cuda.graph(graph):
+                static_out = stack(x)
+                if off is not None:
+                    off.join_after_forward()
+
+            def replay() -> torch.Tensor:
+                if off is not None:
+                    off.sync_prev_onload()
+                graph.replay()
+                return static_out
+
+            return _time_steps(replay, steps, sync)
+    raise ValueError(f"mode ({mode!r}) must be one of eager, graph, compile")
+
+
+def _emulate_precision_casts() -> bool:
+    """Make Inductor round fused intermediates as eager does (the offload ops split fusions
+    at wrapped layers, so without it the two compiled stacks may round differently)."""
+    try:
+        import torch._inductor.config as inductor_config
+    except ImportError:  # pragma: no cover
+        return False
+    if not hasattr(inductor_config, "emulate_precision_casts"):
+        return False
+    inductor_config.emulate_precision_casts = True
+    return True
+
+
+def _device_mem(device: torch.device) -> dict[str, int | None]:
+    if device.type != "cuda":
+        return {"device_allocated_bytes": None, "device_peak_bytes": None}
+    return {"device_allocated_bytes": torch.cuda.memory_allocated(device),
+            "device_peak_bytes": torch.cuda.max_memory_allocated(device)}
+
+
+def _host_pinned_allocator_bytes(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    try:
+        return int(torch.cuda.host_memory_stats()["allocated_bytes.current"])
+    except (AttributeError, KeyError, RuntimeError):
+        return None
+
+
+def run_check(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every mode and point; return the summary dict (see module docstring)."""
+    t_start = time.perf_counter()
+    device = torch.device(args.device)
+    dtype = torch.bfloat16
+    s = Shapes.qwen25_7b(args.layers, args.width_divisor)
+    layer_bytes = s.layer_params() * torch.empty((), dtype=dtype).element_size()
+    modes = list(args.modes)
+    if device.type != "cuda" and "graph" in modes:
+        modes.remove("graph")
+    torch.manual_seed(0)
+    ref_layers = build_reference(s, device, dtype)
+    x = torch.randn(args.tokens, s.hidden, device=device, dtype=dtype)
+    bw = measure_h2d_bandwidth(layer_bytes, device)
+    base: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        if mode == "compile" and not args.compile_points:
+            continue
+        t, out = run_mode(mode, Stack(ref_layers), x, None, args.steps, device, args.compile_backend)
+        base[mode] = {"step_s": t, "out": out.clone()}
+    points_out = []
+    all_equal = True
+    goal_checked: list[bool] = []
+    for g, n in args.points:
+        sel = select_offload_layers(s.layers, g, n)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        off = CurrentPrefetchOffloader(g, n, args.prefetch_step)
+        layers = off.wrap_modules(copy.deepcopy(ref_layers[i]) if i in sel else ref_layers[i]
+                                  for i in range(s.layers))
+        off.post_init()
+        if args.negative_control:  # corrupt the host copy: the bitwise check must then fail
+            for w in off.wrapped:
+                assert w.host_flat is not None
+                w.host_flat.zero_()
+            off._initial_loads()
+        stack = Stack(layers)
+        rec: dict[str, Any] = {
+            "group_size": g, "num_in_group": n, "prefetch_step": args.prefetch_step,
+            "offloaded_layers": list(sel), "offloaded_bytes": off.evidence_state()["offloaded_bytes"],
+            "static_buffer_bytes": off.evidence_state()["static_buffer_bytes"],
+            "pinned_host_bytes": off.pinned_host_bytes,
+            "host_pinned_allocator_bytes": _host_pinned_allocator_bytes(device), "modes": {},
+        }
+        rec.update({f"{k}_after_setup": v for k, v in _device_mem(device).items() if k == "device_allocated_bytes"})
+        for mode in modes:
+            if mode not in base or (mode == "compile" and (g, n) not in args.compile_points):
+                continue
+            t, out = run_mode(mode, stack, x, off, args.steps, device, args.compile_backend)
+            equal = bool(torch.equal(out, base[mode]["out"]))
+            all_equal &= equal
+            ceiling = max(base[mode]["step_s"], len(sel) * layer_bytes / bw)
+            ratio = ceiling / t
+            judged = device.type == "cuda" and g <= GOAL_MAX_GROUP
+            if judged:
+                goal_checked.append(ratio >= GOAL_RATIO)
+            rec["modes"][mode] = {
+                "bitwise_equal": equal, "step_s": t, "baseline_step_s": base[mode]["step_s"],
+                "transfer_s": len(sel) * layer_bytes / bw, "ceiling_step_s": ceiling, "ratio": ratio,
+                "meets_goal": (ratio >= GOAL_RATIO) if judged else None,
+                "fallback_loads": off.fallback_loads,
+            }
+        rec["device_peak_bytes"] = _device_mem(device)["device_peak_bytes"]
+        off.shutdown()
+        points_out.append(rec)
+        del stack, layers, off
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        if device.type == "cuda" and time.perf_counter() - t_start > args.budget_s:
+            points_out.append({"stopped": f"time budget {args.budget_s}s spent before the remaining points"})
+            break
+    goal_met = (all(goal_checked) if goal_checked else None) if device.type == "cuda" else None
+    summary = {
+        "check": "gpu_check_torch", "ok": bool(all_equal and goal_met is not False
+                                              and not any("stopped" in p for p in points_out)),
+        "all_bitwise_equal": all_equal, "goal": f"ratio >= {GOAL_RATIO} for G <= {GOAL_MAX_GROUP} (cuda)",
+        "goal_met": goal_met, "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch_version": torch.__version__, "python": sys.version.split()[0],
+        "shapes": dataclasses.asdict(s), "bytes_per_layer": layer_bytes,
+        "qwen25_7b_layer_bytes": layer_bytes == QWEN25_7B_LAYER_BYTES_BF16,
+        "tokens": args.tokens, "steps": args.steps, "modes": modes,
+        "compile_backend": args.compile_backend, "h2d_bandwidth_bytes_s": bw,
+        "emulate_precision_casts": _emulate_precision_casts() if "compile" in base else None,
+        "negative_control": bool(args.negative_control),
+        "baseline_step_s": {m: b["step_s"] for m, b in base.items()}, "points": points_out,
+        "elapsed_s": time.perf_counter() - t_start,
+    }
+    return summary
+
+
+def _point(text: str) -> tuple[int, int]:
+    try:
+        g, n = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"point {text!r} must be G,N (two integers)") from None
+    if not (g >= 1 and 1 <= n <= g):
+        raise argparse.ArgumentTypeError(f"point {text!r}: need G >= 1 and 1 <= N <= G")
+    return g, n
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m offload.gpu_check_torch", description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--layers", type=int, default=QWEN25_7B["layers"])
+    ap.add_argument("--width-divisor", type=int, default=1, help="divide head_dim and intermediate (1 = 7B shapes)")
+    ap.add_argument("--points", nargs="+", type=_point, default=list(DEFAULT_POINTS), help="G,N pairs")
+    ap.add_argument("--compile-points", nargs="*", type=_point, default=[(4, 1)],
+                    help="points also run under torch.compile (compiling is slow; none = skip)")
+    ap.add_argument("--modes", nargs="+", default=["eager", "graph", "compile"], choices=("eager", "graph", "compile"))
+    ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend (inductor, aot_eager, eager)")
+    ap.add_argument("--prefetch-step", type=int, default=1)
+    ap.add_argument("--tokens", type=int, default=16, help="tokens per forward step")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per point and mode (median)")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting points after this (cuda)")
+    ap.add_argument("--out", help="also write the JSON summary here")
+    ap.add_argument("--negative-control", action="store_true",
+                    help="zero the offloaded host copies after post_init (outputs must then differ, exit 1)")
+    a = ap.parse_args(argv)
+    for name in ("layers", "width_divisor", "prefetch_step", "tokens", "steps"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} ({getattr(a, name)}) must be >= 1")
+    if a.width_divisor > QWEN25_7B["head_dim"]:
+        ap.error(f"--width-divisor ({a.width_divisor}) must be <= {QWEN25_7B['head_dim']}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch.cuda.is_available() is False (use --device cpu for the CPU run)")
+    return a
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    summary = run_check(args)
+    line = json.dumps(summary, sort_keys=True)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    print("GPU_CHECK_TORCH " + line, flush=True)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
