@@ -10,7 +10,12 @@ the moment the module is first imported (no eager heavy imports):
 * ``vllm_ascend.worker.model_runner_v1``: its module-level ``create_offloader`` if it has one
   (newer vLLM-Ascend), and ``NPUModelRunner.__init__``, which in v0.23 replaces the parent's
   offloader with ``NPUPrefetchOffloader`` when ``offload_group_size > 0``: after it ran, ours
-  replaces that one again (only when the factory contract says ours is wanted);
+  replaces that one again (only when the factory contract says ours is wanted, and only when
+  ``OFFLOAD_IMPL`` read at that moment asks for ours: ``official`` keeps vLLM-Ascend's);
+* ``vllm_ascend.compilation.acl_graph.ACLGraphWrapper.__call__``: vLLM-Ascend 0.23 calls
+  ``sync_prev_onload`` only before capture, while vLLM 0.32's ``CUDAGraphWrapper`` also calls
+  it before every replay; a replay after an eager pass could read a slot whose refill is
+  still in flight. When our offloader is installed, the wrapper now syncs before replay too;
 * ``load_model`` of the CPU runner (which never calls ``post_init``), the GPU runners and the
   NPU runner: after loading, ``post_init`` of our offloader runs if nobody called it
   (idempotent; the GPU runner already calls it).
@@ -45,6 +50,7 @@ LOAD_MODEL_CLASSES = (
 """Runner classes whose own ``load_model`` gets the ensure-``post_init`` wrapper."""
 
 ASCEND_RUNNER_MODULE = "vllm_ascend.worker.model_runner_v1"
+ASCEND_ACL_GRAPH_MODULE = "vllm_ascend.compilation.acl_graph"
 
 _PATCHED = "_offload_plugin_patched"
 _installed_impl: str | None = None
@@ -68,6 +74,7 @@ def register() -> None:
     for mod, cls in LOAD_MODEL_CLASSES:
         when_imported(mod, functools.partial(patch_load_model, class_name=cls))
     when_imported(ASCEND_RUNNER_MODULE, functools.partial(patch_ascend_runner, implementation=impl))
+    when_imported(ASCEND_ACL_GRAPH_MODULE, patch_acl_graph_wrapper)
 
 
 def patch_factory_module(module: ModuleType, implementation: str) -> None:
@@ -128,8 +135,50 @@ def patch_ascend_runner(module: ModuleType, implementation: str) -> None:
         from offload.factory import create_offloader, wants_our_offloader
 
         offload_config = getattr(vllm_config, "offload_config", None)
-        if wants_our_offloader(offload_config) and not _is_ours(base.get_offloader()):
-            base.set_offloader(create_offloader(offload_config, implementation=implementation))
+        impl = os.environ.get(IMPL_ENV, implementation)  # read now, as the GPU factory does
+        if impl not in ACTIVE_IMPLEMENTATIONS:
+            return  # e.g. official: keep vLLM-Ascend's NPUPrefetchOffloader
+        current = base.get_offloader()
+        if wants_our_offloader(offload_config) and not (_is_ours(current) and current.implementation == impl):
+            base.set_offloader(create_offloader(offload_config, implementation=impl))
 
     setattr(__init__, _PATCHED, True)
     cls.__init__ = __init__
+
+
+def _acl_graph_will_replay(module: ModuleType, wrapper: Any) -> bool:
+    """Whether ``ACLGraphWrapper.__call__`` (v0.23 logic) is about to replay a captured graph."""
+    ctx = module.get_forward_context()
+    mode = getattr(ctx, "cudagraph_runtime_mode", None)
+    own = vars(wrapper).get("runtime_mode")
+    if mode is None or getattr(mode, "name", "NONE") == "NONE" or mode != own:
+        return False
+    entry = vars(wrapper).get("concrete_aclgraph_entries", {}).get(getattr(ctx, "batch_descriptor", None))
+    return entry is not None and getattr(entry, "aclgraph", None) is not None
+
+
+def patch_acl_graph_wrapper(module: ModuleType) -> None:
+    """Make ``ACLGraphWrapper`` call ``sync_prev_onload()`` of our offloader before a replay.
+
+    The check runs before the original ``__call__`` (a replay is a call whose batch
+    descriptor already has a captured graph and whose runtime mode matches the wrapper's),
+    exactly where vLLM 0.32's ``CUDAGraphWrapper`` calls it. Idempotent; other offloaders
+    (official) are left as vLLM-Ascend runs them.
+    """
+    cls = getattr(module, "ACLGraphWrapper", None)
+    if cls is None or getattr(vars(cls).get("__call__"), _PATCHED, False):
+        return
+    original = cls.__call__
+
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _acl_graph_will_replay(module, self):
+            from vllm.model_executor.offloader.base import get_offloader
+
+            off = get_offloader()
+            if _is_ours(off):
+                off.sync_prev_onload()
+        return original(self, *args, **kwargs)
+
+    setattr(__call__, _PATCHED, True)
+    cls.__call__ = __call__
