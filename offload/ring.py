@@ -61,3 +61,48 @@ def next_refill(index: int, module_count: int, prefetch_step: int) -> int:
 def initial_loads(module_count: int, prefetch_step: int) -> tuple[int, ...]:
     """Modules loaded in ``post_init`` before the first forward: ``0..K-1``."""
     return tuple(range(num_slots(module_count, prefetch_step)))
+
+
+def official_ascend_next_refill(index: int, module_count: int, prefetch_step: int) -> int:
+    """vLLM-Ascend 0.23's refill target (``NPUPrefetchOffloader._hook_module_forward``):
+    ``(index + prefetch_step) % module_count``, into slot ``target % prefetch_step``.
+
+    Kept for evidence: :func:`official_ascend_violations` predicts where official reads
+    another module's weights. (vLLM 0.32's CUDA ``_get_next_prefetch_index`` falls back to
+    ``index % prefetch_step`` when the target would change slot, as :func:`next_refill` does.)
+    """
+    return (index + prefetch_step) % module_count
+
+
+def official_ascend_violations(module_count: int, prefetch_step: int) -> list[tuple[int, int, int]]:
+    """Refills that overwrite a slot before its resident module ran, in one steady-state pass.
+
+    Simulates vLLM-Ascend 0.23's schedule: ``prefetch_step`` slots (its pool allocates
+    ``prefetch_step`` even when ``M`` is smaller), module ``j`` in slot ``j % prefetch_step``,
+    initial loads ``0..min(step, M)-1``, after module ``i`` runs the refill of
+    :func:`official_ascend_next_refill`. Two passes are simulated; the second is returned.
+
+    Returns:
+        ``(after_module, refilled_module, evicted_module)`` for every refill whose slot still
+        held a module that had not run since it was loaded (``[]`` when the ring is safe,
+        e.g. ``M`` a multiple of ``prefetch_step``).
+
+    Raises:
+        ValueError: ``module_count < 1`` or ``prefetch_step < 1``.
+    """
+    if module_count < 1 or prefetch_step < 1:
+        raise ValueError(f"module_count ({module_count}) and prefetch_step ({prefetch_step}) must be >= 1")
+    resident: dict[int, tuple[int, bool]] = {}  # slot -> (module, ran since loaded)
+    for j in range(min(prefetch_step, module_count)):
+        resident[j % prefetch_step] = (j, False)
+    out: list[tuple[int, int, int]] = []
+    for p in range(2):
+        for i in range(module_count):
+            resident[i % prefetch_step] = (i, True)
+            nxt = official_ascend_next_refill(i, module_count, prefetch_step)
+            slot = nxt % prefetch_step
+            prev = resident.get(slot)
+            if p == 1 and prev is not None and not prev[1] and prev[0] != nxt:
+                out.append((i, nxt, prev[0]))
+            resident[slot] = (nxt, False)
+    return out

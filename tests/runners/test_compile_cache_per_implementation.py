@@ -1,0 +1,60 @@
+"""Compile caches are per implementation (issue 16, item 3).
+
+vLLM's compile-cache key covers its config (the offload config included) and some
+environment variables, not ``OFFLOAD_IMPL``: two cases with the same (G, N) but different
+implementations would otherwise share ``<root>/torch_compile_cache/<hash>`` and the second
+engine could load a graph traced through the first one's hooks. Claim: the case
+environments of the matrix runner and of ``offload.gpu_compare`` give each implementation
+its own ``VLLM_CACHE_ROOT``, disjoint (neither inside the other), and vLLM resolves its
+cache root from exactly that variable.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from offload.gpu_compare import engine_cache_root
+from runners.matrix import CasePaths, case_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path, impl: str) -> dict[str, str]:
+    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime={"env": {}}))
+    return case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, "p", f"{impl}-g4n1-r0"), base_env={})
+
+
+def _disjoint(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    return pa != pb and pa not in pb.parents and pb not in pa.parents
+
+
+def test_matrix_case_env_gives_each_implementation_its_own_vllm_cache_root(tmp_path):
+    roots = {impl: _env(tmp_path, impl)["VLLM_CACHE_ROOT"] for impl in ("baseline", "current", "official", "sync")}
+    assert all(Path(r).is_relative_to(tmp_path / "cache") for r in roots.values())
+    names = sorted(roots)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert _disjoint(roots[a], roots[b]), (a, b, roots)
+    assert _env(tmp_path, "current")["VLLM_CACHE_ROOT"] == roots["current"]  # stable across cases
+
+
+def test_gpu_compare_engines_get_disjoint_cache_roots(tmp_path):
+    a, b = engine_cache_root(str(tmp_path), "current"), engine_cache_root(str(tmp_path), "official")
+    assert _disjoint(a, b)
+
+
+def test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets(tmp_path):
+    code = ("import json, os, vllm.envs as e; out = {}\n"
+            "for impl in ('current', 'official'):\n"
+            f"    os.environ['VLLM_CACHE_ROOT'] = os.path.join({str(tmp_path)!r}, 'cache', 'vllm', impl)\n"
+            "    out[impl] = e.VLLM_CACHE_ROOT\n"
+            "print('ROOTS ' + json.dumps(out))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    roots = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("ROOTS "))[6:])
+    assert roots == {impl: _env(tmp_path, impl)["VLLM_CACHE_ROOT"] for impl in ("current", "official")}
