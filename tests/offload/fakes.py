@@ -104,6 +104,9 @@ class FakeBackend(DeviceBackend):
         self.trace.append(("synchronize", stream.name))
         self._drain(stream, stream.issued)
 
+    def record_stream(self, tensor: torch.Tensor, stream: FakeStream) -> None:
+        self.trace.append(("record_stream", stream.name, tensor.data_ptr()))
+
     def copy(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         s = self.cur
         op = s.issued
