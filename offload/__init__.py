@@ -11,7 +11,9 @@ no torch; analysis imports the selection rule from here):
 * :mod:`offload.factory` - ``create_offloader`` honouring vLLM's ``offload_backend``;
 * :mod:`offload.plugin` - the ``vllm.general_plugins`` entry point (``offload.plugin:register``),
   active only when ``OFFLOAD_IMPL`` is ``current`` or ``sync``;
-* :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check.
+* :mod:`offload.ops` - the ``offload::wait_prefetch``/``start_prefetch`` custom ops (torch only);
+* :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check
+  (vLLM, current vs official); :mod:`offload.gpu_check_torch` - torch-only GPU check.
 
 Must not import Hydra, pandas or ``runners``.
 """
