@@ -83,6 +83,22 @@ def engine_cache_root(root: str, impl: str) -> str:
     return str(Path(root) / impl)
 
 
+def apply_engine_cache_root(root: str, impl: str) -> str:
+    """Point the next in-process engine at ``engine_cache_root(root, impl)``; return what vLLM reads.
+
+    An in-process engine core calls ``vllm.envs.enable_envs_cache()`` after start-up, after
+    which ``vllm.envs`` answers from a cache: without ``disable_envs_cache()`` the second
+    engine would still see the first engine's ``VLLM_CACHE_ROOT``.
+    """
+    import vllm.envs as venvs
+
+    os.environ["VLLM_CACHE_ROOT"] = engine_cache_root(root, impl)
+    disable = getattr(venvs, "disable_envs_cache", None)
+    if disable is not None:
+        disable()
+    return str(venvs.VLLM_CACHE_ROOT)
+
+
 def bootstrap_median_delta(a: Sequence[float], b: Sequence[float], *, samples: int = BOOTSTRAP_SAMPLES,
                            seed: int = SEED) -> tuple[float, float | None, float | None]:
     """``median(a) - median(b)`` and its percentile bootstrap interval (None with < 2 per side).
@@ -120,7 +136,7 @@ def run_engine(args: argparse.Namespace, impl: str, g: int, n: int) -> dict[str,
     from vllm.inputs import TokensPrompt
 
     os.environ["OFFLOAD_IMPL"] = impl if impl != "baseline" else "official"
-    os.environ["VLLM_CACHE_ROOT"] = engine_cache_root(args.cache_root, impl)
+    seen_root = apply_engine_cache_root(args.cache_root, impl)
     kwargs: dict[str, Any] = {}
     if g > 0:
         kwargs = dict(offload_group_size=g, offload_num_in_group=n, offload_prefetch_step=args.prefetch_step)
@@ -152,7 +168,7 @@ def run_engine(args: argparse.Namespace, impl: str, g: int, n: int) -> dict[str,
         "load_s": load_s, "rounds": rounds,
         "throughput_tok_s": sum(x["output_tokens"] for x in rounds) / sum(x["elapsed_s"] for x in rounds),
         "token_digest": digest.hexdigest(), "graphs": bool(args.graphs),
-        "repeat": getattr(args, "current_repeat", 0), "vllm_cache_root": os.environ["VLLM_CACHE_ROOT"],
+        "repeat": getattr(args, "current_repeat", 0), "vllm_cache_root": seen_root,
         "vllm_version": __import__("vllm").__version__, "torch_version": torch.__version__,
         "device_name": torch.cuda.get_device_name(0), **info,
     }

@@ -58,3 +58,19 @@ def test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     roots = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("ROOTS "))[6:])
     assert roots == {impl: _env(tmp_path, impl)["VLLM_CACHE_ROOT"] for impl in ("current", "official")}
+
+
+def test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_environment(tmp_path):
+    """vLLM's in-process engine core freezes ``vllm.envs`` after start-up (enable_envs_cache)."""
+    code = ("import json, vllm.envs as e\n"
+            "from offload.gpu_compare import apply_engine_cache_root\n"
+            f"a = apply_engine_cache_root({str(tmp_path)!r}, 'current')\n"
+            "e.enable_envs_cache()  # what EngineCore.__init__ does\n"
+            f"b = apply_engine_cache_root({str(tmp_path)!r}, 'official')\n"
+            "e.enable_envs_cache()\n"
+            "print('ROOTS ' + json.dumps([a, b, e.VLLM_CACHE_ROOT]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    a, b, last = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("ROOTS "))[6:])
+    assert a == engine_cache_root(str(tmp_path), "current")
+    assert b == last == engine_cache_root(str(tmp_path), "official")
