@@ -316,7 +316,9 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     points_out = []
     all_equal = True
     goal_checked: list[bool] = []
+    baseline_s = time.perf_counter() - t_start
     for g, n in args.points:
+        t_point = time.perf_counter()
         sel = select_offload_layers(s.layers, g, n)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -356,6 +358,7 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
                 "fallback_loads": off.fallback_loads,
             }
         rec["device_peak_bytes"] = _device_mem(device)["device_peak_bytes"]
+        rec["elapsed_s"] = time.perf_counter() - t_point
         off.shutdown()
         points_out.append(rec)
         del stack, layers, off
@@ -379,7 +382,7 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
         "emulate_precision_casts": _emulate_precision_casts() if "compile" in base else None,
         "negative_control": bool(args.negative_control),
         "baseline_step_s": {m: b["step_s"] for m, b in base.items()}, "points": points_out,
-        "elapsed_s": time.perf_counter() - t_start,
+        "elapsed_s": time.perf_counter() - t_start, "setup_and_baseline_s": baseline_s,
     }
     return summary
 
