@@ -259,6 +259,9 @@ class Config:
         dry_run: print the schedule and exit without launching anything.
         formal: stop at the first unexpected case failure (completed evidence kept).
         offload_tree_sha256: pin of the project's ``offload/`` tree (null = record only).
+        required_pins: scalar pins this experiment requires (``model.sha256sums_sha256``,
+            ``model.revision``, ``offload_tree_sha256``): null counts as ``???`` (fail closed). Needed
+            because OmegaConf keeps a schema default when an overlay merges ``???`` onto it.
         bench_command: argv prefix of one case process; null = ``[<runtime python>, -m, <bench_module>]``.
         bench_module: module a case process runs with its runtime's interpreter (tests: a fake bench).
         accuracy_command: argv prefix of one accuracy case process (followed by ``run ...``);
@@ -280,6 +283,7 @@ class Config:
     dry_run: bool = False
     formal: bool = False
     offload_tree_sha256: Optional[str] = None
+    required_pins: List[str] = field(default_factory=list)
     bench_command: Optional[List[str]] = None
     bench_module: str = "runners.bench_one"
     accuracy_command: Optional[List[str]] = None

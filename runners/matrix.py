@@ -173,6 +173,24 @@ def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256")
+
+
+def required_scalar_pins(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """The model / offload-tree pins, with ``???`` for a null one the experiment lists in ``required_pins``.
+
+    Raises:
+        RunnerError: (config) ``required_pins`` names something else.
+    """
+    required = list(cfg.get("required_pins") or [])
+    bad = [r for r in required if r not in SCALAR_PINS]
+    if bad:
+        raise RunnerError(f"config: required_pins {bad} not allowed; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
+    values = {"model.sha256sums_sha256": cfg["model"].get("sha256sums_sha256"),
+              "model.revision": cfg["model"].get("revision"), "offload_tree_sha256": cfg.get("offload_tree_sha256")}
+    return {k: ("???" if v is None and k in required else v) for k, v in values.items()}
+
+
 def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
     """Pins of every runtime used, observed inside each runtime (``runners.probe``).
 
@@ -221,13 +239,18 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
             "[the same overrides] --out pins.yaml`, check it, then add `+pins=pins.yaml` (docs/real-host.md).")
     try:
         checks += runtime_checks(cfg, offload_tree)
-        enforce(checks, when=when, hint=hint)
-        model_dir = resolve_model_dir(model) if previous is None else previous.model_dir
+        scalar = required_scalar_pins(cfg)
+        try:
+            model_dir = resolve_model_dir(model) if previous is None else previous.model_dir
+        except RunnerError as exc:  # list the model problem together with every failed runtime pin
+            if any(not c.ok for c in checks):
+                enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
+            raise
         rev_file = model_dir / "REVISION"
         observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
-        checks += check_pins({}, model_dir=model_dir, model_pin=model.get("sha256sums_sha256"),
-                             model_revision=model.get("revision"), observed_revision=observed_rev,
-                             offload_pin=cfg.get("offload_tree_sha256"), offload_actual=offload_tree)
+        checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
+                             model_revision=scalar["model.revision"], observed_revision=observed_rev,
+                             offload_pin=scalar["offload_tree_sha256"], offload_actual=offload_tree)
         enforce(checks, when=when, hint=hint)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
@@ -744,7 +767,9 @@ def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
     try:
         return _run(cfg, list(overrides), console)
     except RunnerError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        from rich.markup import escape
+
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")  # messages hold [brackets]: not markup
         return exc.exit_code
 
 

@@ -118,28 +118,31 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
                                        "observed": str(actual)})
                     continue
                 overrides.append(override_for(loc, field, str(name), str(actual)))
+    from runners.matrix import required_scalar_pins
+
     model = cfg["model"]
-    if model.get("sha256sums_sha256") is not None or model.get("revision") is not None:
-        path = model.get("path")
-        mdir = None if model.get("source") == "tiny" or path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
-        for field, fname in (("sha256sums_sha256", "SHA256SUMS"), ("revision", "REVISION")):
-            declared = model.get(field)
-            if declared is None:
-                continue
-            f = mdir / fname if mdir is not None else None
-            if f is None or not f.is_file():
-                why = ("model.path not given" if mdir is None and model.get("source") != "tiny"
-                       else f"{fname} missing in {mdir}" if mdir is not None else "tiny model (not pinned)")
-                not_found.append({"key": f"model.{field}", "pin": fname, "reason": why})
-                continue
-            actual = sha256_file(f) if field == "sha256sums_sha256" else f.read_text().strip()
-            if declared not in (MISSING_VALUE, actual):
-                mismatched.append({"key": f"model.{field}", "pin": fname, "expected": str(declared), "observed": actual})
-            else:
-                overrides.append(f"model.{field}={_q(actual)}")
-    if cfg.get("offload_tree_sha256") is not None:
+    scalar = required_scalar_pins(cfg)
+    path = model.get("path")
+    mdir = None if model.get("source") == "tiny" or path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
+    for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
+        declared = scalar[key]
+        if declared is None:
+            continue
+        f = mdir / fname if mdir is not None else None
+        if f is None or not f.is_file():
+            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given (or a tiny model)"
+            if fname == "REVISION" and mdir is not None:
+                why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
+            not_found.append({"key": key, "pin": fname, "reason": why})
+            continue
+        actual = sha256_file(f) if fname == "SHA256SUMS" else f.read_text().strip()
+        if declared not in (MISSING_VALUE, actual):
+            mismatched.append({"key": key, "pin": fname, "expected": str(declared), "observed": actual})
+        else:
+            overrides.append(f"{key}={_q(actual)}")
+    if scalar["offload_tree_sha256"] is not None:
         actual = tree_sha256(REPO_ROOT / "offload")
-        declared = str(cfg["offload_tree_sha256"])
+        declared = str(scalar["offload_tree_sha256"])
         if declared not in (MISSING_VALUE, actual):
             mismatched.append({"key": "offload_tree_sha256", "pin": "offload/", "expected": declared,
                                "observed": actual})
@@ -221,6 +224,7 @@ def compose(overrides: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from runners.matrix import RunnerError
     from runners.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -248,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = expand_pins_args(rest)
         cfg = compose(overrides)
         result = observe_all(cfg)
+    except RunnerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except PinsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -36,6 +36,13 @@ from runners.bench_one import _specs, build_parser
 LAYER_BYTES = 295_936
 
 
+def _version(metadata, dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main() -> int:
     a = build_parser().parse_args(sys.argv[1:])
     try:
@@ -49,6 +56,13 @@ def main() -> int:
     record_path = Path(a.record)
     print("fake bench starting", a.label, flush=True)
     print(f"FAKE_BENCH_PYTHON {sys.executable}", flush=True)  # rehearsal: which interpreter the runtime started
+    from importlib import metadata
+
+    stack = {d: _version(metadata, d) for d in ("vllm", "vllm-ascend", "torch-npu")}
+    print("FAKE_BENCH_STACK " + json.dumps(stack, sort_keys=True), flush=True)
+    plugins = sorted(f"{ep.name}={ep.value}@{ep.dist.name if ep.dist else '?'}"
+                     for ep in metadata.entry_points(group="vllm.general_plugins"))
+    print("FAKE_BENCH_PLUGINS " + " ".join(plugins), flush=True)
     cfg_json = Path(a.model) / "config.json"
     num_layers = json.loads(cfg_json.read_text()).get("num_hidden_layers", 8) if cfg_json.is_file() else 8
     time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
