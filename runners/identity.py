@@ -225,7 +225,8 @@ def config_sha256(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], checks: Sequence[PinCheck],
+def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
+                   checks: Sequence[PinCheck],
                    model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
                    config: Mapping[str, Any], overrides: Sequence[str], case_code: str,
                    git: GitIdentity | None = None,
@@ -235,7 +236,8 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], che
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         hostname=socket.gethostname(), python_version=sys.version, platform=platform.platform(),
-        git=git or git_identity(), packages={p: package_version(p) for p in packages}, pins=tuple(checks),
+        git=git or git_identity(),
+        packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
         model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
         config=dict(config), overrides=tuple(overrides),
         environment=filter_environment(os.environ if env is None else env),

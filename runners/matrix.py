@@ -219,6 +219,32 @@ def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
     return checks
 
 
+def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """Versions of every runtime's ``report_packages``, observed where that runtime runs.
+
+    Keys: the distribution name for a runtime on the runner's interpreter; ``<runtime>/<dist>``
+    for a runtime with its own interpreter or command prefix (its probe observed them).
+
+    Raises:
+        RunnerError: (identity) a runtime's probe cannot run.
+    """
+    from runners.probe import package_version
+    from runners.runtimes import ProbeError, own_process, probe_runtime
+
+    out: dict[str, str | None] = {}
+    for rt in runtimes_used(cfg):
+        names = [str(p) for p in (rt.get("report_packages") or [])]
+        if own_process(rt):
+            try:
+                seen = probe_runtime(rt, {"packages": names})["packages"]
+            except ProbeError as exc:
+                raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+            out.update({f"{rt['name']}/{n}": seen.get(n) for n in names})
+        else:
+            out.update({n: package_version(n) for n in names})
+    return dict(sorted(out.items()))
+
+
 def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | None = None) -> Identity:
     """Check every declared pin of every runtime used, the model and the offload tree.
 
@@ -821,7 +847,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         devices = [device_identity(str(rt["device"])) for rt in runtimes_used(cfg)]
     except DeviceError as exc:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
-    packages = sorted({p for rt in runtimes_used(cfg) for p in (rt.get("report_packages") or [])})
+    packages = report_packages(cfg)
     git = git_identity()
     case_code = case_code_sha256()
 

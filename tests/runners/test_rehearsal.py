@@ -110,6 +110,9 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     assert ("ascend_native_v018", "source_commit", "/opt/vllm-ascend-v0.18.0") in pins_ok
     assert ("ascend_latest", "package_tree", "vllm-ascend") in pins_ok
     assert len([c for c in manifest["pins"] if c["kind"] == "model_sha256sums"]) == 1
+    # report packages are read inside each runtime, not in the runner's environment
+    assert manifest["packages"]["ascend_latest/vllm-ascend"] == "0.23.1"
+    assert manifest["packages"]["ascend_native_v018/vllm-ascend"] == "0.18.0"
 
     # the wrong interpreter for the native phase is caught before any case, naming the pin
     r = _run(["-m", "runners.matrix", *setup, f"+pins={pins}", f"phases.native.runtime.python={p['latest']}",
