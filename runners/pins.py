@@ -123,14 +123,19 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
     model = cfg["model"]
     scalar = required_scalar_pins(cfg)
     path = model.get("path")
-    mdir = None if model.get("source") == "tiny" or path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
+    if model.get("source") == "tiny" and any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision")):
+        from runners.matrix import resolve_model_dir
+
+        mdir = resolve_model_dir(model)  # built (once) and verified, as the run will
+    else:
+        mdir = None if path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
     for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
         declared = scalar[key]
         if declared is None:
             continue
         f = mdir / fname if mdir is not None else None
         if f is None or not f.is_file():
-            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given (or a tiny model)"
+            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
             if fname == "REVISION" and mdir is not None:
                 why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
             not_found.append({"key": key, "pin": fname, "reason": why})
