@@ -175,8 +175,9 @@ def describe_failure(check: PinCheck) -> str:
     if check.kind == "tool":
         return f"{where}required tool {check.name!r} is not on PATH"
     if check.expected == MISSING_VALUE:
-        return (f"{where}pin {check.kind} {check.name!r} is declared but has no value (???); observed "
-                f"{check.actual!r}. Provide it as an override to run (fail closed)")
+        seen = "nothing is observed here (absent)" if check.actual is None else f"observed {check.actual!r}"
+        return (f"{where}pin {check.kind} {check.name!r} is declared but has no value (???); {seen}. "
+                "Provide it as an override to run (fail closed)")
     if check.actual is None:
         return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, but it is missing on this machine"
     return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, observed {check.actual!r}"
