@@ -59,8 +59,15 @@ class RuntimeConfig:
             (``CUDA_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``); null on CPU.
         ray_resource: Ray resource one case asks for: ``GPU`` (num_gpus=1), a custom
             resource name (``NPU``), or null (CPU: num_cpus only).
-        pins: identity pins of this stack.
+        pins: identity pins of this stack (observed inside it by ``runners.probe``).
         report_packages: distributions whose versions are recorded in the manifest.
+        python: interpreter of this stack (a virtual environment's ``bin/python``, or the path
+            inside a container); null = the runner's own interpreter. Cases, pin probes and
+            ``runners.pins`` start it; see ``runners.runtimes``.
+        command_prefix: argv before the interpreter and the health command (``[docker, exec,
+            -i, ctr]``); the case's variables are then passed as ``env K=V`` after it.
+        path_map: declared pin path prefix -> where it is on this host (``{/opt/vllm-ascend-v0.18.0:
+            /home/me/vllm-ascend}``); pins keep their declared names.
     """
 
     name: str = MISSING
@@ -72,6 +79,9 @@ class RuntimeConfig:
     ray_resource: Optional[str] = None
     pins: PinsConfig = field(default_factory=PinsConfig)
     report_packages: List[str] = field(default_factory=list)
+    python: Optional[str] = None
+    command_prefix: List[str] = field(default_factory=list)
+    path_map: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -249,7 +259,11 @@ class Config:
         dry_run: print the schedule and exit without launching anything.
         formal: stop at the first unexpected case failure (completed evidence kept).
         offload_tree_sha256: pin of the project's ``offload/`` tree (null = record only).
-        bench_command: argv prefix of one case process; null = ``[<python>, -m, runners.bench_one]``.
+        required_pins: scalar pins this experiment requires (``model.sha256sums_sha256``,
+            ``model.revision``, ``offload_tree_sha256``): null counts as ``???`` (fail closed). Needed
+            because OmegaConf keeps a schema default when an overlay merges ``???`` onto it.
+        bench_command: argv prefix of one case process; null = ``[<runtime python>, -m, <bench_module>]``.
+        bench_module: module a case process runs with its runtime's interpreter (tests: a fake bench).
         accuracy_command: argv prefix of one accuracy case process (followed by ``run ...``);
             null = ``[<python>, -m, runners.accuracy]`` (tests substitute a fake engine here).
         analyze: call ``analysis.report.write_summary`` at the end (and, when the run has accuracy
@@ -269,7 +283,9 @@ class Config:
     dry_run: bool = False
     formal: bool = False
     offload_tree_sha256: Optional[str] = None
+    required_pins: List[str] = field(default_factory=list)
     bench_command: Optional[List[str]] = None
+    bench_module: str = "runners.bench_one"
     accuracy_command: Optional[List[str]] = None
     analyze: bool = True
     progress: bool = True

@@ -49,6 +49,8 @@ class PinCheck(_Strict):
     expected: str = Field(description="Declared value (version specifier, SHA-256, commit, 'on PATH').")
     actual: str | None = Field(description="Observed value; null when absent (missing file, package, tool).")
     ok: bool = Field(description="Whether the observed value satisfies the pin.")
+    runtime: str | None = Field(default=None, description="Runtime whose interpreter observed it (null: model / "
+                                "offload pins, observed by the runner).")
 
 
 class ModelIdentity(_Strict):

@@ -7,8 +7,13 @@ distribution's RECORD), git revision + dirty flag, the pins a runtime declares
 (checked in this order: tools, packages, package trees, wheels, source trees,
 source commits, files, then model and offload tree), and the environment manifest.
 
+Where: each runtime's pins are observed inside that runtime by ``runners.probe``
+(its own interpreter / command prefix, see ``runners.runtimes``); ``check_pins`` then
+compares declared and observed values here.
+
 Fail closed: a pin whose value is ``???`` (declared, not provided) is a mismatch,
-as is an absent file/package/tool. The first mismatch is named in the error.
+as is an absent file/package/tool. The error lists every failed pin with its
+expected and observed value and the override that would set it.
 
 What is deliberately not modelled: health gates (``runners.health``), device
 mapping (``runners.devices``).
@@ -20,19 +25,18 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from runners.probe import git_commit, package_tree_sha256, package_version, sha256_file, tree_sha256  # noqa: F401
 from results_schema.manifest import (
     DeviceIdentity,
     EnvironmentManifest,
@@ -54,68 +58,6 @@ class IdentityError(RuntimeError):
         self.checks = tuple(checks)
 
 
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    """SHA-256 hex digest of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _skip(rel: str) -> bool:
-    parts = rel.split("/")
-    return any(p in ("__pycache__", ".git") for p in parts) or rel.endswith((".pyc", ".pyo"))
-
-
-def tree_sha256(root: str | os.PathLike[str], files: Iterable[str] | None = None) -> str:
-    """SHA-256 of a file tree (content and relative paths; symlinks followed).
-
-    Args:
-        root: directory.
-        files: relative paths to include; None = every file under ``root``.
-
-    Raises:
-        FileNotFoundError: ``root`` is not a directory.
-    """
-    base = Path(root)
-    if not base.is_dir():
-        raise FileNotFoundError(f"{base} is not a directory")
-    if files is None:
-        rels = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
-            for f in filenames:
-                rels.append(os.path.relpath(os.path.join(dirpath, f), base).replace(os.sep, "/"))
-    else:
-        rels = list(files)
-    h = hashlib.sha256()
-    for rel in sorted(r for r in rels if not _skip(r)):
-        p = base / rel
-        if p.is_file():
-            h.update(f"{rel}\0{sha256_file(p)}\n".encode())
-    return h.hexdigest()
-
-
-def package_version(dist: str) -> str | None:
-    """Installed version of a distribution, or None."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def package_tree_sha256(dist: str) -> str | None:
-    """Tree hash over the files a distribution's RECORD lists (None if not installed)."""
-    try:
-        d = metadata.distribution(dist)
-    except metadata.PackageNotFoundError:
-        return None
-    root = Path(str(d.locate_file("")))
-    rels = [str(f).replace(os.sep, "/") for f in (d.files or ()) if not str(f).startswith("..")]
-    return tree_sha256(root, rels)
-
-
 def git_identity(repo: Path = REPO_ROOT) -> GitIdentity:
     """Revision and dirty flag of ``repo`` (``unborn`` before the first commit)."""
     rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
@@ -125,11 +67,6 @@ def git_identity(repo: Path = REPO_ROOT) -> GitIdentity:
     if st.returncode != 0:
         raise IdentityError(f"git status failed in {repo}: {st.stderr.strip()}")
     return GitIdentity(revision=revision, dirty=bool(st.stdout.strip()))
-
-
-def git_commit(path: str) -> str | None:
-    r = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def filter_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -153,8 +90,29 @@ def _declared(value: Any) -> str:
     return MISSING_VALUE if value is None else str(value)
 
 
+PIN_KINDS = (("tools", "tool"), ("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
+             ("source_trees", "source_tree"), ("source_commits", "source_commit"), ("files", "file"))
+"""``PinsConfig`` field -> ``PinCheck.kind``, in the documented check order."""
+
+PATH_KEYS = ("wheels", "source_trees", "source_commits", "files")
+"""Pin fields keyed by a path (read at ``runtime.path_map``'s location, see ``runners.runtimes.map_path``)."""
+
+
+def probe_spec(pins: Mapping[str, Any], path_of: Any = None) -> dict[str, list[str]]:
+    """What ``runners.probe`` must observe for ``pins`` (paths mapped through ``path_of``)."""
+    spec: dict[str, list[str]] = {}
+    for field_name, _ in PIN_KINDS:
+        names = list(pins.get(field_name) or ())
+        if field_name in PATH_KEYS and path_of is not None:
+            names = [path_of(str(n)) for n in names]
+        spec[field_name] = [str(n) for n in names]
+    return spec
+
+
 def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: str | None, model_revision: str | None,
-               observed_revision: str | None, offload_pin: str | None, offload_actual: str) -> list[PinCheck]:
+               observed_revision: str | None, offload_pin: str | None, offload_actual: str,
+               observed: Mapping[str, Any] | None = None, path_of: Any = None,
+               runtime: str | None = None) -> list[PinCheck]:
     """Evaluate every declared pin, in the documented order.
 
     Args:
@@ -165,38 +123,38 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
         observed_revision: revision recorded next to the model (``REVISION`` file), if any.
         offload_pin: declared ``offload/`` tree hash; None = not pinned.
         offload_actual: observed ``offload/`` tree hash.
+        observed: what ``runners.probe`` observed inside the runtime for ``probe_spec(pins, path_of)``;
+            None = observe here, in this interpreter.
+        path_of: declared path -> path to read (``runtime.path_map``); None = identity.
+        runtime: runtime name recorded in each check (None for model / offload checks).
 
     Returns:
         One ``PinCheck`` per declared pin.
     """
+    from runners.probe import observe
+
+    path_of = path_of or (lambda x: x)
+    spec = probe_spec(pins, path_of)
+    obs = observe(spec) if observed is None else observed
     out: list[PinCheck] = []
-    for tool in pins.get("tools", ()) or ():
-        found = shutil.which(tool)
-        out.append(PinCheck(kind="tool", name=tool, expected="on PATH", actual=found, ok=found is not None))
-    for dist, spec in (pins.get("packages") or {}).items():
-        actual = package_version(dist)
-        ok = spec != MISSING_VALUE and _version_ok(str(spec), actual)
-        out.append(PinCheck(kind="package", name=dist, expected=_declared(spec), actual=actual, ok=ok))
-    for dist, digest in (pins.get("package_trees") or {}).items():
-        actual = package_tree_sha256(dist)
-        out.append(PinCheck(kind="package_tree", name=dist, expected=_declared(digest), actual=actual,
-                            ok=digest != MISSING_VALUE and actual == digest))
-    for path, digest in (pins.get("wheels") or {}).items():
-        actual = sha256_file(path) if Path(path).is_file() else None
-        out.append(PinCheck(kind="wheel", name=path, expected=_declared(digest), actual=actual,
-                            ok=digest != MISSING_VALUE and actual == digest))
-    for path, digest in (pins.get("source_trees") or {}).items():
-        actual = tree_sha256(path) if Path(path).is_dir() else None
-        out.append(PinCheck(kind="source_tree", name=path, expected=_declared(digest), actual=actual,
-                            ok=digest != MISSING_VALUE and actual == digest))
-    for path, commit in (pins.get("source_commits") or {}).items():
-        actual = git_commit(path) if Path(path).is_dir() else None
-        out.append(PinCheck(kind="source_commit", name=path, expected=_declared(commit), actual=actual,
-                            ok=commit != MISSING_VALUE and actual == commit))
-    for path, digest in (pins.get("files") or {}).items():
-        actual = sha256_file(path) if Path(path).is_file() else None
-        out.append(PinCheck(kind="file", name=path, expected=_declared(digest), actual=actual,
-                            ok=digest != MISSING_VALUE and actual == digest))
+    for field_name, kind in PIN_KINDS:
+        declared = pins.get(field_name) or ()
+        seen = obs.get(field_name) or {}
+        for name in declared:
+            key = path_of(str(name)) if field_name in PATH_KEYS else str(name)
+            actual = seen.get(key)
+            actual = None if actual is None else str(actual)
+            if field_name == "tools":
+                out.append(PinCheck(kind=kind, name=str(name), expected="on PATH", actual=actual, ok=actual is not None,
+                                    runtime=runtime))
+                continue
+            want = declared[name]
+            if field_name == "packages":
+                ok = want != MISSING_VALUE and _version_ok(str(want), actual)
+            else:
+                ok = want != MISSING_VALUE and actual == want
+            out.append(PinCheck(kind=kind, name=str(name), expected=_declared(want), actual=actual, ok=ok,
+                                runtime=runtime))
     if model_pin is not None:
         sums = model_dir / "SHA256SUMS" if model_dir is not None else None
         actual = sha256_file(sums) if sums is not None and sums.is_file() else None
@@ -212,29 +170,44 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
 
 
 def describe_failure(check: PinCheck) -> str:
-    """One actionable sentence naming what differs."""
+    """One actionable sentence naming what differs (runtime, pin, expected and observed value)."""
+    where = f"[{check.runtime}] " if check.runtime else ""
     if check.kind == "tool":
-        return f"required tool {check.name!r} is not on PATH"
+        return f"{where}required tool {check.name!r} is not on PATH"
     if check.expected == MISSING_VALUE:
-        return (f"pin {check.kind} {check.name!r} is declared but has no value (???); observed "
-                f"{check.actual!r}. Provide it as an override to run (fail closed)")
+        seen = "nothing is observed here (absent)" if check.actual is None else f"observed {check.actual!r}"
+        return (f"{where}pin {check.kind} {check.name!r} is declared but has no value (???); {seen}. "
+                "Provide it as an override to run (fail closed)")
     if check.actual is None:
-        return f"pin {check.kind} {check.name!r}: expected {check.expected!r}, but it is missing on this machine"
-    return f"pin {check.kind} {check.name!r}: expected {check.expected!r}, observed {check.actual!r}"
+        return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, but it is missing on this machine"
+    return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, observed {check.actual!r}"
 
 
-def enforce(checks: Sequence[PinCheck], *, when: str) -> None:
-    """Raise ``IdentityError`` naming the first failed pin (and the other failed pins, each once).
+def enforce(checks: Sequence[PinCheck], *, when: str, hint: str = "") -> None:
+    """Raise ``IdentityError`` listing every failed pin with expected and observed values.
 
-    Runtimes that share pins (e.g. two phases on the same stack) yield the same check
-    twice; the message lists each ``kind:name`` once.
+    The first line names the first failure and counts the others (``(+N more: kind:name, ...)``);
+    then one line per failed pin. Runtimes that share pins (two phases on the same stack)
+    yield the same check twice; each ``runtime/kind/name`` is listed once.
+
+    Args:
+        checks: evaluated pins.
+        when: where in the run the gate stands (message prefix).
+        hint: appended as a last line (e.g. how to write the observed values).
     """
     bad = [c for c in checks if not c.ok]
-    if bad:
-        first = f"{bad[0].kind}:{bad[0].name}"
-        others = [n for n in dict.fromkeys(f"{c.kind}:{c.name}" for c in bad[1:]) if n != first]
-        more = f" (+{len(others)} more: {', '.join(others)})" if others else ""
-        raise IdentityError(f"identity gate ({when}): {describe_failure(bad[0])}{more}", checks)
+    if not bad:
+        return
+    unique = list({(c.runtime, c.kind, c.name): c for c in bad}.values())
+    first = f"{unique[0].kind}:{unique[0].name}"
+    others = [n for n in dict.fromkeys(f"{c.kind}:{c.name}" for c in unique[1:]) if n != first]
+    more = f" (+{len(others)} more: {', '.join(others)})" if others else ""
+    lines = [f"identity gate ({when}): {describe_failure(unique[0])}{more}"]
+    if len(unique) > 1:
+        lines += [f"  - {describe_failure(c)}" for c in unique]
+    if hint:
+        lines.append(hint)
+    raise IdentityError("\n".join(lines), checks)
 
 
 CASE_CODE_DIRS = ("offload", "runners", "results_schema")
@@ -253,7 +226,8 @@ def config_sha256(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], checks: Sequence[PinCheck],
+def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
+                   checks: Sequence[PinCheck],
                    model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
                    config: Mapping[str, Any], overrides: Sequence[str], case_code: str,
                    git: GitIdentity | None = None,
@@ -263,7 +237,8 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str], che
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         hostname=socket.gethostname(), python_version=sys.version, platform=platform.platform(),
-        git=git or git_identity(), packages={p: package_version(p) for p in packages}, pins=tuple(checks),
+        git=git or git_identity(),
+        packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
         model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
         config=dict(config), overrides=tuple(overrides),
         environment=filter_environment(os.environ if env is None else env),

@@ -173,6 +173,78 @@ def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256")
+
+
+def required_scalar_pins(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """The model / offload-tree pins, with ``???`` for a null one the experiment lists in ``required_pins``.
+
+    Raises:
+        RunnerError: (config) ``required_pins`` names something else.
+    """
+    required = list(cfg.get("required_pins") or [])
+    bad = [r for r in required if r not in SCALAR_PINS]
+    if bad:
+        raise RunnerError(f"config: required_pins {bad} not allowed; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
+    values = {"model.sha256sums_sha256": cfg["model"].get("sha256sums_sha256"),
+              "model.revision": cfg["model"].get("revision"), "offload_tree_sha256": cfg.get("offload_tree_sha256")}
+    return {k: ("???" if v is None and k in required else v) for k, v in values.items()}
+
+
+def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
+    """Pins of every runtime used, observed inside each runtime (``runners.probe``).
+
+    A runtime with its own interpreter or command prefix is probed in a subprocess started
+    through it; one without runs the probe in this interpreter (it is the runner's).
+
+    Raises:
+        RunnerError: (identity) a runtime's probe cannot run.
+    """
+    from runners.identity import check_pins, probe_spec
+    from runners.runtimes import ProbeError, map_path, own_process, probe_runtime
+
+    checks: list[Any] = []
+    for rt in runtimes_used(cfg):
+        pins = rt.get("pins") or {}
+        path_of = (lambda p, _rt=rt: map_path(_rt, p))
+        observed = None
+        if own_process(rt):
+            try:
+                observed = probe_runtime(rt, probe_spec(pins, path_of))
+            except ProbeError as exc:
+                raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+        checks += check_pins(pins, model_dir=None, model_pin=None, model_revision=None, observed_revision=None,
+                             offload_pin=None, offload_actual=offload_tree, observed=observed, path_of=path_of,
+                             runtime=str(rt.get("name")))
+    return checks
+
+
+def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """Versions of every runtime's ``report_packages``, observed where that runtime runs.
+
+    Keys: the distribution name for a runtime on the runner's interpreter; ``<runtime>/<dist>``
+    for a runtime with its own interpreter or command prefix (its probe observed them).
+
+    Raises:
+        RunnerError: (identity) a runtime's probe cannot run.
+    """
+    from runners.probe import package_version
+    from runners.runtimes import ProbeError, own_process, probe_runtime
+
+    out: dict[str, str | None] = {}
+    for rt in runtimes_used(cfg):
+        names = [str(p) for p in (rt.get("report_packages") or [])]
+        if own_process(rt):
+            try:
+                seen = probe_runtime(rt, {"packages": names})["packages"]
+            except ProbeError as exc:
+                raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+            out.update({f"{rt['name']}/{n}": seen.get(n) for n in names})
+        else:
+            out.update({n: package_version(n) for n in names})
+    return dict(sorted(out.items()))
+
+
 def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | None = None) -> Identity:
     """Check every declared pin of every runtime used, the model and the offload tree.
 
@@ -189,18 +261,23 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
     model = cfg["model"]
     offload_tree = tree_sha256(REPO_ROOT / "offload")
     checks = []
+    hint = (f"Write every observed value with `python -m runners.pins +experiment={cfg.get('experiment_name')} "
+            "[the same overrides] --out pins.yaml`, check it, then add `+pins=pins.yaml` (docs/real-host.md).")
     try:
-        for rt in runtimes_used(cfg):
-            checks += check_pins(rt.get("pins") or {}, model_dir=None, model_pin=None, model_revision=None,
-                                 observed_revision=None, offload_pin=None, offload_actual=offload_tree)
-        enforce(checks, when=when)
-        model_dir = resolve_model_dir(model) if previous is None else previous.model_dir
+        checks += runtime_checks(cfg, offload_tree)
+        scalar = required_scalar_pins(cfg)
+        try:
+            model_dir = resolve_model_dir(model) if previous is None else previous.model_dir
+        except RunnerError as exc:  # list the model problem together with every failed runtime pin
+            if any(not c.ok for c in checks):
+                enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
+            raise
         rev_file = model_dir / "REVISION"
         observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
-        checks += check_pins({}, model_dir=model_dir, model_pin=model.get("sha256sums_sha256"),
-                             model_revision=model.get("revision"), observed_revision=observed_rev,
-                             offload_pin=cfg.get("offload_tree_sha256"), offload_actual=offload_tree)
-        enforce(checks, when=when)
+        checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
+                             model_revision=scalar["model.revision"], observed_revision=observed_rev,
+                             offload_pin=scalar["offload_tree_sha256"], offload_actual=offload_tree)
+        enforce(checks, when=when, hint=hint)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
     if previous is None and model.get("source") != "tiny":  # ensure_tiny_model already verified the tiny one
@@ -313,7 +390,9 @@ def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
         return
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=float(runtime.get("health_timeout_s", 60)),
+        from runners.runtimes import prefixed
+
+        r = subprocess.run(prefixed(runtime, cmd), capture_output=True, text=True, timeout=float(runtime.get("health_timeout_s", 60)),
                            check=False)
         text, rc = r.stdout + r.stderr, r.returncode
     except FileNotFoundError:
@@ -330,8 +409,9 @@ def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
 
 
 def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
-              python: str, accuracy_command: Sequence[str] | None = None) -> tuple[str, ...]:
-    """argv of one case process."""
+              python: str, accuracy_command: Sequence[str] | None = None,
+              bench_module: str = "runners.bench_one") -> tuple[str, ...]:
+    """argv of one case process (``python`` = the case runtime's interpreter)."""
     c = sc.case
     w = c.workload
     if c.kind == "accuracy":
@@ -344,7 +424,7 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         if c.accuracy_limit is not None:
             argv += ["--limit", str(c.accuracy_limit)]
         return tuple(argv)
-    prefix = list(bench_command) if bench_command else [python, "-m", "runners.bench_one"]
+    prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
     argv = prefix + [
         "--phase", c.phase, "--label", c.label, "--implementation", c.implementation, "--repeat", str(sc.repeat),
         "--runtime", c.runtime_name, "--device", str(c.runtime.get("device", "cpu")), "--model", str(model_dir),
@@ -715,7 +795,9 @@ def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
     try:
         return _run(cfg, list(overrides), console)
     except RunnerError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        from rich.markup import escape
+
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")  # messages hold [brackets]: not markup
         return exc.exit_code
 
 
@@ -767,7 +849,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         devices = [device_identity(str(rt["device"])) for rt in runtimes_used(cfg)]
     except DeviceError as exc:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
-    packages = sorted({p for rt in runtimes_used(cfg) for p in (rt.get("report_packages") or [])})
+    packages = report_packages(cfg)
     git = git_identity()
     case_code = case_code_sha256()
 
@@ -878,10 +960,18 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 paths = CasePaths.of(run_dir, phase, sc.stem)
                 for p in (paths.log, paths.evidence, paths.record):
                     p.parent.mkdir(parents=True, exist_ok=True)
+                rt = sc.case.runtime
                 argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
-                                 python=state.python, accuracy_command=state.accuracy_command)
+                                 python=str(rt.get("python") or state.python), accuracy_command=state.accuracy_command,
+                                 bench_module=str(cfg.get("bench_module") or "runners.bench_one"))
+                env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
+                explicit = state.accuracy_command if sc.case.kind == "accuracy" else state.bench_command
+                if not explicit:  # an explicit command runs as given; otherwise inside the runtime
+                    from runners.runtimes import wrap_prefix
+
+                    argv, env = wrap_prefix(rt, argv, env, base_env)
                 specs.append((sc, LaunchSpec(
-                    argv=argv, env=case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env), cwd=str(REPO_ROOT),
+                    argv=tuple(argv), env=env, cwd=str(REPO_ROOT),
                     log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
                     timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
                     accelerator=sc.case.runtime.get("ray_resource"))))
@@ -1006,14 +1096,33 @@ try:
 
         global _EXIT_CODE
         overrides = list(HydraConfig.get().overrides.task)
-        _EXIT_CODE = run_matrix(to_plain(cfg), overrides)
+        try:
+            _EXIT_CODE = run_matrix(to_plain(cfg), overrides)
+        except Exception:  # a bug, not a config error: show it, and keep exit 2 for Hydra's own errors
+            import traceback
+
+            traceback.print_exc()
+            _EXIT_CODE = EXIT_CASE_FAILURES
 except ImportError:  # pragma: no cover - hydra is a core dependency
     hydra_main = None  # type: ignore[assignment]
 
 
 def main() -> int:
+    """Console entry point: ``+pins=FILE`` expansion, then Hydra; compose errors exit 2 (not Hydra's 1)."""
     _install_signal_handlers()
-    hydra_main()
+    from runners.pins import PinsError, expand_pins_args
+
+    try:
+        sys.argv[1:] = expand_pins_args(sys.argv[1:])
+    except PinsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        hydra_main()
+    except SystemExit as exc:  # Hydra reports a config / override error (already printed) with exit 1
+        if exc.code not in (0, None):
+            return EXIT_CONFIG
+        raise
     return _EXIT_CODE
 
 

@@ -36,9 +36,16 @@ export VLLM_CACHE_ROOT="$OUT/vllm-cache" XDG_CACHE_HOME="$OUT/xdg-cache" HF_HOME
 export TRITON_CACHE_DIR="$OUT/triton-cache"
 unset OFFLOAD_EVIDENCE_PATH
 
+# One line per problem, no traceback (the reason goes to stderr, then the error line).
 "$PYTHON" - <<'PY' || { echo "error: needs a CUDA build of vLLM and a visible GPU (PYTHON=$PYTHON)" >&2; exit 3; }
-import torch, vllm
-assert torch.cuda.is_available(), "torch.cuda.is_available() is False"
+import sys
+try:
+    import torch
+    import vllm
+except Exception as exc:  # ImportError, or a broken install raising anything at import
+    sys.exit(f"cannot import torch/vllm: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+if not torch.cuda.is_available():
+    sys.exit(f"torch {torch.__version__}: torch.cuda.is_available() is False")
 print(f"vLLM {vllm.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
 PY
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/nvidia-smi.txt" || true

@@ -36,6 +36,13 @@ from runners.bench_one import _specs, build_parser
 LAYER_BYTES = 295_936
 
 
+def _version(metadata, dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main() -> int:
     a = build_parser().parse_args(sys.argv[1:])
     try:
@@ -48,6 +55,16 @@ def main() -> int:
     assert os.environ["OFFLOAD_IMPL"] == a.implementation
     record_path = Path(a.record)
     print("fake bench starting", a.label, flush=True)
+    print(f"FAKE_BENCH_PYTHON {sys.executable}", flush=True)  # rehearsal: which interpreter the runtime started
+    from importlib import metadata
+
+    stack = {d: _version(metadata, d) for d in ("vllm", "vllm-ascend", "torch-npu")}
+    print("FAKE_BENCH_STACK " + json.dumps(stack, sort_keys=True), flush=True)
+    plugins = sorted(f"{ep.name}={ep.value}@{ep.dist.name if ep.dist else '?'}"
+                     for ep in metadata.entry_points(group="vllm.general_plugins"))
+    print("FAKE_BENCH_PLUGINS " + " ".join(plugins), flush=True)
+    cfg_json = Path(a.model) / "config.json"
+    num_layers = json.loads(cfg_json.read_text()).get("num_hidden_layers", 8) if cfg_json.is_file() else 8
     time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
     if mode == "sleep":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
@@ -66,14 +83,14 @@ def main() -> int:
         return 1
     print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 524,288 tokens, "
           "Maximum concurrency for 256 tokens per request: 2,048.00x", flush=True)
-    layers = select_offload_layers(8, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
+    layers = select_offload_layers(num_layers, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
     wrapped = () if mode == "nooffload" else layers
     nbytes = LAYER_BYTES * len(wrapped)
     ev = RuntimeEvidence(
         offloader_class="fake.Offloader", implementation=a.implementation, offload_group_size=a.offload_group_size,
-        offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=8,
+        offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=num_layers,
         selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
-        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device="cpu")
+        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device=a.device)
     if mode != "noevidence":
         write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
         logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev

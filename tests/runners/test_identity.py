@@ -75,11 +75,19 @@ def test_qwen7b_identity_gate_lists_each_failed_pin_once(monkeypatch: pytest.Mon
     with pytest.raises(RunnerError) as exc:
         gather_identity(compose_cfg("+experiment=qwen7b"), when="test")
     msg = str(exc.value)
-    assert "required tool 'npu-smi' is not on PATH" in msg
-    listed = msg.split("more: ", 1)[1].rstrip(")").split(", ")
+    first = msg.splitlines()[0]
+    assert "required tool 'npu-smi' is not on PATH" in first
+    listed = first.split("more: ", 1)[1].rstrip(")").split(", ")
     assert len(listed) == len(set(listed)), listed
     assert "tool:npu-smi" not in listed and listed.count("package:vllm-ascend") <= 1
-    assert f"(+{len(listed)} more: " in msg
+    assert f"(+{len(listed)} more: " in first
+    # then every failed pin of every runtime, once, with expected and observed values
+    details = [ln for ln in msg.splitlines() if ln.startswith("  - ")]
+    assert len(details) == len(set(details))
+    assert ("  - [ascend_native_v018] pin package 'vllm-ascend': expected '==0.18.0', but it is missing on this "
+            "machine") in details
+    assert any(d.startswith("  - [ascend_latest] pin package 'torch-npu' is declared but has no value") for d in details)
+    assert "python -m runners.pins +experiment=qwen7b" in msg.splitlines()[-1]
 
 
 def test_package_pins_accept_exact_versions_and_specifiers() -> None:

@@ -1,0 +1,290 @@
+"""``python -m runners.pins +experiment=NAME [overrides...] [--out FILE]``: observe every pin on this host.
+
+Composes the experiment exactly as ``runners.matrix`` would, runs ``runners.probe``
+inside each runtime it uses (the runtime's interpreter behind its command prefix,
+see ``runners.runtimes``), hashes the model's ``SHA256SUMS`` / reads its ``REVISION``
+and the ``offload/`` tree, and writes a YAML file::
+
+    overrides:          # Hydra overrides, one per observed pin, in the runner's grammar
+      - runtime.pins.packages.torch-npu='2.5.1'
+      - runtime.pins.files={/usr/local/Ascend/driver/version.info:'9f2c...'}
+      - phases.native.runtime.pins.source_commits={/opt/vllm-ascend-v0.18.0:'1a2b...'}
+      - model.sha256sums_sha256='...'
+    not_found:          # declared pins with nothing observed: they stay fail closed
+      - {key: ..., pin: ..., reason: ...}
+    mismatched:         # declared values the host does not satisfy: not overridden
+      - {key: ..., expected: ..., observed: ...}
+
+The runner reads it with ``python -m runners.matrix +experiment=NAME +pins=FILE``:
+the file's overrides are inserted where ``+pins=FILE`` stands, so overrides given
+after it win. Rules: a declared value (``==0.23.*``) is replaced by the observed
+exact value only when the observation satisfies it; a mismatch is listed, never
+overridden; a tool is only checked (no value); a pin the experiment does not
+declare is not written (undeclared stays unchecked, declared-but-missing stays
+``???`` and fails closed).
+
+Exit codes: 0 every declared pin observed; 3 some pin not found or mismatched (the
+file is still written); 2 bad arguments or config (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_MISSING = 3
+
+_FIELDS = (("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
+           ("source_trees", "source_tree"), ("source_commits", "source_commit"), ("files", "file"))
+_PATH_FIELDS = ("wheels", "source_trees", "source_commits", "files")
+
+
+class PinsError(RuntimeError):
+    """Bad arguments, an unreadable pins file or a config that does not compose (exit 2)."""
+
+
+def _q(value: str) -> str:
+    """A Hydra override value quoted as a string (versions like ``1.10`` and hashes like ``1e5...``
+    would otherwise parse as floats)."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def override_for(location: str, field: str, name: str, value: str) -> str:
+    """One Hydra override setting a pin: dotted key for names, dict form for paths.
+
+    Path keys cannot be written as dotted keys (``/`` is not allowed there), so a path pin
+    is merged into its dict: ``runtime.pins.files={/usr/local/x.cfg:'<sha>'}``.
+    """
+    if field in _PATH_FIELDS:
+        return f"{location}.pins.{field}={{{name}:{_q(value)}}}"
+    return f"{location}.pins.{field}.{name}={_q(value)}"
+
+
+def runtime_locations(cfg: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(override prefix, runtime)`` of the run's runtime and every phase's own runtime."""
+    out = [("runtime", cfg["runtime"])]
+    for name, ph in (cfg.get("phases") or {}).items():
+        if ph and ph.get("runtime"):
+            out.append((f"phases.{name}.runtime", ph["runtime"]))
+    return out
+
+
+def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Observe every declared pin of the composed config.
+
+    Returns:
+        ``{"overrides": [...], "not_found": [...], "mismatched": [...], "runtimes": {...}}``.
+
+    Raises:
+        runners.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
+    """
+    from runners.identity import MISSING_VALUE, _version_ok, probe_spec, sha256_file, tree_sha256
+    from runners.matrix import REPO_ROOT, _abs
+    from runners.probe import observe
+    from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
+
+    overrides: list[str] = []
+    not_found: list[dict[str, str]] = []
+    mismatched: list[dict[str, str]] = []
+    runtimes: dict[str, Any] = {}
+    for loc, rt in runtime_locations(cfg):
+        pins = rt.get("pins") or {}
+        path_of = (lambda p, _rt=rt: map_path(_rt, p))
+        spec = probe_spec(pins, path_of)
+        obs = probe_runtime(rt, spec) if own_process(rt) else observe(spec)
+        runtimes[loc] = {"name": rt.get("name"), "interpreter": " ".join(interpreter_argv(rt)),
+                         "python": obs.get("python"), "python_version": obs.get("python_version")}
+        for tool in pins.get("tools") or ():
+            if not (obs.get("tools") or {}).get(tool):
+                not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
+        for field, kind in _FIELDS:
+            for name, declared in (pins.get(field) or {}).items():
+                key = path_of(str(name)) if field in _PATH_FIELDS else str(name)
+                actual = (obs.get(field) or {}).get(key)
+                where = f" (read at {key})" if key != str(name) else ""
+                if actual is None:
+                    not_found.append({"key": f"{loc}.pins.{field}", "pin": str(name),
+                                      "reason": f"{kind} not found in runtime {rt.get('name')!r}{where}"})
+                    continue
+                declared = str(declared)
+                ok = (declared == MISSING_VALUE or (_version_ok(declared, str(actual)) if field == "packages"
+                                                    else declared == str(actual)))
+                if not ok:
+                    mismatched.append({"key": f"{loc}.pins.{field}", "pin": str(name), "expected": declared,
+                                       "observed": str(actual)})
+                    continue
+                overrides.append(override_for(loc, field, str(name), str(actual)))
+    from runners.matrix import required_scalar_pins
+
+    model = cfg["model"]
+    scalar = required_scalar_pins(cfg)
+    path = model.get("path")
+    if model.get("source") == "tiny" and any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision")):
+        from runners.matrix import resolve_model_dir
+
+        mdir = resolve_model_dir(model)  # built (once) and verified, as the run will
+    else:
+        mdir = None if path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
+    for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
+        declared = scalar[key]
+        if declared is None:
+            continue
+        f = mdir / fname if mdir is not None else None
+        if f is None or not f.is_file():
+            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
+            if fname == "REVISION" and mdir is not None:
+                why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
+            not_found.append({"key": key, "pin": fname, "reason": why})
+            continue
+        actual = sha256_file(f) if fname == "SHA256SUMS" else f.read_text().strip()
+        if declared not in (MISSING_VALUE, actual):
+            mismatched.append({"key": key, "pin": fname, "expected": str(declared), "observed": actual})
+        else:
+            overrides.append(f"{key}={_q(actual)}")
+    if scalar["offload_tree_sha256"] is not None:
+        actual = tree_sha256(REPO_ROOT / "offload")
+        declared = str(scalar["offload_tree_sha256"])
+        if declared not in (MISSING_VALUE, actual):
+            mismatched.append({"key": "offload_tree_sha256", "pin": "offload/", "expected": declared,
+                               "observed": actual})
+        else:
+            overrides.append(f"offload_tree_sha256={_q(actual)}")
+    return {"overrides": overrides, "not_found": not_found, "mismatched": mismatched, "runtimes": runtimes}
+
+
+def render(result: Mapping[str, Any], *, experiment: str, argv: Sequence[str]) -> str:
+    """The pins file text (YAML with a comment header)."""
+    import yaml
+
+    head = [f"# Pins observed {datetime.now(timezone.utc).isoformat(timespec='seconds')} by",
+            f"#   python -m runners.pins {' '.join(argv)}",
+            f"# Use: python -m runners.matrix +experiment={experiment} +pins=<this file> [same overrides]",
+            "# Check every value before a formal run: these are what this host has, not what it should have."]
+    if result["not_found"] or result["mismatched"]:
+        head.append("# NOT COMPLETE: pins under not_found / mismatched still fail the identity gate.")
+    body = yaml.safe_dump({k: result[k] for k in ("overrides", "not_found", "mismatched", "runtimes")},
+                          sort_keys=False, width=200)
+    return "\n".join(head) + "\n" + body
+
+
+def read_pins_file(path: str) -> list[str]:
+    """The ``overrides`` list of a pins file.
+
+    Raises:
+        PinsError: missing/unreadable file or not a mapping with a list of strings under ``overrides``.
+    """
+    import yaml
+
+    p = Path(path).expanduser()
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise PinsError(f"+pins={path}: cannot read the pins file ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise PinsError(f"+pins={path}: not YAML ({str(exc).splitlines()[0]})") from None
+    ov = data.get("overrides") if isinstance(data, dict) else None
+    if not isinstance(ov, list) or not all(isinstance(o, str) for o in ov):
+        raise PinsError(f"+pins={path}: expected a mapping with `overrides:` as a list of strings "
+                        "(the file `python -m runners.pins --out FILE` writes)")
+    return list(ov)
+
+
+def expand_pins_args(args: Sequence[str]) -> list[str]:
+    """Replace each ``+pins=FILE`` (or ``pins=FILE``) argument by the file's overrides, in place.
+
+    Raises:
+        PinsError: see :func:`read_pins_file`.
+    """
+    out: list[str] = []
+    for a in args:
+        if a.startswith(("+pins=", "pins=")):
+            out += read_pins_file(a.split("=", 1)[1])
+        else:
+            out.append(a)
+    return out
+
+
+def compose(overrides: Sequence[str]) -> dict[str, Any]:
+    """Compose ``conf`` with ``overrides`` like ``runners.matrix`` (resolved plain dict).
+
+    Raises:
+        PinsError: the overrides do not compose (message from Hydra, one line).
+    """
+    from hydra import compose as hydra_compose, initialize_config_module
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    import conf  # noqa: F401
+    from runners.matrix import to_plain
+
+    try:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            return to_plain(hydra_compose("config", overrides=list(overrides)))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise PinsError(f"config: {' '.join(str(exc).split())}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from runners.matrix import RunnerError
+    from runners.runtimes import ProbeError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return EXIT_OK
+    out: str | None = None
+    rest: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a == "--out":
+            out = next(it, None)
+            if out is None:
+                print("error: --out needs a file name", file=sys.stderr)
+                return EXIT_CONFIG
+        elif a.startswith("--out="):
+            out = a.split("=", 1)[1]
+        elif a.startswith("-"):
+            print(f"error: unknown option {a!r} (allowed: --out FILE, -h; everything else is a Hydra override)",
+                  file=sys.stderr)
+            return EXIT_CONFIG
+        else:
+            rest.append(a)
+    try:
+        overrides = expand_pins_args(rest)
+        cfg = compose(overrides)
+        result = observe_all(cfg)
+    except RunnerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except PinsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ProbeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MISSING
+    experiment = str(cfg.get("experiment_name"))
+    path = Path(out or f"pins-{experiment}.yaml")
+    text = render(result, experiment=experiment, argv=args)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    for loc, r in result["runtimes"].items():
+        print(f"{loc}: {r['name']} via `{r['interpreter']}` (Python {r['python_version']})")
+    print(f"wrote {len(result['overrides'])} pin override(s) to {path}")
+    for nf in result["not_found"]:
+        print(f"  NOT FOUND {nf['key']} {nf['pin']}: {nf['reason']}")
+    for mm in result["mismatched"]:
+        print(f"  MISMATCH {mm['key']} {mm['pin']}: declared {mm['expected']!r}, observed {mm['observed']!r}")
+    if result["not_found"] or result["mismatched"]:
+        print(f"incomplete: {len(result['not_found'])} not found, {len(result['mismatched'])} mismatched; "
+              "the identity gate will refuse these until they are fixed or given")
+        return EXIT_MISSING
+    print(f"next: python -m runners.matrix +experiment={experiment} +pins={path} [same overrides]")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Pin probe: observe, inside one runtime, the values its identity pins talk about.
+
+Run by the identity gate and by ``python -m runners.pins`` with the runtime's own
+interpreter (``runtime.python``) behind its command prefix (``runtime.command_prefix``,
+e.g. ``docker exec -i ctr``), so that versions, package trees, files and tools are
+observed where the cases will run, not in the runner's environment::
+
+    <prefix...> <python> -m runners.probe '<json spec>'
+
+The spec names what to observe: ``{"tools": [...], "packages": [...],
+"package_trees": [...], "wheels": [...], "source_trees": [...], "source_commits":
+[...], "files": [...]}`` (paths as they exist inside the runtime). The probe prints
+one line ``PIN_PROBE <json>`` with the same keys mapping each name to the observed
+value (``null`` = absent) plus ``python`` (``sys.executable``) and
+``python_version``, and exits 0; a malformed spec exits 2 with one line on stderr.
+
+Standard library only (the runtime's interpreter needs nothing of this project but
+the source tree on ``PYTHONPATH``); runs on Python >= 3.8.
+
+Hash definitions (shared with ``runners.identity``): a file hash is the SHA-256 of
+its bytes; a tree hash is the SHA-256 of the sorted ``<relative path>\\0<file
+sha256>\\n`` lines, ``__pycache__``/``*.pyc``/``*.pyo``/``.git`` excluded, symlinks
+followed; a package tree hashes the files its distribution's ``RECORD`` lists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional
+
+PROBE_PREFIX = "PIN_PROBE "
+SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "source_trees", "source_commits", "files")
+
+
+def sha256_file(path: "str | os.PathLike[str]", chunk: int = 1 << 20) -> str:
+    """SHA-256 hex digest of a file's bytes.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        block = fh.read(chunk)
+        while block:
+            h.update(block)
+            block = fh.read(chunk)
+    return h.hexdigest()
+
+
+def _skip(rel: str) -> bool:
+    parts = rel.split("/")
+    return any(p in ("__pycache__", ".git") for p in parts) or rel.endswith((".pyc", ".pyo"))
+
+
+def tree_sha256(root: "str | os.PathLike[str]", files: Optional[Iterable[str]] = None) -> str:
+    """SHA-256 of a file tree (content and relative paths; symlinks followed).
+
+    Args:
+        root: directory.
+        files: relative paths to include; None = every file under ``root``.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a directory.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise FileNotFoundError(f"{base} is not a directory")
+    if files is None:
+        rels = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+            for f in filenames:
+                rels.append(os.path.relpath(os.path.join(dirpath, f), base).replace(os.sep, "/"))
+    else:
+        rels = list(files)
+    h = hashlib.sha256()
+    for rel in sorted(r for r in rels if not _skip(r)):
+        p = base / rel
+        if p.is_file():
+            h.update(f"{rel}\0{sha256_file(p)}\n".encode())
+    return h.hexdigest()
+
+
+def package_version(dist: str) -> Optional[str]:
+    """Installed version of a distribution, or None."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def package_tree_sha256(dist: str) -> Optional[str]:
+    """Tree hash over the files a distribution's RECORD lists (None if not installed)."""
+    try:
+        d = metadata.distribution(dist)
+    except metadata.PackageNotFoundError:
+        return None
+    root = Path(str(d.locate_file("")))
+    rels = [str(f).replace(os.sep, "/") for f in (d.files or ()) if not str(f).startswith("..")]
+    return tree_sha256(root, rels)
+
+
+def git_commit(path: str) -> Optional[str]:
+    """``git rev-parse HEAD`` of a checkout (None when not a git checkout or git is absent)."""
+    try:
+        r = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _file(path: str) -> Optional[str]:
+    return sha256_file(path) if Path(path).is_file() else None
+
+
+def _tree(path: str) -> Optional[str]:
+    return tree_sha256(path) if Path(path).is_dir() else None
+
+
+def _commit(path: str) -> Optional[str]:
+    return git_commit(path) if Path(path).is_dir() else None
+
+
+_OBSERVERS = {
+    "tools": shutil.which,
+    "packages": package_version,
+    "package_trees": package_tree_sha256,
+    "wheels": _file,
+    "source_trees": _tree,
+    "source_commits": _commit,
+    "files": _file,
+}
+
+
+def observe(spec: Dict[str, List[str]]) -> Dict[str, Any]:
+    """Observe every name of ``spec`` in this interpreter (see the module docstring).
+
+    Raises:
+        ValueError: unknown key or a value that is not a list of strings.
+    """
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise ValueError(f"unknown probe keys {unknown}; allowed: {list(SPEC_KEYS)}")
+    out: Dict[str, Any] = {"python": sys.executable, "python_version": sys.version.split()[0]}
+    for key in SPEC_KEYS:
+        names = spec.get(key) or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"probe key {key!r} must be a list of strings, got {names!r}")
+        out[key] = {n: _OBSERVERS[key](n) for n in names}
+    return out
+
+
+def parse_probe_output(text: str) -> Dict[str, Any]:
+    """The observations from a probe's stdout (the last ``PIN_PROBE`` line).
+
+    Raises:
+        ValueError: no ``PIN_PROBE`` line, or it is not JSON.
+    """
+    lines = [ln for ln in text.splitlines() if ln.startswith(PROBE_PREFIX)]
+    if not lines:
+        raise ValueError("the probe printed no PIN_PROBE line")
+    return json.loads(lines[-1][len(PROBE_PREFIX):])
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        if len(args) != 1:
+            raise ValueError("usage: python -m runners.probe '<json spec>'")
+        spec = json.loads(args[0])
+        if not isinstance(spec, dict):
+            raise ValueError("the spec must be a JSON object")
+        result = observe(spec)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        print(f"error: runners.probe: {exc}", file=sys.stderr)
+        return 2
+    print(PROBE_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
