@@ -136,7 +136,9 @@ def retention_figure(rows, *, note: str = "") -> go.Figure:
         off = (gi - (len(keys) - 1) / 2) * 0.08
         has_ci = [_finite(r.retention_ci_low) and _finite(r.retention_ci_high) for r in good]
         fig.add_trace(go.Scatter(
-            x=[r.num_selected_layers + off for r in good], y=[r.retention for r in good], mode="markers",
+            x=[r.num_selected_layers + off for r in good], y=[r.retention for r in good], mode="markers+text",
+            text=[point_label(r) for r in good], textposition="middle right",
+            textfont={"size": 10, "color": IMPL_COLORS.get(impl, "gray")},
             name=impl if len({p for p, _ in keys}) == 1 else f"{phase}: {impl}", meta="case",
             marker={"symbol": IMPL_SYMBOLS.get(impl, "cross"), "size": 10, "color": IMPL_COLORS.get(impl, "gray")},
             error_y={"type": "data", "symmetric": False,
