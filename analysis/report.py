@@ -506,7 +506,8 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
     csv = tables["summary"].copy()
     _atomic_write(out / "comparison-summary.csv", csv.to_csv(index=False))
     full, main = render_markdown(tables)
-    _atomic_write(out / "comparison-summary.md", full.replace("\n\n", f"\n\n{one_line(prov)}\n\n", 1))
+    vline = main.split("\n", 1)[0]  # the validity line stays first; provenance right under it
+    _atomic_write(out / "comparison-summary.md", full.replace(vline + "\n", f"{vline}\n\n{one_line(prov)}\n", 1))
     if not tables["summary"].empty:
         for name, plot in (("pareto.png", plot_pareto), ("retention.png", plot_retention)):
             fig = plot(tables["summary"], cpu=cpu)
