@@ -62,6 +62,7 @@ class Rendered:
     verdict_top: float = 0.0
     provenance_top: float = 0.0
     svg_count: int = 0
+    hovers: list[str] = field(default_factory=list)
     screenshot: Path | None = None
 
 
@@ -95,6 +96,7 @@ def render(page_path: Path, *, expected_points: int, screenshot: Path, timeout_m
                                        timeout=timeout_ms)
             finally:
                 out.points = page.evaluate(f"({COUNT_POINTS_JS})('pareto')")
+            out.hovers = _hover_case_points(page)
             out.text = page.inner_text("body")
             out.first_heading = page.inner_text("h1")
             out.verdict_top = page.evaluate("document.getElementById('verdict').getBoundingClientRect().top")
@@ -106,6 +108,25 @@ def render(page_path: Path, *, expected_points: int, screenshot: Path, timeout_m
         finally:
             ctx.close()
     return out
+
+
+def _hover_case_points(page) -> list[str]:
+    """Move the mouse onto every drawn case point of ``#pareto``; the hover label text of each."""
+    idx = page.evaluate("""() => { const gd = document.getElementById('pareto');
+        return gd._fullData.map((t, i) => t.meta === 'case' ? i : -1).filter(i => i >= 0); }""")
+    traces = page.query_selector_all("#pareto .scatterlayer .trace")
+    texts = []
+    for i in idx:
+        for pt in traces[i].query_selector_all("path.point"):
+            pt.scroll_into_view_if_needed()
+            box = pt.bounding_box()
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            page.mouse.move(x - 6, y)
+            page.mouse.move(x, y, steps=4)
+            page.wait_for_timeout(250)
+            texts.append(page.evaluate("document.querySelector('#pareto .hoverlayer').textContent"))
+    page.mouse.move(0, 0)
+    return texts
 
 
 def screenshot_dir() -> Path:

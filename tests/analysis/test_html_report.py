@@ -112,6 +112,13 @@ def _check_page(cs, got):
         if r.retention is not None:
             assert f"{r.retention:,.4f}" in got.text
     assert got.screenshot.stat().st_size > 10_000
+    # hover on each drawn point shows its label, layers, released bytes and retention
+    assert len(got.hovers) == len(cs.decision)
+    for r in cs.decision:
+        hit = [h for h in got.hovers if h.startswith(r.implementation) and r.label in h]
+        assert hit, (r.label, got.hovers)
+        assert f"layers: {r.selected_layers or 'none'}" in hit[0] and f"released bytes: {r.released_bytes:,}" in hit[0]
+        assert "retention: " in hit[0]
 
 
 def test_browser_renders_the_valid_report(valid_report):
