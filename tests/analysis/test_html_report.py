@@ -144,3 +144,9 @@ def test_browser_renders_the_real_tiny_run(tmp_path, request):
     cs, got = _render(run, "report-real-tiny-run")
     _check_page(cs, got)
     assert "tiny-qwen2-l8" in got.text and "0.32.0" in got.text and "20261130T070339Z-448df2" in got.text
+
+
+def test_browser_test_says_why_it_is_skipped_without_chromium(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no chromium on PATH
+    reason = browser.skip_reason()
+    assert reason and "chromium" in reason and "apt-get install -y chromium" in reason
