@@ -10,6 +10,7 @@ Subcommands:
     accuracy-verify DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]
                                         accuracy-equivalence verifier (= python -m analysis.accuracy);
                                         exit 0 passed, 1 failed, 2 unreadable input
+    catalog build|compare|query ...     DuckDB catalog across run directories (analysis.catalog_cli, docs/catalog.md)
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
     p.add_argument("--report-dir", default=None, help="where accuracy-verification.{json,md} go (default: DIR)")
     p.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
+    from analysis.catalog_cli import add_parser as add_catalog
+
+    add_catalog(sub)
     args = parser.parse_args(argv)
     for opt in ("need_gib", "need_kv_gib"):
         v = getattr(args, opt, None)
@@ -69,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "catalog":
+        from analysis.catalog_cli import run as catalog_run
+
+        return catalog_run(args)
     if args.command == "accuracy-verify":
         from analysis.accuracy import main as accuracy_main
 

@@ -10,6 +10,7 @@ and writes
     summary/validation.json           ``results_schema.models.ValidationReport``
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
+    summary/report.html               self-contained interactive report (``analysis.html_report``)
 
 (``out_dir`` puts them elsewhere; ``python -m analysis report`` never overwrites an existing
 ``summary/``, which ``SHA256SUMS`` covers). ``run_dir`` is stored resolved (absolute).
@@ -51,7 +52,11 @@ from analysis.compare import (  # noqa: E402
 from analysis.load import RunData, load_run  # noqa: E402
 from analysis.model import fit_model, model_table  # noqa: E402
 from analysis.validate import token_digest_status, validate_run  # noqa: E402
+from analysis.decision import decision_table  # noqa: E402
+from analysis.html_report import write_report_html  # noqa: E402
+from analysis.provenance import one_line, provenance  # noqa: E402
 from results_schema.io import write_json  # noqa: E402
+from results_schema.summary import ComparisonSummary  # noqa: E402
 
 SUMMARY_DIR = "summary"
 
@@ -187,9 +192,14 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt}
 
 
+RESULT_MODE = 0o644
+"""Mode of every file the report writes (``tempfile.mkstemp`` alone would leave 0600)."""
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, RESULT_MODE)  # mkstemp creates 0600; result files are world-readable
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
@@ -199,6 +209,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def _atomic_savefig(fig, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.fchmod(fd, RESULT_MODE)
     os.close(fd)
     fig.savefig(tmp, dpi=110, bbox_inches="tight")
     os.replace(tmp, path)
@@ -470,13 +481,16 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
     out.mkdir(parents=True, exist_ok=True)
     cpu = is_cpu_run(tables["data"].runs)
     write_json(out / "validation.json", tables["validation"])
+    prov = provenance(run_dir, tables["data"])
     payload = {
         "schema_version": 1,
         "run_dir": str(run_dir),
         "valid": tables["validation"].valid,
         "notes": [CPU_NOTE] if cpu else [],
         "precision": PRECISION,
+        "provenance": prov.model_dump(mode="json"),
         "rows": records(tables["summary"]),
+        "decision": records(decision_table(tables["data"], tables["summary"], tables["validation"])),
         "comparison": records(tables["comparison"]),
         "long_window": records(tables["long_window"]),
         "spaced_vs_adjacent": records(tables["spaced_vs_adjacent"]),
@@ -487,16 +501,18 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         "models": tables["models"],
         "model_table": records(tables["model_table"]),
     }
+    ComparisonSummary.model_validate(payload)  # the schema of the file, checked before it is written
     _atomic_write(out / "comparison-summary.json", json.dumps(payload, indent=2, allow_nan=False) + "\n")
     csv = tables["summary"].copy()
     _atomic_write(out / "comparison-summary.csv", csv.to_csv(index=False))
     full, main = render_markdown(tables)
-    _atomic_write(out / "comparison-summary.md", full)
+    vline = main.split("\n", 1)[0]  # the validity line stays first; provenance right under it
+    _atomic_write(out / "comparison-summary.md", full.replace(vline + "\n", f"{vline}\n\n{one_line(prov)}\n", 1))
     if not tables["summary"].empty:
-        fig = plot_pareto(tables["summary"], cpu=cpu)
-        _atomic_savefig(fig, out / "pareto.png")
-        plt.close(fig)
-        fig = plot_retention(tables["summary"], cpu=cpu)
-        _atomic_savefig(fig, out / "retention.png")
-        plt.close(fig)
+        for name, plot in (("pareto.png", plot_pareto), ("retention.png", plot_retention)):
+            fig = plot(tables["summary"], cpu=cpu)
+            fig.text(0.01, 0.002, one_line(prov), fontsize=6, color="gray", va="bottom")
+            _atomic_savefig(fig, out / name)
+            plt.close(fig)
+    write_report_html(run_dir, out)
     return main

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_schema import models
+from results_schema import models, summary
 from results_schema.dispatch import FileKind, file_kinds, kind_for
 from results_schema.io import RecordError, check_jsonl, read_json
 
@@ -25,6 +25,7 @@ EXPORTED_MODELS = (
     models.CaseRun,
     models.CaseFailure,
     models.ValidationReport,
+    summary.ComparisonSummary,
 )
 
 

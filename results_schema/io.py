@@ -322,6 +322,7 @@ def write_json(path: Path | str, model: BaseModel, *, indent: int | None = 2) ->
     text = model.model_dump_json(indent=indent) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o644)  # mkstemp creates 0600; result files are world-readable like append_jsonl's
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

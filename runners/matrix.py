@@ -999,6 +999,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
+                _refresh_html(run_dir, console)
     finally:  # the run's evidence is complete: checksum it even if the analysis raises
         stages["analysis"] += time.monotonic() - t
         t = time.monotonic()
@@ -1062,14 +1063,28 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
 
 
 def _analyze(run_dir: Path, console: Any) -> None:
-    """Call the analysis entry point and print its Markdown table (analysis errors are shown, not hidden)."""
+    """Write ``summary/`` (Markdown, JSON, plots, report.html) and print the decision table, verdict last.
+
+    Analysis errors are shown, not hidden; the full Markdown stays in ``summary/``.
+    """
     try:
+        from analysis.console import print_summary
         from analysis.report import write_summary
     except ImportError as exc:
-        console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis {run_dir}` later[/]")
+        console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis report {run_dir}` later[/]")
         return
-    table = write_summary(run_dir)
-    console.print(table, markup=False)
+    write_summary(run_dir)
+    print_summary(run_dir / "summary", console)
+
+
+def _refresh_html(run_dir: Path, console: Any) -> None:
+    """Re-render ``summary/report.html`` once the accuracy verifier wrote its report (it runs after)."""
+    try:
+        from analysis.html_report import write_report_html
+    except ImportError:
+        return
+    path = write_report_html(run_dir)
+    console.print(f"report: {path}", markup=False)
 
 
 # ----------------------------------------------------------------------------- Hydra entry point

@@ -50,5 +50,6 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     assert failure.label == "official_g4_n1" and failure.error_type == "AssertionError"
     assert "should not already be on CPU" in failure.error_message
     assert (run_dir / failure.log_path).is_file()
-    assert "| current_g4_n1 |" in out  # the analysis table is printed
+    assert "│ current_g4_n1 " in out or "| current_g4_n1 " in out  # the rich decision table (ASCII without UTF-8)
+    assert (run_dir / "summary" / "report.html").is_file()
     assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()

@@ -59,8 +59,10 @@ def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Pat
     assert all(c.identical_to_baseline for c in report.cases)
     assert "LIMITED" in (run / "summary" / "accuracy-verification.md").read_text().splitlines()[0]
     assert "accuracy accuracy: PASSED (LIMITED" in out
+    page = (run / "summary" / "report.html").read_text()  # re-rendered after the verifier wrote its report
+    assert "Accuracy verification" in page and 'id="accuracy-verdict-accuracy-verification.json"' in page
     sums = (run / "SHA256SUMS").read_text()
-    for name in ("summary/accuracy-verification.json", "summary/accuracy-verification.md",
+    for name in ("summary/accuracy-verification.json", "summary/accuracy-verification.md", "summary/report.html",
                  "accuracy-accuracy-cases.jsonl"):
         assert f"  {name}\n" in sums
     assert check_paths([run]) == 0  # every file kind, the completion lines included, validates

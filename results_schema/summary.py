@@ -1,0 +1,173 @@
+"""Schema of ``summary/comparison-summary.json`` (written by ``analysis.report.write_summary``).
+
+What is modelled: the document every report renders from (Markdown, HTML report, console table):
+validity, notes, printed precision, the per-label rows (``SummaryRow``), the decision table
+(``DecisionRow``), the run's provenance (``Provenance``), token-digest status, transfer-bound model
+fits and the auxiliary comparison tables. Undefined statistics (no baseline, one process, no KV log
+line) are ``null``; NaN/inf are never written (``allow_inf_nan=False``).
+
+The auxiliary tables (``comparison``, ``long_window``, ``spaced_vs_adjacent``, ``cross_stack``,
+``confirmation``, ``model_table``) are lists of flat rows of JSON scalars whose columns are defined by
+the analysis functions that make them (``analysis.compare``, ``analysis.model``); they are checked
+for shape (flat, finite) here, not column by column.
+
+What is deliberately not modelled: how the numbers are computed (``analysis``). This module must not
+import ``analysis`` (data flows results_schema -> analysis).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Float = Annotated[float, Field(allow_inf_nan=False)]
+Scalar = bool | int | Float | str | None
+"""One cell of an auxiliary table: a JSON scalar, finite when a number."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class SummaryRow(_Strict):
+    """One (phase, label): ``analysis.aggregate.SUMMARY_COLUMNS`` plus ``tokens``. Units in the names."""
+
+    phase: str
+    label: str
+    implementation: str
+    group_size: int = Field(description="offload_group_size G (0: no offload).")
+    num_in_group: int = Field(description="offload_num_in_group N.")
+    prefetch_step: int
+    offload_params: str = Field(description="offload_params segments joined by ',' ('' = all parameters).")
+    runtime: str
+    processes: int = Field(description="Case processes that produced a record.")
+    throughput_median_tok_s: Float | None = Field(description="Median process throughput (tok/s), the primary metric.")
+    throughput_mean_tok_s: Float | None
+    throughput_stdev_tok_s: Float | None = Field(description="Sample stdev (ddof=1); null with one process.")
+    throughput_min_tok_s: Float | None
+    throughput_max_tok_s: Float | None
+    pooled_round_throughput_median_tok_s: Float | None
+    pooled_round_throughput_stdev_tok_s: Float | None
+    rounds: int | None = Field(description="Measured rounds over all processes.")
+    round_latency_p50_s: Float | None
+    round_latency_p95_s: Float | None
+    load_seconds_median: Float | None
+    kv_cache_tokens_median: Float | None
+    kv_cache_gib_median: Float | None
+    peak_rss_bytes_median: Float | None
+    device_memory_bytes_median: Float | None
+    selected_layers: str = Field(description="Layer indices selected (evidence), joined by ','.")
+    num_selected_layers: int
+    wrapped_layers: str
+    wrapped_count: int
+    offloaded_bytes: int
+    static_buffer_bytes: int
+    released_bytes: int = Field(description="offloaded_bytes - static_buffer_bytes (evidence; accounted).")
+    offloader_class: str
+    baseline_throughput_median_tok_s: Float | None
+    retention: Float | None = Field(description="Median / phase baseline median; null without a baseline.")
+    throughput_change_pct: Float | None
+    kv_gain_tokens: Float | None
+    kv_gain_gib: Float | None
+    pareto: bool
+    knee: bool
+    tokens: str = Field(description="Greedy token identity vs baseline: identical, differs, no_baseline.")
+
+
+class DecisionRow(_Strict):
+    """One row of the decision table (``analysis.decision.DECISION_COLUMNS``)."""
+
+    phase: str
+    label: str
+    implementation: str
+    group_size: int
+    num_in_group: int
+    prefetch_step: int
+    selected_layers: str
+    num_selected_layers: int
+    processes: int
+    released_bytes: int = Field(description="Evidence-accounted released bytes.")
+    released_gib: Float = Field(description="released_bytes / 2**30.")
+    kv_gain_tokens: Float | None
+    kv_gain_gib: Float | None
+    throughput_median_tok_s: Float | None
+    baseline_throughput_median_tok_s: Float | None
+    retention: Float | None
+    retention_ci_low: Float | None = Field(description="95% bootstrap lower bound of retention; null: no interval.")
+    retention_ci_high: Float | None
+    verdict: Literal["baseline", "faster", "slower", "equivalent", "inconclusive", "INVALID"] = Field(
+        description="Label vs phase baseline; INVALID when a validation error concerns the label.")
+    tokens: str
+    pareto: bool
+    knee: bool
+    valid: bool = Field(description="False when a validation error concerns the label.")
+    issues: str = Field(description="Codes of the validation errors concerning the label, joined by ','.")
+
+
+class Provenance(_Strict):
+    """Where and with what the run was made (from ``environment-manifest.json`` and the records)."""
+
+    run_id: str = Field(description="Run directory name (manifest run_id, else the directory name).")
+    experiment: str | None = None
+    created_utc: str | None = None
+    model_name: str | None = None
+    model_path: str | None = None
+    model_num_layers: int | None = None
+    model_sha256sums_sha256: str | None = None
+    hostname: str | None = None
+    platform: str | None = None
+    machine: str | None = Field(default=None, description="Architecture / ISA family (platform machine, e.g. x86_64).")
+    isa: str | None = Field(default=None, description="CPU ISA extensions when recorded; null when the run did not.")
+    devices: tuple[str, ...] = Field(default=(), description="'kind: name x count' per device entry.")
+    python_version: str | None = None
+    vllm_versions: tuple[str, ...] = Field(default=(), description="vllm_version of the case records (distinct).")
+    torch_versions: tuple[str, ...] = Field(default=(), description="torch_version of the case records (distinct).")
+    packages: dict[str, str | None] = Field(default_factory=dict, description="Manifest package versions.")
+    git_revision: str | None = None
+    git_dirty: bool | None = None
+    config_sha256: str | None = None
+    manifest: bool = Field(description="Whether environment-manifest.json was found.")
+
+
+class TokenDigest(_Strict):
+    phase: str
+    label: str
+    repeat: int
+    status: str = Field(description="identical, differs or no_baseline.")
+
+
+class ModelFit(_Strict):
+    """Fitted transfer-bound model of one ``phase/implementation`` (``analysis.model``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    phase: str
+    implementation: str
+    mode: str
+    baseline_tok_s: Float
+    num_prompts: int
+    num_layers: int
+    bytes_per_layer: Float
+    bandwidth_bytes_s: Float
+    bandwidth: str
+
+
+class ComparisonSummary(_Strict):
+    """``summary/comparison-summary.json``."""
+
+    schema_version: Literal[1] = 1
+    run_dir: str = Field(description="Run directory, resolved (absolute).")
+    valid: bool = Field(description="Validation verdict (summary/validation.json).")
+    notes: tuple[str, ...] = Field(description="Caveats printed with every table (e.g. the CPU note).")
+    precision: dict[str, int] = Field(description="Decimals each statistic is printed with.")
+    provenance: Provenance
+    rows: tuple[SummaryRow, ...]
+    decision: tuple[DecisionRow, ...]
+    comparison: tuple[dict[str, Scalar], ...]
+    long_window: tuple[dict[str, Scalar], ...]
+    spaced_vs_adjacent: tuple[dict[str, Scalar], ...]
+    cross_stack: tuple[dict[str, Scalar], ...]
+    confirmation: tuple[dict[str, Scalar], ...]
+    token_digests: tuple[TokenDigest, ...]
+    models: dict[str, ModelFit | None]
+    model_table: tuple[dict[str, Scalar], ...]
