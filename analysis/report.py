@@ -42,7 +42,11 @@ import pandas as pd  # noqa: E402
 
 from analysis.aggregate import aggregate  # noqa: E402
 from analysis.compare import (  # noqa: E402
+    DEFAULT_MARGIN_PCT,
+    check_margin,
     compare_implementations,
+    verdict_text,
+    label_vs_baseline,
     confirmation_table,
     long_window_table,
     native_vs_same_runtime,
@@ -129,9 +133,36 @@ MAIN_COLUMNS = [
     ("phase", "phase"), ("label", "label"), ("implementation", "impl"), ("group_size", "G"), ("num_in_group", "N"),
     ("selected_layers", "selected layers"), ("wrapped_count", "wrapped"), ("offloaded_bytes", "offloaded bytes"),
     ("released_bytes", "released bytes"), ("processes", "procs"), ("throughput_median_tok_s", "throughput tok/s"),
-    ("throughput_stdev_tok_s", "stdev"), ("retention", "retention vs baseline"), ("kv_gain_tokens", "KV gain tok"),
-    ("tokens", "tokens vs baseline"), ("pareto", "Pareto"), ("knee", "knee"),
+    ("throughput_stdev_tok_s", "stdev"), ("retention", "retention vs baseline"), ("vs_baseline", "vs baseline"),
+    ("kv_gain_tokens", "KV gain tok"), ("tokens", "tokens vs baseline"), ("window", "window"), ("pareto", "Pareto"),
+    ("knee", "knee"), ("notes", "notes"),
 ]
+
+
+def _display_columns(summary: pd.DataFrame) -> pd.DataFrame:
+    """Add the text columns of the main table: ``vs_baseline`` (verdict, CI, margin), ``window``, ``notes``."""
+    s = summary.copy()
+    if s.empty:
+        for c in ("vs_baseline", "window", "notes"):
+            s[c] = []
+        return s
+    vb, win, notes = [], [], []
+    for _, r in s.iterrows():
+        v = r.get("vs_baseline_verdict")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            vb.append("–")
+        elif v == "reference":
+            vb.append("reference")
+        else:
+            vb.append(verdict_text(v, r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"),
+                                   margin_pct=float(r.get("vs_baseline_margin_pct"))))
+        ws, rounds = r.get("window_measured_s_min"), r.get("rounds")
+        win.append("–" if ws is None or (isinstance(ws, float) and math.isnan(ws)) else
+                   f"{float(ws):.2f} s / {int(r.get('window_rounds_min'))} rounds (min per process)")
+        n = [str(x) for x in (r.get("vs_baseline_note"), r.get("front_excluded")) if isinstance(x, str) and x]
+        notes.append("; ".join(n))
+    s["vs_baseline"], s["window"], s["notes"] = vb, win, notes
+    return s
 
 
 def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
@@ -143,26 +174,36 @@ def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
     return out
 
 
-def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
+def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
+          margin_pct: float = DEFAULT_MARGIN_PCT) -> dict:
     """Compute every table of the report (no files written).
 
     Args:
         run_dir: the run directory.
         model_dir: model directory for the layer-byte checks (see ``analysis.validate.validate_run``).
+        margin_pct: equivalence margin of every verdict (``analysis.compare.verdict``), percent > 0.
 
     Returns:
         dict with frames ``summary``, ``comparison``, ``long_window``, ``spaced_vs_adjacent``,
         ``cross_stack``, ``model_table``; ``models`` (per phase, dict or None); ``validation``
-        (``ValidationReport``); ``data`` (``RunData``).
+        (``ValidationReport``); ``data`` (``RunData``); ``margin_pct``.
+
+    Raises:
+        ValueError: a margin that is not a finite number > 0.
     """
+    check_margin(margin_pct)
     run_dir = Path(run_dir)
     data = load_run(run_dir)
     report = validate_run(run_dir, data, model_dir=model_dir)
     summary = aggregate(data)
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
-    comparison = compare_implementations(data, summary)
-    lw = long_window_table(data, summary)
-    sva = spaced_vs_adjacent(data, summary)
+    if not summary.empty:
+        vb = label_vs_baseline(data, summary, margin_pct=margin_pct)
+        for c in vb.columns:
+            summary[c] = vb[c]
+    comparison = compare_implementations(data, summary, margin_pct=margin_pct)
+    lw = long_window_table(data, summary, margin_pct=margin_pct)
+    sva = spaced_vs_adjacent(data, summary, margin_pct=margin_pct)
     cross = native_vs_same_runtime(summary)
     confirm = confirmation_table(summary)
     models, mtables = {}, []
@@ -184,7 +225,8 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
                 mtables.append(t)
     mt = pd.concat(mtables, ignore_index=True) if mtables else pd.DataFrame()
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
-            "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt}
+            "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
+            "margin_pct": float(margin_pct)}
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -352,20 +394,27 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
 COMPARISON_COLUMNS = [
     ("phase", "phase"), ("group_size", "G"), ("num_in_group", "N"), ("prefetch_step", "prefetch"),
     ("a_median_tok_s", "current tok/s"), ("b_median_tok_s", "official tok/s"), ("delta_tok_s", "delta tok/s"),
-    ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"), ("ci_high_tok_s", "CI95 high"),
-    ("a_processes", "n current"), ("b_processes", "n official"), ("verdict", "verdict"),
+    ("delta_pct", "delta %"), ("ci_low_pct", "CI95 low %"), ("ci_high_pct", "CI95 high %"),
+    ("a_processes", "n current"), ("b_processes", "n official"), ("margin_pct", "margin ±%"), ("verdict", "verdict"),
     ("pooled_ci_low_tok_s", "pooled CI low"), ("pooled_ci_high_tok_s", "pooled CI high"),
     ("pooled_verdict", "pooled verdict"), ("note", "note"),
 ]
-VERDICT_LEGEND = ("faster / slower only when the process-level 95% CI excludes 0; equivalent only when a CI exists "
-                  "and contains 0; inconclusive when no CI can be computed (fewer than 2 processes on a side; "
-                  "the note gives n).")
+def verdict_legend(margin_pct: float) -> str:
+    """The verdict rule (``analysis.compare.verdict``) in words, with the margin in force."""
+    return (f"equivalence margin ±{margin_pct:g}% of the reference median. equivalent only when the whole "
+            f"process-level 95% CI of the relative difference lies inside ±{margin_pct:g}% (also when it excludes "
+            f"0: a difference smaller than the margin is never a speed-up); otherwise faster / slower when the CI "
+            f"excludes 0; otherwise inconclusive (the CI contains 0 but is wider than the margin), and "
+            f"inconclusive when no CI can be computed (fewer than 2 processes on a side; the note gives n).")
+
+
+VERDICT_LEGEND = verdict_legend(DEFAULT_MARGIN_PCT)
 
 
 def render_markdown(tables: dict) -> tuple[str, str]:
     """Return ``(full_markdown, main_table_markdown)``."""
     summary, rep = tables["summary"], tables["validation"]
-    main = markdown_table(summary, MAIN_COLUMNS, PRECISION)
+    main = markdown_table(_display_columns(summary), [c for c in MAIN_COLUMNS], PRECISION)
     n_err, n_warn = len(rep.errors), len(rep.warnings)
     vline = f"validation: {'VALID' if rep.valid else 'INVALID'} ({n_err} error(s), {n_warn} warning(s))"
     parts = ["# Offload comparison summary", "", vline, ""]
@@ -392,12 +441,13 @@ def render_markdown(tables: dict) -> tuple[str, str]:
             ("phase", "phase"), ("label", "label"), ("repeat", "repeat"), ("failure_type", "failure"),
             ("exit_code", "exit"), ("error_type", "error type"), ("error_message", "message"),
             ("log_path", "log")]), ""]
-    parts += ["## Current vs official (bootstrap 95% CI of the median difference; faster/slower only when the CI "
-              "excludes 0)", ""]
+    margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    parts += [f"Verdicts (every table): {verdict_legend(margin)}", ""]
+    parts += [f"## Current vs official (bootstrap 95% CI of the median difference; margin ±{margin:g}%)", ""]
     comp = tables["comparison"]
     parts += [markdown_table(comp, COMPARISON_COLUMNS) if not comp.empty else "_no (G,N) point with both_", ""]
     if not comp.empty:
-        parts += [f"Verdicts: {VERDICT_LEGEND}", ""]
+        parts += [f"Verdicts: {verdict_legend(margin)}", ""]
     lw = tables["long_window"]
     if not lw.empty:
         parts += ["## Long-window confirmation", "",
@@ -418,8 +468,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Same layer count: adjacent vs spaced", "", markdown_table(sva, [
             ("phase", "phase"), ("implementation", "implementation"), ("num_selected_layers", "layers"),
             ("adjacent_label", "adjacent"), ("spaced_label", "spaced"), ("adjacent_median_tok_s", "adjacent tok/s"),
-            ("spaced_median_tok_s", "spaced tok/s"), ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"),
-            ("ci_high_tok_s", "CI95 high"), ("verdict", "verdict"), ("note", "note")]), ""]
+            ("spaced_median_tok_s", "spaced tok/s"), ("delta_pct", "delta %"), ("ci_low_pct", "CI95 low %"),
+            ("ci_high_pct", "CI95 high %"), ("margin_pct", "margin ±%"), ("verdict", "verdict"), ("note", "note")]), ""]
     cross = tables["cross_stack"]
     if not cross.empty:
         parts += ["## Native vs same-runtime (cross-stack: different software stacks, auxiliary only)", "",

@@ -134,7 +134,14 @@ class WorkloadSpec(StrictModel):
         description="vLLM gpu_memory_utilization (fraction)."
     )
     warmup_rounds: NonNegInt = Field(description="Rounds run and excluded from measurement.")
-    measured_rounds: Annotated[int, Field(ge=1)] = Field(description="Rounds measured.")
+    measured_rounds: Annotated[int, Field(ge=1)] = Field(
+        description="Minimum measured rounds (more run while the measured window is shorter than min_measured_s)."
+    )
+    min_measured_s: NonNegFloat | None = Field(
+        default=None,
+        description="Minimum measured seconds per case: measured rounds repeat until both measured_rounds and this "
+                    "are reached (like MLPerf LoadGen's min_duration). null: written before the window rule.",
+    )
     enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
@@ -157,6 +164,26 @@ class RoundResult(StrictModel):
                 f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
                 f"({self.output_tokens} / {self.elapsed_s})"
             )
+        return self
+
+
+class MeasurementWindow(StrictModel):
+    """How long one case process measured: the window its throughput rests on."""
+
+    measured_s: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(
+        description="Sum of measured-round wall seconds (= BenchRecord.elapsed_s)."
+    )
+    rounds: Annotated[int, Field(ge=1)] = Field(description="Measured rounds run (= len(BenchRecord.rounds)).")
+    min_measured_s: NonNegFloat = Field(description="Minimum measured seconds asked for (workload.min_measured_s).")
+    min_rounds: Annotated[int, Field(ge=1)] = Field(description="Minimum measured rounds asked for (measured_rounds).")
+    reached: bool = Field(description="measured_s >= min_measured_s and rounds >= min_rounds.")
+
+    @model_validator(mode="after")
+    def _check_reached(self) -> "MeasurementWindow":
+        want = self.measured_s >= self.min_measured_s and self.rounds >= self.min_rounds
+        if self.reached != want:
+            raise ValueError(f"reached ({self.reached}) contradicts measured_s {self.measured_s} / rounds "
+                             f"{self.rounds} vs minimum {self.min_measured_s} s / {self.min_rounds} rounds")
         return self
 
 
@@ -184,14 +211,26 @@ class BenchRecord(StrictModel):
     device_memory_bytes: NonNegInt | None = Field(
         default=None, description="Device memory in use after load (bytes); null on CPU."
     )
+    window: MeasurementWindow | None = Field(
+        default=None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
+    )
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")
 
     @model_validator(mode="after")
     def _check_totals(self) -> "BenchRecord":
-        if len(self.rounds) != self.workload.measured_rounds:
-            raise ValueError(f"rounds ({len(self.rounds)}) != measured_rounds ({self.workload.measured_rounds})")
+        n, want = len(self.rounds), self.workload.measured_rounds
+        min_s = self.workload.min_measured_s
+        if n < want:
+            raise ValueError(f"rounds ({n}) < measured_rounds ({want})")
+        if n > want:
+            before_last = sum(r.elapsed_s for r in self.rounds[:-1])
+            if min_s is None or before_last >= min_s:
+                raise ValueError(
+                    f"rounds ({n}) > measured_rounds ({want}) although the window before the last round "
+                    f"({before_last:.6g} s) already reached min_measured_s ({min_s})"
+                )
         total = sum(r.output_tokens for r in self.rounds)
         if total != self.output_tokens:
             raise ValueError(f"output_tokens ({self.output_tokens}) != sum over rounds ({total})")
@@ -206,6 +245,12 @@ class BenchRecord(StrictModel):
                 f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
                 f"({self.output_tokens} / {self.elapsed_s})"
             )
+        w = self.window
+        if w is not None:
+            if not _close(w.measured_s, self.elapsed_s) or w.rounds != n or w.min_rounds != want \
+                    or w.min_measured_s != (min_s or 0.0):
+                raise ValueError(f"window {w.model_dump()} disagrees with the record (elapsed_s {self.elapsed_s}, "
+                                 f"{n} rounds, measured_rounds {want}, min_measured_s {min_s})")
         return self
 
 

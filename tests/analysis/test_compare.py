@@ -5,16 +5,52 @@ from __future__ import annotations
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.compare import bootstrap_delta, compare_implementations, spaced_vs_adjacent, verdict
+from analysis.compare import (
+    DEFAULT_MARGIN_PCT,
+    bootstrap_delta,
+    compare_implementations,
+    decide,
+    spaced_vs_adjacent,
+    verdict,
+)
 from analysis.load import load_run
 from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
-def test_verdict_only_when_interval_excludes_zero():
-    assert verdict(0.1, 2.0) == "faster"
-    assert verdict(-2.0, -0.1) == "slower"
-    assert verdict(-0.1, 2.0) == "equivalent"
+def test_verdict_rule_with_margin():
+    # bounds are percent of B; default margin 5%
+    assert DEFAULT_MARGIN_PCT == 5.0
+    assert verdict(6.0, 20.0) == "faster"
+    assert verdict(1.0, 8.0) == "faster"  # excludes 0, reaches past the margin
+    assert verdict(-20.0, -6.0) == "slower"
+    assert verdict(-0.1, 2.0) == "equivalent"  # whole interval inside +-5%
+    assert verdict(1.0, 3.0) == "equivalent"  # excludes 0 but inside the margin: never a speed-up
+    assert verdict(-3.0, 8.0) == "inconclusive"  # contains 0, wider than the margin
+    assert verdict(-3.0, 8.0, margin_pct=10.0) == "equivalent"  # configurable per comparison
     assert verdict(float("nan"), float("nan")) == "inconclusive"
+    with pytest.raises(ValueError, match="margin"):
+        verdict(0.0, 1.0, margin_pct=0.0)
+
+
+def test_wide_interval_around_zero_is_inconclusive_not_equivalent():
+    """cases/README.md "Verdicts need evidence": [100, 140, 180] vs [90, 150, 200] decide nothing."""
+    d = decide([100.0, 140.0, 180.0], [90.0, 150.0, 200.0])
+    assert d.verdict == "inconclusive"
+    assert d.ci_low_pct == pytest.approx(-50.0) and d.ci_high_pct == pytest.approx(100.0)
+    assert "margin ±5%" in d.text and "-50.0%..+100.0%" in d.text
+
+
+def test_tight_interval_is_equivalent_under_the_default_margin():
+    d = decide([100.0, 101.0, 99.0], [100.0, 100.0, 100.0])
+    assert d.verdict == "equivalent"
+    assert -5.0 <= d.ci_low_pct <= d.ci_high_pct <= 5.0
+    assert decide([100.0, 101.0, 99.0], [100.0, 100.0, 100.0], margin_pct=0.5).verdict == "inconclusive"
+
+
+def test_lower_is_better_metric_flips_direction():
+    # latency: A lower than B is "faster"
+    assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2], higher_is_better=False).verdict == "faster"
+    assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2]).verdict == "slower"
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_delta():
@@ -28,6 +64,7 @@ def test_bootstrap_is_deterministic_and_brackets_the_delta():
 def test_single_process_gives_no_interval():
     delta, lo, hi, *_ = bootstrap_delta([5.0], [4.0, 4.5])
     assert delta == 0.75 and verdict(lo, hi) == "inconclusive"
+    assert decide([5.0], [4.0, 4.5]).verdict == "inconclusive"
 
 
 def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
@@ -66,10 +103,16 @@ def _matrix(tmp_path, shift: float, sd: float, repeats: int = 5, seed: int = 1):
     return compare_implementations(data, aggregate(data))
 
 
-def test_difference_below_process_spread_is_equivalent(tmp_path):
-    comp = _matrix(tmp_path, shift=0.3, sd=3.0)
+def test_difference_below_process_spread_is_equivalent_only_inside_the_margin(tmp_path):
+    comp = _matrix(tmp_path, shift=0.3, sd=0.5)
     assert len(comp) == 4
     assert set(comp["verdict"]) == {"equivalent"}
+    assert (comp["margin_pct"] == 5.0).all()
+    assert all("margin ±5%" in t for t in comp["verdict_text"])
+    # same small shift, spread ~ the margin: the interval contains 0 but is too wide to decide
+    wide = _matrix(tmp_path / "wide", shift=0.3, sd=6.0)
+    assert set(wide["verdict"]) == {"inconclusive"}
+    assert ((wide["ci_low_pct"] < 0) & (wide["ci_high_pct"] > 0)).all()
 
 
 @pytest.mark.parametrize(("shift", "expected"), [(30.0, "faster"), (-30.0, "slower")])
