@@ -7,6 +7,8 @@ Subcommands:
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
     recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
+    pareto FILE.csv                     Pareto front and planner's knee of any table with columns
+                                        label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
     accuracy-verify DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]
                                         accuracy-equivalence verifier (= python -m analysis.accuracy);
                                         exit 0 passed, 1 failed, 2 unreadable input
@@ -45,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--phase", default=None)
     p.add_argument("--implementation", default="current")
     p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
+    p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
+    p.add_argument("csv", type=Path, metavar="FILE.csv")
     p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
                        description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
                                    "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
@@ -69,6 +73,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "pareto":
+        import json
+
+        from analysis.pareto import front_and_knee, read_front_csv
+
+        try:
+            labels, cap, thr = read_front_csv(args.csv)
+            out = front_and_knee(labels, cap, thr)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(out))
+        return 0
     if args.command == "accuracy-verify":
         from analysis.accuracy import main as accuracy_main
 
