@@ -54,7 +54,8 @@ from analysis.compare import (  # noqa: E402
 )
 from analysis.load import RunData, load_run  # noqa: E402
 from analysis.model import fit_model, model_table  # noqa: E402
-from analysis.validate import token_digest_status, validate_run  # noqa: E402
+from analysis.pareto import knee_rule_text  # noqa: E402
+from analysis.validate import point_exclusions, token_digest_status, validate_run  # noqa: E402
 from results_schema.io import write_json  # noqa: E402
 
 SUMMARY_DIR = "summary"
@@ -195,7 +196,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     run_dir = Path(run_dir)
     data = load_run(run_dir)
     report = validate_run(run_dir, data, model_dir=model_dir)
-    summary = aggregate(data)
+    summary = aggregate(data, excluded=point_exclusions(report, data))
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
     if not summary.empty:
         vb = label_vs_baseline(data, summary, margin_pct=margin_pct)
@@ -217,7 +218,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
             models[key] = None if m is None else {
                 "phase": phase, "implementation": impl, "mode": m.mode, "baseline_tok_s": m.baseline_tok_s,
                 "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
-                "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": "fitted"}
+                "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": m.bandwidth_source,
+                "fit_rms_error_pct": m.fit_rms_error_pct, "fit_points": m.fit_points,
+                "predictions_trusted": m.predictions_trusted}
             if m is not None:
                 t = model_table(summary, m, phase)
                 t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]
@@ -425,6 +428,11 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     cpu = is_cpu_run(tables["data"].runs) or is_cpu_run(summary)
     if cpu:
         main += "\n\n> **Note:** " + CPU_NOTE
+    margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
+             f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "
+             f"token-identical points only (notes say why a point is excluded). "
+             + knee_rule_text())
     parts += ["", "## Per label (bytes and layers from runtime evidence)", "", main, ""]
     stats_cols = [("phase", "phase"), ("label", "label"), ("throughput_mean_tok_s", "mean"),
                   ("throughput_min_tok_s", "min"), ("throughput_max_tok_s", "max"),
@@ -484,8 +492,11 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Transfer-bound model (predicted vs measured)", ""]
         for key, m in tables["models"].items():
             if m:
+                err = m.get("fit_rms_error_pct")
                 parts.append(f"- {key}: {m['mode']}, {m['bytes_per_layer']:,.0f} bytes/layer, bandwidth "
-                             f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s (fitted), baseline {m['baseline_tok_s']:.2f} tok/s")
+                             f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s ({m['bandwidth']}), RMS fit error "
+                             f"{'–' if err is None else f'{err:.1f}%'} over {m.get('fit_points', 0)} point(s), "
+                             f"baseline {m['baseline_tok_s']:.2f} tok/s")
         parts += ["", markdown_table(mt, [("phase", "phase"), ("implementation", "implementation"), ("label", "label"),
                                           ("measured_tok_s", "measured"), ("predicted_tok_s", "predicted"),
                                           ("error_pct", "error %")]), ""]
@@ -493,7 +504,7 @@ def render_markdown(tables: dict) -> tuple[str, str]:
 
 
 def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
-                  out_dir: Path | str | None = None) -> str:
+                  out_dir: Path | str | None = None, margin_pct: float = DEFAULT_MARGIN_PCT) -> str:
     """Write ``summary/`` for a run directory and return the per-label Markdown table.
 
     This is the runner's end-of-run call (it writes ``<run_dir>/summary`` before ``SHA256SUMS``
@@ -506,6 +517,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         model_dir: model directory for the layer-byte checks; default ``<run_dir>/model`` or the
             records' ``model`` path.
         out_dir: where the files go (default ``<run_dir>/summary``).
+        margin_pct: equivalence margin of every verdict (``analysis.compare.verdict``).
 
     Returns:
         The validity line and the per-label Markdown table (label, G, N, selected layers,
@@ -515,7 +527,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         FileNotFoundError: no run files in ``run_dir``.
     """
     run_dir = Path(run_dir).resolve()
-    tables = build(run_dir, model_dir=model_dir)
+    tables = build(run_dir, model_dir=model_dir, margin_pct=margin_pct)
     out = run_dir / SUMMARY_DIR if out_dir is None else Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cpu = is_cpu_run(tables["data"].runs)
@@ -526,6 +538,9 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         "valid": tables["validation"].valid,
         "notes": [CPU_NOTE] if cpu else [],
         "precision": PRECISION,
+        "margin_pct": tables["margin_pct"],
+        "verdict_rule": verdict_legend(tables["margin_pct"]),
+        "knee_rule": knee_rule_text(),
         "rows": records(tables["summary"]),
         "comparison": records(tables["comparison"]),
         "long_window": records(tables["long_window"]),

@@ -419,6 +419,32 @@ def _check_layer_bytes(data: RunData, col: _Collector, model_dir: Path | None) -
                         f"{list(e.wrapped_layers)} in the safetensors headers", **kw)
 
 
+def point_exclusions(report: ValidationReport, data: RunData) -> dict[tuple[str, str], str]:
+    """``{(phase, label): reason}`` for every label an error of ``report`` concerns.
+
+    An error naming a label excludes that label; an error naming only a phase (e.g.
+    ``baseline_digest_unstable``) excludes every label of the phase; an error naming neither
+    (e.g. ``checksum_mismatch``, ``invalid_record``) excludes every label of the run. Such
+    points never enter a Pareto front, a knee or a recommendation (``analysis.aggregate``,
+    ``analysis.model.recommend``); the reason lists the error codes.
+    """
+    labels = sorted({(cr.record.phase, cr.record.label) for _p, _l, cr in data.case_runs})
+    codes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for i in report.errors:
+        if i.phase is not None and i.label is not None:
+            targets = [(i.phase, i.label)]
+            tag = i.code
+        elif i.phase is not None:
+            targets = [k for k in labels if k[0] == i.phase]
+            tag = f"{i.code} (phase {i.phase})"
+        else:
+            targets, tag = labels, f"{i.code} (run)"
+        for k in targets:
+            if tag not in codes[k]:
+                codes[k].append(tag)
+    return {k: "validation error: " + ", ".join(v) for k, v in codes.items()}
+
+
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     """``identical`` / ``differs`` / ``no_baseline`` per (phase, label, repeat) vs the phase baseline digest."""
     base: dict[str, Counter] = defaultdict(Counter)
