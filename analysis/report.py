@@ -140,7 +140,7 @@ MAIN_COLUMNS = [
 ]
 
 
-def _display_columns(summary: pd.DataFrame) -> pd.DataFrame:
+def display_columns(summary: pd.DataFrame) -> pd.DataFrame:
     """Add the text columns of the main table: ``vs_baseline`` (verdict, CI, margin), ``window``, ``notes``."""
     s = summary.copy()
     if s.empty:
@@ -286,6 +286,24 @@ def _annotate(ax, points: list[tuple[float, float, str, str]], fontsize: float =
                     va="bottom")
 
 
+def _verdict_tag(r) -> str:
+    """`` inconclusive`` / `` excluded`` suffixes of a plotted point (same rule as the tables)."""
+    tag = ""
+    v = r.get("vs_baseline_verdict")
+    if isinstance(v, str) and v not in ("reference", ""):
+        tag += f" {v}"
+    ex = r.get("front_excluded")
+    if isinstance(ex, str) and ex:
+        tag += " EXCLUDED"
+    return tag
+
+
+def _margin_of(summary: pd.DataFrame) -> float | None:
+    if "vs_baseline_margin_pct" in summary and summary["vs_baseline_margin_pct"].notna().any():
+        return float(summary["vs_baseline_margin_pct"].dropna().iloc[0])
+    return None
+
+
 def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     """Capacity (released MiB, accounted by evidence) vs median throughput; front per implementation highlighted.
 
@@ -320,7 +338,7 @@ def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
                 ax.scatter(front["released_bytes"].astype(float) / 2**20, front["throughput_median_tok_s"],
                            facecolors="none", edgecolors=color, s=220, lw=1.5, zorder=2)
             for _, r in sub.iterrows():
-                text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "")
+                text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "") + _verdict_tag(r)
                 notes.append((float(r["released_bytes"]) / 2**20, float(r["throughput_median_tok_s"]), text, color))
     ax.scatter([], [], s=220, facecolors="none", edgecolors="gray", lw=1.5, label="Pareto front (ringed)")
     _annotate(ax, notes)
@@ -330,7 +348,11 @@ def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.set_xlabel(xl, fontsize=9)
     ax.margins(x=0.1)
     ax.set_ylabel("median process throughput (tok/s)")
-    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else ""))
+    margin = _margin_of(summary)
+    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else "")
+                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%; knee: last release "
+                                              f"before the cost per byte jumps; EXCLUDED: invalid or tokens differ"),
+                 fontsize=9 if margin is not None else None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
@@ -376,7 +398,8 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
             ax.errorbar(x[rep], y[rep], yerr=[lo, hi], fmt="none", ecolor=color, capsize=3, lw=1, zorder=2)
         for (_, r), xi in zip(sub.iterrows(), x, strict=True):
             n = int(r["processes"])
-            notes.append((xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else ""), color))
+            notes.append((xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else "")
+                          + _verdict_tag(r), color))
     if any_bars:
         ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
                     label="bar: process min..max (labels with > 1 process)")
@@ -387,7 +410,11 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.margins(x=0.12)
     ax.set_xlabel("offloaded layers (evidence; equal counts dodged horizontally)")
     ax.set_ylabel("throughput retention vs phase baseline")
-    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else ""))
+    margin = _margin_of(summary)
+    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else "")
+                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%: inconclusive when n=1, "
+                                              f"retention > 1.0 or the CI is wider than the margin"),
+                 fontsize=9 if margin is not None else None)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -417,7 +444,7 @@ VERDICT_LEGEND = verdict_legend(DEFAULT_MARGIN_PCT)
 def render_markdown(tables: dict) -> tuple[str, str]:
     """Return ``(full_markdown, main_table_markdown)``."""
     summary, rep = tables["summary"], tables["validation"]
-    main = markdown_table(_display_columns(summary), [c for c in MAIN_COLUMNS], PRECISION)
+    main = markdown_table(display_columns(summary), [c for c in MAIN_COLUMNS], PRECISION)
     n_err, n_warn = len(rep.errors), len(rep.warnings)
     vline = f"validation: {'VALID' if rep.valid else 'INVALID'} ({n_err} error(s), {n_warn} warning(s))"
     parts = ["# Offload comparison summary", "", vline, ""]

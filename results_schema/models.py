@@ -35,6 +35,10 @@ Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
 REL_TOL = 1e-6
 """Relative tolerance for derived quantities a writer computes (throughput = tokens / seconds)."""
 
+# Fields added after records were first written (``WorkloadSpec.min_measured_s``,
+# ``BenchRecord.window``) are optional and omitted from the JSON when null, so records written
+# before them keep their exact bytes and still validate.
+
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
@@ -138,7 +142,7 @@ class WorkloadSpec(StrictModel):
         description="Minimum measured rounds (more run while the measured window is shorter than min_measured_s)."
     )
     min_measured_s: NonNegFloat | None = Field(
-        default=None,
+        default=None, exclude_if=lambda v: v is None,
         description="Minimum measured seconds per case: measured rounds repeat until both measured_rounds and this "
                     "are reached (like MLPerf LoadGen's min_duration). null: written before the window rule.",
     )
@@ -212,7 +216,7 @@ class BenchRecord(StrictModel):
         default=None, description="Device memory in use after load (bytes); null on CPU."
     )
     window: MeasurementWindow | None = Field(
-        default=None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
+        default=None, exclude_if=lambda v: v is None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
     )
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
