@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from analysis.aggregate import aggregate
@@ -159,3 +161,50 @@ def test_long_window_and_cross_stack_tables(tmp_path):
     assert set(conf["label"]) == {"baseline", "current_g8_n1", "official_g8_n1", "current_g4_n1", "official_g4_n1"}
     assert (conf["long_rounds_per_process"] == 10).all() and conf["confirms_direction"].all()
     assert validate_run(run).valid
+
+
+def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
+    """Issue 12: the smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
+    from analysis.report import build, display_columns, plot_retention, render_markdown
+
+    cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+             SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=119.0, sd_tok_s=0.5),
+             SynthCase("sync_g4_n1", "sync", 4, 1, mean_tok_s=137.0, sd_tok_s=0.5),
+             SynthCase("current_g2_n1", "current", 2, 1, mean_tok_s=60.0, sd_tok_s=0.5)]
+    one = build(write_run_dir(tmp_path / "one", [SynthPhase("same_runtime", cases, repeats=1)], seed=1))
+    s = one["summary"].set_index("label")
+    assert s.loc["baseline", "vs_baseline_verdict"] == "reference"
+    for lb in ("current_g4_n1", "sync_g4_n1", "current_g2_n1"):
+        assert s.loc[lb, "vs_baseline_verdict"] == "inconclusive"
+        assert "single process" in s.loc[lb, "vs_baseline_note"]
+    assert re.search(r"retention 1\.1\d\d > 1\.0", s.loc["current_g4_n1", "vs_baseline_note"])
+    # three processes each: the slow point gets a direction, the "faster" offload stays inconclusive
+    three = build(write_run_dir(tmp_path / "three", [SynthPhase("same_runtime", cases, repeats=3)], seed=1))
+    s3 = three["summary"].set_index("label")
+    assert s3.loc["current_g2_n1", "vs_baseline_verdict"] == "slower"
+    assert s3.loc["current_g4_n1", "vs_baseline_verdict"] == "inconclusive"
+    assert s3.loc["current_g4_n1", "vs_baseline_ci_low_pct"] > 5.0  # the CI alone would say "faster"
+    # the table shows the verdict with its margin; the plot marks the point
+    main = render_markdown(three)[1]
+    row = next(r for r in main.splitlines() if "| sync_g4_n1 |" in r)
+    assert "inconclusive (CI95" in row and "margin ±5%" in row and "retention 1.3" in row
+    assert "margin ±5%" in display_columns(three["summary"]).set_index("label").loc["current_g2_n1", "vs_baseline"]
+    fig = plot_retention(three["summary"])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.startswith("(4,1)") and "inconclusive" in t for t in texts)
+    assert "margin ±5%" in fig.axes[0].get_title()
+
+
+def test_margin_is_configurable_per_report(tmp_path):
+    from analysis.report import build, render_markdown
+
+    run = write_run_dir(tmp_path / "m", [SynthPhase("same_runtime", [
+        SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+        SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=96.5, sd_tok_s=0.5),
+        SynthCase("official_g4_n1", "official", 4, 1, mean_tok_s=90.0, sd_tok_s=0.5)], repeats=3)], seed=2)
+    t5, t10 = build(run), build(run, margin_pct=10.0)
+    assert set(t5["comparison"]["verdict"]) == {"faster"}  # about +7 %: past the 5 % margin
+    assert set(t10["comparison"]["verdict"]) == {"equivalent"}
+    assert "margin ±10%" in render_markdown(t10)[0]
+    with pytest.raises(ValueError, match="margin"):
+        build(run, margin_pct=-1)
