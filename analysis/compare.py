@@ -352,7 +352,8 @@ def native_vs_same_runtime(summary: pd.DataFrame, *, native_phase: str = "native
 
 CONFIRM_COLUMNS = ["long_phase", "short_phase", "label", "implementation", "group_size", "num_in_group",
                    "long_rounds_per_process", "long_median_tok_s", "short_median_tok_s", "long_retention",
-                   "short_retention", "retention_difference", "confirms_direction"]
+                   "short_retention", "retention_difference", "long_verdict", "short_verdict", "margin_pct",
+                   "confirms_direction"]
 
 CONFIRMATION_PHASES = (("long_window", "same_runtime"), ("confirmation", "parameter_optimization"))
 """(long-window phase, phase it confirms) pairs of the seed's designs."""
@@ -362,8 +363,11 @@ def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.D
     """Each label of a long-window / confirmation phase next to the same label in the phase it confirms.
 
     Retention is vs each phase's own baseline (phases ran at different times, so raw tok/s are not
-    compared across them); ``confirms_direction`` is True when both retentions are on the same side
-    of 1.0 (or both equal to it).
+    compared across them). When ``summary`` carries the per-label verdicts (``label_vs_baseline``,
+    as ``analysis.report.build`` adds them), ``long_verdict`` / ``short_verdict`` are those and
+    ``confirms_direction`` is True only when both are the same decided verdict (faster, slower or
+    equivalent; inconclusive confirms nothing). Without them it falls back to both retentions
+    lying on the same side of 1.0 and the verdict columns are empty.
     """
     rows = []
     phases = set(summary["phase"])
@@ -377,6 +381,12 @@ def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.D
                 continue
             s = sp.loc[r["label"]]
             lr, sr = float(r["retention"]), float(s["retention"])
+            lv, sv = r.get("vs_baseline_verdict"), s.get("vs_baseline_verdict")
+            has_v = isinstance(lv, str) and isinstance(sv, str)
+            if has_v:
+                same = lv == sv and lv in ("faster", "slower", "equivalent", "reference")
+            else:
+                same = (lr > 1) == (sr > 1) and (lr < 1) == (sr < 1)
             rows.append({
                 "long_phase": long_phase, "short_phase": short_phase, "label": r["label"],
                 "implementation": r["implementation"], "group_size": r["group_size"],
@@ -384,7 +394,9 @@ def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.D
                 "long_rounds_per_process": float(r["rounds"]) / float(r["processes"]),
                 "long_median_tok_s": r["throughput_median_tok_s"], "short_median_tok_s": s["throughput_median_tok_s"],
                 "long_retention": lr, "short_retention": sr, "retention_difference": lr - sr,
-                "confirms_direction": (lr > 1) == (sr > 1) and (lr < 1) == (sr < 1),
+                "long_verdict": lv if has_v else "", "short_verdict": sv if has_v else "",
+                "margin_pct": r.get("vs_baseline_margin_pct", math.nan) if has_v else math.nan,
+                "confirms_direction": bool(same),
             })
     return pd.DataFrame(rows, columns=CONFIRM_COLUMNS)
 

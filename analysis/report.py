@@ -495,7 +495,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
                                         ("long_rounds_per_process", "rounds/proc"),
                                         ("long_retention", "long retention"), ("short_retention", "short retention"),
                                         ("retention_difference", "difference"),
-                                        ("confirms_direction", "same direction")],
+                                        ("long_verdict", "long vs baseline"), ("short_verdict", "short vs baseline"),
+                                        ("margin_pct", "margin ±%"), ("confirms_direction", "same verdict")],
                                   {"long_retention": 4, "short_retention": 4, "retention_difference": 4,
                                    "long_rounds_per_process": 1}), ""]
     sva = tables["spaced_vs_adjacent"]

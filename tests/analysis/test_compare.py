@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
@@ -161,6 +162,16 @@ def test_long_window_and_cross_stack_tables(tmp_path):
     assert set(conf["label"]) == {"baseline", "current_g8_n1", "official_g8_n1", "current_g4_n1", "official_g4_n1"}
     assert (conf["long_rounds_per_process"] == 10).all() and conf["confirms_direction"].all()
     assert validate_run(run).valid
+    # with the per-label verdicts (as the report has them) "confirms" means the same decided verdict
+    from analysis.compare import label_vs_baseline
+
+    sv = pd.concat([s, label_vs_baseline(data, s)], axis=1)
+    conf = confirmation_table(sv).set_index("label")
+    assert (conf["margin_pct"] == 5.0).all()
+    assert conf.loc["official_g8_n1", "long_verdict"] == conf.loc["official_g8_n1", "short_verdict"] == "slower"
+    assert conf.loc["official_g8_n1", "confirms_direction"]
+    decided = conf["long_verdict"].isin(["faster", "slower", "equivalent", "reference"])
+    assert (conf["confirms_direction"] == ((conf["long_verdict"] == conf["short_verdict"]) & decided)).all()
 
 
 def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
