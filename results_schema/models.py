@@ -210,7 +210,10 @@ class BenchRecord(StrictModel):
         description="Sum of measured-round wall seconds."
     )
     throughput_tok_s: NonNegFloat = Field(description="Process output throughput = output_tokens / elapsed_s (tok/s).")
-    token_digest: Digest = Field(description="SHA-256 (hex) over the per-round token digests (greedy identity check).")
+    token_digest: Digest = Field(
+        description="SHA-256 (hex) over the per-round token digests of the first measured_rounds rounds (greedy "
+                    "identity check; rounds a minimum window adds beyond them vary per case and are not included)."
+    )
     peak_rss_bytes: NonNegInt = Field(description="Peak resident set size of the bench process (bytes).")
     device_memory_bytes: NonNegInt | None = Field(
         default=None, description="Device memory in use after load (bytes); null on CPU."

@@ -81,3 +81,13 @@ def test_slow_rounds_keep_the_minimum_round_count() -> None:
 def test_negative_min_window_is_rejected_before_vllm(capsys) -> None:
     assert main(BASE + ["--implementation", "baseline", "--min-measured-s", "-1"]) == 2
     assert "--min-measured-s -1.0: must be a finite number of seconds >= 0" in capsys.readouterr().err
+
+
+def test_identity_digest_covers_the_rounds_every_case_runs() -> None:
+    """A slower case measures fewer extra rounds; its greedy digest must still equal the baseline's."""
+    from runners.bench_one import overall_digest, run_rounds
+
+    fast = run_rounds(_fake_round(0.25, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
+    slow = run_rounds(_fake_round(1.0, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
+    assert len(fast) == 12 and len(slow) == 3
+    assert overall_digest(fast, 3) == overall_digest(slow, 3)
