@@ -1,11 +1,13 @@
 """``python -m analysis``: report, verify, validate and recommend over a run directory.
 
 Subcommands:
-    report RUN_DIR [--out DIR]          write RUN_DIR/summary (or DIR, a new directory) and print the per-label
+    report RUN_DIR [--out DIR] [--margin-pct M]
+                                        write RUN_DIR/summary (or DIR, a new directory) and print the per-label
                                         table (exit 1 if invalid); never overwrites an existing summary (exit 2)
     validate RUN_DIR                    print the validation report (exit 1 if invalid)
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
-    recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
+    recommend RUN_DIR --need-gib X      best valid measured point releasing >= X GiB, plus model predictions
+                                        ([--phase P] [--implementation I]: unknown names exit 2 listing choices)
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
     pareto FILE.csv                     Pareto front and planner's knee of any table with columns
                                         label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
