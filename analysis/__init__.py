@@ -3,14 +3,16 @@
 Modules:
     load        ``load_run(run_dir)``: strict, validated frames (runs, rounds, failures)
     validate    ``validate_run(run_dir)``: every trust check -> ``ValidationReport`` (``valid`` iff no error)
-    aggregate   per-label statistics, evidence bytes, retention, KV gain, Pareto flag and knee
-    compare     current vs official with bootstrap CIs and verdicts; long-window, confirmation,
-                spaced-vs-adjacent and cross-stack tables
+    aggregate   per-label statistics, evidence bytes, retention, KV gain, measured window, Pareto flag
+                and knee over valid token-identical points
+    compare     the verdict rule (``verdict`` / ``decide``: equivalence margin, CI); current vs official,
+                per label vs baseline, long-window, confirmation, spaced-vs-adjacent, cross-stack tables
+    pareto      Pareto front and the planner's knee; ``python -m analysis pareto FILE.csv``
     model       transfer-bound throughput model and the recommender
     report      ``write_summary(run_dir)`` -> summary/ (JSON, CSV, Markdown, PNG); returns the table
     verify      independent stdlib recomputation of the summary
     layer_bytes layer bytes from config.json arithmetic and safetensors headers
     synthetic   schema-valid synthetic run directories (tests, fixtures, benchmark)
     bench       ``python -m analysis.bench``: validate+aggregate vs ``pandas.read_json``
-    cli         ``python -m analysis report|validate|verify|recommend``
+    cli         ``python -m analysis report|validate|verify|recommend|pareto``
 """

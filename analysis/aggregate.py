@@ -13,8 +13,14 @@ What is modelled (one row per (phase, label)):
       ``analysis.validate`` checks the repeats agree);
     * vs the phase baseline (``implementation == "baseline"``): retention =
       median / baseline median, change in percent, KV gain (tokens, GiB);
+    * the measured window: shortest measured seconds and fewest measured rounds of any
+      process of the label (``window_measured_s_min``, ``window_rounds_min``);
     * Pareto flag per implementation (capacity = released bytes, maximise both,
-      the baseline included as the zero-capacity point) and the knee.
+      the baseline included as the zero-capacity point) and the planner's knee
+      (``analysis.pareto.KNEE_RULE``), over *eligible* points only: a label whose
+      generated tokens differ from the phase baseline, or that ``excluded`` names
+      (validation errors of its evidence, logs, counts...), is never on the front
+      nor the knee; ``front_excluded`` says why (empty when eligible).
 
 What is deliberately not modelled: significance (``analysis.compare``) and
 validity (``analysis.validate``); rows are produced even for invalid runs.
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from collections.abc import Mapping
 
 from analysis.load import RunData
 from analysis.pareto import knee_index, pareto_mask
@@ -38,15 +46,18 @@ SUMMARY_COLUMNS = [
     "load_seconds_median", "kv_cache_tokens_median", "kv_cache_gib_median", "peak_rss_bytes_median",
     "device_memory_bytes_median", "selected_layers", "num_selected_layers", "wrapped_layers", "wrapped_count",
     "offloaded_bytes", "static_buffer_bytes", "released_bytes", "offloader_class", "baseline_throughput_median_tok_s",
-    "retention", "throughput_change_pct", "kv_gain_tokens", "kv_gain_gib", "pareto", "knee",
+    "retention", "throughput_change_pct", "kv_gain_tokens", "kv_gain_gib", "window_measured_s_min",
+    "window_rounds_min", "front_excluded", "pareto", "knee",
 ]
 
 
-def aggregate(data: RunData) -> pd.DataFrame:
+def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None = None) -> pd.DataFrame:
     """One summary row per (phase, label), in order of first appearance in the runs files (repeat 0 = plan order).
 
     Args:
         data: ``analysis.load.load_run`` output.
+        excluded: ``{(phase, label): reason}`` of points that must not enter a front or a knee
+            (``analysis.validate.point_exclusions``); token differences are always checked here.
 
     Returns:
         DataFrame with ``SUMMARY_COLUMNS``; empty (with columns) when there are no runs.
@@ -99,6 +110,16 @@ def aggregate(data: RunData) -> pd.DataFrame:
     out["throughput_change_pct"] = (out["retention"] - 1.0) * 100.0
     out["kv_gain_tokens"] = out["kv_cache_tokens_median"].astype("Float64") - out["phase"].map(base_kv).astype("Float64")
     out["kv_gain_gib"] = out["kv_cache_gib_median"].astype("Float64") - out["phase"].map(base_kvg).astype("Float64")
+    pg = runs.groupby(["phase", "label", "repeat"], sort=False)
+    per_proc = pd.DataFrame({"elapsed_s": pg["elapsed_s"].first(),
+                             "rounds": data.rounds.groupby(["phase", "label", "repeat"], sort=False).size()})
+    per_label = per_proc.groupby(level=[0, 1], sort=False)
+    win_s, win_r = per_label["elapsed_s"].min(), per_label["rounds"].min()
+    keys = list(zip(out["phase"], out["label"], strict=True))
+    out["window_measured_s_min"] = [float(win_s.get(k, float("nan"))) for k in keys]
+    out["window_rounds_min"] = [int(win_r.get(k, 0)) for k in keys]
+    reasons = _exclusions(data, excluded)
+    out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
     out["pareto"] = False
     out["knee"] = False
     for phase, sub in out.groupby("phase", sort=False):
@@ -107,6 +128,9 @@ def aggregate(data: RunData) -> pd.DataFrame:
             if impl == "baseline":
                 continue
             idx = base_idx + list(sub.index[sub["implementation"] == impl])
+            idx = [i for i in idx if not out.loc[i, "front_excluded"]]
+            if not idx:
+                continue
             cap = out.loc[idx, "released_bytes"].astype(float).tolist()
             tp = out.loc[idx, "throughput_median_tok_s"].astype(float).tolist()
             mask = pareto_mask(cap, tp)
@@ -117,8 +141,23 @@ def aggregate(data: RunData) -> pd.DataFrame:
             if k is not None:
                 out.loc[idx[k], "knee"] = True
         if sub["implementation"].eq("baseline").all():
-            out.loc[base_idx, "pareto"] = True
+            out.loc[[i for i in base_idx if not out.loc[i, "front_excluded"]], "pareto"] = True
     return out[SUMMARY_COLUMNS]
+
+
+def _exclusions(data: RunData, excluded: Mapping[tuple[str, str], str] | None) -> dict[tuple[str, str], list[str]]:
+    from analysis.validate import token_digest_status
+
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for (phase, label), why in (excluded or {}).items():
+        if why:
+            reasons.setdefault((phase, label), []).append(why)
+    for (phase, label, rep), st in token_digest_status(data).items():
+        if st == "differs":
+            why = "tokens differ from the phase baseline"
+            if why not in reasons.get((phase, label), []):
+                reasons.setdefault((phase, label), []).append(why)
+    return reasons
 
 
 def _layers_str(t) -> str:

@@ -1,12 +1,16 @@
 """``python -m analysis``: report, verify, validate and recommend over a run directory.
 
 Subcommands:
-    report RUN_DIR [--out DIR]          write RUN_DIR/summary (or DIR, a new directory) and print the per-label
+    report RUN_DIR [--out DIR] [--margin-pct M]
+                                        write RUN_DIR/summary (or DIR, a new directory) and print the per-label
                                         table (exit 1 if invalid); never overwrites an existing summary (exit 2)
     validate RUN_DIR                    print the validation report (exit 1 if invalid)
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
-    recommend RUN_DIR --need-gib X      best measured point releasing >= X GiB, plus model predictions
+    recommend RUN_DIR --need-gib X      best valid measured point releasing >= X GiB, plus model predictions
+                                        ([--phase P] [--implementation I]: unknown names exit 2 listing choices)
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
+    pareto FILE.csv                     Pareto front and planner's knee of any table with columns
+                                        label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
     accuracy-verify DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]
                                         accuracy-equivalence verifier (= python -m analysis.accuracy);
                                         exit 0 passed, 1 failed, 2 unreadable input
@@ -32,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="write the report into this new directory (required when RUN_DIR/summary exists: "
                         "it is covered by SHA256SUMS and is never overwritten)")
     p.add_argument("--model-dir", type=Path, default=None, help="model directory for layer-byte checks")
+    p.add_argument("--margin-pct", type=float, default=None,
+                   help="equivalence margin of every verdict, percent of the reference median (default 5)")
     p = sub.add_parser("validate", help="print the validation report")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--model-dir", type=Path, default=None,
@@ -43,9 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--need-gib", type=float, help="memory to release (GiB, >= 0; compared with evidence-accounted released bytes)")
     g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB, >= 0)")
-    p.add_argument("--phase", default=None)
-    p.add_argument("--implementation", default="current")
+    p.add_argument("--phase", default=None, help="phase of the run (default: the one with most labels)")
+    p.add_argument("--implementation", default="current",
+                   help="offload implementation whose measured points are candidates (the baseline always is)")
     p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
+    p.add_argument("--margin-pct", type=float, default=None,
+                   help="equivalence margin of the verdicts printed, percent (default 5)")
+    p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
+    p.add_argument("csv", type=Path, metavar="FILE.csv")
     p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
                        description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
                                    "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
@@ -65,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v is not None and not (math.isfinite(v) and v >= 0):
             flag = "--" + opt.replace("_", "-")
             rec_parser.error(f"{flag} {v:g}: must be a finite number of GiB >= 0 (e.g. {flag} 0.0005)")
+    m = getattr(args, "margin_pct", None)
+    if m is not None and not (math.isfinite(m) and m > 0):
+        parser.error(f"--margin-pct {m:g}: must be a finite percentage > 0 (e.g. --margin-pct 5)")
     try:
         return _run(args)
     except FileNotFoundError as exc:
@@ -77,6 +91,19 @@ def _run(args) -> int:
         from analysis.catalog_cli import run as catalog_run
 
         return catalog_run(args)
+    if args.command == "pareto":
+        import json
+
+        from analysis.pareto import front_and_knee, read_front_csv
+
+        try:
+            labels, cap, thr = read_front_csv(args.csv)
+            out = front_and_knee(labels, cap, thr)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(out))
+        return 0
     if args.command == "accuracy-verify":
         from analysis.accuracy import main as accuracy_main
 
@@ -106,7 +133,8 @@ def _run(args) -> int:
         if not args.run_dir.is_dir():
             raise FileNotFoundError(f"run directory {args.run_dir} does not exist")
         out = existing if args.out is None else args.out
-        text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out)
+        kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
+        text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out, **kw)
         print(text)
         print(f"wrote {out.resolve()}")
         return 0 if text.startswith("validation: VALID") else 1
@@ -133,22 +161,28 @@ def _run(args) -> int:
               f"{res.max_abs_diff_printed:g} at printed precision")
         print("OK" if res.ok else "FAILED")
         return 0 if res.ok else 1
-    from analysis.model import recommend
+    from analysis.model import ChoiceError, recommend
     from analysis.report import build
 
     from analysis.layer_bytes import kv_bytes_per_token, load_config
     from analysis.validate import find_model_dir
 
-    tables = build(args.run_dir)
+    kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
+    tables = build(args.run_dir, **kw)
     data = tables["data"]
     mdir = find_model_dir(data)
     kvb = None
     if mdir is not None and not data.runs.empty:
         kvb = kv_bytes_per_token(load_config(mdir), str(data.runs["dtype"].iloc[0]))
-    rec = recommend(tables["summary"], data.runs, need_gib=args.need_gib, need_kv_gib=args.need_kv_gib,
-                    phase=args.phase, implementation=args.implementation,
-                    bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
-                    valid=tables["validation"].valid, kv_bytes_per_token=kvb)
+    try:
+        rec = recommend(tables["summary"], data.runs, need_gib=args.need_gib, need_kv_gib=args.need_kv_gib,
+                        phase=args.phase, implementation=args.implementation,
+                        bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
+                        valid=tables["validation"].valid, kv_bytes_per_token=kvb,
+                        margin_pct=tables["margin_pct"])
+    except ChoiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     from analysis.report import CPU_NOTE, is_cpu_run
 
     if is_cpu_run(data.runs):
@@ -158,5 +192,5 @@ def _run(args) -> int:
     if rec.best is None:
         return 1
     print(f"recommendation: {rec.best['label']} (G={rec.best['group_size']}, N={rec.best['num_in_group']}, "
-          f"prefetch_step={rec.best['prefetch_step']})")
+          f"prefetch_step={rec.best['prefetch_step']})" + (f"; {rec.verdict}" if rec.verdict else ""))
     return 0

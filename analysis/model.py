@@ -16,10 +16,20 @@ step at bandwidth ``BW`` (bytes/s):
 
 Predicted throughput is ``T0 * t0 / t``. ``BW`` is given, or fitted to the
 measured points by minimising the squared relative throughput error over a
-logarithmic grid (1 MB/s .. 10 TB/s). The recommender returns the
-highest-throughput *measured* point whose capacity (released bytes from
-evidence, or KV-cache gain) meets the need, and the model's best predictions
-for settings not measured.
+logarithmic grid (1 MB/s .. 10 TB/s); the fit reports its relative error per
+point and overall (RMS, percent), and a best bandwidth on the first or last grid
+value is reported as "at the grid edge" (the data do not pin it down: e.g.
+10,000 GB/s means "no measurable copy cost"), never as "fitted".
+
+The recommender returns the highest-throughput *measured* point whose capacity
+(released bytes from evidence, or KV-cache gain) meets the need, among
+candidates that are valid (no validation error concerns them) and generated
+the baseline's tokens (``front_excluded`` empty), of the requested
+implementation (or the baseline); it states the chosen point's verdict against
+the baseline and against the runner-up (``analysis.compare.decide``, with the
+margin). Model predictions for settings not measured are shown only when the
+fit's RMS error is within ``MAX_FIT_ERROR_PCT`` and the bandwidth is not at a
+grid edge.
 
 What is deliberately not modelled: prefill cost separately from decode,
 bandwidth contention between the copy and compute, KV growth as a function of
@@ -29,7 +39,7 @@ released bytes beyond the 1:1 assumption stated in the recommender output.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -37,6 +47,17 @@ import pandas as pd
 from offload.selection import select_offload_layers
 
 GIB = 1 << 30
+
+BANDWIDTH_GRID = np.logspace(6, 13, 1401)
+"""Bandwidths tried by the fit (bytes/s): 1 MB/s .. 10 TB/s, 200 per decade."""
+
+MAX_FIT_ERROR_PCT = 10.0
+"""Largest RMS relative throughput error (percent, over the measured offloaded points) for which the
+recommender shows predictions for unmeasured settings."""
+
+
+class ChoiceError(ValueError):
+    """A phase or implementation name the run does not have; the message lists the choices."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,21 @@ class TransferModel:
     bytes_per_layer: float
     bandwidth_bytes_s: float
     mode: str  # "serial" or "overlapped"
+    bandwidth_source: str = "given"  # "given", "fitted", "grid edge (lowest)", "grid edge (highest)"
+    fit_rms_error_pct: float | None = None  # RMS of (predicted - measured) / measured over the fitted points
+    fit_points: int = 0
+
+    def fit_note(self) -> str:
+        """One line on the bandwidth and the fit quality, e.g. ``bandwidth 1.23 GB/s (fitted; RMS error 3.1% over 4 points)``."""
+        err = "" if self.fit_rms_error_pct is None else \
+            f"; RMS error {self.fit_rms_error_pct:.1f}% over {self.fit_points} point(s)"
+        return f"bandwidth {self.bandwidth_bytes_s / 1e9:.4g} GB/s ({self.bandwidth_source}{err})"
+
+    @property
+    def predictions_trusted(self) -> bool:
+        """True when the fit error is within ``MAX_FIT_ERROR_PCT`` and the bandwidth is not at a grid edge."""
+        return (not self.bandwidth_source.startswith("grid edge") and self.fit_rms_error_pct is not None
+                and self.fit_rms_error_pct <= MAX_FIT_ERROR_PCT)
 
     @property
     def t0(self) -> float:
@@ -76,14 +112,20 @@ class TransferModel:
 
 def _points(summary: pd.DataFrame, phase: str) -> pd.DataFrame:
     s = summary[(summary["phase"] == phase) & (summary["implementation"] != "baseline")]
-    return s[s["wrapped_count"] > 0]
+    s = s[s["wrapped_count"] > 0]
+    if "front_excluded" in s:
+        s = s[s["front_excluded"].fillna("") == ""]
+    return s
 
 
 def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implementation: str = "current",
               bandwidth_bytes_s: float | None = None, mode: str | None = None) -> TransferModel | None:
     """Build (and fit unless ``bandwidth_bytes_s`` is given) the model for one phase.
 
-    Returns None when the phase has no baseline or no offloaded point with evidence.
+    Returns None when the phase has no baseline or no offloaded point with evidence. Points that
+    ``front_excluded`` names (validation errors, tokens differing) are not fitted. The model carries
+    its RMS relative error over the fitted points and whether the bandwidth was given, fitted, or
+    landed on an edge of ``BANDWIDTH_GRID``.
     """
     ph = summary[summary["phase"] == phase]
     base = ph[ph["implementation"] == "baseline"]
@@ -100,8 +142,9 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     num_prompts = _num_prompts(runs, phase)
     t_base = float(base["throughput_median_tok_s"].iloc[0])
     if bandwidth_bytes_s is not None:
-        return TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
-    grid = np.logspace(6, 13, 1401)
+        m = TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
+        return replace(m, fit_rms_error_pct=_rms_error(m, pts), fit_points=len(pts))
+    grid = BANDWIDTH_GRID
     t0 = num_prompts / t_base
     c = t0 / num_layers
     err = np.zeros_like(grid)
@@ -116,8 +159,17 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
         pred = t_base * t0 / step
         meas = float(r["throughput_median_tok_s"])
         err += ((pred - meas) / meas) ** 2
-    best = float(grid[int(np.argmin(err))])
-    return TransferModel(t_base, num_prompts, num_layers, bpl, best, mode)
+    i = int(np.argmin(err))
+    source = "grid edge (lowest)" if i == 0 else "grid edge (highest)" if i == len(grid) - 1 else "fitted"
+    m = TransferModel(t_base, num_prompts, num_layers, bpl, float(grid[i]), mode, bandwidth_source=source)
+    return replace(m, fit_rms_error_pct=_rms_error(m, pts), fit_points=len(pts))
+
+
+def _rms_error(m: TransferModel, pts: pd.DataFrame) -> float:
+    errs = [(m.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+             - float(r["throughput_median_tok_s"])) / float(r["throughput_median_tok_s"]) * 100.0
+            for _, r in pts.iterrows()]
+    return float(np.sqrt(np.mean(np.square(errs)))) if errs else float("nan")
 
 
 def _num_prompts(runs: pd.DataFrame, phase: str) -> int:
@@ -146,40 +198,56 @@ class Recommendation:
     best: dict | None
     predictions: list[dict]
     lines: list[str]
+    verdict: str = ""  # the chosen point vs the baseline, with interval and margin (``verdict_text``)
 
 
 def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | None = None,
               need_kv_gib: float | None = None, phase: str | None = None, implementation: str = "current",
               bandwidth_bytes_s: float | None = None, valid: bool = True, top: int = 3,
-              kv_bytes_per_token: int | None = None) -> Recommendation:
-    """Highest-throughput measured point meeting the capacity need, plus model predictions.
+              kv_bytes_per_token: int | None = None, margin_pct: float | None = None) -> Recommendation:
+    """Highest-throughput valid measured point meeting the capacity need, plus model predictions.
 
     Args:
-        summary: ``analysis.aggregate.aggregate`` output.
-        runs: ``RunData.runs`` (for the workload's prompt count).
+        summary: ``analysis.aggregate.aggregate`` output (``analysis.report.build`` passes the
+            validation's exclusions, so ``front_excluded`` names every point with an error).
+        runs: ``RunData.runs`` (workload prompt count; per-process throughput for verdicts).
         need_gib: device memory to release (GiB = 2**30 bytes), compared with evidence released bytes.
         need_kv_gib: KV-cache gain needed (GiB), compared with the measured KV gain; predicted
             settings assume released bytes become KV cache 1:1.
         phase: phase to use (default: the phase with the most labels).
-        implementation: implementation whose unmeasured settings are predicted.
+        implementation: offload implementation whose measured points are candidates (the baseline
+            is always one) and whose unmeasured settings are predicted.
         bandwidth_bytes_s: model bandwidth (default: fitted).
         valid: whether the run validated (stated in the reasoning).
         top: how many unmeasured predictions to return.
         kv_bytes_per_token: KV-cache bytes per token (``analysis.layer_bytes.kv_bytes_per_token``);
             converts token-only KV logs (the CPU runtime) to GiB for ``need_kv_gib``.
+        margin_pct: equivalence margin of the verdicts printed (default ``DEFAULT_MARGIN_PCT``).
 
     Raises:
         ValueError: neither or both needs given, or a negative need.
+        ChoiceError: ``phase`` or ``implementation`` not in the run (the message lists the choices).
     """
+    from analysis.compare import DEFAULT_MARGIN_PCT, decide
+
+    margin_pct = DEFAULT_MARGIN_PCT if margin_pct is None else margin_pct
     if (need_gib is None) == (need_kv_gib is None):
         raise ValueError("give exactly one of need_gib or need_kv_gib")
     need = need_gib if need_gib is not None else need_kv_gib
     if need < 0:
         raise ValueError(f"capacity need ({need}) must be >= 0")
+    phases = list(dict.fromkeys(summary["phase"]))
     if phase is None:
         phase = summary.groupby("phase")["label"].count().idxmax()
-    lines = [f"phase {phase!r}; run {'valid' if valid else 'INVALID (see summary/validation.json)'}"]
+    elif phase not in phases:
+        raise ChoiceError(f"--phase {phase!r} is not a phase of this run; choices: {', '.join(phases)}")
     ph = summary[(summary["phase"] == phase)]
+    impls = [i for i in dict.fromkeys(ph["implementation"]) if i != "baseline"]
+    if implementation not in impls:
+        raise ChoiceError(f"--implementation {implementation!r} has no measured point in phase {phase!r}; "
+                          f"choices: {', '.join(impls) or '(none: baseline only)'}")
+    lines = [f"phase {phase!r}; run {'valid' if valid else 'INVALID (see summary/validation.json)'}; "
+             f"candidates: valid {implementation} points and the baseline whose tokens match the baseline's"]
     if need_gib is not None:
         cap = ph["released_bytes"].astype(float) / GIB
         lines.append(f"need: release >= {need_gib:g} GiB (released bytes accounted by evidence = offloaded - static buffers; not a memory measurement)")
@@ -190,57 +258,89 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
             cap = ph["kv_gain_tokens"].astype("Float64").astype(float) * kv_bytes_per_token / GIB
             source = f"'KV cache size: N tokens' lines x {kv_bytes_per_token:,} bytes/token from config.json"
         lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured: {source})")
-    ok = ph[cap >= need - 1e-12].copy()
-    ok["capacity_gib"] = cap[cap >= need - 1e-12]
-    best = None
+    meets = cap >= need - 1e-12
+    excluded = ph["front_excluded"].fillna("") if "front_excluded" in ph else pd.Series("", index=ph.index)
+    of_impl = ph["implementation"].isin([implementation, "baseline"])
+    for i in ph.index[meets & of_impl & (excluded != "")]:
+        lines.append(f"not a candidate: {ph.loc[i, 'label']} ({excluded[i]})")
+    ok = ph[meets & of_impl & (excluded == "")].copy()
+    ok["capacity_gib"] = cap[ok.index]
+    best, vs_base = None, ""
     if ok.empty:
-        lines.append("no measured point meets the need")
+        lines.append("no valid measured point meets the need")
     else:
-        b = ok.sort_values(["throughput_median_tok_s", "capacity_gib"], ascending=[False, True]).iloc[0]
+        ranked = ok.sort_values(["throughput_median_tok_s", "capacity_gib"], ascending=[False, True])
+        b = ranked.iloc[0]
         best = {"label": b["label"], "implementation": b["implementation"], "group_size": int(b["group_size"]),
                 "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
                 "throughput_median_tok_s": float(b["throughput_median_tok_s"]),
                 "retention": float(b["retention"]), "capacity_gib": float(b["capacity_gib"])}
-        lines.append(f"{len(ok)} measured point(s) meet it; highest median throughput: {b['label']} "
+        lines.append(f"{len(ok)} valid measured point(s) meet it; highest median throughput: {b['label']} "
                      f"(G={best['group_size']}, N={best['num_in_group']}, prefetch_step={best['prefetch_step']}) "
                      f"{best['throughput_median_tok_s']:.2f} tok/s, retention {best['retention']:.3f}, "
                      f"capacity {best['capacity_gib']:.4g} GiB")
+        pr = runs[runs["phase"] == phase]
+        thr = {lb: pr.loc[pr["label"] == lb, "throughput_tok_s"].tolist() for lb in ph["label"]}
+        base = ph.loc[ph["implementation"] == "baseline", "label"].tolist()
+        if b["implementation"] != "baseline" and base and thr.get(base[0]):
+            d = decide(thr[b["label"]], thr[base[0]], margin_pct=margin_pct)
+            v = d.verdict
+            why = ""
+            if best["retention"] > 1.0:
+                v, why = "inconclusive", f"; retention {best['retention']:.3f} > 1.0 is noise until repeated"
+            from analysis.compare import verdict_text
+
+            vs_base = f"vs baseline: {verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin_pct)}"
+            lines.append(f"{b['label']} {vs_base} (n={d.n_a} vs {d.n_b}{why})")
+        if len(ranked) > 1:
+            r2 = ranked.iloc[1]
+            d = decide(thr[b["label"]], thr[r2["label"]], margin_pct=margin_pct)
+            lines.append(f"{b['label']} vs runner-up {r2['label']}: {d.text} (n={d.n_a} vs {d.n_b})"
+                         + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data"))
     preds: list[dict] = []
     model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s)
     if model is None:
-        lines.append("model: not enough measured points (baseline + one offloaded point with evidence) to fit")
+        lines.append("model: not enough valid measured points (baseline + one offloaded point with evidence) to fit")
     else:
-        lines.append(f"model ({model.mode}): baseline {model.baseline_tok_s:.2f} tok/s, {model.bytes_per_layer:,.0f} bytes/layer, "
-                     f"bandwidth {model.bandwidth_bytes_s / 1e9:.3f} GB/s "
-                     f"({'given' if bandwidth_bytes_s is not None else 'fitted to measured points'})")
-        measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
-                    for _, r in ph.iterrows() if r["implementation"] == implementation}
-        static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
-        for g in range(1, model.num_layers + 1):
-            for n in range(1, g + 1):
-                L = len(select_offload_layers(model.num_layers, g, n))
-                if L == 0:
-                    continue
-                for k in (1, 2, 3):
-                    if (g, n, k) in measured:
+        lines.append(f"model ({model.mode}): baseline {model.baseline_tok_s:.2f} tok/s, {model.bytes_per_layer:,.0f} "
+                     f"bytes/layer, {model.fit_note()}")
+        mt = model_table(summary, model, phase)
+        fitted = set(_points(summary, phase).query("implementation == @implementation")["label"])
+        for _, r in mt[mt["label"].isin(fitted)].iterrows():
+            lines.append(f"model fit {r['label']}: measured {r['measured_tok_s']:.2f} tok/s, predicted "
+                         f"{r['predicted_tok_s']:.2f} tok/s, error {r['error_pct']:+.1f}%")
+        if not model.predictions_trusted:
+            lines.append(f"model: no predictions for unmeasured settings (shown only when the RMS fit error is "
+                         f"<= {MAX_FIT_ERROR_PCT:g}% and the bandwidth is not at a grid edge)")
+        else:
+            measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+                        for _, r in ph.iterrows() if r["implementation"] == implementation}
+            static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
+            for g in range(1, model.num_layers + 1):
+                for n in range(1, g + 1):
+                    L = len(select_offload_layers(model.num_layers, g, n))
+                    if L == 0:
                         continue
-                    released = L * model.bytes_per_layer - k * static_per_slot
-                    if released / GIB < need - 1e-12:
-                        continue
-                    preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
-                                  "predicted_released_gib": released / GIB,
-                                  "predicted_tok_s": model.predict(g, n, k)})
-        preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
-        preds = preds[:top]
-        for p in preds:
-            lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
-                         f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
-                         f"~{p['predicted_released_gib']:.4g} GiB released"
-                         + (" (KV gain assumed 1:1 with released bytes)" if need_kv_gib is not None else ""))
-        if not preds:
-            lines.append("model: no unmeasured setting meets the need")
+                    for k in (1, 2, 3):
+                        if (g, n, k) in measured:
+                            continue
+                        released = L * model.bytes_per_layer - k * static_per_slot
+                        if released / GIB < need - 1e-12:
+                            continue
+                        preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
+                                      "predicted_released_gib": released / GIB,
+                                      "predicted_tok_s": model.predict(g, n, k)})
+            preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
+            preds = preds[:top]
+            for p in preds:
+                lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
+                             f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
+                             f"~{p['predicted_released_gib']:.4g} GiB released"
+                             + (" (KV gain assumed 1:1 with released bytes)" if need_kv_gib is not None else ""))
+            if not preds:
+                lines.append("model: no unmeasured setting meets the need")
     return Recommendation(need_bytes=None if need_gib is None else need_gib * GIB, need_kv_gib=need_kv_gib,
-                          best=best, predictions=preds, lines=lines)
+                          best=best, predictions=preds, lines=lines, verdict=vs_base)
 
 
 def _static_per_slot(ph: pd.DataFrame, default: float) -> float:

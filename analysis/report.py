@@ -43,7 +43,11 @@ import pandas as pd  # noqa: E402
 
 from analysis.aggregate import aggregate  # noqa: E402
 from analysis.compare import (  # noqa: E402
+    DEFAULT_MARGIN_PCT,
+    check_margin,
     compare_implementations,
+    verdict_text,
+    label_vs_baseline,
     confirmation_table,
     long_window_table,
     native_vs_same_runtime,
@@ -51,10 +55,11 @@ from analysis.compare import (  # noqa: E402
 )
 from analysis.load import RunData, load_run  # noqa: E402
 from analysis.model import fit_model, model_table  # noqa: E402
-from analysis.validate import token_digest_status, validate_run  # noqa: E402
 from analysis.decision import decision_table  # noqa: E402
 from analysis.html_report import write_report_html  # noqa: E402
 from analysis.provenance import one_line, provenance  # noqa: E402
+from analysis.pareto import knee_rule_text  # noqa: E402
+from analysis.validate import point_exclusions, token_digest_status, validate_run  # noqa: E402
 from results_schema.io import write_json  # noqa: E402
 from results_schema.summary import ComparisonSummary  # noqa: E402
 
@@ -134,9 +139,36 @@ MAIN_COLUMNS = [
     ("phase", "phase"), ("label", "label"), ("implementation", "impl"), ("group_size", "G"), ("num_in_group", "N"),
     ("selected_layers", "selected layers"), ("wrapped_count", "wrapped"), ("offloaded_bytes", "offloaded bytes"),
     ("released_bytes", "released bytes"), ("processes", "procs"), ("throughput_median_tok_s", "throughput tok/s"),
-    ("throughput_stdev_tok_s", "stdev"), ("retention", "retention vs baseline"), ("kv_gain_tokens", "KV gain tok"),
-    ("tokens", "tokens vs baseline"), ("pareto", "Pareto"), ("knee", "knee"),
+    ("throughput_stdev_tok_s", "stdev"), ("retention", "retention vs baseline"), ("vs_baseline", "vs baseline"),
+    ("kv_gain_tokens", "KV gain tok"), ("tokens", "tokens vs baseline"), ("window", "window"), ("pareto", "Pareto"),
+    ("knee", "knee"), ("notes", "notes"),
 ]
+
+
+def display_columns(summary: pd.DataFrame) -> pd.DataFrame:
+    """Add the text columns of the main table: ``vs_baseline`` (verdict, CI, margin), ``window``, ``notes``."""
+    s = summary.copy()
+    if s.empty:
+        for c in ("vs_baseline", "window", "notes"):
+            s[c] = []
+        return s
+    vb, win, notes = [], [], []
+    for _, r in s.iterrows():
+        v = r.get("vs_baseline_verdict")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            vb.append("–")
+        elif v == "reference":
+            vb.append("reference")
+        else:
+            vb.append(verdict_text(v, r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"),
+                                   margin_pct=float(r.get("vs_baseline_margin_pct"))))
+        ws, rounds = r.get("window_measured_s_min"), r.get("rounds")
+        win.append("–" if ws is None or (isinstance(ws, float) and math.isnan(ws)) else
+                   f"{float(ws):.2f} s / {int(r.get('window_rounds_min'))} rounds (min per process)")
+        n = [str(x) for x in (r.get("vs_baseline_note"), r.get("front_excluded")) if isinstance(x, str) and x]
+        notes.append("; ".join(n))
+    s["vs_baseline"], s["window"], s["notes"] = vb, win, notes
+    return s
 
 
 def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
@@ -148,26 +180,36 @@ def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
     return out
 
 
-def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
+def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
+          margin_pct: float = DEFAULT_MARGIN_PCT) -> dict:
     """Compute every table of the report (no files written).
 
     Args:
         run_dir: the run directory.
         model_dir: model directory for the layer-byte checks (see ``analysis.validate.validate_run``).
+        margin_pct: equivalence margin of every verdict (``analysis.compare.verdict``), percent > 0.
 
     Returns:
         dict with frames ``summary``, ``comparison``, ``long_window``, ``spaced_vs_adjacent``,
         ``cross_stack``, ``model_table``; ``models`` (per phase, dict or None); ``validation``
-        (``ValidationReport``); ``data`` (``RunData``).
+        (``ValidationReport``); ``data`` (``RunData``); ``margin_pct``.
+
+    Raises:
+        ValueError: a margin that is not a finite number > 0.
     """
+    check_margin(margin_pct)
     run_dir = Path(run_dir)
     data = load_run(run_dir)
     report = validate_run(run_dir, data, model_dir=model_dir)
-    summary = aggregate(data)
+    summary = aggregate(data, excluded=point_exclusions(report, data))
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
-    comparison = compare_implementations(data, summary)
-    lw = long_window_table(data, summary)
-    sva = spaced_vs_adjacent(data, summary)
+    if not summary.empty:
+        vb = label_vs_baseline(data, summary, margin_pct=margin_pct)
+        for c in vb.columns:
+            summary[c] = vb[c]
+    comparison = compare_implementations(data, summary, margin_pct=margin_pct)
+    lw = long_window_table(data, summary, margin_pct=margin_pct)
+    sva = spaced_vs_adjacent(data, summary, margin_pct=margin_pct)
     cross = native_vs_same_runtime(summary)
     confirm = confirmation_table(summary)
     models, mtables = {}, []
@@ -181,7 +223,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
             models[key] = None if m is None else {
                 "phase": phase, "implementation": impl, "mode": m.mode, "baseline_tok_s": m.baseline_tok_s,
                 "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
-                "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": "fitted"}
+                "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": m.bandwidth_source,
+                "fit_rms_error_pct": m.fit_rms_error_pct, "fit_points": m.fit_points,
+                "predictions_trusted": m.predictions_trusted}
             if m is not None:
                 t = model_table(summary, m, phase)
                 t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]
@@ -189,7 +233,8 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None) -> dict:
                 mtables.append(t)
     mt = pd.concat(mtables, ignore_index=True) if mtables else pd.DataFrame()
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
-            "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt}
+            "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
+            "margin_pct": float(margin_pct)}
 
 
 RESULT_MODE = 0o644
@@ -252,6 +297,24 @@ def _annotate(ax, points: list[tuple[float, float, str, str]], fontsize: float =
                     va="bottom")
 
 
+def _verdict_tag(r) -> str:
+    """`` inconclusive`` / `` excluded`` suffixes of a plotted point (same rule as the tables)."""
+    tag = ""
+    v = r.get("vs_baseline_verdict")
+    if isinstance(v, str) and v not in ("reference", ""):
+        tag += f" {v}"
+    ex = r.get("front_excluded")
+    if isinstance(ex, str) and ex:
+        tag += " EXCLUDED"
+    return tag
+
+
+def _margin_of(summary: pd.DataFrame) -> float | None:
+    if "vs_baseline_margin_pct" in summary and summary["vs_baseline_margin_pct"].notna().any():
+        return float(summary["vs_baseline_margin_pct"].dropna().iloc[0])
+    return None
+
+
 def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     """Capacity (released MiB, accounted by evidence) vs median throughput; front per implementation highlighted.
 
@@ -286,7 +349,7 @@ def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
                 ax.scatter(front["released_bytes"].astype(float) / 2**20, front["throughput_median_tok_s"],
                            facecolors="none", edgecolors=color, s=220, lw=1.5, zorder=2)
             for _, r in sub.iterrows():
-                text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "")
+                text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "") + _verdict_tag(r)
                 notes.append((float(r["released_bytes"]) / 2**20, float(r["throughput_median_tok_s"]), text, color))
     ax.scatter([], [], s=220, facecolors="none", edgecolors="gray", lw=1.5, label="Pareto front (ringed)")
     _annotate(ax, notes)
@@ -296,7 +359,11 @@ def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.set_xlabel(xl, fontsize=9)
     ax.margins(x=0.1)
     ax.set_ylabel("median process throughput (tok/s)")
-    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else ""))
+    margin = _margin_of(summary)
+    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else "")
+                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%; knee: last release "
+                                              f"before the cost per byte jumps; EXCLUDED: invalid or tokens differ"),
+                 fontsize=9 if margin is not None else None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
@@ -342,7 +409,8 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
             ax.errorbar(x[rep], y[rep], yerr=[lo, hi], fmt="none", ecolor=color, capsize=3, lw=1, zorder=2)
         for (_, r), xi in zip(sub.iterrows(), x, strict=True):
             n = int(r["processes"])
-            notes.append((xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else ""), color))
+            notes.append((xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else "")
+                          + _verdict_tag(r), color))
     if any_bars:
         ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
                     label="bar: process min..max (labels with > 1 process)")
@@ -353,7 +421,11 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.margins(x=0.12)
     ax.set_xlabel("offloaded layers (evidence; equal counts dodged horizontally)")
     ax.set_ylabel("throughput retention vs phase baseline")
-    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else ""))
+    margin = _margin_of(summary)
+    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else "")
+                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%: inconclusive when n=1, "
+                                              f"retention > 1.0 or the CI is wider than the margin"),
+                 fontsize=9 if margin is not None else None)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -363,20 +435,27 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
 COMPARISON_COLUMNS = [
     ("phase", "phase"), ("group_size", "G"), ("num_in_group", "N"), ("prefetch_step", "prefetch"),
     ("a_median_tok_s", "current tok/s"), ("b_median_tok_s", "official tok/s"), ("delta_tok_s", "delta tok/s"),
-    ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"), ("ci_high_tok_s", "CI95 high"),
-    ("a_processes", "n current"), ("b_processes", "n official"), ("verdict", "verdict"),
+    ("delta_pct", "delta %"), ("ci_low_pct", "CI95 low %"), ("ci_high_pct", "CI95 high %"),
+    ("a_processes", "n current"), ("b_processes", "n official"), ("margin_pct", "margin ±%"), ("verdict", "verdict"),
     ("pooled_ci_low_tok_s", "pooled CI low"), ("pooled_ci_high_tok_s", "pooled CI high"),
     ("pooled_verdict", "pooled verdict"), ("note", "note"),
 ]
-VERDICT_LEGEND = ("faster / slower only when the process-level 95% CI excludes 0; equivalent only when a CI exists "
-                  "and contains 0; inconclusive when no CI can be computed (fewer than 2 processes on a side; "
-                  "the note gives n).")
+def verdict_legend(margin_pct: float) -> str:
+    """The verdict rule (``analysis.compare.verdict``) in words, with the margin in force."""
+    return (f"equivalence margin ±{margin_pct:g}% of the reference median. equivalent only when the whole "
+            f"process-level 95% CI of the relative difference lies inside ±{margin_pct:g}% (also when it excludes "
+            f"0: a difference smaller than the margin is never a speed-up); otherwise faster / slower when the CI "
+            f"excludes 0; otherwise inconclusive (the CI contains 0 but is wider than the margin), and "
+            f"inconclusive when no CI can be computed (fewer than 2 processes on a side; the note gives n).")
+
+
+VERDICT_LEGEND = verdict_legend(DEFAULT_MARGIN_PCT)
 
 
 def render_markdown(tables: dict) -> tuple[str, str]:
     """Return ``(full_markdown, main_table_markdown)``."""
     summary, rep = tables["summary"], tables["validation"]
-    main = markdown_table(summary, MAIN_COLUMNS, PRECISION)
+    main = markdown_table(display_columns(summary), [c for c in MAIN_COLUMNS], PRECISION)
     n_err, n_warn = len(rep.errors), len(rep.warnings)
     vline = f"validation: {'VALID' if rep.valid else 'INVALID'} ({n_err} error(s), {n_warn} warning(s))"
     parts = ["# Offload comparison summary", "", vline, ""]
@@ -387,6 +466,11 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     cpu = is_cpu_run(tables["data"].runs) or is_cpu_run(summary)
     if cpu:
         main += "\n\n> **Note:** " + CPU_NOTE
+    margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
+             f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "
+             f"token-identical points only (notes say why a point is excluded). "
+             + knee_rule_text())
     parts += ["", "## Per label (bytes and layers from runtime evidence)", "", main, ""]
     stats_cols = [("phase", "phase"), ("label", "label"), ("throughput_mean_tok_s", "mean"),
                   ("throughput_min_tok_s", "min"), ("throughput_max_tok_s", "max"),
@@ -403,12 +487,13 @@ def render_markdown(tables: dict) -> tuple[str, str]:
             ("phase", "phase"), ("label", "label"), ("repeat", "repeat"), ("failure_type", "failure"),
             ("exit_code", "exit"), ("error_type", "error type"), ("error_message", "message"),
             ("log_path", "log")]), ""]
-    parts += ["## Current vs official (bootstrap 95% CI of the median difference; faster/slower only when the CI "
-              "excludes 0)", ""]
+    margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    parts += [f"Verdicts (every table): {verdict_legend(margin)}", ""]
+    parts += [f"## Current vs official (bootstrap 95% CI of the median difference; margin ±{margin:g}%)", ""]
     comp = tables["comparison"]
     parts += [markdown_table(comp, COMPARISON_COLUMNS) if not comp.empty else "_no (G,N) point with both_", ""]
     if not comp.empty:
-        parts += [f"Verdicts: {VERDICT_LEGEND}", ""]
+        parts += [f"Verdicts: {verdict_legend(margin)}", ""]
     lw = tables["long_window"]
     if not lw.empty:
         parts += ["## Long-window confirmation", "",
@@ -421,7 +506,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
                                         ("long_rounds_per_process", "rounds/proc"),
                                         ("long_retention", "long retention"), ("short_retention", "short retention"),
                                         ("retention_difference", "difference"),
-                                        ("confirms_direction", "same direction")],
+                                        ("long_verdict", "long vs baseline"), ("short_verdict", "short vs baseline"),
+                                        ("margin_pct", "margin ±%"), ("confirms_direction", "same verdict")],
                                   {"long_retention": 4, "short_retention": 4, "retention_difference": 4,
                                    "long_rounds_per_process": 1}), ""]
     sva = tables["spaced_vs_adjacent"]
@@ -429,8 +515,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Same layer count: adjacent vs spaced", "", markdown_table(sva, [
             ("phase", "phase"), ("implementation", "implementation"), ("num_selected_layers", "layers"),
             ("adjacent_label", "adjacent"), ("spaced_label", "spaced"), ("adjacent_median_tok_s", "adjacent tok/s"),
-            ("spaced_median_tok_s", "spaced tok/s"), ("delta_pct", "delta %"), ("ci_low_tok_s", "CI95 low"),
-            ("ci_high_tok_s", "CI95 high"), ("verdict", "verdict"), ("note", "note")]), ""]
+            ("spaced_median_tok_s", "spaced tok/s"), ("delta_pct", "delta %"), ("ci_low_pct", "CI95 low %"),
+            ("ci_high_pct", "CI95 high %"), ("margin_pct", "margin ±%"), ("verdict", "verdict"), ("note", "note")]), ""]
     cross = tables["cross_stack"]
     if not cross.empty:
         parts += ["## Native vs same-runtime (cross-stack: different software stacks, auxiliary only)", "",
@@ -445,8 +531,11 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Transfer-bound model (predicted vs measured)", ""]
         for key, m in tables["models"].items():
             if m:
+                err = m.get("fit_rms_error_pct")
                 parts.append(f"- {key}: {m['mode']}, {m['bytes_per_layer']:,.0f} bytes/layer, bandwidth "
-                             f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s (fitted), baseline {m['baseline_tok_s']:.2f} tok/s")
+                             f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s ({m['bandwidth']}), RMS fit error "
+                             f"{'–' if err is None else f'{err:.1f}%'} over {m.get('fit_points', 0)} point(s), "
+                             f"baseline {m['baseline_tok_s']:.2f} tok/s")
         parts += ["", markdown_table(mt, [("phase", "phase"), ("implementation", "implementation"), ("label", "label"),
                                           ("measured_tok_s", "measured"), ("predicted_tok_s", "predicted"),
                                           ("error_pct", "error %")]), ""]
@@ -454,7 +543,7 @@ def render_markdown(tables: dict) -> tuple[str, str]:
 
 
 def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
-                  out_dir: Path | str | None = None) -> str:
+                  out_dir: Path | str | None = None, margin_pct: float = DEFAULT_MARGIN_PCT) -> str:
     """Write ``summary/`` for a run directory and return the per-label Markdown table.
 
     This is the runner's end-of-run call (it writes ``<run_dir>/summary`` before ``SHA256SUMS``
@@ -467,6 +556,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         model_dir: model directory for the layer-byte checks; default ``<run_dir>/model`` or the
             records' ``model`` path.
         out_dir: where the files go (default ``<run_dir>/summary``).
+        margin_pct: equivalence margin of every verdict (``analysis.compare.verdict``).
 
     Returns:
         The validity line and the per-label Markdown table (label, G, N, selected layers,
@@ -476,7 +566,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         FileNotFoundError: no run files in ``run_dir``.
     """
     run_dir = Path(run_dir).resolve()
-    tables = build(run_dir, model_dir=model_dir)
+    tables = build(run_dir, model_dir=model_dir, margin_pct=margin_pct)
     out = run_dir / SUMMARY_DIR if out_dir is None else Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cpu = is_cpu_run(tables["data"].runs)
@@ -489,6 +579,9 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         "notes": [CPU_NOTE] if cpu else [],
         "precision": PRECISION,
         "provenance": prov.model_dump(mode="json"),
+        "margin_pct": tables["margin_pct"],
+        "verdict_rule": verdict_legend(tables["margin_pct"]),
+        "knee_rule": knee_rule_text(),
         "rows": records(tables["summary"]),
         "decision": records(decision_table(tables["data"], tables["summary"], tables["validation"])),
         "comparison": records(tables["comparison"]),

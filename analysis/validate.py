@@ -25,6 +25,9 @@ What is modelled (check name -> issue codes; severity error unless noted):
     token_digest        token_digest_differs (greedy case whose digest differs from the phase
                         baseline; a warning for sampled workloads), baseline_digest_unstable
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
+    measurement_window  short_measurement_window (warning, one per label): a process measured for less
+                        than ``MIN_WINDOW_S`` seconds or less than the minimum its workload asked
+                        (``BenchRecord.window``; records without one were written before the rule)
     manifest            missing_manifest (warning), invalid_manifest (fails its model),
                         checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
 
@@ -81,8 +84,13 @@ TRACEBACK = "Traceback (most recent call last):"
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
-    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "manifest",
+    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "measurement_window", "manifest",
 )
+
+MIN_WINDOW_S = 3.0
+"""Shortest measured window (seconds of measured rounds per process) analysis accepts without a
+warning; equal to the runner's default minimum (``conf.schema.DEFAULT_MIN_MEASURED_S``). The seed
+design measured 3 rounds x 64 tokens, about 0.4 s against ~20 s of engine load, and nothing flagged it."""
 
 
 @dataclass
@@ -184,6 +192,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     _check_layer_bytes(data, col, mdir)
     _check_tokens(data, col)
     _check_kv(data, col)
+    _check_window(data, col)
     _check_manifest(run_dir, col)
     checks = []
     for name in CHECKS:
@@ -410,6 +419,32 @@ def _check_layer_bytes(data: RunData, col: _Collector, model_dir: Path | None) -
                         f"{list(e.wrapped_layers)} in the safetensors headers", **kw)
 
 
+def point_exclusions(report: ValidationReport, data: RunData) -> dict[tuple[str, str], str]:
+    """``{(phase, label): reason}`` for every label an error of ``report`` concerns.
+
+    An error naming a label excludes that label; an error naming only a phase (e.g.
+    ``baseline_digest_unstable``) excludes every label of the phase; an error naming neither
+    (e.g. ``checksum_mismatch``, ``invalid_record``) excludes every label of the run. Such
+    points never enter a Pareto front, a knee or a recommendation (``analysis.aggregate``,
+    ``analysis.model.recommend``); the reason lists the error codes.
+    """
+    labels = sorted({(cr.record.phase, cr.record.label) for _p, _l, cr in data.case_runs})
+    codes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for i in report.errors:
+        if i.phase is not None and i.label is not None:
+            targets = [(i.phase, i.label)]
+            tag = i.code
+        elif i.phase is not None:
+            targets = [k for k in labels if k[0] == i.phase]
+            tag = f"{i.code} (phase {i.phase})"
+        else:
+            targets, tag = labels, f"{i.code} (run)"
+        for k in targets:
+            if tag not in codes[k]:
+                codes[k].append(tag)
+    return {k: "validation error: " + ", ".join(v) for k, v in codes.items()}
+
+
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     """``identical`` / ``differs`` / ``no_baseline`` per (phase, label, repeat) vs the phase baseline digest."""
     base: dict[str, Counter] = defaultdict(Counter)
@@ -473,6 +508,23 @@ def _check_kv(data: RunData, col: _Collector) -> None:
                         f"{phase}: labels {sorted(labels)} release different bytes ({sorted(rel)}) but report the same "
                         f"KV cache capacity {value} (tokens, GiB): the KV pool may not see the released memory",
                         severity="warning", phase=phase)
+
+
+def _check_window(data: RunData, col: _Collector, min_window_s: float = MIN_WINDOW_S) -> None:
+    short: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for _p, _l, cr in data.case_runs:
+        r = cr.record
+        asked = r.workload.min_measured_s
+        floor = max(min_window_s, asked or 0.0)
+        if r.elapsed_s < floor or (r.window is not None and not r.window.reached):
+            short[(r.phase, r.label)].append(
+                f"r{r.repeat} {r.elapsed_s:.2f} s / {len(r.rounds)} rounds"
+                + ("" if asked is not None else " (no minimum recorded)"))
+    for (phase, label), items in short.items():
+        col.add("measurement_window", "short_measurement_window",
+                f"{phase}/{label}: measured window {', '.join(items)} is shorter than {min_window_s:g} s (or the "
+                f"workload's min_measured_s): its throughput is inconclusive noise-wise; raise "
+                f"workload.min_measured_s", severity="warning", phase=phase, label=label)
 
 
 def _check_manifest(run_dir: Path, col: _Collector) -> None:

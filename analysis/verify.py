@@ -183,12 +183,19 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
         res.mismatches.append(f"{key[0]}/{key[1]}: in the raw runs but missing from the summary")
     # Pareto flags: per phase and implementation, with the phase baseline as the zero point.
     impl_of = {(row["phase"], row["label"]): row.get("implementation") for row in summary_rows}
+    # points the summary excluded from fronts (validation errors, tokens differing) must not be on one;
+    # the front is recomputed over the others
+    excl = {(row["phase"], row["label"]) for row in summary_rows
+            if isinstance(row.get("front_excluded"), str) and row["front_excluded"]}
     want_front: dict[tuple[str, str], bool] = {}
     for phase in {p for p, _ in ref}:
         labels = [lb for (p, lb) in ref if p == phase]
-        base = [lb for lb in labels if impl_of.get((phase, lb)) == "baseline"]
+        for lb in labels:
+            if (phase, lb) in excl:
+                want_front[(phase, lb)] = False
+        base = [lb for lb in labels if impl_of.get((phase, lb)) == "baseline" and (phase, lb) not in excl]
         for impl in {impl_of.get((phase, lb)) for lb in labels} - {"baseline", None}:
-            group = base + [lb for lb in labels if impl_of.get((phase, lb)) == impl]
+            group = base + [lb for lb in labels if impl_of.get((phase, lb)) == impl and (phase, lb) not in excl]
             for lb in group:
                 c, t = ref[(phase, lb)]["released_bytes"], ref[(phase, lb)]["throughput_median_tok_s"]
                 dominated = any(ref[(phase, o)]["released_bytes"] >= c and ref[(phase, o)]["throughput_median_tok_s"] >= t

@@ -35,6 +35,10 @@ Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
 REL_TOL = 1e-6
 """Relative tolerance for derived quantities a writer computes (throughput = tokens / seconds)."""
 
+# Fields added after records were first written (``WorkloadSpec.min_measured_s``,
+# ``BenchRecord.window``) are optional and omitted from the JSON when null, so records written
+# before them keep their exact bytes and still validate.
+
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
@@ -134,7 +138,14 @@ class WorkloadSpec(StrictModel):
         description="vLLM gpu_memory_utilization (fraction)."
     )
     warmup_rounds: NonNegInt = Field(description="Rounds run and excluded from measurement.")
-    measured_rounds: Annotated[int, Field(ge=1)] = Field(description="Rounds measured.")
+    measured_rounds: Annotated[int, Field(ge=1)] = Field(
+        description="Minimum measured rounds (more run while the measured window is shorter than min_measured_s)."
+    )
+    min_measured_s: NonNegFloat | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Minimum measured seconds per case: measured rounds repeat until both measured_rounds and this "
+                    "are reached (like MLPerf LoadGen's min_duration). null: written before the window rule.",
+    )
     enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
@@ -160,6 +171,26 @@ class RoundResult(StrictModel):
         return self
 
 
+class MeasurementWindow(StrictModel):
+    """How long one case process measured: the window its throughput rests on."""
+
+    measured_s: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(
+        description="Sum of measured-round wall seconds (= BenchRecord.elapsed_s)."
+    )
+    rounds: Annotated[int, Field(ge=1)] = Field(description="Measured rounds run (= len(BenchRecord.rounds)).")
+    min_measured_s: NonNegFloat = Field(description="Minimum measured seconds asked for (workload.min_measured_s).")
+    min_rounds: Annotated[int, Field(ge=1)] = Field(description="Minimum measured rounds asked for (measured_rounds).")
+    reached: bool = Field(description="measured_s >= min_measured_s and rounds >= min_rounds.")
+
+    @model_validator(mode="after")
+    def _check_reached(self) -> "MeasurementWindow":
+        want = self.measured_s >= self.min_measured_s and self.rounds >= self.min_rounds
+        if self.reached != want:
+            raise ValueError(f"reached ({self.reached}) contradicts measured_s {self.measured_s} / rounds "
+                             f"{self.rounds} vs minimum {self.min_measured_s} s / {self.min_rounds} rounds")
+        return self
+
+
 class BenchRecord(StrictModel):
     """One case, one process: what ``runners.bench_one`` measured and printed."""
 
@@ -179,10 +210,16 @@ class BenchRecord(StrictModel):
         description="Sum of measured-round wall seconds."
     )
     throughput_tok_s: NonNegFloat = Field(description="Process output throughput = output_tokens / elapsed_s (tok/s).")
-    token_digest: Digest = Field(description="SHA-256 (hex) over the per-round token digests (greedy identity check).")
+    token_digest: Digest = Field(
+        description="SHA-256 (hex) over the per-round token digests of the first measured_rounds rounds (greedy "
+                    "identity check; rounds a minimum window adds beyond them vary per case and are not included)."
+    )
     peak_rss_bytes: NonNegInt = Field(description="Peak resident set size of the bench process (bytes).")
     device_memory_bytes: NonNegInt | None = Field(
         default=None, description="Device memory in use after load (bytes); null on CPU."
+    )
+    window: MeasurementWindow | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
     )
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
@@ -190,8 +227,17 @@ class BenchRecord(StrictModel):
 
     @model_validator(mode="after")
     def _check_totals(self) -> "BenchRecord":
-        if len(self.rounds) != self.workload.measured_rounds:
-            raise ValueError(f"rounds ({len(self.rounds)}) != measured_rounds ({self.workload.measured_rounds})")
+        n, want = len(self.rounds), self.workload.measured_rounds
+        min_s = self.workload.min_measured_s
+        if n < want:
+            raise ValueError(f"rounds ({n}) < measured_rounds ({want})")
+        if n > want:
+            before_last = sum(r.elapsed_s for r in self.rounds[:-1])
+            if min_s is None or before_last >= min_s:
+                raise ValueError(
+                    f"rounds ({n}) > measured_rounds ({want}) although the window before the last round "
+                    f"({before_last:.6g} s) already reached min_measured_s ({min_s})"
+                )
         total = sum(r.output_tokens for r in self.rounds)
         if total != self.output_tokens:
             raise ValueError(f"output_tokens ({self.output_tokens}) != sum over rounds ({total})")
@@ -206,6 +252,12 @@ class BenchRecord(StrictModel):
                 f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
                 f"({self.output_tokens} / {self.elapsed_s})"
             )
+        w = self.window
+        if w is not None:
+            if not _close(w.measured_s, self.elapsed_s) or w.rounds != n or w.min_rounds != want \
+                    or w.min_measured_s != (min_s or 0.0):
+                raise ValueError(f"window {w.model_dump()} disagrees with the record (elapsed_s {self.elapsed_s}, "
+                                 f"{n} rounds, measured_rounds {want}, min_measured_s {min_s})")
         return self
 
 

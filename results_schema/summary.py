@@ -70,8 +70,16 @@ class SummaryRow(_Strict):
     throughput_change_pct: Float | None
     kv_gain_tokens: Float | None
     kv_gain_gib: Float | None
+    window_measured_s_min: Float | None = Field(description="Shortest measured window (s) over the label's processes.")
+    window_rounds_min: int = Field(description="Fewest measured rounds over the label's processes (0: not recorded).")
+    front_excluded: str = Field(description="Why the point may not enter a front, knee or recommendation ('' = eligible).")
     pareto: bool
     knee: bool
+    vs_baseline_verdict: str | None = Field(default=None, description="Verdict vs the phase baseline (analysis.compare.verdict).")
+    vs_baseline_ci_low_pct: Float | None = Field(default=None, description="95% CI low of the change vs baseline (%).")
+    vs_baseline_ci_high_pct: Float | None = Field(default=None, description="95% CI high of the change vs baseline (%).")
+    vs_baseline_margin_pct: Float | None = Field(default=None, description="Equivalence margin (%) used.")
+    vs_baseline_note: str | None = Field(default=None, description="Why the verdict is what it is (n=1, retention > 1, ...).")
     tokens: str = Field(description="Greedy token identity vs baseline: identical, differs, no_baseline.")
 
 
@@ -160,6 +168,9 @@ class ComparisonSummary(_Strict):
     valid: bool = Field(description="Validation verdict (summary/validation.json).")
     notes: tuple[str, ...] = Field(description="Caveats printed with every table (e.g. the CPU note).")
     precision: dict[str, int] = Field(description="Decimals each statistic is printed with.")
+    margin_pct: Float = Field(description="Equivalence margin of every verdict, percent of the reference median (analysis.compare.verdict).")
+    verdict_rule: str = Field(description="The verdict rule in words, with the margin.")
+    knee_rule: str = Field(description="The knee rule in words (analysis.pareto.knee_rule_text).")
     provenance: Provenance
     rows: tuple[SummaryRow, ...]
     decision: tuple[DecisionRow, ...]

@@ -3,7 +3,8 @@
 What is modelled: offline throughput of one vLLM engine for one offload setting.
 Prompts are exact token-id prompts (``TokensPrompt``) drawn deterministically from
 ``(seed, round)``, so input lengths are exact and every case of a run sees the same
-prompts; each round (warmup included) gets fresh prompts unless
+prompts; measured rounds repeat until both ``--measured-rounds`` and ``--min-measured-s``
+are reached (the window is recorded in ``BenchRecord.window``); each round (warmup included) gets fresh prompts unless
 ``--same-prompts-every-round``, and prefix caching is off unless asked for (both are
 recorded). Decoding is greedy with ``ignore_eos`` so the token counts are real;
 generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import random
 import resource
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from offload.selection import validate_offload_params
 from results_schema.io import dumps_model, write_json
-from results_schema.models import BenchRecord, OffloadSetting, RoundResult, WorkloadSpec
+from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -65,7 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     ap.add_argument("--warmup-rounds", type=int, default=1)
-    ap.add_argument("--measured-rounds", type=int, default=3)
+    ap.add_argument("--measured-rounds", type=int, default=3, help="minimum measured rounds")
+    ap.add_argument("--min-measured-s", type=float, default=0.0,
+                    help="minimum measured seconds: measured rounds repeat until both --measured-rounds and this "
+                         "are reached (MLPerf LoadGen min_duration idea; the runner passes workload.min_measured_s)")
     ap.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
     ap.add_argument("--same-prompts-every-round", action="store_true",
                     help="reuse round 0's prompts in every round (default: fresh prompts per round)")
@@ -85,6 +90,8 @@ def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
             f"implementation {a.implementation} needs offload_group_size > 0 and offload_num_in_group > 0 "
             f"(got {a.offload_group_size}, {a.offload_num_in_group})"
         )
+    if not (math.isfinite(a.min_measured_s) and a.min_measured_s >= 0):
+        raise ValueError(f"--min-measured-s {a.min_measured_s}: must be a finite number of seconds >= 0")
     if a.input_len + a.max_tokens > a.max_model_len:
         raise ValueError(f"input_len ({a.input_len}) + max_tokens ({a.max_tokens}) exceeds max_model_len "
                          f"({a.max_model_len})")
@@ -95,7 +102,7 @@ def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
                             max_model_len=a.max_model_len, seed=a.seed, dtype=a.dtype,
                             enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
                             warmup_rounds=a.warmup_rounds, measured_rounds=a.measured_rounds,
-                            enable_prefix_caching=a.enable_prefix_caching,
+                            min_measured_s=a.min_measured_s, enable_prefix_caching=a.enable_prefix_caching,
                             prompts_vary_per_round=not a.same_prompts_every_round, temperature=a.temperature)
     return offload, workload
 
@@ -127,6 +134,56 @@ def digest_ids(outputs: Sequence[Sequence[int]]) -> str:
         h.update(",".join(str(int(t)) for t in ids).encode())
         h.update(b";")
     return h.hexdigest()
+
+
+def window_reached(rounds: int, measured_s: float, min_rounds: int, min_measured_s: float) -> bool:
+    """True when the measured window has at least ``min_rounds`` rounds and ``min_measured_s`` seconds.
+
+    The measurement loop runs rounds until this holds (both minima, like MLPerf LoadGen's
+    ``min_query_count`` and ``min_duration``), so a fast case is measured for a stated time
+    instead of a handful of sub-second rounds.
+    """
+    return rounds >= min_rounds and measured_s >= min_measured_s
+
+
+def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s: float) -> list[RoundResult]:
+    """Run warmup rounds, then measured rounds until ``window_reached``.
+
+    Args:
+        one_round: ``g -> (elapsed_s, generated ids per request, prompt tokens)`` for global round ``g``
+            (warmup rounds first; ``g`` also picks the round's prompts).
+        warmup_rounds: rounds run and discarded.
+        min_rounds: minimum measured rounds (``--measured-rounds``).
+        min_measured_s: minimum measured seconds (``--min-measured-s``), summed over measured rounds.
+
+    Returns:
+        The measured rounds (index 0..n-1), ``n >= min_rounds``; the last one is the first that
+        brought the window to ``min_measured_s`` when more than ``min_rounds`` were needed.
+    """
+    rounds: list[RoundResult] = []
+    measured_s = 0.0
+    g = 0
+    while g < warmup_rounds or not window_reached(len(rounds), measured_s, min_rounds, min_measured_s):
+        elapsed, gen, prompt_tokens = one_round(g)
+        g += 1
+        if g <= warmup_rounds:
+            continue
+        n_out = sum(len(x) for x in gen)
+        rounds.append(RoundResult(index=len(rounds), elapsed_s=elapsed, prompt_tokens=prompt_tokens,
+                                  output_tokens=n_out, throughput_tok_s=n_out / elapsed,
+                                  token_digest=digest_ids(gen)))
+        measured_s += elapsed
+    return rounds
+
+
+def overall_digest(rounds: Sequence[RoundResult], min_rounds: int) -> str:
+    """SHA-256 over the per-round digests of the first ``min_rounds`` measured rounds.
+
+    Every case of a run measures at least those rounds with the same prompts, while the number of
+    extra rounds a minimum window adds depends on each case's speed: the greedy identity check
+    (``analysis.validate``) compares this prefix, so it compares like with like.
+    """
+    return hashlib.sha256("".join(r.token_digest for r in rounds[:min_rounds]).encode()).hexdigest()
 
 
 class PeakRSS:
@@ -236,9 +293,8 @@ def run(a: argparse.Namespace) -> BenchRecord:
         device_mem = _device_memory_bytes(a.device)
         vocab = _vocab(llm)
         sp = SamplingParams(temperature=a.temperature, max_tokens=a.max_tokens, ignore_eos=True, seed=a.seed)
-        rounds: list[RoundResult] = []
-        total_rounds = a.warmup_rounds + a.measured_rounds
-        for g in range(total_rounds):
+
+        def one_round(g: int) -> tuple[float, list[list[int]], int]:
             prompt_round = 0 if a.same_prompts_every_round else g
             ids = make_prompt_ids(a.seed, prompt_round, a.num_prompts, a.input_len, vocab)
             prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
@@ -250,20 +306,21 @@ def run(a: argparse.Namespace) -> BenchRecord:
             if prompt_tokens != a.num_prompts * a.input_len:
                 raise RuntimeError(f"submitted {prompt_tokens} prompt tokens, expected "
                                    f"{a.num_prompts} x {a.input_len}")
-            if g < a.warmup_rounds:
-                continue
-            n_out = sum(len(x) for x in gen)
-            rounds.append(RoundResult(index=g - a.warmup_rounds, elapsed_s=elapsed, prompt_tokens=prompt_tokens,
-                                      output_tokens=n_out, throughput_tok_s=n_out / elapsed,
-                                      token_digest=digest_ids(gen)))
+            return elapsed, gen, prompt_tokens
+
+        rounds = run_rounds(one_round, warmup_rounds=a.warmup_rounds, min_rounds=a.measured_rounds,
+                            min_measured_s=a.min_measured_s)
     output_tokens = sum(r.output_tokens for r in rounds)
     elapsed_s = sum(r.elapsed_s for r in rounds)
-    overall = hashlib.sha256("".join(r.token_digest for r in rounds).encode()).hexdigest()
+    overall = overall_digest(rounds, a.measured_rounds)
     return BenchRecord(
         phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat, runtime=a.runtime,
         model=a.model, offload=offload, workload=workload, load_seconds=load_seconds, rounds=tuple(rounds),
         output_tokens=output_tokens, elapsed_s=elapsed_s, throughput_tok_s=output_tokens / elapsed_s,
         token_digest=overall, peak_rss_bytes=rss.peak, device_memory_bytes=device_mem,
+        window=MeasurementWindow(measured_s=elapsed_s, rounds=len(rounds), min_measured_s=a.min_measured_s,
+                                 min_rounds=a.measured_rounds,
+                                 reached=window_reached(len(rounds), elapsed_s, a.measured_rounds, a.min_measured_s)),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
     )
 

@@ -436,6 +436,7 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         "--dtype", str(w["dtype"]), "--enforce-eager" if w["enforce_eager"] else "--no-enforce-eager",
         "--gpu-memory-utilization", str(w["gpu_memory_utilization"]),
         "--warmup-rounds", str(w["warmup_rounds"]), "--measured-rounds", str(w["measured_rounds"]),
+        "--min-measured-s", str(w.get("min_measured_s", 0.0)),
         "--enable-prefix-caching" if w["enable_prefix_caching"] else "--no-enable-prefix-caching",
         "--temperature", str(w.get("temperature", 0.0)), "--record", str(paths.record),
     ]
@@ -743,8 +744,10 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
                 status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
             if fin.run is not None:
                 ev = fin.run.evidence
-                status += (f" {fin.run.record.throughput_tok_s:.1f} tok/s, wrapped {ev.wrapped_count}, "
-                           f"{ev.offloaded_bytes} B offloaded")
+                rec = fin.run.record
+                status += (f" {rec.throughput_tok_s:.1f} tok/s over {rec.elapsed_s:.2f} s measured in "
+                           f"{len(rec.rounds)} rounds (min {rec.workload.min_measured_s or 0:g} s), "
+                           f"wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
     else:
         if fin.failure is not None:
             status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"

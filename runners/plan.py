@@ -22,7 +22,7 @@ from results_schema.manifest import is_secret_name
 IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
 KINDS = ("throughput", "ttft", "stability", "accuracy")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-_WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds")
+_WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
 
 
 class PlanError(ValueError):

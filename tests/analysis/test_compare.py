@@ -2,19 +2,58 @@
 
 from __future__ import annotations
 
+import re
+
+import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.compare import bootstrap_delta, compare_implementations, spaced_vs_adjacent, verdict
+from analysis.compare import (
+    DEFAULT_MARGIN_PCT,
+    bootstrap_delta,
+    compare_implementations,
+    decide,
+    spaced_vs_adjacent,
+    verdict,
+)
 from analysis.load import load_run
 from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
-def test_verdict_only_when_interval_excludes_zero():
-    assert verdict(0.1, 2.0) == "faster"
-    assert verdict(-2.0, -0.1) == "slower"
-    assert verdict(-0.1, 2.0) == "equivalent"
+def test_verdict_rule_with_margin():
+    # bounds are percent of B; default margin 5%
+    assert DEFAULT_MARGIN_PCT == 5.0
+    assert verdict(6.0, 20.0) == "faster"
+    assert verdict(1.0, 8.0) == "faster"  # excludes 0, reaches past the margin
+    assert verdict(-20.0, -6.0) == "slower"
+    assert verdict(-0.1, 2.0) == "equivalent"  # whole interval inside +-5%
+    assert verdict(1.0, 3.0) == "equivalent"  # excludes 0 but inside the margin: never a speed-up
+    assert verdict(-3.0, 8.0) == "inconclusive"  # contains 0, wider than the margin
+    assert verdict(-3.0, 8.0, margin_pct=10.0) == "equivalent"  # configurable per comparison
     assert verdict(float("nan"), float("nan")) == "inconclusive"
+    with pytest.raises(ValueError, match="margin"):
+        verdict(0.0, 1.0, margin_pct=0.0)
+
+
+def test_wide_interval_around_zero_is_inconclusive_not_equivalent():
+    """cases/README.md "Verdicts need evidence": [100, 140, 180] vs [90, 150, 200] decide nothing."""
+    d = decide([100.0, 140.0, 180.0], [90.0, 150.0, 200.0])
+    assert d.verdict == "inconclusive"
+    assert d.ci_low_pct == pytest.approx(-50.0) and d.ci_high_pct == pytest.approx(100.0)
+    assert "margin ±5%" in d.text and "-50.0%..+100.0%" in d.text
+
+
+def test_tight_interval_is_equivalent_under_the_default_margin():
+    d = decide([100.0, 101.0, 99.0], [100.0, 100.0, 100.0])
+    assert d.verdict == "equivalent"
+    assert -5.0 <= d.ci_low_pct <= d.ci_high_pct <= 5.0
+    assert decide([100.0, 101.0, 99.0], [100.0, 100.0, 100.0], margin_pct=0.5).verdict == "inconclusive"
+
+
+def test_lower_is_better_metric_flips_direction():
+    # latency: A lower than B is "faster"
+    assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2], higher_is_better=False).verdict == "faster"
+    assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2]).verdict == "slower"
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_delta():
@@ -28,6 +67,7 @@ def test_bootstrap_is_deterministic_and_brackets_the_delta():
 def test_single_process_gives_no_interval():
     delta, lo, hi, *_ = bootstrap_delta([5.0], [4.0, 4.5])
     assert delta == 0.75 and verdict(lo, hi) == "inconclusive"
+    assert decide([5.0], [4.0, 4.5]).verdict == "inconclusive"
 
 
 def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
@@ -66,10 +106,16 @@ def _matrix(tmp_path, shift: float, sd: float, repeats: int = 5, seed: int = 1):
     return compare_implementations(data, aggregate(data))
 
 
-def test_difference_below_process_spread_is_equivalent(tmp_path):
-    comp = _matrix(tmp_path, shift=0.3, sd=3.0)
+def test_difference_below_process_spread_is_equivalent_only_inside_the_margin(tmp_path):
+    comp = _matrix(tmp_path, shift=0.3, sd=0.5)
     assert len(comp) == 4
     assert set(comp["verdict"]) == {"equivalent"}
+    assert (comp["margin_pct"] == 5.0).all()
+    assert all("margin ±5%" in t for t in comp["verdict_text"])
+    # same small shift, spread ~ the margin: the interval contains 0 but is too wide to decide
+    wide = _matrix(tmp_path / "wide", shift=0.3, sd=6.0)
+    assert set(wide["verdict"]) == {"inconclusive"}
+    assert ((wide["ci_low_pct"] < 0) & (wide["ci_high_pct"] > 0)).all()
 
 
 @pytest.mark.parametrize(("shift", "expected"), [(30.0, "faster"), (-30.0, "slower")])
@@ -116,3 +162,60 @@ def test_long_window_and_cross_stack_tables(tmp_path):
     assert set(conf["label"]) == {"baseline", "current_g8_n1", "official_g8_n1", "current_g4_n1", "official_g4_n1"}
     assert (conf["long_rounds_per_process"] == 10).all() and conf["confirms_direction"].all()
     assert validate_run(run).valid
+    # with the per-label verdicts (as the report has them) "confirms" means the same decided verdict
+    from analysis.compare import label_vs_baseline
+
+    sv = pd.concat([s, label_vs_baseline(data, s)], axis=1)
+    conf = confirmation_table(sv).set_index("label")
+    assert (conf["margin_pct"] == 5.0).all()
+    assert conf.loc["official_g8_n1", "long_verdict"] == conf.loc["official_g8_n1", "short_verdict"] == "slower"
+    assert conf.loc["official_g8_n1", "confirms_direction"]
+    decided = conf["long_verdict"].isin(["faster", "slower", "equivalent", "reference"])
+    assert (conf["confirms_direction"] == ((conf["long_verdict"] == conf["short_verdict"]) & decided)).all()
+
+
+def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
+    """Issue 12: the smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
+    from analysis.report import build, display_columns, plot_retention, render_markdown
+
+    cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+             SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=119.0, sd_tok_s=0.5),
+             SynthCase("sync_g4_n1", "sync", 4, 1, mean_tok_s=137.0, sd_tok_s=0.5),
+             SynthCase("current_g2_n1", "current", 2, 1, mean_tok_s=60.0, sd_tok_s=0.5)]
+    one = build(write_run_dir(tmp_path / "one", [SynthPhase("same_runtime", cases, repeats=1)], seed=1))
+    s = one["summary"].set_index("label")
+    assert s.loc["baseline", "vs_baseline_verdict"] == "reference"
+    for lb in ("current_g4_n1", "sync_g4_n1", "current_g2_n1"):
+        assert s.loc[lb, "vs_baseline_verdict"] == "inconclusive"
+        assert "single process" in s.loc[lb, "vs_baseline_note"]
+    assert re.search(r"retention 1\.1\d\d > 1\.0", s.loc["current_g4_n1", "vs_baseline_note"])
+    # three processes each: the slow point gets a direction, the "faster" offload stays inconclusive
+    three = build(write_run_dir(tmp_path / "three", [SynthPhase("same_runtime", cases, repeats=3)], seed=1))
+    s3 = three["summary"].set_index("label")
+    assert s3.loc["current_g2_n1", "vs_baseline_verdict"] == "slower"
+    assert s3.loc["current_g4_n1", "vs_baseline_verdict"] == "inconclusive"
+    assert s3.loc["current_g4_n1", "vs_baseline_ci_low_pct"] > 5.0  # the CI alone would say "faster"
+    # the table shows the verdict with its margin; the plot marks the point
+    main = render_markdown(three)[1]
+    row = next(r for r in main.splitlines() if "| sync_g4_n1 |" in r)
+    assert "inconclusive (CI95" in row and "margin ±5%" in row and "retention 1.3" in row
+    assert "margin ±5%" in display_columns(three["summary"]).set_index("label").loc["current_g2_n1", "vs_baseline"]
+    fig = plot_retention(three["summary"])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.startswith("(4,1)") and "inconclusive" in t for t in texts)
+    assert "margin ±5%" in fig.axes[0].get_title()
+
+
+def test_margin_is_configurable_per_report(tmp_path):
+    from analysis.report import build, render_markdown
+
+    run = write_run_dir(tmp_path / "m", [SynthPhase("same_runtime", [
+        SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+        SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=96.5, sd_tok_s=0.5),
+        SynthCase("official_g4_n1", "official", 4, 1, mean_tok_s=90.0, sd_tok_s=0.5)], repeats=3)], seed=2)
+    t5, t10 = build(run), build(run, margin_pct=10.0)
+    assert set(t5["comparison"]["verdict"]) == {"faster"}  # about +7 %: past the 5 % margin
+    assert set(t10["comparison"]["verdict"]) == {"equivalent"}
+    assert "margin ±10%" in render_markdown(t10)[0]
+    with pytest.raises(ValueError, match="margin"):
+        build(run, margin_pct=-1)

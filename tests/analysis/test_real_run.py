@@ -68,7 +68,11 @@ def test_summary_regenerates_identically(tmp_path):
 
     fresh = json.loads((run / "summary" / "comparison-summary.json").read_text())
     committed = json.loads((REAL / "summary" / "comparison-summary.json").read_text())
-    assert fresh["rows"] == committed["rows"]
+    # the committed summary predates the verdict margin, window and front-eligibility columns and
+    # used the old (distance-to-chord) knee: every column it has, except the knee, regenerates equal
+    old_cols = set(committed["rows"][0]) - {"knee"}
+    assert [{k: r[k] for k in old_cols} for r in fresh["rows"]] == \
+        [{k: r[k] for k in old_cols} for r in committed["rows"]]
     assert fresh["valid"] is committed["valid"] is True
 
 

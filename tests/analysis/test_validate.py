@@ -130,3 +130,47 @@ def test_record_in_the_wrong_phase_file_is_invalid(tmp_path, valid_run):
     rep = validate_run(run)
     msgs = [i.message for i in rep.errors if i.code == "invalid_record"]
     assert msgs and "does not match file name phase 'other'" in msgs[0]
+
+
+def test_short_measurement_windows_are_warned_per_label(valid_run):
+    """Issue 12: 3 rounds of ~0.6 s (no minimum recorded) is a short window: a warning naming it."""
+    rep = validate_run(valid_run)
+    short = [i for i in rep.warnings if i.code == "short_measurement_window"]
+    labels = {i.label for i in short}
+    assert "baseline" in labels and "current_g4_n1" in labels
+    msg = next(i.message for i in short if i.label == "baseline")
+    assert "3 rounds (no minimum recorded)" in msg and "shorter than 3 s" in msg
+    assert rep.valid  # a warning, not an error
+
+
+def test_reached_window_is_not_warned(valid_run):
+    from types import SimpleNamespace
+
+    from analysis.load import load_run
+    from analysis.validate import _check_window, _Collector
+    from results_schema.models import MeasurementWindow
+
+    data = load_run(valid_run)
+    long_runs = []
+    for p, ln, cr in data.case_runs:
+        r = cr.record
+        scale = 3.5 / r.elapsed_s  # stretch the rounds to a 3.5 s window
+        rounds = tuple(x.model_copy(update={"elapsed_s": x.elapsed_s * scale,
+                                            "throughput_tok_s": x.output_tokens / (x.elapsed_s * scale)})
+                       for x in r.rounds)
+        el = sum(x.elapsed_s for x in rounds)
+        rec = r.model_copy(update={
+            "rounds": rounds, "elapsed_s": el, "throughput_tok_s": r.output_tokens / el,
+            "workload": r.workload.model_copy(update={"min_measured_s": 3.0}),
+            "window": MeasurementWindow(measured_s=el, rounds=len(rounds), min_measured_s=3.0,
+                                        min_rounds=len(rounds), reached=True)})
+        long_runs.append((p, ln, cr.model_copy(update={"record": rec})))
+    col = _Collector()
+    _check_window(SimpleNamespace(case_runs=long_runs), col)
+    assert col.issues == []
+    # the same records asking for a 5 s minimum are short
+    col = _Collector()
+    asked = [(p, ln, cr.model_copy(update={"record": cr.record.model_copy(update={
+        "workload": cr.record.workload.model_copy(update={"min_measured_s": 5.0})})})) for p, ln, cr in long_runs]
+    _check_window(SimpleNamespace(case_runs=asked), col)
+    assert {i.code for _c, i in col.issues} == {"short_measurement_window"}

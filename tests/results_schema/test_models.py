@@ -14,7 +14,7 @@ from results_schema import models
 from results_schema.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
-    models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.BenchRecord,
+    models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
     models.KVCacheCapacity, models.CaseRun, models.CaseFailure, models.ValidationIssue, models.CaseCount,
     models.CheckResult, models.ValidationReport,
 ]
@@ -140,3 +140,49 @@ def test_random_case_runs_round_trip(seed):
 @pytest.mark.parametrize("cls", ALL_MODELS, ids=lambda c: c.__name__)
 def test_every_model_rejects_non_finite_floats_by_config(cls):
     assert cls.model_config["allow_inf_nan"] is False
+
+
+# ----------------------------------------------------------------------------- measurement window (issue 12)
+def _with_rounds(n: int, elapsed: float, measured_rounds: int = 3, min_s: float | None = 3.0, window: bool = True):
+    rec = case_run().record
+    rd = rec.rounds[0]
+    rounds = tuple(rd.model_copy(update={"index": i, "elapsed_s": elapsed,
+                                         "throughput_tok_s": rd.output_tokens / elapsed}) for i in range(n))
+    el = elapsed * n
+    wl = rec.workload.model_copy(update={"measured_rounds": measured_rounds, "min_measured_s": min_s})
+    data = json.loads(dumps_model(rec))
+    data.update(workload=json.loads(dumps_model(wl)), rounds=[json.loads(dumps_model(r)) for r in rounds],
+                output_tokens=rd.output_tokens * n, elapsed_s=el, throughput_tok_s=rd.output_tokens * n / el)
+    if window:
+        data["window"] = {"measured_s": el, "rounds": n, "min_measured_s": min_s or 0.0,
+                          "min_rounds": measured_rounds, "reached": el >= (min_s or 0.0) and n >= measured_rounds}
+    return models.BenchRecord.model_validate(data)
+
+
+def test_rounds_beyond_measured_rounds_need_an_unreached_window():
+    r = _with_rounds(12, 0.25)  # 12 x 0.25 s = the 3 s window; 11 rounds were 2.75 s
+    assert r.window.reached and r.window.rounds == 12 and r.window.measured_s == 3.0
+    with pytest.raises(ValidationError, match="already reached min_measured_s"):
+        _with_rounds(13, 0.25)  # one round more than the window needed
+    with pytest.raises(ValidationError, match="already reached min_measured_s"):
+        _with_rounds(4, 0.25, min_s=None, window=False)  # no window asked: exactly measured_rounds
+    with pytest.raises(ValidationError, match="< measured_rounds"):
+        _with_rounds(2, 2.0)
+
+
+def test_window_must_agree_with_the_record():
+    data = json.loads(dumps_model(_with_rounds(12, 0.25)))
+    data["window"]["rounds"] = 11
+    with pytest.raises(ValidationError, match="window"):
+        models.BenchRecord.model_validate(data)
+    data["window"].update(rounds=12, reached=False)
+    with pytest.raises(ValidationError, match="reached"):
+        models.BenchRecord.model_validate(data)
+
+
+def test_records_without_a_window_keep_their_bytes():
+    rec = case_run().record
+    assert rec.window is None and rec.workload.min_measured_s is None
+    text = dumps_model(rec)
+    assert '"window"' not in text and '"min_measured_s"' not in text
+    assert '"window"' in dumps_model(_with_rounds(12, 0.25))

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from analysis.aggregate import SUMMARY_COLUMNS
+from analysis.compare import VS_BASELINE_COLUMNS
 from analysis.decision import DECISION_COLUMNS
 from analysis.report import write_summary
 from results_schema.cli import export_schemas
@@ -17,7 +18,7 @@ from tests.analysis.conftest import make_fixtures
 
 
 def test_row_models_name_exactly_the_columns_analysis_writes():
-    assert list(SummaryRow.model_fields) == SUMMARY_COLUMNS + ["tokens"]
+    assert list(SummaryRow.model_fields) == SUMMARY_COLUMNS + VS_BASELINE_COLUMNS + ["tokens"]
     assert list(DecisionRow.model_fields) == DECISION_COLUMNS
 
 

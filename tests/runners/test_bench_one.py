@@ -49,3 +49,45 @@ def test_invalid_arguments_exit_2_before_vllm_is_imported(extra, message, capsys
     assert main(BASE + extra) == 2
     assert message in capsys.readouterr().err
     assert ("vllm" in sys.modules) == before
+
+
+def _fake_round(elapsed_s: float, calls: list[int]):
+    def one_round(g: int):
+        calls.append(g)
+        return elapsed_s, [[1, 2, 3], [4, 5, 6]], 16
+    return one_round
+
+
+def test_rounds_repeat_until_the_minimum_window_is_reached() -> None:
+    from runners.bench_one import run_rounds
+
+    calls: list[int] = []
+    rounds = run_rounds(_fake_round(0.25, calls), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
+    # 0.25 s rounds: 3 rounds give 0.75 s; the 3 s window needs 12 rounds
+    assert len(rounds) == 12
+    assert sum(r.elapsed_s for r in rounds) >= 3.0
+    assert sum(r.elapsed_s for r in rounds[:-1]) < 3.0
+    assert calls == list(range(13))  # warmup round 0 first, then fresh prompts per round
+    assert [r.index for r in rounds] == list(range(12))
+
+
+def test_slow_rounds_keep_the_minimum_round_count() -> None:
+    from runners.bench_one import run_rounds
+
+    rounds = run_rounds(_fake_round(2.0, []), warmup_rounds=0, min_rounds=3, min_measured_s=3.0)
+    assert len(rounds) == 3  # 2 rounds reach 4 s, but measured_rounds asks 3
+
+
+def test_negative_min_window_is_rejected_before_vllm(capsys) -> None:
+    assert main(BASE + ["--implementation", "baseline", "--min-measured-s", "-1"]) == 2
+    assert "--min-measured-s -1.0: must be a finite number of seconds >= 0" in capsys.readouterr().err
+
+
+def test_identity_digest_covers_the_rounds_every_case_runs() -> None:
+    """A slower case measures fewer extra rounds; its greedy digest must still equal the baseline's."""
+    from runners.bench_one import overall_digest, run_rounds
+
+    fast = run_rounds(_fake_round(0.25, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
+    slow = run_rounds(_fake_round(1.0, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
+    assert len(fast) == 12 and len(slow) == 3
+    assert overall_digest(fast, 3) == overall_digest(slow, 3)
