@@ -77,10 +77,33 @@ def test_model_without_chat_template_fails_before_engine_start(tmp_path: Path, t
 
 
 def test_prompt_longer_than_context_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
-    with pytest.raises(CaseError, match=r"exceeds max_model_len \(520\)"):
+    from runners.accuracy.datasets import materialize
+
+    src = tmp_path / "long.jsonl"
+    src.write_text(json.dumps({"question": "How many? " * 2000, "answer": "#### 1"}) + "\n")
+    materialize("gsm8k", tmp_path / "data", from_file=src, kind="fixture")
+    with pytest.raises(CaseError, match=r"exceeds max_model_len \(4096\)"):
+        run_cases(model=str(tiny_model_dir), manifest=tmp_path / "data" / "manifest.json", datasets=["gsm8k"],
+                  implementation="baseline", offload=offload(), out_dir=tmp_path, engine_factory=FakeEngine)
+
+
+def test_run_option_contradicting_the_protocol_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    with pytest.raises(CaseError, match=r"protocol qwen-chat-v1 fixes max_model_len=4096; the run asks for "
+                                        r"max_model_len=520"):
         run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
                   implementation="baseline", offload=offload(), out_dir=tmp_path,
                   engine_settings=engine_settings(max_model_len=520), engine_factory=FakeEngine)
+    assert not any(tmp_path.iterdir())
+
+
+def test_engine_is_the_protocol_pins_plus_run_options() -> None:
+    from results_schema.protocols import protocol_spec
+    from runners.accuracy.case import resolve_engine
+
+    pins = protocol_spec("qwen-chat-v1", "gsm8k").engine
+    got = resolve_engine(pins, engine_settings(max_num_seqs=8, max_model_len=4096), "qwen-chat-v1")
+    assert got.vllm_kwargs() == {"enforce_eager": True, "max_model_len": 4096, "gpu_memory_utilization": 0.5,
+                                 "max_num_seqs": 8}
 
 
 def test_offload_case_with_empty_evidence_fails(tmp_path: Path, tiny_model_dir: Path,
