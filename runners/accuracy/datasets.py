@@ -4,19 +4,22 @@ What is modelled: a dataset is one JSONL file declared in a ``manifest.json``
 (:class:`results_schema.accuracy.DatasetManifest`: source, revision, split, row
 count, SHA-256). Loading checks existence, SHA-256 and row count *before* any
 row is parsed and fails with a message naming the file and the expected and
-actual values. Rows are normalized from the real public formats:
+actual values. Rows are read from the real public formats, texts kept exactly as
+stored (the protocol decides what to strip and how to read a gold answer):
 
 * GSM8K (``openai/gsm8k``, config ``main``, split ``test``): ``question``,
   ``answer`` ending in ``#### N``.
 * GPQA Diamond (``Idavidrein/gpqa``, config ``gpqa_diamond``, split ``train``):
   title-case CSV columns (``Question``, ``Correct Answer``, ``Incorrect Answer 1``
   .. ``3``, ``Record ID``) or their snake-case variants (``question``,
-  ``correct_answer``, ``incorrect_answer_1`` ..); option text is stripped.
+  ``correct_answer``, ``incorrect_answer_1`` ..); both spellings give the same row.
 
 Nothing here downloads at run time. ``materialize`` (CLI:
 ``python -m runners.accuracy materialize``) writes a manifest entry from a local
 file, or -- only on a machine with hub access and the optional ``datasets``
-package -- from the hub.
+package -- from the hub: one ``json.dumps(row, sort_keys=True, separators=(",", ":"))``
+line per row, and a manifest entry with source (name), config (subset), revision,
+split, row count and SHA-256.
 
 What is deliberately not modelled: other splits or benchmarks, dataset
 licensing/gating (GPQA is gated: accept its terms on the hub first).
