@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,18 @@ def test_case_writes_result_and_case_independent_examples(tmp_path: Path, tiny_m
         assert [r["index"] for r in rows] == list(range(n))
         assert base.unparsable == sum(r["unparsable"] for r in rows)
         assert all(len(r["prompt_sha256"]) == 64 for r in rows)
+        # the published protocol's per-example and per-task fields
+        source = [json.loads(line) for line in (FIXTURE_MANIFEST.parent / base.dataset.path).read_text().splitlines()]
+        assert [r["row"] for r in rows] == source  # the data row as stored
+        assert all({"gold", "output_text", "parsed", "output_tokens", "finish_reason", "correct"} <= set(r)
+                   for r in rows)
+        assert base.protocol_name == "qwen-chat-v1" and base.protocol_sha256 == base.protocol.sha256()
+        assert base.parsed == n - base.unparsable
+        assert base.finish_reasons == dict(Counter(r["finish_reason"] for r in rows))
+        assert base.length_limited == sum(r["finish_reason"] == "length" for r in rows)
+        assert (base.dataset.source, base.dataset.config, base.dataset.revision, base.dataset.split) == (
+            "fixture", {"gsm8k": "main", "gpqa": "gpqa_diamond"}[task], "fixture-v1",
+            {"gsm8k": "test", "gpqa": "train"}[task])
     gpqa = read_json(cases / "baseline.gpqa.result.json", AccuracyResult)
     assert gpqa.unparsable > 0  # the fake says "I think C" sometimes: counted wrong and separately
 
