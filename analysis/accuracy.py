@@ -299,6 +299,11 @@ def _check_registered(checks: _Checks, result: AccuracyResult) -> None:
         checks.add("registered", task, label, True, f"{spec.name} spec sha256 {want.sha256()[:12]}... as registered")
 
 
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _refuse_mixed_protocols(checks: _Checks, result: AccuracyResult, base: AccuracyResult) -> bool:
     """Record the refusal and return True when ``result`` was scored under another spec than ``base``."""
     if result.protocol_sha256 == base.protocol_sha256:
@@ -306,7 +311,9 @@ def _refuse_mixed_protocols(checks: _Checks, result: AccuracyResult, base: Accur
                    f"same protocol as baseline: {result.protocol_name} (sha256 {result.protocol_sha256[:12]}...)")
         return False
     diffs = _diff(base.protocol, result.protocol)
-    shown = "; ".join(f"{f} baseline={x!r} case={y!r}" for f, x, y in diffs[:5])
+    shown = "; ".join(f"{f} baseline={_short(x)} case={_short(y)}" for f, x, y in diffs[:5])
+    if len(diffs) > 5:
+        shown += f" (+{len(diffs) - 5} more: {', '.join(f for f, _, _ in diffs[5:])})"
     checks.add("protocol", result.task, result.label, False,
                f"refusing to compare case {result.label} ({result.task}) with baseline {base.label}: they were scored "
                f"under different protocol specs (baseline {base.protocol_name} sha256 {base.protocol_sha256[:12]}..., "
