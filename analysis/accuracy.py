@@ -12,10 +12,14 @@ baseline and at least one offload case, and:
 * dataset_hash -- every case used the same dataset entry as the baseline, its
   SHA-256 equals the manifest's, and the file on disk (when present) still hashes
   to it.
-* protocol / sampling / engine / model -- identical to the baseline field by
-  field (the failing field is named); sampling equal to qwen-chat-v1 itself
-  (temperature 0, seed 0, 512 / 8 max tokens, GPQA shuffle seed 0), so cases
-  cannot drift together with their baseline.
+* registered -- each case's recorded protocol spec is the spec registered under
+  its name (``results_schema.protocols``; differing fields named), so a label
+  such as ``qwen-chat-v1`` always means the published protocol and cases cannot
+  drift together with their baseline.
+* protocol -- a case scored under a different spec (SHA-256) than the baseline
+  is refused: it is not compared at all (no identity or drop verdict), and the
+  message names both protocols, both hashes and the differing fields.
+* engine / model -- identical to the baseline field by field (the failing field is named).
 * examples -- the examples file exists, hashes to the recorded SHA-256, holds
   rows 0..n-1 (a missing row is named), and its counts match the result.
 * identity -- the examples file SHA-256 equals the baseline's (first differing
@@ -54,15 +58,11 @@ from results_schema.accuracy import (
     VerifyCheck,
 )
 from results_schema.io import RecordError, iter_jsonl, read_json, write_json
+from results_schema.protocols import REGISTRY, registered_names
 
 GOLD_BALANCE_MIN, GOLD_BALANCE_MAX = 0.15, 0.35
 """Allowed share of each gold letter over the GPQA set (ARCHITECTURE cases: 15%-35%)."""
 GOLD_BALANCE_MIN_N = 100
-QWEN_CHAT_V1_SAMPLING: dict[str, dict[str, float | int]] = {
-    "gsm8k": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "max_tokens": 512},
-    "gpqa": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0, "max_tokens": 8},
-}
-"""Sampling of protocol qwen-chat-v1 (issue 6; mirrors ``runners.accuracy.protocol``, checked by a test)."""
 REPORT_JSON = "accuracy-verification.json"
 REPORT_MD = "accuracy-verification.md"
 
@@ -280,21 +280,46 @@ def _check_gold_balance(checks: _Checks, task: str, rows: list[AccuracyExample],
                                          f": each must be within {GOLD_BALANCE_MIN:.0%}-{GOLD_BALANCE_MAX:.0%}"))
 
 
-def _check_protocol_values(checks: _Checks, result: AccuracyResult) -> None:
-    """The sampling values qwen-chat-v1 prescribes (so a baseline cannot drift together with its cases)."""
-    sp = result.protocol.sampling
-    bad = []
-    if sp.temperature != 0.0:
-        bad.append(f"sampling.temperature={sp.temperature} is not greedy (protocol requires 0)")
-    for name, want in QWEN_CHAT_V1_SAMPLING[result.task].items():
-        if name != "temperature" and getattr(sp, name) != want:
-            bad.append(f"sampling.{name}={getattr(sp, name)} is not {result.protocol.name} ({want})")
-    want_shuffle = 0 if result.task == "gpqa" else None
-    if result.protocol.shuffle_seed != want_shuffle:
-        bad.append(f"shuffle_seed={result.protocol.shuffle_seed} is not {result.protocol.name} ({want_shuffle})")
-    if bad:
-        checks.add("sampling", result.task, result.label, False,
-                   f"case {result.label} ({result.task}) " + "; ".join(bad))
+def _check_registered(checks: _Checks, result: AccuracyResult) -> None:
+    """The recorded spec must be the one registered under its name (a name means one spec, always)."""
+    task, label, spec = result.task, result.label, result.protocol
+    if spec.name not in REGISTRY or task not in REGISTRY[spec.name]:
+        checks.add("registered", task, label, False,
+                   f"case {label} ({task}) was scored under protocol {spec.name!r}, which is not registered "
+                   f"(registered: {', '.join(registered_names())})")
+        return
+    want = REGISTRY[spec.name][task]
+    diffs = _diff(want, spec)
+    if diffs:
+        shown = "; ".join(f"{f} registered={x!r} recorded={y!r}" for f, x, y in diffs[:5])
+        checks.add("registered", task, label, False,
+                   f"case {label} ({task}) claims protocol {spec.name} but its spec (sha256 "
+                   f"{result.protocol_sha256[:12]}...) is not the registered one ({want.sha256()[:12]}...): {shown}")
+    else:
+        checks.add("registered", task, label, True, f"{spec.name} spec sha256 {want.sha256()[:12]}... as registered")
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _refuse_mixed_protocols(checks: _Checks, result: AccuracyResult, base: AccuracyResult) -> bool:
+    """Record the refusal and return True when ``result`` was scored under another spec than ``base``."""
+    if result.protocol_sha256 == base.protocol_sha256:
+        checks.add("protocol", result.task, result.label, True,
+                   f"same protocol as baseline: {result.protocol_name} (sha256 {result.protocol_sha256[:12]}...)")
+        return False
+    diffs = _diff(base.protocol, result.protocol)
+    shown = "; ".join(f"{f} baseline={_short(x)} case={_short(y)}" for f, x, y in diffs[:5])
+    if len(diffs) > 5:
+        shown += f" (+{len(diffs) - 5} more: {', '.join(f for f, _, _ in diffs[5:])})"
+    checks.add("protocol", result.task, result.label, False,
+               f"refusing to compare case {result.label} ({result.task}) with baseline {base.label}: they were scored "
+               f"under different protocol specs (baseline {base.protocol_name} sha256 {base.protocol_sha256[:12]}..., "
+               f"case {result.protocol_name} sha256 {result.protocol_sha256[:12]}...); differing: {shown}. "
+               "Re-run every case of the comparison under one protocol")
+    return True
 
 
 def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | str | None = None) -> AccuracyVerification:
@@ -346,16 +371,15 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         others = others + bases[1:]  # baseline repeats are compared with the first like any case
         base, base_path = bases[0]
         base_rows = None
+        refused: set[int] = set()
         for result, path in [bases[0]] + others:
             _check_counts(checks, result, limit)
             _check_dataset(checks, result, base, manifest_override)
-            _check_protocol_values(checks, result)
+            _check_registered(checks, result)
             if result is not base:
-                _check_same(checks, "protocol", result, base,
-                            base.protocol.model_copy(update={"sampling": None}),
-                            result.protocol.model_copy(update={"sampling": None}), "protocol")
-                _check_same(checks, "sampling", result, base, base.protocol.sampling,
-                            result.protocol.sampling, "sampling")
+                if _refuse_mixed_protocols(checks, result, base):
+                    refused.add(id(result))
+                    continue  # not comparable: no identity, drop or evidence verdict for this case
                 _check_same(checks, "engine", result, base, base.engine, result.engine, "engine")
                 _check_same(checks, "model", result, base, base.model_sha256sums_sha256,
                             result.model_sha256sums_sha256, "model_sha256sums_sha256")
@@ -384,8 +408,11 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
                        f"accuracy {result.accuracy:.4f} vs baseline {base.accuracy:.4f}: drop {drop:+.4f}"
                        + ("" if drop <= 0.0 else " (any drop fails)"))
         for result, _ in [bases[0]] + others:
+            if id(result) in refused:
+                continue  # scored under another protocol: no comparative summary
             summaries.append(CaseSummary(
                 label=result.label, implementation=result.implementation, task=task,
+                protocol_name=result.protocol_name, protocol_sha256=result.protocol_sha256,
                 num_examples=result.num_examples, correct=result.correct, unparsable=result.unparsable,
                 accuracy=result.accuracy, drop_vs_baseline=base.accuracy - result.accuracy,
                 examples_sha256=result.examples_sha256,
@@ -407,10 +434,11 @@ def render_markdown(report: AccuracyVerification) -> str:
     """Markdown report; the mode banner is its first line."""
     lines = [f"# Accuracy verification -- {report.mode_note}", "",
              f"Result: **{'PASSED' if report.passed else 'FAILED'}** ({report.mode} mode)", "",
-             "| task | case | impl | n | correct | unparsable | accuracy | drop | identical |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "| task | case | impl | protocol | n | correct | unparsable | accuracy | drop | identical |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
     for c in report.cases:
-        lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.num_examples} | {c.correct} | "
+        lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.protocol_name} "
+                     f"`{c.protocol_sha256[:12]}` | {c.num_examples} | {c.correct} | "
                      f"{c.unparsable} | {c.accuracy:.4f} | {c.drop_vs_baseline:+.4f} | "
                      f"{'yes' if c.identical_to_baseline else 'NO'} |")
     failed = [c for c in report.checks if c.status == "fail"]

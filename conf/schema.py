@@ -209,6 +209,9 @@ class MatrixConfig:
         accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
             default: the committed fixtures (limited-mode evidence only). The runner checks it, the
             entry of every task and each file's SHA-256 / row count before any process starts.
+        accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
+            accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
+            unknown name is a config error before any process starts.
     """
 
     name: str = MISSING
@@ -234,6 +237,7 @@ class MatrixConfig:
     accuracy_tasks: List[str] = field(default_factory=list)
     accuracy_limit: Optional[int] = None
     accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
+    accuracy_protocol: str = "qwen-chat-v1"
 
 
 @dataclass

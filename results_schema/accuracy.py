@@ -8,6 +8,11 @@ concluded. Example rows deliberately carry nothing case-specific (no label,
 pid or timing), so two cases that produced the same outputs write
 byte-identical example files: their SHA-256 is the output-identity check.
 
+Protocol specs (:class:`ProtocolSpec`) are defined here; the registered ones live in
+``results_schema.protocols``. Schema version 2 (issue 11): results record
+``protocol_name``, ``parsed``, ``length_limited``, ``finish_reasons``; example rows
+the data ``row``; version-1 files (the old protocol layout) are refused.
+
 What is deliberately not modelled: answer extraction and prompt rendering
 (``runners.accuracy``), statistics (``analysis.accuracy``). This module must
 not import vLLM or torch.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -93,53 +98,83 @@ class DatasetManifest(StrictModel):
         raise KeyError(f"no dataset {name!r} in manifest (known: {[d.name for d in self.datasets]})")
 
 
+ProtocolName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v[1-9][0-9]*$")]
+"""A protocol's name and version, e.g. ``qwen-chat-v1`` (lower case, dash-separated, ending ``-v<N>``)."""
+
+
 class SamplingSettings(StrictModel):
-    """vLLM ``SamplingParams`` fields that decide the output (greedy by protocol)."""
+    """vLLM ``SamplingParams`` fields a protocol sets; ``null`` = not passed (vLLM's own default)."""
 
     temperature: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = Field(description="0 = greedy.")
-    top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(description="Nucleus mass (1 = off).")
-    top_k: int = Field(description="Top-k (0 or -1 = off).")
-    seed: NonNegInt = Field(description="Per-request sampling seed.")
     max_tokens: Annotated[int, Field(ge=1)] = Field(description="Max generated tokens per request.")
+    top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+        default=None, description="Nucleus mass (1 = off); null = not passed.")
+    top_k: int | None = Field(default=None, description="Top-k (0 or -1 = off); null = not passed.")
+    seed: NonNegInt | None = Field(default=None, description="Per-request sampling seed; null = not passed.")
 
-
-class ProtocolSpec(StrictModel):
-    """Everything about how prompts are built and sampled; identical across the cases compared."""
-
-    name: Literal["qwen-chat-v1"] = Field(description="Protocol name and version.")
-    task: Task
-    system_message: str = Field(description="System message sent before the user turn.")
-    user_template: str = Field(description="str.format template of the user turn.")
-    sampling: SamplingSettings
-    shuffle_seed: NonNegInt | None = Field(
-        description="GPQA: seed of the per-question option shuffle (hash of seed and question); null for GSM8K."
-    )
-    chat_template: Literal["model"] = Field(
-        description="Prompt rendering: the model's own chat template (add_generation_prompt=True); required."
-    )
-    answer_extraction: str = Field(description="Name/version of the answer parser.")
-
-    def sha256(self) -> str:
-        """SHA-256 of the canonical JSON of this spec."""
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+    def vllm_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for ``vllm.SamplingParams``: only the fields that are set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class EngineSettings(StrictModel):
-    """vLLM engine arguments that can change outputs; identical across the cases compared."""
+    """vLLM ``LLM(...)`` arguments that can change outputs (besides model and offload); ``null`` = not passed.
 
-    max_model_len: Annotated[int, Field(ge=2)] = Field(description="vLLM max_model_len (tokens).")
-    dtype: str = Field(description="Model dtype given to vLLM.")
-    enforce_eager: bool = Field(description="vLLM enforce_eager.")
-    enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
-    max_num_seqs: Annotated[int, Field(ge=1)] = Field(description="vLLM max_num_seqs (batch size cap).")
+    Used twice: as a protocol's *pins* (``ProtocolSpec.engine``: what the protocol fixes) and as
+    what a case actually passed (``AccuracyResult.engine``: pins + run options, compared across cases).
+    """
+
+    max_model_len: Annotated[int, Field(ge=2)] | None = Field(default=None, description="vLLM max_model_len (tokens).")
+    dtype: str | None = Field(default=None, description="Model dtype given to vLLM; null = 'auto' (the model's).")
+    enforce_eager: bool | None = Field(default=None, description="vLLM enforce_eager.")
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = Field(
+        default=None, description="vLLM gpu_memory_utilization (fraction of device memory).")
+    enable_prefix_caching: bool | None = Field(default=None, description="vLLM enable_prefix_caching.")
+    max_num_seqs: Annotated[int, Field(ge=1)] | None = Field(default=None, description="vLLM max_num_seqs.")
+    seed: NonNegInt | None = Field(default=None, description="vLLM engine seed.")
+
+    def vllm_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for ``vllm.LLM``: only the fields that are set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class ProtocolSpec(StrictModel):
+    """A frozen accuracy protocol for one task: everything that decides prompts, sampling and scoring.
+
+    Its SHA-256 (:meth:`sha256`) is recorded in every result; the verifier compares only
+    cases with equal hashes and checks the spec against the registered one
+    (``results_schema.protocols``). Extraction regexes are part of the spec text, and the
+    implementation compiles them from here, so the hash covers what actually runs.
+    """
+
+    name: ProtocolName = Field(description="Protocol name and version (registry key).")
+    task: Task
+    system_message: str = Field(description="System turn, exact text.")
+    user_template: str = Field(
+        description="str.format template of the user turn ({question}; GPQA also {A} {B} {C} {D}).")
+    option_shuffle: str | None = Field(
+        description="GPQA: rule that orders the options (id of the algorithm); null for GSM8K.")
+    shuffle_seed: str | None = Field(description="GPQA: seed string of the option shuffle; null for GSM8K.")
+    chat_template: Literal["model"] = Field(
+        description="Prompt rendering: the model's own chat template (add_generation_prompt=True); required.")
+    answer_extraction: str = Field(description="Id of the answer extraction rule (applies to gold and replies).")
+    extraction_patterns: tuple[str, ...] = Field(
+        description="Regular expressions of the extraction rule, in the order they are tried.")
+    sampling: SamplingSettings
+    engine: EngineSettings = Field(description="Engine arguments the protocol fixes (null = not fixed).")
+
+    def sha256(self) -> str:
+        """SHA-256 of the canonical JSON of this spec (sorted keys, compact, ASCII)."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
 
 
 class AccuracyExample(StrictModel):
     """One line of ``<label>.<task>.examples.jsonl``; case-independent by design."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     index: NonNegInt = Field(description="0-based row index in the dataset file.")
     example_id: str = Field(description="Stable id of the row (dataset record id, or 'row-<index>').")
+    row: dict[str, Any] = Field(description="The data row as stored in the dataset file (JSON object).")
     prompt_sha256: Sha256Hex = Field(description="SHA-256 of the rendered prompt text (chat template applied).")
     prompt_tokens: NonNegInt = Field(description="Prompt length in tokens.")
     gold: str = Field(description="Gold answer: normalized number (GSM8K) or letter A-D (GPQA).")
@@ -173,7 +208,7 @@ class AccuracyExample(StrictModel):
 class AccuracyResult(StrictModel):
     """``<label>.<task>.result.json``: one accuracy case, one fresh process."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     label: str = Field(description="Case label (baseline, current-4-1, ...).")
     implementation: Implementation
     offload: OffloadSetting
@@ -182,9 +217,10 @@ class AccuracyResult(StrictModel):
     dataset_manifest_path: str = Field(description="Absolute path of the manifest the dataset was checked against.")
     limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit given (first N rows), null = all rows.")
     mode: VerifyMode = Field(description="'formal' only when all rows of a full dataset ran; else 'limited'.")
+    protocol_name: ProtocolName = Field(description="Name and version of the protocol the case was scored under.")
     protocol: ProtocolSpec
     protocol_sha256: Sha256Hex = Field(description="ProtocolSpec.sha256() of ``protocol``.")
-    engine: EngineSettings
+    engine: EngineSettings = Field(description="Engine arguments the case passed (protocol pins + run options).")
     model: str = Field(description="Model directory given to vLLM.")
     model_sha256sums_sha256: Sha256Hex | None = Field(
         description="SHA-256 of the model directory's SHA256SUMS file (model identity); null if absent."
@@ -193,6 +229,9 @@ class AccuracyResult(StrictModel):
     correct: NonNegInt = Field(description="Examples answered correctly.")
     unparsable: NonNegInt = Field(description="Examples with no extractable answer (counted wrong).")
     accuracy: Fraction = Field(description="correct / num_examples.")
+    parsed: NonNegInt = Field(description="Examples with an extracted answer (num_examples - unparsable).")
+    length_limited: NonNegInt = Field(description="Replies that hit the token limit (finish reason 'length').")
+    finish_reasons: dict[FinishReason, NonNegInt] = Field(description="Count of each finish reason.")
     output_tokens: NonNegInt = Field(description="Generated tokens over all examples.")
     examples_path: str = Field(description="Examples JSONL, relative to the result file's directory.")
     examples_sha256: Sha256Hex = Field(description="SHA-256 of the examples JSONL bytes.")
@@ -212,6 +251,17 @@ class AccuracyResult(StrictModel):
             raise ValueError(
                 f"task mismatch: result {self.task}, protocol {self.protocol.task}, dataset {self.dataset.task}"
             )
+        if self.protocol_name != self.protocol.name:
+            raise ValueError(f"protocol_name {self.protocol_name!r} != protocol.name {self.protocol.name!r}")
+        if self.parsed != self.num_examples - self.unparsable:
+            raise ValueError(f"parsed ({self.parsed}) != num_examples - unparsable "
+                             f"({self.num_examples} - {self.unparsable})")
+        if sum(self.finish_reasons.values()) != self.num_examples:
+            raise ValueError(f"finish_reasons {dict(self.finish_reasons)} do not add up to num_examples "
+                             f"({self.num_examples})")
+        if self.length_limited != self.finish_reasons.get("length", 0):
+            raise ValueError(f"length_limited ({self.length_limited}) != finish_reasons['length'] "
+                             f"({self.finish_reasons.get('length', 0)})")
         if self.protocol_sha256 != self.protocol.sha256():
             raise ValueError(
                 f"protocol_sha256 {self.protocol_sha256} does not match the protocol ({self.protocol.sha256()})"
@@ -255,6 +305,8 @@ class CaseSummary(StrictModel):
     label: str
     implementation: Implementation
     task: Task
+    protocol_name: ProtocolName = Field(description="Protocol the case was scored under.")
+    protocol_sha256: Sha256Hex = Field(description="SHA-256 of that protocol's spec.")
     num_examples: NonNegInt = Field(description="Examples evaluated.")
     correct: NonNegInt = Field(description="Correct examples.")
     unparsable: NonNegInt = Field(description="Unparsable outputs (counted wrong).")
@@ -269,7 +321,7 @@ class CaseSummary(StrictModel):
 class AccuracyVerification(StrictModel):
     """``accuracy-verification.json``: the verifier's report over one run directory."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     mode: VerifyMode = Field(description="'formal' (full counts required) or 'limited' (smoke only, not evidence).")
     mode_note: str = Field(description="Human label of the mode, repeated in every rendered output.")
     limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit the verifier was given; null in formal mode.")
@@ -284,6 +336,8 @@ class AccuracyTaskOutcome(StrictModel):
 
     task: Task
     mode: VerifyMode = Field(description="The result's mode ('formal' or 'limited').")
+    protocol_name: ProtocolName = Field(description="Protocol the task was scored under.")
+    protocol_sha256: Sha256Hex = Field(description="SHA-256 of that protocol's spec.")
     result_path: str = Field(description="The case's ``<label>.<task>.result.json``, relative to the run directory.")
     result_sha256: Sha256Hex = Field(description="SHA-256 of the result file's bytes when the case was recorded.")
     examples_sha256: Sha256Hex = Field(description="SHA-256 of the examples JSONL (as the result records it).")
@@ -311,7 +365,7 @@ class AccuracyCaseRun(StrictModel):
     ``(phase, label, repeat)`` named here; a failed case is a ``CaseFailure`` line instead.
     """
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     phase: str = Field(description="Matrix phase (kind accuracy).")
     label: str = Field(description="Case label, unique within the phase.")
     implementation: Implementation

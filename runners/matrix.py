@@ -352,7 +352,13 @@ def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
         c = sc.case
         if c.kind == "accuracy" and c.phase not in seen:
             seen[c.phase] = c
+    from results_schema.protocols import UnknownProtocolError, check_protocol
+
     for phase, c in seen.items():
+        try:
+            check_protocol(str(c.accuracy_protocol or "qwen-chat-v1"))
+        except UnknownProtocolError as exc:
+            raise RunnerError(f"config: accuracy phase {phase!r}: accuracy_protocol: {exc}", EXIT_CONFIG) from None
         manifest = accuracy_manifest_path(c.accuracy_manifest)
         where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
         if not manifest.is_file():
@@ -420,7 +426,8 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         argv = prefix + ["run", "--model", str(model_dir),
                 "--dataset", ",".join(c.accuracy_tasks), "--implementation", c.implementation, "--offload", offload,
                 "--label", c.label, "--out", str(paths.record.parent / paths.record.stem),
-                "--manifest", str(accuracy_manifest_path(c.accuracy_manifest))]
+                "--manifest", str(accuracy_manifest_path(c.accuracy_manifest)),
+                "--protocol", str(c.accuracy_protocol or "qwen-chat-v1")]
         if c.accuracy_limit is not None:
             argv += ["--limit", str(c.accuracy_limit)]
         return tuple(argv)
@@ -676,7 +683,8 @@ def _finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple
                     raise ValueError(f"{result.name} is for case {r.label!r} ({r.implementation}), expected "
                                      f"{c.label!r} ({c.implementation})")
                 outcomes.append(AccuracyTaskOutcome(
-                    task=r.task, mode=r.mode, result_path=result.relative_to(run_dir).as_posix(),
+                    task=r.task, mode=r.mode, protocol_name=r.protocol_name, protocol_sha256=r.protocol_sha256,
+                    result_path=result.relative_to(run_dir).as_posix(),
                     result_sha256=sha256_file(result), examples_sha256=r.examples_sha256,
                     num_examples=r.num_examples, correct=r.correct, unparsable=r.unparsable, accuracy=r.accuracy))
             manifest = accuracy_manifest_path(c.accuracy_manifest)

@@ -47,6 +47,7 @@ class CaseSpec:
         accuracy_tasks: tasks for accuracy phases (one process evaluates all of them).
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
         accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
+        accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
     """
 
     phase: str
@@ -68,6 +69,7 @@ class CaseSpec:
     accuracy_tasks: tuple[str, ...] = ()
     accuracy_limit: int | None = None
     accuracy_manifest: str | None = None
+    accuracy_protocol: str | None = None
 
     @property
     def offload_requested(self) -> bool:
@@ -277,6 +279,7 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         accuracy_limit=matrix.get("accuracy_limit"),
         accuracy_manifest=(str(matrix.get("accuracy_manifest") or "eval_datasets/fixtures/manifest.json")
                            if kind == "accuracy" else None),
+        accuracy_protocol=(str(matrix.get("accuracy_protocol") or "qwen-chat-v1") if kind == "accuracy" else None),
     )
 
 

@@ -1,8 +1,9 @@
 """One accuracy case in this process: dataset(s) x implementation x offload setting.
 
-What is modelled: verified dataset load -> ``qwen-chat-v1`` prompts rendered
-with the model's chat template -> one engine -> one greedy ``generate`` over all
-prompts of each dataset ->
+What is modelled: verified dataset load -> prompts of the selected protocol
+(default ``qwen-chat-v1``) rendered with the model's chat template -> one engine
+(the protocol's pinned engine arguments + run options) -> one greedy ``generate``
+over all prompts of each dataset ->
 scoring -> ``<label>.<task>.examples.jsonl`` (case-independent rows) and
 ``<label>.<task>.result.json`` (:class:`results_schema.accuracy.AccuracyResult`),
 plus one ``ACCURACY_RESULT <json>`` stdout line. The process is expected to be
@@ -24,6 +25,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +40,9 @@ from results_schema.accuracy import (
 )
 from results_schema.io import dumps_model, read_json, write_json
 from results_schema.models import OffloadSetting, RuntimeEvidence
+from results_schema.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.accuracy.datasets import load_dataset
-from runners.accuracy.protocol import build_messages, protocol_spec, render_prompt
-from runners.accuracy.scoring import score
+from runners.accuracy.protocol import render_prompt, render_row, score
 
 IMPL_ENV = "OFFLOAD_IMPL"
 EVIDENCE_ENV = "OFFLOAD_EVIDENCE_PATH"
@@ -78,16 +80,7 @@ class VllmEngine:
     def __init__(self, model: str, engine: EngineSettings, offload: OffloadSetting) -> None:
         from vllm import LLM  # heavy import, only in case processes
 
-        kwargs: dict[str, Any] = dict(
-            model=model,
-            tokenizer=model,
-            dtype=engine.dtype,
-            max_model_len=engine.max_model_len,
-            enforce_eager=engine.enforce_eager,
-            enable_prefix_caching=engine.enable_prefix_caching,
-            max_num_seqs=engine.max_num_seqs,
-            seed=0,
-        )
+        kwargs: dict[str, Any] = dict(model=model, tokenizer=model, **engine.vllm_kwargs())
         if offload.enabled:
             kwargs.update(
                 offload_group_size=offload.offload_group_size,
@@ -103,13 +96,7 @@ class VllmEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            seed=sampling.seed,
-            max_tokens=sampling.max_tokens,
-        )
+        params = SamplingParams(**sampling.vllm_kwargs())  # only what the protocol sets
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
         result = []
         for out in outs:
@@ -167,6 +154,25 @@ def _read_evidence(path: Path, timeout_s: float = 30.0) -> RuntimeEvidence:
     return read_json(path, RuntimeEvidence)
 
 
+def resolve_engine(pins: EngineSettings, options: EngineSettings | None, protocol: str) -> EngineSettings:
+    """The engine arguments of a case: the protocol's pins plus run options for what it leaves open.
+
+    Raises:
+        CaseError: a run option contradicts a pin (names both values), or no max_model_len is known.
+    """
+    merged = pins.model_dump()
+    for name, value in (options.model_dump() if options is not None else {}).items():
+        if value is None:
+            continue
+        if merged[name] is not None and merged[name] != value:
+            raise CaseError(f"protocol {protocol} fixes {name}={merged[name]!r}; the run asks for {name}={value!r} "
+                            "(a different value needs a new protocol name or version)")
+        merged[name] = value
+    if merged["max_model_len"] is None:
+        raise CaseError(f"protocol {protocol} does not fix max_model_len; pass --max-model-len")
+    return EngineSettings(**merged)
+
+
 def run_case(*, dataset: str, **kwargs: Any) -> AccuracyResult:
     """One dataset; see :func:`run_cases`."""
     return run_cases(datasets=[dataset], **kwargs)[0]
@@ -190,10 +196,11 @@ def run_cases(
     implementation: str,
     offload: OffloadSetting,
     out_dir: Path | str,
-    engine_settings: EngineSettings,
+    engine_settings: EngineSettings | None = None,
     limit: int | None = None,
     label: str | None = None,
     engine_factory: Any = None,
+    protocol: str = DEFAULT_PROTOCOL,
 ) -> list[AccuracyResult]:
     """Run one accuracy case (one engine, one process) over one or more datasets; write its files.
 
@@ -208,26 +215,35 @@ def run_cases(
         offload: offload parameters (disabled for baseline).
         out_dir: directory for the result and examples files (created; existing
             files for the same label and task are never overwritten).
-        engine_settings: vLLM engine arguments that can change outputs.
+        engine_settings: run options for engine arguments (null fields = not given); they
+            fill what the protocol leaves open and must agree with what it fixes.
         limit: evaluate the first N rows only (smoke; the result is 'limited').
         label: case label (default :func:`default_label`).
         engine_factory: ``callable(model, engine_settings, offload) -> Engine``;
             default builds :class:`VllmEngine`. Tests pass a fake.
+        protocol: registered protocol name (``results_schema.protocols``); default ``qwen-chat-v1``.
 
     Returns:
         The validated results, one per dataset (also written to disk and printed).
 
     Raises:
-        CaseError, DatasetError, ChatTemplateMissing: with messages naming the case.
+        CaseError, DatasetError, ChatTemplateMissing, UnknownProtocolError: with messages naming the case.
     """
     from transformers import AutoTokenizer
 
+    check_protocol(protocol)
     label = label or default_label(implementation, offload)
     out_dir = Path(out_dir).resolve()
     _check_implementation_env(implementation, offload)
     if not datasets:
         raise CaseError(f"case {label}: no dataset given")
     loaded = [load_dataset(manifest, dataset) for dataset in datasets]  # verify every file first
+    specs = {entry.task: protocol_spec(protocol, entry.task) for entry, _, _ in loaded}
+    pins = {spec.engine for spec in specs.values()}
+    if len(pins) != 1:  # pragma: no cover - registry invariant, checked by a test
+        raise CaseError(f"protocol {protocol}: tasks {sorted(specs)} fix different engine arguments; one engine "
+                        "cannot serve them")
+    engine_settings = resolve_engine(pins.pop(), engine_settings, protocol)
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     prepared: list[_Prepared] = []
     for entry, _, rows in loaded:
@@ -240,11 +256,12 @@ def run_cases(
                 raise CaseError(f"case {label}/{task}: {path} already exists; results are never overwritten")
         if limit is not None:
             rows = rows[:limit]
-        spec = protocol_spec(task)
+        spec = specs[task]
         rendered = []
         for row in rows:
-            messages, gold, order = build_messages(spec, row)
-            text, ids = render_prompt(tokenizer, messages)
+            r = render_row(spec, row)
+            gold, order = r.gold, r.order
+            text, ids = render_prompt(tokenizer, r.messages())
             if len(ids) + spec.sampling.max_tokens > engine_settings.max_model_len:
                 raise CaseError(
                     f"case {label}/{task}: row {row.index} prompt ({len(ids)} tokens) + max_tokens "
@@ -289,7 +306,7 @@ def run_cases(
         task = prep.entry.task
         examples = []
         for (row, gold, order, text, ids), gen in zip(prep.rendered, gens):
-            parsed, correct = score(task, gen.text, gold)
+            parsed, correct = score(prep.spec, gen.text, gold)
             if gen.finish_reason not in ("stop", "length", "abort"):
                 raise CaseError(f"case {label}/{task}: row {row.index} has unknown finish reason "
                                 f"{gen.finish_reason!r}")
@@ -297,6 +314,7 @@ def run_cases(
                 AccuracyExample(
                     index=row.index,
                     example_id=row.example_id,
+                    row=row.raw,
                     prompt_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
                     prompt_tokens=len(ids),
                     gold=gold,
@@ -322,6 +340,7 @@ def run_cases(
             dataset_manifest_path=str(Path(manifest).resolve()),
             limit=limit,
             mode="formal" if (limit is None and prep.entry.kind == "full") else "limited",
+            protocol_name=prep.spec.name,
             protocol=prep.spec,
             protocol_sha256=prep.spec.sha256(),
             engine=engine_settings,
@@ -331,6 +350,9 @@ def run_cases(
             correct=correct_n,
             unparsable=sum(e.unparsable for e in examples),
             accuracy=correct_n / len(examples),
+            parsed=sum(not e.unparsable for e in examples),
+            length_limited=sum(e.finish_reason == "length" for e in examples),
+            finish_reasons=dict(sorted(Counter(e.finish_reason for e in examples).items())),
             output_tokens=sum(e.output_tokens for e in examples),
             examples_path=prep.examples_path.name,
             examples_sha256=hashlib.sha256(data).hexdigest(),
@@ -363,6 +385,7 @@ def summary_line(result: AccuracyResult) -> str:
         {
             "label": result.label,
             "task": result.task,
+            "protocol": result.protocol_name,
             "mode": result.mode,
             "accuracy": result.accuracy,
             "correct": result.correct,

@@ -2,6 +2,8 @@
 
 Subcommands:
 
+* ``render``: what a protocol makes of one data row (system, user, gold, GPQA order); no model.
+* ``parse``: what a protocol extracts from one reply; no model.
 * ``run``: one accuracy case in this process (meant to be a fresh process).
 * ``matrix``: baseline + offload cases for each dataset, each in a fresh
   subprocess (same environment contract as bench cases), then the verifier.
@@ -13,33 +15,85 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from results_schema.accuracy import EngineSettings
+from results_schema.protocols import DEFAULT_PROTOCOL, registered_names
 from results_schema.models import OffloadSetting
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST = REPO_ROOT / "eval_datasets" / "fixtures" / "manifest.json"
 
 
+_ENGINE_HELP = " (default: the protocol's value, else vLLM's; a value contradicting the protocol is an error)"
+
+
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-model-len", type=int, default=2048, help="vLLM max_model_len (tokens)")
-    p.add_argument("--dtype", default="bfloat16", help="model dtype given to vLLM")
-    p.add_argument("--no-enforce-eager", dest="enforce_eager", action="store_false", help="allow graphs")
-    p.add_argument("--enable-prefix-caching", action="store_true", help="vLLM prefix caching (default off)")
-    p.add_argument("--max-num-seqs", type=int, default=64, help="vLLM max_num_seqs")
+    p.add_argument("--max-model-len", type=int, default=None, help="vLLM max_model_len (tokens)" + _ENGINE_HELP)
+    p.add_argument("--dtype", default=None, help="model dtype given to vLLM" + _ENGINE_HELP)
+    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM enforce_eager" + _ENGINE_HELP)
+    p.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="vLLM gpu_memory_utilization" + _ENGINE_HELP)
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM prefix caching" + _ENGINE_HELP)
+    p.add_argument("--max-num-seqs", type=int, default=None, help="vLLM max_num_seqs" + _ENGINE_HELP)
+
+
+def _add_protocol_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--protocol", default=DEFAULT_PROTOCOL,
+                   help=f"registered accuracy protocol ({', '.join(registered_names())}; default {DEFAULT_PROTOCOL})")
 
 
 def engine_settings_from(ns: argparse.Namespace) -> EngineSettings:
+    """Engine run options given on the command line (unset = null: the protocol's or vLLM's value)."""
     return EngineSettings(
         max_model_len=ns.max_model_len,
         dtype=ns.dtype,
         enforce_eager=ns.enforce_eager,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
         enable_prefix_caching=ns.enable_prefix_caching,
         max_num_seqs=ns.max_num_seqs,
     )
+
+
+def _task(task: str) -> str:
+    from results_schema.protocols import TASKS
+
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    return task
+
+
+def _cmd_render(ns: argparse.Namespace) -> int:
+    from results_schema.protocols import protocol_spec
+    from runners.accuracy.datasets import normalize_row
+    from runners.accuracy.protocol import render_row
+
+    spec = protocol_spec(ns.protocol, _task(ns.task))
+    try:
+        raw = json.loads(ns.row, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise ValueError(f"--row is not valid JSON: {exc}") from None
+    row = normalize_row(spec.task, 0, raw, "--row")
+    print(json.dumps(render_row(spec, row).to_json(), ensure_ascii=False))
+    return 0
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"non-finite constant {name!r} is not allowed")
+
+
+def _cmd_parse(ns: argparse.Namespace) -> int:
+    from results_schema.protocols import protocol_spec
+    from runners.accuracy.protocol import parse_reply
+
+    spec = protocol_spec(ns.protocol, _task(ns.task))
+    print(json.dumps({"parsed": parse_reply(spec, ns.text)}))
+    return 0
 
 
 def parse_offload(text: str) -> OffloadSetting:
@@ -75,6 +129,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         engine_settings=engine_settings_from(ns),
         limit=ns.limit,
         label=ns.label,
+        protocol=ns.protocol,
     )
     for result in results:
         print(summary_line(result), file=sys.stderr)
@@ -105,6 +160,7 @@ def _cmd_matrix(ns: argparse.Namespace) -> int:
         engine_args=ns.engine_args,
         timeout_s=ns.timeout_s,
         per_process=ns.process_per,
+        protocol=ns.protocol,
     )
 
 
@@ -123,6 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runners.accuracy", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
 
+    ren = sub.add_parser("render", help="print {system, user, gold[, order]} of one data row under a protocol")
+    _add_protocol_arg(ren)
+    ren.add_argument("--task", required=True, help="gsm8k | gpqa")
+    ren.add_argument("--row", required=True,
+                     help="one data row as a JSON object (GSM8K question/answer; GPQA Question, Correct Answer, "
+                          "Incorrect Answer 1..3, title or snake case)")
+    ren.set_defaults(func=_cmd_render)
+
+    par = sub.add_parser("parse", help='print {"parsed": ...} for one reply under a protocol (null = unparsable)')
+    _add_protocol_arg(par)
+    par.add_argument("--task", required=True, help="gsm8k | gpqa")
+    par.add_argument("--text", required=True, help="the model's reply")
+    par.set_defaults(func=_cmd_parse)
+
     run = sub.add_parser("run", help="one accuracy case in this process")
     run.add_argument("--model", required=True, help="local model directory (must have a chat template)")
     run.add_argument("--dataset", required=True,
@@ -133,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=None, help="first N rows only (smoke; result is 'limited')")
     run.add_argument("--label", default=None, help="case label (default baseline / <impl>-G-N)")
     run.add_argument("--out", required=True, help="output directory")
+    _add_protocol_arg(run)
     _add_engine_args(run)
     run.set_defaults(func=_cmd_run)
 
@@ -152,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--timeout-s", type=float, default=1800.0, help="per-case timeout (TERM, then KILL)")
     mat.add_argument("--process-per", default="case-dataset", choices=["case-dataset", "case"],
                      help="one process per case and dataset (default), or per case running all datasets")
+    _add_protocol_arg(mat)
     mat.add_argument("--engine-args", default="", help="extra engine flags for each case, e.g. '--max-model-len 4096'")
     mat.set_defaults(func=_cmd_matrix)
 

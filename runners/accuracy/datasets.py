@@ -4,19 +4,22 @@ What is modelled: a dataset is one JSONL file declared in a ``manifest.json``
 (:class:`results_schema.accuracy.DatasetManifest`: source, revision, split, row
 count, SHA-256). Loading checks existence, SHA-256 and row count *before* any
 row is parsed and fails with a message naming the file and the expected and
-actual values. Rows are normalized from the real public formats:
+actual values. Rows are read from the real public formats, texts kept exactly as
+stored (the protocol decides what to strip and how to read a gold answer):
 
 * GSM8K (``openai/gsm8k``, config ``main``, split ``test``): ``question``,
   ``answer`` ending in ``#### N``.
 * GPQA Diamond (``Idavidrein/gpqa``, config ``gpqa_diamond``, split ``train``):
   title-case CSV columns (``Question``, ``Correct Answer``, ``Incorrect Answer 1``
   .. ``3``, ``Record ID``) or their snake-case variants (``question``,
-  ``correct_answer``, ``incorrect_answer_1`` ..); option text is stripped.
+  ``correct_answer``, ``incorrect_answer_1`` ..); both spellings give the same row.
 
 Nothing here downloads at run time. ``materialize`` (CLI:
 ``python -m runners.accuracy materialize``) writes a manifest entry from a local
 file, or -- only on a machine with hub access and the optional ``datasets``
-package -- from the hub.
+package -- from the hub: one ``json.dumps(row, sort_keys=True, separators=(",", ":"))``
+line per row, and a manifest entry with source (name), config (subset), revision,
+split, row count and SHA-256.
 
 What is deliberately not modelled: other splits or benchmarks, dataset
 licensing/gating (GPQA is gated: accept its terms on the hub first).
@@ -30,13 +33,12 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from results_schema.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
-from runners.accuracy.scoring import parse_gsm8k_gold
 
 HUB_SOURCES: dict[str, dict[str, str]] = {
     "gsm8k": {"source": "openai/gsm8k", "config": "main", "split": "test", "name": "gsm8k"},
@@ -51,22 +53,24 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class GSM8KRow:
-    """One normalized GSM8K row."""
+    """One GSM8K row; texts exactly as stored (the protocol decides what to strip and how to read the gold)."""
 
     index: int
     example_id: str
     question: str
-    gold: str  # canonical number
+    answer: str
+    raw: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
 class GPQARow:
-    """One normalized GPQA row: ``options[0]`` is the correct answer, 1..3 the incorrect ones."""
+    """One GPQA row: ``options[0]`` is the correct answer, 1..3 the incorrect ones (texts as stored)."""
 
     index: int
     example_id: str
     question: str
     options: tuple[str, str, str, str]
+    raw: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
 
 
 Row = GSM8KRow | GPQARow
@@ -153,31 +157,32 @@ def _field(row: dict[str, object], key: str, where: str) -> str:
 
 
 def normalize_row(task: str, index: int, raw: dict[str, object], where: str = "") -> Row:
-    """Normalize one raw JSON row of ``task`` (see module docstring for accepted columns).
+    """Read one raw JSON row of ``task`` (see module docstring for accepted columns).
+
+    Column names are matched case-insensitively with spaces, dashes and underscores
+    equivalent (``Correct Answer`` == ``correct_answer``); texts are kept as stored.
 
     Raises:
-        DatasetError: missing column, empty option, malformed GSM8K answer.
+        DatasetError: not an object, missing or empty column (message names the column and the columns present).
     """
     where = where or f"row {index}"
-    row = {_normalize_key(k): v for k, v in raw.items()}
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    row = {_normalize_key(str(k)): v for k, v in raw.items()}
     if task == "gsm8k":
-        question = _field(row, "question", where)
-        try:
-            gold = parse_gsm8k_gold(_field(row, "answer", where))
-        except ValueError as exc:
-            raise DatasetError(f"{where}: {exc}") from exc
-        return GSM8KRow(index=index, example_id=f"row-{index}", question=question.strip(), gold=gold)
+        return GSM8KRow(index=index, example_id=f"row-{index}", question=_field(row, "question", where),
+                        answer=_field(row, "answer", where), raw=dict(raw))
     if task == "gpqa":
         question = _field(row, "question", where)
         options = (
-            _field(row, "correct_answer", where).strip(),
-            _field(row, "incorrect_answer_1", where).strip(),
-            _field(row, "incorrect_answer_2", where).strip(),
-            _field(row, "incorrect_answer_3", where).strip(),
+            _field(row, "correct_answer", where),
+            _field(row, "incorrect_answer_1", where),
+            _field(row, "incorrect_answer_2", where),
+            _field(row, "incorrect_answer_3", where),
         )
         record_id = row.get("record_id")
         example_id = record_id.strip() if isinstance(record_id, str) and record_id.strip() else f"row-{index}"
-        return GPQARow(index=index, example_id=example_id, question=question.strip(), options=options)
+        return GPQARow(index=index, example_id=example_id, question=question, options=options, raw=dict(raw))
     raise DatasetError(f"unknown task {task!r}; expected gsm8k or gpqa")
 
 
@@ -238,7 +243,9 @@ def _records_from_file(path: Path) -> list[dict[str, object]]:
     if suffix == ".parquet":
         import pandas as pd  # optional: needs pyarrow or fastparquet
 
-        return [dict(r) for r in pd.read_parquet(path).to_dict(orient="records")]
+        frame = pd.read_parquet(path)
+        frame = frame.astype(object).where(frame.notna(), None)  # pandas' NaN for a missing cell -> null
+        return [dict(r) for r in frame.to_dict(orient="records")]
     raise DatasetError(f"{path}: unsupported input format {suffix!r} (use .jsonl, .csv or .parquet)")
 
 
@@ -272,6 +279,18 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def jsonl_line(record: dict[str, object]) -> str:
+    """One materialized row: ``json.dumps(sort_keys=True, separators=(",", ":"))`` + newline (finite numbers only).
+
+    Raises:
+        DatasetError: a non-finite number (NaN / inf) in the row.
+    """
+    try:
+        return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise DatasetError(f"row {record!r:.120}: {exc}") from None
+
+
 def materialize(
     task: str,
     out_dir: Path | str,
@@ -283,9 +302,10 @@ def materialize(
 ) -> DatasetEntry:
     """Write ``<out_dir>/<name>.jsonl`` and add/replace its entry in ``<out_dir>/manifest.json``.
 
-    Every row is normalized first (a malformed row stops the write). The JSONL
-    keeps the source columns, one ``json.dumps(sort_keys=True, ensure_ascii=False)``
-    object per line, so the SHA-256 is reproducible from the same source rows.
+    Every row is checked first (a malformed row, or a GSM8K answer without a number under
+    the default protocol, stops the write). The JSONL keeps the source columns and texts
+    as they are, one ``json.dumps(row, sort_keys=True, separators=(",", ":"))`` object per
+    line (:func:`jsonl_line`), so the SHA-256 is reproducible from the same source rows.
 
     Args:
         task: gsm8k or gpqa.
@@ -313,12 +333,16 @@ def materialize(
             revision = "local"
     else:
         records, revision = _records_from_hub(task, revision)
+    from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
+    from runners.accuracy.protocol import render_row
+
+    spec = protocol_spec(DEFAULT_PROTOCOL, task)
     for i, rec in enumerate(records):
-        normalize_row(task, i, rec)
+        render_row(spec, normalize_row(task, i, rec, f"{from_file or 'hub'} row {i}"))
     if kind == "full" and len(records) != FULL_ROW_COUNTS[task]:
         raise DatasetError(f"{task}: full split must have {FULL_ROW_COUNTS[task]} rows, got {len(records)}")
     name = name or src["name"]
-    data = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    data = "".join(jsonl_line(r) for r in records).encode("utf-8")
     file_path = out_dir / f"{name}.jsonl"
     _atomic_write(file_path, data)
     entry = DatasetEntry(

@@ -205,10 +205,12 @@ def run_matrix(
     engine_args: str = "",
     timeout_s: float = 1800.0,
     per_process: str = "case-dataset",
+    protocol: str = "qwen-chat-v1",
 ) -> int:
     """Run the accuracy matrix and verify it.
 
     Args:
+        protocol: registered accuracy protocol every case is scored under.
         per_process: ``case-dataset`` (default: one process per case and dataset) or
             ``case`` (one process per case running every dataset on one engine: fewer
             model loads, same outputs).
@@ -222,6 +224,9 @@ def run_matrix(
     """
     from analysis.accuracy import render_markdown, verify, write_report
 
+    from results_schema.protocols import check_protocol
+
+    check_protocol(protocol)
     if per_process not in ("case-dataset", "case"):
         raise ValueError(f"--process-per {per_process!r}: expected 'case-dataset' or 'case'")
     parsed = parse_cases(cases)
@@ -257,7 +262,8 @@ def run_matrix(
             cmd = [sys.executable, "-m", "runners.accuracy", "run", "--model", model,
                    "--dataset", ",".join(datasets_by_task[t] for t in group),
                    "--manifest", str(manifest_path), "--implementation", case.implementation,
-                   "--offload", case.offload_arg, "--label", case.label, "--out", str(run_dir / "cases")]
+                   "--offload", case.offload_arg, "--label", case.label, "--out", str(run_dir / "cases"),
+                   "--protocol", protocol]
             if limit is not None:
                 cmd += ["--limit", str(limit)]
             cmd += shlex.split(engine_args)

@@ -1,114 +1,68 @@
-"""Protocol ``qwen-chat-v1``: how GSM8K / GPQA prompts are built and sampled.
+"""Accuracy protocols: select a registered protocol, render rows, parse replies, render chat prompts.
 
-What is modelled:
+What is modelled: the registry of frozen specs lives in ``results_schema.protocols``
+(pure data, readable by the verifier); this module maps every registered name to its
+implementation (``runners.accuracy.qwen_chat`` for ``qwen-chat-v1``, the published
+protocol and the default; ``runners.accuracy.boxed_chat`` for ``boxed-chat-v1``, the
+project's own). Prompts are chat conversations (system + user) rendered with the
+*model's own* chat template (``add_generation_prompt=True``); a tokenizer without a chat
+template is an error, never a silent fallback to raw text.
 
-* Prompts are chat conversations (system + user) rendered with the *model's own*
-  chat template (``add_generation_prompt=True``); a tokenizer without a chat
-  template is an error, never a silent fallback to raw text.
-* Sampling is greedy: temperature 0, top_p 1, top_k 0 (off), seed 0;
-  max tokens 512 for GSM8K (room for step-by-step reasoning), 8 for GPQA
-  (a letter, possibly with punctuation).
-* GPQA options are shuffled per question by SHA-256 of (seed, question, option
-  index): a pure function of the question text, independent of row order and of
-  Python's global ``random`` state (which is never touched). Index 0 is the
-  correct answer; ``option_order[k]`` is the original index shown at letter k.
-
-The spec itself is a :class:`results_schema.accuracy.ProtocolSpec`, whose
-SHA-256 every result records so the verifier can prove that all compared cases
-used the same protocol.
-
-What is deliberately not modelled: few-shot prompting, chain-of-thought for
-GPQA, sampling with temperature > 0.
+What is deliberately not modelled: protocols defined at run time.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
-from results_schema.accuracy import ProtocolSpec, SamplingSettings
-from runners.accuracy.datasets import GPQARow, GSM8KRow, Row
-from runners.accuracy.scoring import PARSER_NAMES
+from results_schema.accuracy import ProtocolSpec
+from results_schema.protocols import DEFAULT_PROTOCOL, REGISTRY, UnknownProtocolError, protocol_spec, registered_names
+from runners.accuracy import boxed_chat, qwen_chat
+from runners.accuracy.datasets import Row
+from runners.accuracy.rendered import LETTERS, Rendered
 
-PROTOCOL_NAME = "qwen-chat-v1"
-SEED = 0
-MAX_TOKENS = {"gsm8k": 512, "gpqa": 8}
-SYSTEM_MESSAGES = {
-    # Qwen2.5(-Math) instruct convention for boxed final answers.
-    "gsm8k": "Please reason step by step, and put your final answer within \\boxed{}.",
-    "gpqa": (
-        "You are answering a multiple-choice science question. "
-        "Reply with only the letter (A, B, C or D) of the correct option."
-    ),
-}
-USER_TEMPLATES = {
-    "gsm8k": "{question}",
-    "gpqa": "{question}\n\nA) {A}\nB) {B}\nC) {C}\nD) {D}\n\nAnswer with the letter only.",
-}
-LETTERS = "ABCD"
+__all__ = ["DEFAULT_PROTOCOL", "LETTERS", "ChatTemplateMissing", "Rendered", "UnknownProtocolError", "parse_reply",
+           "protocol_spec", "registered_names", "render_prompt", "render_row", "score"]
+
+IMPLEMENTATIONS: Mapping[str, Any] = MappingProxyType({
+    "qwen-chat-v1": qwen_chat,
+    "boxed-chat-v1": boxed_chat,
+})
+"""name -> module with ``render(spec, row) -> Rendered`` and ``parse(spec, text) -> str | None``."""
+
+if set(IMPLEMENTATIONS) != set(REGISTRY):  # pragma: no cover - a registry edit without its implementation
+    raise ImportError(f"protocol registry {sorted(REGISTRY)} and implementations {sorted(IMPLEMENTATIONS)} differ")
 
 
 class ChatTemplateMissing(RuntimeError):
-    """The model's tokenizer has no chat template; ``qwen-chat-v1`` requires one."""
+    """The model's tokenizer has no chat template; every protocol requires one."""
 
 
-def protocol_spec(task: str) -> ProtocolSpec:
-    """The canonical ``qwen-chat-v1`` spec for ``task`` (gsm8k or gpqa).
+def _impl(spec: ProtocolSpec) -> Any:
+    return IMPLEMENTATIONS[spec.name]
+
+
+def render_row(spec: ProtocolSpec, row: Row) -> Rendered:
+    """Render one data row under ``spec`` (system, user, gold, GPQA order).
 
     Raises:
-        ValueError: unknown task.
+        runners.accuracy.datasets.DatasetError: the row cannot be rendered (wrong task, no gold number).
     """
-    if task not in MAX_TOKENS:
-        raise ValueError(f"unknown task {task!r}; expected one of {sorted(MAX_TOKENS)}")
-    return ProtocolSpec(
-        name=PROTOCOL_NAME,
-        task=task,  # type: ignore[arg-type]
-        system_message=SYSTEM_MESSAGES[task],
-        user_template=USER_TEMPLATES[task],
-        sampling=SamplingSettings(temperature=0.0, top_p=1.0, top_k=0, seed=SEED, max_tokens=MAX_TOKENS[task]),
-        shuffle_seed=SEED if task == "gpqa" else None,
-        chat_template="model",
-        answer_extraction=PARSER_NAMES[task],
-    )
+    return _impl(spec).render(spec, row)
 
 
-def shuffle_order(seed: int, question: str, n: int = 4) -> tuple[int, ...]:
-    """Deterministic permutation of ``n`` options for one question.
-
-    Args:
-        seed: shuffle seed (protocol ``shuffle_seed``).
-        question: question text (stripped), the only per-row input.
-        n: number of options.
-
-    Returns:
-        ``order`` with ``order[k]`` = original index shown at position k;
-        sorted by SHA-256 of ``"{seed}\\x1f{question}\\x1f{index}"``.
-    """
-    def key(i: int) -> bytes:
-        return hashlib.sha256(f"{seed}\x1f{question}\x1f{i}".encode()).digest()
-
-    return tuple(sorted(range(n), key=key))
+def parse_reply(spec: ProtocolSpec, text: str) -> str | None:
+    """The answer ``spec`` extracts from ``text`` (number text or letter); None = unparsable."""
+    parse: Callable[[ProtocolSpec, str], str | None] = _impl(spec).parse
+    return parse(spec, text)
 
 
-def build_messages(spec: ProtocolSpec, row: Row) -> tuple[list[dict[str, str]], str, tuple[int, ...] | None]:
-    """Chat messages, gold answer and (GPQA) option order for one row.
-
-    Returns:
-        (messages, gold, option_order): gold is a canonical number (GSM8K) or a
-        letter (GPQA); option_order is None for GSM8K.
-    """
-    if isinstance(row, GSM8KRow):
-        user = spec.user_template.format(question=row.question)
-        return [{"role": "system", "content": spec.system_message}, {"role": "user", "content": user}], row.gold, None
-    if isinstance(row, GPQARow):
-        assert spec.shuffle_seed is not None, "GPQA protocol needs a shuffle seed"
-        order = shuffle_order(spec.shuffle_seed, row.question, len(row.options))
-        shown = {LETTERS[k]: row.options[i] for k, i in enumerate(order)}
-        user = spec.user_template.format(question=row.question, **shown)
-        gold = LETTERS[order.index(0)]
-        return [{"role": "system", "content": spec.system_message}, {"role": "user", "content": user}], gold, order
-    raise TypeError(f"unsupported row type {type(row).__name__}")
+def score(spec: ProtocolSpec, reply: str, gold: str) -> tuple[str | None, bool]:
+    """(parsed answer or None, correct). Unparsable is wrong."""
+    parsed = parse_reply(spec, reply)
+    return parsed, parsed is not None and parsed == gold
 
 
 def render_prompt(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[int]]:
@@ -130,7 +84,7 @@ def render_prompt(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[s
         name = getattr(tokenizer, "name_or_path", "?")
         raise ChatTemplateMissing(
             f"tokenizer of {name} has no chat_template (tokenizer_config.json); "
-            f"protocol {PROTOCOL_NAME} renders prompts with the model's chat template and has no fallback"
+            "accuracy protocols render prompts with the model's chat template and have no fallback"
         )
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]

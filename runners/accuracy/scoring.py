@@ -1,14 +1,20 @@
-"""Answer extraction and scoring for GSM8K (final number) and GPQA (leading letter).
+"""Protocol ``boxed-chat-v1`` answer extraction: GSM8K final number, GPQA leading letter.
 
-What is modelled:
+What is modelled (regexes come from ``results_schema.protocols``, so the spec hash covers them):
 
-* GSM8K: the *final* number of a reply, normalized to a canonical decimal
-  string. Preference order: the last ``\\boxed{...}`` (nested braces allowed),
-  then an explicit ``#### N`` / "answer is N" marker, then the last number in the
-  text. Signs (``-``, ``+``, Unicode minus), thousands separators (``1,234`` and
-  LaTeX ``{,}``), currency (``$ \\$ € £``), decimals (``29.00`` == ``29``) and a
-  trailing percent are handled. Gold answers (``#### -3``) use the same
-  normalizer.
+* GSM8K: the *final* number of a reply, normalized to a canonical string. First the
+  reply is cut where the model starts writing something else after its answer (a new
+  ``Question:`` / ``Q:`` / ``Problem 2:`` / ``Example:`` / ``User:`` line after the first
+  line, ``Another question``, or a chat special token such as ``<|im_end|>``). Then,
+  in preference order: the last ``\\boxed{...}`` (nested braces allowed), an explicit
+  ``#### N`` / "answer is N" marker (the last one), the last number in the text.
+  Signs (``-``, ``+``, Unicode minus), thousands separators (``1,234`` and LaTeX
+  ``{,}``), currency (``$ \\$ € £``), decimals (``29.00`` == ``29``) and a trailing
+  percent are handled. A fraction is one value, never one of its parts: ``1/2``,
+  ``\\frac{1}{2}``, ``\\frac12`` are 0.5, mixed numbers ``3 1/2`` and
+  ``3\\frac{1}{2}`` are 3.5; a fraction without a finite decimal is written ``p/q`` in
+  lowest terms (``1/3``), which never equals an integer gold. Gold answers (``#### -3``)
+  use the same normalizer.
 * GPQA: an *explicit leading* choice only: ``C``, ``(C)``, ``C.``, ``C)``,
   ``C: ...``, ``Answer: C``, ``The answer is (C)``, optionally wrapped in
   markdown emphasis. A letter that first appears later in prose is never taken
@@ -18,43 +24,49 @@ What is modelled:
 Unparsable replies return ``None``; the caller counts them wrong and counts
 them separately.
 
-What is deliberately not modelled: symbolic math equivalence (fractions such as
-``\\frac{1}{2}`` are evaluated, but expressions are not), multiple answers.
+What is deliberately not modelled: symbolic math equivalence (expressions are
+not evaluated), multiple answers, dates (``1/2/2020`` is not a number).
 """
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
-GSM8K_PARSER = "gsm8k-final-number-v1"
-GPQA_PARSER = "gpqa-leading-letter-v1"
+from results_schema.protocols import BOXED_CONTINUATION, BOXED_FRAC, BOXED_LETTER, BOXED_MARKERS, BOXED_NUMBER
+
+GSM8K_PARSER = "boxed-chat-v1/gsm8k"
+GPQA_PARSER = "boxed-chat-v1/gpqa"
 PARSER_NAMES = {"gsm8k": GSM8K_PARSER, "gpqa": GPQA_PARSER}
 
-_MINUS = "\u2212\u2013"  # Unicode minus sign, en dash used as minus
-_NUMBER = re.compile(
-    r"(?<![\w.])"  # not glued to a word, digit or decimal point on the left
-    r"(?P<sign>[-+" + _MINUS + r"])?"
-    r"(?:[$€£]\s?)?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-    r"(?![\d])"
-)
-_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(-?\d+)\s*\}")
-_MARKERS = (
-    re.compile(r"####\s*(?P<tail>.*)"),
-    re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*(?P<tail>.*)", re.IGNORECASE),
-)
+_NUMBER = re.compile(BOXED_NUMBER)
+_FRAC = re.compile(BOXED_FRAC)
+_CONTINUATION = re.compile(BOXED_CONTINUATION)
+_MARKERS = tuple(re.compile(m) for m in BOXED_MARKERS)
 
 
-def canonical_number(value: Decimal) -> str:
-    """Canonical text of a number: no exponent, no trailing zeros, ``-0`` -> ``0``.
+def canonical_number(value: Decimal | Fraction) -> str:
+    """Canonical text of a number: no exponent, no trailing zeros, ``-0`` -> ``0``; ``p/q`` when not a finite decimal.
 
     Args:
-        value: finite decimal.
+        value: finite decimal or exact fraction.
 
     Returns:
-        e.g. ``Decimal("29.00")`` -> ``"29"``, ``Decimal("-1234.50")`` -> ``"-1234.5"``.
+        e.g. ``Decimal("29.00")`` -> ``"29"``, ``Decimal("-1234.50")`` -> ``"-1234.5"``,
+        ``Fraction(1, 2)`` -> ``"0.5"``, ``Fraction(-1, 3)`` -> ``"-1/3"``.
+
+    Raises:
+        ValueError: non-finite decimal.
     """
+    if isinstance(value, Fraction):
+        den = value.denominator
+        for p in (2, 5):
+            while den % p == 0:
+                den //= p
+        if den != 1:
+            return f"{value.numerator}/{value.denominator}"
+        value = Decimal(value.numerator) / Decimal(value.denominator)
     if not value.is_finite():
         raise ValueError(f"non-finite number {value}")
     if value == 0:
@@ -65,21 +77,34 @@ def canonical_number(value: Decimal) -> str:
     return text
 
 
+def _frac_to_text(m: re.Match[str]) -> str:
+    num = m.group("n1") or m.group("n2")
+    den = m.group("d1") or m.group("d2")
+    whole = m.group("whole")
+    return f"{whole} {num}/{den}" if whole else f"{num}/{den}"
+
+
 def _clean_latex(text: str) -> str:
     text = text.replace("{,}", ",").replace("\\,", "").replace("\\!", "").replace("\\ ", " ")
     text = text.replace("\\$", "$").replace("\\%", "%")
     text = re.sub(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\(?:left|right)", "", text)
-    return text
+    return _FRAC.sub(_frac_to_text, text)
 
 
-def _numbers(text: str) -> list[Decimal]:
-    out: list[Decimal] = []
-    text = _clean_latex(text)
-    for m in _NUMBER.finditer(text):
-        raw = m.group("num").replace(",", "")
+def _numbers(text: str) -> list[Fraction]:
+    """Every number token of ``text`` (fractions and mixed numbers as one exact value), in order."""
+    out: list[Fraction] = []
+    for m in _NUMBER.finditer(_clean_latex(text)):
         try:
-            value = Decimal(raw)
+            value = Fraction(Decimal(m.group("num").replace(",", "")))
+            if m.group("den") is not None:
+                den = Fraction(Decimal(m.group("den")))
+                if den == 0:
+                    continue  # "x/0" is not a number
+                value /= den
+            if m.group("whole") is not None:
+                value += int(m.group("whole"))
         except InvalidOperation:  # pragma: no cover - the regex only admits decimals
             continue
         sign = (m.group("sign") or "").strip()
@@ -87,6 +112,20 @@ def _numbers(text: str) -> list[Decimal]:
             value = -value
         out.append(value)
     return out
+
+
+def cut_continuation(text: str) -> str:
+    """``text`` up to where the model starts something after its answer (see module docstring).
+
+    A turn/example marker on the first non-empty line is a restatement, not a continuation;
+    a chat special token cuts wherever it appears.
+    """
+    stripped = text.lstrip()
+    first_line_end = len(text) - len(stripped) + (stripped.find("\n") if "\n" in stripped else len(stripped))
+    for m in _CONTINUATION.finditer(text):
+        if m.group(0).startswith("<|") or m.start() > first_line_end:
+            return text[: m.start()]
+    return text
 
 
 def _last_boxed(text: str) -> str | None:
@@ -106,10 +145,7 @@ def _last_boxed(text: str) -> str | None:
     return None  # unbalanced: the reply was cut off inside the box
 
 
-def _number_in(fragment: str, *, last: bool) -> Decimal | None:
-    frac = _FRAC.search(fragment)
-    if frac and int(frac.group(2)) != 0:
-        return Decimal(int(frac.group(1))) / Decimal(int(frac.group(2)))
+def _number_in(fragment: str, *, last: bool) -> Fraction | None:
     nums = _numbers(fragment)
     if not nums:
         return None
@@ -126,6 +162,7 @@ def parse_gsm8k_number(text: str) -> str | None:
         Canonical number string (see :func:`canonical_number`), or None when no
         number can be found (unparsable).
     """
+    text = cut_continuation(text)
     boxed = _last_boxed(text)
     if boxed is not None:
         value = _number_in(boxed, last=False)
@@ -157,13 +194,7 @@ def parse_gsm8k_gold(answer: str) -> str:
     return canonical_number(value)
 
 
-_GPQA = re.compile(
-    r"^\s*(?:[*_`#>]+\s*)*"  # markdown emphasis / heading / quote
-    r"(?P<prefix>(?i:(?:the\s+)?(?:correct\s+|final\s+|best\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:=-]?\s*))?"
-    r"(?:[*_`]+\s*)*"
-    r"(?:\((?P<paren>[A-Da-d])\)|\[(?P<bracket>[A-Da-d])\]"  # (C) [C], any case
-    r"|(?P<bare>[A-D])(?=[.):,;*_`\]]|\s|$))"  # C, C., C), C: ... -- uppercase only
-)
+_GPQA = re.compile(BOXED_LETTER)
 
 
 def parse_gpqa_letter(text: str) -> str | None:

@@ -18,9 +18,8 @@ FIXTURE_MANIFEST = Path(__file__).resolve().parents[2] / "eval_datasets" / "fixt
 
 
 def engine_settings(**overrides: Any) -> EngineSettings:
-    base = dict(max_model_len=2048, dtype="bfloat16", enforce_eager=True, enable_prefix_caching=False, max_num_seqs=64)
-    base.update(overrides)
-    return EngineSettings(**base)
+    """Engine run options (unset = the protocol's value, else vLLM's)."""
+    return EngineSettings(**overrides)
 
 
 def offload(g: int = 0, n: int = 0, p: int = 1) -> OffloadSetting:
@@ -28,10 +27,10 @@ def offload(g: int = 0, n: int = 0, p: int = 1) -> OffloadSetting:
 
 
 def deterministic_reply(prompt: Sequence[int], sampling: SamplingSettings) -> str:
-    """A reply that depends only on the prompt: a boxed number (long budget) or a letter (short)."""
+    """A reply that depends only on the prompt: a final answer line (long budget) or a letter (short)."""
     h = int(hashlib.sha256(bytes(str(list(prompt)), "ascii")).hexdigest(), 16)
     if sampling.max_tokens > 8:
-        return f"Step by step... so the total is \\boxed{{{h % 100}}}."
+        return f"Step by step... so the total is \\boxed{{{h % 100}}}.\nThe answer is {h % 100}."
     return ["A", "(B)", "C. because", "Answer: D", "I think C"][h % 5]
 
 
@@ -65,13 +64,14 @@ def make_run(
                                                    ("current", offload(2, 1))),
     limit: int | None = None,
     engine_factory: Any = FakeEngine,
+    protocol: str = "qwen-chat-v1",
 ) -> Path:
     """A fake-engine accuracy run directory (``out/cases/...``)."""
     for impl, off in cases:
         os.environ.pop("OFFLOAD_IMPL", None)  # run_cases sets it for its engine; the autouse fixture restores
         run_cases(model=str(model), manifest=manifest, datasets=list(datasets), implementation=impl, offload=off,
                   out_dir=out / "cases", engine_settings=engine_settings(), limit=limit,
-                  engine_factory=engine_factory)
+                  engine_factory=engine_factory, protocol=protocol)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,18 @@ def test_case_writes_result_and_case_independent_examples(tmp_path: Path, tiny_m
         assert [r["index"] for r in rows] == list(range(n))
         assert base.unparsable == sum(r["unparsable"] for r in rows)
         assert all(len(r["prompt_sha256"]) == 64 for r in rows)
+        # the published protocol's per-example and per-task fields
+        source = [json.loads(line) for line in (FIXTURE_MANIFEST.parent / base.dataset.path).read_text().splitlines()]
+        assert [r["row"] for r in rows] == source  # the data row as stored
+        assert all({"gold", "output_text", "parsed", "output_tokens", "finish_reason", "correct"} <= set(r)
+                   for r in rows)
+        assert base.protocol_name == "qwen-chat-v1" and base.protocol_sha256 == base.protocol.sha256()
+        assert base.parsed == n - base.unparsable
+        assert base.finish_reasons == dict(Counter(r["finish_reason"] for r in rows))
+        assert base.length_limited == sum(r["finish_reason"] == "length" for r in rows)
+        assert (base.dataset.source, base.dataset.config, base.dataset.revision, base.dataset.split) == (
+            "fixture", {"gsm8k": "main", "gpqa": "gpqa_diamond"}[task], "fixture-v1",
+            {"gsm8k": "test", "gpqa": "train"}[task])
     gpqa = read_json(cases / "baseline.gpqa.result.json", AccuracyResult)
     assert gpqa.unparsable > 0  # the fake says "I think C" sometimes: counted wrong and separately
 
@@ -77,10 +90,33 @@ def test_model_without_chat_template_fails_before_engine_start(tmp_path: Path, t
 
 
 def test_prompt_longer_than_context_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
-    with pytest.raises(CaseError, match=r"exceeds max_model_len \(520\)"):
+    from runners.accuracy.datasets import materialize
+
+    src = tmp_path / "long.jsonl"
+    src.write_text(json.dumps({"question": "How many? " * 2000, "answer": "#### 1"}) + "\n")
+    materialize("gsm8k", tmp_path / "data", from_file=src, kind="fixture")
+    with pytest.raises(CaseError, match=r"exceeds max_model_len \(4096\)"):
+        run_cases(model=str(tiny_model_dir), manifest=tmp_path / "data" / "manifest.json", datasets=["gsm8k"],
+                  implementation="baseline", offload=offload(), out_dir=tmp_path, engine_factory=FakeEngine)
+
+
+def test_run_option_contradicting_the_protocol_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    with pytest.raises(CaseError, match=r"protocol qwen-chat-v1 fixes max_model_len=4096; the run asks for "
+                                        r"max_model_len=520"):
         run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
                   implementation="baseline", offload=offload(), out_dir=tmp_path,
                   engine_settings=engine_settings(max_model_len=520), engine_factory=FakeEngine)
+    assert not any(tmp_path.iterdir())
+
+
+def test_engine_is_the_protocol_pins_plus_run_options() -> None:
+    from results_schema.protocols import protocol_spec
+    from runners.accuracy.case import resolve_engine
+
+    pins = protocol_spec("qwen-chat-v1", "gsm8k").engine
+    got = resolve_engine(pins, engine_settings(max_num_seqs=8, max_model_len=4096), "qwen-chat-v1")
+    assert got.vllm_kwargs() == {"enforce_eager": True, "max_model_len": 4096, "gpu_memory_utilization": 0.5,
+                                 "max_num_seqs": 8}
 
 
 def test_offload_case_with_empty_evidence_fails(tmp_path: Path, tiny_model_dir: Path,

@@ -33,8 +33,8 @@ def test_shipped_fixture_manifest_verifies_and_loads() -> None:
     entry, path, rows = load_dataset(SHIPPED / "manifest.json", "gsm8k")
     assert (entry.kind, entry.rows, len(rows)) == ("fixture", 8, 8)
     assert sha256_file(path) == entry.sha256
-    golds = [r.gold for r in rows]
-    assert "-3" in golds and "1200" in golds
+    answers = [r.answer for r in rows]
+    assert any(a.endswith("#### -3") for a in answers) and any(a.endswith("#### 1,200") for a in answers)
     entry, _, rows = load_dataset(SHIPPED / "manifest.json", "gpqa")
     assert entry.rows == len(rows) == 12
     assert all(isinstance(r, GPQARow) and r.example_id.startswith("recFIXTURE") for r in rows)
@@ -73,8 +73,12 @@ def test_title_case_and_snake_case_gpqa_columns_normalize_identically(tmp_path: 
                         kind="fixture")
     rows_t = read_rows(tmp_path / "t" / title.path, "gpqa")
     rows_s = read_rows(tmp_path / "s" / snake.path, "gpqa")
-    assert [(r.question, r.options) for r in rows_t[:6]] == [(r.question, r.options) for r in rows_s]
-    assert rows_t[0].options[0] == "The photon"  # whitespace and newline around "Correct Answer" stripped
+    def stripped(rows):  # type: ignore[no-untyped-def]
+        return [(r.question.strip(), tuple(o.strip() for o in r.options)) for r in rows]
+
+    assert stripped(rows_t[:6]) == stripped(rows_s)
+    assert rows_t[0].options[0] == " The photon\n"  # texts kept as stored (qwen-chat-v1 uses them verbatim)
+    assert rows_t[0].raw["Correct Answer"] == " The photon\n"
 
 
 def test_materialize_is_reproducible_and_refuses_wrong_full_count(tmp_path: Path) -> None:
@@ -97,9 +101,32 @@ def test_full_dataset_entry_requires_full_row_count() -> None:
 
 def test_malformed_gsm8k_row_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"question": "q", "answer": "no marker"}) + "\n")
-    with pytest.raises(DatasetError, match=r"bad.jsonl:1: GSM8K answer has no '#### N' marker"):
+    bad.write_text(json.dumps({"question": "q", "answer": ""}) + "\n")
+    with pytest.raises(DatasetError, match=r"bad.jsonl:1: missing or empty field 'answer'"):
         read_rows(bad, "gsm8k")
+
+
+def test_gsm8k_gold_without_a_number_is_a_malformed_row_under_each_protocol() -> None:
+    from results_schema.protocols import protocol_spec
+    from runners.accuracy.protocol import render_row
+
+    row = normalize_row("gsm8k", 4, {"question": "q", "answer": "no number at all"})
+    with pytest.raises(DatasetError, match="row 4: GSM8K answer has no number"):
+        render_row(protocol_spec("qwen-chat-v1", "gsm8k"), row)
+    with pytest.raises(DatasetError, match="row 4: GSM8K answer has no '#### N' marker"):
+        render_row(protocol_spec("boxed-chat-v1", "gsm8k"), row)
+
+
+def test_materialized_jsonl_has_sorted_keys_and_compact_separators(tmp_path: Path) -> None:
+    entry = materialize("gpqa", tmp_path, from_file=FIXTURES / "gpqa_diamond_sample.csv", kind="fixture")
+    lines = (tmp_path / entry.path).read_text(encoding="utf-8").splitlines()
+    for line in lines:
+        obj = json.loads(line)
+        assert line == json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["datasets"][0]
+    assert {k: manifest[k] for k in ("source", "config", "split", "revision", "rows")} == {
+        "source": "fixture", "config": "gpqa_diamond", "split": "train", "revision": "local", "rows": len(lines)}
+    assert manifest["sha256"] == sha256_file(tmp_path / entry.path)
 
 
 def test_gpqa_row_missing_option_names_column() -> None:

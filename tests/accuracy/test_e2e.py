@@ -44,6 +44,9 @@ def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Pat
     assert not (out / "accuracy-failures.jsonl").exists()
     results = [read_json(p, AccuracyResult) for p in sorted((out / "cases").glob("*.result.json"))]
     assert {r.engine_name for r in results} == {"vllm"}
+    assert {r.protocol_name for r in results} == {"qwen-chat-v1"}  # the default: the published protocol
+    assert {tuple(sorted(r.engine.vllm_kwargs().items())) for r in results} == {
+        (("enforce_eager", True), ("gpu_memory_utilization", 0.5), ("max_model_len", 4096))}
     assert len({r.pid for r in results}) == 3  # one fresh process per case
     for label in ("baseline", "current-4-1", "current-2-1"):
         assert len({r.pid for r in results if r.label == label}) == 1

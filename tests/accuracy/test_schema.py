@@ -43,9 +43,15 @@ def test_result_round_trips_strictly(result_path: Path) -> None:
         ({"unexpected": 1}, "Extra inputs are not permitted"),
         ({"accuracy": float("nan")}, "finite number"),
         ({"accuracy": 0.5}, "accuracy 0.5 != correct/num_examples"),
-        ({"schema_version": 2}, "Input should be 1"),
+        ({"schema_version": 1}, "Input should be 2"),
         ({"protocol_sha256": "a" * 64}, "does not match the protocol"),
-        ({"num_examples": 5, "correct": 0, "unparsable": 0, "accuracy": 0.0}, "num_examples \\(5\\) != expected 12"),
+        ({"num_examples": 5, "correct": 0, "unparsable": 0, "accuracy": 0.0, "parsed": 5, "length_limited": 0,
+          "finish_reasons": {"stop": 5}}, "num_examples \\(5\\) != expected 12"),
+        ({"parsed": 0}, "parsed \\(0\\) != num_examples - unparsable"),
+        ({"finish_reasons": {"stop": 1}}, "do not add up to num_examples"),
+        ({"length_limited": 3}, "length_limited \\(3\\) != finish_reasons"),
+        ({"protocol_name": "boxed-chat-v1"}, "protocol_name 'boxed-chat-v1' != protocol.name 'qwen-chat-v1'"),
+        ({"protocol_name": "Qwen Chat"}, "String should match pattern"),
         ({"mode": "formal"}, "mode 'formal' inconsistent"),
         ({"implementation": "current"}, "requires an enabled offload setting"),
     ],
@@ -60,7 +66,7 @@ def test_result_rejects_inconsistent_or_unknown_fields(result_path: Path, update
 
 
 def test_example_rejects_wrong_gold_position_and_parsed_flag_mismatch() -> None:
-    base = dict(index=0, example_id="r0", prompt_sha256="0" * 64, prompt_tokens=3, gold="B",
+    base = dict(index=0, example_id="r0", row={"Question": "q"}, prompt_sha256="0" * 64, prompt_tokens=3, gold="B",
                 option_order=(1, 0, 2, 3), parsed="B", correct=True, unparsable=False, output_tokens=1,
                 output_token_sha256="0" * 64, finish_reason="stop", output_text="B")
     AccuracyExample(**base)

@@ -1,8 +1,10 @@
-"""Answer extraction: the tables of shared/cases/README.md plus the whole kind (property-based)."""
+"""Protocol boxed-chat-v1 answer extraction (the project's own protocol): the GSM8K table of
+shared/cases/README.md, fractions and text after the final answer, plus the whole kind (property-based)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -172,5 +174,79 @@ def test_score_rejects_unknown_task() -> None:
 def test_parsers_never_raise_and_return_canonical_values(text: str) -> None:
     number = parse_gsm8k_number(text)
     if number is not None:
-        assert canonical_number(Decimal(number)) == number
+        value = Fraction(number) if "/" in number else Decimal(number)
+        assert canonical_number(value) == number
     assert parse_gpqa_letter(text) in (None, "A", "B", "C", "D")
+
+
+# ----------------------------------------------------------------------------- fractions (issue 11)
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("so the answer is 1/2", "0.5"),
+    ("3\\frac{1}{2}", "3.5"),
+    ("The answer is 3\\frac{1}{2} cups", "3.5"),
+    ("\\boxed{3\\frac{1}{2}}", "3.5"),
+    ("\\boxed{\\dfrac{3}{4}}", "0.75"),
+    ("\\boxed{\\frac12}", "0.5"),
+    ("she ate 3 1/2 pies", "3.5"),
+    ("-1/4 of it", "-0.25"),
+    ("so 1/3 remains", "1/3"),
+    ("The answer is 2/6", "1/3"),
+    ("The answer is 60/3 = 20", "20"),
+    ("He earns $20/hour", "20"),
+    ("On 1/2/2020 she had 5", "5"),
+    ("5/0 is undefined, so 7", "7"),
+])
+def test_a_fraction_is_one_value_never_one_of_its_parts(text: str, parsed: str) -> None:
+    assert parse_gsm8k_number(text) == parsed
+
+
+def test_half_against_gold_one_is_wrong() -> None:
+    assert score("gsm8k", "so the answer is 1/2", "1") == ("0.5", False)
+    assert score("gsm8k", "3\\frac{1}{2}", "3") == ("3.5", False)
+    assert score("gsm8k", "3\\frac{1}{2}", "0.5") == ("3.5", False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(whole=st.integers(0, 20), num=st.integers(1, 30), den=st.integers(2, 30),
+       style=st.sampled_from(["plain", "latex", "dlatex", "boxed", "marker"]))
+def test_any_fraction_parses_to_its_exact_value(whole: int, num: int, den: int, style: str) -> None:
+    value = Fraction(num, den) + whole
+    frac = {"plain": f"{num}/{den}", "latex": f"\\frac{{{num}}}{{{den}}}", "dlatex": f"\\dfrac{{{num}}}{{{den}}}",
+            "boxed": f"\\frac{{{num}}}{{{den}}}", "marker": f"{num}/{den}"}[style]
+    lead = (f"{whole} " if style in ("plain", "marker") else f"{whole}") if whole else ""
+    text = {"boxed": f"so \\boxed{{{lead}{frac}}}.", "marker": f"The answer is {lead}{frac} in total"}.get(
+        style, f"it comes to {lead}{frac}")
+    assert parse_gsm8k_number(text) == canonical_number(value)
+
+
+# ----------------------------------------------------------------------------- text after the final answer
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("The answer is 18.\n\nQuestion: Tom has 5 apples and eats 2. The answer is 3.", "18"),
+    ("So \\boxed{18}.\n\nExample 2: 4 + 3 = \\boxed{7}", "18"),
+    ("Total 18\nQ: How many legs do 3 cats have?\nA: 12", "18"),
+    ("#### 18\nProblem 2: what is 5 + 6? #### 11", "18"),
+    ("It is 18.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>4", "18"),
+    ("The answer is 18.\nUser: thanks! what about 9?", "18"),
+    ("The answer is 18.\n\nAnother question: 9 + 9 = 18, so 30 people", "18"),
+    ("Question: Tom has 5 apples, eats 2.\nSo he has 3 left.\nThe answer is 3.", "3"),  # restated question kept
+])
+def test_text_after_the_final_answer_does_not_decide_it(text: str, parsed: str) -> None:
+    assert parse_gsm8k_number(text) == parsed
+
+
+@settings(max_examples=200, deadline=None)
+@given(answer=st.integers(-500, 5000),
+       form=st.sampled_from(["The answer is {a}.", "\\boxed{{{a}}}", "#### {a}", "so {a} in total."]),
+       marker=st.sampled_from(["Question:", "Q:", "Problem 2:", "Example:", "Human:", "User:", "<|im_end|>",
+                               "<|endoftext|>", "Another example:"]),
+       other=st.integers(-500, 5000),
+       tail=st.sampled_from(["The answer is {o}.", "\\boxed{{{o}}}", "#### {o}", "{o}"]))
+def test_no_continuation_after_the_answer_can_change_it(answer: int, form: str, marker: str, other: int,
+                                                         tail: str) -> None:
+    text = f"Work: 2 + 2 = 4.\n{form.format(a=answer)}\n\n{marker} Some new problem with 12 things. " \
+           f"{tail.format(o=other)}"
+    assert parse_gsm8k_number(text) == str(answer)

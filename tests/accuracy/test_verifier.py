@@ -21,7 +21,7 @@ from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVer
 from results_schema.io import read_json, write_json
 from results_schema.models import RuntimeEvidence
 from runners.accuracy.datasets import materialize
-from runners.accuracy.protocol import shuffle_order
+from runners.accuracy.qwen_chat import shuffle_order
 
 from .conftest import FakeEngine, make_run, offload
 
@@ -74,35 +74,64 @@ def test_formal_mode_requires_full_counts(run: Path) -> None:
     assert any("counts: case current-4-1 (gpqa)" in m and "formal mode needs 198" in m for m in msgs)
 
 
-def test_changed_sampling_in_one_case_fails_naming_the_field(run: Path) -> None:
+def test_changed_sampling_in_one_case_is_refused_naming_the_field(run: Path) -> None:
     path = _result_path(run, "current-2-1", "gsm8k")
     r = read_json(path, AccuracyResult)
     proto = r.protocol.model_dump(mode="json")
     proto["sampling"]["temperature"] = 0.7
     _rewrite_result(path, protocol=proto)
-    msgs = _fails(verify(run, limit=50))
-    assert any(m.startswith("sampling: sampling differs from baseline in case current-2-1 (gsm8k)")
+    report = verify(run, limit=50)
+    msgs = _fails(report)
+    assert any(m.startswith("protocol: refusing to compare case current-2-1 (gsm8k) with baseline baseline")
                and "sampling.temperature baseline=0.0 case=0.7" in m for m in msgs), msgs
-    assert any("is not greedy" in m for m in msgs)
+    assert any(m.startswith("registered: case current-2-1 (gsm8k) claims protocol qwen-chat-v1 but its spec")
+               and "sampling.temperature registered=0.0 recorded=0.7" in m for m in msgs), msgs
+    # a refused case gets no identity / drop verdict and no comparative summary row
+    assert not any(c.name in ("identity", "drop") and c.label == "current-2-1" and c.task == "gsm8k"
+                   for c in report.checks)
+    assert ("gsm8k", "current-2-1") not in {(c.task, c.label) for c in report.cases}
 
 
-def test_changed_protocol_in_one_case_fails_naming_the_field(run: Path) -> None:
+def test_changed_protocol_in_one_case_is_refused_naming_the_field(run: Path) -> None:
     path = _result_path(run, "current-4-1", "gpqa")
     r = read_json(path, AccuracyResult)
     proto = r.protocol.model_dump(mode="json")
     proto["system_message"] = "Answer quickly."
     _rewrite_result(path, protocol=proto)
     msgs = _fails(verify(run, limit=50))
-    assert any(m.startswith("protocol: protocol differs from baseline in case current-4-1 (gpqa)")
-               and "protocol.system_message" in m for m in msgs), msgs
+    assert any(m.startswith("protocol: refusing to compare case current-4-1 (gpqa)")
+               and "system_message" in m for m in msgs), msgs
 
 
-def test_changed_max_tokens_is_a_sampling_failure(run: Path) -> None:
-    path = _result_path(run, "current-4-1", "gsm8k")
-    proto = read_json(path, AccuracyResult).protocol.model_dump(mode="json")
-    proto["sampling"]["max_tokens"] = 256
-    _rewrite_result(path, protocol=proto)
-    assert any("sampling.max_tokens baseline=512 case=256" in m for m in _fails(verify(run, limit=50)))
+def test_two_registered_protocols_in_one_comparison_are_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = make_run(tmp_path / "mix", tiny_model_dir, cases=(("baseline", offload()),), protocol="qwen-chat-v1")
+    make_run(tmp_path / "mix", tiny_model_dir, cases=(("current", offload(4, 1)),), protocol="boxed-chat-v1")
+    report = verify(run, limit=50)
+    msgs = _fails(report)
+    assert not report.passed
+    for task in ("gsm8k", "gpqa"):
+        assert any(m.startswith(f"protocol: refusing to compare case current-4-1 ({task}) with baseline baseline: "
+                                "they were scored under different protocol specs (baseline qwen-chat-v1 sha256 ")
+                   and "case boxed-chat-v1 sha256 " in m for m in msgs), msgs
+    assert not any(c.name == "registered" and c.status == "fail" for c in report.checks)  # both are registered
+    assert all(c.protocol_name == "qwen-chat-v1" for c in report.cases)
+
+
+def test_another_registered_protocol_alone_passes(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = make_run(tmp_path / "boxed", tiny_model_dir, protocol="boxed-chat-v1")
+    report = verify(run, limit=50)
+    assert report.passed, _fails(report)
+    assert {c.protocol_name for c in report.cases} == {"boxed-chat-v1"}
+
+
+def test_unregistered_protocol_name_fails(run: Path) -> None:
+    for path in sorted((run / "cases").glob("*.gpqa.result.json")):
+        proto = read_json(path, AccuracyResult).protocol.model_dump(mode="json")
+        proto["name"] = "my-own-v1"
+        _rewrite_result(path, protocol=proto, protocol_name="my-own-v1")
+    msgs = _fails(verify(run, limit=50))
+    assert any(m.startswith("registered: case baseline (gpqa) was scored under protocol 'my-own-v1', which is not "
+                            "registered (registered: boxed-chat-v1, qwen-chat-v1)") for m in msgs), msgs
 
 
 def test_changed_engine_setting_fails(run: Path) -> None:
@@ -110,7 +139,7 @@ def test_changed_engine_setting_fails(run: Path) -> None:
     eng = read_json(path, AccuracyResult).engine.model_dump(mode="json")
     eng["dtype"] = "float32"
     _rewrite_result(path, engine=eng)
-    assert any("engine.dtype baseline='bfloat16' case='float32'" in m for m in _fails(verify(run, limit=50)))
+    assert any("engine.dtype baseline=None case='float32'" in m for m in _fails(verify(run, limit=50)))
 
 
 def test_dataset_hash_mismatch_against_manifest_fails(run: Path, tmp_path: Path) -> None:
@@ -228,7 +257,7 @@ def _gold_rows(golds: str) -> list[AccuracyExample]:
     for i, g in enumerate(golds):
         order = [1, 2, 3]
         order.insert("ABCD".index(g), 0)
-        rows.append(AccuracyExample(index=i, example_id=f"r{i}", prompt_sha256="0" * 64, prompt_tokens=1, gold=g,
+        rows.append(AccuracyExample(index=i, example_id=f"r{i}", row={}, prompt_sha256="0" * 64, prompt_tokens=1, gold=g,
                                     option_order=tuple(order), parsed=None, correct=False, unparsable=True,
                                     output_tokens=0, output_token_sha256="0" * 64, finish_reason="stop",
                                     output_text=""))
@@ -242,7 +271,7 @@ def test_gold_balance_fails_when_every_gold_is_d() -> None:
 
 
 def test_gold_balance_passes_for_the_shuffle_over_198_questions() -> None:
-    golds = "".join("ABCD"[shuffle_order(0, f"question {i}").index(0)] for i in range(198))
+    golds = "".join("ABCD"[shuffle_order("0", f"question {i}").index(0)] for i in range(198))
     checks = _Checks()
     _check_gold_balance(checks, "gpqa", _gold_rows(golds), None)
     assert checks.items[0].status == "pass", checks.items[0].message
@@ -340,19 +369,11 @@ def test_repeats_of_a_case_must_be_identical(tmp_path: Path, tiny_model_dir: Pat
     assert "2 different examples hashes" in checks[("repeats", "current-4-1")].message
 
 
-def test_verifier_protocol_constants_match_the_runner() -> None:
-    from analysis.accuracy import QWEN_CHAT_V1_SAMPLING
-    from runners.accuracy.protocol import protocol_spec
-
-    for task, want in QWEN_CHAT_V1_SAMPLING.items():
-        assert protocol_spec(task).sampling.model_dump() == want
-
-
-def test_every_case_drifting_together_still_fails_on_protocol_values(run: Path) -> None:
+def test_every_case_drifting_together_still_fails_against_the_registry(run: Path) -> None:
     for path in sorted((run / "cases").glob("*.gsm8k.result.json")):
         proto = read_json(path, AccuracyResult).protocol.model_dump(mode="json")
         proto["sampling"]["max_tokens"] = 64
         _rewrite_result(path, protocol=proto)
     msgs = _fails(verify(run, limit=50))
-    assert any(m.startswith("sampling: case baseline (gsm8k) sampling.max_tokens=64 is not qwen-chat-v1 (512)")
-               for m in msgs), msgs
+    assert any(m.startswith("registered: case baseline (gsm8k) claims protocol qwen-chat-v1")
+               and "sampling.max_tokens registered=512 recorded=64" in m for m in msgs), msgs

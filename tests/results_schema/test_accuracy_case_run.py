@@ -17,7 +17,7 @@ SHA = "a" * 64
 
 
 def outcome(task: str = "gsm8k", **kw) -> AccuracyTaskOutcome:
-    base = dict(task=task, mode="limited", result_path=f"records/accuracy/baseline-r0/baseline.{task}.result.json",
+    base = dict(task=task, mode="limited", protocol_name="qwen-chat-v1", protocol_sha256=SHA, result_path=f"records/accuracy/baseline-r0/baseline.{task}.result.json",
                 result_sha256=SHA, examples_sha256=SHA, num_examples=8, correct=2, unparsable=1, accuracy=0.25)
     base.update(kw)
     return AccuracyTaskOutcome(**base)
@@ -39,7 +39,7 @@ def test_round_trip_is_strict_and_frozen() -> None:
     with pytest.raises(ValidationError):
         AccuracyCaseRun.model_validate({**x.model_dump(mode="json"), "extra": 1})
     with pytest.raises(ValidationError):
-        AccuracyCaseRun.model_validate({**x.model_dump(mode="json"), "schema_version": 2})
+        AccuracyCaseRun.model_validate({**x.model_dump(mode="json"), "schema_version": 1})
     with pytest.raises(ValidationError):
         x.label = "other"  # type: ignore[misc]
 

@@ -70,7 +70,8 @@ def main() -> int:
 
     run_cases(model=ns.model, manifest=ns.manifest, datasets=[d for d in ns.dataset.split(",") if d],
               implementation=ns.implementation, offload=offload, out_dir=ns.out,
-              engine_settings=engine_settings_from(ns), limit=ns.limit, label=ns.label, engine_factory=Engine)
+              engine_settings=engine_settings_from(ns), limit=ns.limit, label=ns.label, engine_factory=Engine,
+              protocol=ns.protocol)
     return 0
 
 
