@@ -540,6 +540,10 @@ def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> se
             done.add((ph, a.label, a.repeat))
         for f in _read_lines_quarantining(run_dir / f"{ph}-failures.jsonl", CaseFailure, quarantine):
             done.add((ph, f.label, f.repeat))
+        from results_schema.serving import ServingRun
+
+        for sr in _read_lines_quarantining(run_dir / f"{ph}-serving.jsonl", ServingRun, quarantine):
+            done.add((ph, sr.label, sr.repeat))
     return done
 
 
@@ -638,8 +642,13 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
     run_dir = state.run_dir
     state.case_wall_s += outcome.wall_s
     acc_line = None
+    serving_lines: list[Any] = []
     if sc.case.kind == "accuracy":
         fin, acc_line = _finalize_accuracy(sc, spec, outcome, run_dir)
+    elif sc.case.kind == "serving":
+        from runners.serving.spec import finalize_serving
+
+        fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
     else:
         fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
                        evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
@@ -648,6 +657,8 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         append_jsonl(run_dir / f"{sc.case.phase}-runs.jsonl", fin.run)
     if acc_line is not None:
         append_jsonl(run_dir / accuracy_cases_name(sc.case.phase), acc_line)
+    for line in serving_lines:
+        append_jsonl(run_dir / f"{sc.case.phase}-serving.jsonl", line)
     if fin.failure is not None:
         append_jsonl(run_dir / f"{sc.case.phase}-failures.jsonl", fin.failure)
     if fin.expected:
@@ -659,6 +670,11 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
             status = "ok"
             if acc_line is not None:
                 status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
+            if serving_lines:
+                ev = serving_lines[0].evidence
+                status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT p99 {ln.rate.tpot.p99_ms:.1f} ms"
+                                           for ln in serving_lines)
+                           + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
             if fin.run is not None:
                 ev = fin.run.evidence
                 status += (f" {fin.run.record.throughput_tok_s:.1f} tok/s, wrapped {ev.wrapped_count}, "
@@ -693,7 +709,9 @@ def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
     for sc in items:
         c = sc.case
         table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
-                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name, str(c.workload["measured_rounds"]))
+                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
+                      str(c.workload["measured_rounds"]) if c.kind != "serving" else
+                      "serving: " + ", ".join(f"{r:g}" for r in c.serving["request_rates"]) + " req/s")
     console.print(table)
     per_phase: dict[str, int] = {}
     for sc in items:
@@ -807,6 +825,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 acc_dir = run_dir / "records" / sc.case.phase / sc.stem
                 if acc_dir.is_dir():
                     leftovers.append(acc_dir)
+                if sc.case.kind == "serving":
+                    from runners.serving.spec import paths_of
+
+                    leftovers += [q for k, q in paths_of(run_dir, sc.case.phase, sc.stem).items()
+                                  if k != "requests_dir" and q.exists()]
         if leftovers:
             _quarantine(leftovers, run_dir, qdir)
             console.print(f"resume: quarantined {len(leftovers)} partial file(s) into {qdir.relative_to(run_dir)}")
@@ -876,8 +899,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 paths = CasePaths.of(run_dir, phase, sc.stem)
                 for p in (paths.log, paths.evidence, paths.record):
                     p.parent.mkdir(parents=True, exist_ok=True)
-                argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
-                                 python=state.python, accuracy_command=state.accuracy_command)
+                if sc.case.kind == "serving":
+                    from runners.serving.spec import write_case_spec
+
+                    argv = write_case_spec(sc, model_dir=identity.model_dir, run_dir=run_dir, python=state.python)
+                else:
+                    argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
+                                     python=state.python, accuracy_command=state.accuracy_command)
                 specs.append((sc, LaunchSpec(
                     argv=argv, env=case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env), cwd=str(REPO_ROOT),
                     log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
@@ -978,6 +1006,10 @@ def _analyze(run_dir: Path, console: Any) -> None:
         return
     table = write_summary(run_dir)
     console.print(table, markup=False)
+    if any(run_dir.glob("cases/*/*.serving-case.json")):
+        from analysis.serving import write_serving_summary
+
+        console.print(write_serving_summary(run_dir), markup=False)
 
 
 # ----------------------------------------------------------------------------- Hydra entry point
