@@ -23,7 +23,8 @@ the saved manifest, skips cases already recorded (by phase, label, repeat) and m
 partial leftovers (logs, evidence, records of unrecorded cases; a torn final JSONL
 line) to ``quarantine/<time>/``, where they are never counted.
 
-Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept);
+Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept) or the serving
+validation (``analysis.serving``) failed;
 2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier failed;
 5 formal run stopped at its first failure; 42 health gate; 130 interrupted (resume to continue).
 
@@ -930,9 +931,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
     accuracy_failed: list[str] = []
+    serving_valid = True
     try:
         if cfg.get("analyze", True) and not state.stopped:
-            _analyze(run_dir, console)
+            serving_valid = _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
     finally:  # the run's evidence is complete: checksum it even if the analysis raises
@@ -953,6 +955,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
         return EXIT_FORMAL_STOP
     if state.unexpected:
+        return EXIT_CASE_FAILURES
+    if not serving_valid:
+        console.print("[bold red]serving validation FAILED[/] (summary/serving-summary.md)")
         return EXIT_CASE_FAILURES
     if accuracy_failed:
         console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(accuracy_failed)}")
@@ -997,19 +1002,26 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
     return failed
 
 
-def _analyze(run_dir: Path, console: Any) -> None:
-    """Call the analysis entry point and print its Markdown table (analysis errors are shown, not hidden)."""
+def _analyze(run_dir: Path, console: Any) -> bool:
+    """Call the analysis entry point and print its Markdown table (analysis errors are shown, not hidden).
+
+    Returns:
+        False when the run has serving phases and their validation failed (``analysis.serving``).
+    """
     try:
         from analysis.report import write_summary
     except ImportError as exc:
         console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis {run_dir}` later[/]")
-        return
+        return True
     table = write_summary(run_dir)
     console.print(table, markup=False)
     if any(run_dir.glob("cases/*/*.serving-case.json")):
         from analysis.serving import write_serving_summary
 
-        console.print(write_serving_summary(run_dir), markup=False)
+        md = write_serving_summary(run_dir)
+        console.print(md, markup=False)
+        return md.startswith("serving: VALID")
+    return True
 
 
 # ----------------------------------------------------------------------------- Hydra entry point
