@@ -45,7 +45,7 @@ import yaml  # noqa: E402
 from analysis.pareto import pareto_mask  # noqa: E402
 from results_schema.io import RecordError, StrictJSONError, read_json, scan_jsonl  # noqa: E402
 from results_schema.models import CaseFailure  # noqa: E402
-from results_schema.serving import SERVING_SUFFIX, ServingRequests, ServingRun  # noqa: E402
+from results_schema.serving import PROMPT_LEN_TOLERANCE, SERVING_SUFFIX, ServingRequests, ServingRun  # noqa: E402
 
 REL_TOL = 1e-6
 INF_RATE = float("inf")
@@ -113,7 +113,8 @@ def load_serving(run_dir: Path | str) -> ServingData:
                 "offloader_class": e.offloader_class, "wrapped_layers": ",".join(map(str, e.wrapped_layers)),
                 "offloaded_bytes": e.offloaded_bytes, "released_bytes": e.released_bytes,
                 "kv_cache_tokens": r.kv_cache.kv_cache_tokens, "max_concurrency": q.max_concurrency,
-                "peak_concurrent": q.peak_concurrent_requests,
+                "peak_concurrent": q.peak_concurrent_requests, "distinct_prompts": q.distinct_prompts,
+                "num_prompts": q.num_prompts, "prefix_caching": r.engine.enable_prefix_caching,
             })
     data.frame = pd.DataFrame(rows)
     return data
@@ -175,11 +176,14 @@ def _check_requests(run_dir: Path, r: ServingRun, errors: list[str]) -> None:
     for name, got, rec in checks:
         if not _close(float(got), float(rec)):
             errors.append(f"{where}: {name} recomputed from {q.requests_path} is {got}, the record says {rec}")
-    bad = sorted({x.output_tokens for x in ok} - {r.load.output_len}) + sorted(
-        {x.prompt_tokens for x in ok} - {r.load.input_len})
-    if bad:
-        errors.append(f"{where}: server token counts {bad} differ from the requested input {r.load.input_len} / "
-                      f"output {r.load.output_len}")
+    tol = r.load.input_len * PROMPT_LEN_TOLERANCE
+    bad_out = sorted({x.output_tokens for x in ok} - {r.load.output_len})
+    bad_in = sorted({x.prompt_tokens for x in ok
+                     if x.prompt_tokens != x.dataset_prompt_tokens or abs(x.prompt_tokens - r.load.input_len) > tol})
+    if bad_out or bad_in:
+        errors.append(f"{where}: server token counts differ from the request: output {bad_out} (requested "
+                      f"{r.load.output_len}), prompt {bad_in} (requested {r.load.input_len}, dataset's own count "
+                      f"must match, tolerance {PROMPT_LEN_TOLERANCE:.0%})")
 
 
 @dataclass
@@ -235,6 +239,9 @@ def validate_serving(data: ServingData) -> ServingValidation:
                           f"modules / {e.offloaded_bytes} bytes")
         if not r.offload.enabled and (e.wrapped_count or e.offloaded_bytes):
             errors.append(f"{where}: baseline server offloaded {e.wrapped_count} modules / {e.offloaded_bytes} bytes")
+        if r.rate.distinct_prompts < r.rate.num_prompts and r.engine.enable_prefix_caching:
+            warnings.append(f"{where}: {r.rate.num_prompts - r.rate.distinct_prompts} repeated prompt(s) with "
+                            "prefix caching on: a repeat can be a cache hit (low TTFT)")
         if r.rate.failed:
             warnings.append(f"{where}: {r.rate.failed} of {r.rate.num_prompts} requests failed")
         if r.rate.max_concurrency is not None and r.rate.peak_concurrent_requests >= r.rate.max_concurrency:
@@ -258,7 +265,9 @@ def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
     agg = {c: "median" for c in _MEDIAN_COLS}
     agg.update(repeats=("repeat", "nunique"), failed=("failed", "sum"), meets_slo=("meets_slo", "all"),
                released_bytes=("released_bytes", "median"), offloaded_bytes=("offloaded_bytes", "median"),
-               offloader_class=("offloader_class", "first"), wrapped_layers=("wrapped_layers", "first"))
+               offloader_class=("offloader_class", "first"), wrapped_layers=("wrapped_layers", "first"),
+               prefix_caching=("prefix_caching", "first"), distinct_prompts=("distinct_prompts", "min"),
+               num_prompts=("num_prompts", "max"))
     spec = {k: (v if isinstance(v, tuple) else (k, v)) for k, v in agg.items()}
     out = frame.groupby(GROUP + ["rate_index", "rate_rps"], sort=False, dropna=False).agg(**spec).reset_index()
     return out.sort_values(["phase", "label", "rate_rps"], kind="stable").reset_index(drop=True)
@@ -351,6 +360,12 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
                   f"meets it when no request failed and >= {slo_def['attainment']:.0%} of requests are good. TPOT = "
                   "(E2E - TTFT) / (output tokens - 1) per request; ITL = every chunk gap pooled over requests "
                   "(vLLM's definitions). Medians over repeats."]
+    if not table.empty and "prefix_caching" in table:
+        pc = sorted(set(table["prefix_caching"]))
+        lines += [f"Prefix caching: {'on' if pc == [True] else 'off' if pc == [False] else 'mixed'}; distinct "
+                  f"prompts per rate: {int(table['distinct_prompts'].min())}-{int(table['distinct_prompts'].max())} "
+                  f"of {int(table['num_prompts'].max())} (vLLM's random dataset; warm-up requests reuse the first "
+                  "prompt and are excluded)."]
     if not table.empty:
         lines += ["", "| label | rate req/s | achieved req/s | out tok/s | TTFT P50/P99 ms | TPOT P50/P99 ms | "
                   "ITL P50/P99 ms | E2E P99 ms | goodput req/s | SLO | offloader | wrapped layers | offloaded B |",

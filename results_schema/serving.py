@@ -22,6 +22,9 @@ Metric definitions are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics
   numbers and are kept apart.
 * E2E (``e2el``): request send -> last chunk.
 * Output and prompt token counts come from the server's ``usage`` (not re-tokenised text).
+  The server's prompt count must equal the dataset's count of that prompt and lie within
+  ``PROMPT_LEN_TOLERANCE`` of the requested input length (vLLM's random prompts are decoded and
+  re-encoded, which can add a token; a tokenizer mismatch multiplies the count).
 * Request rate ``null`` means vLLM's ``inf`` (every request sent at t = 0); a finite rate draws
   Poisson gaps (burstiness 1) rescaled so the last send lands at N / rate. The achieved rate
   is ``request_throughput_req_s`` (completed / measured window).
@@ -63,6 +66,9 @@ FILE_KINDS: list[FileKind] = [
     FileKind("*-serving.jsonl", "results_schema.serving:ServingRun", jsonl=True),
 ]
 """Dispatch entries contributed to ``results_schema.dispatch`` (they win over ``records/*/*.json``)."""
+
+PROMPT_LEN_TOLERANCE = 0.1
+"""Largest relative difference between a server-counted prompt and the requested input length."""
 
 SERVING_SUFFIX = "-serving.jsonl"
 """File name suffix of a serving phase's lines (``<phase>-serving.jsonl``)."""
@@ -116,8 +122,6 @@ class ServingEngine(StrictModel):
         description="vLLM --gpu-memory-utilization (fraction).")
     seed: NonNegInt = Field(description="vLLM --seed.")
     enable_prefix_caching: bool = Field(description="vLLM --[no-]enable-prefix-caching as passed to the server.")
-    prompts_differ_per_request: bool = Field(
-        description="True: every measured request has its own random prompt (warm-up requests reuse the first).")
 
 
 class ServingLimits(StrictModel):
@@ -192,6 +196,10 @@ class RateResult(StrictModel):
     prompt_tokens_max: NonNegInt = Field(description="Largest server-counted prompt of a completed request.")
     output_tokens_min: NonNegInt = Field(description="Smallest server-counted output of a completed request.")
     output_tokens_max: NonNegInt = Field(description="Largest server-counted output of a completed request.")
+    distinct_prompts: NonNegInt = Field(
+        description="Distinct prompt texts among the measured requests (vLLM's RandomDataset builds each prompt "
+                    "from a random offset into the vocabulary, so a small vocabulary can repeat one); warm-up "
+                    "requests all reuse the first prompt. With prefix caching off a repeat is not a cache hit.")
     ttft: LatencyStats = Field(description="Time to first token (ms).")
     tpot: LatencyStats = Field(description="Time per output token, per request, excluding the first (ms).")
     itl: LatencyStats = Field(description="Inter-token latency, every chunk gap pooled over requests (ms).")
@@ -222,6 +230,8 @@ class RateResult(StrictModel):
         want = self.good_requests / self.completed if self.completed else 0.0
         if not _close(self.slo_attainment, want):
             raise ValueError(f"slo_attainment ({self.slo_attainment}) != good_requests / completed ({want})")
+        if self.distinct_prompts > self.num_prompts:
+            raise ValueError(f"distinct_prompts ({self.distinct_prompts}) > num_prompts ({self.num_prompts})")
         if self.completed and not (self.prompt_tokens_min <= self.prompt_tokens_max
                                    and self.output_tokens_min <= self.output_tokens_max):
             raise ValueError("token minima must not exceed maxima")
@@ -233,6 +243,9 @@ class RequestOutcome(StrictModel):
 
     success: bool = Field(description="The request completed.")
     prompt_tokens: NonNegInt = Field(description="Prompt tokens (server usage when it completed).")
+    dataset_prompt_tokens: NonNegInt = Field(
+        description="Prompt tokens the benchmark's dataset counted for this prompt (client tokenizer, after vLLM's "
+                    "decode/re-encode adjustment); the server's count must equal it.")
     output_tokens: NonNegInt = Field(description="Output tokens (server usage); 0 when it failed.")
     ttft_s: NonNegFloat = Field(description="Time to first content chunk (s); 0 when it failed.")
     latency_s: NonNegFloat = Field(description="End-to-end latency (s); 0 when it failed.")

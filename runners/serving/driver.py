@@ -14,7 +14,10 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.serving.ServingCaseS
    SLO. A watcher polls the server while the benchmark runs: a server that dies mid-sweep
    stops the sweep (``server_died``); a rate that overruns ``rate_timeout_s`` is a fault.
    Server-side token counts are checked: every completed request must have exactly
-   ``output_len`` output tokens and ``input_len`` prompt tokens (``token_count_mismatch``);
+   ``output_len`` output tokens, and as many prompt tokens as the benchmark's dataset counted
+   for its prompt, within ``PROMPT_LEN_TOLERANCE`` of ``input_len`` (``token_count_mismatch``);
+   the prompts are rebuilt here with vLLM's own ``get_samples`` (same seed, same order) to know
+   those counts and how many prompts are distinct;
 4. the whole process tree stopped (``runners.serving.server.stop_tree``); a process alive
    after SIGTERM + grace is ``server_left_processes``; nothing may survive SIGKILL and the
    port must be free.
@@ -38,6 +41,7 @@ from typing import Any
 
 from results_schema.io import write_json
 from results_schema.serving import (
+    PROMPT_LEN_TOLERANCE,
     LatencyStats,
     RateResult,
     RequestOutcome,
@@ -135,19 +139,49 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def dataset_prompts(spec: ServingCaseSpec, port: int) -> list[tuple[str, int]]:
+    """``(prompt, dataset prompt tokens)`` per measured request, built exactly as the benchmark builds them.
+
+    vLLM's ``RandomDataset`` draws from its own generator seeded with ``--seed``, so calling
+    ``get_samples`` with the benchmark's own parsed arguments gives the same requests, in order.
+    """
+    from vllm.benchmarks.datasets import get_samples
+    from vllm.tokenizers import get_tokenizer
+
+    args = _parse(bench_argv(spec, port, spec.load.request_rates_rps[0]))
+    samples = get_samples(args, get_tokenizer(spec.model, tokenizer_mode=args.tokenizer_mode))
+    return [(str(x.prompt), int(x.prompt_len)) for x in samples]
+
+
+def _parse(argv: list[str]) -> Any:
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    return parser.parse_args(argv)
+
+
 def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_unix_s: float,
-                run_dir: Path) -> RateResult:
+                run_dir: Path, prompts: list[tuple[str, int]]) -> RateResult:
     """Build the ``RateResult`` of one rate from vLLM's result dict; write its ``ServingRequests`` file.
+
+    Args:
+        prompts: ``dataset_prompts`` (same order as the benchmark's requests).
 
     Raises:
         Fault: ``benchmark_error`` (counts disagree), ``token_count_mismatch`` (server token counts).
     """
     rate = spec.load.request_rates_rps[index]
     n = len(res["ttfts"])
+    if n != len(prompts):
+        raise Fault("benchmark_error", f"rate {index}: the benchmark returned {n} requests, the dataset has "
+                    f"{len(prompts)}", rate_index=index)
     reqs = []
     for i in range(n):
         ok = res["errors"][i] == "" and float(res["ttfts"][i]) > 0
         reqs.append(RequestOutcome(success=ok, prompt_tokens=int(res["input_lens"][i]),
+                                   dataset_prompt_tokens=prompts[i][1],
                                    output_tokens=int(res["output_lens"][i]) if ok else 0,
                                    ttft_s=float(res["ttfts"][i]) if ok else 0.0,
                                    latency_s=float(res["latencies"][i]) if ok else 0.0,
@@ -162,12 +196,15 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
                     f"{len(done)} succeeded by their own record, {spec.load.num_prompts} were asked for",
                     rate_index=index)
     bad_out = sorted({r.output_tokens for r in done} - {spec.load.output_len})
-    bad_in = sorted({r.prompt_tokens for r in done} - {spec.load.input_len})
+    tol = spec.load.input_len * PROMPT_LEN_TOLERANCE
+    bad_in = sorted({r.prompt_tokens for r in done
+                     if r.prompt_tokens != r.dataset_prompt_tokens or abs(r.prompt_tokens - spec.load.input_len) > tol})
     if bad_out or bad_in:
         raise Fault("token_count_mismatch",
                     f"rate {index}: server usage counts differ from the request: output tokens {bad_out} "
-                    f"(requested {spec.load.output_len}), prompt tokens {bad_in} (requested {spec.load.input_len})",
-                    rate_index=index)
+                    f"(requested {spec.load.output_len}), prompt tokens {bad_in} (requested {spec.load.input_len}, "
+                    f"dataset counts {sorted({r.dataset_prompt_tokens for r in done})}, tolerance "
+                    f"{PROMPT_LEN_TOLERANCE:.0%})", rate_index=index)
     duration = float(res["duration"])
     goodput = float(res["request_goodput"] or 0.0)
     good = int(round(goodput * duration))
@@ -183,6 +220,7 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
         prompt_tokens_max=max((r.prompt_tokens for r in done), default=0),
         output_tokens_min=min((r.output_tokens for r in done), default=0),
         output_tokens_max=max((r.output_tokens for r in done), default=0),
+        distinct_prompts=len({p for p, _n in prompts}),
         ttft=_stats(res, "ttft"), tpot=_stats(res, "tpot"), itl=_stats(res, "itl"), e2el=_stats(res, "e2el"),
         goodput_req_s=good / duration, good_requests=good, slo_attainment=good / completed if completed else 0.0,
         peak_concurrent_requests=int(res.get("max_concurrent_requests", 0)),
@@ -191,12 +229,9 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
 
 
 def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int) -> tuple[dict[str, Any], float]:
-    from vllm.benchmarks.serve import add_cli_args, main_async
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    from vllm.benchmarks.serve import main_async
 
-    parser = FlexibleArgumentParser()
-    add_cli_args(parser)
-    args = parser.parse_args(bench_argv(spec, port, spec.load.request_rates_rps[index]))
+    args = _parse(bench_argv(spec, port, spec.load.request_rates_rps[index]))
     print(f"SERVING rate {index}: vllm bench serve {' '.join(bench_argv(spec, port, spec.load.request_rates_rps[index]))}",
           flush=True)
     started = time.time()
@@ -246,9 +281,16 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
             raise Fault("server_never_healthy", f"GET /health did not return 200 within health_timeout_s="
                         f"{spec.limits.health_timeout_s:g} s ({health.polls} polls)")
         print(f"SERVING healthy after {healthy_after_s:.1f} s", flush=True)
+        try:
+            prompts = dataset_prompts(spec, port)
+        except Exception as exc:  # noqa: BLE001 - vLLM's dataset code raises plain exceptions; name it
+            raise Fault("benchmark_error", f"vLLM's random dataset could not be built: {type(exc).__name__}: "
+                        f"{exc}") from None
+        print(f"SERVING dataset: {len(prompts)} requests, {len({p for p, _n in prompts})} distinct prompts, "
+              f"dataset prompt tokens {sorted({n for _p, n in prompts})}", flush=True)
         for i in range(len(spec.load.request_rates_rps)):
             res, started = _run_rate(spec, cp, port, i)
-            rates.append(rate_result(spec, i, res, started, run_dir))
+            rates.append(rate_result(spec, i, res, started, run_dir, prompts))
             r = rates[-1]
             print(f"SERVING rate {i} ({spec.load.request_rates_rps[i] or 'inf'} req/s): {r.completed} ok "
                   f"{r.failed} failed, {r.request_throughput_req_s:.2f} req/s, {r.output_throughput_tok_s:.1f} tok/s, "

@@ -3,8 +3,8 @@
 Accepts the API server's arguments (``--host``, ``--port``, ``--model``, ``--random-*`` ignored,
 ``--offload-group-size`` ...) and serves ``GET /health``, ``GET /v1/models`` and a streaming
 ``POST /v1/completions`` that emits ``max_tokens`` one-token chunks (``FAKE_TOKEN_GAP_S`` apart)
-and a final ``usage`` chunk with ``prompt_tokens`` = the prompt's whitespace-free length capped
-at ``FAKE_PROMPT_TOKENS`` (default: the benchmark's requested length via that variable).
+and a final ``usage`` chunk with ``prompt_tokens`` = the prompt's length under the model's
+tokenizer (``transformers.AutoTokenizer``, as vLLM; times ``FAKE_PROMPT_TOKENS_FACTOR``, default 1: a tokenizer-mismatch fault).
 Like the evidence hook inside a real server, it publishes offload evidence (explicit empty
 evidence for the baseline; layers chosen by ``offload.selection`` otherwise) to
 ``OFFLOAD_EVIDENCE_PATH`` and prints one ``OFFLOAD_EVIDENCE`` line.
@@ -101,8 +101,9 @@ class Handler(BaseHTTPRequestHandler):
         for _ in range(max_tokens):
             time.sleep(gap)
             send({"choices": [{"text": "a", "index": 0}]})
-        send({"choices": [], "usage": {"prompt_tokens": int(os.environ.get("FAKE_PROMPT_TOKENS", "32")),
-                                       "completion_tokens": max_tokens}})
+        prompt_tokens = len(self.server.tokenizer(req.get("prompt", ""), add_special_tokens=False).input_ids)
+        prompt_tokens *= int(os.environ.get("FAKE_PROMPT_TOKENS_FACTOR", "1"))
+        send({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens}})
         send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
@@ -131,6 +132,9 @@ def main() -> int:
     _evidence(a)
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.model = a.model
+    from transformers import AutoTokenizer  # what vLLM's server counts with
+
+    srv.tokenizer = AutoTokenizer.from_pretrained(a.model) if (Path(a.model) / "tokenizer.json").is_file() else None
     srv.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

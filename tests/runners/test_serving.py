@@ -22,6 +22,7 @@ from results_schema.serving import (
     ServingEngine,
     ServingLimits,
     ServingLoad,
+    ServingRequests,
     ServingRun,
     ServingSLO,
 )
@@ -44,7 +45,7 @@ def _spec(tmp_path: Path, *, health_timeout_s: float = 5.0, rates=(4.0,)) -> Ser
         phase="serving", label="baseline", implementation="baseline", repeat=0, runtime="cpu", device="cpu",
         model=str(tmp_path / "model"), offload=OffloadSetting(offload_group_size=0, offload_num_in_group=0),
         engine=ServingEngine(dtype="bfloat16", max_model_len=256, enforce_eager=True, gpu_memory_utilization=0.5,
-                             seed=0, enable_prefix_caching=False, prompts_differ_per_request=True),
+                             seed=0, enable_prefix_caching=False),
         load=ServingLoad(backend="openai", endpoint="/v1/completions", dataset="random", num_prompts=4, input_len=32,
                          output_len=4, seed=0, num_warmups=0, burstiness=1.0, max_concurrency=None, temperature=0.0,
                          ignore_eos=True, request_rates_rps=rates),
@@ -116,7 +117,6 @@ def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
 
 
 def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_PROMPT_TOKENS", "32")
     code, run_dir = _matrix(tmp_path)
     assert code == 0
     lines = read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
@@ -124,7 +124,9 @@ def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, mo
     r = lines[0]
     assert r.evidence.offloader_class.endswith("NoopOffloader") and r.rate.completed == 4
     assert r.rate.output_tokens_min == r.rate.output_tokens_max == 4
-    assert r.engine.enable_prefix_caching is False and r.engine.prompts_differ_per_request
+    assert r.engine.enable_prefix_caching is False and 1 <= r.rate.distinct_prompts <= 4
+    reqs = read_json(run_dir / r.rate.requests_path, ServingRequests)
+    assert all(x.prompt_tokens == x.dataset_prompt_tokens for x in reqs.requests)
     summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
     assert summary["valid"] is True
     assert (run_dir / "summary" / "serving-latency.png").is_file()
@@ -132,11 +134,11 @@ def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, mo
 
 
 def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_PROMPT_TOKENS", "160")  # server counts 5x the requested prompt length
+    monkeypatch.setenv("FAKE_PROMPT_TOKENS_FACTOR", "5")  # a tokenizer mismatch: 5x the sampled prompt length
     code, run_dir = _matrix(tmp_path)
     assert code == 1
     (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
-    assert f.failure_type == "token_count_mismatch" and "prompt tokens [160]" in f.error_message
+    assert f.failure_type == "token_count_mismatch" and "prompt tokens [160" in f.error_message
     assert not (run_dir / "serving-serving.jsonl").exists()
     assert json.loads((run_dir / "summary" / "serving-summary.json").read_text())["valid"] is False
 
