@@ -149,3 +149,44 @@ def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
     assert not run_dir.exists()
     code, _ = _matrix(tmp_path, "phases.serving.serving.slo.attainment=1.5")
     assert code == 2
+
+
+def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SERVER_MODE", "orphan")
+    code, run_dir = _matrix(tmp_path, "phases.serving.serving.stop_grace_s=1.0")
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "server_left_processes" and "after SIGTERM" in f.error_message
+    log = (run_dir / "logs" / "serving" / "baseline-r0.server.log").read_text()
+    orphan = int(log.split("orphan child pid ")[1].split()[0])
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+
+
+def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
+    import re
+    import threading
+
+    monkeypatch.setenv("FAKE_TOKEN_GAP_S", "0.5")  # 4 tokens: each request lasts ~2 s
+    run_dir = tmp_path / "serving" / "t"
+    log = run_dir / "logs" / "serving" / "baseline-r0.log"
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.is_file() and "SERVING rate 0" in log.read_text():
+                time.sleep(1.0)
+                pid = int(re.search(r"SERVING server pid (\d+)", log.read_text()).group(1))
+                os.kill(pid, 9)
+                return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    code, run_dir = _matrix(tmp_path)
+    t.join()
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "server_died" and "exited with code -9 during rate 0" in f.error_message
+    result = read_json(run_dir / "records" / "serving" / "baseline-r0.serving.json", ServingCaseResult)
+    assert result.teardown.server_exited_before_stop and result.teardown.left_after_kill == ()
+    assert result.teardown.port_free
