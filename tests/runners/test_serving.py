@@ -190,3 +190,30 @@ def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
     result = read_json(run_dir / "records" / "serving" / "baseline-r0.serving.json", ServingCaseResult)
     assert result.teardown.server_exited_before_stop and result.teardown.left_after_kill == ()
     assert result.teardown.port_free
+
+
+def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
+    """The fake server ignores flags; vLLM's parser must accept every one and see the offload setting."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from runners.serving.driver import server_argv
+
+    spec = _spec(tmp_path).model_copy(update={"offload": OffloadSetting(
+        offload_group_size=4, offload_num_in_group=1, offload_prefetch_step=2, offload_params=("mlp",))})
+    argv = server_argv(spec, 12345)
+    assert argv[:2] == [sys.executable, str(FAKE_SERVER)]
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[2:])
+    assert (args.offload_group_size, args.offload_num_in_group, args.offload_prefetch_step) == (4, 1, 2)
+    assert set(args.offload_params) == {"mlp"}
+    assert args.enable_prefix_caching is False and args.port == 12345 and args.host == "127.0.0.1"
+    assert args.max_model_len == 256 and args.enforce_eager is True
+
+
+def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
+    from runners.serving.driver import _parse, bench_argv
+
+    a = _parse(bench_argv(_spec(tmp_path), 12345, None))
+    assert a.request_rate == float("inf") and a.endpoint == "/v1/completions" and a.ignore_eos
+    assert a.goodput == ["ttft:500.0", "tpot:100.0"] and a.metric_percentiles == "50,90,99"
+    assert _parse(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
