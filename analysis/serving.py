@@ -28,7 +28,6 @@ rate is a configured rate, not an interpolation), multiple-comparison correction
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +42,19 @@ import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 from analysis.pareto import pareto_mask  # noqa: E402
-from results_schema.io import RecordError, StrictJSONError, read_json, scan_jsonl  # noqa: E402
+from results_schema.io import RecordError, StrictJSONError, read_json, scan_jsonl, write_json  # noqa: E402
 from results_schema.models import CaseFailure  # noqa: E402
-from results_schema.serving import PROMPT_LEN_TOLERANCE, SERVING_SUFFIX, ServingRequests, ServingRun  # noqa: E402
+from results_schema.serving import (  # noqa: E402
+    PROMPT_LEN_TOLERANCE,
+    SERVING_SUFFIX,
+    ServingRateRow,
+    ServingRequests,
+    ServingRun,
+    ServingSLO,
+    ServingSummary,
+    SLORateRow,
+    VerdictRow,
+)
 
 REL_TOL = 1e-6
 INF_RATE = float("inf")
@@ -436,20 +445,22 @@ def plot_front(slo: pd.DataFrame):
     return fig
 
 
-def _jsonable(df: pd.DataFrame) -> list[dict[str, Any]]:
+def _rows(df: pd.DataFrame, model: type, *, inf_to_none: Sequence[str] = ()) -> tuple[Any, ...]:
+    """Frame -> validated models (NaN -> None; ``inf`` rates -> None, the records' convention)."""
+    fields = set(model.model_fields)
     out = []
     for row in df.astype(object).to_dict(orient="records"):
         clean = {}
         for k, v in row.items():
+            if k not in fields:
+                continue
             if hasattr(v, "item"):
                 v = v.item()
-            if isinstance(v, float) and math.isnan(v):
+            if isinstance(v, float) and (math.isnan(v) or (k in inf_to_none and math.isinf(v))):
                 v = None
-            elif isinstance(v, float) and math.isinf(v):
-                v = "inf"
             clean[k] = v
-        out.append(clean)
-    return out
+        out.append(model(**clean))
+    return tuple(out)
 
 
 def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None) -> str:
@@ -468,9 +479,16 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     verd = verdicts(data.frame)
     slo_def = data.runs[0].slo.model_dump() if data.runs else None
     md = render_markdown(table, slo, verd, val, slo_def)
-    payload = {"schema_version": 1, "valid": val.valid, "errors": val.errors, "warnings": val.warnings,
-               "slo": slo_def, "rates": _jsonable(table), "slo_rates": _jsonable(slo), "verdicts": _jsonable(verd)}
-    (out / "serving-summary.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    slo_rows = slo.copy()
+    if not slo_rows.empty:
+        slo_rows["slo_rate_is_inf"] = [bool(math.isinf(x)) for x in slo_rows["slo_rate_rps"]]
+    summary = ServingSummary(
+        valid=val.valid, errors=tuple(val.errors), warnings=tuple(val.warnings),
+        slo=ServingSLO(**slo_def) if slo_def else None,
+        rates=_rows(table, ServingRateRow, inf_to_none=("rate_rps",)),
+        slo_rates=_rows(slo_rows, SLORateRow, inf_to_none=("slo_rate_rps",)),
+        verdicts=_rows(verd, VerdictRow, inf_to_none=("rate_rps",)))
+    write_json(out / "serving-summary.json", summary)
     (out / "serving-summary.md").write_text(md)
     if not table.empty:
         fig = plot_latency(table)
