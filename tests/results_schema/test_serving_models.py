@@ -17,7 +17,7 @@ def rate(**overrides) -> RateResult:
                 total_token_throughput_tok_s=240.0, total_input_tokens=320, total_output_tokens=160,
                 prompt_tokens_min=32, prompt_tokens_max=32, output_tokens_min=16, output_tokens_max=16,
                 ttft=LAT, tpot=LAT, itl=LAT, e2el=LAT, goodput_req_s=4.0, good_requests=8, slo_attainment=0.8,
-                peak_concurrent_requests=3, requests_path="records/s/x/rate-0.requests.json",
+                peak_concurrent_requests=3, distinct_prompts=10, requests_path="records/s/x/rate-0.requests.json",
                 requests_sha256="0" * 64)
     base.update(overrides)
     return RateResult(**base)
