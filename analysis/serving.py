@@ -359,8 +359,8 @@ def _f(v: Any, d: int = 1) -> str:
 
 
 def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, val: ServingValidation,
-                    slo_def: dict[str, float] | None) -> str:
-    """The serving Markdown: validity line, per-rate table, SLO-rate front, verdicts."""
+                    slo_def: dict[str, float] | None, *, cpu: bool = False) -> str:
+    """The serving Markdown: validity line, per-rate table, SLO-rate front, verdicts (``cpu``: add the CPU note)."""
     lines = [f"serving: {'VALID' if val.valid else 'INVALID'} ({len(val.errors)} error(s), "
              f"{len(val.warnings)} warning(s))"]
     lines += [f"  error: {e}" for e in val.errors[:20]]
@@ -369,6 +369,13 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
                   f"meets it when no request failed and >= {slo_def['attainment']:.0%} of requests are good. TPOT = "
                   "(E2E - TTFT) / (output tokens - 1) per request; ITL = every chunk gap pooled over requests "
                   "(vLLM's definitions). Medians over repeats."]
+    if not table.empty and int(table["repeats"].min()) < 2:
+        lines += ["Fewer than 2 repeats for some label: its numbers are single measurements; a difference between "
+                  "labels is not a verdict (verdicts need >= 2 processes per side)."]
+    if not table.empty and cpu:
+        from analysis.report import CPU_NOTE
+
+        lines += [CPU_NOTE]
     if not table.empty and "prefix_caching" in table:
         pc = sorted(set(table["prefix_caching"]))
         lines += [f"Prefix caching: {'on' if pc == [True] else 'off' if pc == [False] else 'mixed'}; distinct "
@@ -429,7 +436,7 @@ def plot_front(slo: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     finite = slo[[not (math.isnan(x) or math.isinf(x)) for x in slo["slo_rate_rps"]]]
     rate = [0.0 if math.isnan(x) else x for x in slo["slo_rate_rps"]]
-    ax.scatter(slo["released_bytes"] / 2**20, rate, color="grey", label="label (no rate met: 0)")
+    ax.scatter(slo["released_bytes"] / 2**20, rate, color="grey", label="label (meeting no rate: drawn at 0)")
     f = slo[slo["on_front"]]
     ax.scatter(f["released_bytes"] / 2**20, [0.0 if math.isnan(x) else x for x in f["slo_rate_rps"]],
                color="C3", s=80, facecolors="none", label="front")
@@ -478,7 +485,8 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     slo = slo_rates(table)
     verd = verdicts(data.frame)
     slo_def = data.runs[0].slo.model_dump() if data.runs else None
-    md = render_markdown(table, slo, verd, val, slo_def)
+    cpu = bool(not data.frame.empty and (data.frame["runtime"] == "cpu").any())
+    md = render_markdown(table, slo, verd, val, slo_def, cpu=cpu)
     slo_rows = slo.copy()
     if not slo_rows.empty:
         slo_rows["slo_rate_is_inf"] = [bool(math.isinf(x)) for x in slo_rows["slo_rate_rps"]]
