@@ -6,6 +6,7 @@ What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.servi
   per configured rate and no failure record; every per-request file exists, has the recorded
   SHA-256, and reproduces the record (completed count, token totals, mean TTFT, mean TPOT,
   mean ITL, recomputed with ``request_tpot_s`` / ``pooled_itl_s``: vLLM's definitions);
+  warning when requests received their whole output in the first read (TPOT ~0 by definition);
   server-side token counts equal the requested lengths; the offload evidence is non-empty
   for offload cases and empty for the baseline. Warnings: failed requests; a concurrency cap
   that was reached (the achieved rate is then not the configured one).
@@ -57,6 +58,8 @@ from results_schema.serving import (  # noqa: E402
 )
 
 REL_TOL = 1e-6
+ONE_READ_S = 1e-4
+"""E2E - TTFT below this (s): every chunk of the request arrived with the first one (one network read)."""
 INF_RATE = float("inf")
 
 # ----------------------------------------------------------------------------- definitions (vLLM's)
@@ -153,7 +156,7 @@ def _close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-6) -> bool
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
 
 
-def _check_requests(run_dir: Path, r: ServingRun, errors: list[str]) -> None:
+def _check_requests(run_dir: Path, r: ServingRun, errors: list[str], warnings: list[str] | None = None) -> None:
     q = r.rate
     where = f"{r.phase}/{r.label}-r{r.repeat} rate {q.index}"
     path = run_dir / q.requests_path
@@ -169,6 +172,11 @@ def _check_requests(run_dir: Path, r: ServingRun, errors: list[str]) -> None:
         errors.append(f"{where}: {exc}")
         return
     ok = [x for x in reqs.requests if x.success]
+    one_chunk = sum(1 for x in ok if x.output_tokens > 1 and x.latency_s - x.ttft_s < ONE_READ_S)
+    if one_chunk and warnings is not None:
+        warnings.append(f"{where}: {one_chunk} of {len(ok)} requests received their whole output in the first "
+                        f"network read (E2E - TTFT < {ONE_READ_S * 1000:g} ms: TPOT and ITL ~0 by vLLM's "
+                        "definitions, the decode time is inside TTFT)")
     checks = []
     checks.append(("completed", len(ok), q.completed))
     checks.append(("total output tokens", sum(x.output_tokens for x in ok), q.total_output_tokens))
@@ -240,7 +248,7 @@ def validate_serving(data: ServingData) -> ServingValidation:
                     errors.append(f"{f.phase}/{f.label}-r{f.repeat}: serving case failed [{f.failure_type}] "
                                   f"{f.error_message}")
     for r in data.runs:
-        _check_requests(data.run_dir, r, errors)
+        _check_requests(data.run_dir, r, errors, warnings)
         where = f"{r.phase}/{r.label}-r{r.repeat} rate {r.rate.index}"
         e = r.evidence
         if r.offload.enabled and (e.wrapped_count == 0 or e.offloaded_bytes == 0):
@@ -364,6 +372,7 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
     lines = [f"serving: {'VALID' if val.valid else 'INVALID'} ({len(val.errors)} error(s), "
              f"{len(val.warnings)} warning(s))"]
     lines += [f"  error: {e}" for e in val.errors[:20]]
+    lines += [f"  warning: {w}" for w in val.warnings[:20]]
     if slo_def:
         lines += ["", f"SLO: TTFT <= {slo_def['ttft_ms']:g} ms and TPOT <= {slo_def['tpot_ms']:g} ms per request; a rate "
                   f"meets it when no request failed and >= {slo_def['attainment']:.0%} of requests are good. TPOT = "
