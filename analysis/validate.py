@@ -124,7 +124,8 @@ def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
     """Plan from ``config.yaml`` via ``runners.plan.expand``: ``{(phase, label): {runs, failures, expect_error}}``.
 
     Returns None when there is no config or it cannot be expanded (the caller warns).
-    Accuracy phases are excluded (they write accuracy files, not runs).
+    Accuracy and serving phases are excluded (they write their own files, not runs;
+    ``analysis.serving`` checks the serving counts).
     """
     path = run_dir / "config.yaml"
     if not path.is_file():
@@ -141,7 +142,7 @@ def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
     out = {}
     for phase, cases in by_phase.items():
         for c in cases:
-            if c.kind == "accuracy":
+            if c.kind in ("accuracy", "serving"):  # accuracy / serving files; serving: analysis.serving
                 continue
             exp_fail = c.expect_error is not None
             out[(phase, c.label)] = {"runs": 0 if exp_fail else c.repeats, "failures": c.repeats if exp_fail else 0,

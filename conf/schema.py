@@ -184,6 +184,56 @@ class CaseConfig:
 
 
 @dataclass
+class ServingSLOConfig:
+    """Goodput SLO of a serving phase (``results_schema.serving.ServingSLO``).
+
+    Attributes:
+        ttft_ms: TTFT limit of one request (ms).
+        tpot_ms: TPOT limit of one request (ms).
+        attainment: fraction of completed requests that must meet both for a rate to meet the SLO.
+    """
+
+    ttft_ms: float = 1000.0
+    tpot_ms: float = 100.0
+    attainment: float = 0.9
+
+
+@dataclass
+class ServingConfig:
+    """Settings of a ``kind: serving`` phase (one API server per case, vLLM's serving benchmark per rate).
+
+    Requests per rate, input and output lengths come from the phase's effective workload
+    (``num_prompts``, ``input_len``, ``max_tokens``); engine arguments (dtype, max_model_len,
+    enforce_eager, gpu_memory_utilization, seed, enable_prefix_caching) too.
+
+    Attributes:
+        request_rates: sweep of request rates (req/s, > 0; ``.inf`` = every request at t = 0).
+        max_concurrency: client-side cap on in-flight requests; null = none (a cap that limits
+            makes the achieved rate differ from the configured one: both are recorded).
+        num_warmups: warm-up requests per rate, excluded from every metric.
+        burstiness: gamma shape of inter-arrival gaps (1 = Poisson).
+        slo: goodput SLO.
+        health_timeout_s: longest wait for ``GET /health`` to return 200.
+        health_poll_s: seconds between two polls.
+        rate_timeout_s: longest benchmark run of one rate.
+        stop_grace_s: SIGTERM -> SIGKILL grace for the server's process tree.
+        server_command: argv prefix of the server; null = ``[<python>, -m, vllm.entrypoints.openai.api_server]``
+            (tests substitute a fake server here).
+    """
+
+    request_rates: List[float] = field(default_factory=lambda: [1.0, 4.0])
+    max_concurrency: Optional[int] = None
+    num_warmups: int = 2
+    burstiness: float = 1.0
+    slo: ServingSLOConfig = field(default_factory=ServingSLOConfig)
+    health_timeout_s: float = 300.0
+    health_poll_s: float = 0.5
+    rate_timeout_s: float = 300.0
+    stop_grace_s: float = 30.0
+    server_command: Optional[List[str]] = None
+
+
+@dataclass
 class MatrixConfig:
     """One phase: a list of cases, repeats, rounds and a schedule.
 
@@ -194,7 +244,8 @@ class MatrixConfig:
         name: matrix name (report only).
         kind: ``throughput`` (bench_one), ``ttft`` (bench_one, max_tokens=1 proxy),
             ``stability`` (bench_one, many sequential 1-prompt rounds, every output
-            non-empty), ``accuracy`` (``runners.accuracy``).
+            non-empty), ``accuracy`` (``runners.accuracy``), ``serving`` (``runners.serving``:
+            an OpenAI-compatible API server per case, vLLM's serving benchmark over ``serving.request_rates``).
         order: phases run in ascending order (ties: composition order).
         repeats: repeats per case.
         repeats_by_label: label -> repeats, overriding ``repeats``.
@@ -212,6 +263,7 @@ class MatrixConfig:
         accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
             accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
             unknown name is a config error before any process starts.
+        serving: settings of ``kind=serving`` phases (ignored by other kinds).
     """
 
     name: str = MISSING
@@ -238,6 +290,7 @@ class MatrixConfig:
     accuracy_limit: Optional[int] = None
     accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
     accuracy_protocol: str = "qwen-chat-v1"
+    serving: ServingConfig = field(default_factory=ServingConfig)
 
 
 @dataclass

@@ -295,6 +295,13 @@ FailureType = Literal[
     "no_offload_evidence",
     "invalid_record",
     "launch_error",
+    "server_never_healthy",
+    "server_exited_before_healthy",
+    "server_died",
+    "server_left_processes",
+    "rate_timeout",
+    "benchmark_error",
+    "token_count_mismatch",
 ]
 
 

@@ -23,7 +23,8 @@ the saved manifest, skips cases already recorded (by phase, label, repeat) and m
 partial leftovers (logs, evidence, records of unrecorded cases; a torn final JSONL
 line) to ``quarantine/<time>/``, where they are never counted.
 
-Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept);
+Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept) or the serving
+validation (``analysis.serving``) failed;
 2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier failed;
 5 formal run stopped at its first failure; 42 health gate; 130 interrupted (resume to continue).
 
@@ -630,6 +631,10 @@ def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> se
             done.add((ph, a.label, a.repeat))
         for f in _read_lines_quarantining(run_dir / f"{ph}-failures.jsonl", CaseFailure, quarantine):
             done.add((ph, f.label, f.repeat))
+        from results_schema.serving import ServingRun
+
+        for sr in _read_lines_quarantining(run_dir / f"{ph}-serving.jsonl", ServingRun, quarantine):
+            done.add((ph, sr.label, sr.repeat))
     return done
 
 
@@ -729,8 +734,13 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
     run_dir = state.run_dir
     state.case_wall_s += outcome.wall_s
     acc_line = None
+    serving_lines: list[Any] = []
     if sc.case.kind == "accuracy":
         fin, acc_line = _finalize_accuracy(sc, spec, outcome, run_dir)
+    elif sc.case.kind == "serving":
+        from runners.serving.spec import finalize_serving
+
+        fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
     else:
         fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
                        evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
@@ -739,6 +749,8 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         append_jsonl(run_dir / f"{sc.case.phase}-runs.jsonl", fin.run)
     if acc_line is not None:
         append_jsonl(run_dir / accuracy_cases_name(sc.case.phase), acc_line)
+    for line in serving_lines:
+        append_jsonl(run_dir / f"{sc.case.phase}-serving.jsonl", line)
     if fin.failure is not None:
         append_jsonl(run_dir / f"{sc.case.phase}-failures.jsonl", fin.failure)
     if fin.expected:
@@ -750,6 +762,11 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
             status = "ok"
             if acc_line is not None:
                 status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
+            if serving_lines:
+                ev = serving_lines[0].evidence
+                status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT p99 {ln.rate.tpot.p99_ms:.1f} ms"
+                                           for ln in serving_lines)
+                           + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
             if fin.run is not None:
                 ev = fin.run.evidence
                 rec = fin.run.record
@@ -786,7 +803,9 @@ def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
     for sc in items:
         c = sc.case
         table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
-                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name, str(c.workload["measured_rounds"]))
+                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
+                      str(c.workload["measured_rounds"]) if c.kind != "serving" else
+                      "serving: " + ", ".join(f"{r:g}" for r in c.serving["request_rates"]) + " req/s")
     console.print(table)
     per_phase: dict[str, int] = {}
     for sc in items:
@@ -902,6 +921,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 acc_dir = run_dir / "records" / sc.case.phase / sc.stem
                 if acc_dir.is_dir():
                     leftovers.append(acc_dir)
+                if sc.case.kind == "serving":
+                    from runners.serving.spec import paths_of
+
+                    leftovers += [q for k, q in paths_of(run_dir, sc.case.phase, sc.stem).items()
+                                  if k != "requests_dir" and q.exists()]
         if leftovers:
             _quarantine(leftovers, run_dir, qdir)
             console.print(f"resume: quarantined {len(leftovers)} partial file(s) into {qdir.relative_to(run_dir)}")
@@ -972,9 +996,15 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 for p in (paths.log, paths.evidence, paths.record):
                     p.parent.mkdir(parents=True, exist_ok=True)
                 rt = sc.case.runtime
-                argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
-                                 python=str(rt.get("python") or state.python), accuracy_command=state.accuracy_command,
-                                 bench_module=str(cfg.get("bench_module") or "runners.bench_one"))
+                python = str(rt.get("python") or state.python)
+                if sc.case.kind == "serving":
+                    from runners.serving.spec import write_case_spec
+
+                    argv = write_case_spec(sc, model_dir=identity.model_dir, run_dir=run_dir, python=python)
+                else:
+                    argv = case_argv(sc, model_dir=identity.model_dir, paths=paths, bench_command=state.bench_command,
+                                     python=python, accuracy_command=state.accuracy_command,
+                                     bench_module=str(cfg.get("bench_module") or "runners.bench_one"))
                 env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
                 explicit = state.accuracy_command if sc.case.kind == "accuracy" else state.bench_command
                 if not explicit:  # an explicit command runs as given; otherwise inside the runtime
@@ -1005,9 +1035,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
     accuracy_failed: list[str] = []
+    serving_valid = True
     try:
         if cfg.get("analyze", True) and not state.stopped:
-            _analyze(run_dir, console)
+            serving_valid = _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
                 _refresh_html(run_dir, console)
@@ -1029,6 +1060,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
         return EXIT_FORMAL_STOP
     if state.unexpected:
+        return EXIT_CASE_FAILURES
+    if not serving_valid:
+        console.print("[bold red]serving validation FAILED[/] (summary/serving-summary.md)")
         return EXIT_CASE_FAILURES
     if accuracy_failed:
         console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(accuracy_failed)}")
@@ -1073,19 +1107,29 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
     return failed
 
 
-def _analyze(run_dir: Path, console: Any) -> None:
+def _analyze(run_dir: Path, console: Any) -> bool:
     """Write ``summary/`` (Markdown, JSON, plots, report.html) and print the decision table, verdict last.
 
     Analysis errors are shown, not hidden; the full Markdown stays in ``summary/``.
+
+    Returns:
+        False when the run has serving phases and their validation failed (``analysis.serving``).
     """
     try:
         from analysis.console import print_summary
         from analysis.report import write_summary
     except ImportError as exc:
         console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis report {run_dir}` later[/]")
-        return
+        return True
     write_summary(run_dir)
     print_summary(run_dir / "summary", console)
+    if any(run_dir.glob("cases/*/*.serving-case.json")):
+        from analysis.serving import write_serving_summary
+
+        md = write_serving_summary(run_dir)
+        console.print(md, markup=False)
+        return md.startswith("serving: VALID")
+    return True
 
 
 def _refresh_html(run_dir: Path, console: Any) -> None:

@@ -20,7 +20,7 @@ from offload.selection import select_offload_layers, validate_offload_params
 from results_schema.manifest import is_secret_name
 
 IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
-KINDS = ("throughput", "ttft", "stability", "accuracy")
+KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
 
@@ -48,6 +48,8 @@ class CaseSpec:
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
         accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
         accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
+        serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
+            ``kind=serving``, else None.
     """
 
     phase: str
@@ -70,6 +72,7 @@ class CaseSpec:
     accuracy_limit: int | None = None
     accuracy_manifest: str | None = None
     accuracy_protocol: str | None = None
+    serving: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
     def offload_requested(self) -> bool:
@@ -196,6 +199,13 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
                         "written to the run directory, so pass secrets through the environment instead")
     eff_workload = _effective_workload(workload, matrix)
     validate_workload(phase, eff_workload, matrix, kind=kind)
+    if kind == "serving":
+        from runners.serving.spec import validate_serving
+
+        try:
+            validate_serving(phase, matrix.get("serving") or {})
+        except ValueError as exc:
+            raise PlanError(f"phase {phase!r}: {exc}") from None
     raw: list[dict[str, Any]] = []
     if matrix.get("baseline", True):
         raw.append(dict(implementation="baseline", group_size=0, num_in_group=0, prefetch_step=1,
@@ -280,6 +290,7 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         accuracy_manifest=(str(matrix.get("accuracy_manifest") or "eval_datasets/fixtures/manifest.json")
                            if kind == "accuracy" else None),
         accuracy_protocol=(str(matrix.get("accuracy_protocol") or "qwen-chat-v1") if kind == "accuracy" else None),
+        serving=dict(matrix.get("serving") or {}) if kind == "serving" else None,
     )
 
 

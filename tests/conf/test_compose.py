@@ -15,8 +15,8 @@ EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
     None: 5,  # embedded default: baseline + current (8,1) (4,1) (4,2) (2,1), 1 repeat
-    "qwen7b": 90,  # 21x3 + 5x3 + 4x3
-    "qwen7b_cuda": 78,  # 21x3 + 5x3
+    "qwen7b": 105,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3
+    "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
     "qwen1_5b": 52,  # 5x5 + 6x3 + 3x3
     "qwen1_5b_cuda": 52,
     "smoke": 4,
@@ -24,6 +24,7 @@ PROCESS_COUNTS = {
     "ttft": 4,
     "reproduce": 7,  # 5 performance + 2 accuracy
     "official_cpu": 3,
+    "serving": 3,  # baseline + current (4,1) (2,1), one API server each
 }
 
 
@@ -51,7 +52,8 @@ def test_qwen7b_reproduces_the_seed_design() -> None:
     per_phase: dict[str, set[str]] = {}
     for sc in items:
         per_phase.setdefault(sc.case.phase, set()).add(sc.case.label)
-    assert {k: len(v) for k, v in per_phase.items()} == {"same_runtime": 21, "long_window": 5, "native": 4}
+    assert {k: len(v) for k, v in per_phase.items()} == {"same_runtime": 21, "long_window": 5, "native": 4,
+                                                         "serving": 5}
     assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "long_window"} == {10}
     assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "same_runtime"} == {3}
     assert {sc.case.runtime_name for sc in items if sc.case.phase == "native"} == {"ascend_native_v018"}

@@ -22,7 +22,8 @@ from tests.runners.fake_host import ascend_host, cuda_host
 
 REPO = Path(__file__).resolve().parents[2]
 TRIM = ["phases.same_runtime.points=[{g:28,n:1},{g:14,n:1}]", "phases.same_runtime.repeats=1",
-        "phases.same_runtime.cooldown_s=0", "phases.long_window.repeats=1", "phases.long_window.cooldown_s=0"]
+        "phases.same_runtime.cooldown_s=0", "phases.long_window.repeats=1", "phases.long_window.cooldown_s=0",
+        "~phases.serving"]  # serving phases are rehearsed by tests/runners/test_serving.py
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,490 @@
+"""Strict models of the serving phase: a real vLLM OpenAI-compatible server per case, driven by
+vLLM's own serving benchmark (``vllm.benchmarks.serve``, the module behind ``vllm bench serve``)
+over a sweep of request rates.
+
+Files (names are part of the contract; ``results_schema.dispatch`` maps them):
+
+    cases/<phase>/<label>-r<k>.serving-case.json   ``ServingCaseSpec``  what the case process runs
+    records/<phase>/<label>-r<k>.serving.json       ``ServingCaseResult`` what it measured (or its fault)
+    records/<phase>/<label>-r<k>/rate-<i>.requests.json  ``ServingRequests`` per-request raw data
+    <phase>-serving.jsonl                           ``ServingRun``  one line per (case, repeat, rate)
+    <phase>-failures.jsonl                          ``results_schema.models.CaseFailure`` (faults)
+
+Metric definitions are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics``):
+
+* TTFT: request send -> first streamed chunk *with content* (completions endpoint, so the
+  chat "role only" first chunk does not exist).
+* TPOT of one request = (E2E - TTFT) / (output tokens - 1), only for requests with more than
+  one output token; percentiles are over requests. TTFT 200 ms, E2E 1200 ms, 11 tokens ->
+  TPOT 100 ms.
+* ITL: every gap between consecutive streamed chunks, pooled over all requests (a server that
+  sends 10 tokens at once every 10 s has TPOT 1 s but ITL 10 s). TPOT and ITL are different
+  numbers and are kept apart.
+* E2E (``e2el``): request send -> last chunk.
+* Output and prompt token counts come from the server's ``usage`` (not re-tokenised text).
+  The server's prompt count must equal the dataset's count of that prompt and lie within
+  ``PROMPT_LEN_TOLERANCE`` of the requested input length (vLLM's random prompts are decoded and
+  re-encoded, which can add a token; a tokenizer mismatch multiplies the count).
+* Request rate ``null`` means vLLM's ``inf`` (every request sent at t = 0); a finite rate draws
+  Poisson gaps (burstiness 1) rescaled so the last send lands at N / rate. The achieved rate
+  is ``request_throughput_req_s`` (completed / measured window).
+* Goodput: completed requests per second whose TTFT and TPOT both meet the SLO (vLLM's
+  ``--goodput ttft:<ms> tpot:<ms>``; a request with one output token has TPOT 0).
+
+What is deliberately not modelled: statistics across cases or repeats (``analysis.serving``).
+This module must not import vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from results_schema.dispatch import FileKind
+from results_schema.models import (
+    REL_TOL,
+    Implementation,
+    KVCacheCapacity,
+    NonNegFloat,
+    NonNegInt,
+    OffloadSetting,
+    RuntimeEvidence,
+    StrictModel,
+)
+
+PosInt = Annotated[int, Field(ge=1)]
+PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+FILE_KINDS: list[FileKind] = [
+    FileKind("*.serving-case.json", "results_schema.serving:ServingCaseSpec", jsonl=False),
+    FileKind("*.serving.json", "results_schema.serving:ServingCaseResult", jsonl=False),
+    FileKind("*.requests.json", "results_schema.serving:ServingRequests", jsonl=False),
+    FileKind("*-serving.jsonl", "results_schema.serving:ServingRun", jsonl=True),
+    FileKind("summary/serving-summary.json", "results_schema.serving:ServingSummary", jsonl=False),
+]
+"""Dispatch entries contributed to ``results_schema.dispatch`` (they win over ``records/*/*.json``)."""
+
+PROMPT_LEN_TOLERANCE = 0.1
+"""Largest relative difference between a server-counted prompt and the requested input length."""
+
+SERVING_SUFFIX = "-serving.jsonl"
+"""File name suffix of a serving phase's lines (``<phase>-serving.jsonl``)."""
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
+
+
+class ServingSLO(StrictModel):
+    """The service-level objective goodput is measured against.
+
+    A request is *good* when its TTFT <= ``ttft_ms`` and its TPOT <= ``tpot_ms`` (vLLM's goodput
+    rule). A rate *meets the SLO* when no request failed and at least ``attainment`` of the
+    completed requests were good (``analysis.serving``).
+    """
+
+    ttft_ms: PosFloat = Field(description="TTFT limit of one request (ms).")
+    tpot_ms: PosFloat = Field(description="TPOT limit of one request (ms).")
+    attainment: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        description="Fraction of completed requests that must be good for a rate to meet the SLO.")
+
+
+class ServingLoad(StrictModel):
+    """What the benchmark client sends (``vllm.benchmarks.serve`` arguments)."""
+
+    backend: Literal["openai"] = Field(description="vLLM benchmark backend (streaming /v1/completions).")
+    endpoint: Literal["/v1/completions"] = Field(
+        description="API endpoint; the completions endpoint has no content-free first chunk.")
+    dataset: Literal["random"] = Field(description="vLLM RandomDataset: independent random token ids per request.")
+    num_prompts: PosInt = Field(description="Measured requests per rate.")
+    input_len: PosInt = Field(description="Requested prompt length (tokens).")
+    output_len: PosInt = Field(description="Requested output length (tokens; ignore_eos makes it exact).")
+    seed: NonNegInt = Field(description="Dataset and arrival-time seed (the same prompts at every rate and case).")
+    num_warmups: NonNegInt = Field(description="Warm-up requests before the clock starts (excluded).")
+    burstiness: PosFloat = Field(description="Gamma shape of inter-arrival gaps (1 = Poisson).")
+    max_concurrency: PosInt | None = Field(description="Client-side cap on in-flight requests; null = none.")
+    temperature: NonNegFloat = Field(description="Sampling temperature sent with every request.")
+    ignore_eos: Literal[True] = Field(description="Generation runs to output_len (token counts are exact).")
+    request_rates_rps: tuple[PosFloat | None, ...] = Field(
+        min_length=1, description="Sweep of configured request rates (req/s); null = inf (all sent at t=0).")
+
+
+class ServingEngine(StrictModel):
+    """Engine arguments of the API server besides the offload setting."""
+
+    dtype: str = Field(description="vLLM --dtype.")
+    max_model_len: Annotated[int, Field(ge=2)] = Field(description="vLLM --max-model-len (tokens).")
+    enforce_eager: bool = Field(description="vLLM --enforce-eager.")
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        description="vLLM --gpu-memory-utilization (fraction).")
+    seed: NonNegInt = Field(description="vLLM --seed.")
+    enable_prefix_caching: bool = Field(description="vLLM --[no-]enable-prefix-caching as passed to the server.")
+
+
+class ServingLimits(StrictModel):
+    """Bounds of the case process."""
+
+    health_timeout_s: PosFloat = Field(description="Longest wait for GET /health to return 200 (s).")
+    health_poll_s: PosFloat = Field(description="Seconds between two /health polls.")
+    rate_timeout_s: PosFloat = Field(description="Longest benchmark run of one rate (s).")
+    stop_grace_s: PosFloat = Field(description="Seconds between SIGTERM to the server's group and SIGKILL.")
+
+
+class ServingCaseSpec(StrictModel):
+    """``cases/<phase>/<stem>.serving-case.json``: everything one serving case process runs.
+
+    Written by ``runners.matrix``; read by ``python -m runners.serving --case FILE``.
+    """
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label, unique within the phase.")
+    implementation: Implementation = Field(description="Implementation switch (OFFLOAD_IMPL).")
+    repeat: NonNegInt = Field(description="Repeat index (0-based).")
+    runtime: str = Field(description="Runtime name (cpu, cuda, ascend_latest, ...).")
+    device: str = Field(description="Device kind: cpu, cuda, npu.")
+    model: str = Field(description="Model directory served.")
+    offload: OffloadSetting = Field(description="Offload engine arguments of the server.")
+    engine: ServingEngine = Field(description="Other engine arguments of the server.")
+    load: ServingLoad = Field(description="Benchmark client settings.")
+    slo: ServingSLO = Field(description="Goodput SLO.")
+    limits: ServingLimits = Field(description="Timeouts of the case process.")
+    server_command: tuple[str, ...] = Field(
+        min_length=1, description="argv prefix of the server (default: python -m vllm.entrypoints.openai.api_server).")
+    record_path: str = Field(description="Absolute path of the ServingCaseResult to write.")
+    requests_dir: str = Field(description="Absolute directory of the per-rate ServingRequests files.")
+    server_log_path: str = Field(description="Absolute path of the server's log (new file).")
+
+
+class LatencyStats(StrictModel):
+    """Mean and percentiles of one latency metric over a rate's measured requests (ms, vLLM's numbers)."""
+
+    mean_ms: NonNegFloat = Field(description="Mean (ms).")
+    p50_ms: NonNegFloat = Field(description="50th percentile (ms; numpy linear interpolation).")
+    p90_ms: NonNegFloat = Field(description="90th percentile (ms).")
+    p99_ms: NonNegFloat = Field(description="99th percentile (ms).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "LatencyStats":
+        if not (self.p50_ms <= self.p90_ms * (1 + REL_TOL) and self.p90_ms <= self.p99_ms * (1 + REL_TOL)):
+            raise ValueError(f"percentiles must be ordered p50 <= p90 <= p99 (got {self.p50_ms}, {self.p90_ms}, "
+                             f"{self.p99_ms})")
+        return self
+
+
+class RateResult(StrictModel):
+    """One request rate of one case: vLLM's serving-benchmark metrics plus server-side token checks."""
+
+    index: NonNegInt = Field(description="Position in the sweep (0-based).")
+    request_rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    max_concurrency: PosInt | None = Field(description="Client-side concurrency cap; null = none.")
+    num_prompts: PosInt = Field(description="Measured requests sent (warm-up excluded).")
+    completed: NonNegInt = Field(description="Requests that succeeded.")
+    failed: NonNegInt = Field(description="Requests that failed (error or dropped connection).")
+    duration_s: PosFloat = Field(
+        description="Measured window: first measured send to last completion (s; vLLM's benchmark duration).")
+    started_at_unix_s: PosFloat = Field(description="Wall clock (Unix s) when the rate's benchmark call started.")
+    request_throughput_req_s: NonNegFloat = Field(description="Achieved rate = completed / duration_s (req/s).")
+    output_throughput_tok_s: NonNegFloat = Field(description="total_output_tokens / duration_s (tok/s).")
+    total_token_throughput_tok_s: NonNegFloat = Field(description="(input + output tokens) / duration_s (tok/s).")
+    total_input_tokens: NonNegInt = Field(description="Prompt tokens of completed requests (server usage).")
+    total_output_tokens: NonNegInt = Field(description="Output tokens of completed requests (server usage).")
+    prompt_tokens_min: NonNegInt = Field(description="Smallest server-counted prompt of a completed request.")
+    prompt_tokens_max: NonNegInt = Field(description="Largest server-counted prompt of a completed request.")
+    output_tokens_min: NonNegInt = Field(description="Smallest server-counted output of a completed request.")
+    output_tokens_max: NonNegInt = Field(description="Largest server-counted output of a completed request.")
+    distinct_prompts: NonNegInt = Field(
+        description="Distinct prompt texts among the measured requests (vLLM's RandomDataset builds each prompt "
+                    "from a random offset into the vocabulary, so a small vocabulary can repeat one); warm-up "
+                    "requests all reuse the first prompt. With prefix caching off a repeat is not a cache hit.")
+    ttft: LatencyStats = Field(description="Time to first token (ms).")
+    tpot: LatencyStats = Field(description="Time per output token, per request, excluding the first (ms).")
+    itl: LatencyStats = Field(description="Inter-token latency, every chunk gap pooled over requests (ms).")
+    e2el: LatencyStats = Field(description="End-to-end request latency (ms).")
+    goodput_req_s: NonNegFloat = Field(description="vLLM request goodput under the SLO (good requests / duration_s).")
+    good_requests: NonNegInt = Field(description="Requests meeting the SLO = goodput_req_s * duration_s.")
+    slo_attainment: Fraction = Field(description="good_requests / completed (0 when nothing completed).")
+    peak_concurrent_requests: NonNegInt = Field(description="vLLM's max concurrent requests in one second.")
+    requests_path: str = Field(description="Per-request ServingRequests file, relative to the run directory.")
+    requests_sha256: Sha256Hex = Field(description="SHA-256 of that file.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RateResult":
+        if self.completed + self.failed != self.num_prompts:
+            raise ValueError(f"completed ({self.completed}) + failed ({self.failed}) != num_prompts "
+                             f"({self.num_prompts})")
+        d = self.duration_s
+        for name, num in (("request_throughput_req_s", self.completed),
+                          ("output_throughput_tok_s", self.total_output_tokens),
+                          ("total_token_throughput_tok_s", self.total_input_tokens + self.total_output_tokens)):
+            if not _close(getattr(self, name), num / d):
+                raise ValueError(f"{name} ({getattr(self, name)}) != {num} / duration_s ({d})")
+        if abs(self.good_requests - self.goodput_req_s * d) > 1e-6 * max(1.0, self.good_requests):
+            raise ValueError(f"good_requests ({self.good_requests}) != goodput_req_s * duration_s "
+                             f"({self.goodput_req_s} * {d})")
+        if self.good_requests > self.completed:
+            raise ValueError(f"good_requests ({self.good_requests}) > completed ({self.completed})")
+        want = self.good_requests / self.completed if self.completed else 0.0
+        if not _close(self.slo_attainment, want):
+            raise ValueError(f"slo_attainment ({self.slo_attainment}) != good_requests / completed ({want})")
+        if self.distinct_prompts > self.num_prompts:
+            raise ValueError(f"distinct_prompts ({self.distinct_prompts}) > num_prompts ({self.num_prompts})")
+        if self.completed and not (self.prompt_tokens_min <= self.prompt_tokens_max
+                                   and self.output_tokens_min <= self.output_tokens_max):
+            raise ValueError("token minima must not exceed maxima")
+        return self
+
+
+class RequestOutcome(StrictModel):
+    """One measured request as vLLM's benchmark client saw it (seconds)."""
+
+    success: bool = Field(description="The request completed.")
+    prompt_tokens: NonNegInt = Field(description="Prompt tokens (server usage when it completed).")
+    dataset_prompt_tokens: NonNegInt = Field(
+        description="Prompt tokens the benchmark's dataset counted for this prompt (client tokenizer, after vLLM's "
+                    "decode/re-encode adjustment); the server's count must equal it.")
+    output_tokens: NonNegInt = Field(description="Output tokens (server usage); 0 when it failed.")
+    ttft_s: NonNegFloat = Field(description="Time to first content chunk (s); 0 when it failed.")
+    latency_s: NonNegFloat = Field(description="End-to-end latency (s); 0 when it failed.")
+    itl_s: tuple[NonNegFloat, ...] = Field(description="Gaps between consecutive streamed chunks (s).")
+    error: str = Field(description="Error text of a failed request ('' on success).")
+
+
+class ServingRequests(StrictModel):
+    """``records/<phase>/<stem>/rate-<i>.requests.json``: raw per-request data of one rate."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    repeat: NonNegInt = Field(description="Repeat index.")
+    rate_index: NonNegInt = Field(description="Position of the rate in the sweep.")
+    request_rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    requests: tuple[RequestOutcome, ...] = Field(description="Measured requests, in dataset order.")
+
+
+class ServerStartup(StrictModel):
+    """How the API server came up."""
+
+    argv: tuple[str, ...] = Field(description="Exact argv of the server process.")
+    host: Literal["127.0.0.1"] = Field(description="Loopback address it listened on.")
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(description="Free port chosen for it.")
+    pid: PosInt = Field(description="PID of the API server (leader of its own process group).")
+    healthy_after_s: NonNegFloat | None = Field(description="Launch -> first GET /health 200 (s); null if never.")
+    health_polls: NonNegInt = Field(description="GET /health attempts made.")
+    log_path: str = Field(description="Server log, relative to the run directory.")
+
+
+class Teardown(StrictModel):
+    """How the server's whole process tree was stopped (process group + every descendant seen)."""
+
+    processes_seen: NonNegInt = Field(description="Server process + descendants observed while it ran.")
+    server_exited_before_stop: bool = Field(description="The API server process had already exited when stop began.")
+    sigterm_sent: bool = Field(description="SIGTERM was sent to the process group.")
+    escalated_to_sigkill: bool = Field(description="Something was still alive after the grace period: SIGKILL sent.")
+    left_after_sigterm: tuple[str, ...] = Field(
+        description="'pid name' of processes alive after SIGTERM + grace (before SIGKILL).")
+    left_after_kill: tuple[str, ...] = Field(description="'pid name' of processes alive at the end (must be empty).")
+    port_free: bool = Field(description="The server's port could be bound again after teardown.")
+    teardown_s: NonNegFloat = Field(description="Seconds spent stopping the tree.")
+
+
+ServingFaultCause = Literal[
+    "server_never_healthy",
+    "server_exited_before_healthy",
+    "server_died",
+    "server_left_processes",
+    "rate_timeout",
+    "benchmark_error",
+    "token_count_mismatch",
+]
+"""Why a serving case produced no data point (closed set; also the ``error_type`` of its CaseFailure)."""
+
+
+class ServingFault(StrictModel):
+    """The first thing that went wrong in a serving case."""
+
+    cause: ServingFaultCause = Field(description="What went wrong.")
+    message: str = Field(description="One line naming the case, the rate and the values.")
+    rate_index: NonNegInt | None = Field(default=None, description="Rate being measured, if any.")
+    server_exit_code: int | None = Field(default=None, description="Server return code if it had exited (<0 = signal).")
+
+
+class ServingCaseResult(StrictModel):
+    """``records/<phase>/<stem>.serving.json``: what one serving case process measured, or its fault."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    implementation: Implementation = Field(description="Implementation switch.")
+    repeat: NonNegInt = Field(description="Repeat index.")
+    runtime: str = Field(description="Runtime name.")
+    model: str = Field(description="Model directory served.")
+    offload: OffloadSetting = Field(description="Offload engine arguments the server got.")
+    engine: ServingEngine = Field(description="Other engine arguments.")
+    load: ServingLoad = Field(description="Benchmark client settings.")
+    slo: ServingSLO = Field(description="Goodput SLO.")
+    server: ServerStartup = Field(description="Server launch and readiness.")
+    rates: tuple[RateResult, ...] = Field(description="Completed rates, in sweep order.")
+    teardown: Teardown = Field(description="How the server tree was stopped.")
+    fault: ServingFault | None = Field(description="First fault; null when every rate ran and teardown was clean.")
+    vllm_version: str = Field(description="vllm.__version__ of the benchmark client.")
+    wall_s: NonNegFloat = Field(description="Case process wall seconds (server start to teardown end).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServingCaseResult":
+        if [r.index for r in self.rates] != list(range(len(self.rates))):
+            raise ValueError(f"rate indices {[r.index for r in self.rates]} must be 0..{len(self.rates) - 1}")
+        for r in self.rates:
+            if r.request_rate_rps != self.load.request_rates_rps[r.index]:
+                raise ValueError(f"rate {r.index}: {r.request_rate_rps} != configured "
+                                 f"{self.load.request_rates_rps[r.index]}")
+        if self.fault is None:
+            if len(self.rates) != len(self.load.request_rates_rps):
+                raise ValueError(f"no fault but {len(self.rates)} of {len(self.load.request_rates_rps)} rates ran")
+            if self.teardown.left_after_kill or not self.teardown.port_free:
+                raise ValueError("no fault but the teardown left processes or the port behind")
+        return self
+
+
+class ServingRun(StrictModel):
+    """One line of ``<phase>-serving.jsonl``: one (case, repeat, rate) with the server's evidence."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    implementation: Implementation = Field(description="Implementation switch.")
+    repeat: NonNegInt = Field(description="Repeat index.")
+    runtime: str = Field(description="Runtime name.")
+    model: str = Field(description="Model directory served.")
+    offload: OffloadSetting = Field(description="Offload engine arguments of the server.")
+    engine: ServingEngine = Field(description="Other engine arguments.")
+    load: ServingLoad = Field(description="Benchmark client settings (the whole sweep).")
+    slo: ServingSLO = Field(description="Goodput SLO.")
+    rate: RateResult = Field(description="This rate's metrics.")
+    evidence: RuntimeEvidence = Field(description="Offloader evidence published inside the server's engine process.")
+    kv_cache: KVCacheCapacity = Field(description="KV cache capacity parsed from the server log.")
+    server_healthy_after_s: NonNegFloat = Field(description="Server launch -> healthy (s).")
+    teardown_s: NonNegFloat = Field(description="Seconds spent stopping the server tree.")
+    process_wall_s: NonNegFloat = Field(description="Wall seconds of the case process.")
+    log_path: str = Field(description="Case process log, relative to the run directory.")
+    server_log_path: str = Field(description="Server log, relative to the run directory.")
+    evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
+    record_path: str = Field(description="ServingCaseResult file, relative to the run directory.")
+    command: tuple[str, ...] = Field(description="argv of the case process.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServingRun":
+        if self.rate.index >= len(self.load.request_rates_rps) or \
+                self.load.request_rates_rps[self.rate.index] != self.rate.request_rate_rps:
+            raise ValueError(f"rate {self.rate.index} ({self.rate.request_rate_rps}) is not in the sweep "
+                             f"{self.load.request_rates_rps}")
+        if self.evidence.implementation != self.implementation:
+            raise ValueError(f"evidence implementation {self.evidence.implementation!r} != {self.implementation!r}")
+        return self
+
+
+OptFloat = Annotated[float, Field(allow_inf_nan=False)] | None
+
+
+class ServingRateRow(StrictModel):
+    """One (phase, label, rate) of ``summary/serving-summary.json``: medians over repeats."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    implementation: Implementation = Field(description="Implementation.")
+    group_size: NonNegInt = Field(description="offload_group_size.")
+    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
+    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
+    offload_params: str = Field(description="offload_params, comma-joined.")
+    rate_index: NonNegInt = Field(description="Position in the sweep.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    repeats: PosInt = Field(description="Repeats measured.")
+    achieved_req_s: NonNegFloat = Field(description="Median achieved rate (req/s).")
+    output_tok_s: NonNegFloat = Field(description="Median output throughput (tok/s).")
+    goodput_req_s: NonNegFloat = Field(description="Median goodput (req/s).")
+    slo_attainment: Fraction = Field(description="Median fraction of good requests.")
+    duration_s: NonNegFloat = Field(description="Median measured window (s).")
+    ttft_p50_ms: NonNegFloat = Field(description="Median P50 TTFT (ms).")
+    ttft_p90_ms: NonNegFloat = Field(description="Median P90 TTFT (ms).")
+    ttft_p99_ms: NonNegFloat = Field(description="Median P99 TTFT (ms).")
+    tpot_p50_ms: NonNegFloat = Field(description="Median P50 TPOT (ms).")
+    tpot_p90_ms: NonNegFloat = Field(description="Median P90 TPOT (ms).")
+    tpot_p99_ms: NonNegFloat = Field(description="Median P99 TPOT (ms).")
+    itl_p50_ms: NonNegFloat = Field(description="Median P50 ITL (ms).")
+    itl_p90_ms: NonNegFloat = Field(description="Median P90 ITL (ms).")
+    itl_p99_ms: NonNegFloat = Field(description="Median P99 ITL (ms).")
+    e2el_p50_ms: NonNegFloat = Field(description="Median P50 E2E latency (ms).")
+    e2el_p90_ms: NonNegFloat = Field(description="Median P90 E2E latency (ms).")
+    e2el_p99_ms: NonNegFloat = Field(description="Median P99 E2E latency (ms).")
+    failed: NonNegInt = Field(description="Failed requests summed over repeats.")
+    meets_slo: bool = Field(description="Every repeat met the SLO at this rate.")
+    released_bytes: float = Field(description="Median released bytes (evidence).")
+    offloaded_bytes: NonNegFloat = Field(description="Median offloaded bytes (evidence).")
+    offloader_class: str = Field(description="Offloader class (evidence).")
+    wrapped_layers: str = Field(description="Wrapped layer indices (evidence), comma-joined.")
+    prefix_caching: bool = Field(description="Prefix caching of the server.")
+    distinct_prompts: NonNegInt = Field(description="Fewest distinct prompts over repeats.")
+    num_prompts: PosInt = Field(description="Measured requests per rate.")
+
+
+class SLORateRow(StrictModel):
+    """Per label: the highest configured rate meeting the SLO (it and every lower rate, every repeat)."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    implementation: Implementation = Field(description="Implementation.")
+    group_size: NonNegInt = Field(description="offload_group_size.")
+    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
+    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
+    offload_params: str = Field(description="offload_params, comma-joined.")
+    released_bytes: float = Field(description="Released bytes from the evidence (median over repeats).")
+    slo_rate_rps: PosFloat | None = Field(description="That rate (req/s); null when none or inf (see slo_rate_is_inf).")
+    slo_rate_is_inf: bool = Field(description="The rate meeting the SLO is inf (every request sent at t = 0).")
+    slo_achieved_req_s: NonNegFloat | None = Field(description="Median achieved rate there (req/s); null = none.")
+    on_front: bool = Field(description="On the Pareto front of (released bytes, SLO rate) within the phase.")
+
+
+class VerdictRow(StrictModel):
+    """current vs official on P99 TPOT at one (G, N, prefetch, params, rate); lower is better."""
+
+    phase: str = Field(description="Matrix phase.")
+    group_size: NonNegInt = Field(description="offload_group_size.")
+    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
+    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
+    offload_params: str = Field(description="offload_params, comma-joined.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    a: Implementation = Field(description="Side A (current).")
+    b: Implementation = Field(description="Side B (official).")
+    a_repeats: PosInt = Field(description="Processes of A.")
+    b_repeats: PosInt = Field(description="Processes of B.")
+    a_p99_tpot_ms: NonNegFloat = Field(description="Median over A's processes of P99 TPOT (ms).")
+    b_p99_tpot_ms: NonNegFloat = Field(description="Median over B's processes of P99 TPOT (ms).")
+    verdict: Literal["faster", "slower", "equivalent", "inconclusive"] = Field(
+        description="analysis.compare's rule; faster = A has the lower P99 TPOT.")
+    delta_pct: OptFloat = Field(description="(median A - median B) / median B (%).")
+    ci_low_pct: OptFloat = Field(description="Bootstrap CI low bound of that difference (%); null = no interval.")
+    ci_high_pct: OptFloat = Field(description="Bootstrap CI high bound (%); null = no interval.")
+    verdict_text: str = Field(description="Verdict with its interval and rule.")
+
+
+class ServingSummary(StrictModel):
+    """``summary/serving-summary.json``: validity, per-rate table, SLO rates with their front, verdicts."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
+    valid: bool = Field(description="No serving validation error.")
+    errors: tuple[str, ...] = Field(description="Serving validation errors.")
+    warnings: tuple[str, ...] = Field(description="Serving validation warnings.")
+    slo: ServingSLO | None = Field(description="SLO of the serving lines (null when there is none).")
+    rates: tuple[ServingRateRow, ...] = Field(description="Per (phase, label, rate).")
+    slo_rates: tuple[SLORateRow, ...] = Field(description="Per label.")
+    verdicts: tuple[VerdictRow, ...] = Field(description="current vs official on P99 TPOT.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServingSummary":
+        if self.valid == bool(self.errors):
+            raise ValueError(f"valid ({self.valid}) contradicts errors ({len(self.errors)})")
+        return self

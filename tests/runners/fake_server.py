@@ -1,0 +1,149 @@
+"""A stand-in for vLLM's OpenAI-compatible API server that costs no engine start-up (serving fault tests).
+
+Accepts the API server's arguments (``--host``, ``--port``, ``--model``, ``--random-*`` ignored,
+``--offload-group-size`` ...) and serves ``GET /health``, ``GET /v1/models`` and a streaming
+``POST /v1/completions`` that emits ``max_tokens`` one-token chunks (``FAKE_TOKEN_GAP_S`` apart)
+and a final ``usage`` chunk with ``prompt_tokens`` = the prompt's length under the model's
+tokenizer (``transformers.AutoTokenizer``, as vLLM; times ``FAKE_PROMPT_TOKENS_FACTOR``, default 1: a tokenizer-mismatch fault).
+Like the evidence hook inside a real server, it publishes offload evidence (explicit empty
+evidence for the baseline; layers chosen by ``offload.selection`` otherwise) to
+``OFFLOAD_EVIDENCE_PATH`` and prints one ``OFFLOAD_EVIDENCE`` line.
+
+``FAKE_SERVER_MODE``:
+* ``ok`` (default): behave.
+* ``never_healthy``: listen on nothing, sleep forever.
+* ``exit``: print a traceback-like line and exit 3 at once.
+* ``orphan``: behave, but start a child that ignores SIGTERM (it outlives the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from offload.selection import select_offload_layers
+from results_schema.io import dumps_model, write_json
+from results_schema.models import RuntimeEvidence
+
+LAYER_BYTES = 295_936
+NUM_LAYERS = 8
+
+
+def _evidence(a: argparse.Namespace) -> None:
+    path = os.environ.get("OFFLOAD_EVIDENCE_PATH")
+    if not path:
+        return
+    impl = os.environ.get("OFFLOAD_IMPL", "baseline")
+    g, n = a.offload_group_size, a.offload_num_in_group
+    layers = tuple(select_offload_layers(NUM_LAYERS, g, n)) if g > 0 else ()
+    cls = {"baseline": "vllm.model_executor.offloader.base.NoopOffloader",
+           "current": "offload.prefetch.CurrentPrefetchOffloader"}.get(impl, "offload.sync.SyncOffloader")
+    ev = RuntimeEvidence(offloader_class=cls, implementation=impl, offload_group_size=g, offload_num_in_group=n,
+                         offload_prefetch_step=a.offload_prefetch_step if g > 0 else 0, num_layers=NUM_LAYERS,
+                         selected_layers=layers, wrapped_layers=layers, wrapped_count=len(layers),
+                         offloaded_bytes=LAYER_BYTES * len(layers), static_buffer_bytes=0,
+                         released_bytes=LAYER_BYTES * len(layers), post_init_called=True, pid=os.getpid(),
+                         device="cpu")
+    write_json(Path(path), ev)
+    print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + dumps_model(ev), flush=True)
+    print("CPU KV cache size: 10,000 tokens", flush=True)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _json(self, code: int, obj) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/v1/models":
+            self._json(200, {"data": [{"id": self.server.model, "root": self.server.model}]})
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        n = int(self.headers.get("Content-Length", "0"))
+        req = json.loads(self.rfile.read(n) or b"{}")
+        if self.path != "/v1/completions":
+            self._json(404, {"error": "not found"})
+            return
+        max_tokens = int(req.get("max_tokens") or 1)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def send(obj) -> None:
+            data = ("data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + "\n\n").encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        gap = float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
+        for _ in range(max_tokens):
+            time.sleep(gap)
+            send({"choices": [{"text": "a", "index": 0}]})
+        prompt_tokens = len(self.server.tokenizer(req.get("prompt", ""), add_special_tokens=False).input_ids)
+        prompt_tokens *= int(os.environ.get("FAKE_PROMPT_TOKENS_FACTOR", "1"))
+        send({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens}})
+        send("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--offload-group-size", type=int, default=0)
+    ap.add_argument("--offload-num-in-group", type=int, default=0)
+    ap.add_argument("--offload-prefetch-step", type=int, default=1)
+    a, _rest = ap.parse_known_args()
+    mode = os.environ.get("FAKE_SERVER_MODE", "ok")
+    print(f"fake server mode {mode} pid {os.getpid()}", flush=True)
+    if mode == "never_healthy":
+        time.sleep(1000)
+    if mode == "exit":
+        print("RuntimeError: Engine core initialization failed (fake)", flush=True)
+        return 3
+    if mode == "orphan":
+        child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); print('orphan ready', flush=True); time.sleep(1000)"])
+        print(f"orphan child pid {child.pid}", flush=True)
+    _evidence(a)
+    srv = ThreadingHTTPServer((a.host, a.port), Handler)
+    srv.model = a.model
+    from transformers import AutoTokenizer  # what vLLM's server counts with
+
+    srv.tokenizer = AutoTokenizer.from_pretrained(a.model) if (Path(a.model) / "tokenizer.json").is_file() else None
+    srv.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    srv.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

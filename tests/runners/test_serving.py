@@ -1,0 +1,219 @@
+"""Serving phase faults and plumbing with a fake API server (no engine): readiness, teardown, records.
+
+The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from results_schema.io import read_json, read_jsonl
+from results_schema.models import CaseFailure
+from results_schema.serving import (
+    ServingCaseResult,
+    ServingCaseSpec,
+    ServingEngine,
+    ServingLimits,
+    ServingLoad,
+    ServingRequests,
+    ServingRun,
+    ServingSLO,
+)
+from results_schema.models import OffloadSetting
+from runners.serving import server as srv
+from runners.serving.driver import run_case
+from tests.runners.helpers import compose_cfg
+from runners.matrix import run_matrix
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_SERVER = Path(__file__).with_name("fake_server.py")
+
+
+def _env(mode: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "FAKE_SERVER_MODE": mode}
+
+
+def _spec(tmp_path: Path, *, health_timeout_s: float = 5.0, rates=(4.0,)) -> ServingCaseSpec:
+    return ServingCaseSpec(
+        phase="serving", label="baseline", implementation="baseline", repeat=0, runtime="cpu", device="cpu",
+        model=str(tmp_path / "model"), offload=OffloadSetting(offload_group_size=0, offload_num_in_group=0),
+        engine=ServingEngine(dtype="bfloat16", max_model_len=256, enforce_eager=True, gpu_memory_utilization=0.5,
+                             seed=0, enable_prefix_caching=False),
+        load=ServingLoad(backend="openai", endpoint="/v1/completions", dataset="random", num_prompts=4, input_len=32,
+                         output_len=4, seed=0, num_warmups=0, burstiness=1.0, max_concurrency=None, temperature=0.0,
+                         ignore_eos=True, request_rates_rps=rates),
+        slo=ServingSLO(ttft_ms=500.0, tpot_ms=100.0, attainment=0.9),
+        limits=ServingLimits(health_timeout_s=health_timeout_s, health_poll_s=0.2, rate_timeout_s=60.0,
+                             stop_grace_s=2.0),
+        server_command=(sys.executable, str(FAKE_SERVER)), record_path=str(tmp_path / "r.serving.json"),
+        requests_dir=str(tmp_path / "req"), server_log_path=str(tmp_path / "server.log"))
+
+
+def _run(tmp_path: Path, mode: str, monkeypatch, **kw) -> ServingCaseResult:
+    for k, v in _env(mode).items():
+        monkeypatch.setenv(k, v)
+    return run_case(_spec(tmp_path, **kw), tmp_path)
+
+
+def test_server_that_never_becomes_healthy_is_a_fault_and_is_stopped(tmp_path, monkeypatch):
+    res = _run(tmp_path, "never_healthy", monkeypatch, health_timeout_s=3.0)
+    assert res.fault is not None and res.fault.cause == "server_never_healthy"
+    assert "health_timeout_s=3" in res.fault.message
+    assert not psutil.pid_exists(res.server.pid) or psutil.Process(res.server.pid).status() == psutil.STATUS_ZOMBIE
+    assert res.teardown.left_after_kill == () and res.teardown.port_free
+    assert res.rates == ()
+
+
+def test_server_that_exits_before_healthy_names_its_exit_code(tmp_path, monkeypatch):
+    res = _run(tmp_path, "exit", monkeypatch, health_timeout_s=30.0)
+    assert res.fault.cause == "server_exited_before_healthy"
+    assert res.fault.server_exit_code == 3
+    assert "Engine core initialization failed" in (tmp_path / "server.log").read_text()
+
+
+def test_stop_tree_reports_a_child_left_behind_and_kills_it(tmp_path):
+    port = srv.free_port()
+    cp = srv.start_server([sys.executable, str(FAKE_SERVER), "--model", "m", "--port", str(port)], _env("orphan"),
+                          tmp_path / "server.log", tmp_path)
+    h = srv.wait_healthy(cp, port, timeout_s=30, poll_s=0.1)
+    assert h.healthy
+    deadline = time.monotonic() + 10
+    while "orphan ready" not in (tmp_path / "server.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = [cp.pid] + [p.pid for p in psutil.Process(cp.pid).children(recursive=True)]
+    report = srv.stop_tree(cp, port, grace_s=1.0)
+    assert report.escalated_to_sigkill
+    assert any("python" in s for s in report.left_after_sigterm)
+    assert report.left_after_kill == ()
+    assert report.port_free
+    for pid in tree:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_clean_server_stops_on_sigterm_without_escalation(tmp_path):
+    port = srv.free_port()
+    cp = srv.start_server([sys.executable, str(FAKE_SERVER), "--model", "m", "--port", str(port)], _env("ok"),
+                          tmp_path / "server.log", tmp_path)
+    assert srv.wait_healthy(cp, port, timeout_s=30, poll_s=0.1).healthy
+    assert not srv.port_is_free(port)
+    report = srv.stop_tree(cp, port, grace_s=10.0)
+    assert not report.escalated_to_sigkill and report.left_after_sigterm == () and report.port_free
+
+
+def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+    overrides = [f"results_root={tmp_path}", "run_id=t", "progress=false", "+experiment=serving",
+                 "phases.serving.points=[]", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
+                 "phases.serving.serving.request_rates=[8.0]", "phases.serving.serving.num_warmups=0",
+                 f"phases.serving.serving.server_command=[{sys.executable},{FAKE_SERVER}]", *extra]
+    cfg = compose_cfg(*overrides)
+    return run_matrix(cfg, overrides), tmp_path / "serving" / "t"
+
+
+def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, monkeypatch):
+    code, run_dir = _matrix(tmp_path)
+    assert code == 0
+    lines = read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
+    assert len(lines) == 1
+    r = lines[0]
+    assert r.evidence.offloader_class.endswith("NoopOffloader") and r.rate.completed == 4
+    assert r.rate.output_tokens_min == r.rate.output_tokens_max == 4
+    assert r.engine.enable_prefix_caching is False and 1 <= r.rate.distinct_prompts <= 4
+    reqs = read_json(run_dir / r.rate.requests_path, ServingRequests)
+    assert all(x.prompt_tokens == x.dataset_prompt_tokens for x in reqs.requests)
+    summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
+    assert summary["valid"] is True
+    assert (run_dir / "summary" / "serving-latency.png").is_file()
+    assert (run_dir / "summary" / "serving-front.png").is_file()
+
+
+def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_PROMPT_TOKENS_FACTOR", "5")  # a tokenizer mismatch: 5x the sampled prompt length
+    code, run_dir = _matrix(tmp_path)
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "token_count_mismatch" and "prompt tokens [160" in f.error_message
+    assert not (run_dir / "serving-serving.jsonl").exists()
+    assert json.loads((run_dir / "summary" / "serving-summary.json").read_text())["valid"] is False
+
+
+def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
+    code, run_dir = _matrix(tmp_path, "phases.serving.serving.request_rates=[0.0]")
+    assert code == 2
+    assert not run_dir.exists()
+    code, _ = _matrix(tmp_path, "phases.serving.serving.slo.attainment=1.5")
+    assert code == 2
+
+
+def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SERVER_MODE", "orphan")
+    code, run_dir = _matrix(tmp_path, "phases.serving.serving.stop_grace_s=1.0")
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "server_left_processes" and "after SIGTERM" in f.error_message
+    log = (run_dir / "logs" / "serving" / "baseline-r0.server.log").read_text()
+    orphan = int(log.split("orphan child pid ")[1].split()[0])
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+
+
+def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
+    import re
+    import threading
+
+    monkeypatch.setenv("FAKE_TOKEN_GAP_S", "0.5")  # 4 tokens: each request lasts ~2 s
+    run_dir = tmp_path / "serving" / "t"
+    log = run_dir / "logs" / "serving" / "baseline-r0.log"
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.is_file() and "SERVING rate 0" in log.read_text():
+                time.sleep(1.0)
+                pid = int(re.search(r"SERVING server pid (\d+)", log.read_text()).group(1))
+                os.kill(pid, 9)
+                return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    code, run_dir = _matrix(tmp_path)
+    t.join()
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "server_died" and "exited with code -9 during rate 0" in f.error_message
+    result = read_json(run_dir / "records" / "serving" / "baseline-r0.serving.json", ServingCaseResult)
+    assert result.teardown.server_exited_before_stop and result.teardown.left_after_kill == ()
+    assert result.teardown.port_free
+
+
+def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
+    """The fake server ignores flags; vLLM's parser must accept every one and see the offload setting."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from runners.serving.driver import server_argv
+
+    spec = _spec(tmp_path).model_copy(update={"offload": OffloadSetting(
+        offload_group_size=4, offload_num_in_group=1, offload_prefetch_step=2, offload_params=("mlp",))})
+    argv = server_argv(spec, 12345)
+    assert argv[:2] == [sys.executable, str(FAKE_SERVER)]
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[2:])
+    assert (args.offload_group_size, args.offload_num_in_group, args.offload_prefetch_step) == (4, 1, 2)
+    assert set(args.offload_params) == {"mlp"}
+    assert args.enable_prefix_caching is False and args.port == 12345 and args.host == "127.0.0.1"
+    assert args.max_model_len == 256 and args.enforce_eager is True
+
+
+def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
+    from runners.serving.driver import _parse, bench_argv
+
+    a = _parse(bench_argv(_spec(tmp_path), 12345, None))
+    assert a.request_rate == float("inf") and a.endpoint == "/v1/completions" and a.ignore_eos
+    assert a.goodput == ["ttft:500.0", "tpot:100.0"] and a.metric_percentiles == "50,90,99"
+    assert _parse(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
