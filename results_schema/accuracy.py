@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import Implementation, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
+from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
 
 Task = Literal["gsm8k", "gpqa"]
 """Which benchmark: GSM8K (grade-school math, free-form number) or GPQA Diamond (4-way choice)."""
@@ -74,7 +74,7 @@ class DatasetEntry(StrictModel):
 class DatasetManifest(StrictModel):
     """``manifest.json`` next to the dataset files: the only place a dataset hash is declared."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     datasets: tuple[DatasetEntry, ...] = Field(description="Dataset files, names unique.")
 
     @model_validator(mode="after")
@@ -137,7 +137,7 @@ class EngineSettings(StrictModel):
 class AccuracyExample(StrictModel):
     """One line of ``<label>.<task>.examples.jsonl``; case-independent by design."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     index: NonNegInt = Field(description="0-based row index in the dataset file.")
     example_id: str = Field(description="Stable id of the row (dataset record id, or 'row-<index>').")
     prompt_sha256: Sha256Hex = Field(description="SHA-256 of the rendered prompt text (chat template applied).")
@@ -173,7 +173,7 @@ class AccuracyExample(StrictModel):
 class AccuracyResult(StrictModel):
     """``<label>.<task>.result.json``: one accuracy case, one fresh process."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     label: str = Field(description="Case label (baseline, current-4-1, ...).")
     implementation: Implementation
     offload: OffloadSetting
@@ -269,7 +269,7 @@ class CaseSummary(StrictModel):
 class AccuracyVerification(StrictModel):
     """``accuracy-verification.json``: the verifier's report over one run directory."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     mode: VerifyMode = Field(description="'formal' (full counts required) or 'limited' (smoke only, not evidence).")
     mode_note: str = Field(description="Human label of the mode, repeated in every rendered output.")
     limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit the verifier was given; null in formal mode.")
@@ -311,7 +311,7 @@ class AccuracyCaseRun(StrictModel):
     ``(phase, label, repeat)`` named here; a failed case is a ``CaseFailure`` line instead.
     """
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     phase: str = Field(description="Matrix phase (kind accuracy).")
     label: str = Field(description="Case label, unique within the phase.")
     implementation: Implementation

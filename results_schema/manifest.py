@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from results_schema.dispatch import FileKind
+from results_schema.models import SchemaVersion
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""
@@ -84,7 +85,7 @@ class DeviceIdentity(_Strict):
 class EnvironmentManifest(_Strict):
     """``environment-manifest.json``: the identity of one run directory."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     run_id: str = Field(description="Run directory name.")
     experiment: str = Field(description="experiment_name of the config.")
     created_utc: str = Field(description="ISO-8601 UTC time the manifest was written.")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
@@ -27,6 +27,18 @@ own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
 project's synchronous reference."""
 
 OffloadBackend = Literal["auto", "prefetch", "uva"]
+
+
+
+def _not_a_boolean(value: object) -> object:
+    # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
+    if isinstance(value, bool):
+        raise ValueError(f"schema_version must be the integer 1, not the boolean {str(value).lower()}")
+    return value
+
+
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
+"""``schema_version``: the integer 1 (a JSON boolean is refused, as the exported JSON Schema refuses it)."""
 
 Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
 """Lower-case hex SHA-256, optionally prefixed ``sha256:``."""
@@ -82,7 +94,7 @@ class RuntimeEvidence(StrictModel):
     empty evidence (``offloader_class`` of the no-op offloader, zero bytes).
     """
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     offloader_class: str = Field(description="Fully qualified class name of the installed offloader.")
     implementation: Implementation = Field(description="Implementation switch the process was started with.")
     offload_group_size: NonNegInt = Field(description="G as seen by the offloader.")
@@ -163,7 +175,7 @@ class RoundResult(StrictModel):
 class BenchRecord(StrictModel):
     """One case, one process: what ``runners.bench_one`` measured and printed."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     phase: str = Field(description="Matrix phase (same_runtime, long_window, ...).")
     label: str = Field(description="Case label, unique within a phase.")
     implementation: Implementation = Field(description="Implementation switch the case ran with.")
@@ -222,7 +234,7 @@ class KVCacheCapacity(StrictModel):
 class CaseRun(StrictModel):
     """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     record: BenchRecord = Field(description="The bench record (identical to the BENCH_RESULT line).")
     evidence: RuntimeEvidence = Field(description="The evidence sidecar (identical to the OFFLOAD_EVIDENCE line).")
     kv_cache: KVCacheCapacity = Field(description="KV cache capacity parsed from the case log.")
@@ -249,7 +261,7 @@ FailureType = Literal[
 class CaseFailure(StrictModel):
     """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     phase: str = Field(description="Matrix phase.")
     label: str = Field(description="Case label, unique within a phase.")
     implementation: Implementation = Field(description="Implementation switch the case ran with.")
@@ -308,7 +320,7 @@ class CheckResult(StrictModel):
 class ValidationReport(StrictModel):
     """``summary/validation.json``: every check over a run directory; ``valid`` iff no error."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     run_dir: str = Field(description="Run directory that was validated (as given).")
     valid: bool = Field(description="True iff no issue has severity error.")
     checks: tuple[CheckResult, ...] = Field(description="Every check that ran, in order.")
