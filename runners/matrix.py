@@ -728,7 +728,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                               "missing)", EXIT_CONFIG)
         from omegaconf import OmegaConf
 
+        from conf.schema import ConfigError, checked_saved_config
+
         saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True, throw_on_missing=False)
+        try:
+            saved = checked_saved_config(saved)
+        except ConfigError as exc:
+            raise RunnerError(f"resume: {run_dir / 'config.yaml'}: {exc}", EXIT_CONFIG) from None
         saved["resume"] = str(run_dir)
         for key in ("progress", "analyze"):
             if key in cfg:
@@ -812,6 +818,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             console.print(f"resume: quarantined {len(leftovers)} partial file(s) into {qdir.relative_to(run_dir)}")
         console.print(f"resume: {len(done)} of {len(items)} cases already recorded in {run_dir}")
     else:
+        from conf.schema import ConfigError, check_name
+
+        try:
+            for key in ("run_id", "experiment_name"):
+                check_name(key, cfg.get(key))
+        except ConfigError as exc:
+            raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
         run_id = cfg.get("run_id") or new_run_id()
         run_dir = _abs(str(cfg.get("results_root", "results"))) / str(cfg.get("experiment_name", "default")) / run_id
         run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -1002,9 +1015,17 @@ try:
     def hydra_main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
+        from conf.schema import ConfigError, checked_plain_config
+
         global _EXIT_CODE
         overrides = list(HydraConfig.get().overrides.task)
-        _EXIT_CODE = run_matrix(to_plain(cfg), overrides)
+        try:
+            plain = checked_plain_config(cfg, overrides)
+        except ConfigError as exc:
+            _console().print(f"[bold red]error:[/] config: {exc}")
+            _EXIT_CODE = EXIT_CONFIG
+            return
+        _EXIT_CODE = run_matrix(plain, overrides)
 except ImportError:  # pragma: no cover - hydra is a core dependency
     hydra_main = None  # type: ignore[assignment]
 
