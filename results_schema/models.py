@@ -225,7 +225,17 @@ class KVCacheCapacity(StrictModel):
     """KV cache capacity parsed from the case log; null fields when the line is absent."""
 
     kv_cache_tokens: NonNegInt | None = Field(default=None, description="'GPU/CPU KV cache size: N tokens'.")
-    kv_cache_gib: NonNegFloat | None = Field(default=None, description="'Available KV cache memory: X GiB'.")
+    kv_cache_gib: FiniteFloat | None = Field(
+        default=None,
+        description="'Available KV cache memory: X GiB', the last such line; negative = no room for KV cache "
+                    "(the case then fails with no_kv_cache_memory).",
+    )
+    kv_cache_gib_history: tuple[FiniteFloat, ...] = Field(
+        default=(),
+        exclude_if=lambda v: not v,  # written only when present: lines from before this field stay byte-identical
+        description="Every 'Available KV cache memory' value in log order, when the log holds more than one "
+                    "(empty otherwise); the value changed when they differ.",
+    )
     max_concurrency: NonNegFloat | None = Field(
         default=None, description="'Maximum concurrency for T tokens per request: Xx'."
     )
@@ -255,6 +265,7 @@ FailureType = Literal[
     "no_offload_evidence",
     "invalid_record",
     "launch_error",
+    "no_kv_cache_memory",
 ]
 
 
@@ -274,6 +285,10 @@ class CaseFailure(StrictModel):
     log_tail: tuple[str, ...] = Field(description="Last log lines.")
     log_path: str = Field(description="Case log, relative to the run directory.")
     duration_s: NonNegFloat = Field(description="Wall seconds from launch to end.")
+    kv_cache: KVCacheCapacity | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="KV cache capacity parsed from the case log (absent when the log had no form of it)."
+    )
 
 
 Severity = Literal["error", "warning"]

@@ -663,6 +663,8 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
                 ev = fin.run.evidence
                 status += (f" {fin.run.record.throughput_tok_s:.1f} tok/s, wrapped {ev.wrapped_count}, "
                            f"{ev.offloaded_bytes} B offloaded")
+                if fin.note:  # e.g. the KV cache memory changed during the case
+                    status += f"; {fin.note}"
     else:
         if fin.failure is not None:
             status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"
