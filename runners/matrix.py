@@ -776,6 +776,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     packages = sorted({p for rt in runtimes_used(cfg) for p in (rt.get("report_packages") or [])})
     git = git_identity()
     case_code = case_code_sha256()
+    declared_env = sorted({str(k) for rt in runtimes_used(cfg) for k in (rt.get("env") or {})})
 
     from results_schema.io import read_json, write_json
     from results_schema.manifest import EnvironmentManifest, ModelIdentity
@@ -786,7 +787,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         now = build_manifest(run_id=saved_manifest.run_id, experiment=saved_manifest.experiment, packages=packages,
                              checks=identity.checks, model=saved_manifest.model,
                              offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
-                             case_code=case_code, git=git)
+                             case_code=case_code, git=git, declared_env=declared_env)
         diffs = []
         if saved_manifest.packages != now.packages:
             diffs.append(f"packages {saved_manifest.packages} -> {now.packages}")
@@ -803,6 +804,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                           "(case code unchanged)[/]")
         if diffs:
             raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
+        from runners.launch import end_recorded_cases
+
+        ended = end_recorded_cases(run_dir / "processes")  # what a killed runner left running
+        if ended:
+            console.print(f"resume: ended {len(ended)} process(es) left by the interrupted run: {ended}")
         qdir = run_dir / "quarantine" / new_run_id()
         done = completed_keys(run_dir, phases, qdir)
         _check_resumed_accuracy_manifests(run_dir, accuracy_phases)
@@ -843,7 +849,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                                 sha256sums_sha256=str(identity.model_sums), revision=cfg["model"].get("revision"),
                                 num_layers=int(cfg["model"]["num_layers"])),
             offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
-            case_code=case_code, git=git)
+            case_code=case_code, git=git, declared_env=declared_env)
         write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
         write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
         write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
@@ -861,6 +867,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         done = set()
         console.print(f"run directory: {run_dir}")
 
+    from runners.launch import end_orphaned_cases
+
+    orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
+    if orphans:
+        console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
     todo = [sc for sc in items if sc.key not in done]
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
@@ -897,7 +908,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                     argv=argv, env=case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env), cwd=str(REPO_ROOT),
                     log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
                     timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
-                    accelerator=sc.case.runtime.get("ray_resource"))))
+                    accelerator=sc.case.runtime.get("ray_resource"),
+                    pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
+                    record_env=tuple(str(k) for k in (sc.case.runtime.get("env") or {})))))
             executor.execute(specs, lambda sc, spec, out: _on_done(state, sc, spec, out), on_start=progress.start)
             if state.stopped:
                 break
