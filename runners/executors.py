@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from runners.launch import ProcessOutcome, run_case_process
+from runners.launch import ProcessOutcome, raise_if_interrupted, run_case_process
 from runners.plan import ScheduledCase
 
 
@@ -82,6 +82,7 @@ class LocalExecutor:
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
             if not on_done(sc, spec, outcome):
                 return
+            raise_if_interrupted()  # a SIGINT/SIGTERM whose exception was swallowed (see launch)
 
     def close(self) -> None:
         pass

@@ -38,6 +38,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -94,6 +95,31 @@ CASE_TOKEN_ENV = "OFFLOAD_CASE_TOKEN"
 """Environment variable holding the per-case token (a fresh UUID4 hex) in every process of a case."""
 CASE_RUNNER_ENV = "OFFLOAD_CASE_RUNNER"
 """Environment variable naming the launching runner as ``<pid>:<start time>`` (see ``runner_id``)."""
+
+
+_INTERRUPT: dict[str, int | None] = {"signum": None}
+
+
+def install_interrupt_handlers(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Handlers that record the signal and raise ``KeyboardInterrupt`` (main thread only).
+
+    Recording matters: a handler that runs inside an at-fork callback (``Popen`` with
+    ``preexec_fn`` runs ``os.register_at_fork`` callbacks such as logging's) has its
+    exception swallowed ("Exception ignored in ..."); ``raise_if_interrupted`` raises
+    it again right after the launch, so an interrupt is never lost.
+    """
+    def handler(signum: int, frame: Any) -> None:
+        _INTERRUPT["signum"] = signum
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in signals:
+        signal.signal(sig, handler)
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` when a handler of ``install_interrupt_handlers`` has run."""
+    if _INTERRUPT["signum"] is not None:
+        raise KeyboardInterrupt(f"signal {_INTERRUPT['signum']}")
 
 
 def become_subreaper() -> bool:
@@ -290,9 +316,14 @@ class CaseProcess:
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=self.env, cwd=self.cwd, start_new_session=True,
                                      preexec_fn=_die_with_parent if _PRCTL is not None else None)
-        if self.pid_file is not None:
-            _write_pid_file(self.pid_file, {"token": self.token, "pid": self.proc.pid, "pgid": self.proc.pid,
-                                            "runner": self.env[CASE_RUNNER_ENV], "argv": self.argv})
+        try:
+            if self.pid_file is not None:
+                _write_pid_file(self.pid_file, {"token": self.token, "pid": self.proc.pid, "pgid": self.proc.pid,
+                                                "runner": self.env[CASE_RUNNER_ENV], "argv": self.argv})
+            raise_if_interrupted()  # an interrupt swallowed during Popen's at-fork callbacks
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     @property

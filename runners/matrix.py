@@ -1014,10 +1014,9 @@ _EXIT_CODE = EXIT_OK
 
 
 def _install_signal_handlers() -> None:
-    def _raise(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+    from runners.launch import install_interrupt_handlers
 
-    signal.signal(signal.SIGTERM, _raise)
+    install_interrupt_handlers((signal.SIGINT, signal.SIGTERM))  # recorded: never lost inside a fork callback
 
 
 try:

@@ -117,7 +117,11 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
     recorded = list((run_dir / "processes").rglob("*.json"))
     assert len(recorded) == 1  # the case's token, pid and group are in the run directory
     case_pids = [int(x) for line in pids_file.read_text().splitlines() for x in line.split()]
-    sleepers = [p for p in _with_marker(marker) if p.name() == "sleep"]
+    deadline = time.monotonic() + 10
+    sleepers = []
+    while len(sleepers) != 1 and time.monotonic() < deadline:  # setsid execs sleep a moment later
+        sleepers = [p for p in _with_marker(marker) if p.name() == "sleep"]
+        time.sleep(0.05)
     assert len(case_pids) == 4 and len(sleepers) == 1
     runner.kill()  # SIGKILL: the runner cleans nothing up itself
     runner.communicate(timeout=30)
