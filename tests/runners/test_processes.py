@@ -197,3 +197,32 @@ def test_recorded_case_is_ended_and_its_pid_file_removed(tmp_path: Path, marker:
     time.sleep(0.2)
     assert end_recorded_cases(tmp_path / "processes") == [p.pid]
     assert p.wait(timeout=5) in (-signal.SIGKILL, 0) and not psutil.pid_exists(p.pid) and not rec.exists()
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: str) -> None:
+    """Real vLLM (CPU): bench process, EngineCore and resource tracker all die with a SIGKILLed runner."""
+    base = [f"results_root={tmp_path}", "run_id=real", "analyze=false", "progress=false",
+            "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300"]
+    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = tmp_path / "default" / "real"
+    log = run_dir / "logs" / "same_runtime" / "baseline-r0.log"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and runner.poll() is None:
+        if log.is_file() and "EngineCore" in log.read_text(errors="replace") and \
+                len(_with_marker(marker)) >= 2:
+            break
+        time.sleep(0.2)
+    case = _with_marker(marker)
+    names = sorted(p.name() for p in case)
+    assert len(case) >= 2, (names, log.read_text(errors="replace")[-2000:] if log.is_file() else "no log")
+    runner.kill()
+    runner.communicate(timeout=30)
+    left = _wait_none(marker, 20.0)
+    assert left == [], [(p.pid, p.name(), p.cmdline()[:3]) for p in left]
+    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert [r.record.label for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)] == ["baseline"]
+    assert _wait_none(marker, 5.0) == []
