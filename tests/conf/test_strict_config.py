@@ -108,3 +108,16 @@ def test_cli_exits_2_before_anything_starts(tmp_path, override, needle):
     assert "Traceback" not in out
     assert not any(tmp_path.iterdir())
     assert not Path("/tmp/i13-abs-run").exists()
+
+
+def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
+    from runners.matrix import EXIT_CONFIG, run_matrix
+
+    code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[]", "phases.same_runtime.implementations=[]")
+    assert code == 0
+    cfg_path = run_dir / "config.yaml"
+    cfg_path.write_text(cfg_path.read_text().replace("  same_runtime:\n", "  same_runtime:\n    repeatz: 2\n", 1))
+    assert "repeatz: 2" in cfg_path.read_text()
+    capsys.readouterr()
+    assert run_matrix({"resume": str(run_dir), "progress": False}) == EXIT_CONFIG
+    assert "repeatz" in capsys.readouterr().out
