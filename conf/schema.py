@@ -15,11 +15,14 @@ identity gate refuses to run until it is given (fail closed, never "NA").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 
 @dataclass
@@ -371,3 +374,148 @@ def register_configs() -> None:
     cs.store(group="workload", name="base_workload", node=WorkloadConfig)
     cs.store(group="matrix", name="base_matrix", node=MatrixConfig)
     cs.store(group="executor", name="base_executor", node=ExecutorConfig)
+
+
+# --------------------------------------------------------------------------- checks of a composed config
+
+class ConfigError(ValueError):
+    """A composed config the runner must refuse (unknown key, bad name, untypeable pin); exit code 2."""
+
+
+_TEXT_KEY = re.compile(
+    r"^(?:phases\.[^.]+\.)?runtime\.(?:env|pins\.(?:packages|package_trees|wheels|source_trees|source_commits|files))"
+    r"(?:\.(?P<name>.+))?$"
+)
+"""Keys whose values are text exactly as typed: runtime environment values and identity pins."""
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A run id / experiment name: one path component, no separator, not ``.``/``..``, at most 128 characters."""
+
+
+def keep_typed_text(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Give pins and environment values set on the command line the text the user typed.
+
+    Hydra's override grammar turns ``vllm=0.10`` into the float 0.1, ``FLAG=true`` into
+    True, ``X=1e5`` into 100000.0; the ``Dict[str, str]`` schema then stores ``"0.1"``,
+    ``"True"``, ``"100000.0"``. For every override of a key under ``runtime.env`` or
+    ``runtime.pins.<kind>`` (also ``phases.<p>.runtime...``) whose parsed value is not a
+    string, the node is set to the raw text after the first ``=`` of the override.
+    A quoted value (``vllm='0.10'``) is already a string and is kept as Hydra parsed it.
+
+    Args:
+        cfg: the composed config (modified in place).
+        overrides: the command-line overrides, as Hydra received them
+            (``HydraConfig.get().overrides.task``).
+
+    Raises:
+        ConfigError: a whole dict or list of pins/env given in one override with an
+            unquoted non-string value (its text cannot be recovered; set one key per
+            override or quote the value).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for ov in OverridesParser.create().parse_overrides(list(overrides)):
+        match = _TEXT_KEY.match(ov.key_or_group)
+        if match is None or ov.is_delete():
+            continue
+        value = ov.value()
+        if match.group("name") is None or "." in match.group("name"):
+            leaves = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            if any(not isinstance(v, str) for v in leaves):
+                raise ConfigError(
+                    f"{ov.input_line!r}: values of {ov.key_or_group} must be given one key per override "
+                    f"({ov.key_or_group}.NAME=VALUE) or quoted, so that they keep the text you typed")
+            continue
+        if isinstance(value, str):
+            continue
+        raw = ov.input_line.split("=", 1)[1].strip()
+        OmegaConf.update(cfg, ov.key_or_group, raw, merge=False)
+
+
+def check_known_keys(cfg: DictConfig) -> None:
+    """Refuse every key the schema does not declare (keys added with ``+`` included).
+
+    Hydra applies ``+key=value`` with the struct flag lifted, so a misspelt
+    ``+phases.same_runtime.repeatz=2`` would otherwise be saved and ignored. Every node
+    typed by a dataclass of this module must hold only that dataclass's fields;
+    ``Dict[str, <dataclass>]`` nodes (``phases``) are checked entry by entry.
+
+    Raises:
+        ConfigError: naming the dotted key, the keys allowed there, and the closest one.
+    """
+    _check_node(cfg, "")
+
+
+def _check_node(node: Any, where: str) -> None:
+    if isinstance(node, ListConfig):
+        for i in range(len(node)):
+            child = node._get_node(i)
+            if isinstance(child, (DictConfig, ListConfig)):
+                _check_node(child, f"{where}[{i}]")
+        return
+    if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
+        return
+    obj_type = OmegaConf.get_type(node)
+    known = {f.name for f in fields(obj_type)} if is_dataclass(obj_type) else None
+    for key in node.keys():
+        path = f"{where}.{key}" if where else str(key)
+        if known is not None and key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {key!r}{hint}; "
+                              f"known: {', '.join(sorted(known))})")
+        child = node._get_node(key)
+        if isinstance(child, (DictConfig, ListConfig)):
+            _check_node(child, path)
+
+
+def check_name(key: str, value: Any) -> None:
+    """Refuse a ``run_id`` / ``experiment_name`` that is not a single safe path component.
+
+    Raises:
+        ConfigError: ``value`` is absolute, holds a separator or ``..``, or has other characters
+            than ``[A-Za-z0-9._-]`` (see ``NAME_PATTERN``).
+    """
+    if value is None:
+        return
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise ConfigError(f"{key}={value!r} is not a name: use 1-128 characters of [A-Za-z0-9._-] starting with "
+                          f"a letter or digit (no '/', no '..'; the run directory is <results_root>/"
+                          f"<experiment_name>/<run_id>)")
+
+
+def checked_plain_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The composed ``cfg`` checked against the schema, as a resolved plain dict.
+
+    Steps: pins and environment values keep their typed text (``keep_typed_text``);
+    unknown keys are refused on every dataclass-typed node (``check_known_keys``; a
+    whole ``OmegaConf.to_object`` is not used because it refuses ``???`` pins, which
+    must stay declared-but-missing for the identity gate, and because it silently
+    sets unknown keys as attributes); ``run_id`` and ``experiment_name`` are names.
+
+    Raises:
+        ConfigError: any of the above, with the key named.
+    """
+    keep_typed_text(cfg, overrides)
+    check_known_keys(cfg)
+    for key in ("run_id", "experiment_name"):
+        check_name(key, OmegaConf.select(cfg, key, throw_on_missing=False))
+    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+
+
+def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A run directory's saved ``config.yaml`` (plain dict) checked against ``Config``.
+
+    Raises:
+        ConfigError: unknown key or a value of the wrong type (naming the key).
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), dict(saved))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"saved config: {exc.msg if hasattr(exc, 'msg') else exc}".splitlines()[0]) from None
+    check_known_keys(merged)
+    for key in ("run_id", "experiment_name"):
+        check_name(key, OmegaConf.select(merged, key, throw_on_missing=False))
+    return OmegaConf.to_container(merged, resolve=True, throw_on_missing=False)  # type: ignore[return-value]

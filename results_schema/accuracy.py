@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import Implementation, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
+from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
 
 Task = Literal["gsm8k", "gpqa"]
 """Which benchmark: GSM8K (grade-school math, free-form number) or GPQA Diamond (4-way choice)."""
@@ -79,7 +79,7 @@ class DatasetEntry(StrictModel):
 class DatasetManifest(StrictModel):
     """``manifest.json`` next to the dataset files: the only place a dataset hash is declared."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     datasets: tuple[DatasetEntry, ...] = Field(description="Dataset files, names unique.")
 
     @model_validator(mode="after")

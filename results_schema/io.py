@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -27,7 +28,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import from_json
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,7 +60,7 @@ def _reject_constant(name: str) -> float:
 
 
 def strict_json_loads(text: str | bytes) -> object:
-    """Parse JSON, rejecting ``NaN``, ``Infinity`` and ``-Infinity``.
+    """Parse JSON, rejecting ``NaN``, ``Infinity``, ``-Infinity`` and duplicate keys.
 
     Args:
         text: one JSON document.
@@ -69,10 +69,11 @@ def strict_json_loads(text: str | bytes) -> object:
         The parsed Python object.
 
     Raises:
-        StrictJSONError: syntax error or a non-finite constant.
+        StrictJSONError: syntax error, a non-finite constant, or a key twice in one
+            object (``DuplicateKeyError``).
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_pairs_no_duplicates)
     except json.JSONDecodeError as exc:
         raise StrictJSONError(f"invalid JSON: {exc.msg} at column {exc.colno}") from exc
 
@@ -91,8 +92,8 @@ def dumps_model(model: BaseModel) -> str:
         ValueError: the text does not validate back to an equal model.
     """
     text = model.model_dump_json()
-    obj = strict_json_loads(text)
-    back = type(model).model_validate(obj)
+    strict_json_loads(text)
+    back = type(model).model_validate_json(text, strict=True)
     if back != model:
         raise ValueError(f"{type(model).__name__} does not round-trip through JSON: {text[:200]}")
     return text
@@ -132,35 +133,70 @@ def _non_finite_field(text: str | bytes) -> tuple[str, str] | None:
     return None
 
 
-def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<string>", line: int = 1) -> M:
-    """Strictly parse and validate one JSON document into ``model_cls``.
+class DuplicateKeyError(StrictJSONError):
+    """A JSON object holds the same key twice (``key`` names it)."""
 
-    Strict JSON: ``NaN``/``Infinity``/``-Infinity`` constants are rejected wherever they
-    appear, with the dotted path of the field that holds one. Fast path: a document
-    whose bytes contain neither ``NaN`` nor ``Infinity`` cannot hold such a constant
-    and is parsed and validated in one step by pydantic-core
-    (``model_validate_json``); any other document is parsed by pydantic-core's JSON
-    parser with ``allow_inf_nan=False`` first.
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"duplicate key {key!r} (a key may appear once per object)")
+
+
+def _pairs_no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def _json_number(text: str) -> int | float:
+    """``parse_float`` hook: finite numbers only; an integral number is the integer it equals.
+
+    JSON has one number type; JSON Schema's ``integer`` is "a number with a zero
+    fractional part" (JSON Schema Validation 2020-12, section 6.1.1), so ``16.0`` is
+    the integer 16 for the exported schema and therefore for the reader too. Nothing
+    else changes type: ``"16"`` stays a string and is rejected where a number is due.
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJSONError(f"number {text} is out of range for a 64-bit float")
+    return int(value) if value.is_integer() else value
+
+
+def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<string>", line: int = 1) -> M:
+    """Strictly parse and validate one JSON document into ``model_cls``, never coercing types.
+
+    Steps: (1) Python's ``json`` parser with hooks rejects ``NaN``/``Infinity``
+    constants (naming the field), numbers that overflow to infinity, and any object
+    holding the same key twice (naming the key); (2) the document, re-serialized, is
+    validated by pydantic in strict mode (``model_validate_json(..., strict=True)``):
+    a string is never read as a number or boolean (``"16"``, ``"NO"``), a number never
+    as a boolean. The accept/reject decision equals that of the exported JSON Schema
+    (``python -m results_schema export``) for every per-field constraint (types,
+    required and unknown fields, ranges, patterns, enums); the models' cross-field
+    invariants (sums, counts) are checked by the reader only, since JSON Schema cannot
+    state them.
 
     Raises:
-        RecordError: naming ``path:line`` and the offending field.
+        RecordError: naming ``path:line`` and the offending field or key.
     """
-    raw = text.encode() if isinstance(text, str) else text
-    if b"NaN" not in raw and b"Infinity" not in raw:
-        try:
-            return model_cls.model_validate_json(raw)
-        except ValidationError as exc:
-            field, msg = format_validation_error(exc)
-            raise RecordError(path, line, field, msg) from exc
     try:
-        obj = from_json(raw, allow_inf_nan=False)
-    except ValueError as exc:
-        field = _non_finite_field(raw)
+        obj = json.loads(text, object_pairs_hook=_pairs_no_duplicates, parse_constant=_reject_constant,
+                         parse_float=_json_number)
+    except DuplicateKeyError as exc:
+        raise RecordError(path, line, exc.key, str(exc)) from exc
+    except StrictJSONError as exc:
+        field = _non_finite_field(text)
         if field is not None:
             raise RecordError(path, line, field[0], f"non-finite JSON constant {field[1]} is not allowed") from exc
-        raise RecordError(path, line, "", f"invalid strict JSON: {exc}") from exc
+        raise RecordError(path, line, "", str(exc)) from exc
+    except json.JSONDecodeError as exc:
+        raise RecordError(path, line, "", f"invalid strict JSON: {exc.msg} at column {exc.colno}") from exc
+    except UnicodeDecodeError as exc:
+        raise RecordError(path, line, "", f"invalid strict JSON: not UTF-8 ({exc.reason})") from exc
     try:
-        return model_cls.model_validate(obj)
+        return model_cls.model_validate_json(json.dumps(obj, allow_nan=False), strict=True)
     except ValidationError as exc:
         field, msg = format_validation_error(exc)
         raise RecordError(path, line, field, msg) from exc

@@ -8,8 +8,9 @@ platform, recorded package versions, every declared pin with the value observed
 SHA-256 + commit, driver/toolkit file SHA-256, tools), the model manifest
 (``SHA256SUMS`` hash + revision), the project ``offload/`` tree hash, device
 identity, the resolved config and its hash, the overrides, and the process
-environment with secrets removed (names containing TOKEN, KEY, SECRET, PASSWORD,
-CREDENTIAL or AUTH are never written).
+environment restricted to variables that affect a run (``runners.identity.recordable_env``:
+an allow-list of prefixes; names containing TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL or
+AUTH are never written; credential-shaped values are redacted whatever the name).
 
 What is deliberately not modelled: per-case data (``results_schema.models``),
 how pins are computed (``runners.identity``).
@@ -17,11 +18,13 @@ how pins are computed (``runners.identity``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from results_schema.dispatch import FileKind
+from results_schema.models import SchemaVersion
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""
@@ -31,6 +34,30 @@ def is_secret_name(name: str) -> bool:
     """True when an environment variable name looks like it holds a secret."""
     upper = name.upper()
     return any(marker in upper for marker in SECRET_MARKERS)
+
+
+CREDENTIAL_VALUE = re.compile(
+    r"gh[pousr]_[A-Za-z0-9]{16,}"                 # GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_)
+    r"|github_pat_[A-Za-z0-9_]{16,}"              # GitHub fine-grained PAT
+    r"|glpat-[A-Za-z0-9_-]{16,}"                  # GitLab PAT
+    r"|\bhf_[A-Za-z0-9]{16,}"                     # Hugging Face token
+    r"|\bsk-[A-Za-z0-9_-]{16,}"                   # OpenAI-style secret key (sk-, sk-proj-)
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"              # AWS access key id
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}"              # Slack token
+    r"|\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # JWT (header.payload.signature)
+    r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"  # URL with user:password@
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+)
+"""Values that look like credentials whatever the variable's name (token formats as published by
+GitHub, GitLab, Hugging Face, OpenAI, AWS, Slack; RFC 7519 JWTs; RFC 3986 URLs with userinfo
+``user:password@``)."""
+
+REDACTED = "<redacted: looks like a credential>"
+
+
+def looks_like_credential(value: str) -> bool:
+    """True when ``value`` contains something shaped like a credential (see ``CREDENTIAL_VALUE``)."""
+    return CREDENTIAL_VALUE.search(value) is not None
 
 
 class _Strict(BaseModel):
@@ -86,7 +113,7 @@ class DeviceIdentity(_Strict):
 class EnvironmentManifest(_Strict):
     """``environment-manifest.json``: the identity of one run directory."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     run_id: str = Field(description="Run directory name.")
     experiment: str = Field(description="experiment_name of the config.")
     created_utc: str = Field(description="ISO-8601 UTC time the manifest was written.")
@@ -108,7 +135,10 @@ class EnvironmentManifest(_Strict):
     config_sha256: str = Field(description="SHA-256 of the resolved config (canonical JSON).")
     config: dict[str, Any] = Field(description="Resolved config (the same content as config.yaml).")
     overrides: tuple[str, ...] = Field(description="Command-line overrides the run was composed with.")
-    environment: dict[str, str] = Field(description="Runner environment with secret-looking names removed.")
+    environment: dict[str, str] = Field(
+        description="Runner environment variables that affect a run (allow-listed prefixes and the runtime's "
+                    "declared variables); secret-looking names dropped, credential-shaped values redacted."
+    )
 
 
 FILE_KINDS: list[FileKind] = [

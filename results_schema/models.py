@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
@@ -27,6 +27,18 @@ own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
 project's synchronous reference."""
 
 OffloadBackend = Literal["auto", "prefetch", "uva"]
+
+
+
+def _not_a_boolean(value: object) -> object:
+    # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
+    if isinstance(value, bool):
+        raise ValueError(f"schema_version must be the integer 1, not the boolean {str(value).lower()}")
+    return value
+
+
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
+"""``schema_version``: the integer 1 (a JSON boolean is refused, as the exported JSON Schema refuses it)."""
 
 Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
 """Lower-case hex SHA-256, optionally prefixed ``sha256:``."""
@@ -86,7 +98,7 @@ class RuntimeEvidence(StrictModel):
     empty evidence (``offloader_class`` of the no-op offloader, zero bytes).
     """
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     offloader_class: str = Field(description="Fully qualified class name of the installed offloader.")
     implementation: Implementation = Field(description="Implementation switch the process was started with.")
     offload_group_size: NonNegInt = Field(description="G as seen by the offloader.")
@@ -194,7 +206,7 @@ class MeasurementWindow(StrictModel):
 class BenchRecord(StrictModel):
     """One case, one process: what ``runners.bench_one`` measured and printed."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     phase: str = Field(description="Matrix phase (same_runtime, long_window, ...).")
     label: str = Field(description="Case label, unique within a phase.")
     implementation: Implementation = Field(description="Implementation switch the case ran with.")
@@ -265,7 +277,17 @@ class KVCacheCapacity(StrictModel):
     """KV cache capacity parsed from the case log; null fields when the line is absent."""
 
     kv_cache_tokens: NonNegInt | None = Field(default=None, description="'GPU/CPU KV cache size: N tokens'.")
-    kv_cache_gib: NonNegFloat | None = Field(default=None, description="'Available KV cache memory: X GiB'.")
+    kv_cache_gib: FiniteFloat | None = Field(
+        default=None,
+        description="'Available KV cache memory: X GiB', the last such line; negative = no room for KV cache "
+                    "(the case then fails with no_kv_cache_memory).",
+    )
+    kv_cache_gib_history: tuple[FiniteFloat, ...] = Field(
+        default=(),
+        exclude_if=lambda v: not v,  # written only when present: lines from before this field stay byte-identical
+        description="Every 'Available KV cache memory' value in log order, when the log holds more than one "
+                    "(empty otherwise); the value changed when they differ.",
+    )
     max_concurrency: NonNegFloat | None = Field(
         default=None, description="'Maximum concurrency for T tokens per request: Xx'."
     )
@@ -274,7 +296,7 @@ class KVCacheCapacity(StrictModel):
 class CaseRun(StrictModel):
     """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     record: BenchRecord = Field(description="The bench record (identical to the BENCH_RESULT line).")
     evidence: RuntimeEvidence = Field(description="The evidence sidecar (identical to the OFFLOAD_EVIDENCE line).")
     kv_cache: KVCacheCapacity = Field(description="KV cache capacity parsed from the case log.")
@@ -302,13 +324,14 @@ FailureType = Literal[
     "rate_timeout",
     "benchmark_error",
     "token_count_mismatch",
+    "no_kv_cache_memory",
 ]
 
 
 class CaseFailure(StrictModel):
     """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     phase: str = Field(description="Matrix phase.")
     label: str = Field(description="Case label, unique within a phase.")
     implementation: Implementation = Field(description="Implementation switch the case ran with.")
@@ -321,6 +344,10 @@ class CaseFailure(StrictModel):
     log_tail: tuple[str, ...] = Field(description="Last log lines.")
     log_path: str = Field(description="Case log, relative to the run directory.")
     duration_s: NonNegFloat = Field(description="Wall seconds from launch to end.")
+    kv_cache: KVCacheCapacity | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="KV cache capacity parsed from the case log (absent when the log had no form of it)."
+    )
 
 
 Severity = Literal["error", "warning"]
@@ -367,7 +394,7 @@ class CheckResult(StrictModel):
 class ValidationReport(StrictModel):
     """``summary/validation.json``: every check over a run directory; ``valid`` iff no error."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     run_dir: str = Field(description="Run directory that was validated (as given).")
     valid: bool = Field(description="True iff no issue has severity error.")
     checks: tuple[CheckResult, ...] = Field(description="Every check that ran, in order.")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from runners.launch import ProcessOutcome, run_case_process
+from runners.launch import ProcessOutcome, raise_if_interrupted, run_case_process
 from runners.plan import ScheduledCase
 
 
@@ -40,6 +40,10 @@ class LaunchSpec:
     kill_grace_s: float
     cooldown_s: float
     accelerator: str | None
+    pid_file: str | None = None
+    """Kept while the case runs (``runners.launch.end_recorded_cases`` ends leftovers at resume)."""
+    record_env: tuple[str, ...] = ()
+    """The runtime's declared env names, recorded in the case log header besides the allow-list."""
 
 
 OnDone = Callable[[ScheduledCase, LaunchSpec, ProcessOutcome], bool]
@@ -48,7 +52,8 @@ OnDone = Callable[[ScheduledCase, LaunchSpec, ProcessOutcome], bool]
 
 def _launch(spec: LaunchSpec) -> ProcessOutcome:
     return run_case_process(spec.argv, spec.env, Path(spec.log_path), Path(spec.cwd), timeout_s=spec.timeout_s,
-                            kill_grace_s=spec.kill_grace_s)
+                            kill_grace_s=spec.kill_grace_s, pid_file=Path(spec.pid_file) if spec.pid_file else None,
+                            record_env=spec.record_env)
 
 
 class LocalExecutor:
@@ -77,6 +82,7 @@ class LocalExecutor:
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
             if not on_done(sc, spec, outcome):
                 return
+            raise_if_interrupted()  # a SIGINT/SIGTERM whose exception was swallowed (see launch)
 
     def close(self) -> None:
         pass

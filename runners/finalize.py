@@ -32,7 +32,8 @@ EVIDENCE_PREFIX = "OFFLOAD_EVIDENCE "
 LOG_TAIL_LINES = 30
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
-_KV_GIB = re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB")
+_SIGNED_NUM = r"([-+\u2212]?\s*\d[\d,]*(?:\.\d+)?)"
+_KV_GIB = re.compile(r"Available KV cache memory:\s*" + _SIGNED_NUM + r"\s*GiB")
 _KV_TOKENS = re.compile(r"(?:GPU|CPU|NPU|XPU)?\s*KV cache size:\s*" + _NUM + r"\s*tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:\s*" + _NUM + r"\s*x")
 _EXC_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+[\d-]+\s+[\d:]+\s+\[[^\]]*\]\s*)?"
@@ -40,7 +41,7 @@ _EXC_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+[\d-]+\s+[\d:]+\s+\[[^\]]
 
 
 def _num(text: str) -> float:
-    return float(text.replace(",", ""))
+    return float(text.replace(",", "").replace("\u2212", "-").replace(" ", ""))
 
 
 def parse_kv_cache(log_text: str) -> KVCacheCapacity:
@@ -48,16 +49,40 @@ def parse_kv_cache(log_text: str) -> KVCacheCapacity:
 
     Forms: ``Available KV cache memory: 15.66 GiB``, ``GPU KV cache size: 2,042,016 tokens``,
     ``CPU KV cache size: 524,288 tokens``, ``Maximum concurrency for 2,048 tokens per request: 997.08x``.
-    A form that is absent gives null.
+    A form that is absent gives null. The GiB value keeps its sign: vLLM logs a negative
+    ``Available KV cache memory`` when the weights and activations leave no room for
+    KV cache (``kv_cache_gib < 0``; see ``kv_cache_problem``). When the log holds the
+    GiB line more than once, every value is kept in ``kv_cache_gib_history``.
     """
-    gib = _KV_GIB.findall(log_text)
+    gib = [_num(g) for g in _KV_GIB.findall(log_text)]
     tokens = _KV_TOKENS.findall(log_text)
     conc = _CONCURRENCY.findall(log_text)
     return KVCacheCapacity(
         kv_cache_tokens=int(_num(tokens[-1])) if tokens else None,
-        kv_cache_gib=_num(gib[-1]) if gib else None,
+        kv_cache_gib=gib[-1] if gib else None,
+        kv_cache_gib_history=tuple(gib) if len(gib) > 1 else (),
         max_concurrency=_num(conc[-1][1]) if conc else None,
     )
+
+
+def kv_cache_problem(kv: KVCacheCapacity) -> str | None:
+    """The error of a case whose log reports no room for KV cache, or None.
+
+    Returns:
+        ``"Available KV cache memory: -0.87 GiB (no room for KV cache)"`` (with the
+        history when the value changed) when the last reported value is negative.
+    """
+    if kv.kv_cache_gib is None or kv.kv_cache_gib >= 0:
+        return None
+    return f"Available KV cache memory: {kv.kv_cache_gib:g} GiB (no room for KV cache){kv_cache_change(kv)}"
+
+
+def kv_cache_change(kv: KVCacheCapacity) -> str:
+    """``"; the value changed during the case: 1.5 -> -0.87 GiB (recorded the last)"`` or ``""``."""
+    hist = kv.kv_cache_gib_history
+    if len(set(hist)) <= 1:
+        return ""
+    return f"; the value changed during the case: {' -> '.join(f'{v:g}' for v in hist)} GiB (recorded the last)"
 
 
 def root_cause(log_text: str) -> tuple[str | None, str | None]:
@@ -213,6 +238,9 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     rel_log = str(log_path.relative_to(run_dir))
     err_type, err_msg = root_cause(log_text)
+    kv = parse_kv_cache(log_text)
+    kv_problem = kv_cache_problem(kv)
+    kv_seen = kv if kv != KVCacheCapacity() else None
 
     def failure(failure_type: str, message: str) -> Finalized:
         f = CaseFailure(
@@ -220,7 +248,7 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
             failure_type=failure_type, exit_code=outcome.exit_code, signal=outcome.signal, error_type=err_type,
             error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines()),
             log_tail=tail(log_text),
-            log_path=rel_log, duration_s=outcome.wall_s,
+            log_path=rel_log, duration_s=outcome.wall_s, kv_cache=kv_seen,
         )
         expected = False
         if c.expect_error is not None:
@@ -233,6 +261,10 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         return failure("launch_error", outcome.launch_error)
     if outcome.timed_out:
         return failure("timeout", f"killed after the {c.timeout_s:g} s timeout (TERM, then KILL)")
+    if kv_problem is not None:  # a log that reports no room for KV cache fails the case, whatever the exit
+        how = f"exited with code {outcome.exit_code}" if outcome.exit_code is not None else f"signal {outcome.signal}"
+        cause = f"; root cause {err_type}: {err_msg}" if err_type else ""
+        return failure("no_kv_cache_memory", f"{kv_problem}; process {how}{cause}")
     if outcome.signal is not None:
         return failure("signal", f"killed by signal {outcome.signal}"
                        + (f"; log names {err_type}: {err_msg}" if err_type else ""))
@@ -244,9 +276,11 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         evidence = _check_evidence(sc, log_text, evidence_path)
     except _Fail as f:
         return failure(f.failure_type, f.message)
-    run = CaseRun(record=record, evidence=evidence, kv_cache=parse_kv_cache(log_text), process_wall_s=outcome.wall_s,
+    run = CaseRun(record=record, evidence=evidence, kv_cache=kv, process_wall_s=outcome.wall_s,
                   log_path=rel_log, evidence_path=str(evidence_path.relative_to(run_dir)), command=command)
+    change = kv_cache_change(kv).lstrip("; ")
     if c.expect_error is not None:
         return Finalized(run=run, failure=None, expected=False,
-                         note=f"expected an error matching {c.expect_error!r}, but the case succeeded")
-    return Finalized(run=run, failure=None, expected=True)
+                         note=f"expected an error matching {c.expect_error!r}, but the case succeeded"
+                              + (f"; KV cache memory {change}" if change else ""))
+    return Finalized(run=run, failure=None, expected=True, note=f"KV cache memory {change}" if change else "")

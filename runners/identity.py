@@ -43,7 +43,9 @@ from results_schema.manifest import (
     GitIdentity,
     ModelIdentity,
     PinCheck,
+    REDACTED,
     is_secret_name,
+    looks_like_credential,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +71,40 @@ def git_identity(repo: Path = REPO_ROOT) -> GitIdentity:
     return GitIdentity(revision=revision, dirty=bool(st.stdout.strip()))
 
 
-def filter_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment without secret-looking variables (see ``results_schema.manifest.SECRET_MARKERS``)."""
-    return {k: v for k, v in sorted(env.items()) if not is_secret_name(k)}
+RECORDED_ENV_PREFIXES = ("VLLM_", "OMP_", "CUDA_", "ASCEND_", "HCCL_", "PYTORCH_", "TORCH_", "NCCL_", "OFFLOAD_",
+                         "MKL_", "KMP_")
+"""Environment variables with these prefixes affect a run (vLLM, OpenMP, CUDA/CANN/HCCL/NCCL, PyTorch,
+this project's ``OFFLOAD_*``, MKL/KMP threading) and are recorded."""
+RECORDED_ENV_NAMES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "PATH", "LD_LIBRARY_PATH", "LD_PRELOAD",
+                      "PYTHONPATH", "PYTHONHASHSEED",
+                      "PYTHONUNBUFFERED", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "DO_NOT_TRACK")
+"""Single variables recorded besides the prefixes."""
+
+
+def recordable_env(env: Mapping[str, str], declared: Iterable[str] = ()) -> dict[str, str]:
+    """The part of ``env`` written to a run directory (manifest, case log header).
+
+    Only what affects a run is kept: names with a ``RECORDED_ENV_PREFIXES`` prefix, the
+    ``RECORDED_ENV_NAMES``, and ``declared`` (the runtime's ``env`` keys). A kept name
+    that looks secret (``is_secret_name``: TOKEN, KEY, SECRET, ...) is dropped; a kept
+    value that looks like a credential (``looks_like_credential``: ``ghp_``, ``hf_``,
+    ``sk-``, ``AKIA``, JWT, URL with ``user:password@``) is replaced by ``REDACTED``.
+
+    Returns:
+        ``{name: value}`` sorted by name.
+    """
+    allowed = set(RECORDED_ENV_NAMES) | {str(d) for d in declared}
+    out = {}
+    for k, v in sorted(env.items()):
+        if not (k.startswith(RECORDED_ENV_PREFIXES) or k in allowed) or is_secret_name(k):
+            continue
+        out[k] = REDACTED if looks_like_credential(str(v)) else str(v)
+    return out
+
+
+def filter_environment(env: Mapping[str, str], declared: Iterable[str] = ()) -> dict[str, str]:
+    """The environment as recorded in the manifest (``recordable_env``)."""
+    return recordable_env(env, declared)
 
 
 def _version_ok(expected: str, actual: str | None) -> bool:
@@ -231,8 +264,8 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
                    model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
                    config: Mapping[str, Any], overrides: Sequence[str], case_code: str,
                    git: GitIdentity | None = None,
-                   env: Mapping[str, str] | None = None) -> EnvironmentManifest:
-    """Assemble the environment manifest (secrets filtered from the environment)."""
+                   env: Mapping[str, str] | None = None, declared_env: Iterable[str] = ()) -> EnvironmentManifest:
+    """Assemble the environment manifest (environment restricted by ``recordable_env``)."""
     return EnvironmentManifest(
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -241,5 +274,5 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
         packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
         model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
         config=dict(config), overrides=tuple(overrides),
-        environment=filter_environment(os.environ if env is None else env),
+        environment=filter_environment(os.environ if env is None else env, declared_env),
     )

@@ -1,29 +1,53 @@
-"""Launch one case process in a fresh process group and always reap the whole group.
+"""Launch one case process in a fresh process group and always end every process of the case.
 
 What is modelled: ``subprocess.Popen(start_new_session=True)`` with stdout+stderr
-to the case log (the log starts with the exact argv and the environment the case
-got, secrets removed); waiting with a wall-clock timeout; on timeout (or when the
-runner itself is interrupted) SIGTERM to the process group, then SIGKILL after a
-grace period. On every exit path the context manager kills what is left of the
-group *and* every descendant seen while the case ran (a child that called
-``setsid`` escapes the group but not the descendant list), so no orphan survives.
+to the case log (the log starts with the exact argv and the run-relevant environment
+of the case, credentials redacted; see ``runners.identity.recordable_env``); waiting
+with a wall-clock timeout; on timeout (or when the runner itself is interrupted)
+SIGTERM to the process group, then SIGKILL after a grace period.
 
-What is deliberately not modelled: parsing the log (``runners.finalize``).
+Every process of a case is found by four independent means, so none survives the case:
+
+* its process group (``killpg``);
+* the descendants seen while the case ran (``psutil`` children, polled);
+* a per-case token in the environment (``OFFLOAD_CASE_TOKEN``), inherited by every
+  descendant, even one that called ``setsid`` and was re-parented;
+* the runner is a child subreaper (``PR_SET_CHILD_SUBREAPER``): orphans of the case
+  are re-parented to it, not to init, and it kills and reaps them.
+
+When the runner itself dies (``kill -9``): the case process has ``PR_SET_PDEATHSIG``
+(set between fork and exec), and every Python process of the case sets it too (the
+evidence hook's ``sitecustomize``, also after ``fork``), so the tree dies from the top
+down. What escapes that (a non-Python process that left the tree) is ended by the next
+runner: each case writes ``{token, pid, pgid, runner}`` to a pid file in the run
+directory (``processes/``), read by ``end_recorded_cases`` at ``resume=``, and every
+run calls ``end_orphaned_cases`` (processes carrying a case token whose runner is dead).
+
+Public helpers for other launchers (API servers of the serving phase):
+``become_subreaper``, ``case_environment``, ``end_processes``, ``end_case_processes``,
+``end_orphaned_cases``, ``end_recorded_cases``, ``CaseProcess``.
+
+What is deliberately not modelled: parsing the log (``runners.finalize``). A
+descendant that clears its environment *and* leaves the tree while the runner is
+SIGKILLed is beyond reach (documented limit).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import psutil
 
-from results_schema.manifest import is_secret_name
+from runners.identity import recordable_env
 
 
 @dataclass(frozen=True)
@@ -64,7 +88,169 @@ def _resolve_prctl() -> Any:
 # forever while the parent blocks in Popen waiting for the exec).
 _PRCTL = _resolve_prctl()
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL = int(signal.SIGKILL)
+
+CASE_TOKEN_ENV = "OFFLOAD_CASE_TOKEN"
+"""Environment variable holding the per-case token (a fresh UUID4 hex) in every process of a case."""
+CASE_RUNNER_ENV = "OFFLOAD_CASE_RUNNER"
+"""Environment variable naming the launching runner as ``<pid>:<start time>`` (see ``runner_id``)."""
+
+
+_INTERRUPT: dict[str, int | None] = {"signum": None}
+
+
+def install_interrupt_handlers(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Handlers that record the signal and raise ``KeyboardInterrupt`` (main thread only).
+
+    Recording matters: a handler that runs inside an at-fork callback (``Popen`` with
+    ``preexec_fn`` runs ``os.register_at_fork`` callbacks such as logging's) has its
+    exception swallowed ("Exception ignored in ..."); ``raise_if_interrupted`` raises
+    it again right after the launch, so an interrupt is never lost.
+    """
+    def handler(signum: int, frame: Any) -> None:
+        _INTERRUPT["signum"] = signum
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in signals:
+        signal.signal(sig, handler)
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` when a handler of ``install_interrupt_handlers`` has run."""
+    if _INTERRUPT["signum"] is not None:
+        raise KeyboardInterrupt(f"signal {_INTERRUPT['signum']}")
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``); idempotent.
+
+    Orphaned descendants (e.g. ``( setsid sleep 300 & )``) are then re-parented to this
+    process instead of init, so they stay visible and can be reaped here.
+
+    Returns:
+        True when set; False where ``prctl`` is unavailable (non-Linux).
+    """
+    if _PRCTL is None:
+        return False
+    return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def runner_id(pid: int | None = None) -> str:
+    """``"<pid>:<start time, s since epoch, 2 decimals>"`` of a process: unique even across pid reuse."""
+    proc = psutil.Process(os.getpid() if pid is None else pid)
+    return f"{proc.pid}:{proc.create_time():.2f}"
+
+
+def _runner_alive(rid: str) -> bool:
+    pid_text, _, started = rid.partition(":")
+    try:
+        return runner_id(int(pid_text)) == rid
+    except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def case_environment(env: Mapping[str, str], token: str | None = None) -> dict[str, str]:
+    """``env`` plus the case token and this runner's id (``CASE_TOKEN_ENV``, ``CASE_RUNNER_ENV``)."""
+    out = dict(env)
+    out[CASE_TOKEN_ENV] = token or uuid.uuid4().hex
+    out[CASE_RUNNER_ENV] = runner_id()
+    return out
+
+
+def _env_of(proc: psutil.Process) -> dict[str, str] | None:
+    try:
+        return proc.environ()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return None
+
+
+def _processes_where(pred: Any) -> list[psutil.Process]:
+    """Live processes of this user (not this one) whose environment satisfies ``pred(env)``."""
+    me = os.getpid()
+    out = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        env = _env_of(proc)
+        if env is not None and pred(env):
+            out.append(proc)
+    return out
+
+
+def end_processes(procs: Iterable[psutil.Process], *, wait_s: float = 5.0) -> list[int]:
+    """SIGKILL every process, wait until all are gone, reap those that are our children.
+
+    Returns:
+        PIDs that were alive and got the signal.
+    """
+    killed, procs = [], list(procs)
+    for p in procs:
+        if _alive(p):
+            try:
+                p.kill()
+                killed.append(p.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+    _wait_gone(procs, timeout_s=wait_s)
+    reap_children([p.pid for p in procs])
+    return killed
+
+
+def reap_children(pids: Iterable[int]) -> None:
+    """``waitpid(WNOHANG)`` each pid that is a dead child of this process (adopted orphans left as zombies)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass
+
+
+def end_case_processes(token: str) -> list[int]:
+    """End every process whose environment carries ``OFFLOAD_CASE_TOKEN=token``; returns their PIDs."""
+    return end_processes(_processes_where(lambda env: env.get(CASE_TOKEN_ENV) == token))
+
+
+def end_orphaned_cases() -> list[int]:
+    """End every case process (any run) whose launching runner is no longer alive; returns their PIDs.
+
+    A case process carries ``OFFLOAD_CASE_RUNNER=<pid>:<start time>``; when no process
+    with that pid and start time exists, the runner died (``kill -9``) and the case
+    process is a leftover.
+    """
+    return end_processes(_processes_where(
+        lambda env: CASE_TOKEN_ENV in env and not _runner_alive(env.get(CASE_RUNNER_ENV, ""))))
+
+
+def end_recorded_cases(directory: Path) -> list[int]:
+    """End what the pid files under ``directory`` (``<run>/processes``) name, then delete the files.
+
+    Every process carrying a recorded token is killed; a recorded process group is
+    signalled only while its leader still carries the token (a reused pgid is left alone).
+
+    Returns:
+        PIDs that were ended.
+    """
+    ended: list[int] = []
+    for pid_file in sorted(Path(directory).rglob("*.json")) if Path(directory).is_dir() else []:
+        try:
+            rec = json.loads(pid_file.read_text())
+            token = str(rec["token"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        ended += end_case_processes(token)
+        pid_file.unlink(missing_ok=True)
+    return ended
+
+
+def _write_pid_file(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(dict(data), sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def _die_with_parent() -> None:
@@ -98,25 +284,46 @@ def _wait_gone(procs: list[psutil.Process], timeout_s: float, poll_s: float = 0.
 class CaseProcess:
     """Context manager around one case process; exit kills the process group and descendants."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path,
+                 pid_file: Path | None = None, record_env: Sequence[str] = ()) -> None:
+        """Args:
+            argv, env, log_path, cwd: the command, its full environment, its new log, its directory.
+            pid_file: where ``{token, pid, pgid, runner, argv}`` is kept while the case runs
+                (removed once every process of the case is gone); None = not kept.
+            record_env: extra variable names to write in the log header (a runtime's declared env).
+        """
         self.argv = list(argv)
-        self.env = dict(env)
+        self.env = case_environment(env)
+        self.token = self.env[CASE_TOKEN_ENV]
         self.log_path = log_path
         self.cwd = cwd
+        self.pid_file = pid_file
+        self.record_env = tuple(record_env)
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, psutil.Process] = {}
+        self._children_before: set[int] = set()
         self._log = None
 
     def __enter__(self) -> "CaseProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "xb")  # never overwrite a case log
         header = ["# argv: " + " ".join(self.argv), "# cwd: " + str(self.cwd)]
-        header += [f"# env: {k}={v}" for k, v in sorted(self.env.items()) if not is_secret_name(k)]
+        header += [f"# env: {k}={v}" for k, v in sorted(recordable_env(self.env, self.record_env).items())]
         self._log.write(("\n".join(header) + "\n").encode())
         self._log.flush()
+        become_subreaper()
+        self._children_before = {c.pid for c in psutil.Process().children()}
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=self.env, cwd=self.cwd, start_new_session=True,
                                      preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        try:
+            if self.pid_file is not None:
+                _write_pid_file(self.pid_file, {"token": self.token, "pid": self.proc.pid, "pgid": self.proc.pid,
+                                                "runner": self.env[CASE_RUNNER_ENV], "argv": self.argv})
+            raise_if_interrupted()  # an interrupt swallowed during Popen's at-fork callbacks
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     @property
@@ -184,13 +391,32 @@ class CaseProcess:
                     self.proc.kill()
                     self.proc.wait()
                 _wait_gone(list(self._seen.values()), timeout_s=5.0)
+                self._end_the_rest()
         finally:
             if self._log is not None:
                 self._log.close()
 
+    def _end_the_rest(self) -> None:
+        """Kill what escaped group and tree (token carriers, orphans adopted by this subreaper); reap them."""
+        victims = {p.pid: p for p in _processes_where(lambda env: env.get(CASE_TOKEN_ENV) == self.token)}
+        assert self.proc is not None
+        try:
+            for child in psutil.Process().children():
+                if child.pid not in self._children_before and child.pid != self.proc.pid:
+                    victims.setdefault(child.pid, child)  # adopted: re-parented to us while the case ran
+        except psutil.NoSuchProcess:
+            pass
+        end_processes(victims.values())
+        reap_children(self._seen)
+        if self.pid_file is not None:
+            left = [p for p in victims.values() if _alive(p)]
+            if not left:
+                self.pid_file.unlink(missing_ok=True)
+
 
 def run_case_process(argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path, *,
-                     timeout_s: float, kill_grace_s: float) -> ProcessOutcome:
+                     timeout_s: float, kill_grace_s: float, pid_file: Path | None = None,
+                     record_env: Sequence[str] = ()) -> ProcessOutcome:
     """Run one case process to completion (or timeout) and reap its whole group.
 
     Args:
@@ -200,13 +426,15 @@ def run_case_process(argv: Sequence[str], env: Mapping[str, str], log_path: Path
         cwd: working directory.
         timeout_s: wall-clock limit.
         kill_grace_s: seconds between SIGTERM and SIGKILL.
+        pid_file: kept while the case runs so a later runner can end leftovers (``end_recorded_cases``).
+        record_env: extra variable names the log header may show (a runtime's declared env).
 
     Returns:
         The outcome; a process that cannot be started gives ``launch_error``.
     """
     t0 = time.monotonic()
     try:
-        with CaseProcess(argv, env, log_path, cwd) as cp:
+        with CaseProcess(argv, env, log_path, cwd, pid_file=pid_file, record_env=record_env) as cp:
             rc, timed_out = cp.wait(timeout_s, kill_grace_s)
             wall = time.monotonic() - t0
             pid = cp.pid

@@ -773,6 +773,8 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
                 status += (f" {rec.throughput_tok_s:.1f} tok/s over {rec.elapsed_s:.2f} s measured in "
                            f"{len(rec.rounds)} rounds (min {rec.workload.min_measured_s or 0:g} s), "
                            f"wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
+                if fin.note:  # e.g. the KV cache memory changed during the case
+                    status += f"; {fin.note}"
     else:
         if fin.failure is not None:
             status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"
@@ -842,7 +844,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                               "missing)", EXIT_CONFIG)
         from omegaconf import OmegaConf
 
+        from conf.schema import ConfigError, checked_saved_config
+
         saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True, throw_on_missing=False)
+        try:
+            saved = checked_saved_config(saved)
+        except ConfigError as exc:
+            raise RunnerError(f"resume: {run_dir / 'config.yaml'}: {exc}", EXIT_CONFIG) from None
         saved["resume"] = str(run_dir)
         for key in ("progress", "analyze"):
             if key in cfg:
@@ -882,6 +890,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     packages = report_packages(cfg)
     git = git_identity()
     case_code = case_code_sha256()
+    declared_env = sorted({str(k) for rt in runtimes_used(cfg) for k in (rt.get("env") or {})})
 
     from results_schema.io import read_json, write_json
     from results_schema.manifest import EnvironmentManifest, ModelIdentity
@@ -892,7 +901,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         now = build_manifest(run_id=saved_manifest.run_id, experiment=saved_manifest.experiment, packages=packages,
                              checks=identity.checks, model=saved_manifest.model,
                              offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
-                             case_code=case_code, git=git)
+                             case_code=case_code, git=git, declared_env=declared_env)
         diffs = []
         if saved_manifest.packages != now.packages:
             diffs.append(f"packages {saved_manifest.packages} -> {now.packages}")
@@ -909,6 +918,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                           "(case code unchanged)[/]")
         if diffs:
             raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
+        from runners.launch import end_recorded_cases
+
+        ended = end_recorded_cases(run_dir / "processes")  # what a killed runner left running
+        if ended:
+            console.print(f"resume: ended {len(ended)} process(es) left by the interrupted run: {ended}")
         qdir = run_dir / "quarantine" / new_run_id()
         done = completed_keys(run_dir, phases, qdir)
         _check_resumed_accuracy_manifests(run_dir, accuracy_phases)
@@ -931,6 +945,13 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
             console.print(f"resume: quarantined {len(leftovers)} partial file(s) into {qdir.relative_to(run_dir)}")
         console.print(f"resume: {len(done)} of {len(items)} cases already recorded in {run_dir}")
     else:
+        from conf.schema import ConfigError, check_name
+
+        try:
+            for key in ("run_id", "experiment_name"):
+                check_name(key, cfg.get(key))
+        except ConfigError as exc:
+            raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
         run_id = cfg.get("run_id") or new_run_id()
         run_dir = _abs(str(cfg.get("results_root", "results"))) / str(cfg.get("experiment_name", "default")) / run_id
         run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -947,7 +968,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                                 sha256sums_sha256=str(identity.model_sums), revision=cfg["model"].get("revision"),
                                 num_layers=int(cfg["model"]["num_layers"])),
             offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
-            case_code=case_code, git=git)
+            case_code=case_code, git=git, declared_env=declared_env)
         write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
         write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
         write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
@@ -965,6 +986,11 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         done = set()
         console.print(f"run directory: {run_dir}")
 
+    from runners.launch import end_orphaned_cases
+
+    orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
+    if orphans:
+        console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
     todo = [sc for sc in items if sc.key not in done]
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
@@ -1015,7 +1041,9 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                     argv=tuple(argv), env=env, cwd=str(REPO_ROOT),
                     log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
                     timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
-                    accelerator=sc.case.runtime.get("ray_resource"))))
+                    accelerator=sc.case.runtime.get("ray_resource"),
+                    pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
+                    record_env=tuple(str(k) for k in (sc.case.runtime.get("env") or {})))))
             executor.execute(specs, lambda sc, spec, out: _on_done(state, sc, spec, out), on_start=progress.start)
             if state.stopped:
                 break
@@ -1148,10 +1176,9 @@ _EXIT_CODE = EXIT_OK
 
 
 def _install_signal_handlers() -> None:
-    def _raise(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+    from runners.launch import install_interrupt_handlers
 
-    signal.signal(signal.SIGTERM, _raise)
+    install_interrupt_handlers((signal.SIGINT, signal.SIGTERM))  # recorded: never lost inside a fork callback
 
 
 try:
@@ -1164,10 +1191,18 @@ try:
     def hydra_main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
+        from conf.schema import ConfigError, checked_plain_config
+
         global _EXIT_CODE
         overrides = list(HydraConfig.get().overrides.task)
         try:
-            _EXIT_CODE = run_matrix(to_plain(cfg), overrides)
+            plain = checked_plain_config(cfg, overrides)
+        except ConfigError as exc:
+            _console().print(f"[bold red]error:[/] config: {exc}")
+            _EXIT_CODE = EXIT_CONFIG
+            return
+        try:
+            _EXIT_CODE = run_matrix(plain, overrides)
         except Exception:  # a bug, not a config error: show it, and keep exit 2 for Hydra's own errors
             import traceback
 

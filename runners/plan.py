@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from offload.selection import select_offload_layers, validate_offload_params
-from results_schema.manifest import is_secret_name
+from results_schema.manifest import is_secret_name, looks_like_credential
 
 IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
@@ -193,7 +193,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     if kind not in KINDS:
         raise PlanError(f"phase {phase!r}: kind {kind!r} must be one of {KINDS}")
     eff_runtime = dict(matrix["runtime"]) if matrix.get("runtime") else dict(runtime)
-    secret_env = [k for k in (eff_runtime.get("env") or {}) if is_secret_name(str(k))]
+    secret_env = [k for k, v in (eff_runtime.get("env") or {}).items()
+                  if is_secret_name(str(k)) or looks_like_credential(str(v))]
     if secret_env:
         raise PlanError(f"phase {phase!r}: runtime.env sets secret-looking variables {secret_env}; the config is "
                         "written to the run directory, so pass secrets through the environment instead")

@@ -14,6 +14,10 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 * ``mismatch``: evidence sidecar differs from the logged evidence line.
 * ``empty``: the second measured round generates no token.
 * ``tamper``: append a line to the file named by ``FAKE_TAMPER_PATH`` (identity re-check tests), then succeed.
+* ``hide``: a shell child runs ``( setsid sleep 300 & ); sleep 30`` (a grandchild leaves the group and the tree).
+* ``engine``: like vLLM: a ``multiprocessing`` spawn child (EngineCore) that spawns a worker, a fork child, and a
+  ``setsid sleep 300`` that leaves the tree; all pids (engine, worker, fork child; the sleep is found by its
+  environment) are written to ``<record>.pids``; then sleep forever.
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
 """
@@ -70,6 +74,11 @@ def main() -> int:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
         record_path.with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}\n")
         time.sleep(1000)
+    if mode == "hide":
+        subprocess.run(["/bin/sh", "-c", "( setsid sleep 300 & ); sleep 30"])
+        time.sleep(1000)
+    if mode == "engine":
+        _engine(record_path)
     if mode == "tamper":
         with open(os.environ["FAKE_TAMPER_PATH"], "a") as fh:
             fh.write("tampered\n")
@@ -113,6 +122,36 @@ def main() -> int:
     if mode == "dup":
         print(line, flush=True)
     return 0
+
+
+def _worker() -> None:  # spawned by the fake EngineCore, like vLLM's worker process
+    time.sleep(1000)
+
+
+def _engine_core(pid_path: str) -> None:
+    import multiprocessing as mp
+
+    w = mp.get_context("spawn").Process(target=_worker)
+    w.start()
+    with open(pid_path, "a") as fh:
+        fh.write(f"{os.getpid()} {w.pid}\n")
+    time.sleep(1000)
+
+
+def _engine(record_path: Path) -> None:
+    import multiprocessing as mp
+
+    pid_path = str(record_path.with_suffix(".pids"))
+    core = mp.get_context("spawn").Process(target=_engine_core, args=(pid_path,))
+    core.start()
+    forked = os.fork()
+    if forked == 0:
+        time.sleep(1000)
+        os._exit(0)
+    subprocess.Popen(["/bin/sh", "-c", "( setsid sleep 300 & )"]).wait()
+    with open(pid_path, "a") as fh:
+        fh.write(f"{os.getpid()} {forked}\n")
+    time.sleep(1000)
 
 
 if __name__ == "__main__":

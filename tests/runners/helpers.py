@@ -8,15 +8,16 @@ from typing import Any
 
 from hydra import compose, initialize_config_module
 
-from runners.matrix import run_matrix, to_plain
+from conf.schema import checked_plain_config
+from runners.matrix import run_matrix
 
 FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
 
 
 def compose_cfg(*overrides: str) -> dict[str, Any]:
-    """Resolved plain config composed from ``conf`` with ``overrides``."""
+    """Resolved plain config composed from ``conf`` with ``overrides``, checked as the CLI checks it."""
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        return to_plain(compose("config", overrides=list(overrides)))
+        return checked_plain_config(compose("config", overrides=list(overrides)), list(overrides))
 
 
 def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[str]:

@@ -46,3 +46,63 @@ def test_root_cause_of_plain_error_line() -> None:
     assert root_cause("ValueError: offload_num_in_group (3) must be <= offload_group_size (2)\n") == (
         "ValueError", "offload_num_in_group (3) must be <= offload_group_size (2)")
     assert root_cause("all good\n") == (None, None)
+
+
+# ------------------------------------------------------------------ logs with values out of range (issue 13)
+
+from pathlib import Path  # noqa: E402
+
+from runners.finalize import finalize, kv_cache_change, kv_cache_problem  # noqa: E402
+from runners.launch import ProcessOutcome  # noqa: E402
+
+
+@pytest.mark.parametrize("line, value", [
+    ("INFO [gpu_worker.py:1] Available KV cache memory: -0.87 GiB", -0.87),
+    ("Available KV cache memory: -1,024.5 GiB", -1024.5),
+    ("Available KV cache memory: +2.5 GiB", 2.5),
+    ("Available KV cache memory: 0.00 GiB", 0.0),
+])
+def test_signed_kv_cache_memory_is_parsed(line: str, value: float) -> None:
+    kv = parse_kv_cache(f"noise\n{line}\n")
+    assert kv.kv_cache_gib == value
+    assert (kv_cache_problem(kv) is not None) is (value < 0)
+
+
+def test_negative_kv_cache_memory_is_named() -> None:
+    assert kv_cache_problem(parse_kv_cache("Available KV cache memory: -0.87 GiB\n")) == (
+        "Available KV cache memory: -0.87 GiB (no room for KV cache)")
+
+
+def test_several_kv_lines_record_the_last_and_report_the_change() -> None:
+    kv = parse_kv_cache("Available KV cache memory: 1.5 GiB\nx\nAvailable KV cache memory: -0.87 GiB\n")
+    assert kv.kv_cache_gib == -0.87 and kv.kv_cache_gib_history == (1.5, -0.87)
+    assert "changed during the case: 1.5 -> -0.87 GiB (recorded the last)" in kv_cache_change(kv)
+    same = parse_kv_cache("Available KV cache memory: 2 GiB\nAvailable KV cache memory: 2 GiB\n")
+    assert same.kv_cache_gib == 2.0 and kv_cache_change(same) == ""
+    assert parse_kv_cache("Available KV cache memory: 2 GiB\n").kv_cache_gib_history == ()
+
+
+def _sc():
+    from tests.runners.helpers import compose_cfg
+    from runners.plan import plan
+
+    return plan(compose_cfg())[0]
+
+
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_negative_kv_cache_memory_fails_the_case_with_a_named_error(tmp_path: Path, exit_code: int) -> None:
+    log = tmp_path / "logs" / "c.log"
+    log.parent.mkdir()
+    log.write_text("Available KV cache memory: 0.5 GiB\nAvailable KV cache memory: -0.87 GiB\n"
+                   + ("ValueError: No available memory for the cache blocks.\n" if exit_code else ""))
+    out = ProcessOutcome(exit_code=exit_code, signal=None, timed_out=False, wall_s=1.0, pid=1)
+    fin = finalize(_sc(), out, run_dir=tmp_path, log_path=log, evidence_path=tmp_path / "e.json",
+                   record_path=tmp_path / "r.json", command=("x",))
+    assert fin.run is None and fin.failure is not None and not fin.expected
+    f = fin.failure
+    assert f.failure_type == "no_kv_cache_memory"
+    assert "Available KV cache memory: -0.87 GiB (no room for KV cache)" in f.error_message
+    assert "0.5 -> -0.87 GiB" in f.error_message
+    assert f.kv_cache is not None and f.kv_cache.kv_cache_gib == -0.87
+    if exit_code:
+        assert "ValueError: No available memory" in f.error_message

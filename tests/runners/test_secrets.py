@@ -1,0 +1,82 @@
+"""Secrets: only run-relevant environment variables are recorded (allow-list), credential-shaped
+values are redacted whatever their name, and no credential of the table reaches any file of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from results_schema.manifest import REDACTED, looks_like_credential
+from runners.identity import recordable_env
+from tests.runners.helpers import run_fake
+
+# name, value, recorded as: None = not recorded at all, REDACTED = name kept, value redacted
+SECRETS = [
+    ("HF_TOKEN", "hf_AbCdEfGhIjKlMnOpQrStUvWx", None),
+    ("MY_API_KEY", "k3y-value-1234567890-abcdef", None),
+    ("DB_PASSWORD", "pa55w0rd-xyz-4711", None),
+    ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", None),
+    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # issue 13: was written
+    ("NOT_A_SECRET_NAME", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", None),
+    ("VLLM_REMOTE_URL", "https://alice:s3cr3tpw@models.example.com/repo", REDACTED),  # allowed name
+    ("OMP_EXTRA", "sk-proj-abcdefghijklmnop1234", REDACTED),
+    ("CUDA_EXTRA", "AKIAIOSFODNN7EXAMPLE", REDACTED),
+    ("TORCH_HEADER", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+     REDACTED),
+    ("HCCL_MIRROR", "ftp://bob:hunter2hunter2@mirror.example.org", REDACTED),
+    ("VLLM_API_KEY", "plain-looking-value-42", None),                       # allowed prefix, secret name
+    ("ASCEND_SLACK", "xoxb-1234567890-abcdefghij", REDACTED),
+]
+KEPT = [("VLLM_CPU_KVCACHE_SPACE", "1"), ("OMP_NUM_THREADS", "2"), ("HF_HUB_OFFLINE", "1"),
+        ("VLLM_PLAIN_URL", "https://models.example.com/repo"), ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")]
+NOT_RECORDED = [("SOME_RANDOM_VAR", "unrelated-value-31337"), ("HOME_OF_CATS", "/tmp/cats")]
+
+
+@pytest.mark.parametrize("name,value,expected", SECRETS)
+def test_recordable_env_drops_or_redacts_every_secret(name, value, expected):
+    got = recordable_env({name: value})
+    assert got.get(name) == expected
+    assert value not in got.values()
+
+
+@pytest.mark.parametrize("name,value", KEPT)
+def test_run_relevant_variables_are_recorded_verbatim(name, value):
+    assert recordable_env({name: value}) == {name: value}
+    assert not looks_like_credential(value)
+
+
+def test_variables_outside_the_allow_list_are_not_recorded_unless_declared():
+    env = dict(NOT_RECORDED)
+    assert recordable_env(env) == {}
+    assert recordable_env(env, declared=["SOME_RANDOM_VAR"]) == {"SOME_RANDOM_VAR": "unrelated-value-31337"}
+
+
+def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) -> None:
+    for name, value, _ in SECRETS + [(n, v, None) for n, v in NOT_RECORDED]:
+        monkeypatch.setenv(name, value)
+    code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]")
+    assert code == 0
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "environment-manifest.json" for p in files) and any(p.suffix == ".log" for p in files)
+    for path in files:
+        text = path.read_bytes().decode(errors="replace")
+        for name, value, expected in SECRETS:
+            assert value not in text, f"{name}'s value reached {path}"
+            if expected is None:
+                assert name not in text, f"{name} reached {path}"
+        for name, value in NOT_RECORDED:
+            assert value not in text, f"{name} (not run-relevant) reached {path}"
+    manifest = (run_dir / "environment-manifest.json").read_text()
+    assert '"VLLM_REMOTE_URL": "<redacted: looks like a credential>"' in manifest
+    log = next(p for p in files if p.suffix == ".log").read_text()
+    assert "# env: VLLM_REMOTE_URL=<redacted: looks like a credential>" in log
+    assert "# env: VLLM_CPU_KVCACHE_SPACE=" in log  # the runtime's declared variable is recorded
+
+
+def test_credential_value_in_the_runtime_env_config_is_refused():
+    from runners.plan import PlanError, plan
+    from tests.runners.helpers import compose_cfg
+
+    with pytest.raises(PlanError, match="VLLM_MIRROR"):
+        plan(compose_cfg("+runtime.env.VLLM_MIRROR='https://u:hunter2hunter2@x.org'"))
