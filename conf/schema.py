@@ -61,6 +61,11 @@ class RuntimeConfig:
             resource name (``NPU``), or null (CPU: num_cpus only).
         pins: identity pins of this stack.
         report_packages: distributions whose versions are recorded in the manifest.
+        cpu_kernel_path: CPU runtimes: GEMM kernel path of every case, baseline included
+            (``plain``: all decoder linear layers run ``torch.nn.functional.linear`` on plain
+            weights, so weight residency is the only difference between cases; ``packed``:
+            vLLM's stock oneDNN / sgl-kernel dispatch, allowed only without offload cases).
+            See ``offload/cpu_kernels.py``. Null on GPU / NPU runtimes.
     """
 
     name: str = MISSING
@@ -72,6 +77,7 @@ class RuntimeConfig:
     ray_resource: Optional[str] = None
     pins: PinsConfig = field(default_factory=PinsConfig)
     report_packages: List[str] = field(default_factory=list)
+    cpu_kernel_path: Optional[str] = None
 
 
 @dataclass

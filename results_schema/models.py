@@ -219,6 +219,20 @@ class KVCacheCapacity(StrictModel):
     )
 
 
+class CpuKernelEvidence(StrictModel):
+    """The ``OFFLOAD_CPU_KERNELS`` line of a CPU case: which GEMM kernel each linear layer got.
+
+    Printed by ``offload.cpu_kernels`` in the process that loaded the model, after
+    ``load_model``; the runner checks it against the path it asked for.
+    """
+
+    path: Literal["plain", "packed"] = Field(description="CPU kernel path the case ran with.")
+    layers: NonNegInt = Field(description="UnquantizedLinearMethod layers processed (tiny model: 4 per decoder layer).")
+    kernels: dict[str, NonNegInt] = Field(
+        description="Layers per kernel: torch_linear (plain), onednn, sgl_weight_packed, zentorch, other."
+    )
+
+
 class CaseRun(StrictModel):
     """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
 
@@ -230,6 +244,9 @@ class CaseRun(StrictModel):
     log_path: str = Field(description="Case log, relative to the run directory.")
     evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
     command: tuple[str, ...] = Field(description="argv the case process was started with.")
+    cpu_kernels: CpuKernelEvidence | None = Field(
+        default=None, description="CPU GEMM kernels the case ran (CPU runtimes with a kernel path); null otherwise."
+    )
 
 
 FailureType = Literal[
@@ -243,6 +260,8 @@ FailureType = Literal[
     "no_offload_evidence",
     "invalid_record",
     "launch_error",
+    "worker_signal",
+    "kernel_mismatch",
 ]
 
 

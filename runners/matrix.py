@@ -57,7 +57,7 @@ EXIT_FORMAL_STOP = 5
 EXIT_HEALTH = 42
 EXIT_INTERRUPTED = 130
 
-_CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "PYTHONSTARTUP")
+_CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP")
 
 
 class RunnerError(RuntimeError):
@@ -364,6 +364,47 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
     return tuple(argv)
 
 
+def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
+    """``NumericsIdentity`` per runtime used (CPU ISA, torch / oneDNN, threads, kernel path, accelerator)."""
+    from runners.numerics import numerics_identity
+
+    out = []
+    for rt in runtimes_used(cfg):
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+        out.append(numerics_identity(device=str(rt.get("device", "cpu")), python=sys.executable, case_env=env,
+                                     cpu_kernel_path=rt.get("cpu_kernel_path")))
+    return tuple(out)
+
+
+def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+    """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
+
+    Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
+    packed kernels, which our offloader replaces by plain ones in the layers it wraps, so a
+    matrix with an offload case under ``packed`` would compare kernels, not residency.
+    """
+    from offload.cpu_kernels import CPU_KERNEL_PATHS
+
+    for sc in items:
+        rt = sc.case.runtime or {}
+        path = rt.get("cpu_kernel_path")
+        where = f"runtime {rt.get('name')!r} (case {sc.case.phase}/{sc.case.label})"
+        if path is None:
+            continue
+        if str(rt.get("device", "cpu")) != "cpu":
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r} applies to CPU runtimes only; "
+                              "set runtime.cpu_kernel_path=null", EXIT_CONFIG)
+        if path not in CPU_KERNEL_PATHS:
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r}; allowed values are "
+                              f"{', '.join(CPU_KERNEL_PATHS)}", EXIT_CONFIG)
+        if path == "packed" and sc.case.offload_requested:
+            raise RunnerError(f"config: {where}: cpu_kernel_path='packed' with an offload case: the offloader "
+                              "runs its wrapped layers on plain weights, so the case would differ from the "
+                              "baseline in GEMM kernel, not only in weight residency; use "
+                              "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
+
+
 def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md)."""
     env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
@@ -373,6 +414,7 @@ def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str,
         "PYTHONPATH": f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}",
         "OFFLOAD_IMPL": sc.case.implementation,
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
+        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",
@@ -740,6 +782,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         items = plan(cfg)
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    check_cpu_kernel_paths(items)
     executor_name = (cfg.get("executor") or {}).get("name", "local")
     if executor_name not in ("local", "ray"):
         raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
@@ -829,6 +872,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                                 num_layers=int(cfg["model"]["num_layers"])),
             offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
             case_code=case_code, git=git)
+        manifest = manifest.model_copy(update={"numerics": numerics_of(cfg)})
         write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
         write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
         write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
