@@ -348,3 +348,24 @@ class ValidationReport(StrictModel):
     @property
     def warnings(self) -> tuple[ValidationIssue, ...]:
         return tuple(i for i in self.issues if i.severity == "warning")
+
+    def verdict(self, max_cases: int = 8) -> str:
+        """One line for the end of a run / CLI: ``VALID (...)`` or ``INVALID: failing checks ...; cases ...``.
+
+        Failing checks are named with their error counts; cases are the ``phase/label-rN`` of
+        error issues (first ``max_cases``, then ``+N more``); the first error message closes it.
+        """
+        if self.valid:
+            return f"validation: VALID ({len(self.checks)} checks passed, {len(self.warnings)} warning(s))"
+        failing = ", ".join(f"{c.name} ({c.errors})" for c in self.checks if not c.passed) or "?"
+        cases: list[str] = []
+        for i in self.errors:
+            if i.label is None:
+                continue
+            name = f"{i.phase}/{i.label}" + (f"-r{i.repeat}" if i.repeat is not None else "")
+            if name not in cases:
+                cases.append(name)
+        shown = ", ".join(cases[:max_cases]) + (f", +{len(cases) - max_cases} more" if len(cases) > max_cases else "")
+        first = " ".join(self.errors[0].message.split())[:300] if self.errors else ""
+        return (f"validation: INVALID: failing checks: {failing}; cases: {shown or 'none (run-level)'}; "
+                f"first error: {first}")

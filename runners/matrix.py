@@ -54,6 +54,7 @@ EXIT_CONFIG = 2
 EXIT_IDENTITY = 3
 EXIT_ACCURACY = 4
 EXIT_FORMAL_STOP = 5
+EXIT_INVALID = 6
 EXIT_HEALTH = 42
 EXIT_INTERRUPTED = 130
 
@@ -946,9 +947,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
     accuracy_failed: list[str] = []
+    validation = None
     try:
         if cfg.get("analyze", True) and not state.stopped:
-            _analyze(run_dir, console)
+            validation = _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
     finally:  # the run's evidence is complete: checksum it even if the analysis raises
@@ -965,15 +967,24 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                   f"{stages['checksums']:.1f} s); {run_dir}")
     for line in state.unexpected:
         console.print(f"  [red]{line}[/]")
+    code = EXIT_OK
     if state.stopped:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
-        return EXIT_FORMAL_STOP
-    if state.unexpected:
-        return EXIT_CASE_FAILURES
-    if accuracy_failed:
+        code = EXIT_FORMAL_STOP
+    elif state.unexpected:
+        code = EXIT_CASE_FAILURES
+    elif accuracy_failed:
         console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(accuracy_failed)}")
-        return EXIT_ACCURACY
-    return EXIT_OK
+        code = EXIT_ACCURACY
+    elif validation is not None and not validation.valid:
+        code = EXIT_INVALID
+    # the last line is the verdict: a failed proof never ends "ok"
+    if validation is None:
+        verdict = "validation: not run (analyze=false or stopped); run `python -m analysis validate " f"{run_dir}`"
+    else:
+        verdict = validation.verdict()
+    console.print(f"{verdict}; exit {code}", markup=False)
+    return code
 
 
 def _shell_quote(s: str) -> str:
@@ -1013,15 +1024,22 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
     return failed
 
 
-def _analyze(run_dir: Path, console: Any) -> None:
-    """Call the analysis entry point and print its Markdown table (analysis errors are shown, not hidden)."""
+def _analyze(run_dir: Path, console: Any) -> Any:
+    """Call the analysis entry point, print its Markdown table, return ``summary/validation.json``.
+
+    Returns None when the analysis stack is not installed (the run's verdict is then "not run").
+    """
     try:
         from analysis.report import write_summary
     except ImportError as exc:
         console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis {run_dir}` later[/]")
-        return
+        return None
     table = write_summary(run_dir)
     console.print(table, markup=False)
+    from results_schema.io import read_json
+    from results_schema.models import ValidationReport
+
+    return read_json(run_dir / "summary" / "validation.json", ValidationReport)
 
 
 # ----------------------------------------------------------------------------- Hydra entry point
