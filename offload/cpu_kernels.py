@@ -56,7 +56,6 @@ PLAIN_KERNEL = "torch_linear"
 LINEAR_MODULE = "vllm.model_executor.layers.linear"
 _PATCHED = "_offload_cpu_kernel_patched"
 _counts: Counter[str] = Counter()
-_reported = False
 
 
 def requested_path() -> str | None:
@@ -100,11 +99,13 @@ def classify(cpu_linear: Any) -> str:
     return "other"
 
 
-def patch_linear_module(module: ModuleType, path: str) -> None:
+def patch_linear_module(module: ModuleType, path: str | None = None) -> None:
     """Wrap ``UnquantizedLinearMethod.process_weights_after_loading`` (idempotent).
 
-    On the CPU platform with ``path == "plain"`` the layer gets ``_cpu_skip_gemm_dispatch``
-    before vLLM's dispatch runs; with either path the resulting kernel is counted.
+    The path is read from ``OFFLOAD_CPU_KERNEL_PATH`` at each call (``path`` is the value at
+    install time, kept for the signature). On the CPU platform with ``plain`` the layer gets
+    ``_cpu_skip_gemm_dispatch`` before vLLM's dispatch runs; with either path the resulting
+    kernel is counted; unset: vLLM's behaviour, nothing counted.
     """
     cls = getattr(module, "UnquantizedLinearMethod", None)
     if cls is None or getattr(cls.process_weights_after_loading, _PATCHED, False):
@@ -115,7 +116,8 @@ def patch_linear_module(module: ModuleType, path: str) -> None:
     def process_weights_after_loading(self: Any, layer: Any) -> Any:
         from vllm.platforms import current_platform
 
-        on_cpu = current_platform.is_cpu()
+        path = requested_path() or ""  # read per call: one process may build several engines (tests)
+        on_cpu = current_platform.is_cpu() and bool(path)
         if on_cpu and path == "plain":
             layer._cpu_skip_gemm_dispatch = True
         result = original(self, layer)
@@ -134,13 +136,17 @@ def report(path: str) -> dict[str, Any]:
 
 
 def print_report_once() -> None:
-    """Print ``OFFLOAD_CPU_KERNELS <json>`` once, if a path is active and layers were processed."""
-    global _reported
+    """Print ``OFFLOAD_CPU_KERNELS <json>`` for the layers processed since the last report.
+
+    Called after each ``load_model``: one line per loaded model (a case process loads one),
+    nothing when no path is active or no layer was processed.
+    """
     path = requested_path()
-    if _reported or path is None or not _counts:
+    if path is None or not _counts:
         return
-    _reported = True
-    sys.stdout.write(REPORT_PREFIX + json.dumps(report(path), sort_keys=True) + "\n")
+    line = REPORT_PREFIX + json.dumps(report(path), sort_keys=True)
+    _counts.clear()
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 

@@ -245,7 +245,8 @@ class CaseRun(StrictModel):
     evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
     command: tuple[str, ...] = Field(description="argv the case process was started with.")
     cpu_kernels: CpuKernelEvidence | None = Field(
-        default=None, description="CPU GEMM kernels the case ran (CPU runtimes with a kernel path); null otherwise."
+        default=None, exclude_if=lambda v: v is None,
+        description="CPU GEMM kernels the case ran (CPU runtimes with a kernel path); absent otherwise.",
     )
 
 

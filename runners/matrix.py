@@ -950,6 +950,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     validation = None
     try:
         if cfg.get("analyze", True) and not state.stopped:
+            _copy_bench(cfg, items, run_dir, identity.model_dir, base_env, console)
             validation = _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
@@ -1022,6 +1023,22 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
         if not report.passed:
             failed.append(p.phase)
     return failed
+
+
+def _copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
+                base_env: Mapping[str, str], console: Any) -> None:
+    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report."""
+    rt = cfg.get("runtime") or {}
+    if str(rt.get("device")) != "cpu" or not any(sc.case.offload_requested for sc in items) \
+            or cfg.get("bench_command"):
+        return
+    from runners.copy_bench import run_copy_bench
+
+    env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
+    env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
+        console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
 
 
 def _analyze(run_dir: Path, console: Any) -> Any:
