@@ -156,13 +156,14 @@ def _kernel_lines(stdout: str) -> list[dict]:
             if "OFFLOAD_CPU_KERNELS " in ln]
 
 
-# bench_one's prompts (seed 0, 4 prompts x 32 tokens per generate call: the default tiny workload)
-# for rounds on which vLLM's packed CPU kernel and the plain one give different greedy tokens:
-# round 3 is the default workload's third measured round, which flipped tokens on the AMX-BF16
-# Xeon of issue 9 (sgl-kernel path); DISCRIMINATING_ROUNDS_HERE were found on an AVX-512-BF16
-# AMD EPYC without AMX (oneDNN path) by running baseline packed vs plain over rounds 0..11.
-DISCRIMINATING_ROUNDS_HERE: tuple[int, ...] = ()
-KERNEL_ROUNDS = [[0, r, 4, 32] for r in sorted({3, *DISCRIMINATING_ROUNDS_HERE})]
+# bench_one's prompts (seed 0, 4 prompts x 32 tokens per generate call: the default tiny workload).
+# Round 3 is the default workload's third measured round (warmup round 0 first), which flipped
+# greedy tokens between vLLM's packed sgl-kernel GEMM and the plain one on the AMX-BF16 Xeon of
+# issue 9. On an AVX-512-BF16 AMD EPYC without AMX (packed = oneDNN) baseline packed vs plain gave
+# identical tokens on all 24 prompt sets tried (rounds 0..11 of 4x32, 0..5 of 8x16, 0..5 of 4x64,
+# 16 output tokens): there the two kernels agree on these shapes, so the difference is asserted
+# on AMX CPUs only.
+KERNEL_ROUNDS = [[0, r, 4, 32] for r in (1, 2, 3)]
 
 
 @pytest.mark.slow
@@ -172,8 +173,9 @@ def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_k
 
     The packed-vs-plain difference is what makes the plain-path identity meaningful (a test
     that passes because the prompts happen not to flip a token would not count). It is asserted
-    on CPUs with AVX-512-BF16 or AMX, where it was observed; on an AVX2-only CPU the two
-    kernels may agree on these prompts, and the identities are still checked.
+    on AMX CPUs, where it was observed (issue 9); on AVX-512 / AVX2-only CPUs the two kernels
+    may agree on these prompts (they did on an AVX-512-BF16 EPYC), and the identities and the
+    per-layer kernels are still checked.
     """
     pts = [point(4, 1, 1, kernel_path="plain"), point(4, 1, 1, impl="sync", kernel_path="plain"),
            point(2, 1, 1, kernel_path="plain"),
@@ -193,6 +195,6 @@ def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_k
         plain = k["kernels"].get("torch_linear", 0)
         assert plain == (k["layers"] if k["path"] == "plain" else 0), k
     flags = _cpu_flags()
-    if "avx512_bf16" in flags or any(f.startswith("amx") for f in flags):
+    if any(f.startswith("amx") for f in flags):
         assert packed != base, ("packed and plain kernels gave the same tokens on the discriminating prompts: "
                                 "the plain-path identity above would not prove anything here")
