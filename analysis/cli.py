@@ -1,10 +1,13 @@
 """``python -m analysis``: report, verify, validate and recommend over a run directory.
 
 Subcommands:
-    report RUN_DIR [--out DIR] [--margin-pct M]
+    report RUN_DIR [--out DIR] [--margin-pct M] [--allow-invalid]
                                         write RUN_DIR/summary (or DIR, a new directory) and print the per-label
-                                        table (exit 1 if invalid); never overwrites an existing summary (exit 2)
-    validate RUN_DIR                    print the validation report (exit 1 if invalid)
+                                        table; the last line is the verdict (``validation: INVALID: failing
+                                        checks ...; cases ...``); exit 1 if invalid unless --allow-invalid;
+                                        never overwrites an existing summary (exit 2)
+    validate RUN_DIR                    print the validation report; last line VALID / INVALID naming the
+                                        failing checks and cases (exit 1 if invalid)
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
     recommend RUN_DIR --need-gib X      best valid measured point releasing >= X GiB, plus model predictions
                                         ([--phase P] [--implementation I]: unknown names exit 2 listing choices)
@@ -26,6 +29,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+EXIT_INVALID = 1
+"""Exit status of ``report`` / ``validate`` for an INVALID run (``report --allow-invalid``: 0)."""
+
+
+def _read_validation(path: Path):
+    from results_schema.io import read_json
+    from results_schema.models import ValidationReport
+
+    return read_json(path, ValidationReport)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
@@ -38,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model-dir", type=Path, default=None, help="model directory for layer-byte checks")
     p.add_argument("--margin-pct", type=float, default=None,
                    help="equivalence margin of every verdict, percent of the reference median (default 5)")
+    p.add_argument("--allow-invalid", action="store_true",
+                   help="exit 0 even when the run is INVALID (the report still says INVALID)")
     p = sub.add_parser("validate", help="print the validation report")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--model-dir", type=Path, default=None,
@@ -137,7 +153,9 @@ def _run(args) -> int:
         text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out, **kw)
         print(text)
         print(f"wrote {out.resolve()}")
-        return 0 if text.startswith("validation: VALID") else 1
+        rep = _read_validation(out / "validation.json")
+        print(rep.verdict() + (" (--allow-invalid: exit 0)" if not rep.valid and args.allow_invalid else ""))
+        return 0 if rep.valid or args.allow_invalid else EXIT_INVALID
     if args.command == "validate":
         from analysis.validate import validate_run
 
@@ -149,8 +167,8 @@ def _run(args) -> int:
             print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.errors} error(s), {c.warnings} warning(s)")
         for i in rep.issues:
             print(f"{i.severity}: {i.code}: {i.message}")
-        print("VALID" if rep.valid else "INVALID")
-        return 0 if rep.valid else 1
+        print(rep.verdict())
+        return 0 if rep.valid else EXIT_INVALID
     if args.command == "verify":
         from analysis.verify import verify
 

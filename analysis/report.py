@@ -225,7 +225,8 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
                 "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
                 "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": m.bandwidth_source,
                 "fit_rms_error_pct": m.fit_rms_error_pct, "fit_points": m.fit_points,
-                "predictions_trusted": m.predictions_trusted}
+                "predictions_trusted": m.predictions_trusted,
+                "copy_bench_bandwidth_bytes_s": copy_bench_bandwidth(run_dir)}
             if m is not None:
                 t = model_table(summary, m, phase)
                 t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]
@@ -452,6 +453,50 @@ def verdict_legend(margin_pct: float) -> str:
 VERDICT_LEGEND = verdict_legend(DEFAULT_MARGIN_PCT)
 
 
+def copy_bench_bandwidth(run_dir: Path | str) -> float | None:
+    """Plain ``copy_`` bandwidth (bytes/s) that ``offload.bench`` measured for this run
+    (``<run_dir>/copy-bench.json``, written by the runner on CPU runs); None when absent."""
+    path = Path(run_dir) / "copy-bench.json"
+    if not path.is_file():
+        return None
+    try:
+        v = float(json.loads(path.read_text())["plain_copy_bandwidth_bytes_s"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def cpu_cost_lines(tables: dict) -> str:
+    """CPU runs: each point's retention and predicted vs measured tok/s, fitted vs plain copy bandwidth.
+
+    With every case on the same GEMM kernels (``cpu_kernels.path`` plain), a point's cost is
+    the copy of its offloaded layers on the compute path (serial model), so the fitted
+    bandwidth can be compared with ``offload.bench``'s plain ``copy_`` of the same layer bytes.
+    """
+    mt, summary = tables["model_table"], tables["summary"]
+    if mt.empty:
+        return ""
+    lines = ["Transfer-bound model on this CPU run (serial: the copy is on the compute path):"]
+    for key, m in tables["models"].items():
+        if not m:
+            continue
+        fitted = m["bandwidth_bytes_s"]
+        bench = m.get("copy_bench_bandwidth_bytes_s")
+        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (fitted / plain = {fitted / bench:.3g})"
+                if bench else "offload.bench plain copy_ not measured")
+        lines.append(f"- {key}: fitted CPU copy bandwidth {fitted / 1e9:.4g} GB/s; {cmp_}; "
+                     f"{m['bytes_per_layer']:,.0f} bytes/layer, baseline {m['baseline_tok_s']:.2f} tok/s")
+    ret = summary.set_index(["phase", "label"])["retention"] if "retention" in summary else None
+    t = mt.copy()
+    if ret is not None:
+        t["retention"] = [float(ret.get((p, lb), float("nan"))) for p, lb in zip(t["phase"], t["label"])]
+    lines += ["", markdown_table(t, [("phase", "phase"), ("implementation", "implementation"), ("label", "label"),
+                                     ("retention", "retention"), ("measured_tok_s", "measured tok/s"),
+                                     ("predicted_tok_s", "predicted tok/s"), ("error_pct", "error %")],
+                                 {"retention": 4, "measured_tok_s": 2, "predicted_tok_s": 2, "error_pct": 1})]
+    return "\n".join(lines)
+
+
 def render_markdown(tables: dict) -> tuple[str, str]:
     """Return ``(full_markdown, main_table_markdown)``."""
     summary, rep = tables["summary"], tables["validation"]
@@ -466,6 +511,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     cpu = is_cpu_run(tables["data"].runs) or is_cpu_run(summary)
     if cpu:
         main += "\n\n> **Note:** " + CPU_NOTE
+        cost = cpu_cost_lines(tables)
+        if cost:
+            main += "\n\n" + cost
     margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
     main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
              f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "

@@ -85,6 +85,7 @@ TRACEBACK = "Traceback (most recent call last):"
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
     "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "measurement_window", "manifest",
+    "cpu_kernels",
 )
 
 MIN_WINDOW_S = 3.0
@@ -192,6 +193,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     _check_evidence(data, col, mdir)
     _check_layer_bytes(data, col, mdir)
     _check_tokens(data, col)
+    _check_cpu_kernels(data, col)
     _check_kv(data, col)
     _check_window(data, col)
     _check_manifest(run_dir, col)
@@ -481,6 +483,26 @@ def _check_tokens(data: RunData, col: _Collector) -> None:
                     f"{r.phase}/{r.label}-r{r.repeat}: generated tokens differ from the phase baseline"
                     f"{' (greedy decoding: must be identical)' if greedy else ' (sampled workload)'}",
                     severity="error" if greedy else "warning", phase=r.phase, label=r.label, repeat=r.repeat)
+
+
+def _check_cpu_kernels(data: RunData, col: _Collector) -> None:
+    """Within a phase every CPU case ran the same GEMM kernels (``cpu_kernels``), baseline included.
+
+    A comparison whose cases differ in kernel (plain vs packed) measures a kernel change, not
+    weight residency. Runs recorded before ``cpu_kernels`` existed (no case has it) are not checked.
+    """
+    by_phase: dict[str, dict] = defaultdict(lambda: defaultdict(list))
+    for _p, _l, cr in data.case_runs:
+        k = cr.cpu_kernels
+        key = None if k is None else (k.path, tuple(sorted(k.kernels.items())))
+        by_phase[cr.record.phase][key].append(f"{cr.record.label}-r{cr.record.repeat}")
+    for phase, groups in by_phase.items():
+        if len(groups) > 1:
+            desc = "; ".join(f"{'none' if k is None else k[0] + ' ' + str(dict(k[1]))}: {', '.join(v[:6])}"
+                             for k, v in groups.items())
+            col.add("cpu_kernels", "cpu_kernels_differ",
+                    f"{phase}: cases ran different CPU GEMM kernels, so their difference is not only weight "
+                    f"residency ({desc})", phase=phase)
 
 
 def _check_kv(data: RunData, col: _Collector) -> None:

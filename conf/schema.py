@@ -71,6 +71,11 @@ class RuntimeConfig:
             -i, ctr]``); the case's variables are then passed as ``env K=V`` after it.
         path_map: declared pin path prefix -> where it is on this host (``{/opt/vllm-ascend-v0.18.0:
             /home/me/vllm-ascend}``); pins keep their declared names.
+        cpu_kernel_path: CPU runtimes: GEMM kernel path of every case, baseline included
+            (``plain``: all decoder linear layers run ``torch.nn.functional.linear`` on plain
+            weights, so weight residency is the only difference between cases; ``packed``:
+            vLLM's stock oneDNN / sgl-kernel dispatch, allowed only without offload cases).
+            See ``offload/cpu_kernels.py``. Null on GPU / NPU runtimes.
     """
 
     name: str = MISSING
@@ -85,6 +90,7 @@ class RuntimeConfig:
     python: Optional[str] = None
     command_prefix: List[str] = field(default_factory=list)
     path_map: Dict[str, str] = field(default_factory=dict)
+    cpu_kernel_path: Optional[str] = None
 
 
 @dataclass

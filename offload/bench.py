@@ -119,6 +119,7 @@ def run(hidden: int, intermediate: int, layers: int, group_size: int, num_in_gro
         "onload_median_s": med_ours,
         "plain_copy_median_s": med_plain,
         "ratio": med_ours / med_plain,
+        "plain_copy_bandwidth_bytes_s": statistics.median(nbytes) / med_plain,
         "target_ratio": TARGET_RATIO,
         "fallback_loads": off.fallback_loads,
         "threads": torch.get_num_threads(),

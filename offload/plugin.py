@@ -18,7 +18,9 @@ the moment the module is first imported (no eager heavy imports):
   still in flight. When our offloader is installed, the wrapper now syncs before replay too;
 * ``load_model`` of the CPU runner (which never calls ``post_init``), the GPU runners and the
   NPU runner: after loading, ``post_init`` of our offloader runs if nobody called it
-  (idempotent; the GPU runner already calls it).
+  (idempotent; the GPU runner already calls it), and the CPU kernel report is printed;
+* with ``OFFLOAD_CPU_KERNEL_PATH`` set (any implementation, baseline included):
+  ``UnquantizedLinearMethod.process_weights_after_loading`` (:mod:`offload.cpu_kernels`).
 
 The factory keeps the runner's own offloader for ``uva`` and for ``auto`` with offload
 disabled, and raises ``ValueError`` before loading for invalid settings
@@ -54,6 +56,7 @@ ASCEND_ACL_GRAPH_MODULE = "vllm_ascend.compilation.acl_graph"
 
 _PATCHED = "_offload_plugin_patched"
 _installed_impl: str | None = None
+_kernel_path_installed = False
 
 
 def active_implementation() -> str | None:
@@ -63,10 +66,21 @@ def active_implementation() -> str | None:
 
 
 def register() -> None:
-    """Entry point: install the factory and hooks when ``OFFLOAD_IMPL`` is current/sync."""
-    global _installed_impl
+    """Entry point: install the factory and hooks when ``OFFLOAD_IMPL`` is current/sync, and
+    the CPU kernel path (:mod:`offload.cpu_kernels`) when ``OFFLOAD_CPU_KERNEL_PATH`` is set
+    (every case of a CPU runtime, baseline included)."""
+    global _installed_impl, _kernel_path_installed
+    from offload import cpu_kernels
+
+    kernel_path = None
+    if not _kernel_path_installed:
+        kernel_path = cpu_kernels.install(when_imported)
+        _kernel_path_installed = kernel_path is not None
     impl = active_implementation()
     if impl is None or _installed_impl is not None:
+        if kernel_path is not None:
+            for mod, cls in LOAD_MODEL_CLASSES:
+                when_imported(mod, functools.partial(patch_load_model, class_name=cls))
         return
     _installed_impl = impl
     for name in RUNNER_FACTORY_MODULES:
@@ -113,6 +127,9 @@ def patch_load_model(module: ModuleType, class_name: str) -> None:
     def load_model(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         ensure_post_init()
+        from offload.cpu_kernels import print_report_once
+
+        print_report_once()
         return result
 
     setattr(load_model, _PATCHED, True)

@@ -7,7 +7,9 @@ platform, recorded package versions, every declared pin with the value observed
 (package versions, installed package tree SHA-256, wheel SHA-256, source tree
 SHA-256 + commit, driver/toolkit file SHA-256, tools), the model manifest
 (``SHA256SUMS`` hash + revision), the project ``offload/`` tree hash, device
-identity, the resolved config and its hash, the overrides, and the process
+identity, what the numerics depend on (``numerics``: CPU model and ISA flags, torch /
+oneDNN versions, threads and binding, CPU GEMM kernel path, accelerator model and driver),
+the resolved config and its hash, the overrides, and the process
 environment restricted to variables that affect a run (``runners.identity.recordable_env``:
 an allow-list of prefixes; names containing TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL or
 AUTH are never written; credential-shaped values are redacted whatever the name).
@@ -110,6 +112,32 @@ class DeviceIdentity(_Strict):
     count: int = Field(ge=0, description="Devices of this kind visible on the host (CPU: logical cores).")
 
 
+class NumericsIdentity(_Strict):
+    """What greedy tokens and CPU throughput depend on, for one runtime (``runners.numerics``)."""
+
+    device: Literal["cpu", "cuda", "npu"] = Field(description="Device kind of the runtime.")
+    cpu_model: str = Field(description="CPU model name (/proc/cpuinfo 'model name').")
+    cpu_isa_flags: tuple[str, ...] = Field(
+        description="ISA flags that select bf16 GEMM kernels: amx*, avx512*, avx2, avx, fma, f16c (sorted)."
+    )
+    machine: str = Field(description="platform.machine() (x86_64, aarch64).")
+    torch_version: str | None = Field(description="torch.__version__ in a case-like process; null if the probe failed.")
+    onednn_version: str | None = Field(description="oneDNN version torch was built with; null if unknown.")
+    aten_cpu_capability: str | None = Field(
+        default=None, description="torch.backends.cpu.get_cpu_capability() (AVX512, AVX2, ...); null if unknown."
+    )
+    torch_num_threads: int | None = Field(description="torch.get_num_threads() in a case-like process.")
+    thread_env: dict[str, str] = Field(
+        description="Thread count / binding / ISA-cap variables a case gets (OMP_NUM_THREADS, "
+        "VLLM_CPU_OMP_THREADS_BIND, ...); absent names are unset."
+    )
+    cpu_kernel_path: str | None = Field(
+        description="CPU GEMM kernel path of every case (plain / packed, offload.cpu_kernels); null off CPU."
+    )
+    accelerator_model: str | None = Field(default=None, description="GPU / NPU product name; null on CPU.")
+    accelerator_driver: str | None = Field(default=None, description="GPU / NPU driver version; null on CPU.")
+
+
 class EnvironmentManifest(_Strict):
     """``environment-manifest.json``: the identity of one run directory."""
 
@@ -138,6 +166,9 @@ class EnvironmentManifest(_Strict):
     environment: dict[str, str] = Field(
         description="Runner environment variables that affect a run (allow-listed prefixes and the runtime's "
                     "declared variables); secret-looking names dropped, credential-shaped values redacted."
+    )
+    numerics: tuple[NumericsIdentity, ...] = Field(
+        default=(), description="Per runtime used: what the numerics depend on (empty in runs before this field)."
     )
 
 

@@ -293,6 +293,20 @@ class KVCacheCapacity(StrictModel):
     )
 
 
+class CpuKernelEvidence(StrictModel):
+    """The ``OFFLOAD_CPU_KERNELS`` line of a CPU case: which GEMM kernel each linear layer got.
+
+    Printed by ``offload.cpu_kernels`` in the process that loaded the model, after
+    ``load_model``; the runner checks it against the path it asked for.
+    """
+
+    path: Literal["plain", "packed"] = Field(description="CPU kernel path the case ran with.")
+    layers: NonNegInt = Field(description="UnquantizedLinearMethod layers processed (tiny model: 4 per decoder layer).")
+    kernels: dict[str, NonNegInt] = Field(
+        description="Layers per kernel: torch_linear (plain), onednn, sgl_weight_packed, zentorch, other."
+    )
+
+
 class CaseRun(StrictModel):
     """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
 
@@ -304,6 +318,10 @@ class CaseRun(StrictModel):
     log_path: str = Field(description="Case log, relative to the run directory.")
     evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
     command: tuple[str, ...] = Field(description="argv the case process was started with.")
+    cpu_kernels: CpuKernelEvidence | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="CPU GEMM kernels the case ran (CPU runtimes with a kernel path); absent otherwise.",
+    )
 
 
 FailureType = Literal[
@@ -325,6 +343,8 @@ FailureType = Literal[
     "benchmark_error",
     "token_count_mismatch",
     "no_kv_cache_memory",
+    "worker_signal",
+    "kernel_mismatch",
 ]
 
 
@@ -415,3 +435,24 @@ class ValidationReport(StrictModel):
     @property
     def warnings(self) -> tuple[ValidationIssue, ...]:
         return tuple(i for i in self.issues if i.severity == "warning")
+
+    def verdict(self, max_cases: int = 8) -> str:
+        """One line for the end of a run / CLI: ``VALID (...)`` or ``INVALID: failing checks ...; cases ...``.
+
+        Failing checks are named with their error counts; cases are the ``phase/label-rN`` of
+        error issues (first ``max_cases``, then ``+N more``); the first error message closes it.
+        """
+        if self.valid:
+            return f"validation: VALID ({len(self.checks)} checks passed, {len(self.warnings)} warning(s))"
+        failing = ", ".join(f"{c.name} ({c.errors})" for c in self.checks if not c.passed) or "?"
+        cases: list[str] = []
+        for i in self.errors:
+            if i.label is None:
+                continue
+            name = f"{i.phase}/{i.label}" + (f"-r{i.repeat}" if i.repeat is not None else "")
+            if name not in cases:
+                cases.append(name)
+        shown = ", ".join(cases[:max_cases]) + (f", +{len(cases) - max_cases} more" if len(cases) > max_cases else "")
+        first = " ".join(self.errors[0].message.split())[:300] if self.errors else ""
+        return (f"validation: INVALID: failing checks: {failing}; cases: {shown or 'none (run-level)'}; "
+                f"first error: {first}")

@@ -24,6 +24,7 @@ exception propagates (traceback in the log, non-zero exit).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import hashlib
 import math
 import os
@@ -92,6 +93,9 @@ def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
         )
     if not (math.isfinite(a.min_measured_s) and a.min_measured_s >= 0):
         raise ValueError(f"--min-measured-s {a.min_measured_s}: must be a finite number of seconds >= 0")
+    from offload.cpu_kernels import requested_path
+
+    requested_path()  # ValueError naming OFFLOAD_CPU_KERNEL_PATH and the allowed values
     if a.input_len + a.max_tokens > a.max_model_len:
         raise ValueError(f"input_len ({a.input_len}) + max_tokens ({a.max_tokens}) exceeds max_model_len "
                          f"({a.max_model_len})")
@@ -268,6 +272,11 @@ def run(a: argparse.Namespace) -> BenchRecord:
     if impl_env is not None and impl_env != a.implementation:
         raise ValueError(f"OFFLOAD_IMPL={impl_env!r} disagrees with --implementation {a.implementation!r}")
     os.environ["OFFLOAD_IMPL"] = a.implementation  # inherited by vLLM's engine-core process
+    # A fatal signal in this process or in vLLM's engine-core child (e.g. SIGILL from a CPU
+    # kernel) leaves "Fatal Python error: Illegal instruction" in the log, so the runner can
+    # name it (runners.finalize.worker_signal) instead of a bare engine error.
+    faulthandler.enable()
+    os.environ["PYTHONFAULTHANDLER"] = "1"
 
     import torch
     import vllm

@@ -8,7 +8,11 @@ offload with no wrapped module or zero bytes is a failure, never a data point;
 a baseline that wrapped something is a mismatch; stability cases must produce
 output in every round), KV cache capacity parsed from the log (every known format,
 thousands separators; a missing line gives null, never 0), the root-cause
-exception named in the log, and expected failures (``expect_error``).
+exception named in the log, and expected failures (``expect_error``); the CPU GEMM
+kernel line (``OFFLOAD_CPU_KERNELS``) against the runtime's ``cpu_kernel_path``; a
+process of the case (the bench process or vLLM's engine-core worker) killed by a
+signal is named (``worker died: SIGILL (illegal instruction)``) with the prompt length
+and the CPU's ISA flags.
 
 What is deliberately not modelled: statistics (analysis), selection-vs-formula
 validation (analysis validation), writing the lines (``runners.matrix``).
@@ -23,12 +27,20 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
-from results_schema.models import BenchRecord, CaseFailure, CaseRun, KVCacheCapacity, RuntimeEvidence
+from results_schema.models import (
+    BenchRecord,
+    CaseFailure,
+    CaseRun,
+    CpuKernelEvidence,
+    KVCacheCapacity,
+    RuntimeEvidence,
+)
 from runners.launch import ProcessOutcome
 from runners.plan import ScheduledCase
 
 RESULT_PREFIX = "BENCH_RESULT "
 EVIDENCE_PREFIX = "OFFLOAD_EVIDENCE "
+KERNELS_PREFIX = "OFFLOAD_CPU_KERNELS "
 LOG_TAIL_LINES = 30
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
@@ -112,6 +124,56 @@ def root_cause(log_text: str) -> tuple[str | None, str | None]:
         name, msg = found[-1]
         return name.rsplit(".", 1)[-1], msg
     return None, None
+
+
+FATAL_SIGNALS = {
+    "Illegal instruction": (4, "SIGILL", "illegal instruction"),
+    "Aborted": (6, "SIGABRT", "abort"),
+    "Bus error": (7, "SIGBUS", "bus error"),
+    "Floating-point exception": (8, "SIGFPE", "floating-point exception"),
+    "Floating point exception": (8, "SIGFPE", "floating-point exception"),
+    "Segmentation fault": (11, "SIGSEGV", "segmentation fault"),
+}
+"""faulthandler's ``Fatal Python error: <text>`` -> (signal number, name, description)."""
+
+SIGNAL_NAMES = {4: ("SIGILL", "illegal instruction"), 6: ("SIGABRT", "abort"), 7: ("SIGBUS", "bus error"),
+                8: ("SIGFPE", "floating-point exception"), 9: ("SIGKILL", "killed"),
+                11: ("SIGSEGV", "segmentation fault"), 15: ("SIGTERM", "terminated")}
+
+_FATAL = re.compile(r"Fatal Python error:\s*(" + "|".join(re.escape(k) for k in FATAL_SIGNALS) + r")")
+_FAILED_PROCS = re.compile(r"Failed core proc\(s\):\s*\{([^}]*)\}")
+
+
+def worker_signal(log_text: str) -> int | None:
+    """Signal number that killed a process of the case (the bench process or vLLM's engine core).
+
+    Sources, first match wins: faulthandler's ``Fatal Python error: Illegal instruction``
+    (``runners.bench_one`` enables faulthandler for itself and, via ``PYTHONFAULTHANDLER``,
+    the engine-core child), then vLLM's ``Failed core proc(s): {'EngineCore_DP0': -4}``.
+    None when the log shows no fatal signal.
+    """
+    m = _FATAL.search(log_text)
+    if m:
+        return FATAL_SIGNALS[m.group(1)][0]
+    m = _FAILED_PROCS.search(log_text)
+    if m:
+        for code in re.findall(r":\s*(-\d+)", m.group(1)):
+            return -int(code)
+    return None
+
+
+def describe_signal(signum: int) -> str:
+    """``SIGILL (illegal instruction)`` style text of a signal number."""
+    name, what = SIGNAL_NAMES.get(signum, (f"signal {signum}", "fatal signal"))
+    return f"{name} ({what})"
+
+
+def _platform_note(sc: ScheduledCase) -> str:
+    from runners.numerics import cpu_facts, describe
+
+    _, flags = cpu_facts()
+    w = sc.case.workload or {}
+    return f"prompt length {w.get('input_len', '?')} tokens; CPU flags: {describe(flags)}"
 
 
 def tail(log_text: str, n: int = LOG_TAIL_LINES) -> tuple[str, ...]:
@@ -220,6 +282,39 @@ def _check_evidence(sc: ScheduledCase, log_text: str, evidence_path: Path) -> Ru
     return sidecar
 
 
+def _check_kernels(sc: ScheduledCase, log_text: str) -> CpuKernelEvidence | None:
+    """The case's ``OFFLOAD_CPU_KERNELS`` line, checked against the runtime's ``cpu_kernel_path``.
+
+    ``plain``: every processed linear layer must run ``torch_linear``; ``packed``: none may
+    (the runner allows ``packed`` only without offload). No path configured: the line is
+    recorded when present, never required.
+    """
+    runtime = sc.case.runtime or {}
+    want = runtime.get("cpu_kernel_path") if str(runtime.get("device", "cpu")) == "cpu" else None
+    lines = list(dict.fromkeys(_lines_with(log_text, KERNELS_PREFIX)))
+    if len(lines) > 1:
+        raise _Fail("kernel_mismatch", f"{len(lines)} different OFFLOAD_CPU_KERNELS lines (one expected)")
+    if not lines:
+        if want:
+            raise _Fail("kernel_mismatch", f"cpu_kernel_path {want!r} asked for, but no OFFLOAD_CPU_KERNELS line "
+                                           "in the log (the offload plugin did not apply it)")
+        return None
+    try:
+        got = parse_line(lines[0], CpuKernelEvidence, path="OFFLOAD_CPU_KERNELS", line=1)
+    except (RecordError, StrictJSONError) as exc:
+        raise _Fail("kernel_mismatch", f"OFFLOAD_CPU_KERNELS line does not validate: {exc}") from None
+    if want and got.path != want:
+        raise _Fail("kernel_mismatch", f"case ran cpu_kernel_path {got.path!r}, the runtime asks for {want!r}")
+    plain = got.kernels.get("torch_linear", 0)
+    if got.path == "plain" and plain != got.layers:
+        raise _Fail("kernel_mismatch", f"cpu_kernel_path 'plain' but only {plain} of {got.layers} linear layers "
+                                       f"run torch_linear (kernels {got.kernels})")
+    if got.path == "packed" and plain:
+        raise _Fail("kernel_mismatch", f"cpu_kernel_path 'packed' but {plain} of {got.layers} linear layers run "
+                                       f"torch_linear (kernels {got.kernels}); packed is for cases without offload")
+    return got
+
+
 def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_path: Path, evidence_path: Path,
              record_path: Path, command: tuple[str, ...]) -> Finalized:
     """Check one finished case and build its single line.
@@ -242,10 +337,11 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
     kv_problem = kv_cache_problem(kv)
     kv_seen = kv if kv != KVCacheCapacity() else None
 
-    def failure(failure_type: str, message: str) -> Finalized:
+    def failure(failure_type: str, message: str, signum: int | None = None) -> Finalized:
         f = CaseFailure(
             phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
-            failure_type=failure_type, exit_code=outcome.exit_code, signal=outcome.signal, error_type=err_type,
+            failure_type=failure_type, exit_code=outcome.exit_code,
+            signal=outcome.signal if signum is None else signum, error_type=err_type,
             error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines()),
             log_tail=tail(log_text),
             log_path=rel_log, duration_s=outcome.wall_s, kv_cache=kv_seen,
@@ -266,18 +362,25 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         cause = f"; root cause {err_type}: {err_msg}" if err_type else ""
         return failure("no_kv_cache_memory", f"{kv_problem}; process {how}{cause}")
     if outcome.signal is not None:
-        return failure("signal", f"killed by signal {outcome.signal}"
+        return failure("signal", f"killed by {describe_signal(outcome.signal)}; {_platform_note(sc)}"
                        + (f"; log names {err_type}: {err_msg}" if err_type else ""))
+    dead = worker_signal(log_text) if outcome.exit_code != 0 else None
+    if dead is not None:
+        return failure("worker_signal", f"worker died: {describe_signal(dead)}; {_platform_note(sc)}; bench "
+                       f"process exit code {outcome.exit_code}"
+                       + (f"; log names {err_type}: {err_msg}" if err_type else ""), signum=dead)
     if outcome.exit_code != 0:
         cause = f"{err_type}: {err_msg}" if err_type else "no exception in the log"
         return failure("nonzero_exit", f"exited with code {outcome.exit_code}; root cause {cause}")
     try:
         record = _check_record(sc, log_text, record_path)
         evidence = _check_evidence(sc, log_text, evidence_path)
+        kernels = _check_kernels(sc, log_text)
     except _Fail as f:
         return failure(f.failure_type, f.message)
     run = CaseRun(record=record, evidence=evidence, kv_cache=kv, process_wall_s=outcome.wall_s,
-                  log_path=rel_log, evidence_path=str(evidence_path.relative_to(run_dir)), command=command)
+                  log_path=rel_log, evidence_path=str(evidence_path.relative_to(run_dir)), command=command,
+                  cpu_kernels=kernels)
     change = kv_cache_change(kv).lstrip("; ")
     if c.expect_error is not None:
         return Finalized(run=run, failure=None, expected=False,

@@ -55,10 +55,11 @@ EXIT_CONFIG = 2
 EXIT_IDENTITY = 3
 EXIT_ACCURACY = 4
 EXIT_FORMAL_STOP = 5
+EXIT_INVALID = 6
 EXIT_HEALTH = 42
 EXIT_INTERRUPTED = 130
 
-_CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "PYTHONSTARTUP")
+_CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP")
 
 
 class RunnerError(RuntimeError):
@@ -453,6 +454,47 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
     return tuple(argv)
 
 
+def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
+    """``NumericsIdentity`` per runtime used (CPU ISA, torch / oneDNN, threads, kernel path, accelerator)."""
+    from runners.numerics import numerics_identity
+
+    out = []
+    for rt in runtimes_used(cfg):
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+        out.append(numerics_identity(device=str(rt.get("device", "cpu")), python=sys.executable, case_env=env,
+                                     cpu_kernel_path=rt.get("cpu_kernel_path")))
+    return tuple(out)
+
+
+def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+    """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
+
+    Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
+    packed kernels, which our offloader replaces by plain ones in the layers it wraps, so a
+    matrix with an offload case under ``packed`` would compare kernels, not residency.
+    """
+    from offload.cpu_kernels import CPU_KERNEL_PATHS
+
+    for sc in items:
+        rt = sc.case.runtime or {}
+        path = rt.get("cpu_kernel_path")
+        where = f"runtime {rt.get('name')!r} (case {sc.case.phase}/{sc.case.label})"
+        if path is None:
+            continue
+        if str(rt.get("device", "cpu")) != "cpu":
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r} applies to CPU runtimes only; "
+                              "set runtime.cpu_kernel_path=null", EXIT_CONFIG)
+        if path not in CPU_KERNEL_PATHS:
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r}; allowed values are "
+                              f"{', '.join(CPU_KERNEL_PATHS)}", EXIT_CONFIG)
+        if path == "packed" and sc.case.offload_requested:
+            raise RunnerError(f"config: {where}: cpu_kernel_path='packed' with an offload case: the offloader "
+                              "runs its wrapped layers on plain weights, so the case would differ from the "
+                              "baseline in GEMM kernel, not only in weight residency; use "
+                              "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
+
+
 def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md)."""
     env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
@@ -462,6 +504,7 @@ def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str,
         "PYTHONPATH": f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}",
         "OFFLOAD_IMPL": sc.case.implementation,
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
+        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",
@@ -862,6 +905,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
         items = plan(cfg)
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    check_cpu_kernel_paths(items)
     executor_name = (cfg.get("executor") or {}).get("name", "local")
     if executor_name not in ("local", "ray"):
         raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
@@ -969,6 +1013,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                                 num_layers=int(cfg["model"]["num_layers"])),
             offload_tree=identity.offload_tree, devices=devices, config=cfg, overrides=overrides,
             case_code=case_code, git=git, declared_env=declared_env)
+        manifest = manifest.model_copy(update={"numerics": numerics_of(cfg)})
         write_text_atomic(run_dir / "config.yaml", _yaml(cfg))
         write_text_atomic(run_dir / "overrides.yaml", _yaml(list(overrides)))
         write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
@@ -1063,10 +1108,12 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     stages["identity"] += time.monotonic() - t
     t = time.monotonic()
     accuracy_failed: list[str] = []
+    validation = None
     serving_valid = True
     try:
         if cfg.get("analyze", True) and not state.stopped:
-            serving_valid = _analyze(run_dir, console)
+            _copy_bench(cfg, items, run_dir, identity.model_dir, base_env, console)
+            validation, serving_valid = _analyze(run_dir, console)
             if accuracy_phases:
                 accuracy_failed = _verify_accuracy(run_dir, accuracy_phases, console)
                 _refresh_html(run_dir, console)
@@ -1084,18 +1131,29 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                   f"{stages['checksums']:.1f} s); {run_dir}")
     for line in state.unexpected:
         console.print(f"  [red]{line}[/]")
+    code = EXIT_OK
     if state.stopped:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
-        return EXIT_FORMAL_STOP
-    if state.unexpected:
-        return EXIT_CASE_FAILURES
-    if not serving_valid:
+        code = EXIT_FORMAL_STOP
+    elif state.unexpected:
+        code = EXIT_CASE_FAILURES
+    elif not serving_valid:
         console.print("[bold red]serving validation FAILED[/] (summary/serving-summary.md)")
-        return EXIT_CASE_FAILURES
-    if accuracy_failed:
+        code = EXIT_INVALID
+    elif accuracy_failed:
         console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(accuracy_failed)}")
-        return EXIT_ACCURACY
-    return EXIT_OK
+        code = EXIT_ACCURACY
+    elif validation is not None and not validation.valid:
+        code = EXIT_INVALID
+    # the last line is the verdict: a failed proof never ends "ok"
+    if not serving_valid:
+        verdict = "validation: INVALID: serving validation failed (summary/serving-summary.md)"
+    elif validation is None:
+        verdict = "validation: not run (analyze=false or stopped); run `python -m analysis validate " f"{run_dir}`"
+    else:
+        verdict = validation.verdict()
+    console.print(f"{verdict}; exit {code}", markup=False)
+    return code
 
 
 def _shell_quote(s: str) -> str:
@@ -1135,29 +1193,51 @@ def _verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: An
     return failed
 
 
-def _analyze(run_dir: Path, console: Any) -> bool:
+def _copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
+                base_env: Mapping[str, str], console: Any) -> None:
+    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report."""
+    rt = cfg.get("runtime") or {}
+    if str(rt.get("device")) != "cpu" or not any(sc.case.offload_requested for sc in items) \
+            or cfg.get("bench_command"):
+        return
+    from runners.copy_bench import run_copy_bench
+
+    env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
+    env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
+        console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
+
+
+def _analyze(run_dir: Path, console: Any) -> tuple[Any, bool]:
     """Write ``summary/`` (Markdown, JSON, plots, report.html) and print the decision table, verdict last.
 
     Analysis errors are shown, not hidden; the full Markdown stays in ``summary/``.
 
     Returns:
-        False when the run has serving phases and their validation failed (``analysis.serving``).
+        ``(validation, serving_valid)``: ``summary/validation.json`` as a ``ValidationReport``
+        (None when the analysis stack is not installed: the run's verdict is then "not run"),
+        and False when the run has serving phases and their validation failed (``analysis.serving``).
     """
     try:
         from analysis.console import print_summary
         from analysis.report import write_summary
     except ImportError as exc:
         console.print(f"[yellow]analysis unavailable ({exc}); run `python -m analysis report {run_dir}` later[/]")
-        return True
+        return None, True
     write_summary(run_dir)
     print_summary(run_dir / "summary", console)
+    serving_valid = True
     if any(run_dir.glob("cases/*/*.serving-case.json")):
         from analysis.serving import write_serving_summary
 
         md = write_serving_summary(run_dir)
         console.print(md, markup=False)
-        return md.startswith("serving: VALID")
-    return True
+        serving_valid = md.startswith("serving: VALID")
+    from results_schema.io import read_json
+    from results_schema.models import ValidationReport
+
+    return read_json(run_dir / "summary" / "validation.json", ValidationReport), serving_valid
 
 
 def _refresh_html(run_dir: Path, console: Any) -> None:

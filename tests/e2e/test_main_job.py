@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from offload.selection import select_offload_layers
-from results_schema.io import read_jsonl
+from results_schema.io import read_json, read_jsonl
+from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseFailure, CaseRun
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,4 +57,14 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     assert (run_dir / failure.log_path).is_file()
     assert "│ current_g4_n1 " in out or "| current_g4_n1 " in out  # the rich decision table (ASCII without UTF-8)
     assert (run_dir / "summary" / "report.html").is_file()
+    # same GEMM kernels in every case (weight residency is the only difference), on any x86 CPU
+    for r in (base, cur):
+        assert r.cpu_kernels is not None and r.cpu_kernels.path == "plain"
+        assert r.cpu_kernels.kernels == {"torch_linear": r.cpu_kernels.layers} and r.cpu_kernels.layers == 32
+    last = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1]
+    assert last.startswith("validation: VALID") and last.endswith("exit 0"), last
+    manifest = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
+    (num,) = manifest.numerics
+    assert num.cpu_kernel_path == "plain" and num.torch_version and num.cpu_model
+    assert any(f.startswith("avx") for f in num.cpu_isa_flags) and num.thread_env["OMP_NUM_THREADS"] == "2"
     assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()

@@ -213,6 +213,7 @@ def test_publication_failure_is_reported_not_raised(monkeypatch, tmp_path, capsy
 def _run_case(model_dir: Path, tmp_path: Path, impl: str, g: int, n: int) -> tuple[subprocess.CompletedProcess, Path]:
     path = tmp_path / f"{impl}.json"
     env = _env({"OFFLOAD_EVIDENCE_PATH": str(path), "OFFLOAD_IMPL": impl, "VLLM_CPU_KVCACHE_SPACE": "1",
+                "OFFLOAD_CPU_KERNEL_PATH": "plain",
                 "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(tmp_path / "vc")})
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "evidence_hook" / "hook_driver.py"), str(model_dir),
                            str(g), str(n), "1"], capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
@@ -234,6 +235,9 @@ def test_real_vllm_engine_child_publishes_one_evidence_matching_the_sidecar(tiny
     driver_pid = int(next(ln for ln in proc.stdout.splitlines() if ln.startswith("DRIVER_PID")).split()[1])
     assert ev.pid != driver_pid  # published by the engine-core child that loaded the model
     assert ev.implementation == impl
+    (kernels,) = [json.loads(ln.split("OFFLOAD_CPU_KERNELS ", 1)[1]) for ln in proc.stdout.splitlines()
+                  if "OFFLOAD_CPU_KERNELS " in ln]
+    assert kernels == {"path": "plain", "layers": 32, "kernels": {"torch_linear": 32}}  # same kernels in every case
     if impl == "baseline":
         assert ev.offloader_class.endswith("NoopOffloader") and ev.offloaded_bytes == 0 and ev.num_layers == 8
     else:

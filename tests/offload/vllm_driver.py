@@ -12,7 +12,10 @@ offloader can be inspected directly. ``OFFLOAD_IMPL`` must be ``current`` or ``s
 environment when the process starts (the plugin reads it when vLLM loads plugins); each
 point then sets it to its ``impl`` (default ``current``), which our factory reads per
 engine. G=0 points run the baseline (our factory keeps the runner's no-op offloader). Prints one ``DRIVER_RESULT <json>`` line
-per point: generated token ids per prompt and the offloader's evidence state.
+per point: generated token ids per prompt and the offloader's evidence state. A point's
+``kernel_path`` sets ``OFFLOAD_CPU_KERNEL_PATH`` for that engine (plain / packed); spec
+``bench_rounds`` ``[[seed, round, num_prompts, input_len], ...]`` replaces ``prompts`` by
+``runners.bench_one``'s prompts, one generate call per round.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ def main() -> int:
     prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
     for point in spec["points"]:
         os.environ["OFFLOAD_IMPL"] = point.get("impl", "current")  # read by our factory per engine
+        if point.get("kernel_path"):  # read by offload.cpu_kernels per processed layer
+            os.environ["OFFLOAD_CPU_KERNEL_PATH"] = point["kernel_path"]
         kwargs = {}
         if point["group_size"] > 0:
             kwargs = dict(
@@ -50,7 +55,17 @@ def main() -> int:
             enable_prefix_caching=False,
             **kwargs,
         )
-        outs = llm.generate(prompts, params, use_tqdm=False)
+        if spec.get("bench_rounds"):
+            # bench_one's prompts, one generate call per round (batch shape as in a real case)
+            from runners.bench_one import _vocab, make_prompt_ids
+
+            vocab = _vocab(llm)
+            outs = []
+            for seed, rnd, num_prompts, input_len in spec["bench_rounds"]:
+                ids = make_prompt_ids(seed, rnd, num_prompts, input_len, vocab)
+                outs += llm.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params, use_tqdm=False)
+        else:
+            outs = llm.generate(prompts, params, use_tqdm=False)
         off = get_offloader()
         state = off.evidence_state() if hasattr(off, "evidence_state") else None
         extra = {}

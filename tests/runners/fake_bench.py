@@ -13,6 +13,11 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 * ``nooffload``: evidence with no wrapped module.
 * ``mismatch``: evidence sidecar differs from the logged evidence line.
 * ``empty``: the second measured round generates no token.
+* ``sigill``: like vLLM when its worker dies by SIGILL: a child with faulthandler enabled kills
+  itself with SIGILL (its "Fatal Python error: Illegal instruction" lands in the log), then this
+  process fails with vLLM's engine error (exit 1).
+* ``packedkernel``: the ``OFFLOAD_CPU_KERNELS`` line reports one packed (oneDNN) layer.
+* ``digest``: the first measured round's token digest differs (an INVALID run: tokens differ).
 * ``tamper``: append a line to the file named by ``FAKE_TAMPER_PATH`` (identity re-check tests), then succeed.
 * ``hide``: a shell child runs ``( setsid sleep 300 & ); sleep 30`` (a grandchild leaves the group and the tree).
 * ``engine``: like vLLM: a ``multiprocessing`` spawn child (EngineCore) that spawns a worker, a fork child, and a
@@ -38,6 +43,13 @@ from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.bench_one import _specs, build_parser
 
 LAYER_BYTES = 295_936
+OFFLOADER_CLASS = {
+    "baseline": "vllm.model_executor.offloader.base.NoopOffloader",
+    "current": "offload.prefetch.CurrentPrefetchOffloader",
+    "sync": "offload.prefetch.SyncOffloader",
+    "official": "vllm.model_executor.offloader.prefetch.PrefetchOffloader",
+}
+"""The classes the real runs report (analysis.validate checks them per implementation)."""
 
 
 def _version(metadata, dist: str) -> str | None:
@@ -84,6 +96,11 @@ def main() -> int:
             fh.write("tampered\n")
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "sigill":
+        subprocess.run([sys.executable, "-X", "faulthandler", "-c",
+                        "import os, signal; os.kill(os.getpid(), signal.SIGILL)"], check=False)
+        print("Exception: WorkerProc initialization failed due to an exception in a background process.", flush=True)
+        return 1
     if mode == "crash":
         print("Traceback (most recent call last):", flush=True)
         print('  File "prefetch.py", line 1, in wrap_modules', flush=True)
@@ -92,11 +109,18 @@ def main() -> int:
         return 1
     print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 524,288 tokens, "
           "Maximum concurrency for 256 tokens per request: 2,048.00x", flush=True)
+    kernel_path = os.environ.get("OFFLOAD_CPU_KERNEL_PATH", "")
+    if kernel_path:
+        n_linear = 4 * num_layers  # qkv, o, gate_up, down per decoder layer
+        kernels = {"torch_linear": n_linear - 1, "onednn": 1} if mode == "packedkernel" else (
+            {"torch_linear": n_linear} if kernel_path == "plain" else {"onednn": n_linear})
+        print("(Worker pid=2) OFFLOAD_CPU_KERNELS " + json.dumps({"path": kernel_path, "layers": n_linear,
+                                                                   "kernels": kernels}), flush=True)
     layers = select_offload_layers(num_layers, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
     wrapped = () if mode == "nooffload" else layers
     nbytes = LAYER_BYTES * len(wrapped)
     ev = RuntimeEvidence(
-        offloader_class="fake.Offloader", implementation=a.implementation, offload_group_size=a.offload_group_size,
+        offloader_class=OFFLOADER_CLASS[a.implementation], implementation=a.implementation, offload_group_size=a.offload_group_size,
         offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=num_layers,
         selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
         static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device=a.device)
@@ -108,13 +132,14 @@ def main() -> int:
         return 0 if (mode == "empty" and i == 1) else a.num_prompts * a.max_tokens
 
     rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=a.num_prompts * a.input_len,
-                               output_tokens=produced(i), throughput_tok_s=produced(i) / 0.5, token_digest="0" * 64)
+                               output_tokens=produced(i), throughput_tok_s=produced(i) / 0.5,
+                               token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
                    for i in range(a.measured_rounds))
     out = sum(r.output_tokens for r in rounds)
     rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,
                       runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,
                       rounds=rounds, output_tokens=out, elapsed_s=0.5 * len(rounds), throughput_tok_s=out / (0.5 * len(rounds)),
-                      token_digest="1" * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
+                      token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid())
     write_json(record_path, rec)
     line = "BENCH_RESULT " + dumps_model(rec)

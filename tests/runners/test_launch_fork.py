@@ -131,7 +131,7 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
         real_start(self)
 
     monkeypatch.setattr(threading.Thread, "start", record)
-    monkeypatch.setattr(matrix, "_analyze", lambda run_dir, console: True)
+    monkeypatch.setattr(matrix, "_analyze", lambda run_dir, console: (None, True))
     overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
     code = matrix.run_matrix(compose_cfg(*overrides), overrides)
     assert code == 0
