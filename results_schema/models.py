@@ -135,9 +135,23 @@ class WorkloadSpec(StrictModel):
     )
     warmup_rounds: NonNegInt = Field(description="Rounds run and excluded from measurement.")
     measured_rounds: Annotated[int, Field(ge=1)] = Field(description="Rounds measured.")
-    enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
+    enable_prefix_caching: bool | None = Field(
+        description="vLLM enable_prefix_caching; null = not passed (vLLM's default, as the published runs).")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
+    # --- published-workload options (issue 15); defaults = the project's own workload
+    prompt_mode: Literal["random_ids", "seed_text"] = Field(
+        default="random_ids", description="random_ids: seeded token ids; seed_text: the published repeated seed "
+        "text truncated to input_len tokens with the model's tokenizer (runners.prompts).")
+    prompt_seed_text: str | None = Field(default=None, description="Seed text of prompt_mode=seed_text "
+                                         "(null = runners.prompts.DEFAULT_SEED_TEXT).")
+    ignore_eos: bool = Field(default=True, description="SamplingParams.ignore_eos (published runs: false).")
+    trust_remote_code: bool = Field(default=False, description="vLLM trust_remote_code.")
+    max_num_seqs: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="vLLM max_num_seqs; null = vLLM's default (published: 8).")
+    max_num_batched_tokens_factor: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="vLLM max_num_batched_tokens = max_model_len x this; null = vLLM's default "
+        "(published: 8).")
 
 
 class RoundResult(StrictModel):
