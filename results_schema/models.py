@@ -257,6 +257,7 @@ FailureType = Literal[
     "no_offload_evidence",
     "invalid_record",
     "launch_error",
+    "kv_cache_lines",
 ]
 
 

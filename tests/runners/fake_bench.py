@@ -13,6 +13,9 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 * ``nooffload``: evidence with no wrapped module.
 * ``mismatch``: evidence sidecar differs from the logged evidence line.
 * ``empty``: the second measured round generates no token.
+* ``nokv`` / ``dupkv``: no / two ``Available KV cache memory`` lines (accelerator devices print one).
+* ``nopostinit``: evidence whose offloader never ran ``post_init``.
+* ``otherworkload``: the record's workload differs from the plan's (another dtype).
 * ``tamper``: append a line to the file named by ``FAKE_TAMPER_PATH`` (identity re-check tests), then succeed.
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
@@ -83,6 +86,9 @@ def main() -> int:
         return 1
     print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 524,288 tokens, "
           "Maximum concurrency for 256 tokens per request: 2,048.00x", flush=True)
+    if a.device != "cpu" and mode != "nokv":
+        for _ in range(2 if mode == "dupkv" else 1):
+            print("(EngineCore pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 12.34 GiB", flush=True)
     layers = select_offload_layers(num_layers, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
     wrapped = () if mode == "nooffload" else layers
     nbytes = LAYER_BYTES * len(wrapped)
@@ -90,7 +96,7 @@ def main() -> int:
         offloader_class="fake.Offloader", implementation=a.implementation, offload_group_size=a.offload_group_size,
         offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=num_layers,
         selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
-        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device=a.device)
+        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=mode != "nopostinit", pid=os.getpid(), device=a.device)
     if mode != "noevidence":
         write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
         logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
@@ -107,6 +113,8 @@ def main() -> int:
                       rounds=rounds, output_tokens=out, elapsed_s=0.5 * len(rounds), throughput_tok_s=out / (0.5 * len(rounds)),
                       token_digest="1" * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid())
+    if mode == "otherworkload":
+        rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
     write_json(record_path, rec)
     line = "BENCH_RESULT " + dumps_model(rec)
     print(line, flush=True)
