@@ -272,11 +272,17 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
             if any(not c.ok for c in checks):
                 enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
             raise
-        rev_file = model_dir / "REVISION"
-        observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
+        from runners.published_identity import model_revision, tree_value_for_pin
+
+        try:  # REVISION file, else ModelScope's .msc (issue 15)
+            observed_rev = model_revision(model_dir)
+        except ValueError as exc:
+            raise RunnerError(f"identity gate ({when}): model revision: {exc}", EXIT_IDENTITY) from None
         checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
                              model_revision=scalar["model.revision"], observed_revision=observed_rev,
-                             offload_pin=scalar["offload_tree_sha256"], offload_actual=offload_tree)
+                             offload_pin=scalar["offload_tree_sha256"],
+                             offload_actual=tree_value_for_pin(scalar["offload_tree_sha256"], REPO_ROOT / "offload",
+                                                               offload_tree))
         enforce(checks, when=when, hint=hint)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
