@@ -13,7 +13,8 @@ What is modelled (one row per (phase, label)):
       ``analysis.validate`` checks the repeats agree);
     * vs the phase baseline (``implementation == "baseline"``): retention =
       median / baseline median, change in percent, KV gain (tokens, GiB);
-    * Pareto flag per implementation (capacity = released bytes, maximise both,
+    * Pareto flag per implementation (capacity = released bytes by default, or offloaded
+      bytes / measured KV gain: ``capacity_axis``; maximise both,
       the baseline included as the zero-capacity point) and the knee.
 
 What is deliberately not modelled: significance (``analysis.compare``) and
@@ -41,16 +42,27 @@ SUMMARY_COLUMNS = [
     "retention", "throughput_change_pct", "kv_gain_tokens", "kv_gain_gib", "pareto", "knee",
 ]
 
+CAPACITY_AXES = ("offloaded_bytes", "released_bytes", "kv_gain_bytes")
+"""Pareto capacity axes: offloaded bytes (the published "weight saved", reproduces the published
+fronts), released bytes (offloaded - device static buffers: what the device really gains; the
+project's default) and the measured KV-cache gain from the engine log (bytes, GiB = 2**30)."""
 
-def aggregate(data: RunData) -> pd.DataFrame:
+
+def aggregate(data: RunData, *, capacity_axis: str = "released_bytes") -> pd.DataFrame:
     """One summary row per (phase, label), in order of first appearance in the runs files (repeat 0 = plan order).
 
     Args:
         data: ``analysis.load.load_run`` output.
+        capacity_axis: Pareto capacity axis, one of ``CAPACITY_AXES``.
+
+    Raises:
+        ValueError: unknown ``capacity_axis`` (naming the allowed ones).
 
     Returns:
         DataFrame with ``SUMMARY_COLUMNS``; empty (with columns) when there are no runs.
     """
+    if capacity_axis not in CAPACITY_AXES:
+        raise ValueError(f"capacity_axis {capacity_axis!r} must be one of {CAPACITY_AXES}")
     runs = data.runs
     if runs.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -99,6 +111,7 @@ def aggregate(data: RunData) -> pd.DataFrame:
     out["throughput_change_pct"] = (out["retention"] - 1.0) * 100.0
     out["kv_gain_tokens"] = out["kv_cache_tokens_median"].astype("Float64") - out["phase"].map(base_kv).astype("Float64")
     out["kv_gain_gib"] = out["kv_cache_gib_median"].astype("Float64") - out["phase"].map(base_kvg).astype("Float64")
+    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
     out["pareto"] = False
     out["knee"] = False
     for phase, sub in out.groupby("phase", sort=False):
@@ -107,7 +120,7 @@ def aggregate(data: RunData) -> pd.DataFrame:
             if impl == "baseline":
                 continue
             idx = base_idx + list(sub.index[sub["implementation"] == impl])
-            cap = out.loc[idx, "released_bytes"].astype(float).tolist()
+            cap = out.loc[idx, capacity_axis].astype("Float64").astype(float).tolist()
             tp = out.loc[idx, "throughput_median_tok_s"].astype(float).tolist()
             mask = pareto_mask(cap, tp)
             for i, m in zip(idx, mask, strict=True):

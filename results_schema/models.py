@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
@@ -152,6 +152,20 @@ class WorkloadSpec(StrictModel):
     max_num_batched_tokens_factor: Annotated[int, Field(ge=1)] | None = Field(
         default=None, description="vLLM max_num_batched_tokens = max_model_len x this; null = vLLM's default "
         "(published: 8).")
+
+    @model_serializer(mode="wrap")
+    def _omit_default_published_options(self, handler):  # type: ignore[no-untyped-def]
+        """Leave the published-workload options out while at their defaults: records of the project's
+        own workload serialize exactly as before these fields existed (they parse back to the defaults)."""
+        data = handler(self)
+        for name in _PUBLISHED_OPTIONS:
+            if name in data and data[name] == WorkloadSpec.model_fields[name].default:
+                del data[name]
+        return data
+
+
+_PUBLISHED_OPTIONS = ("prompt_mode", "prompt_seed_text", "ignore_eos", "trust_remote_code", "max_num_seqs",
+                      "max_num_batched_tokens_factor")
 
 
 class RoundResult(StrictModel):
