@@ -147,3 +147,21 @@ def test_1_5b_runs_focus_labels_first_then_capacity_labels(experiment):
 
 def test_1_5b_runs_on_the_native_v018_runtime():
     assert {sc.case.runtime_name for sc in _items("qwen1_5b")} == {"ascend_native_v018"}
+
+
+def test_workload_spec_serializes_published_options_only_when_set():
+    import json
+
+    from results_schema.io import dumps_model
+    from results_schema.models import WorkloadSpec
+
+    base = dict(num_prompts=8, input_len=128, max_tokens=64, max_model_len=512, seed=0, dtype="bfloat16",
+                enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+                enable_prefix_caching=False, prompts_vary_per_round=True)
+    project = json.loads(dumps_model(WorkloadSpec(**base)))
+    assert "prompt_mode" not in project and "ignore_eos" not in project and "max_num_seqs" not in project
+    pub = WorkloadSpec(**{**base, "enable_prefix_caching": None, "prompts_vary_per_round": False,
+                          "prompt_mode": "seed_text", "ignore_eos": False, "trust_remote_code": True,
+                          "max_num_seqs": 8, "max_num_batched_tokens_factor": 8})
+    text = dumps_model(pub)  # proves the round trip
+    assert WorkloadSpec.model_validate_json(text) == pub and json.loads(text)["ignore_eos"] is False
