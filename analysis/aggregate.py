@@ -13,14 +13,15 @@ What is modelled (one row per (phase, label)):
       ``analysis.validate`` checks the repeats agree);
     * vs the phase baseline (``implementation == "baseline"``): retention =
       median / baseline median, change in percent, KV gain (tokens, GiB);
-    * the measured window: shortest measured seconds and fewest measured rounds of any
-      process of the label (``window_measured_s_min``, ``window_rounds_min``);
-    * Pareto flag per implementation (capacity = released bytes, maximise both,
+    * Pareto flag per implementation (capacity = released bytes by default, or offloaded
+      bytes / measured KV gain: ``capacity_axis``; maximise both,
       the baseline included as the zero-capacity point) and the planner's knee
       (``analysis.pareto.KNEE_RULE``), over *eligible* points only: a label whose
       generated tokens differ from the phase baseline, or that ``excluded`` names
       (validation errors of its evidence, logs, counts...), is never on the front
       nor the knee; ``front_excluded`` says why (empty when eligible).
+    * the measured window: shortest measured seconds and fewest measured rounds of any
+      process of the label (``window_measured_s_min``, ``window_rounds_min``);
 
 What is deliberately not modelled: significance (``analysis.compare``) and
 validity (``analysis.validate``); rows are produced even for invalid runs.
@@ -50,18 +51,30 @@ SUMMARY_COLUMNS = [
     "window_rounds_min", "front_excluded", "pareto", "knee",
 ]
 
+CAPACITY_AXES = ("offloaded_bytes", "released_bytes", "kv_gain_bytes")
+"""Pareto capacity axes: offloaded bytes (the published "weight saved", reproduces the published
+fronts), released bytes (offloaded - device static buffers: what the device really gains; the
+project's default) and the measured KV-cache gain from the engine log (bytes, GiB = 2**30)."""
 
-def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None = None) -> pd.DataFrame:
+
+def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None = None,
+              capacity_axis: str = "released_bytes") -> pd.DataFrame:
     """One summary row per (phase, label), in order of first appearance in the runs files (repeat 0 = plan order).
 
     Args:
         data: ``analysis.load.load_run`` output.
         excluded: ``{(phase, label): reason}`` of points that must not enter a front or a knee
             (``analysis.validate.point_exclusions``); token differences are always checked here.
+        capacity_axis: Pareto capacity axis, one of ``CAPACITY_AXES``.
+
+    Raises:
+        ValueError: unknown ``capacity_axis`` (naming the allowed ones).
 
     Returns:
         DataFrame with ``SUMMARY_COLUMNS``; empty (with columns) when there are no runs.
     """
+    if capacity_axis not in CAPACITY_AXES:
+        raise ValueError(f"capacity_axis {capacity_axis!r} must be one of {CAPACITY_AXES}")
     runs = data.runs
     if runs.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -120,6 +133,7 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     out["window_rounds_min"] = [int(win_r.get(k, 0)) for k in keys]
     reasons = _exclusions(data, excluded)
     out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
+    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
     out["pareto"] = False
     out["knee"] = False
     for phase, sub in out.groupby("phase", sort=False):
@@ -131,7 +145,7 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
             idx = [i for i in idx if not out.loc[i, "front_excluded"]]
             if not idx:
                 continue
-            cap = out.loc[idx, "released_bytes"].astype(float).tolist()
+            cap = out.loc[idx, capacity_axis].astype("Float64").astype(float).tolist()
             tp = out.loc[idx, "throughput_median_tok_s"].astype(float).tolist()
             mask = pareto_mask(cap, tp)
             for i, m in zip(idx, mask, strict=True):

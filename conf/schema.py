@@ -58,6 +58,11 @@ class RuntimeConfig:
         env: extra environment for every case process (e.g. ``VLLM_CPU_KVCACHE_SPACE``).
         health_command: argv of the per-phase health gate; null = no gate.
         health_timeout_s: seconds before the health command counts as failed.
+        health_expect: regular expression the health output must match besides exit 0 (Ascend:
+            ``Health Status\\s*:\\s*OK``); ``{physical_index}`` / ``{chip}`` in ``health_command`` name
+            the case device (``runners.health``). Null = exit 0 suffices.
+        inherit_pythonpath: append the runner's inherited ``PYTHONPATH`` (CANN's ``set_env.sh`` entries)
+            after the evidence hook and the repository in every case (Ascend); false = replaced.
         visible_devices_env: variable naming the visible logical devices
             (``CUDA_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``); null on CPU.
         ray_resource: Ray resource one case asks for: ``GPU`` (num_gpus=1), a custom
@@ -83,6 +88,9 @@ class RuntimeConfig:
     env: Dict[str, str] = field(default_factory=dict)
     health_command: Optional[List[str]] = None
     health_timeout_s: float = 60.0
+    # issue 15 (runners.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
+    health_expect: Optional[str] = None
+    inherit_pythonpath: bool = False
     visible_devices_env: Optional[str] = None
     ray_resource: Optional[str] = None
     pins: PinsConfig = field(default_factory=PinsConfig)
@@ -141,6 +149,9 @@ class WorkloadConfig:
 
     ``measured_rounds`` is the minimum round count and ``min_measured_s`` the minimum measured
     seconds (default ``DEFAULT_MIN_MEASURED_S``); rounds repeat until both are reached.
+    ``enable_prefix_caching`` null = not passed to vLLM (its default). The published
+    options (``prompt_mode``, ``prompt_seed_text``, ``ignore_eos``, ``trust_remote_code``,
+    ``max_num_seqs``, ``max_num_batched_tokens_factor``) default to the project's workload.
     """
 
     num_prompts: int = 8
@@ -154,9 +165,16 @@ class WorkloadConfig:
     warmup_rounds: int = 1
     measured_rounds: int = 3
     min_measured_s: float = DEFAULT_MIN_MEASURED_S
-    enable_prefix_caching: bool = False
+    enable_prefix_caching: Optional[bool] = False
     prompts_vary_per_round: bool = True
     temperature: float = 0.0
+    # published-workload options (issue 15; conf/workload/published.yaml): see WorkloadSpec
+    prompt_mode: str = "random_ids"
+    prompt_seed_text: Optional[str] = None
+    ignore_eos: bool = True
+    trust_remote_code: bool = False
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens_factor: Optional[int] = None
 
 
 @dataclass
@@ -261,6 +279,10 @@ class MatrixConfig:
         rotate: repeat r starts at case index r (rotated order); false = same order.
         cooldown_s: sleep between two case processes.
         case_timeout_s: wall limit of one case process (TERM, then KILL after ``kill_grace_s``).
+        offload_backend: ``offload_backend`` given to every offload case whose point/case says ``auto``
+            (published designs: ``prefetch``); generated labels stay unchanged. null = as the points say.
+        focus_first: schedule the labels with the most repeats completely first (published 1.5B design:
+            the focus labels x5, then the capacity labels x3); false = all labels interleaved.
         runtime: phase-specific runtime (e.g. the native stack); null = the run's runtime.
         num_prompts ... max_tokens: workload overrides for this phase; null = workload's.
         accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
@@ -288,6 +310,11 @@ class MatrixConfig:
     cooldown_s: float = 0.0
     case_timeout_s: float = 600.0
     kill_grace_s: float = 10.0
+    # issue 15: backend passed explicitly to every offload case whose point says auto (published:
+    # prefetch); labels keep the auto names. null = each point's own backend.
+    offload_backend: Optional[str] = None
+    # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
+    focus_first: bool = False
     runtime: Optional[RuntimeConfig] = None
     num_prompts: Optional[int] = None
     input_len: Optional[int] = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
@@ -158,9 +158,37 @@ class WorkloadSpec(StrictModel):
         description="Minimum measured seconds per case: measured rounds repeat until both measured_rounds and this "
                     "are reached (like MLPerf LoadGen's min_duration). null: written before the window rule.",
     )
-    enable_prefix_caching: bool = Field(description="vLLM enable_prefix_caching.")
+    enable_prefix_caching: bool | None = Field(
+        description="vLLM enable_prefix_caching; null = not passed (vLLM's default, as the published runs).")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
+    # --- published-workload options (issue 15); defaults = the project's own workload
+    prompt_mode: Literal["random_ids", "seed_text"] = Field(
+        default="random_ids", description="random_ids: seeded token ids; seed_text: the published repeated seed "
+        "text truncated to input_len tokens with the model's tokenizer (runners.prompts).")
+    prompt_seed_text: str | None = Field(default=None, description="Seed text of prompt_mode=seed_text "
+                                         "(null = runners.prompts.DEFAULT_SEED_TEXT).")
+    ignore_eos: bool = Field(default=True, description="SamplingParams.ignore_eos (published runs: false).")
+    trust_remote_code: bool = Field(default=False, description="vLLM trust_remote_code.")
+    max_num_seqs: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="vLLM max_num_seqs; null = vLLM's default (published: 8).")
+    max_num_batched_tokens_factor: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="vLLM max_num_batched_tokens = max_model_len x this; null = vLLM's default "
+        "(published: 8).")
+
+    @model_serializer(mode="wrap")
+    def _omit_default_published_options(self, handler):  # type: ignore[no-untyped-def]
+        """Leave the published-workload options out while at their defaults: records of the project's
+        own workload serialize exactly as before these fields existed (they parse back to the defaults)."""
+        data = handler(self)
+        for name in _PUBLISHED_OPTIONS:
+            if name in data and data[name] == WorkloadSpec.model_fields[name].default:
+                del data[name]
+        return data
+
+
+_PUBLISHED_OPTIONS = ("prompt_mode", "prompt_seed_text", "ignore_eos", "trust_remote_code", "max_num_seqs",
+                      "max_num_batched_tokens_factor")
 
 
 class RoundResult(StrictModel):
@@ -345,6 +373,7 @@ FailureType = Literal[
     "no_kv_cache_memory",
     "worker_signal",
     "kernel_mismatch",
+    "kv_cache_lines",
 ]
 
 

@@ -1,12 +1,15 @@
 """One case, one process: build ``LLM(...)`` with the case's offload parameters and measure.
 
 What is modelled: offline throughput of one vLLM engine for one offload setting.
-Prompts are exact token-id prompts (``TokensPrompt``) drawn deterministically from
-``(seed, round)``, so input lengths are exact and every case of a run sees the same
-prompts; measured rounds repeat until both ``--measured-rounds`` and ``--min-measured-s``
-are reached (the window is recorded in ``BenchRecord.window``); each round (warmup included) gets fresh prompts unless
-``--same-prompts-every-round``, and prefix caching is off unless asked for (both are
-recorded). Decoding is greedy with ``ignore_eos`` so the token counts are real;
+Prompts (``runners.prompts``) are exact token-id prompts (``TokensPrompt``) drawn
+deterministically from ``(seed, round)``, so input lengths are exact and every case of a
+run sees the same prompts; measured rounds repeat until both ``--measured-rounds`` and
+``--min-measured-s`` are reached (the window is recorded in ``BenchRecord.window``); each round (warmup included) gets fresh prompts unless
+``--same-prompts-every-round``. ``--prompt-mode seed_text`` builds the published prompts
+instead (a seed text cut to exactly ``input_len`` tokens, the same in every round).
+Prefix caching is whatever ``--[no-]enable-prefix-caching`` says (neither: vLLM's default);
+engine arguments are built in ``engine_kwargs`` (all recorded in the workload). Decoding is
+greedy, with ``ignore_eos`` unless ``--no-ignore-eos`` (published), so the token counts are real;
 generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
 digest of the generated ids is kept per round (greedy identity across cases).
 Peak RSS is sampled over this process and its children (vLLM V1 runs the engine
@@ -28,7 +31,6 @@ import faulthandler
 import hashlib
 import math
 import os
-import random
 import resource
 import shutil
 import subprocess
@@ -39,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from offload.selection import validate_offload_params
+from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 
@@ -72,10 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-measured-s", type=float, default=0.0,
                     help="minimum measured seconds: measured rounds repeat until both --measured-rounds and this "
                          "are reached (MLPerf LoadGen min_duration idea; the runner passes workload.min_measured_s)")
-    ap.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
+    ap.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                    help="pass enable_prefix_caching; neither flag = vLLM's default")
     ap.add_argument("--same-prompts-every-round", action="store_true",
                     help="reuse round 0's prompts in every round (default: fresh prompts per round)")
     ap.add_argument("--temperature", type=float, default=0.0)
+    # published-workload options (issue 15; runners.prompts, engine_kwargs)
+    ap.add_argument("--prompt-mode", default="random_ids", choices=["random_ids", "seed_text"])
+    ap.add_argument("--prompt-seed-text", default=None, help="seed text of --prompt-mode seed_text")
+    ap.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
+    ap.add_argument("--max-num-seqs", type=int, default=None)
+    ap.add_argument("--max-num-batched-tokens-factor", type=int, default=None,
+                    help="max_num_batched_tokens = max_model_len x this (null = vLLM's default)")
     ap.add_argument("--record", required=True, help="path of the BenchRecord JSON to write")
     return ap
 
@@ -106,29 +118,46 @@ def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
                             max_model_len=a.max_model_len, seed=a.seed, dtype=a.dtype,
                             enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
                             warmup_rounds=a.warmup_rounds, measured_rounds=a.measured_rounds,
-                            min_measured_s=a.min_measured_s, enable_prefix_caching=a.enable_prefix_caching,
-                            prompts_vary_per_round=not a.same_prompts_every_round, temperature=a.temperature)
+                            min_measured_s=a.min_measured_s,
+                            enable_prefix_caching=a.enable_prefix_caching,
+                            prompts_vary_per_round=not a.same_prompts_every_round, temperature=a.temperature,
+                            prompt_mode=a.prompt_mode, prompt_seed_text=a.prompt_seed_text,
+                            ignore_eos=a.ignore_eos, trust_remote_code=a.trust_remote_code,
+                            max_num_seqs=a.max_num_seqs,
+                            max_num_batched_tokens_factor=a.max_num_batched_tokens_factor)
+    if a.prompt_mode == "seed_text" and not a.same_prompts_every_round:
+        raise ValueError("--prompt-mode seed_text uses the same prompts in every round: pass "
+                         "--same-prompts-every-round (workload.prompts_vary_per_round=false)")
     return offload, workload
 
 
-def make_prompt_ids(seed: int, round_index: int, num_prompts: int, input_len: int,
-                    vocab: Sequence[int]) -> list[list[int]]:
-    """Deterministic token-id prompts of exactly ``input_len`` tokens.
+def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -> dict[str, object]:
+    """Keyword arguments of ``vllm.LLM`` for one case (vLLM's parameter names).
 
-    Args:
-        seed: workload seed.
-        round_index: global round number (warmup rounds first); a different round
-            gives different prompts, so no round is served from an earlier round's
-            prefix cache.
-        num_prompts: prompts per round.
-        input_len: tokens per prompt.
-        vocab: allowed token ids (special tokens excluded).
-
-    Returns:
-        ``num_prompts`` lists of ``input_len`` ids.
+    Optional engine settings (``enable_prefix_caching``, ``max_num_seqs``,
+    ``max_num_batched_tokens`` = ``max_model_len`` x ``max_num_batched_tokens_factor``) are
+    passed only when set, so null keeps vLLM's own default; the offload parameters only
+    when the case offloads.
     """
-    rng = random.Random(f"bench-one:{seed}:{round_index}")
-    return [[vocab[rng.randrange(len(vocab))] for _ in range(input_len)] for _ in range(num_prompts)]
+    kwargs: dict[str, object] = dict(
+        model=model, dtype=workload.dtype, max_model_len=workload.max_model_len, seed=workload.seed,
+        enforce_eager=workload.enforce_eager, gpu_memory_utilization=workload.gpu_memory_utilization,
+    )
+    if workload.trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    if workload.enable_prefix_caching is not None:
+        kwargs["enable_prefix_caching"] = workload.enable_prefix_caching
+    if workload.max_num_seqs is not None:
+        kwargs["max_num_seqs"] = workload.max_num_seqs
+    if workload.max_num_batched_tokens_factor is not None:
+        kwargs["max_num_batched_tokens"] = workload.max_model_len * workload.max_num_batched_tokens_factor
+    if offload.offload_group_size > 0:
+        kwargs.update(offload_group_size=offload.offload_group_size,
+                      offload_num_in_group=offload.offload_num_in_group,
+                      offload_prefetch_step=offload.offload_prefetch_step,
+                      offload_params=set(offload.offload_params),
+                      offload_backend=offload.offload_backend)
+    return kwargs
 
 
 def digest_ids(outputs: Sequence[Sequence[int]]) -> str:
@@ -283,30 +312,27 @@ def run(a: argparse.Namespace) -> BenchRecord:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    kwargs: dict[str, object] = dict(
-        model=a.model, dtype=a.dtype, max_model_len=a.max_model_len, seed=a.seed,
-        enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
-        enable_prefix_caching=a.enable_prefix_caching,
-    )
-    if offload.offload_group_size > 0:
-        kwargs.update(offload_group_size=offload.offload_group_size,
-                      offload_num_in_group=offload.offload_num_in_group,
-                      offload_prefetch_step=offload.offload_prefetch_step,
-                      offload_params=set(offload.offload_params),
-                      offload_backend=offload.offload_backend)
+    kwargs = engine_kwargs(a.model, offload, workload)
 
     with PeakRSS() as rss:
         t0 = time.perf_counter()
         llm = LLM(**kwargs)
         load_seconds = time.perf_counter() - t0
         device_mem = _device_memory_bytes(a.device)
-        vocab = _vocab(llm)
-        sp = SamplingParams(temperature=a.temperature, max_tokens=a.max_tokens, ignore_eos=True, seed=a.seed)
+        sp = SamplingParams(temperature=a.temperature, max_tokens=a.max_tokens, ignore_eos=a.ignore_eos, seed=a.seed)
+        if a.prompt_mode == "seed_text":
+            text = seed_text_prompts(llm.get_tokenizer(), a.prompt_seed_text or DEFAULT_SEED_TEXT,
+                                     a.num_prompts, a.input_len)
+        else:
+            vocab = _vocab(llm)
 
         def one_round(g: int) -> tuple[float, list[list[int]], int]:
             prompt_round = 0 if a.same_prompts_every_round else g
-            ids = make_prompt_ids(a.seed, prompt_round, a.num_prompts, a.input_len, vocab)
-            prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
+            if a.prompt_mode == "seed_text":
+                prompts: list[object] = list(text)
+            else:
+                ids = make_prompt_ids(a.seed, prompt_round, a.num_prompts, a.input_len, vocab)
+                prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
             t = time.perf_counter()
             outs = llm.generate(prompts, sp, use_tqdm=False)
             elapsed = time.perf_counter() - t

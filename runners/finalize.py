@@ -4,7 +4,9 @@ What is modelled: the agreement checks of a case (exit status; exactly one
 ``BENCH_RESULT`` line equal to the record file; record fields equal to the case;
 evidence sidecar present and equal to the single ``OFFLOAD_EVIDENCE`` log line;
 evidence describing the case's implementation and offload parameters; a requested
-offload with no wrapped module or zero bytes is a failure, never a data point;
+offload with no wrapped module, zero bytes or no ``post_init`` is a failure, never a data
+point; the record's workload and model equal the plan's; on accelerators exactly one
+``Available KV cache memory`` line per log (published runner rules);
 a baseline that wrapped something is a mismatch; stability cases must produce
 output in every round), KV cache capacity parsed from the log (every known format,
 thousands separators; a missing line gives null, never 0), the root-cause
@@ -239,11 +241,46 @@ def _check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchR
                o.offload_backend)
     if want_off != got_off:
         raise _Fail("invalid_record", f"record offload {got_off} != case offload {want_off}")
+    _check_plan_match(c, record)
     if c.kind == "stability":
         empty = [r.index for r in record.rounds if r.output_tokens == 0]
         if empty:
             raise _Fail("invalid_record", f"stability: rounds {empty[:10]} produced no output token")
     return record
+
+
+def _check_plan_match(c: object, record: BenchRecord) -> None:
+    """Published rule: the record's workload and model are the plan's (issue 15)."""
+    from results_schema.models import WorkloadSpec
+
+    want_w = dict(c.workload)  # type: ignore[attr-defined]
+    try:
+        planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})
+    except ValidationError:
+        return  # the plan validated it; a partial test double has nothing to compare
+    if record.workload != planned:
+        diff = {k: (getattr(record.workload, k), getattr(planned, k)) for k in WorkloadSpec.model_fields
+                if getattr(record.workload, k) != getattr(planned, k)}
+        raise _Fail("invalid_record", f"record workload differs from the plan's (record, plan): {diff}")
+
+
+def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
+    """The record's model is the ``--model`` the case was started with (raises ``_Fail``)."""
+    if "--model" in command[:-1]:
+        want = command[command.index("--model") + 1]
+        if record.model != want:
+            raise _Fail("invalid_record", f"record model {record.model!r} != the plan's {want!r}")
+
+
+def check_kv_lines(c: object, log_text: str) -> None:
+    """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
+    device = str((c.runtime or {}).get("device", "cpu"))  # type: ignore[attr-defined]
+    if device == "cpu" or c.kind == "accuracy":  # type: ignore[attr-defined]
+        return
+    n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
+    if n != 1:
+        raise _Fail("kv_cache_lines", f"{n} 'Available KV cache memory' lines in the log of a {device} case "
+                    "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
 def _check_evidence(sc: ScheduledCase, log_text: str, evidence_path: Path) -> RuntimeEvidence:
@@ -270,6 +307,9 @@ def _check_evidence(sc: ScheduledCase, log_text: str, evidence_path: Path) -> Ru
             raise _Fail("evidence_mismatch",
                         f"evidence G/N ({sidecar.offload_group_size}, {sidecar.offload_num_in_group}) != case "
                         f"({c.group_size}, {c.num_in_group})")
+        if not sidecar.post_init_called:
+            raise _Fail("no_offload_evidence", f"the offloader ({sidecar.offloader_class}) never ran post_init: "
+                        "its weights were not re-synced after loading, the evidence is rejected")
         if sidecar.wrapped_count == 0 or sidecar.offloaded_bytes == 0:
             raise _Fail("no_offload_evidence",
                         f"offload requested (G={c.group_size}, N={c.num_in_group}) but the evidence shows "
@@ -374,8 +414,10 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         return failure("nonzero_exit", f"exited with code {outcome.exit_code}; root cause {cause}")
     try:
         record = _check_record(sc, log_text, record_path)
+        check_plan_model(record, command)
         evidence = _check_evidence(sc, log_text, evidence_path)
         kernels = _check_kernels(sc, log_text)
+        check_kv_lines(c, log_text)
     except _Fail as f:
         return failure(f.failure_type, f.message)
     run = CaseRun(record=record, evidence=evidence, kv_cache=kv, process_wall_s=outcome.wall_s,

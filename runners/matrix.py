@@ -274,11 +274,17 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
             if any(not c.ok for c in checks):
                 enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
             raise
-        rev_file = model_dir / "REVISION"
-        observed_rev = rev_file.read_text().strip() if rev_file.is_file() else None
+        from runners.published_identity import model_revision, tree_value_for_pin
+
+        try:  # REVISION file, else ModelScope's .msc (issue 15)
+            observed_rev = model_revision(model_dir)
+        except ValueError as exc:
+            raise RunnerError(f"identity gate ({when}): model revision: {exc}", EXIT_IDENTITY) from None
         checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
                              model_revision=scalar["model.revision"], observed_revision=observed_rev,
-                             offload_pin=scalar["offload_tree_sha256"], offload_actual=offload_tree)
+                             offload_pin=scalar["offload_tree_sha256"],
+                             offload_actual=tree_value_for_pin(scalar["offload_tree_sha256"], REPO_ROOT / "offload",
+                                                               offload_tree))
         enforce(checks, when=when, hint=hint)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
@@ -390,13 +396,24 @@ def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
 
 
 def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
-    """Run the runtime's health command; save its output; raise ``RunnerError`` (42) when not OK."""
+    """Run the runtime's health command; save its output; raise ``RunnerError`` (42) when not OK.
+
+    OK = exit 0 and, when ``health_expect`` is set, the output matches it; ``{physical_index}`` /
+    ``{chip}`` in the command name the case device (``runners.health``).
+    """
     import subprocess
+
+    from runners.health import device_placeholders, health_argv, health_verdict, needs_device
 
     cmd = runtime.get("health_command")
     if not cmd:
         return
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    if needs_device(cmd):
+        try:
+            cmd = health_argv(cmd, device_placeholders(str(runtime.get("device"))))
+        except ValueError as exc:
+            raise RunnerError(f"health gate for runtime {runtime['name']!r}: {exc}", EXIT_HEALTH) from None
     try:
         from runners.runtimes import prefixed
 
@@ -408,8 +425,9 @@ def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
     except subprocess.TimeoutExpired:
         text, rc = "health command timed out\n", 124
     out_path.write_text(f"$ {' '.join(cmd)}\n# exit {rc}\n{text}")
-    if rc != 0:
-        raise RunnerError(f"health gate for runtime {runtime['name']!r} failed: `{' '.join(cmd)}` exited {rc} "
+    why = health_verdict(rc, text, runtime.get("health_expect"))
+    if why is not None:
+        raise RunnerError(f"health gate for runtime {runtime['name']!r} failed: `{' '.join(cmd)}` {why} "
                           f"(output in {out_path})", EXIT_HEALTH)
 
 
@@ -446,11 +464,11 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         "--gpu-memory-utilization", str(w["gpu_memory_utilization"]),
         "--warmup-rounds", str(w["warmup_rounds"]), "--measured-rounds", str(w["measured_rounds"]),
         "--min-measured-s", str(w.get("min_measured_s", 0.0)),
-        "--enable-prefix-caching" if w["enable_prefix_caching"] else "--no-enable-prefix-caching",
         "--temperature", str(w.get("temperature", 0.0)), "--record", str(paths.record),
     ]
     if not w.get("prompts_vary_per_round", True):
         argv.append("--same-prompts-every-round")
+    argv += published_workload_argv(w)
     return tuple(argv)
 
 
@@ -495,13 +513,35 @@ def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
                               "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
 
 
+def published_workload_argv(w: Mapping[str, Any]) -> list[str]:
+    """bench_one flags of the optional / published workload fields (issue 15); null = not passed."""
+    argv: list[str] = []
+    if w.get("enable_prefix_caching") is not None:
+        argv.append("--enable-prefix-caching" if w["enable_prefix_caching"] else "--no-enable-prefix-caching")
+    if w.get("prompt_mode", "random_ids") != "random_ids":
+        argv += ["--prompt-mode", str(w["prompt_mode"])]
+    if w.get("prompt_seed_text") is not None:
+        argv += ["--prompt-seed-text", str(w["prompt_seed_text"])]
+    if not w.get("ignore_eos", True):
+        argv.append("--no-ignore-eos")
+    if w.get("trust_remote_code", False):
+        argv.append("--trust-remote-code")
+    for key in ("max_num_seqs", "max_num_batched_tokens_factor"):
+        if w.get(key) is not None:
+            argv += ["--" + key.replace("_", "-"), str(w[key])]
+    return argv
+
+
 def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md)."""
     env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
     cache = run_dir / "cache"
     env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
+    pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
+    if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
+        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours (issue 15)
     env.update({
-        "PYTHONPATH": f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}",
+        "PYTHONPATH": pythonpath,
         "OFFLOAD_IMPL": sc.case.implementation,
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
         "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
@@ -857,6 +897,34 @@ def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
         per_phase[sc.case.phase] = per_phase.get(sc.case.phase, 0) + 1
     console.print("processes per phase: " + ", ".join(f"{k}={v}" for k, v in per_phase.items())
                   + f"; total={len(items)}")
+    from rich.markup import escape
+
+    for line in schedule_settings(items, cfg):
+        console.print(escape(line))
+
+
+def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]:
+    """Dry-run lines naming what every case gets: per phase the offload backend(s), schedule and
+    process limits, the effective workload, and the runtime's case environment (issue 15)."""
+    lines: list[str] = []
+    firsts: dict[str, Any] = {}
+    for sc in items:
+        firsts.setdefault(sc.case.phase, sc.case)
+    for phase, c in firsts.items():
+        m = (cfg.get("phases") or {}).get(phase) or {}
+        backends = sorted({sc.case.backend for sc in items if sc.case.phase == phase and sc.case.offload_requested})
+        rt = c.runtime
+        lines.append(f"phase {phase}: runtime={rt['name']} offload_backend={','.join(backends) or '-'} "
+                     f"focus_first={bool(m.get('focus_first', False))} cooldown_s={c.cooldown_s:g} "
+                     f"case_timeout_s={c.timeout_s:g} kill_grace_s={c.kill_grace_s:g}")
+        lines.append(f"  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+                                                 for k, v in sorted(c.workload.items())))
+        env = " ".join(f"{k}={v}" for k, v in sorted((rt.get("env") or {}).items()))
+        lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
+                     + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
+                     + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
+                     + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
+    return lines
 
 
 def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
@@ -1103,6 +1171,12 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     if interrupted:
         console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run_dir}`")
         return EXIT_INTERRUPTED
+    health_after: RunnerError | None = None
+    if todo and not state.stopped:  # published: the device is healthy after the last phase too
+        try:
+            health_gate(todo[-1].case.runtime, run_dir / "health" / f"after-last-phase-{new_run_id()}.txt")
+        except RunnerError as exc:  # evidence is kept and checksummed; the run still fails (42)
+            health_after = exc
     t = time.monotonic()
     gather_identity(cfg, when="at the end", previous=identity)
     stages["identity"] += time.monotonic() - t
@@ -1132,7 +1206,12 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     for line in state.unexpected:
         console.print(f"  [red]{line}[/]")
     code = EXIT_OK
-    if state.stopped:
+    if health_after is not None:  # the health gate after the last phase failed: evidence kept and checksummed
+        from rich.markup import escape
+
+        console.print(f"[bold red]error:[/] {escape(str(health_after))} (after the last phase)")
+        code = health_after.exit_code
+    elif state.stopped:
         console.print("[bold red]formal run stopped at its first failure[/] (completed evidence kept)")
         code = EXIT_FORMAL_STOP
     elif state.unexpected:

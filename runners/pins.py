@@ -134,6 +134,21 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if declared is None:
             continue
         f = mdir / fname if mdir is not None else None
+        if fname == "REVISION" and mdir is not None and not (mdir / "REVISION").is_file():
+            from runners.published_identity import msc_revision
+
+            try:
+                msc = msc_revision(mdir)  # ModelScope's .msc index (issue 15)
+            except ValueError as exc:
+                msc, why = None, str(exc)
+                not_found.append({"key": key, "pin": ".msc", "reason": why})
+                continue
+            if msc is not None:
+                if declared not in (MISSING_VALUE, msc):
+                    mismatched.append({"key": key, "pin": ".msc", "expected": str(declared), "observed": msc})
+                else:
+                    overrides.append(f"{key}={_q(msc)}")
+                continue
         if f is None or not f.is_file():
             why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
             if fname == "REVISION" and mdir is not None:
@@ -146,8 +161,10 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
         else:
             overrides.append(f"{key}={_q(actual)}")
     if scalar["offload_tree_sha256"] is not None:
-        actual = tree_sha256(REPO_ROOT / "offload")
+        from runners.published_identity import tree_value_for_pin
+
         declared = str(scalar["offload_tree_sha256"])
+        actual = tree_value_for_pin(declared, REPO_ROOT / "offload", tree_sha256(REPO_ROOT / "offload"))
         if declared not in (MISSING_VALUE, actual):
             mismatched.append({"key": "offload_tree_sha256", "pin": "offload/", "expected": declared,
                                "observed": actual})

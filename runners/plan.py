@@ -221,6 +221,7 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
                         num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
                         params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
                         label=case.get("label"), expect_error=case.get("expect_error")))
+    _apply_phase_backend(raw, matrix.get("offload_backend"))
     repeats = int(matrix.get("repeats", 1))
     by_label = dict(matrix.get("repeats_by_label", {}) or {})
     cases: list[CaseSpec] = []
@@ -228,7 +229,7 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     for r in raw:
         impl = r["implementation"]
         label = r["label"] or case_label(impl, r["group_size"], r["num_in_group"], r["prefetch_step"],
-                                         r["params"], r["backend"])
+                                         r["params"], r.get("label_backend", r["backend"]))
         where = f"phase {phase!r}, case {label!r}"
         if impl not in IMPLEMENTATIONS:
             raise PlanError(f"{where}: implementation {impl!r} must be one of {IMPLEMENTATIONS}")
@@ -278,6 +279,19 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     return cases
 
 
+def _apply_phase_backend(raw: list[dict[str, Any]], backend: Any) -> None:
+    """A phase's ``offload_backend`` (published: ``prefetch``) given explicitly to every offload case.
+
+    Cases whose own backend is ``auto`` take it; their generated labels stay those of
+    ``auto`` (``current_g28_n1``), so ``repeats_by_label`` and reports keep their names.
+    """
+    if backend is None or backend == "auto":
+        return
+    for r in raw:
+        if r["implementation"] != "baseline" and r["backend"] == "auto":
+            r["backend"], r["label_backend"] = str(backend), "auto"
+
+
 def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_rep: int, workload: Mapping[str, Any],
           runtime: Mapping[str, Any], matrix: Mapping[str, Any], tasks: tuple[str, ...]) -> CaseSpec:
     return CaseSpec(
@@ -316,13 +330,16 @@ def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str
             for name in phase_order(phases)}
 
 
-def schedule(cases_by_phase: Mapping[str, Sequence[CaseSpec]], *, rotate_by_phase: Mapping[str, bool] | None = None
-             ) -> list[ScheduledCase]:
+def schedule(cases_by_phase: Mapping[str, Sequence[CaseSpec]], *, rotate_by_phase: Mapping[str, bool] | None = None,
+             focus_first_by_phase: Mapping[str, bool] | None = None) -> list[ScheduledCase]:
     """Order every process of the run.
 
     Phases run one after another; within a phase, repeat ``r`` runs the cases that
     still have a repeat ``r`` (``case.repeats > r``) starting at index ``r`` of that
     list, wrapping around (rotated order), unless rotation is off for the phase.
+    With ``focus_first`` (the published 1.5B design) the phase's cases are split by their
+    repeat count, most repeats first (focus labels, then capacity labels), and each block
+    runs completely, scheduled as above, before the next.
 
     Returns:
         The launches, ``index`` numbering them from 0.
@@ -330,12 +347,16 @@ def schedule(cases_by_phase: Mapping[str, Sequence[CaseSpec]], *, rotate_by_phas
     out: list[ScheduledCase] = []
     for phase, cases in cases_by_phase.items():
         rotate = True if rotate_by_phase is None else rotate_by_phase.get(phase, True)
-        max_rep = max((c.repeats for c in cases), default=0)
-        for r in range(max_rep):
-            active = [c for c in cases if c.repeats > r]
-            start = (r % len(active)) if rotate else 0
-            for c in active[start:] + active[:start]:
-                out.append(ScheduledCase(index=len(out), case=c, repeat=r))
+        focus_first = bool((focus_first_by_phase or {}).get(phase, False))
+        blocks = ([[c for c in cases if c.repeats == n] for n in sorted({c.repeats for c in cases}, reverse=True)]
+                  if focus_first else [list(cases)])
+        for block in blocks:
+            max_rep = max((c.repeats for c in block), default=0)
+            for r in range(max_rep):
+                active = [c for c in block if c.repeats > r]
+                start = (r % len(active)) if rotate else 0
+                for c in active[start:] + active[:start]:
+                    out.append(ScheduledCase(index=len(out), case=c, repeat=r))
     return out
 
 
@@ -343,4 +364,5 @@ def plan(cfg: Mapping[str, Any]) -> list[ScheduledCase]:
     """Expand and schedule a resolved config (plain dict). Raises ``PlanError``."""
     by_phase = expand(cfg)
     rotate = {name: bool(cfg["phases"][name].get("rotate", True)) for name in by_phase}
-    return schedule(by_phase, rotate_by_phase=rotate)
+    focus = {name: bool(cfg["phases"][name].get("focus_first", False)) for name in by_phase}
+    return schedule(by_phase, rotate_by_phase=rotate, focus_first_by_phase=focus)

@@ -18,6 +18,9 @@ environment, ``label=behaviour,...``) selects a fault for a label:
   process fails with vLLM's engine error (exit 1).
 * ``packedkernel``: the ``OFFLOAD_CPU_KERNELS`` line reports one packed (oneDNN) layer.
 * ``digest``: the first measured round's token digest differs (an INVALID run: tokens differ).
+* ``nokv`` / ``dupkv``: no / two ``Available KV cache memory`` lines (accelerator devices print one).
+* ``nopostinit``: evidence whose offloader never ran ``post_init``.
+* ``otherworkload``: the record's workload differs from the plan's (another dtype).
 * ``tamper``: append a line to the file named by ``FAKE_TAMPER_PATH`` (identity re-check tests), then succeed.
 * ``hide``: a shell child runs ``( setsid sleep 300 & ); sleep 30`` (a grandchild leaves the group and the tree).
 * ``engine``: like vLLM: a ``multiprocessing`` spawn child (EngineCore) that spawns a worker, a fork child, and a
@@ -116,6 +119,9 @@ def main() -> int:
             {"torch_linear": n_linear} if kernel_path == "plain" else {"onednn": n_linear})
         print("(Worker pid=2) OFFLOAD_CPU_KERNELS " + json.dumps({"path": kernel_path, "layers": n_linear,
                                                                    "kernels": kernels}), flush=True)
+    if a.device != "cpu" and mode != "nokv":
+        for _ in range(2 if mode == "dupkv" else 1):
+            print("(EngineCore pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 12.34 GiB", flush=True)
     layers = select_offload_layers(num_layers, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
     wrapped = () if mode == "nooffload" else layers
     nbytes = LAYER_BYTES * len(wrapped)
@@ -123,7 +129,7 @@ def main() -> int:
         offloader_class=OFFLOADER_CLASS[a.implementation], implementation=a.implementation, offload_group_size=a.offload_group_size,
         offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=num_layers,
         selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
-        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=True, pid=os.getpid(), device=a.device)
+        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=mode != "nopostinit", pid=os.getpid(), device=a.device)
     if mode != "noevidence":
         write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
         logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
@@ -141,6 +147,8 @@ def main() -> int:
                       rounds=rounds, output_tokens=out, elapsed_s=0.5 * len(rounds), throughput_tok_s=out / (0.5 * len(rounds)),
                       token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid())
+    if mode == "otherworkload":
+        rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
     write_json(record_path, rec)
     line = "BENCH_RESULT " + dumps_model(rec)
     print(line, flush=True)

@@ -105,6 +105,10 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     _check_phase(run_dir, "same_runtime", p["latest"], latest, 5)
     _check_phase(run_dir, "long_window", p["latest"], latest, 5)
     _check_phase(run_dir, "native", p["v018"], {"vllm": "0.9.1", "vllm-ascend": "0.18.0", "torch-npu": "2.5.1"}, 4)
+    # published health gate (issue 15): the case NPU and chip, before every phase and after the last
+    health = sorted((run_dir / "health").glob("*.txt"))
+    assert [h.name.split("-")[0] for h in health].count("after") == 1 and len(health) == 4
+    assert all(h.read_text().startswith("$ npu-smi info -t health -i 0 -c 0\n# exit 0\n") for h in health)
     manifest = json.loads((run_dir / "environment-manifest.json").read_text())
     pins_ok = [(c["runtime"], c["kind"], c["name"]) for c in manifest["pins"] if c["ok"]]
     assert all(c["ok"] for c in manifest["pins"])

@@ -1,0 +1,167 @@
+"""The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured (issue 15).
+
+Each test pins one published behaviour through the real code path: config composition ->
+plan -> the bench argv the runner builds -> bench_one's parser -> the ``vllm.LLM`` kwargs;
+the case environment; the health command and verdict; the schedule order and limits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runners.bench_one import _specs, build_parser, engine_kwargs
+from runners.health import device_placeholders, health_argv, health_verdict, parse_npu_chips
+from runners.matrix import CasePaths, case_argv, case_env
+from runners.plan import plan
+from tests.runners.helpers import compose_cfg
+
+PUBLISHED = ("qwen7b", "qwen1_5b", "qwen7b_cuda", "qwen1_5b_cuda")
+
+
+def _items(experiment: str, *overrides: str):
+    return plan(compose_cfg(f"+experiment={experiment}", "model.path=/models/q", *overrides))
+
+
+def _kwargs(sc, tmp_path: Path) -> dict:
+    argv = case_argv(sc, model_dir=Path("/models/q"), paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),
+                     bench_command=None, python="python")
+    a = build_parser().parse_args(list(argv[3:]))
+    offload, workload = _specs(a)
+    return engine_kwargs(a.model, offload, workload), a
+
+
+@pytest.mark.parametrize("experiment", PUBLISHED)
+def test_published_engine_kwargs(experiment, tmp_path):
+    items = _items(experiment)
+    base = next(sc for sc in items if sc.case.implementation == "baseline")
+    kw, a = _kwargs(base, tmp_path)
+    assert kw == dict(model="/models/q", dtype="float16", max_model_len=512, seed=0, enforce_eager=True,
+                      gpu_memory_utilization=0.5, trust_remote_code=True, max_num_seqs=8,
+                      max_num_batched_tokens=512 * 8)  # no enable_prefix_caching: vLLM's default
+    assert a.prompt_mode == "seed_text" and a.same_prompts_every_round and a.ignore_eos is False
+    assert a.temperature == 0.0 and a.seed == 0 and a.num_prompts == 8 and a.input_len == 128 and a.max_tokens == 64
+
+
+@pytest.mark.parametrize("experiment", PUBLISHED)
+def test_every_published_offload_case_passes_prefetch_explicitly(experiment, tmp_path):
+    items = _items(experiment)
+    offload = [sc for sc in items if sc.case.offload_requested]
+    assert offload and {sc.case.backend for sc in offload} == {"prefetch"}
+    kw, _ = _kwargs(offload[0], tmp_path)
+    assert kw["offload_backend"] == "prefetch" and kw["offload_group_size"] == offload[0].case.group_size
+    assert "_prefetch" not in offload[0].case.label  # labels stay those of the published tables
+    assert all(sc.case.backend == "auto" for sc in items if sc.case.implementation == "baseline")
+
+
+def test_project_workload_stays_the_cpu_default(tmp_path):
+    items = plan(compose_cfg())
+    kw, a = _kwargs(items[0], tmp_path)
+    assert kw["dtype"] == "bfloat16" and kw["enable_prefix_caching"] is False
+    assert "max_num_seqs" not in kw and "max_num_batched_tokens" not in kw and "trust_remote_code" not in kw
+    assert a.prompt_mode == "random_ids" and a.ignore_eos is True and not a.same_prompts_every_round
+    assert {sc.case.backend for sc in items} == {"auto"}
+
+
+def test_workload_seed_keeps_the_project_workload_as_an_option(tmp_path):
+    items = _items("qwen7b", "workload=seed")
+    kw, a = _kwargs(items[0], tmp_path)
+    assert kw["dtype"] == "bfloat16" and a.prompt_mode == "random_ids" and a.ignore_eos is True
+
+
+def test_seed_text_needs_the_same_prompts_every_round():
+    a = build_parser().parse_args(["--phase", "p", "--label", "baseline", "--implementation", "baseline",
+                                   "--repeat", "0", "--runtime", "cpu", "--model", "m", "--num-prompts", "1",
+                                   "--input-len", "4", "--max-tokens", "4", "--max-model-len", "16",
+                                   "--prompt-mode", "seed_text", "--record", "r.json"])
+    with pytest.raises(ValueError, match="same-prompts-every-round"):
+        _specs(a)
+
+
+ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
+              "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "VLLM_TARGET_DEVICE": "npu"}
+
+
+@pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
+    from runners.matrix import EVIDENCE_HOOK_DIR, REPO_ROOT
+
+    cann = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages:/usr/local/Ascend/tbe"
+    for sc in _items(experiment):
+        env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),
+                       base_env={"PYTHONPATH": cann, "OMP_NUM_THREADS": "8"})
+        assert {k: env[k] for k in ASCEND_ENV} == ASCEND_ENV
+        assert env["PYTHONPATH"] == f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}:{cann}"
+
+
+def test_cpu_case_env_still_replaces_pythonpath(tmp_path):
+    from runners.matrix import EVIDENCE_HOOK_DIR, REPO_ROOT
+
+    sc = plan(compose_cfg())[0]
+    env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),
+                   base_env={"PYTHONPATH": "/elsewhere"})
+    assert env["PYTHONPATH"] == f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}" and "TASK_QUEUE_ENABLE" not in env
+
+
+NPU_SMI_M = """\
+        NPU ID                         Chip ID                        Chip Logic ID                  Chip Name
+        4                              0                              0                              Ascend 910B3
+        4                              1                              -                              Mcu
+        6                              0                              1                              Ascend 910B3
+"""
+
+
+@pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+def test_published_health_command_names_the_physical_device_and_chip(experiment):
+    rt = _items(experiment)[0].case.runtime
+    values = device_placeholders("npu", env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, npu_smi_output=NPU_SMI_M)
+    assert health_argv(rt["health_command"], values) == ["npu-smi", "info", "-t", "health", "-i", "6", "-c", "0"]
+    expect = rt["health_expect"]
+    assert health_verdict(0, "        Health Status                  : OK\n", expect) is None
+    assert "does not match" in health_verdict(0, "        Health Status                  : Warning\n", expect)
+    assert health_verdict(3, "Health Status : OK", expect) == "exited 3"
+
+
+def test_npu_chip_table_and_overrides():
+    assert parse_npu_chips(NPU_SMI_M) == {0: (4, 0), 1: (6, 0)}
+    assert device_placeholders("npu", env={}, npu_smi_output=NPU_SMI_M) == {"physical_index": "4", "chip": "0"}
+    assert device_placeholders("npu", env={"NPU_INDEX": "2", "NPU_CHIP": "1"}) == {"physical_index": "2", "chip": "1"}
+    with pytest.raises(ValueError, match="logical NPU 5"):
+        device_placeholders("npu", env={"ASCEND_RT_VISIBLE_DEVICES": "5"}, npu_smi_output=NPU_SMI_M)
+
+
+@pytest.mark.parametrize("experiment", PUBLISHED)
+def test_published_process_limits(experiment):
+    for sc in _items(experiment):
+        assert (sc.case.cooldown_s, sc.case.timeout_s, sc.case.kill_grace_s) == (3.0, 1800.0, 15.0)
+
+
+@pytest.mark.parametrize("experiment", ["qwen1_5b", "qwen1_5b_cuda"])
+def test_1_5b_runs_focus_labels_first_then_capacity_labels(experiment):
+    items = [sc for sc in _items(experiment) if sc.case.phase == "parameter_optimization"]
+    focus = {"baseline", "current_g28_n1", "current_g14_n1", "current_g28_n2", "current_g8_n1"}
+    assert [sc.case.label in focus for sc in items] == [True] * 25 + [False] * 18
+    assert all(sc.case.repeats == 5 for sc in items[:25]) and all(sc.case.repeats == 3 for sc in items[25:])
+
+
+def test_1_5b_runs_on_the_native_v018_runtime():
+    assert {sc.case.runtime_name for sc in _items("qwen1_5b")} == {"ascend_native_v018"}
+
+
+def test_workload_spec_serializes_published_options_only_when_set():
+    import json
+
+    from results_schema.io import dumps_model
+    from results_schema.models import WorkloadSpec
+
+    base = dict(num_prompts=8, input_len=128, max_tokens=64, max_model_len=512, seed=0, dtype="bfloat16",
+                enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+                enable_prefix_caching=False, prompts_vary_per_round=True)
+    project = json.loads(dumps_model(WorkloadSpec(**base)))
+    assert "prompt_mode" not in project and "ignore_eos" not in project and "max_num_seqs" not in project
+    pub = WorkloadSpec(**{**base, "enable_prefix_caching": None, "prompts_vary_per_round": False,
+                          "prompt_mode": "seed_text", "ignore_eos": False, "trust_remote_code": True,
+                          "max_num_seqs": 8, "max_num_batched_tokens_factor": 8})
+    text = dumps_model(pub)  # proves the round trip
+    assert WorkloadSpec.model_validate_json(text) == pub and json.loads(text)["ignore_eos"] is False

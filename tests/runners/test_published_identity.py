@@ -1,0 +1,86 @@
+"""Published identity formats (issue 15): the sha256sum tree hash and ModelScope's ``.msc`` revision."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runners.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
+                                        sha256sum_tree, tree_value_for_pin)
+
+
+def _tree(root: Path) -> Path:
+    (root / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "pkg" / "sub").mkdir()
+    (root / "a.py").write_text("print('a')\n")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "sub" / "b.bin").write_bytes(bytes(range(256)))
+    (root / "pkg" / "same.txt").write_text("same\n")
+    (root / "pkg" / "sub" / "same.txt").write_text("same\n")  # equal content: ties broken by path
+    (root / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"cache")
+    (root / "pkg" / "c.pyc").write_bytes(b"cache")
+    return root
+
+
+def test_tree_hash_equals_the_sha256sum_pipeline(tmp_path):
+    root = _tree(tmp_path / "t")
+    shell = ("find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.pyo' -print0 "
+             "| xargs -0 sha256sum | LC_ALL=C sort | sha256sum")
+    out = subprocess.run(["bash", "-c", shell], cwd=root, capture_output=True, text=True, check=True).stdout
+    assert sha256sum_tree(root) == out.split()[0]
+    assert len(sha256sum_lines(root)) == 5 and all("  ./" in line for line in sha256sum_lines(root))
+
+
+def test_tree_hash_changes_with_content_and_ignores_caches(tmp_path):
+    root = _tree(tmp_path / "t")
+    before = sha256sum_tree(root)
+    (root / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"more cache")
+    assert sha256sum_tree(root) == before
+    (root / "a.py").write_text("print('b')\n")
+    assert sha256sum_tree(root) != before
+
+
+def test_pin_format_selects_the_hash(tmp_path):
+    root = _tree(tmp_path / "t")
+    assert tree_value_for_pin("ab" * 32, root, "project") == "project"
+    assert tree_value_for_pin(PUBLISHED_PREFIX + "00", root, "project") == PUBLISHED_PREFIX + sha256sum_tree(root)
+
+
+def _msc(d: Path, entries) -> None:
+    (d / ".msc").write_bytes(pickle.dumps(entries))
+
+
+def test_revision_from_modelscope_msc(tmp_path):
+    _msc(tmp_path, [{"Path": "config.json", "Revision": "v1.0.2"}, {"Path": "model.safetensors", "Revision": "v1.0.2"}])
+    assert msc_revision(tmp_path) == model_revision(tmp_path) == "v1.0.2"
+    (tmp_path / "REVISION").write_text("abc123\n")
+    assert model_revision(tmp_path) == "abc123"  # an explicit REVISION file wins
+
+
+def test_msc_fails_closed(tmp_path):
+    assert msc_revision(tmp_path) is None and model_revision(tmp_path) is None
+    _msc(tmp_path, [{"Path": "a", "Revision": "r1"}, {"Path": "b", "Revision": "r2"}])
+    with pytest.raises(ValueError, match="several revisions"):
+        msc_revision(tmp_path)
+    _msc(tmp_path, [{"Path": "a"}])
+    with pytest.raises(ValueError, match="no Revision"):
+        msc_revision(tmp_path)
+    (tmp_path / ".msc").write_bytes(pickle.dumps([Path("x")]))  # a class: refused, never constructed
+    with pytest.raises(ValueError, match="only plain"):
+        msc_revision(tmp_path)
+
+
+def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp_path):
+    from runners.matrix import EXIT_IDENTITY, EXIT_OK, REPO_ROOT
+    from tests.runners.helpers import run_fake
+
+    right = PUBLISHED_PREFIX + sha256sum_tree(REPO_ROOT / "offload")
+    code, _ = run_fake(tmp_path / "ok", "phases.same_runtime.points=[{g: 4, n: 1}]", f"offload_tree_sha256='{right}'")
+    assert code == EXIT_OK
+    wrong = PUBLISHED_PREFIX + "0" * 64
+    code, run_dir = run_fake(tmp_path / "bad", "phases.same_runtime.points=[{g: 4, n: 1}]",
+                             f"offload_tree_sha256='{wrong}'")
+    assert code == EXIT_IDENTITY and not (run_dir / "records").exists()
