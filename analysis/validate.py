@@ -81,7 +81,7 @@ TRACEBACK = "Traceback (most recent call last):"
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
-    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "manifest",
+    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "manifest", "placement",
 )
 
 
@@ -185,6 +185,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     _check_tokens(data, col)
     _check_kv(data, col)
     _check_manifest(run_dir, col)
+    _check_placement(run_dir, col)
     checks = []
     for name in CHECKS:
         errs = sum(1 for c, i in col.issues if c == name and i.severity == "error")
@@ -528,3 +529,14 @@ def _check_runtime(data: RunData, col: _Collector) -> None:
             col.add("evidence_agreement", "runtime_mismatch",
                     f"{where}: evidence device {cr.evidence.device!r}, the plan's runtime runs on {exp['device']!r}",
                     **kw)
+
+
+def _check_placement(run_dir: Path, col: _Collector) -> None:
+    """Two cases of one phase on one node at the same time (``analysis.placement``)."""
+    from analysis.placement import check_placements, load_placements
+
+    placements, errors = load_placements(run_dir)
+    for e in errors:
+        col.add("placement", "invalid_record", e)
+    for f in check_placements(placements):
+        col.add("placement", f.code, f.message, severity=f.severity, phase=f.phase, label=f.label, repeat=f.repeat)
