@@ -88,8 +88,10 @@ class Node:
 
 
 @contextmanager
-def two_node_cluster(tmp: Path, *, num_cpus: int = 1) -> Iterator[dict]:
+def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str] | None = None) -> Iterator[dict]:
     """Start head (``host_a``) and a second node (``host_b``); yield ``{"address", "head", "worker"}``.
+
+    ``worker_env`` overrides variables of node B's environment (its workers inherit it).
 
     Always tears both nodes down (SIGKILL of each node's processes), also on failure.
     """
@@ -107,7 +109,7 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1) -> Iterator[dict]:
         address = f"127.0.0.1:{port}"
         _wait_nodes(address, 1, head)
         worker = Node("host_b", [RAY, "start", "--address", address, "--resources", json.dumps({"host_b": 1}),
-                                 *common], env, tmp / "ray-worker.log")
+                                 *common], {**env, **(worker_env or {})}, tmp / "ray-worker.log")
         nodes.append(worker)
         _wait_nodes(address, 2, worker)
         yield {"address": address, "head": head, "worker": worker}
