@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from results_schema.placement import CasePlacement
+from results_schema.placement import CasePlacement, NodeIdentity
 
 SHARING_NOTE = ("**Parallel placement (executor.ray.performance_sharing=per_accelerator)**: performance cases "
                 "ran at the same time on one node, one per accelerator; they shared the node's host-to-device "
@@ -59,6 +59,18 @@ def load_placements(run_dir: Path | str) -> tuple[list[CasePlacement], list[str]
         except (ValueError, OSError) as exc:
             errors.append(f"{path.name}: {exc}")
     return out, errors
+
+
+def load_nodes(run_dir: Path | str) -> list[NodeIdentity]:
+    """The per-node identity lines of ``cluster-manifest.jsonl`` (empty for a local run).
+
+    Raises:
+        results_schema.io errors (ValueError) on an unreadable line.
+    """
+    from results_schema.io import read_jsonl
+
+    path = Path(run_dir) / "cluster-manifest.jsonl"
+    return read_jsonl(path, NodeIdentity) if path.is_file() else []
 
 
 def _name(p: CasePlacement) -> str:
@@ -104,9 +116,12 @@ def _t(unix_s: float) -> str:
     return datetime.fromtimestamp(unix_s, timezone.utc).strftime("%H:%M:%S.%f")[:-4]
 
 
-def placement_markdown(placements: Sequence[CasePlacement]) -> list[str]:
-    """Markdown lines of the summary's "Placement" section (empty when there is no placement file)."""
-    if not placements:
+def placement_markdown(placements: Sequence[CasePlacement], nodes: Sequence[NodeIdentity] = ()) -> list[str]:
+    """Markdown lines of the summary's "Placement" section (empty when there is no placement file).
+
+    ``nodes``: the cluster identity gate's lines; listed with what the gate decided per node.
+    """
+    if not placements and not nodes:
         return []
     modes = sorted({p.sharing for p in placements if p.kind == "performance"})
     nodes = sorted({(p.hostname, p.node_id) for p in placements})
@@ -130,4 +145,9 @@ def placement_markdown(placements: Sequence[CasePlacement]) -> list[str]:
         lines.append(f"| {p.phase} | {p.label} | {p.repeat} | {p.attempt} | {p.kind} | {p.hostname} | "
                      f"{p.node_id[:12]} | {p.device} | {_t(p.start_unix_s)} | {_t(p.end_unix_s)} | "
                      f"{p.wall_s:.1f} | {p.sharing} | {outcome} |")
+    if nodes:
+        lines += ["", "Cluster identity gate (`cluster-manifest.jsonl`):", ""]
+        for n in nodes:
+            lines.append(f"- {n.checked_utc} {n.hostname} {n.node_id[:12]}: {n.action}"
+                         + (f" ({'; '.join(n.problems)})" if n.problems else ""))
     return lines + [""]

@@ -392,9 +392,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
             ("phase", "phase"), ("label", "label"), ("repeat", "repeat"), ("failure_type", "failure"),
             ("exit_code", "exit"), ("error_type", "error type"), ("error_message", "message"),
             ("log_path", "log")]), ""]
-    from analysis.placement import load_placements, placement_markdown
+    from analysis.placement import load_nodes, load_placements, placement_markdown
 
-    parts += placement_markdown(load_placements(tables["data"].run_dir)[0])
+    parts += placement_markdown(load_placements(tables["data"].run_dir)[0], load_nodes(tables["data"].run_dir))
     parts += ["## Current vs official (bootstrap 95% CI of the median difference; faster/slower only when the CI "
               "excludes 0)", ""]
     comp = tables["comparison"]
