@@ -124,7 +124,7 @@ def placement_markdown(placements: Sequence[CasePlacement], nodes: Sequence[Node
     if not placements and not nodes:
         return []
     modes = sorted({p.sharing for p in placements if p.kind == "performance"})
-    nodes = sorted({(p.hostname, p.node_id) for p in placements})
+    used = sorted({(p.hostname, p.node_id) for p in placements})
     lines = ["## Placement (where and when each case ran)", ""]
     if "per_accelerator" in modes:
         lines += ["> " + SHARING_NOTE, ""]
@@ -132,7 +132,7 @@ def placement_markdown(placements: Sequence[CasePlacement], nodes: Sequence[Node
             "sequential": "one case at a time on this host (local executor)",
             "per_accelerator": "one performance case per accelerator (nodes shared)"}
     lines.append(f"Rule: {'; '.join(f'{m} ({rule[m]})' for m in modes) or 'accuracy cases only (no rule)'}; "
-                 f"{len(nodes)} node(s): " + ", ".join(f"{h} {n[:12]}" for h, n in nodes) + ".")
+                 f"{len(used)} node(s): " + ", ".join(f"{h} {n[:12]}" for h, n in used) + ".")
     findings = check_placements(placements)
     errs = [f for f in findings if f.severity == "error"]
     lines.append(f"Overlap check: {'FAILED, ' + str(len(errs)) + ' overlap(s)' if errs else 'passed'}"
