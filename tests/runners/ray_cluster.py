@@ -1,4 +1,4 @@
-"""A two-node Ray cluster on loopback for tests: two ``ray start --block`` processes.
+"""A two-node Ray cluster on this host for tests: two ``ray start --block`` processes.
 
 Each node is started as its own ``ray start --block`` process in a fresh session, so
 the test can kill exactly one node (every process of that session: raylet, object
@@ -34,7 +34,7 @@ FAST_DEATH_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -98,7 +98,12 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="/tmp/rt")  # short: Ray's unix socket paths must stay < 108 bytes
     env = {**os.environ, **FAST_DEATH_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--block", "--num-cpus", str(num_cpus), "--num-gpus", "0", "--node-ip-address", "127.0.0.1",
+    # ``ray start`` turns 127.0.0.1 into this host's own address (services.resolve_ip_for_localhost);
+    # use that address everywhere so the driver (which detects the same address) finds its raylet.
+    from ray._private.services import get_node_ip_address
+
+    ip = get_node_ip_address()
+    common = ["--block", "--num-cpus", str(num_cpus), "--num-gpus", "0", "--node-ip-address", ip,
               "--object-store-memory", "80000000", "--disable-usage-stats"]
     nodes: list[Node] = []
     try:
@@ -106,7 +111,7 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
                                "--temp-dir", temp_dir, "--resources", json.dumps({"host_a": 1}), *common],
                     env, tmp / "ray-head.log")
         nodes.append(head)
-        address = f"127.0.0.1:{port}"
+        address = f"{ip}:{port}"
         _wait_nodes(address, 1, head)
         worker = Node("host_b", [RAY, "start", "--address", address, "--resources", json.dumps({"host_b": 1}),
                                  *common], {**env, **(worker_env or {})}, tmp / "ray-worker.log")
