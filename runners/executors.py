@@ -510,10 +510,8 @@ class RayExecutor:
                 "start_unix_s": r.submitted_unix_s, "end_unix_s": time.time(), "times_from": "driver"}
 
     def close(self) -> None:
-        if self._owns_cluster:
-            self._ray.shutdown()
-        else:
-            self._ray.shutdown()  # disconnect the driver; the cluster keeps running
+        """Stop the private head, or disconnect this driver from an existing cluster (which keeps running)."""
+        self._ray.shutdown()
 
 
 def make_executor(cfg: Mapping[str, Any], repo_root: Path, run_dir: Path | None = None) -> LocalExecutor | RayExecutor:
