@@ -416,19 +416,19 @@ class RayExecutor:
 
     def _pick(self, sc: ScheduledCase, spec: LaunchSpec, busy: Mapping[str, int], nodes: Mapping[str, Any],
               avoid: set[str]) -> str | None:
+        """Node for the next case, or None (wait). ``avoid``: nodes that lost this case; used only when no
+        other node could ever run it (a lost node may still be listed alive until the GCS notices)."""
         kind = _kind(sc)
+        able = [nid for nid in sorted(nodes) if nid not in self._excluded
+                and self._capacity(nodes[nid], spec.accelerator, kind) >= 1]
+        if any(nid not in avoid for nid in able):
+            able = [nid for nid in able if nid not in avoid]
         best = None
-        for nid in sorted(nodes):
-            if nid in self._excluded:
+        for nid in able:
+            if kind == "performance" and busy.get(nid, 0) >= self._capacity(nodes[nid], spec.accelerator, kind):
                 continue
-            cap = self._capacity(nodes[nid], spec.accelerator, kind)
-            if cap < 1:
-                continue
-            if kind == "performance" and busy.get(nid, 0) >= cap:
-                continue
-            key = (nid in avoid, busy.get(nid, 0))
-            if best is None or key < best[0]:
-                best = (key, nid)
+            if best is None or busy.get(nid, 0) < best[0]:
+                best = (busy.get(nid, 0), nid)
         return None if best is None else best[1]
 
     def execute(self, items: Sequence[tuple[ScheduledCase, LaunchSpec]], on_done: OnDone,

@@ -66,7 +66,7 @@ class FakeRay:
         label, node = self._running.pop(ref)
         if label in self.lose:
             self.lose.discard(label)
-            self._nodes[node]["Alive"] = False
+            self._nodes[node]["Alive"] = getattr(self, "keep_alive", False)
             raise ray.exceptions.NodeDiedError(f"node {node} died")
         self.clock += 1.0
         info = {"hostname": f"h-{node}", "node_id": node, "device": "cpu", "accelerator_ids": (),
@@ -150,3 +150,11 @@ def test_bad_ray_settings_are_named(cfg, needle) -> None:
     msg = check_executor_config(cfg)
     assert msg is not None and needle in msg
     assert check_executor_config({"name": "ray", "ray": {}}) is None
+
+
+def test_retry_waits_for_another_node_rather_than_the_one_that_lost_it(tmp_path: Path) -> None:
+    fake = FakeRay({A: {"CPU": 1}, B: {"CPU": 1}}, lose={"g4"})
+    fake.keep_alive = True  # the GCS has not noticed yet: the lost node is still listed alive
+    _executor(fake, tmp_path).execute(_items(tmp_path, ["baseline", "g4", "g8"]), lambda *a: True)
+    g4 = [n for lb, n in fake.submitted if lb == "g4"]
+    assert len(g4) == 2 and g4[0] != g4[1]
