@@ -97,6 +97,15 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
     """
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="/tmp/rt")  # short: Ray's unix socket paths must stay < 108 bytes
+    # Ray 2.5x: a ``ray start`` head enables token auth when ~/.ray/auth_token exists, but nodes and
+    # drivers given an explicit address send the token only with RAY_AUTH_MODE=token.
+    from ray._private.authentication.authentication_token_setup import (_get_default_token_path,
+                                                                         generate_and_save_token)
+
+    if not _get_default_token_path().is_file():
+        generate_and_save_token()
+    old_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "token"
     env = {**os.environ, **FAST_DEATH_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
     # ``ray start`` turns 127.0.0.1 into this host's own address (services.resolve_ip_for_localhost);
     # use that address everywhere so the driver (which detects the same address) finds its raylet.
@@ -121,21 +130,31 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
     finally:
         for n in reversed(nodes):
             n.kill()
+        if old_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = old_mode
 
 
 def _wait_nodes(address: str, n: int, node: Node, timeout_s: float = 120.0) -> None:
     """Poll ``ray status`` until ``n`` nodes are alive."""
     deadline = time.monotonic() + timeout_s
+    last = ""
     code = ("import ray,sys; ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False);"
             "print(sum(1 for x in ray.nodes() if x['Alive']))")
     while time.monotonic() < deadline:
         if node.proc.poll() is not None:
             raise RuntimeError(f"ray start for {node.name} exited {node.proc.returncode}")
-        r = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=60)
+        try:
+            r = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as exc:
+            last = f"poll timed out: {exc}"
+            continue
         if r.returncode == 0 and r.stdout.strip().splitlines() and int(r.stdout.strip().splitlines()[-1]) >= n:
             return
+        last = (r.stderr or "")[-1500:]
         time.sleep(1.0)
-    raise RuntimeError(f"Ray cluster at {address} did not reach {n} node(s) in {timeout_s} s")
+    raise RuntimeError(f"Ray cluster at {address} did not reach {n} node(s) in {timeout_s} s; last error: {last}")
 
 
 __all__ = ["two_node_cluster", "Node", "signal"]
