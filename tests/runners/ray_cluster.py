@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -130,6 +131,7 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
     finally:
         for n in reversed(nodes):
             n.kill()
+        shutil.rmtree(temp_dir, ignore_errors=True)
         if old_mode is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
