@@ -106,7 +106,9 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
     if not _get_default_token_path().is_file():
         generate_and_save_token()
     old_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+    _enable_token_auth()  # RAY_AUTH_MODE=token here, and Ray's config (read at import) refreshed in this driver
     env = {**os.environ, **FAST_DEATH_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
     # ``ray start`` turns 127.0.0.1 into this host's own address (services.resolve_ip_for_localhost);
     # use that address everywhere so the driver (which detects the same address) finds its raylet.
