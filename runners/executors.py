@@ -31,7 +31,8 @@ a node that differs stops the run or is excluded (``executor.ray.on_node_failure
 
 Faults: a node (or its worker) lost mid-case is an attempt with ``outcome=node_lost``
 and its Ray error as cause; the case is queued again, for another node when one is
-alive, at most ``max_node_retries`` times; after that the case is a ``launch_error``
+alive, at most ``max_node_retries`` times (the lost attempt's log, evidence and record move to
+``quarantine/node-lost/``); after that the case is a ``launch_error``
 failure record naming the lost node(s). A Ray error raised by the task body itself is
 not retried.
 
@@ -490,6 +491,7 @@ class RayExecutor:
             _append_placement(self._run_dir, _placement(r.sc, attempt=r.attempt, executor="ray", sharing=self.sharing,
                                                         info=info, outcome="node_lost", cause=cause))
             if r.attempt < self.max_node_retries:
+                self._set_aside(r)
                 queue.appendleft((r.sc, r.spec, r.attempt + 1, {r.node_id}))
                 return False
             msg = (f"Ray node lost mid-case {self.max_node_retries + 1} time(s); last: {cause} "
@@ -502,6 +504,23 @@ class RayExecutor:
         if r.spec.cooldown_s > 0:
             self.cooldown_total_s += r.spec.cooldown_s
         return not on_done(r.sc, r.spec, outcome)
+
+    def _set_aside(self, r: _Running) -> None:
+        """Move the lost attempt's log / evidence / record to ``quarantine/node-lost/`` (never counted)
+        so the retry starts with fresh files (the launcher refuses to overwrite a case log)."""
+        if self._run_dir is None:
+            return
+        import shutil
+
+        qdir = self._run_dir / "quarantine" / "node-lost" / f"{r.sc.case.phase}-{r.sc.stem}-attempt{r.attempt}"
+        for p in (Path(r.spec.log_path), Path(r.spec.evidence_path), Path(r.spec.record_path)):
+            if p.exists():
+                try:
+                    dest = qdir / p.relative_to(self._run_dir)
+                except ValueError:
+                    dest = qdir / p.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(p), str(dest))
 
     def _driver_info(self, r: _Running) -> dict[str, Any]:
         node = next((n for n in self._ray.nodes() if n["NodeID"] == r.node_id), {})

@@ -142,4 +142,5 @@ def test_two_nodes_placement_identity_and_lost_node(cluster, tmp_path: Path, mon
     runs = read_jsonl(run6 / "same_runtime-runs.jsonl", CaseRun)
     assert sorted(r.record.label for r in runs) == ["baseline", "current_g4_n1", "current_g8_n1"]
     assert not (run6 / "same_runtime-failures.jsonl").exists()
+    assert list((run6 / "quarantine" / "node-lost").rglob("*.log"))  # the lost attempt's log, set aside
     assert next(c for c in validate_run(run6).checks if c.name == "placement").passed
