@@ -96,7 +96,7 @@ def _items(tmp: Path, labels, kind: str = "bench"):
                                kind=kind)
         spec = LaunchSpec(argv=("x",), env={}, cwd=".", log_path=str(tmp / f"{lb}.log"), evidence_path="e",
                           record_path="r", timeout_s=1, kill_grace_s=1, cooldown_s=0, accelerator=None)
-        out.append((SimpleNamespace(case=case, repeat=0, index=i), spec))
+        out.append((SimpleNamespace(case=case, repeat=0, index=i, stem=f"{lb}-r0"), spec))
     return out
 
 
