@@ -485,7 +485,7 @@ class RayExecutor:
                                                             None, launch_error=f"Ray task failed: {cause}"))
         except ray.exceptions.RayError as exc:  # node or worker lost (raylet killed, host down, OOM kill)
             info = self._driver_info(r)
-            alive = r.node_id in self._alive_nodes()
+            alive = r.node_id in self._alive_nodes() and not isinstance(exc, ray.exceptions.NodeDiedError)
             cause = (f"{type(exc).__name__}: node {info['hostname']} {r.node_id[:12]} "
                      f"{'alive (worker lost)' if alive else 'lost'}: {str(exc).splitlines()[0] if str(exc) else ''}")
             _append_placement(self._run_dir, _placement(r.sc, attempt=r.attempt, executor="ray", sharing=self.sharing,
