@@ -535,6 +535,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
             ("phase", "phase"), ("label", "label"), ("repeat", "repeat"), ("failure_type", "failure"),
             ("exit_code", "exit"), ("error_type", "error type"), ("error_message", "message"),
             ("log_path", "log")]), ""]
+    from analysis.placement import load_nodes, load_placements, placement_markdown
+
+    parts += placement_markdown(load_placements(tables["data"].run_dir)[0], load_nodes(tables["data"].run_dir))
     margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
     parts += [f"Verdicts (every table): {verdict_legend(margin)}", ""]
     parts += [f"## Current vs official (bootstrap 95% CI of the median difference; margin ±{margin:g}%)", ""]

@@ -85,7 +85,7 @@ TRACEBACK = "Traceback (most recent call last):"
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
     "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "measurement_window", "manifest",
-    "cpu_kernels",
+    "cpu_kernels", "placement",
 )
 
 MIN_WINDOW_S = 3.0
@@ -197,6 +197,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     _check_kv(data, col)
     _check_window(data, col)
     _check_manifest(run_dir, col)
+    _check_placement(run_dir, col)
     checks = []
     for name in CHECKS:
         errs = sum(1 for c, i in col.issues if c == name and i.severity == "error")
@@ -603,3 +604,14 @@ def _check_runtime(data: RunData, col: _Collector) -> None:
             col.add("evidence_agreement", "runtime_mismatch",
                     f"{where}: evidence device {cr.evidence.device!r}, the plan's runtime runs on {exp['device']!r}",
                     **kw)
+
+
+def _check_placement(run_dir: Path, col: _Collector) -> None:
+    """Two cases of one phase on one node at the same time (``analysis.placement``)."""
+    from analysis.placement import check_placements, load_placements
+
+    placements, errors = load_placements(run_dir)
+    for e in errors:
+        col.add("placement", "invalid_record", e)
+    for f in check_placements(placements):
+        col.add("placement", f.code, f.message, severity=f.severity, phase=f.phase, label=f.label, repeat=f.repeat)

@@ -338,12 +338,21 @@ class RayConfig:
         num_cpus_per_case: CPUs one case task asks for.
         head_num_cpus: CPUs of a private head (null = Ray's detection).
         object_store_memory_bytes: object store of a private head (small: only outcomes travel).
+        performance_sharing: ``per_node`` (default: at most one performance case per node at a
+            time) or ``per_accelerator`` (opt-in: one per accelerator; cases share the node's host
+            links, flagged in the summary). Accuracy cases always run in parallel.
+        on_node_failure: a node failing the per-node identity or health gate ``stop``s the run
+            (default) or is ``exclude``d.
+        max_node_retries: times a case is retried on another node after its node was lost.
     """
 
     address: Optional[str] = None
     num_cpus_per_case: float = 1.0
     head_num_cpus: Optional[int] = None
     object_store_memory_bytes: int = 100_000_000
+    performance_sharing: str = "per_node"
+    on_node_failure: str = "stop"
+    max_node_retries: int = 2
 
 
 @dataclass

@@ -977,6 +977,10 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     executor_name = (cfg.get("executor") or {}).get("name", "local")
     if executor_name not in ("local", "ray"):
         raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
+    from runners.executors import check_executor_config
+
+    if (bad := check_executor_config(cfg.get("executor") or {})) is not None:
+        raise RunnerError(f"config: {bad}", EXIT_CONFIG)
     if cfg.get("dry_run"):
         print_schedule(items, cfg)
         return EXIT_OK
@@ -1119,7 +1123,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     interrupted = False
     executor = None
     try:
-        executor = make_executor(cfg.get("executor") or {}, REPO_ROOT)
+        executor = make_executor(cfg.get("executor") or {}, REPO_ROOT, run_dir=run_dir)
+        executor.prepare(cfg, identity)  # ray: identity gate on every node that will run cases
         for phase in phases:
             phase_items = [sc for sc in todo if sc.case.phase == phase]
             if not phase_items:
@@ -1128,7 +1133,7 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
                 t = time.monotonic()
                 gather_identity(cfg, when=f"before phase {phase}", previous=identity)
                 stages["identity"] += time.monotonic() - t
-            health_gate(phase_items[0].case.runtime, run_dir / "health" / f"{phase}-{new_run_id()}.txt")
+            executor.health_gate(phase_items[0].case.runtime, run_dir / "health" / f"{phase}-{new_run_id()}.txt")
             specs = []
             for sc in phase_items:
                 paths = CasePaths.of(run_dir, phase, sc.stem)

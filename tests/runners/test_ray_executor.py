@@ -1,4 +1,4 @@
-"""``executor=ray`` against a private Ray head on loopback, with the tiny model (2 real vLLM cases)."""
+"""``executor=ray`` against a private Ray head on loopback, with the tiny model (2 real vLLM cases, one after the other)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from results_schema.io import read_jsonl
 from results_schema.models import CaseRun
+from results_schema.placement import CasePlacement
 from runners.matrix import run_matrix
 from tests.runners.helpers import compose_cfg
 
@@ -27,3 +28,6 @@ def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path
     cur = next(r for r in runs if r.record.label == "current_g4_n1")
     assert cur.evidence.wrapped_layers == (3, 7)
     assert (run_dir / "SHA256SUMS").is_file()
+    # default rule: one performance case per node at a time (the private head is one node)
+    a, b = sorted(read_jsonl(run_dir / "same_runtime-placements.jsonl", CasePlacement), key=lambda p: p.start_unix_s)
+    assert a.node_id == b.node_id and a.sharing == b.sharing == "per_node" and a.end_unix_s <= b.start_unix_s
