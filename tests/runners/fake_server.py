@@ -126,8 +126,11 @@ def main() -> int:
         print("RuntimeError: Engine core initialization failed (fake)", flush=True)
         return 3
     if mode == "orphan":
-        child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                                  "signal.SIG_IGN); print('orphan ready', flush=True); time.sleep(1000)"])
+        # prctl(PR_SET_PDEATHSIG, 0): clear the parent-death signal the evidence hook arms in every
+        # Python process of a case, so this child really outlives the server (a non-Python helper would)
+        child = subprocess.Popen([sys.executable, "-c", "import ctypes, signal, time; ctypes.CDLL(None).prctl(1, 0); "
+                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('orphan ready', flush=True); "
+                                  "time.sleep(1000)"])
         print(f"orphan child pid {child.pid}", flush=True)
     _evidence(a)
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
