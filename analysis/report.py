@@ -482,9 +482,11 @@ def cpu_cost_lines(tables: dict) -> str:
             continue
         fitted = m["bandwidth_bytes_s"]
         bench = m.get("copy_bench_bandwidth_bytes_s")
-        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (fitted / plain = {fitted / bench:.3g})"
+        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (model / plain = {fitted / bench:.3g})"
                 if bench else "offload.bench plain copy_ not measured")
-        lines.append(f"- {key}: fitted CPU copy bandwidth {fitted / 1e9:.4g} GB/s; {cmp_}; "
+        source = str(m.get("bandwidth") or "fitted")  # "grid edge (...)" when the fit hit its search bound
+        what = "fitted" if source == "fitted" else f"{source}, not a fit:"
+        lines.append(f"- {key}: CPU copy bandwidth {what} {fitted / 1e9:.4g} GB/s; {cmp_}; "
                      f"{m['bytes_per_layer']:,.0f} bytes/layer, baseline {m['baseline_tok_s']:.2f} tok/s")
     ret = summary.set_index(["phase", "label"])["retention"] if "retention" in summary else None
     t = mt.copy()
