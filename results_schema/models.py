@@ -352,6 +352,17 @@ class CaseRun(StrictModel):
     )
 
 
+ServingFaultCause = Literal[
+    "server_never_healthy",
+    "server_exited_before_healthy",
+    "server_died",
+    "server_left_processes",
+    "rate_timeout",
+    "benchmark_error",
+    "token_count_mismatch",
+]
+"""Why a serving case produced no data point (closed set; also the ``error_type`` of its CaseFailure)."""
+
 FailureType = Literal[
     "timeout",
     "signal",
@@ -363,13 +374,7 @@ FailureType = Literal[
     "no_offload_evidence",
     "invalid_record",
     "launch_error",
-    "server_never_healthy",
-    "server_exited_before_healthy",
-    "server_died",
-    "server_left_processes",
-    "rate_timeout",
-    "benchmark_error",
-    "token_count_mismatch",
+    ServingFaultCause,
     "no_kv_cache_memory",
     "worker_signal",
     "kernel_mismatch",

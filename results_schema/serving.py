@@ -51,6 +51,7 @@ from results_schema.models import (
     NonNegInt,
     OffloadSetting,
     RuntimeEvidence,
+    ServingFaultCause,
     StrictModel,
 )
 
@@ -292,16 +293,6 @@ class Teardown(StrictModel):
     teardown_s: NonNegFloat = Field(description="Seconds spent stopping the tree.")
 
 
-ServingFaultCause = Literal[
-    "server_never_healthy",
-    "server_exited_before_healthy",
-    "server_died",
-    "server_left_processes",
-    "rate_timeout",
-    "benchmark_error",
-    "token_count_mismatch",
-]
-"""Why a serving case produced no data point (closed set; also the ``error_type`` of its CaseFailure)."""
 
 
 class ServingFault(StrictModel):
