@@ -21,7 +21,6 @@ cross-run comparison (``analysis.catalog``).
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -42,22 +41,15 @@ DECISION_COLUMNS = [
 
 
 def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:
-    """``analysis.compare.verdict`` on a percent interval, with ``margin_pct`` where it takes one.
+    """``analysis.compare.verdict`` on a percent interval.
 
     Args:
         ci_low_pct, ci_high_pct: bounds of the interval of ``(A - B) / B`` in percent (NaN: none).
-        margin_pct: equivalence margin in percent; None = the verdict function's default.
-
-    Raises:
-        ValueError: ``margin_pct`` given but the installed ``verdict`` takes no margin (or rejects it).
+        margin_pct: equivalence margin in percent; None = ``compare.DEFAULT_MARGIN_PCT``.
     """
-    params = inspect.signature(compare.verdict).parameters
-    if "margin_pct" in params:
-        return compare.verdict(ci_low_pct, ci_high_pct) if margin_pct is None else \
-            compare.verdict(ci_low_pct, ci_high_pct, margin_pct=margin_pct)
-    if margin_pct is not None:
-        raise ValueError(f"margin {margin_pct!r}: analysis.compare.verdict of this version takes no equivalence margin")
-    return compare.verdict(ci_low_pct, ci_high_pct)
+    if margin_pct is None:
+        return compare.verdict(ci_low_pct, ci_high_pct)
+    return compare.verdict(ci_low_pct, ci_high_pct, margin_pct=margin_pct)
 
 
 def label_errors(validation, phase: str, label: str) -> list[str]:
@@ -145,15 +137,18 @@ GLOSSARY: dict[str, str] = {
                       "nothing is freed.",
     "KV gain": "KV-cache capacity of the label minus the baseline's, from the engine's 'KV cache size: N tokens' "
                "and 'Available KV cache memory: X GiB' log lines (tokens / GiB). Empty when a log line is absent.",
-    "knee": "The Pareto-front point farthest from the straight line joining the front's two ends after min-max "
-            "normalisation of both axes (Kneedle, Satopaa et al. 2011): the setting after which more released "
-            "memory costs disproportionately more throughput. Defined for fronts of 3 or more points.",
+    "knee": "The planner's knee: the largest release on the Pareto front before the marginal throughput cost "
+            "per released byte jumps (more than 2x the average cost per byte of the steps before it, and more "
+            "than the front's average); the full rule is printed with every report (analysis.pareto."
+            "knee_rule_text). Only valid, token-identical points can be the knee. Defined for fronts of 3 or "
+            "more points.",
     "Pareto front": "Settings not beaten on both released bytes and median throughput by another setting of the "
                     "same implementation (the baseline is the zero-capacity point).",
-    "verdict": "Label vs its phase baseline from the retention interval: faster / slower only when the whole "
-               "interval is above / below 1; equivalent when the verdict function's rule says so (interval "
-               "containing 1, or inside the equivalence margin where one is set); inconclusive without an "
-               "interval; INVALID when a validation error concerns the label (never shown as ok).",
+    "verdict": "Label vs its phase baseline from the 95% interval of the throughput change: equivalent only "
+               "when the whole interval lies inside the equivalence margin (5% by default, printed with the "
+               "table); faster / slower when it excludes 0 and leaves the margin; inconclusive otherwise, and "
+               "always with a single process or retention above 1.0; INVALID when a validation error concerns "
+               "the label (never shown as ok).",
     "tokens vs baseline": "Greedy token identity: 'identical' when every measured round generated the same "
                           "token ids as the baseline's, 'differs' otherwise, 'no_baseline' without one.",
 }
