@@ -40,7 +40,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
 from analysis.pareto import pareto_mask  # noqa: E402
 from results_schema.io import RecordError, StrictJSONError, read_json, scan_jsonl, write_json  # noqa: E402
@@ -137,16 +136,13 @@ def load_serving(run_dir: Path | str) -> ServingData:
 
 def _planned(run_dir: Path) -> dict[tuple[str, str], tuple[int, int]] | None:
     """``{(phase, label): (repeats, rates)}`` of the serving phases in ``config.yaml`` (None: no plan)."""
-    path = run_dir / "config.yaml"
-    if not path.is_file():
-        return None
+    from analysis.validate import expand_saved_plan
+
     try:
-        from runners.plan import PlanError, expand
-    except ImportError:
+        by_phase = expand_saved_plan(run_dir)
+    except ValueError:  # beyond PlanError: any config the plan rejects means "no plan" here
         return None
-    try:
-        by_phase = expand(yaml.safe_load(path.read_text()))
-    except (PlanError, KeyError, TypeError, ValueError):
+    if by_phase is None:
         return None
     return {(ph, c.label): (c.repeats, len(c.serving["request_rates"]))
             for ph, cases in by_phase.items() for c in cases if c.kind == "serving"}

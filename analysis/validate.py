@@ -121,12 +121,11 @@ def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | 
     return None
 
 
-def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
-    """Plan from ``config.yaml`` via ``runners.plan.expand``: ``{(phase, label): {runs, failures, expect_error}}``.
+def expand_saved_plan(run_dir: Path) -> dict[str, list] | None:
+    """``runners.plan.expand`` of the run's ``config.yaml``: ``{phase: [CaseSpec, ...]}``.
 
-    Returns None when there is no config or it cannot be expanded (the caller warns).
-    Accuracy and serving phases are excluded (they write their own files, not runs;
-    ``analysis.serving`` checks the serving counts).
+    Returns None when there is no config, the runners package is missing, or the config
+    cannot be expanded (``PlanError``, ``KeyError``, ``TypeError``). Other errors propagate.
     """
     path = run_dir / "config.yaml"
     if not path.is_file():
@@ -135,10 +134,21 @@ def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
         from runners.plan import PlanError, expand
     except ImportError:
         return None
-    cfg = yaml.safe_load(path.read_text())
     try:
-        by_phase = expand(cfg)
+        return expand(yaml.safe_load(path.read_text()))
     except (PlanError, KeyError, TypeError):
+        return None
+
+
+def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
+    """Plan from ``config.yaml`` via ``runners.plan.expand``: ``{(phase, label): {runs, failures, expect_error}}``.
+
+    Returns None when there is no config or it cannot be expanded (the caller warns).
+    Accuracy and serving phases are excluded (they write their own files, not runs;
+    ``analysis.serving`` checks the serving counts).
+    """
+    by_phase = expand_saved_plan(run_dir)
+    if by_phase is None:
         return None
     out = {}
     for phase, cases in by_phase.items():
