@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-full bench clean-venv
+.PHONY: install run test test-fast lint test-full bench clean-venv
 
 install: $(STAMP)
 
@@ -24,6 +24,14 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(PY) -m runners.matrix
+
+# ruff (pyflakes, bugbear, complexity <= 12), mypy, import-linter layering contracts,
+# module/function length limits (scripts/check_layout.py)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_layout.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q
