@@ -9,10 +9,13 @@ Modules:
                 per label vs baseline, long-window, confirmation, spaced-vs-adjacent, cross-stack tables
     pareto      Pareto front and the planner's knee; ``python -m analysis pareto FILE.csv``
     model       transfer-bound throughput model and the recommender
+    tables      ``build(run_dir)``: every table of the report (frames; no files written)
+    markdown    the report's Markdown tables and verdict rule in words
+    plots       the report's PNG plots (Pareto front, retention)
     report      ``write_summary(run_dir)`` -> summary/ (JSON, CSV, Markdown, PNG); returns the table
     verify      independent stdlib recomputation of the summary
     layer_bytes layer bytes from config.json arithmetic and safetensors headers
-    synthetic   schema-valid synthetic run directories (tests, fixtures, benchmark)
-    bench       ``python -m analysis.bench``: validate+aggregate vs ``pandas.read_json``
     cli         ``python -m analysis report|validate|verify|recommend|pareto``
+
+Test support (synthetic run directories, the load/aggregate benchmark) lives in ``tests/support``.
 """

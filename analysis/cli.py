@@ -180,7 +180,7 @@ def _run(args) -> int:
         print("OK" if res.ok else "FAILED")
         return 0 if res.ok else 1
     from analysis.model import ChoiceError, recommend
-    from analysis.report import build
+    from analysis.tables import build
 
     from analysis.layer_bytes import kv_bytes_per_token, load_config
     from analysis.validate import find_model_dir
@@ -201,7 +201,7 @@ def _run(args) -> int:
     except ChoiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from analysis.report import CPU_NOTE, is_cpu_run
+    from analysis.tables import CPU_NOTE, is_cpu_run
 
     if is_cpu_run(data.runs):
         rec.lines.insert(0, "note: " + CPU_NOTE)

@@ -364,7 +364,7 @@ def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.D
 
     Retention is vs each phase's own baseline (phases ran at different times, so raw tok/s are not
     compared across them). When ``summary`` carries the per-label verdicts (``label_vs_baseline``,
-    as ``analysis.report.build`` adds them), ``long_verdict`` / ``short_verdict`` are those and
+    as ``analysis.tables.build`` adds them), ``long_verdict`` / ``short_verdict`` are those and
     ``confirms_direction`` is True only when both are the same decided verdict (faster, slower or
     equivalent; inconclusive confirms nothing). Without them it falls back to both retentions
     lying on the same side of 1.0 and the verdict columns are empty.

@@ -34,7 +34,7 @@ from plotly.offline import get_plotlyjs
 from analysis.decision import GLOSSARY
 from analysis.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
-from results_schema.io import RecordError, read_json, scan_jsonl
+from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
 from results_schema.models import CaseFailure, ValidationReport
 from results_schema.summary import ComparisonSummary
 
@@ -280,8 +280,6 @@ def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) ->
     Raises:
         FileNotFoundError: a summary file is missing. RecordError: one does not validate.
     """
-    from analysis.report import _atomic_write
-
     run_dir = Path(run_dir).resolve()
     out_dir = (run_dir / "summary") if out_dir is None else Path(out_dir).resolve()
     cs = read_json(out_dir / "comparison-summary.json", ComparisonSummary)
@@ -293,5 +291,5 @@ def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) ->
     page = render(cs, validation, failures=failures, accuracy=accuracy_reports(out_dir),
                   links=_links(run_dir, out_dir))
     path = out_dir / REPORT_NAME
-    _atomic_write(path, page)
+    write_text_atomic(path, page)
     return path

@@ -208,7 +208,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
     """Highest-throughput valid measured point meeting the capacity need, plus model predictions.
 
     Args:
-        summary: ``analysis.aggregate.aggregate`` output (``analysis.report.build`` passes the
+        summary: ``analysis.aggregate.aggregate`` output (``analysis.tables.build`` passes the
             validation's exclusions, so ``front_excluded`` names every point with an error).
         runs: ``RunData.runs`` (workload prompt count; per-process throughput for verdicts).
         need_gib: device memory to release (GiB = 2**30 bytes), compared with evidence released bytes.

@@ -378,7 +378,7 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
         lines += ["Fewer than 2 repeats for some label: its numbers are single measurements; a difference between "
                   "labels is not a verdict (verdicts need >= 2 processes per side)."]
     if not table.empty and cpu:
-        from analysis.report import CPU_NOTE
+        from analysis.tables import CPU_NOTE
 
         lines += [CPU_NOTE]
     if not table.empty and "prefix_caching" in table:

@@ -1,8 +1,8 @@
-"""The benchmark script runs end to end (small N; the 100k figure is printed by ``python -m analysis.bench``)."""
+"""The benchmark script runs end to end (small N; the 100k figure is printed by ``python -m tests.support.bench``)."""
 
 from __future__ import annotations
 
-from analysis.bench import main
+from tests.support.bench import main
 
 
 def test_bench_prints_a_ratio(capsys):

@@ -17,7 +17,7 @@ from analysis.compare import (
     verdict,
 )
 from analysis.load import load_run
-from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
 def test_verdict_rule_with_margin():
@@ -81,7 +81,8 @@ def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
 
 
 def test_markdown_shows_inconclusive_note_and_n(tmp_path):
-    from analysis.report import build, render_markdown
+    from analysis.markdown import render_markdown
+    from analysis.tables import build
 
     cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
              SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=36.0, sd_tok_s=0.5),
@@ -136,7 +137,7 @@ def test_spaced_vs_adjacent_pairs_equal_layer_counts(valid_run):
 
 def test_long_window_and_cross_stack_tables(tmp_path):
     from analysis.compare import long_window_table, native_vs_same_runtime
-    from analysis.synthetic import default_cases
+    from tests.support.synthetic import default_cases
 
     phases = [
         SynthPhase("same_runtime", default_cases(implementations=("current", "official"), official_delta=-30.0,
@@ -176,7 +177,9 @@ def test_long_window_and_cross_stack_tables(tmp_path):
 
 def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
     """Issue 12: the smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
-    from analysis.report import build, display_columns, plot_retention, render_markdown
+    from analysis.markdown import render_markdown
+    from analysis.plots import plot_retention
+    from analysis.tables import build, display_columns
 
     cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
              SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=119.0, sd_tok_s=0.5),
@@ -207,7 +210,8 @@ def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(
 
 
 def test_margin_is_configurable_per_report(tmp_path):
-    from analysis.report import build, render_markdown
+    from analysis.markdown import render_markdown
+    from analysis.tables import build
 
     run = write_run_dir(tmp_path / "m", [SynthPhase("same_runtime", [
         SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),

@@ -10,7 +10,7 @@ from analysis.layer_bytes import (
     read_safetensors_header,
     segment_match,
 )
-from analysis.synthetic import TINY_CONFIG, write_model_dir
+from tests.support.synthetic import TINY_CONFIG, write_model_dir
 from offload.selection import select_offload_layers
 
 QWEN25_7B = {

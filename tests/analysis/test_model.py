@@ -7,7 +7,7 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.load import load_run
 from analysis.model import GIB, TransferModel, fit_model, recommend
-from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
 def test_serial_model_adds_copy_time_per_offloaded_layer():
@@ -86,7 +86,7 @@ def _cli(argv, capsys):
 def test_point_whose_tokens_differ_is_never_recommended_nor_on_the_front(fixture_runs, tmp_path):
     import shutil
 
-    from analysis.report import build
+    from analysis.tables import build
 
     from .conftest import make_fixtures
 
@@ -105,14 +105,14 @@ def test_point_whose_tokens_differ_is_never_recommended_nor_on_the_front(fixture
     assert rec.best is None or rec.best["label"] != label
     assert any(line.startswith(f"not a candidate: {label} (") for line in rec.lines)
     # the Markdown table says why
-    from analysis.report import render_markdown
+    from analysis.markdown import render_markdown
 
     row = next(r for r in render_markdown(t)[1].splitlines() if f"| {label} |" in r)
     assert "tokens differ from the phase baseline" in row
 
 
 def _three_impl_run(tmp_path, **kw):
-    from analysis.synthetic import default_cases
+    from tests.support.synthetic import default_cases
 
     cases = default_cases(implementations=("current", "official", "sync"), official_delta=-30.0, sd=0.5, **kw)
     # make sync the fastest offloaded implementation

@@ -117,7 +117,7 @@ def test_csv_has_one_row_per_label(reported):
 
 
 def test_run_with_only_failures_still_reports(tmp_path):
-    from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+    from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
     run = write_run_dir(tmp_path / "run", [SynthPhase("same_runtime", [SynthCase("official_g4_n1", "official", 4, 1,
                                                                                  fail=True)], repeats=1)])

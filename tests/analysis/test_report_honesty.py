@@ -14,8 +14,11 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.cli import main
 from analysis.load import load_run
-from analysis.report import CPU_NOTE, build, plot_pareto, plot_retention, render_markdown, write_summary
-from analysis.synthetic import SynthCase, SynthPhase, write_run_dir
+from analysis.markdown import render_markdown
+from analysis.plots import plot_pareto, plot_retention
+from analysis.report import write_summary
+from analysis.tables import CPU_NOTE, build
+from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 from .conftest import FIXTURES
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from analysis.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
+from tests.support.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
 from analysis.validate import validate_run
 
 from .conftest import make_fixtures, model_dir_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.synthetic import SynthPhase, default_cases, write_run_dir
+from tests.support.synthetic import SynthPhase, default_cases, write_run_dir
 from results_schema import dispatch
 from results_schema.cli import main
 from results_schema.dispatch import FileKind, kind_for, register_file_kind

@@ -9,7 +9,7 @@ import typing
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from analysis.synthetic import SynthCase, make_case_run
+from tests.support.synthetic import SynthCase, make_case_run
 from results_schema import models
 from results_schema.io import dumps_model, parse_line, strict_json_loads
 

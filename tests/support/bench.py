@@ -1,4 +1,4 @@
-"""``python -m analysis.bench``: validate + aggregate cost vs plain ``pandas.read_json``.
+"""``python -m tests.support.bench``: validate + aggregate cost vs plain ``pandas.read_json``.
 
 Writes N synthetic ``CaseRun`` lines (default 100,000: 9 labels of a
 same-runtime matrix, 3 measured rounds each, distinct repeats) to a temporary
@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis.aggregate import aggregate
 from analysis.load import load_run
-from analysis.synthetic import default_cases, make_case_run
+from tests.support.synthetic import default_cases, make_case_run
 
 
 def write_records(path: Path, n: int, seed: int = 0) -> None:
@@ -56,7 +56,7 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.support.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--max-ratio", type=float, default=None, help="exit 1 when the ratio exceeds this")

@@ -1,0 +1,1 @@
+"""Test support: synthetic run directories (``synthetic``) and the load/aggregate benchmark (``bench``)."""
