@@ -78,7 +78,20 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     runs = data.runs
     if runs.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    g = runs.groupby(KEY, sort=False)
+    out = _per_label(data)
+    _add_baseline_relative(out, runs)
+    _add_window(out, data)
+    keys = list(zip(out["phase"], out["label"], strict=True))
+    reasons = _exclusions(data, excluded)
+    out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
+    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
+    _mark_fronts(out, capacity_axis)
+    return out[SUMMARY_COLUMNS]
+
+
+def _per_label(data: RunData) -> pd.DataFrame:
+    """Per (phase, label): configuration, evidence and process / round statistics (index reset)."""
+    g = data.runs.groupby(KEY, sort=False)
     thr = g["throughput_tok_s"]
     out = pd.DataFrame({
         "implementation": g["implementation"].first(),
@@ -113,17 +126,25 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     out["rounds"] = rg.size()
     out["round_latency_p50_s"] = rg["elapsed_s"].quantile(0.5)
     out["round_latency_p95_s"] = rg["elapsed_s"].quantile(0.95)
-    out = out.reset_index()
+    return out.reset_index()
 
-    base_thr = runs[runs["implementation"] == "baseline"].groupby("phase")["throughput_tok_s"].median()
-    base_kv = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_tokens"].median()
-    base_kvg = runs[runs["implementation"] == "baseline"].groupby("phase")["kv_cache_gib"].median()
+
+def _add_baseline_relative(out: pd.DataFrame, runs: pd.DataFrame) -> None:
+    """Baseline median, retention, throughput change and KV gain vs the phase baseline (in place)."""
+    base = runs[runs["implementation"] == "baseline"].groupby("phase")
+    base_thr = base["throughput_tok_s"].median()
+    base_kv = base["kv_cache_tokens"].median()
+    base_kvg = base["kv_cache_gib"].median()
     out["baseline_throughput_median_tok_s"] = out["phase"].map(base_thr).astype("float64")
     out["retention"] = out["throughput_median_tok_s"] / out["baseline_throughput_median_tok_s"]
     out["throughput_change_pct"] = (out["retention"] - 1.0) * 100.0
     out["kv_gain_tokens"] = out["kv_cache_tokens_median"].astype("Float64") - out["phase"].map(base_kv).astype("Float64")
     out["kv_gain_gib"] = out["kv_cache_gib_median"].astype("Float64") - out["phase"].map(base_kvg).astype("Float64")
-    pg = runs.groupby(["phase", "label", "repeat"], sort=False)
+
+
+def _add_window(out: pd.DataFrame, data: RunData) -> None:
+    """Shortest measured window (s) and fewest measured rounds over each label's processes (in place)."""
+    pg = data.runs.groupby(["phase", "label", "repeat"], sort=False)
     per_proc = pd.DataFrame({"elapsed_s": pg["elapsed_s"].first(),
                              "rounds": data.rounds.groupby(["phase", "label", "repeat"], sort=False).size()})
     per_label = per_proc.groupby(level=[0, 1], sort=False)
@@ -131,12 +152,13 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     keys = list(zip(out["phase"], out["label"], strict=True))
     out["window_measured_s_min"] = [float(win_s.get(k, float("nan"))) for k in keys]
     out["window_rounds_min"] = [int(win_r.get(k, 0)) for k in keys]
-    reasons = _exclusions(data, excluded)
-    out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
-    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
+
+
+def _mark_fronts(out: pd.DataFrame, capacity_axis: str) -> None:
+    """``pareto`` and ``knee`` flags per phase and implementation (baseline included), eligible points only."""
     out["pareto"] = False
     out["knee"] = False
-    for phase, sub in out.groupby("phase", sort=False):
+    for _phase, sub in out.groupby("phase", sort=False):
         base_idx = list(sub.index[sub["implementation"] == "baseline"])
         for impl in sub["implementation"].unique():
             if impl == "baseline":
@@ -156,17 +178,16 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
                 out.loc[idx[k], "knee"] = True
         if sub["implementation"].eq("baseline").all():
             out.loc[[i for i in base_idx if not out.loc[i, "front_excluded"]], "pareto"] = True
-    return out[SUMMARY_COLUMNS]
 
 
 def _exclusions(data: RunData, excluded: Mapping[tuple[str, str], str] | None) -> dict[tuple[str, str], list[str]]:
-    from analysis.validate import token_digest_status
+    from analysis.validate_checks import token_digest_status
 
     reasons: dict[tuple[str, str], list[str]] = {}
     for (phase, label), why in (excluded or {}).items():
         if why:
             reasons.setdefault((phase, label), []).append(why)
-    for (phase, label, rep), st in token_digest_status(data).items():
+    for (phase, label, _rep), st in token_digest_status(data).items():
         if st == "differs":
             why = "tokens differ from the phase baseline"
             if why not in reasons.get((phase, label), []):

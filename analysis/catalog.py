@@ -33,11 +33,12 @@ import duckdb
 import pandas as pd
 
 from analysis.catalog_schema import RUN_TABLES, SCHEMA_VERSION, ddl
-from analysis.load import load_run
+from analysis.load import RunData, load_run
 from analysis.provenance import provenance
 from analysis.validate import validate_run
 from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
-from results_schema.io import RecordError, read_json, scan_jsonl
+from results_schema.io import RecordError, file_sha256, read_json, scan_jsonl
+from results_schema.summary import Provenance
 
 RUN_MARKERS = ("*-runs.jsonl", "*-failures.jsonl", "*-accuracy-cases.jsonl", "environment-manifest.json")
 FINGERPRINT_GLOBS = ("*.jsonl", "environment-manifest.json", "config.yaml", "summary/**/accuracy-verification.json")
@@ -72,7 +73,7 @@ def fingerprint(run_dir: Path) -> str:
     files = sorted({p for g in FINGERPRINT_GLOBS for p in run_dir.glob(g) if p.is_file()})
     for p in files:
         h.update(str(p.relative_to(run_dir)).encode() + b"\0")
-        h.update(hashlib.sha256(p.read_bytes()).digest())
+        h.update(bytes.fromhex(file_sha256(p)))
     return h.hexdigest()
 
 
@@ -103,43 +104,10 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
     prov = provenance(run_dir, data)
     rid = prov.run_id
     rows: dict[str, list[dict]] = {t: [] for t in RUN_TABLES}
-    notes = rows["load_notes"]
+    notes: list[str] = []
     if data is not None:
+        _case_rows(rid, data, rows)
         rep = validate_run(run_dir, data)
-        for _p, _line, cr in data.case_runs:
-            r, e, off, wl = cr.record, cr.evidence, cr.record.offload, cr.record.workload
-            key = {"run_id": rid, "phase": r.phase, "label": r.label, "repeat": r.repeat}
-            rows["cases"].append({**key, "implementation": r.implementation, "runtime": r.runtime, "model": r.model,
-                                  "group_size": off.offload_group_size, "num_in_group": off.offload_num_in_group,
-                                  "prefetch_step": off.offload_prefetch_step,
-                                  "offload_params": ",".join(off.offload_params),
-                                  "offload_backend": off.offload_backend, **wl.model_dump(exclude={"seed",
-                                  "enable_prefix_caching", "prompts_vary_per_round"}),
-                                  "throughput_tok_s": r.throughput_tok_s, "output_tokens": r.output_tokens,
-                                  "elapsed_s": r.elapsed_s, "load_seconds": r.load_seconds,
-                                  "peak_rss_bytes": r.peak_rss_bytes, "device_memory_bytes": r.device_memory_bytes,
-                                  **cr.kv_cache.model_dump(), "process_wall_s": cr.process_wall_s,
-                                  "token_digest": r.token_digest, "vllm_version": r.vllm_version,
-                                  "torch_version": r.torch_version, "log_path": cr.log_path})
-            for rd in r.rounds:
-                rows["rounds"].append({**key, "round": rd.index, "elapsed_s": rd.elapsed_s,
-                                       "prompt_tokens": rd.prompt_tokens, "output_tokens": rd.output_tokens,
-                                       "throughput_tok_s": rd.throughput_tok_s, "token_digest": rd.token_digest})
-            rows["evidence"].append({**key, "offloader_class": e.offloader_class, "implementation": e.implementation,
-                                     "group_size": e.offload_group_size, "num_in_group": e.offload_num_in_group,
-                                     "prefetch_step": e.offload_prefetch_step,
-                                     "offload_params": ",".join(e.offload_params), "num_layers": e.num_layers,
-                                     "selected_layers": list(e.selected_layers),
-                                     "wrapped_layers": list(e.wrapped_layers), "wrapped_count": e.wrapped_count,
-                                     "offloaded_bytes": e.offloaded_bytes,
-                                     "static_buffer_bytes": e.static_buffer_bytes,
-                                     "released_bytes": e.released_bytes, "post_init_called": e.post_init_called,
-                                     "device": e.device})
-        for _p, line, f in data.case_failures:
-            rows["failures"].append({"run_id": rid, "phase": f.phase, "label": f.label, "repeat": f.repeat,
-                                     "line": line, **f.model_dump(include={"implementation", "failure_type",
-                                     "exit_code", "signal", "error_type", "error_message", "log_path",
-                                     "duration_s"})})
         rows["plan_counts"] = [{"run_id": rid, **c.model_dump()} for c in rep.counts]
         rows["validation_checks"] = [{"run_id": rid, **c.model_dump()} for c in rep.checks]
         rows["validation_issues"] = [{"run_id": rid, "seq": i, **x.model_dump()} for i, x in enumerate(rep.issues)]
@@ -148,10 +116,58 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
         valid, n_err, n_warn = False, 1, 0
         rows["validation_issues"].append({"run_id": rid, "seq": 0, "code": "no_records", "severity": "error",
                                           "message": f"{run_dir}: no runs/failures file and no config.yaml"})
+    _accuracy_rows(run_dir, rid, rows, notes)
+    serving = sorted(p.name for p in run_dir.glob("*serving*.jsonl"))
+    if serving:
+        notes.append(f"serving files {serving} not loaded: no serving schema in results_schema of this version")
+    rows["load_notes"] = [{"run_id": rid, "seq": i, "note": n} for i, n in enumerate(notes)]
+    rows["runs"] = [_runs_row(run_dir, prov, valid=valid, errors=n_err, warnings=n_warn)]
+    return rid, rows
+
+
+def _case_rows(rid: str, data: RunData, rows: dict[str, list[dict]]) -> None:
+    """Append the ``cases``, ``rounds``, ``evidence`` and ``failures`` rows of ``data`` to ``rows``."""
+    for _p, _line, cr in data.case_runs:
+        r, e, off, wl = cr.record, cr.evidence, cr.record.offload, cr.record.workload
+        key = {"run_id": rid, "phase": r.phase, "label": r.label, "repeat": r.repeat}
+        rows["cases"].append({**key, "implementation": r.implementation, "runtime": r.runtime, "model": r.model,
+                              "group_size": off.offload_group_size, "num_in_group": off.offload_num_in_group,
+                              "prefetch_step": off.offload_prefetch_step,
+                              "offload_params": ",".join(off.offload_params),
+                              "offload_backend": off.offload_backend, **wl.model_dump(exclude={"seed",
+                              "enable_prefix_caching", "prompts_vary_per_round"}),
+                              "throughput_tok_s": r.throughput_tok_s, "output_tokens": r.output_tokens,
+                              "elapsed_s": r.elapsed_s, "load_seconds": r.load_seconds,
+                              "peak_rss_bytes": r.peak_rss_bytes, "device_memory_bytes": r.device_memory_bytes,
+                              **cr.kv_cache.model_dump(), "process_wall_s": cr.process_wall_s,
+                              "token_digest": r.token_digest, "vllm_version": r.vllm_version,
+                              "torch_version": r.torch_version, "log_path": cr.log_path})
+        for rd in r.rounds:
+            rows["rounds"].append({**key, "round": rd.index, "elapsed_s": rd.elapsed_s,
+                                   "prompt_tokens": rd.prompt_tokens, "output_tokens": rd.output_tokens,
+                                   "throughput_tok_s": rd.throughput_tok_s, "token_digest": rd.token_digest})
+        rows["evidence"].append({**key, "offloader_class": e.offloader_class, "implementation": e.implementation,
+                                 "group_size": e.offload_group_size, "num_in_group": e.offload_num_in_group,
+                                 "prefetch_step": e.offload_prefetch_step,
+                                 "offload_params": ",".join(e.offload_params), "num_layers": e.num_layers,
+                                 "selected_layers": list(e.selected_layers),
+                                 "wrapped_layers": list(e.wrapped_layers), "wrapped_count": e.wrapped_count,
+                                 "offloaded_bytes": e.offloaded_bytes,
+                                 "static_buffer_bytes": e.static_buffer_bytes,
+                                 "released_bytes": e.released_bytes, "post_init_called": e.post_init_called,
+                                 "device": e.device})
+    for _p, line, f in data.case_failures:
+        rows["failures"].append({"run_id": rid, "phase": f.phase, "label": f.label, "repeat": f.repeat,
+                                 "line": line, **f.model_dump(include={"implementation", "failure_type",
+                                 "exit_code", "signal", "error_type", "error_message", "log_path",
+                                 "duration_s"})})
+
+
+def _accuracy_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
+    """Append the ``accuracy_cases`` and ``accuracy_verdicts`` rows; unreadable files go to ``notes``."""
     for p in sorted(run_dir.glob("*-accuracy-cases.jsonl")):
         good, errs = scan_jsonl(p, AccuracyCaseRun)
-        for e in errs:
-            notes.append(f"unreadable accuracy line {e}")
+        notes.extend(f"unreadable accuracy line {err}" for err in errs)
         for _line, a in good:
             for o in a.results:
                 rows["accuracy_cases"].append({
@@ -169,17 +185,14 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
         rows["accuracy_verdicts"].append({"run_id": rid, "report": str(p.relative_to(run_dir)), "mode": v.mode,
                                           "passed": v.passed, "cases": len(v.cases),
                                           "failed_checks": sum(c.status == "fail" for c in v.checks)})
-    serving = sorted(p.name for p in run_dir.glob("*serving*.jsonl"))
-    if serving:
-        notes.append(f"serving files {serving} not loaded: no serving schema in results_schema of this version")
-    rows["load_notes"] = [{"run_id": rid, "seq": i, "note": n} for i, n in enumerate(notes)]
-    dev = None
-    if prov.devices:
-        dev = prov.devices[0]
-    kind, _, rest = (dev or "").partition(": ")
+
+
+def _runs_row(run_dir: Path, prov: Provenance, *, valid: bool, errors: int, warnings: int) -> dict:
+    """The ``runs`` row: provenance, first device entry (``'kind: name x count'``) and validity."""
+    kind, _, rest = (prov.devices[0] if prov.devices else "").partition(": ")
     name, _, count = rest.rpartition(" x")
-    rows["runs"] = [{
-        "run_id": rid, "run_dir": str(run_dir.resolve()), "fingerprint": fingerprint(run_dir),
+    return {
+        "run_id": prov.run_id, "run_dir": str(run_dir.resolve()), "fingerprint": fingerprint(run_dir),
         "loaded_utc": _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None), "has_manifest": prov.manifest,
         "experiment": prov.experiment, "created_utc": prov.created_utc, "hostname": prov.hostname,
         "platform": prov.platform, "machine": prov.machine, "device_kind": kind or None, "device_name": name or None,
@@ -188,9 +201,8 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
         "torch_version": "/".join(prov.torch_versions) or None, "git_revision": prov.git_revision,
         "git_dirty": prov.git_dirty, "config_sha256": prov.config_sha256, "model_name": prov.model_name,
         "model_path": prov.model_path, "model_num_layers": prov.model_num_layers,
-        "model_sha256sums_sha256": prov.model_sha256sums_sha256, "valid": valid, "errors": n_err,
-        "warnings": n_warn}]
-    return rid, rows
+        "model_sha256sums_sha256": prov.model_sha256sums_sha256, "valid": valid, "errors": errors,
+        "warnings": warnings}
 
 
 def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:

@@ -15,6 +15,12 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich and pandas load only when a catalog command runs
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
 
 DEFAULT_DB = Path("results") / "catalog.duckdb"
 
@@ -49,78 +55,100 @@ def _fmt(v, d=2) -> str:
     return str(v)
 
 
-def run(args) -> int:
-    """Execute a parsed ``catalog`` command; returns the exit status."""
+def _console() -> Console:
+    """A rich console; off a terminal: wide (200 columns) and without colour codes."""
     from rich.console import Console
-    from rich.table import Table
-
-    from analysis.catalog import CatalogError
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 200), color_system=None)
+    return console
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed ``catalog`` command; returns the exit status."""
+    from analysis.catalog import CatalogError
+
+    console = _console()
+    commands = {"build": _build, "query": _query}
     try:
-        if args.catalog_command == "build":
-            from analysis.catalog import build
-
-            res = build(args.results_dir, args.db)
-            for r in res:
-                console.print(f"{r.action:9} {r.run_id}  ({r.processes} processes)  {r.run_dir}", markup=False)
-            from analysis.catalog import query
-
-            n = query(args.db, "SELECT count(*) AS n FROM runs")["n"].iloc[0]
-            console.print(f"catalog {args.db}: {n} run(s)", markup=False)
-            return 0
-        if args.catalog_command == "query":
-            from analysis.catalog import query
-
-            df = query(args.db, args.sql)
-            if args.csv:
-                sys.stdout.write(df.to_csv(index=False))
-                return 0
-            t = Table(show_lines=False)
-            for c in df.columns:
-                t.add_column(str(c), overflow="fold")
-            for row in df.itertuples(index=False):
-                t.add_row(*[_fmt(v, 4) for v in row])
-            console.print(t)
-            console.print(f"{len(df)} row(s)")
-            return 0
-        from analysis.catalog_compare import DIFF_FIELDS, compare_runs
-
-        if args.margin_pct is not None and not (math.isfinite(args.margin_pct) and args.margin_pct > 0):
-            raise CatalogError(f"--margin-pct {args.margin_pct}: must be a finite percentage > 0 (e.g. 5)")
-        df, runs = compare_runs(args.db, args.run_a, args.run_b, match_phase=not args.any_phase,
-                                margin_pct=args.margin_pct)
-        a, b = runs["a"], runs["b"]
-        for k, r in (("A", a), ("B", b)):
-            console.print(f"{k}: {r['run_id']}  {'VALID' if r['valid'] else 'INVALID'}  host {r['hostname']}  "
-                          f"device {r['device_name']}  vllm {r['vllm_version']}  model {r['model_name']}  "
-                          f"{r['run_dir']}", markup=False)
-        diff = [f for f in DIFF_FIELDS if str(a.get(f)) != str(b.get(f))]
-        console.print("differs: " + (", ".join(diff) if diff else "nothing recorded (same stack and host)"),
-                      markup=False)
-        t = Table(title="B vs A per setting (verdict: B is faster/slower/equivalent than A; 95% bootstrap "
-                        "interval of (B - A) / A over processes)", title_justify="left")
-        for name in ("phase", "label A", "label B", "n A/B", "A tok/s", "B tok/s", "delta %", "CI95 %",
-                     "ret. A", "ret. B", "released A", "released B", "verdict"):
-            t.add_column(name, no_wrap=True)
-        t.add_column("issues", overflow="fold")
-        for r in df.itertuples(index=False):
-            ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none (n<2)"
-            phase = r.phase_a if r.phase_a == r.phase_b else f"{r.phase_a}/{r.phase_b}"
-            t.add_row(phase, r.label_a, r.label_b, f"{r.processes_a}/{r.processes_b}", _fmt(r.median_a_tok_s),
-                      _fmt(r.median_b_tok_s), f"{r.delta_pct:+.1f}", ci, _fmt(r.retention_a, 3),
-                      _fmt(r.retention_b, 3), f"{int(r.released_bytes_a):,}", f"{int(r.released_bytes_b):,}",
-                      r.verdict, r.issues)
-        console.print(t)
-        if df.empty:
-            console.print("no label of A has the same setting as a label of B"
-                          + ("" if args.any_phase else " in the same phase (try --any-phase)"), markup=False)
-            return 1
-        counts = df["verdict"].value_counts().to_dict()
-        console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False)
-        return 1 if "INVALID" in counts else 0
+        return commands.get(args.catalog_command, _compare)(args, console)
     except CatalogError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _build(args: argparse.Namespace, console: Console) -> int:
+    from analysis.catalog import build, query
+
+    res = build(args.results_dir, args.db)
+    for r in res:
+        console.print(f"{r.action:9} {r.run_id}  ({r.processes} processes)  {r.run_dir}", markup=False)
+    n = query(args.db, "SELECT count(*) AS n FROM runs")["n"].iloc[0]
+    console.print(f"catalog {args.db}: {n} run(s)", markup=False)
+    return 0
+
+
+def _query(args: argparse.Namespace, console: Console) -> int:
+    from analysis.catalog import query
+
+    from rich.table import Table
+
+    df = query(args.db, args.sql)
+    if args.csv:
+        sys.stdout.write(df.to_csv(index=False))
+        return 0
+    t = Table(show_lines=False)
+    for c in df.columns:
+        t.add_column(str(c), overflow="fold")
+    for row in df.itertuples(index=False):
+        t.add_row(*[_fmt(v, 4) for v in row])
+    console.print(t)
+    console.print(f"{len(df)} row(s)")
+    return 0
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    from analysis.catalog import CatalogError
+    from analysis.catalog_compare import DIFF_FIELDS, compare_runs
+
+    if args.margin_pct is not None and not (math.isfinite(args.margin_pct) and args.margin_pct > 0):
+        raise CatalogError(f"--margin-pct {args.margin_pct}: must be a finite percentage > 0 (e.g. 5)")
+    df, runs = compare_runs(args.db, args.run_a, args.run_b, match_phase=not args.any_phase,
+                            margin_pct=args.margin_pct)
+    a, b = runs["a"], runs["b"]
+    for k, r in (("A", a), ("B", b)):
+        console.print(f"{k}: {r['run_id']}  {'VALID' if r['valid'] else 'INVALID'}  host {r['hostname']}  "
+                      f"device {r['device_name']}  vllm {r['vllm_version']}  model {r['model_name']}  "
+                      f"{r['run_dir']}", markup=False)
+    diff = [f for f in DIFF_FIELDS if str(a.get(f)) != str(b.get(f))]
+    console.print("differs: " + (", ".join(diff) if diff else "nothing recorded (same stack and host)"),
+                  markup=False)
+    console.print(_compare_table(df))
+    if df.empty:
+        console.print("no label of A has the same setting as a label of B"
+                      + ("" if args.any_phase else " in the same phase (try --any-phase)"), markup=False)
+        return 1
+    counts = df["verdict"].value_counts().to_dict()
+    console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False)
+    return 1 if "INVALID" in counts else 0
+
+
+def _compare_table(df: pd.DataFrame) -> Table:
+    """The B-vs-A table of ``analysis.catalog_compare.compare_runs``'s pairs."""
+    from rich.table import Table
+
+    t = Table(title="B vs A per setting (verdict: B is faster/slower/equivalent than A; 95% bootstrap "
+                    "interval of (B - A) / A over processes)", title_justify="left")
+    for name in ("phase", "label A", "label B", "n A/B", "A tok/s", "B tok/s", "delta %", "CI95 %",
+                 "ret. A", "ret. B", "released A", "released B", "verdict"):
+        t.add_column(name, no_wrap=True)
+    t.add_column("issues", overflow="fold")
+    for r in df.itertuples(index=False):
+        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none (n<2)"
+        phase = r.phase_a if r.phase_a == r.phase_b else f"{r.phase_a}/{r.phase_b}"
+        t.add_row(phase, r.label_a, r.label_b, f"{r.processes_a}/{r.processes_b}", _fmt(r.median_a_tok_s),
+                  _fmt(r.median_b_tok_s), f"{r.delta_pct:+.1f}", ci, _fmt(r.retention_a, 3),
+                  _fmt(r.retention_b, 3), f"{int(r.released_bytes_a):,}", f"{int(r.released_bytes_b):,}",
+                  r.verdict, r.issues)
+    return t

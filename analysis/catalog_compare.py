@@ -91,35 +91,45 @@ def compare_runs(db, run_a: str, run_b: str, *, match_phase: bool = True,
     if match_phase:
         pairs["phase_a"] = pairs["phase_b"] = pairs["phase"]
     issues = {(r.run_id, r.phase, r.label): r.codes for r in bad.itertuples()}
-    rows = []
-    for _, p in pairs.iterrows():
-        ta = cases.loc[(cases["run_id"] == a) & (cases["phase"] == p["phase_a"]) & (cases["label"] == p["label_a"]),
-                       "throughput_tok_s"].to_numpy()
-        tb = cases.loc[(cases["run_id"] == b) & (cases["phase"] == p["phase_b"]) & (cases["label"] == p["label_b"]),
-                       "throughput_tok_s"].to_numpy()
-        if len(ta) == 0 or len(tb) == 0:
-            continue
-        delta, _lo, _hi, lo_p, hi_p = bootstrap_delta(tb, ta)
-        try:
-            v = call_verdict(lo_p, hi_p, margin_pct)
-        except ValueError as exc:
-            raise CatalogError(str(exc)) from exc
-        codes = [c for c in (issues.get((a, p["phase_a"], p["label_a"])), issues.get((b, p["phase_b"], p["label_b"])))
-                 if c]
-        if codes or not runs["a"]["valid"] or not runs["b"]["valid"]:
-            v = "INVALID"
-            codes = codes or ["run invalid"]
-        med_a, med_b = float(pd.Series(ta).median()), float(pd.Series(tb).median())
-        rows.append({"phase_a": p["phase_a"], "phase_b": p["phase_b"], "label_a": p["label_a"], "label_b": p["label_b"],
-                     **{k: p[k] for k in SETTING if k != "offload_params"}, "processes_a": len(ta),
-                     "processes_b": len(tb), "median_a_tok_s": med_a, "median_b_tok_s": med_b,
-                     "delta_pct": (med_b - med_a) / med_a * 100.0, "ci_low_pct": lo_p, "ci_high_pct": hi_p,
-                     "verdict": v, "retention_a": p["retention_a"], "retention_b": p["retention_b"],
-                     "released_bytes_a": p["released_bytes_a"], "released_bytes_b": p["released_bytes_b"],
-                     "issues": "; ".join(codes)})
+    rows = [row for _, p in pairs.iterrows()
+            if (row := _pair_row(p, cases, issues, (a, b), runs, margin_pct)) is not None]
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(["phase_a", "implementation", "group_size", "num_in_group", "prefetch_step"],
                            kind="stable", ignore_index=True), runs
+
+
+def _pair_row(p: pd.Series, cases: pd.DataFrame, issues: dict, ids: tuple[str, str], runs: dict,
+              margin_pct: float | None) -> dict | None:
+    """One row of ``COLUMNS`` for a pair of labels (None when a side has no finite throughput).
+
+    Raises:
+        CatalogError: the verdict function rejects ``margin_pct``.
+    """
+    a, b = ids
+    ta = cases.loc[(cases["run_id"] == a) & (cases["phase"] == p["phase_a"]) & (cases["label"] == p["label_a"]),
+                   "throughput_tok_s"].to_numpy()
+    tb = cases.loc[(cases["run_id"] == b) & (cases["phase"] == p["phase_b"]) & (cases["label"] == p["label_b"]),
+                   "throughput_tok_s"].to_numpy()
+    if len(ta) == 0 or len(tb) == 0:
+        return None
+    _delta, _lo, _hi, lo_p, hi_p = bootstrap_delta(tb, ta)
+    try:
+        v = call_verdict(lo_p, hi_p, margin_pct)
+    except ValueError as exc:
+        raise CatalogError(str(exc)) from exc
+    codes = [c for c in (issues.get((a, p["phase_a"], p["label_a"])), issues.get((b, p["phase_b"], p["label_b"])))
+             if c]
+    if codes or not runs["a"]["valid"] or not runs["b"]["valid"]:
+        v = "INVALID"
+        codes = codes or ["run invalid"]
+    med_a, med_b = float(pd.Series(ta).median()), float(pd.Series(tb).median())
+    return {"phase_a": p["phase_a"], "phase_b": p["phase_b"], "label_a": p["label_a"], "label_b": p["label_b"],
+            **{k: p[k] for k in SETTING if k != "offload_params"}, "processes_a": len(ta),
+            "processes_b": len(tb), "median_a_tok_s": med_a, "median_b_tok_s": med_b,
+            "delta_pct": (med_b - med_a) / med_a * 100.0, "ci_low_pct": lo_p, "ci_high_pct": hi_p,
+            "verdict": v, "retention_a": p["retention_a"], "retention_b": p["retention_b"],
+            "released_bytes_a": p["released_bytes_a"], "released_bytes_b": p["released_bytes_b"],
+            "issues": "; ".join(codes)}
 
 
 DIFF_FIELDS = ["hostname", "device_name", "vllm_version", "torch_version", "git_revision", "model_name",

@@ -102,87 +102,108 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _run(args) -> int:
-    if args.command == "catalog":
-        from analysis.catalog_cli import run as catalog_run
+def _run(args: argparse.Namespace) -> int:
+    """Dispatch a parsed command line to its subcommand; returns the exit status."""
+    commands = {"catalog": _catalog, "pareto": _pareto, "accuracy-verify": _accuracy_verify, "report": _report,
+                "validate": _validate, "verify": _verify}
+    return commands.get(args.command, _recommend)(args)
 
-        return catalog_run(args)
-    if args.command == "pareto":
-        import json
 
-        from analysis.pareto import front_and_knee, read_front_csv
+def _catalog(args: argparse.Namespace) -> int:
+    from analysis.catalog_cli import run as catalog_run
 
-        try:
-            labels, cap, thr = read_front_csv(args.csv)
-            out = front_and_knee(labels, cap, thr)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print(json.dumps(out))
-        return 0
-    if args.command == "accuracy-verify":
-        from analysis.accuracy import main as accuracy_main
+    return catalog_run(args)
 
-        argv = [str(args.run_dir)]
-        if args.limit is not None:
-            argv += ["--limit", str(args.limit)]
-        if args.manifest is not None:
-            argv += ["--manifest", str(args.manifest)]
-        if args.report_dir is not None:
-            argv += ["--report-dir", str(args.report_dir)]
-        if args.no_write:
-            argv.append("--no-write")
-        return accuracy_main(argv)
-    if args.command == "report":
-        from analysis.report import write_summary
 
-        existing = args.run_dir / "summary"
-        if args.out is None and existing.exists():
-            print(f"error: {existing} already exists (written by the run and covered by its SHA256SUMS); "
-                  f"refusing to overwrite it. Give --out DIR (a new directory) to write a fresh report there.",
-                  file=sys.stderr)
-            return 2
-        if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-            print(f"error: --out {args.out} already exists and is not an empty directory; refusing to overwrite "
-                  f"it. Give a new directory.", file=sys.stderr)
-            return 2
-        if not args.run_dir.is_dir():
-            raise FileNotFoundError(f"run directory {args.run_dir} does not exist")
-        out = existing if args.out is None else args.out
-        kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
-        text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out, **kw)
-        print(text)
-        print(f"wrote {out.resolve()}")
-        rep = _read_validation(out / "validation.json")
-        print(rep.verdict() + (" (--allow-invalid: exit 0)" if not rep.valid and args.allow_invalid else ""))
-        return 0 if rep.valid or args.allow_invalid else EXIT_INVALID
-    if args.command == "validate":
-        from analysis.validate import validate_run
+def _pareto(args: argparse.Namespace) -> int:
+    import json
 
-        rep = validate_run(args.run_dir, model_dir=args.model_dir)
-        for c in rep.counts:
-            exp = "?" if c.expected is None else c.expected
-            print(f"count {c.phase}/{c.label}: expected {exp}, runs {c.runs}, failures {c.failures}")
-        for c in rep.checks:
-            print(f"{'ok  ' if c.passed else 'FAIL'} {c.name}: {c.errors} error(s), {c.warnings} warning(s)")
-        for i in rep.issues:
-            print(f"{i.severity}: {i.code}: {i.message}")
-        print(rep.verdict())
-        return 0 if rep.valid else EXIT_INVALID
-    if args.command == "verify":
-        from analysis.verify import verify
+    from analysis.pareto import front_and_knee, read_front_csv
 
-        res = verify(args.run_dir)
-        for m in res.mismatches[:50]:
-            print(f"mismatch: {m}")
-        print(f"compared {res.compared} values; max abs difference {res.max_abs_diff:.3g} raw, "
-              f"{res.max_abs_diff_printed:g} at printed precision")
-        print("OK" if res.ok else "FAILED")
-        return 0 if res.ok else 1
-    from analysis.model import ChoiceError, recommend
-    from analysis.tables import build
+    try:
+        labels, cap, thr = read_front_csv(args.csv)
+        out = front_and_knee(labels, cap, thr)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(out))
+    return 0
 
+
+def _accuracy_verify(args: argparse.Namespace) -> int:
+    from analysis.accuracy import main as accuracy_main
+
+    argv = [str(args.run_dir)]
+    for flag, value in (("--limit", args.limit), ("--manifest", args.manifest), ("--report-dir", args.report_dir)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.no_write:
+        argv.append("--no-write")
+    return accuracy_main(argv)
+
+
+def _report_target_error(args: argparse.Namespace) -> str | None:
+    """Why ``report`` may not write where it was asked to (None: it may)."""
+    existing = args.run_dir / "summary"
+    if args.out is None and existing.exists():
+        return (f"error: {existing} already exists (written by the run and covered by its SHA256SUMS); "
+                f"refusing to overwrite it. Give --out DIR (a new directory) to write a fresh report there.")
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        return (f"error: --out {args.out} already exists and is not an empty directory; refusing to overwrite "
+                f"it. Give a new directory.")
+    return None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from analysis.report import write_summary
+
+    refusal = _report_target_error(args)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
+    if not args.run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {args.run_dir} does not exist")
+    out = args.run_dir / "summary" if args.out is None else args.out
+    kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
+    text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out, **kw)
+    print(text)
+    print(f"wrote {out.resolve()}")
+    rep = _read_validation(out / "validation.json")
+    print(rep.verdict() + (" (--allow-invalid: exit 0)" if not rep.valid and args.allow_invalid else ""))
+    return 0 if rep.valid or args.allow_invalid else EXIT_INVALID
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from analysis.validate import validate_run
+
+    rep = validate_run(args.run_dir, model_dir=args.model_dir)
+    for c in rep.counts:
+        exp = "?" if c.expected is None else c.expected
+        print(f"count {c.phase}/{c.label}: expected {exp}, runs {c.runs}, failures {c.failures}")
+    for check in rep.checks:
+        print(f"{'ok  ' if check.passed else 'FAIL'} {check.name}: {check.errors} error(s), {check.warnings} warning(s)")
+    for i in rep.issues:
+        print(f"{i.severity}: {i.code}: {i.message}")
+    print(rep.verdict())
+    return 0 if rep.valid else EXIT_INVALID
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from analysis.verify import verify
+
+    res = verify(args.run_dir)
+    for m in res.mismatches[:50]:
+        print(f"mismatch: {m}")
+    print(f"compared {res.compared} values; max abs difference {res.max_abs_diff:.3g} raw, "
+          f"{res.max_abs_diff_printed:g} at printed precision")
+    print("OK" if res.ok else "FAILED")
+    return 0 if res.ok else 1
+
+
+def _recommend(args: argparse.Namespace) -> int:
     from analysis.layer_bytes import kv_bytes_per_token, load_config
+    from analysis.model import ChoiceError, recommend
+    from analysis.tables import CPU_NOTE, build, is_cpu_run
     from analysis.validate import find_model_dir
 
     kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
@@ -201,8 +222,6 @@ def _run(args) -> int:
     except ChoiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from analysis.tables import CPU_NOTE, is_cpu_run
-
     if is_cpu_run(data.runs):
         rec.lines.insert(0, "note: " + CPU_NOTE)
     for line in rec.lines:

@@ -142,8 +142,8 @@ def retention_figure(rows, *, note: str = "") -> go.Figure:
             name=impl if len({p for p, _ in keys}) == 1 else f"{phase}: {impl}", meta="case",
             marker={"symbol": IMPL_SYMBOLS.get(impl, "cross"), "size": 10, "color": IMPL_COLORS.get(impl, "gray")},
             error_y={"type": "data", "symmetric": False,
-                     "array": [r.retention_ci_high - r.retention if c else 0 for r, c in zip(good, has_ci)],
-                     "arrayminus": [r.retention - r.retention_ci_low if c else 0 for r, c in zip(good, has_ci)],
+                     "array": [r.retention_ci_high - r.retention if c else 0 for r, c in zip(good, has_ci, strict=True)],
+                     "arrayminus": [r.retention - r.retention_ci_low if c else 0 for r, c in zip(good, has_ci, strict=True)],
                      "visible": any(has_ci)},
             customdata=[[r.label, r.selected_layers or "none", _ret_text(r), r.verdict] for r in good],
             hovertemplate=("<b>%{customdata[0]}</b><br>layers: %{customdata[1]}<br>retention: %{customdata[2]}"

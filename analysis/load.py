@@ -148,7 +148,7 @@ def load_run(run_dir: Path | str) -> RunData:
     errors: list[LineError] = []
     runs_items: list = []
     fail_items: list = []
-    for phase, kinds in files.items():
+    for _phase, kinds in files.items():
         if "runs" in kinds:
             runs_items += _read_lines(kinds["runs"], CaseRun, errors)
         if "failures" in kinds:

@@ -228,77 +228,34 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         ValueError: neither or both needs given, or a negative need.
         ChoiceError: ``phase`` or ``implementation`` not in the run (the message lists the choices).
     """
-    from analysis.compare import DEFAULT_MARGIN_PCT, decide
+    from analysis.compare import DEFAULT_MARGIN_PCT
 
     margin_pct = DEFAULT_MARGIN_PCT if margin_pct is None else margin_pct
-    if (need_gib is None) == (need_kv_gib is None):
+    if need_gib is not None and need_kv_gib is None:
+        need = need_gib
+    elif need_kv_gib is not None and need_gib is None:
+        need = need_kv_gib
+    else:
         raise ValueError("give exactly one of need_gib or need_kv_gib")
-    need = need_gib if need_gib is not None else need_kv_gib
     if need < 0:
         raise ValueError(f"capacity need ({need}) must be >= 0")
-    phases = list(dict.fromkeys(summary["phase"]))
-    if phase is None:
-        phase = summary.groupby("phase")["label"].count().idxmax()
-    elif phase not in phases:
-        raise ChoiceError(f"--phase {phase!r} is not a phase of this run; choices: {', '.join(phases)}")
-    ph = summary[(summary["phase"] == phase)]
-    impls = [i for i in dict.fromkeys(ph["implementation"]) if i != "baseline"]
-    if implementation not in impls:
-        raise ChoiceError(f"--implementation {implementation!r} has no measured point in phase {phase!r}; "
-                          f"choices: {', '.join(impls) or '(none: baseline only)'}")
+    phase, ph = _phase_of(summary, phase, implementation)
     lines = [f"phase {phase!r}; run {'valid' if valid else 'INVALID (see summary/validation.json)'}; "
              f"candidates: valid {implementation} points and the baseline whose tokens match the baseline's"]
-    if need_gib is not None:
-        cap = ph["released_bytes"].astype(float) / GIB
-        lines.append(f"need: release >= {need_gib:g} GiB (released bytes accounted by evidence = offloaded - static buffers; not a memory measurement)")
-    else:
-        cap = ph["kv_gain_gib"].astype("Float64").astype(float)
-        source = "'Available KV cache memory' lines"
-        if cap.isna().all() and kv_bytes_per_token and ph["kv_gain_tokens"].notna().any():
-            cap = ph["kv_gain_tokens"].astype("Float64").astype(float) * kv_bytes_per_token / GIB
-            source = f"'KV cache size: N tokens' lines x {kv_bytes_per_token:,} bytes/token from config.json"
-        lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured: {source})")
-    meets = cap >= need - 1e-12
-    excluded = ph["front_excluded"].fillna("") if "front_excluded" in ph else pd.Series("", index=ph.index)
-    of_impl = ph["implementation"].isin([implementation, "baseline"])
-    for i in ph.index[meets & of_impl & (excluded != "")]:
-        lines.append(f"not a candidate: {ph.loc[i, 'label']} ({excluded[i]})")
-    ok = ph[meets & of_impl & (excluded == "")].copy()
-    ok["capacity_gib"] = cap[ok.index]
-    best, vs_base = None, ""
-    if ok.empty:
-        lines.append("no valid measured point meets the need")
-    else:
-        ranked = ok.sort_values(["throughput_median_tok_s", "capacity_gib"], ascending=[False, True])
-        b = ranked.iloc[0]
-        best = {"label": b["label"], "implementation": b["implementation"], "group_size": int(b["group_size"]),
-                "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
-                "throughput_median_tok_s": float(b["throughput_median_tok_s"]),
-                "retention": float(b["retention"]), "capacity_gib": float(b["capacity_gib"])}
-        lines.append(f"{len(ok)} valid measured point(s) meet it; highest median throughput: {b['label']} "
-                     f"(G={best['group_size']}, N={best['num_in_group']}, prefetch_step={best['prefetch_step']}) "
-                     f"{best['throughput_median_tok_s']:.2f} tok/s, retention {best['retention']:.3f}, "
-                     f"capacity {best['capacity_gib']:.4g} GiB")
-        pr = runs[runs["phase"] == phase]
-        thr = {lb: pr.loc[pr["label"] == lb, "throughput_tok_s"].tolist() for lb in ph["label"]}
-        base = ph.loc[ph["implementation"] == "baseline", "label"].tolist()
-        if b["implementation"] != "baseline" and base and thr.get(base[0]):
-            d = decide(thr[b["label"]], thr[base[0]], margin_pct=margin_pct)
-            v = d.verdict
-            why = ""
-            if best["retention"] > 1.0:
-                v, why = "inconclusive", f"; retention {best['retention']:.3f} > 1.0 is noise until repeated"
-            from analysis.compare import verdict_text
-
-            vs_base = f"vs baseline: {verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin_pct)}"
-            lines.append(f"{b['label']} {vs_base} (n={d.n_a} vs {d.n_b}{why})")
-        if len(ranked) > 1:
-            r2 = ranked.iloc[1]
-            d = decide(thr[b["label"]], thr[r2["label"]], margin_pct=margin_pct)
-            lines.append(f"{b['label']} vs runner-up {r2['label']}: {d.text} (n={d.n_a} vs {d.n_b})"
-                         + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data"))
-    preds: list[dict] = []
+    cap = _capacity(ph, need_gib, need_kv_gib, kv_bytes_per_token, lines)
+    best, vs_base = _best_point(ph, cap, need, runs[runs["phase"] == phase], implementation, margin_pct, lines)
     model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s)
+    preds = _model_lines(model, summary, ph, implementation, need, lines,
+                         top=top, kv_note=need_kv_gib is not None)
+    return Recommendation(need_bytes=None if need_gib is None else need_gib * GIB, need_kv_gib=need_kv_gib,
+                          best=best, predictions=preds, lines=lines, verdict=vs_base)
+
+
+def _model_lines(model: TransferModel | None, summary: pd.DataFrame, ph: pd.DataFrame, implementation: str,
+                 need: float, lines: list[str], *, top: int, kv_note: bool) -> list[dict]:
+    """Append the model's fit and its ``top`` predictions for unmeasured settings to ``lines``; return those."""
+    preds: list[dict] = []
+    phase = str(ph["phase"].iloc[0])
     if model is None:
         lines.append("model: not enough valid measured points (baseline + one offloaded point with evidence) to fit")
     else:
@@ -313,34 +270,123 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
             lines.append(f"model: no predictions for unmeasured settings (shown only when the RMS fit error is "
                          f"<= {MAX_FIT_ERROR_PCT:g}% and the bandwidth is not at a grid edge)")
         else:
-            measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
-                        for _, r in ph.iterrows() if r["implementation"] == implementation}
-            static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
-            for g in range(1, model.num_layers + 1):
-                for n in range(1, g + 1):
-                    L = len(select_offload_layers(model.num_layers, g, n))
-                    if L == 0:
-                        continue
-                    for k in (1, 2, 3):
-                        if (g, n, k) in measured:
-                            continue
-                        released = L * model.bytes_per_layer - k * static_per_slot
-                        if released / GIB < need - 1e-12:
-                            continue
-                        preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
-                                      "predicted_released_gib": released / GIB,
-                                      "predicted_tok_s": model.predict(g, n, k)})
-            preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
-            preds = preds[:top]
+            preds = _predict_unmeasured(model, ph, implementation, need)[:top]
             for p in preds:
                 lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
                              f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
                              f"~{p['predicted_released_gib']:.4g} GiB released"
-                             + (" (KV gain assumed 1:1 with released bytes)" if need_kv_gib is not None else ""))
+                             + (" (KV gain assumed 1:1 with released bytes)" if kv_note else ""))
             if not preds:
                 lines.append("model: no unmeasured setting meets the need")
-    return Recommendation(need_bytes=None if need_gib is None else need_gib * GIB, need_kv_gib=need_kv_gib,
-                          best=best, predictions=preds, lines=lines, verdict=vs_base)
+    return preds
+
+
+def _phase_of(summary: pd.DataFrame, phase: str | None, implementation: str) -> tuple[str, pd.DataFrame]:
+    """``(phase, its summary rows)``: the given phase (default: the one with the most labels).
+
+    Raises:
+        ChoiceError: ``phase`` not in the run, or ``implementation`` without a measured point in it.
+    """
+    phases = list(dict.fromkeys(summary["phase"]))
+    if phase is None:
+        phase = str(summary.groupby("phase")["label"].count().idxmax())
+    elif phase not in phases:
+        raise ChoiceError(f"--phase {phase!r} is not a phase of this run; choices: {', '.join(phases)}")
+    ph = summary[(summary["phase"] == phase)]
+    impls = [i for i in dict.fromkeys(ph["implementation"]) if i != "baseline"]
+    if implementation not in impls:
+        raise ChoiceError(f"--implementation {implementation!r} has no measured point in phase {phase!r}; "
+                          f"choices: {', '.join(impls) or '(none: baseline only)'}")
+    return phase, ph
+
+
+def _capacity(ph: pd.DataFrame, need_gib: float | None, need_kv_gib: float | None,
+              kv_bytes_per_token: int | None, lines: list[str]) -> pd.Series:
+    """Capacity (GiB) of every row of ``ph`` on the axis of the need; appends the need's line to ``lines``."""
+    if need_gib is not None:
+        lines.append(f"need: release >= {need_gib:g} GiB (released bytes accounted by evidence = offloaded - static buffers; not a memory measurement)")
+        return ph["released_bytes"].astype(float) / GIB
+    cap = ph["kv_gain_gib"].astype("Float64").astype(float)
+    source = "'Available KV cache memory' lines"
+    if cap.isna().all() and kv_bytes_per_token and ph["kv_gain_tokens"].notna().any():
+        cap = ph["kv_gain_tokens"].astype("Float64").astype(float) * kv_bytes_per_token / GIB
+        source = f"'KV cache size: N tokens' lines x {kv_bytes_per_token:,} bytes/token from config.json"
+    lines.append(f"need: KV cache gain >= {need_kv_gib:g} GiB vs the phase baseline (measured: {source})")
+    return cap
+
+
+def _best_point(ph: pd.DataFrame, cap: pd.Series, need: float, pr: pd.DataFrame, implementation: str,
+                margin_pct: float, lines: list[str]) -> tuple[dict | None, str]:
+    """The highest-throughput valid measured point of ``ph`` meeting ``need`` and its verdict vs the baseline.
+
+    ``pr`` holds the phase's per-process runs (throughput for the verdicts). Appends the reasoning to ``lines``.
+    """
+    meets = cap >= need - 1e-12
+    excluded = ph["front_excluded"].fillna("") if "front_excluded" in ph else pd.Series("", index=ph.index)
+    of_impl = ph["implementation"].isin([implementation, "baseline"])
+    for i in ph.index[meets & of_impl & (excluded != "")]:
+        lines.append(f"not a candidate: {ph.loc[i, 'label']} ({excluded[i]})")
+    ok = ph[meets & of_impl & (excluded == "")].copy()
+    ok["capacity_gib"] = cap[ok.index]
+    if ok.empty:
+        lines.append("no valid measured point meets the need")
+        return None, ""
+    ranked = ok.sort_values(["throughput_median_tok_s", "capacity_gib"], ascending=[False, True])
+    b = ranked.iloc[0]
+    best = {"label": b["label"], "implementation": b["implementation"], "group_size": int(b["group_size"]),
+            "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
+            "throughput_median_tok_s": float(b["throughput_median_tok_s"]),
+            "retention": float(b["retention"]), "capacity_gib": float(b["capacity_gib"])}
+    lines.append(f"{len(ok)} valid measured point(s) meet it; highest median throughput: {b['label']} "
+                 f"(G={best['group_size']}, N={best['num_in_group']}, prefetch_step={best['prefetch_step']}) "
+                 f"{best['throughput_median_tok_s']:.2f} tok/s, retention {best['retention']:.3f}, "
+                 f"capacity {best['capacity_gib']:.4g} GiB")
+    thr = {lb: pr.loc[pr["label"] == lb, "throughput_tok_s"].tolist() for lb in ph["label"]}
+    return best, _verdict_lines(ph, ranked, best, thr, margin_pct, lines)
+
+
+def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict[str, list],
+                   margin_pct: float, lines: list[str]) -> str:
+    """Append the best point's verdict vs the baseline and vs the runner-up; return the former ('' if none)."""
+    from analysis.compare import decide, verdict_text
+
+    vs_base = ""
+    base = ph.loc[ph["implementation"] == "baseline", "label"].tolist()
+    if best["implementation"] != "baseline" and base and thr.get(base[0]):
+        d = decide(thr[best["label"]], thr[base[0]], margin_pct=margin_pct)
+        v = d.verdict
+        why = ""
+        if best["retention"] > 1.0:
+            v, why = "inconclusive", f"; retention {best['retention']:.3f} > 1.0 is noise until repeated"
+        vs_base = f"vs baseline: {verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin_pct)}"
+        lines.append(f"{best['label']} {vs_base} (n={d.n_a} vs {d.n_b}{why})")
+    if len(ranked) > 1:
+        r2 = ranked.iloc[1]
+        d = decide(thr[best["label"]], thr[r2["label"]], margin_pct=margin_pct)
+        lines.append(f"{best['label']} vs runner-up {r2['label']}: {d.text} (n={d.n_a} vs {d.n_b})"
+                     + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data"))
+    return vs_base
+
+
+def _predict_unmeasured(model: TransferModel, ph: pd.DataFrame, implementation: str, need: float) -> list[dict]:
+    """Model predictions of every unmeasured (G, N, prefetch_step in 1..3) of ``implementation`` releasing
+    at least ``need`` GiB, best predicted throughput first (ties: less released)."""
+    measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
+                for _, r in ph.iterrows() if r["implementation"] == implementation}
+    static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
+    preds = []
+    for g in range(1, model.num_layers + 1):
+        for n in range(1, g + 1):
+            L = len(select_offload_layers(model.num_layers, g, n))
+            for k in (1, 2, 3) if L else ():
+                released = L * model.bytes_per_layer - k * static_per_slot
+                if (g, n, k) in measured or released / GIB < need - 1e-12:
+                    continue
+                preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
+                              "predicted_released_gib": released / GIB,
+                              "predicted_tok_s": model.predict(g, n, k)})
+    preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
+    return preds
 
 
 def _static_per_slot(ph: pd.DataFrame, default: float) -> float:

@@ -17,16 +17,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.tables import is_cpu_run  # noqa: E402
 from results_schema.io import write_bytes_atomic  # noqa: E402
 
 
-def save_png(fig: Figure, path: Path) -> None:
-    """Render ``fig`` as PNG (dpi 110, tight box) in memory, replace ``path`` atomically (mode 0644), close ``fig``."""
+def save_png(fig: Figure, path: Path, *, bbox_inches: str | None = "tight") -> None:
+    """Render ``fig`` as PNG (dpi 110; ``bbox_inches`` as matplotlib's ``savefig``) in memory, replace
+    ``path`` atomically (mode 0644) and close ``fig``."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches=bbox_inches)
     write_bytes_atomic(path, buf.getvalue())
     plt.close(fig)
 
@@ -86,6 +88,13 @@ def _margin_of(summary: pd.DataFrame) -> float | None:
     return None
 
 
+def _set_title(ax: Axes, summary: pd.DataFrame, title: str, rule: str) -> None:
+    """``title``, plus a second line with the verdict margin and ``rule`` when the summary has verdicts."""
+    margin = _margin_of(summary)
+    ax.set_title(title + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%{rule}"),
+                 fontsize=9 if margin is not None else None)
+
+
 def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     """Capacity (released MiB, accounted by evidence) vs median throughput; front per implementation highlighted.
 
@@ -130,11 +139,8 @@ def plot_pareto(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.set_xlabel(xl, fontsize=9)
     ax.margins(x=0.1)
     ax.set_ylabel("median process throughput (tok/s)")
-    margin = _margin_of(summary)
-    ax.set_title("Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else "")
-                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%; knee: last release "
-                                              f"before the cost per byte jumps; EXCLUDED: invalid or tokens differ"),
-                 fontsize=9 if margin is not None else None)
+    _set_title(ax, summary, "Capacity vs throughput (points: (G,N); Pareto front ringed)" + (" [CPU]" if cpu else ""),
+               "; knee: last release before the cost per byte jumps; EXCLUDED: invalid or tokens differ")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
@@ -198,11 +204,8 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.margins(x=0.12)
     ax.set_xlabel("offloaded layers (evidence; equal counts dodged horizontally)")
     ax.set_ylabel("throughput retention vs phase baseline")
-    margin = _margin_of(summary)
-    ax.set_title("Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else "")
-                 + ("" if margin is None else f"\nverdict vs baseline, margin ±{margin:g}%: inconclusive when n=1, "
-                                              f"retention > 1.0 or the CI is wider than the margin"),
-                 fontsize=9 if margin is not None else None)
+    _set_title(ax, summary, "Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else ""),
+               ": inconclusive when n=1, retention > 1.0 or the CI is wider than the margin")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")

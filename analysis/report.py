@@ -41,7 +41,7 @@ from analysis.pareto import knee_rule_text
 from analysis.plots import plot_pareto, plot_retention, save_png
 from analysis.provenance import one_line, provenance
 from analysis.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
-from analysis.validate import token_digest_status
+from analysis.validate_checks import token_digest_status
 from results_schema.io import write_json, write_text_atomic
 from results_schema.summary import ComparisonSummary, Provenance
 

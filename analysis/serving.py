@@ -28,27 +28,24 @@ rate is a configured rate, not an interpolation), multiple-comparison correction
 
 from __future__ import annotations
 
-import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from analysis.pareto import pareto_mask  # noqa: E402
-from results_schema.io import RecordError, StrictJSONError, read_json, scan_jsonl, write_json  # noqa: E402
-from results_schema.models import CaseFailure  # noqa: E402
-from results_schema.serving import (  # noqa: E402
-    PROMPT_LEN_TOLERANCE,
+from analysis.pareto import pareto_mask
+from analysis.plots import save_png
+from analysis.serving_report import plot_front, plot_latency, render_markdown
+from analysis.serving_requests import ServingValidation, check_requests
+from results_schema.io import scan_jsonl, write_json, write_text_atomic
+from results_schema.models import CaseFailure
+from results_schema.serving import (
     SERVING_SUFFIX,
     ServingRateRow,
-    ServingRequests,
     ServingRun,
     ServingSLO,
     ServingSummary,
@@ -56,29 +53,7 @@ from results_schema.serving import (  # noqa: E402
     VerdictRow,
 )
 
-REL_TOL = 1e-6
-ONE_READ_S = 1e-4
-"""E2E - TTFT below this (s): every chunk of the request arrived with the first one (one network read)."""
 INF_RATE = float("inf")
-
-# ----------------------------------------------------------------------------- definitions (vLLM's)
-
-
-def request_tpot_s(ttft_s: float, latency_s: float, output_tokens: int) -> float | None:
-    """TPOT of one request: ``(E2E - TTFT) / (output_tokens - 1)``; None for <= 1 token.
-
-    Source: ``vllm/benchmarks/serve.py`` ``calculate_metrics``. TTFT 0.2 s, E2E 1.2 s,
-    11 tokens -> 0.1 s.
-    """
-    if output_tokens <= 1:
-        return None
-    return (latency_s - ttft_s) / (output_tokens - 1)
-
-
-def pooled_itl_s(itls: Sequence[Sequence[float]]) -> list[float]:
-    """Every inter-chunk gap of every request, pooled (vLLM's ITL sample)."""
-    return [float(x) for gaps in itls for x in gaps]
-
 
 # ----------------------------------------------------------------------------- loading
 
@@ -148,69 +123,6 @@ def _planned(run_dir: Path) -> dict[tuple[str, str], tuple[int, int]] | None:
             for ph, cases in by_phase.items() for c in cases if c.kind == "serving"}
 
 
-def _close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-6) -> bool:
-    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
-
-
-def _check_requests(run_dir: Path, r: ServingRun, errors: list[str], warnings: list[str] | None = None) -> None:
-    q = r.rate
-    where = f"{r.phase}/{r.label}-r{r.repeat} rate {q.index}"
-    path = run_dir / q.requests_path
-    if not path.is_file():
-        errors.append(f"{where}: per-request file {q.requests_path} is missing")
-        return
-    if hashlib.sha256(path.read_bytes()).hexdigest() != q.requests_sha256:
-        errors.append(f"{where}: per-request file {q.requests_path} does not match its recorded SHA-256")
-        return
-    try:
-        reqs = read_json(path, ServingRequests)
-    except (RecordError, StrictJSONError) as exc:
-        errors.append(f"{where}: {exc}")
-        return
-    ok = [x for x in reqs.requests if x.success]
-    one_chunk = sum(1 for x in ok if x.output_tokens > 1 and x.latency_s - x.ttft_s < ONE_READ_S)
-    if one_chunk and warnings is not None:
-        warnings.append(f"{where}: {one_chunk} of {len(ok)} requests received their whole output in the first "
-                        f"network read (E2E - TTFT < {ONE_READ_S * 1000:g} ms: TPOT and ITL ~0 by vLLM's "
-                        "definitions, the decode time is inside TTFT)")
-    checks = []
-    checks.append(("completed", len(ok), q.completed))
-    checks.append(("total output tokens", sum(x.output_tokens for x in ok), q.total_output_tokens))
-    checks.append(("total input tokens", sum(x.prompt_tokens for x in ok), q.total_input_tokens))
-    if ok:
-        checks.append(("mean TTFT ms", float(np.mean([x.ttft_s for x in ok])) * 1000, q.ttft.mean_ms))
-        tpots = [t for t in (request_tpot_s(x.ttft_s, x.latency_s, x.output_tokens) for x in ok) if t is not None]
-        if tpots:
-            checks.append(("mean TPOT ms", float(np.mean(tpots)) * 1000, q.tpot.mean_ms))
-            checks.append(("P99 TPOT ms", float(np.percentile(tpots, 99)) * 1000, q.tpot.p99_ms))
-        itl = pooled_itl_s([x.itl_s for x in ok])
-        if itl:
-            checks.append(("mean ITL ms", float(np.mean(itl)) * 1000, q.itl.mean_ms))
-    for name, got, rec in checks:
-        if not _close(float(got), float(rec)):
-            errors.append(f"{where}: {name} recomputed from {q.requests_path} is {got}, the record says {rec}")
-    tol = r.load.input_len * PROMPT_LEN_TOLERANCE
-    bad_out = sorted({x.output_tokens for x in ok} - {r.load.output_len})
-    bad_in = sorted({x.prompt_tokens for x in ok
-                     if x.prompt_tokens != x.dataset_prompt_tokens or abs(x.prompt_tokens - r.load.input_len) > tol})
-    if bad_out or bad_in:
-        errors.append(f"{where}: server token counts differ from the request: output {bad_out} (requested "
-                      f"{r.load.output_len}), prompt {bad_in} (requested {r.load.input_len}, dataset's own count "
-                      f"must match, tolerance {PROMPT_LEN_TOLERANCE:.0%})")
-
-
-@dataclass
-class ServingValidation:
-    """Errors make the serving results invalid; warnings do not."""
-
-    errors: list[str]
-    warnings: list[str]
-
-    @property
-    def valid(self) -> bool:
-        return not self.errors
-
-
 def validate_serving(data: ServingData) -> ServingValidation:
     """Every serving check (see the module docstring)."""
     errors = [f"invalid serving line: {e}" for e in data.line_errors]
@@ -228,40 +140,53 @@ def validate_serving(data: ServingData) -> ServingValidation:
     if plan is None:
         warnings.append("no expandable config.yaml: expected serving counts unknown")
     else:
-        for (phase, label), (repeats, n_rates) in plan.items():
-            n = len(got.get((phase, label), []))
-            if n != repeats * n_rates:
-                errors.append(f"{phase}/{label}: expected {repeats} repeat(s) x {n_rates} rate(s) = "
-                              f"{repeats * n_rates} serving line(s), got {n}")
-        for key in sorted(set(got) - set(plan)):
-            errors.append(f"{key[0]}/{key[1]}: serving lines for a case not in the plan")
-        for phase in sorted({p for p, _l in plan}):
-            path = data.run_dir / f"{phase}-failures.jsonl"
-            if path.is_file():
-                good, errs = scan_jsonl(path, CaseFailure)
-                errors += [f"invalid failure line: {e}" for e in errs]
-                for _n, f in good:
-                    errors.append(f"{f.phase}/{f.label}-r{f.repeat}: serving case failed [{f.failure_type}] "
-                                  f"{f.error_message}")
+        errors += _plan_errors(data.run_dir, plan, got)
     for r in data.runs:
-        _check_requests(data.run_dir, r, errors, warnings)
-        where = f"{r.phase}/{r.label}-r{r.repeat} rate {r.rate.index}"
-        e = r.evidence
-        if r.offload.enabled and (e.wrapped_count == 0 or e.offloaded_bytes == 0):
-            errors.append(f"{where}: offload requested but the server's evidence shows {e.wrapped_count} wrapped "
-                          f"modules / {e.offloaded_bytes} bytes")
-        if not r.offload.enabled and (e.wrapped_count or e.offloaded_bytes):
-            errors.append(f"{where}: baseline server offloaded {e.wrapped_count} modules / {e.offloaded_bytes} bytes")
-        if r.rate.distinct_prompts < r.rate.num_prompts and r.engine.enable_prefix_caching:
-            warnings.append(f"{where}: {r.rate.num_prompts - r.rate.distinct_prompts} repeated prompt(s) with "
-                            "prefix caching on: a repeat can be a cache hit (low TTFT)")
-        if r.rate.failed:
-            warnings.append(f"{where}: {r.rate.failed} of {r.rate.num_prompts} requests failed")
-        if r.rate.max_concurrency is not None and r.rate.peak_concurrent_requests >= r.rate.max_concurrency:
-            warnings.append(f"{where}: max_concurrency {r.rate.max_concurrency} was reached: the achieved rate "
-                            f"({r.rate.request_throughput_req_s:.2f} req/s) is limited by the cap, not the "
-                            "configured rate")
+        check_requests(data.run_dir, r, errors, warnings)
+        _check_run(r, errors, warnings)
     return ServingValidation(errors=errors, warnings=warnings)
+
+
+def _plan_errors(run_dir: Path, plan: dict[tuple[str, str], tuple[int, int]],
+                 got: dict[tuple[str, str], list[ServingRun]]) -> list[str]:
+    """Serving lines per planned case (repeats x rates), cases outside the plan, failure records."""
+    errors = []
+    for (phase, label), (repeats, n_rates) in plan.items():
+        n = len(got.get((phase, label), []))
+        if n != repeats * n_rates:
+            errors.append(f"{phase}/{label}: expected {repeats} repeat(s) x {n_rates} rate(s) = "
+                          f"{repeats * n_rates} serving line(s), got {n}")
+    for key in sorted(set(got) - set(plan)):
+        errors.append(f"{key[0]}/{key[1]}: serving lines for a case not in the plan")
+    for phase in sorted({p for p, _l in plan}):
+        path = run_dir / f"{phase}-failures.jsonl"
+        if path.is_file():
+            good, errs = scan_jsonl(path, CaseFailure)
+            errors += [f"invalid failure line: {e}" for e in errs]
+            for _n, f in good:
+                errors.append(f"{f.phase}/{f.label}-r{f.repeat}: serving case failed [{f.failure_type}] "
+                              f"{f.error_message}")
+    return errors
+
+
+def _check_run(r: ServingRun, errors: list[str], warnings: list[str]) -> None:
+    """Evidence vs the requested offload; prefix-cache hits, failed requests, a reached concurrency cap."""
+    where = f"{r.phase}/{r.label}-r{r.repeat} rate {r.rate.index}"
+    e = r.evidence
+    if r.offload.enabled and (e.wrapped_count == 0 or e.offloaded_bytes == 0):
+        errors.append(f"{where}: offload requested but the server's evidence shows {e.wrapped_count} wrapped "
+                      f"modules / {e.offloaded_bytes} bytes")
+    if not r.offload.enabled and (e.wrapped_count or e.offloaded_bytes):
+        errors.append(f"{where}: baseline server offloaded {e.wrapped_count} modules / {e.offloaded_bytes} bytes")
+    if r.rate.distinct_prompts < r.rate.num_prompts and r.engine.enable_prefix_caching:
+        warnings.append(f"{where}: {r.rate.num_prompts - r.rate.distinct_prompts} repeated prompt(s) with "
+                        "prefix caching on: a repeat can be a cache hit (low TTFT)")
+    if r.rate.failed:
+        warnings.append(f"{where}: {r.rate.failed} of {r.rate.num_prompts} requests failed")
+    if r.rate.max_concurrency is not None and r.rate.peak_concurrent_requests >= r.rate.max_concurrency:
+        warnings.append(f"{where}: max_concurrency {r.rate.max_concurrency} was reached: the achieved rate "
+                        f"({r.rate.request_throughput_req_s:.2f} req/s) is limited by the cap, not the "
+                        "configured rate")
 
 
 # ----------------------------------------------------------------------------- tables
@@ -298,7 +223,7 @@ def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
             if not row["meets_slo"]:
                 break
             best, achieved = float(row["rate_rps"]), float(row["achieved_req_s"])
-        rows.append(dict(zip(GROUP, key), released_bytes=float(g["released_bytes"].iloc[0]),
+        rows.append(dict(zip(GROUP, key, strict=True), released_bytes=float(g["released_bytes"].iloc[0]),
                          slo_rate_rps=best, slo_achieved_req_s=achieved))
     out = pd.DataFrame(rows)
     out["on_front"] = False
@@ -306,7 +231,7 @@ def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
         cap = g["released_bytes"].tolist()
         # a label meeting no rate has SLO rate 0 for dominance; inf ranks above every finite rate
         rate = [0.0 if math.isnan(x) else (1e300 if math.isinf(x) else x) for x in g["slo_rate_rps"]]
-        for idx, m in zip(g.index, pareto_mask(cap, rate)):
+        for idx, m in zip(g.index, pareto_mask(cap, rate), strict=True):
             out.loc[idx, "on_front"] = bool(m)
     return out
 
@@ -338,7 +263,7 @@ def verdicts(frame: pd.DataFrame, a: str = "current", b: str = "official") -> pd
         sb = g[g["implementation"] == b]["tpot_p99_ms"].tolist()
         if not sa or not sb:
             continue
-        row = dict(zip(key, k), a=a, b=b, a_repeats=len(sa), b_repeats=len(sb),
+        row = dict(zip(key, k, strict=True), a=a, b=b, a_repeats=len(sa), b_repeats=len(sb),
                    a_p99_tpot_ms=float(np.median(sa)), b_p99_tpot_ms=float(np.median(sb)))
         row.update(_decide(sa, sb))
         rows.append(row)
@@ -346,115 +271,6 @@ def verdicts(frame: pd.DataFrame, a: str = "current", b: str = "official") -> pd
 
 
 # ----------------------------------------------------------------------------- outputs
-
-
-def _rate_txt(r: float) -> str:
-    return "inf" if math.isinf(r) else f"{r:g}"
-
-
-def _f(v: Any, d: int = 1) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (float, np.floating)):
-        return f"{v:,.{d}f}"
-    return str(v)
-
-
-def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, val: ServingValidation,
-                    slo_def: dict[str, float] | None, *, cpu: bool = False) -> str:
-    """The serving Markdown: validity line, per-rate table, SLO-rate front, verdicts (``cpu``: add the CPU note)."""
-    lines = [f"serving: {'VALID' if val.valid else 'INVALID'} ({len(val.errors)} error(s), "
-             f"{len(val.warnings)} warning(s))"]
-    lines += [f"  error: {e}" for e in val.errors[:20]]
-    lines += [f"  warning: {w}" for w in val.warnings[:20]]
-    if slo_def:
-        lines += ["", f"SLO: TTFT <= {slo_def['ttft_ms']:g} ms and TPOT <= {slo_def['tpot_ms']:g} ms per request; a rate "
-                  f"meets it when no request failed and >= {slo_def['attainment']:.0%} of requests are good. TPOT = "
-                  "(E2E - TTFT) / (output tokens - 1) per request; ITL = every chunk gap pooled over requests "
-                  "(vLLM's definitions). Medians over repeats."]
-    if not table.empty and int(table["repeats"].min()) < 2:
-        lines += ["Fewer than 2 repeats for some label: its numbers are single measurements; a difference between "
-                  "labels is not a verdict (verdicts need >= 2 processes per side)."]
-    if not table.empty and cpu:
-        from analysis.tables import CPU_NOTE
-
-        lines += [CPU_NOTE]
-    if not table.empty and "prefix_caching" in table:
-        pc = sorted(set(table["prefix_caching"]))
-        lines += [f"Prefix caching: {'on' if pc == [True] else 'off' if pc == [False] else 'mixed'}; distinct "
-                  f"prompts per rate: {int(table['distinct_prompts'].min())}-{int(table['distinct_prompts'].max())} "
-                  f"of {int(table['num_prompts'].max())} (vLLM's random dataset; warm-up requests reuse the first "
-                  "prompt and are excluded)."]
-    if not table.empty:
-        lines += ["", "| label | rate req/s | achieved req/s | out tok/s | TTFT P50/P99 ms | TPOT P50/P99 ms | "
-                  "ITL P50/P99 ms | E2E P99 ms | goodput req/s | SLO | offloader | wrapped layers | offloaded B |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for _i, r in table.iterrows():
-            lines.append(
-                f"| {r['label']} | {_rate_txt(r['rate_rps'])} | {_f(r['achieved_req_s'], 2)} | {_f(r['output_tok_s'])} | "
-                f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])} | {_f(r['tpot_p50_ms'])} / {_f(r['tpot_p99_ms'])} | "
-                f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])} | {_f(r['e2el_p99_ms'])} | "
-                f"{_f(r['goodput_req_s'], 2)} | {'met' if r['meets_slo'] else 'missed'} | "
-                f"{str(r['offloader_class']).rsplit('.', 1)[-1]} | {r['wrapped_layers'] or '–'} | "
-                f"{int(r['offloaded_bytes']):,} |")
-    if not slo.empty:
-        lines += ["", "| label | released B | highest rate meeting the SLO (req/s) | achieved req/s there | front |",
-                  "|---|---|---|---|---|"]
-        for _i, r in slo.iterrows():
-            rate = "none" if math.isnan(r["slo_rate_rps"]) else _rate_txt(r["slo_rate_rps"])
-            lines.append(f"| {r['label']} | {int(r['released_bytes']):,} | {rate} | "
-                         f"{_f(r['slo_achieved_req_s'], 2)} | {'yes' if r['on_front'] else ''} |")
-    if not verd.empty:
-        lines += ["", "| G | N | rate req/s | current P99 TPOT ms | official P99 TPOT ms | verdict |",
-                  "|---|---|---|---|---|---|"]
-        for _i, r in verd.iterrows():
-            lines.append(f"| {r['group_size']} | {r['num_in_group']} | {_rate_txt(r['rate_rps'])} | "
-                         f"{_f(r['a_p99_tpot_ms'])} ({r['a_repeats']}) | {_f(r['b_p99_tpot_ms'])} ({r['b_repeats']}) | "
-                         f"{r['verdict_text']} |")
-    elif not table.empty:
-        lines += ["", "current vs official on P99 TPOT: no pair (the phase has no official cases)."]
-    return "\n".join(lines) + "\n"
-
-
-def plot_latency(table: pd.DataFrame):
-    """P50 (dashed) and P99 (solid) TTFT, TPOT and ITL vs achieved request rate, one line per label."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, m, name in zip(axes, ("ttft", "tpot", "itl"), ("TTFT", "TPOT", "ITL")):
-        for i, ((_ph, label), g) in enumerate(table.groupby(["phase", "label"], sort=False)):
-            g = g.sort_values("rate_rps")
-            color = f"C{i % 10}"
-            ax.plot(g["achieved_req_s"], g[f"{m}_p99_ms"], "o-", color=color, label=f"{label} P99")
-            ax.plot(g["achieved_req_s"], g[f"{m}_p50_ms"], "x--", color=color, alpha=0.6, label=f"{label} P50")
-        ax.set_xlabel("achieved request rate (req/s)")
-        ax.set_ylabel(f"{name} (ms)")
-        ax.set_title(f"{name} vs load")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def plot_front(slo: pd.DataFrame):
-    """Released MiB (evidence) vs highest rate meeting the SLO; front points highlighted."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    finite = slo[[not (math.isnan(x) or math.isinf(x)) for x in slo["slo_rate_rps"]]]
-    rate = [0.0 if math.isnan(x) else x for x in slo["slo_rate_rps"]]
-    ax.scatter(slo["released_bytes"] / 2**20, rate, color="grey", label="label (meeting no rate: drawn at 0)")
-    f = slo[slo["on_front"]]
-    ax.scatter(f["released_bytes"] / 2**20, [0.0 if math.isnan(x) else x for x in f["slo_rate_rps"]],
-               color="C3", s=80, facecolors="none", label="front")
-    for (_i, r), y in zip(slo.iterrows(), rate):
-        ax.annotate(r["label"], (r["released_bytes"] / 2**20, y), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
-    ax.set_xlabel("released MiB (evidence)")
-    ax.set_ylabel("highest request rate meeting the SLO (req/s)")
-    ax.set_title("released capacity vs SLO rate" + ("" if len(finite) == len(slo) else " (inf/none shown at 0)"))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
 
 
 def _rows(df: pd.DataFrame, model: type, *, inf_to_none: Sequence[str] = ()) -> tuple[Any, ...]:
@@ -502,12 +318,8 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
         slo_rates=_rows(slo_rows, SLORateRow, inf_to_none=("slo_rate_rps",)),
         verdicts=_rows(verd, VerdictRow, inf_to_none=("rate_rps",)))
     write_json(out / "serving-summary.json", summary)
-    (out / "serving-summary.md").write_text(md)
+    write_text_atomic(out / "serving-summary.md", md)
     if not table.empty:
-        fig = plot_latency(table)
-        fig.savefig(out / "serving-latency.png", dpi=110)
-        plt.close(fig)
-        fig = plot_front(slo)
-        fig.savefig(out / "serving-front.png", dpi=110)
-        plt.close(fig)
+        save_png(plot_latency(table), out / "serving-latency.png", bbox_inches=None)
+        save_png(plot_front(slo), out / "serving-front.png", bbox_inches=None)
     return md

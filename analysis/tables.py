@@ -32,7 +32,8 @@ from analysis.compare import (
 )
 from analysis.load import RunData, load_run
 from analysis.model import fit_model, model_table
-from analysis.validate import point_exclusions, token_digest_status, validate_run
+from analysis.validate import point_exclusions, validate_run
+from analysis.validate_checks import token_digest_status
 
 CPU_NOTE = ("CPU runtime: host and \"device\" memory are the same RAM. \"released bytes\" are accounted bytes "
             "(what the offloader moved out of the device-resident set, minus its static buffers; what it would "

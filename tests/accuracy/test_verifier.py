@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from analysis.accuracy import (
-    _Checks,
-    _check_gold_balance,
     main,
     render_markdown,
     verify,
     write_report,
 )
+from analysis.accuracy_checks import Checks as _Checks
+from analysis.accuracy_checks import check_gold_balance as _check_gold_balance
 from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, ProtocolSpec
 from results_schema.io import read_json, write_json
 from results_schema.models import RuntimeEvidence

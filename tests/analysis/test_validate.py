@@ -147,7 +147,8 @@ def test_reached_window_is_not_warned(valid_run):
     from types import SimpleNamespace
 
     from analysis.load import load_run
-    from analysis.validate import _check_window, _Collector
+    from analysis.validate_checks import check_window as _check_window
+    from analysis.validate_common import Collector as _Collector
     from results_schema.models import MeasurementWindow
 
     data = load_run(valid_run)
