@@ -56,7 +56,7 @@ from analysis.accuracy_checks import (
     load_examples,
     refuse_mixed_protocols,
 )
-from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, CaseSummary
+from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, CaseSummary, Task
 from results_schema.io import RecordError, read_json, write_json, write_text_atomic
 
 REPORT_JSON = "accuracy-verification.json"
@@ -122,7 +122,7 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
 
 def _check_repeats(checks: Checks, loaded: list[Case]) -> None:
     """Repeats of one case (``runners.matrix`` repeats > 1) must have identical examples (greedy decoding)."""
-    repeats: dict[tuple[str, str], list[Case]] = {}
+    repeats: dict[tuple[Task, str], list[Case]] = {}
     for r, p in loaded:
         repeats.setdefault((r.task, r.label), []).append((r, p))
     for (task, label), group in repeats.items():
@@ -135,7 +135,7 @@ def _check_repeats(checks: Checks, loaded: list[Case]) -> None:
                           f"{[str(p.parent.name) for _, p in group]}"))
 
 
-def _verify_task(checks: Checks, task: str, group: list[Case], limit: int | None,
+def _verify_task(checks: Checks, task: Task, group: list[Case], limit: int | None,
                  manifest_override: Path | None) -> list[CaseSummary]:
     """Check every case of one task against its baseline; the comparable cases' summaries."""
     bases = [(r, p) for r, p in group if r.implementation == "baseline"]
@@ -231,10 +231,10 @@ def render_markdown(report: AccuracyVerification) -> str:
     skipped = [c for c in report.checks if c.status == "skipped"]
     lines += ["", f"Checks: {sum(c.status == 'pass' for c in report.checks)} passed, {len(failed)} failed, "
                   f"{len(skipped)} skipped."]
-    for c in failed:
-        lines.append(f"- FAIL {c.name} [{c.task or '-'} / {c.label or '-'}]: {c.message}")
-    for c in skipped:
-        lines.append(f"- skipped {c.name} [{c.task or '-'} / {c.label or '-'}]: {c.message}")
+    for check in failed:
+        lines.append(f"- FAIL {check.name} [{check.task or '-'} / {check.label or '-'}]: {check.message}")
+    for check in skipped:
+        lines.append(f"- skipped {check.name} [{check.task or '-'} / {check.label or '-'}]: {check.message}")
     lines += ["", f"_{report.mode_note}_"]
     return "\n".join(lines)
 

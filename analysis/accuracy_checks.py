@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -20,6 +21,7 @@ from results_schema.accuracy import (
     AccuracyExample,
     AccuracyResult,
     DatasetManifest,
+    Task,
     VerifyCheck,
 )
 from results_schema.io import RecordError, file_sha256, iter_jsonl
@@ -44,9 +46,12 @@ class Checks:
     def __init__(self) -> None:
         self.items: list[VerifyCheck] = []
 
-    def add(self, name: str, task: str | None, label: str | None, ok: bool | None, message: str) -> bool:
-        status = "skipped" if ok is None else ("pass" if ok else "fail")
-        self.items.append(VerifyCheck(name=name, task=task, label=label, status=status, message=message))  # type: ignore[arg-type]
+    """The checks recorded so far (``results_schema.accuracy.VerifyCheck``)."""
+
+    def add(self, name: str, task: Task | None, label: str | None, ok: bool | None, message: str) -> bool:
+        """Record one check (``ok`` None: skipped); returns whether it passed."""
+        status: Literal["pass", "fail", "skipped"] = "skipped" if ok is None else ("pass" if ok else "fail")
+        self.items.append(VerifyCheck(name=name, task=task, label=label, status=status, message=message))
         return bool(ok)
 
 
@@ -203,7 +208,7 @@ def first_difference(a: list[AccuracyExample], b: list[AccuracyExample]) -> str:
     return f"row counts differ ({len(a)} vs {len(b)})"
 
 
-def check_gold_balance(checks: Checks, task: str, rows: list[AccuracyExample], limit: int | None) -> None:
+def check_gold_balance(checks: Checks, task: Task, rows: list[AccuracyExample], limit: int | None) -> None:
     counts = Counter(r.gold for r in rows)
     n = len(rows)
     shares = {k: counts.get(k, 0) / n for k in "ABCD"}

@@ -13,6 +13,7 @@ What is deliberately not modelled: the full tables (they stay in ``summary/compa
 from __future__ import annotations
 
 import math
+from typing import Literal
 from pathlib import Path
 
 from rich.console import Console
@@ -39,10 +40,11 @@ def decision_table(cs: ComparisonSummary) -> Table:
               show_lines=False, header_style="bold")
     if multi:
         t.add_column("phase")
-    for name, just in (("label", "left"), ("G", "right"), ("N", "right"), ("layers", "left"),
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (("label", "left"), ("G", "right"), ("N", "right"), ("layers", "left"),
                        ("released GiB", "right"), ("KV gain tok", "right"), ("tok/s", "right"),
                        ("retention", "right"), ("95% CI", "right"), ("tokens", "left"), ("front", "left"),
-                       ("verdict", "left")):
+                       ("verdict", "left"))
+    for name, just in columns:
         t.add_column(name, justify=just, no_wrap=True)
     t.add_column("reasons", overflow="fold")
     for r in cs.decision:

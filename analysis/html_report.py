@@ -26,6 +26,7 @@ import html
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.io as pio
@@ -215,8 +216,8 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
-def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: list[CaseFailure] = (),
-           accuracy: list[tuple[str, AccuracyVerification]] = (), links: list[tuple[str, str]] = ()) -> str:
+def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
+           accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
     """The page as one HTML string (see the module docstring for its order and guarantees)."""
     from analysis.provenance import one_line
 

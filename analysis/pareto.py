@@ -162,7 +162,9 @@ def read_front_csv(path) -> tuple[list[str], list[float], list[float]]:
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; the header must name {', '.join(need)} "
                              f"(found {have})")
-        labels, cap, thr = [], [], []
+        labels: list[str] = []
+        cap: list[float] = []
+        thr: list[float] = []
         for n, row in enumerate(reader, start=2):
             row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
             labels.append(row["label"])

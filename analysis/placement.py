@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 from results_schema.placement import CasePlacement, NodeIdentity
 
@@ -36,7 +36,7 @@ class PlacementFinding:
     """One overlap or sharing finding: ``code`` placement_overlap | shared_node | mixed_sharing."""
 
     code: str
-    severity: str
+    severity: Literal["error", "warning"]
     message: str
     phase: str
     label: str | None = None

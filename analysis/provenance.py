@@ -43,7 +43,8 @@ def provenance(run_dir: Path | str, data: RunData | None = None) -> Provenance:
         absent or does not validate.
     """
     run_dir = Path(run_dir)
-    vllm, torch = (), ()
+    vllm: tuple[str, ...] = ()
+    torch: tuple[str, ...] = ()
     if data is not None and data.case_runs:
         vllm = tuple(sorted({cr.record.vllm_version for _p, _l, cr in data.case_runs}))
         torch = tuple(sorted({cr.record.torch_version for _p, _l, cr in data.case_runs}))

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel
 
 from analysis.pareto import pareto_mask
 from analysis.plots import save_png
@@ -200,7 +201,7 @@ def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (phase, label, rate): medians over repeats; ``meets_slo`` only when every repeat met it."""
     if frame.empty:
         return pd.DataFrame()
-    agg = {c: "median" for c in _MEDIAN_COLS}
+    agg: dict[str, str | tuple[str, str]] = {c: "median" for c in _MEDIAN_COLS}
     agg.update(repeats=("repeat", "nunique"), failed=("failed", "sum"), meets_slo=("meets_slo", "all"),
                released_bytes=("released_bytes", "median"), offloaded_bytes=("offloaded_bytes", "median"),
                offloader_class=("offloader_class", "first"), wrapped_layers=("wrapped_layers", "first"),
@@ -273,7 +274,7 @@ def verdicts(frame: pd.DataFrame, a: str = "current", b: str = "official") -> pd
 # ----------------------------------------------------------------------------- outputs
 
 
-def _rows(df: pd.DataFrame, model: type, *, inf_to_none: Sequence[str] = ()) -> tuple[Any, ...]:
+def _rows(df: pd.DataFrame, model: type[BaseModel], *, inf_to_none: Sequence[str] = ()) -> tuple[Any, ...]:
     """Frame -> validated models (NaN -> None; ``inf`` rates -> None, the records' convention)."""
     fields = set(model.model_fields)
     out = []

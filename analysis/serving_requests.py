@@ -66,7 +66,7 @@ def check_requests(run_dir: Path, r: ServingRun, errors: list[str], warnings: li
         warnings.append(f"{where}: {one_chunk} of {len(ok)} requests received their whole output in the first "
                         f"network read (E2E - TTFT < {ONE_READ_S * 1000:g} ms: TPOT and ITL ~0 by vLLM's "
                         "definitions, the decode time is inside TTFT)")
-    checks = []
+    checks: list[tuple[str, float, float]] = []
     checks.append(("completed", len(ok), q.completed))
     checks.append(("total output tokens", sum(x.output_tokens for x in ok), q.total_output_tokens))
     checks.append(("total input tokens", sum(x.prompt_tokens for x in ok), q.total_input_tokens))

@@ -55,7 +55,7 @@ from analysis.validate_checks import (
     check_tokens,
     check_window,
 )
-from analysis.validate_common import Collector
+from analysis.validate_common import CaseRef, Collector
 from analysis.validate_records import (
     check_evidence,
     check_layer_bytes,
@@ -199,16 +199,16 @@ def _check_counts(data: RunData, col: Collector) -> list[CaseCount]:
                 phase=key[0], label=key[1])
         counts.append(CaseCount(phase=key[0], label=key[1], expected=0, runs=runs[key], failures=fails[key]))
     for _p, _l, f in data.case_failures:
-        exp = plan.get((f.phase, f.label))
+        planned = plan.get((f.phase, f.label))
         where = f"{f.phase}/{f.label}-r{f.repeat}"
-        if exp is None or exp["expect_error"] is None:
+        if planned is None or planned["expect_error"] is None:
             col.add("failures", "case_failed", f"{where}: {f.failure_type}: {f.error_message}", phase=f.phase,
                     label=f.label, repeat=f.repeat, path=f.log_path)
         else:
             text = " ".join(filter(None, [f.error_type, f.error_message, *f.log_tail]))
-            if not re.search(exp["expect_error"], text):
+            if not re.search(planned["expect_error"], text):
                 col.add("failures", "unexpected_error",
-                        f"{where}: expected an error matching {exp['expect_error']!r}, got {f.error_type}: "
+                        f"{where}: expected an error matching {planned['expect_error']!r}, got {f.error_type}: "
                         f"{f.error_message}", phase=f.phase, label=f.label, repeat=f.repeat, path=f.log_path)
     return counts
 
@@ -249,7 +249,7 @@ def _check_runtime(data: RunData, col: Collector) -> None:
         if exp is None:
             continue
         where = f"{r.phase}/{r.label}-r{r.repeat}"
-        kw = dict(phase=r.phase, label=r.label, repeat=r.repeat)
+        kw: CaseRef = {"phase": r.phase, "label": r.label, "repeat": r.repeat}
         if exp.get("runtime") and r.runtime != exp["runtime"]:
             col.add("evidence_agreement", "runtime_mismatch",
                     f"{where}: record runtime {r.runtime!r}, the plan says {exp['runtime']!r}", **kw)

@@ -135,6 +135,8 @@ def check_manifest(run_dir: Path, col: Collector) -> None:
 
         kind = kind_for(path)
         try:
+            if kind is None:
+                raise LookupError(f"no file kind registered for {path.name}")
             read_json(path, kind.load_model())
         except LookupError as exc:
             col.add("manifest", "missing_manifest", f"environment-manifest.json not checked: {exc}",

@@ -17,12 +17,17 @@ from analysis.load import RunData
 from results_schema.models import ValidationIssue
 
 
-class Where(TypedDict, total=False):
-    """The case (and file) an issue concerns: keyword arguments of ``Collector.add``."""
+class CaseRef(TypedDict):
+    """The case (process) an issue concerns: keyword arguments of ``Collector.add``."""
 
     phase: str
     label: str
     repeat: int
+
+
+class Where(CaseRef, total=False):
+    """A case and the file an issue concerns: keyword arguments of ``Collector.add``."""
+
     path: str | Path
 
 

@@ -21,7 +21,7 @@ from analysis.layer_bytes import (
     safetensors_files,
 )
 from analysis.load import RunData
-from analysis.validate_common import Collector, Where, rel_path
+from analysis.validate_common import CaseRef, Collector, Where, rel_path
 from offload.selection import select_offload_layers
 from results_schema.io import RecordError, parse_line, read_json
 from results_schema.models import BenchRecord, CaseRun, RuntimeEvidence
@@ -69,7 +69,7 @@ def check_logs_and_files(data: RunData, col: Collector) -> None:
     """Checks ``logs`` and ``evidence_files``: each case's log lines, evidence sidecar and record file."""
     for _p, _l, cr in data.case_runs:
         r = cr.record
-        kw: Where = {"phase": r.phase, "label": r.label, "repeat": r.repeat}
+        kw: CaseRef = {"phase": r.phase, "label": r.label, "repeat": r.repeat}
         where = f"{r.phase}/{r.label}-r{r.repeat}"
         log = data.run_dir / cr.log_path
         if not log.is_file():
@@ -112,7 +112,7 @@ def _check_logged(col: Collector, lines: list[str], marker: str, model: type[Ben
         col.add(check, mismatch, f"{where}: {marker} line invalid: {exc}", **kw)
 
 
-def _check_sidecar(data: RunData, cr: CaseRun, col: Collector, where: str, kw: Where) -> None:
+def _check_sidecar(data: RunData, cr: CaseRun, col: Collector, where: str, kw: CaseRef) -> None:
     """The evidence sidecar equals the run's evidence; ``records/<phase>/<label>-r<repeat>.json`` its record."""
     r = cr.record
     side = data.run_dir / cr.evidence_path
@@ -229,7 +229,7 @@ def check_layer_bytes(data: RunData, col: Collector, model_dir: Path | None) -> 
             cache[key] = (per_cfg, per_st)
         per_cfg, per_st = cache[key]
         where = f"{r.phase}/{r.label}-r{r.repeat}"
-        kw = dict(phase=r.phase, label=r.label, repeat=r.repeat, path=cr.evidence_path)
+        kw: Where = {"phase": r.phase, "label": r.label, "repeat": r.repeat, "path": cr.evidence_path}
         want_cfg = per_cfg * len(e.wrapped_layers)
         if e.offloaded_bytes != want_cfg:
             col.add("layer_bytes", "layer_bytes_mismatch",

@@ -13,6 +13,7 @@ What is deliberately not modelled: which groups are compared (``analysis.compare
 from __future__ import annotations
 
 import math
+from typing import SupportsFloat, TypeGuard
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,9 +61,12 @@ def bootstrap_delta(a, b, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED,
 VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
+    """True for a finite number (anything ``float`` accepts); False for None, NaN, inf, non-numbers."""
+    if not isinstance(x, (SupportsFloat, str, bytes)):
+        return False
     try:
-        return x is not None and math.isfinite(float(x))
+        return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
 

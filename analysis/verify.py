@@ -183,7 +183,9 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
             summary_rows, precision = records(tables["summary"]), precision or PRECISION
             comparison_rows = records(tables["comparison"])
     if precision is None:
-        from analysis.tables import PRECISION as precision  # noqa: N811
+        from analysis.tables import PRECISION
+
+        precision = PRECISION
     ref = recompute(run_dir)
     res = VerifyResult()
     _compare_rows(res, summary_rows, ref, precision)
