@@ -28,6 +28,7 @@ import yaml
 from analysis.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
+from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 from results_schema.models import (
     BenchRecord,
     CaseFailure,
@@ -230,6 +231,24 @@ def config_dict(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> dic
     }
 
 
+def run_plan(phases: Sequence[SynthPhase]) -> RunPlan:
+    """``plan.json`` of ``config_dict(phases)`` as the runner writes it (``results_schema.plan``)."""
+    out = []
+    for ph in phases:
+        cases = []
+        for c in ph.cases:
+            err = "AssertionError" if c.fail and c.implementation == "official" else None
+            cases.append(PlannedCase(
+                label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
+                offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=(),
+                offload_backend="auto", repeats=ph.repeats, expect_error=err, runtime=ph.runtime, device="cpu",
+                expected_runs=0 if err else ph.repeats, expected_failures=ph.repeats if err else 0))
+        out.append(PlannedPhase(name=ph.name, kind="throughput", cases=tuple(cases),
+                                processes=ph.repeats * len(cases)))
+    return RunPlan(experiment="synthetic", run_id="synthetic", phases=tuple(out),
+                   processes=sum(p.processes for p in out))
+
+
 def config_yaml(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> str:
     """``config.yaml`` text of ``config_dict``."""
     return yaml.safe_dump(config_dict(phases, config), sort_keys=False)
@@ -253,6 +272,7 @@ def write_run_dir(run_dir: Path, phases: Sequence[SynthPhase], *, seed: int = 0,
     rng = random.Random(seed)
     write_model_dir(run_dir / "model", config)
     (run_dir / "config.yaml").write_text(config_yaml(phases, config))
+    write_json(run_dir / PLAN_FILE, run_plan(phases))
     for ph in phases:
         for r in range(ph.repeats):
             n = len(ph.cases)

@@ -18,7 +18,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from results_schema.io import file_sha256, write_text_atomic
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
@@ -46,6 +46,45 @@ def write_sha256sums(run_dir: Path) -> Path:
             lines.append(f"{file_sha256(p)}  {rel}")
     write_text_atomic(out, "\n".join(lines) + "\n")
     return out
+
+
+def _planned_case(c: Any) -> Any:
+    """``PlannedCase`` of one ``runners.plan.CaseSpec``."""
+    import math
+
+    from results_schema.plan import PlannedCase
+
+    rates = None
+    if c.kind == "serving":
+        rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving["request_rates"])
+    failing = c.expect_error is not None
+    return PlannedCase(
+        label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
+        offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
+        offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
+        device=str(c.runtime.get("device", "cpu")), request_rates_rps=rates, accuracy_tasks=tuple(c.accuracy_tasks),
+        expected_runs=0 if failing else c.repeats, expected_failures=c.repeats if failing else 0)
+
+
+def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
+    """``plan.json`` (``results_schema.plan.RunPlan``): the expanded plan and the counts analysis expects.
+
+    Raises:
+        runners.plan.PlanError: the config does not expand (checked before, so not expected here).
+    """
+    from results_schema.io import write_json
+    from results_schema.plan import PLAN_FILE, PhaseKind, PlannedPhase, RunPlan
+    from runners.plan import expand
+
+    phases = []
+    for name, cases in expand(cfg).items():
+        planned = tuple(_planned_case(c) for c in cases)
+        phases.append(PlannedPhase(name=name, kind=cast(PhaseKind, cases[0].kind), cases=planned,
+                                   processes=sum(c.repeats for c in planned)))
+    doc = RunPlan(experiment=str(cfg.get("experiment_name")), run_id=str(cfg.get("run_id")), phases=tuple(phases),
+                  processes=sum(p.processes for p in phases))
+    write_json(run_dir / PLAN_FILE, doc)
+    return run_dir / PLAN_FILE
 
 
 # ----------------------------------------------------------------------------- resume
@@ -191,6 +230,8 @@ def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[st
     check_resumed_manifests(run_dir, accuracy_phases)
     if (run_dir / "SHA256SUMS").exists():
         (run_dir / "SHA256SUMS").unlink()
+    if not (run_dir / "plan.json").is_file():  # a run directory from before plan.json existed
+        write_plan(run_dir, cfg)
     leftovers = _leftovers(items, done, run_dir)
     if leftovers:
         quarantine(leftovers, run_dir, qdir)
@@ -269,5 +310,6 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunI
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
     write_json(run_dir / "environment-manifest.json", manifest)
+    write_plan(run_dir, cfg)
     _write_reproduction(run_dir, cfg, overrides, facts.git)
     return run_dir, cfg
