@@ -25,3 +25,7 @@ class RunnerError(RuntimeError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class PlanError(ValueError):
+    """The config describes cases that cannot run; raised before any process starts."""
