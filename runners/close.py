@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from runners.config import RunOptions
 from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INVALID, EXIT_OK,
                             RunnerError)
 from runners.execute import RunState, Timings
@@ -43,9 +44,9 @@ class Findings:
 def copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any) -> None:
     """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report."""
-    rt = cfg.get("runtime") or {}
+    rt = cfg["runtime"]
     if str(rt.get("device")) != "cpu" or not any(sc.case.offload_requested for sc in items) \
-            or cfg.get("bench_command"):
+            or cfg["bench_command"]:
         return
     from runners.copy_bench import run_copy_bench
 
@@ -118,7 +119,7 @@ def final_checks(cfg: Mapping[str, Any], todo: Sequence[Any], state: RunState, i
     return found
 
 
-def analyse_and_checksum(cfg: Mapping[str, Any], items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
+def analyse_and_checksum(cfg: Mapping[str, Any], options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
                          found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any) -> None:
     """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
     from runners.accuracy_phase import verify_accuracy
@@ -126,7 +127,7 @@ def analyse_and_checksum(cfg: Mapping[str, Any], items: Sequence[Any], state: Ru
     run_dir = state.run_dir
     t = time.monotonic()
     try:
-        if cfg.get("analyze", True) and not state.stopped:
+        if options.analyze and not state.stopped:
             copy_bench(cfg, items, run_dir, state.model_dir, base_env, console)
             found.validation, found.serving_valid = analyze(run_dir, console)
             if accuracy_phases:

@@ -33,6 +33,7 @@ class RunState:
     formal: bool
     progress: Progress
     accuracy_command: Sequence[str] | None = None
+    bench_module: str = "runners.bench_one"
     unexpected: list[str] = field(default_factory=list)
     expected_failures: int = 0
     successes: int = 0
@@ -140,7 +141,7 @@ def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         state.finalize_s += time.monotonic() - t0
 
 
-def launch_spec(cfg: Mapping[str, Any], state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
+def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.executors import LaunchSpec
     from runners.matrix import case_argv, case_env  # -> runners.case_command once those move there
@@ -159,7 +160,7 @@ def launch_spec(cfg: Mapping[str, Any], state: RunState, sc: Any, base_env: Mapp
     else:
         argv = case_argv(sc, model_dir=state.model_dir, paths=paths, bench_command=state.bench_command,
                          python=python, accuracy_command=state.accuracy_command,
-                         bench_module=str(cfg.get("bench_module") or "runners.bench_one"))
+                         bench_module=state.bench_module)
     env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
     explicit = state.accuracy_command if sc.case.kind == "accuracy" else state.bench_command
     if not explicit:  # an explicit command runs as given; otherwise inside the runtime
@@ -190,7 +191,7 @@ def run_phases(cfg: Mapping[str, Any], state: RunState, todo: Sequence[Any], *, 
     base_env = dict(os.environ)
     executor = None
     try:
-        executor = make_executor(cfg.get("executor") or {}, REPO_ROOT, run_dir=state.run_dir)
+        executor = make_executor(cfg["executor"], REPO_ROOT, run_dir=state.run_dir)
         executor.prepare(cfg, identity)  # ray: identity gate on every node that will run cases
         for phase in phases:
             phase_items = [sc for sc in todo if sc.case.phase == phase]
@@ -202,7 +203,7 @@ def run_phases(cfg: Mapping[str, Any], state: RunState, todo: Sequence[Any], *, 
                 timings.identity += time.monotonic() - t
             executor.health_gate(phase_items[0].case.runtime,
                                  state.run_dir / "health" / f"{phase}-{new_run_id()}.txt")
-            specs = [(sc, launch_spec(cfg, state, sc, base_env)) for sc in phase_items]
+            specs = [(sc, launch_spec(state, sc, base_env)) for sc in phase_items]
             executor.execute(specs, lambda sc, spec, out: on_done(state, sc, spec, out),
                              on_start=state.progress.start)
             if state.stopped:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, cast
 
 from results_schema.io import file_sha256, write_text_atomic
+from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.gates import RunIdentity, numerics_of
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
@@ -81,7 +82,7 @@ def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
         planned = tuple(_planned_case(c) for c in cases)
         phases.append(PlannedPhase(name=name, kind=cast(PhaseKind, cases[0].kind), cases=planned,
                                    processes=sum(c.repeats for c in planned)))
-    doc = RunPlan(experiment=str(cfg.get("experiment_name")), run_id=str(cfg.get("run_id")), phases=tuple(phases),
+    doc = RunPlan(experiment=str(cfg["experiment_name"]), run_id=str(cfg["run_id"]), phases=tuple(phases),
                   processes=sum(p.processes for p in phases))
     write_json(run_dir / PLAN_FILE, doc)
     return run_dir / PLAN_FILE
@@ -251,13 +252,14 @@ def _make_dir(cfg: Mapping[str, Any]) -> tuple[Path, str]:
     """
     from conf.schema import ConfigError, check_name
 
+    opts = RunOptions.of(cfg)
     try:
-        for key in ("run_id", "experiment_name"):
-            check_name(key, cfg.get(key))
+        check_name("run_id", opts.run_id)
+        check_name("experiment_name", opts.experiment_name)
     except ConfigError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
-    run_id = cfg.get("run_id") or new_run_id()
-    run_dir = abs_path(str(cfg.get("results_root", "results"))) / str(cfg.get("experiment_name", "default")) / run_id
+    run_id = opts.run_id or new_run_id()
+    run_dir = abs_path(opts.results_root) / opts.experiment_name / run_id
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         run_dir.mkdir()
@@ -299,7 +301,7 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunI
     cfg["run_id"] = run_id
     ident = facts.identity
     manifest = build_manifest(
-        run_id=run_id, experiment=str(cfg.get("experiment_name")), packages=facts.packages, checks=ident.checks,
+        run_id=run_id, experiment=str(cfg["experiment_name"]), packages=facts.packages, checks=ident.checks,
         model=ModelIdentity(name=str(cfg["model"]["name"]), path=str(ident.model_dir),
                             sha256sums_sha256=str(ident.model_sums), revision=cfg["model"].get("revision"),
                             num_layers=int(cfg["model"]["num_layers"])),

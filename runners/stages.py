@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from runners.accuracy_phase import AccuracyPhase
+from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.execute import RunState, Timings
 from runners.gates import RunIdentity
@@ -38,6 +39,7 @@ class Plan:
 
     Attributes:
         cfg: resolved config (``conf.schema.Config`` as a plain dict; the saved one when resuming).
+        options: its run-level switches, typed.
         overrides: the command-line overrides (the saved ones when resuming).
         items: every case process in schedule order (``runners.plan.ScheduledCase``).
         phases: phase names in schedule order.
@@ -46,6 +48,7 @@ class Plan:
     """
 
     cfg: Mapping[str, Any]
+    options: RunOptions
     overrides: tuple[str, ...]
     items: tuple[Any, ...]
     phases: tuple[str, ...]
@@ -105,10 +108,10 @@ def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
 def _check_executor(cfg: Mapping[str, Any]) -> None:
     from runners.executors import check_executor_config
 
-    executor_name = (cfg.get("executor") or {}).get("name", "local")
+    executor_name = cfg["executor"]["name"]
     if executor_name not in ("local", "ray"):
         raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
-    if (bad := check_executor_config(cfg.get("executor") or {})) is not None:
+    if (bad := check_executor_config(cfg["executor"])) is not None:
         raise RunnerError(f"config: {bad}", EXIT_CONFIG)
 
 
@@ -143,7 +146,7 @@ def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
     check_cpu_kernel_paths(items)
     _check_executor(cfg)
-    return Plan(cfg=cfg, overrides=tuple(overrides), items=tuple(items),
+    return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
                 resume_dir=resume_dir)
 
@@ -189,14 +192,14 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.launch._die_with_parent). The analysis imports when it runs.
-    progress = Progress(len(p.items), live=bool(run.cfg.get("progress", True)))
+    progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(len(p.items) - len(todo))
-    cfg = run.cfg
+    opts = p.options
     state = RunState(run_dir=run.run_dir, model_dir=run.facts.identity.model_dir, python=sys.executable,
-                     bench_command=cfg.get("bench_command"), formal=bool(cfg.get("formal")), progress=progress,
-                     accuracy_command=cfg.get("accuracy_command"))
+                     bench_command=opts.bench_command, formal=opts.formal, progress=progress,
+                     accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
     base_env = dict(os.environ)
-    interrupted = run_phases(cfg, state, todo, phases=p.phases, identity=run.facts.identity,
+    interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.facts.identity,
                              resumed=p.resume_dir is not None, timings=run.timings)
     return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
 
@@ -209,7 +212,7 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
         console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run.run_dir}`")
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.facts.identity, run.timings)
-    analyse_and_checksum(run.cfg, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
+    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
     console.print(f"{verdict_line(found, run.run_dir)}; exit {code}", markup=False)
@@ -225,7 +228,7 @@ def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -
     from runners.progress import print_schedule
 
     p = make_plan(cfg, overrides)
-    if p.cfg.get("dry_run"):
+    if p.options.dry_run:
         print_schedule(p.items, p.cfg)
         return EXIT_OK
     p = with_accuracy_inputs(p)
