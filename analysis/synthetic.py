@@ -22,23 +22,25 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import yaml
 
 from analysis.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
-from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 from results_schema.models import (
     BenchRecord,
     CaseFailure,
     CaseRun,
+    Implementation,
     KVCacheCapacity,
     OffloadSetting,
     RoundResult,
     RuntimeEvidence,
     WorkloadSpec,
 )
+from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {
     "architectures": ["Qwen2ForCausalLM"],
@@ -239,7 +241,7 @@ def run_plan(phases: Sequence[SynthPhase]) -> RunPlan:
         for c in ph.cases:
             err = "AssertionError" if c.fail and c.implementation == "official" else None
             cases.append(PlannedCase(
-                label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
+                label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
                 offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=(),
                 offload_backend="auto", repeats=ph.repeats, expect_error=err, runtime=ph.runtime, device="cpu",
                 expected_runs=0 if err else ph.repeats, expected_failures=ph.repeats if err else 0))

@@ -252,7 +252,7 @@ def _check_counts(data: RunData, col: _Collector) -> list[CaseCount]:
                     f"{phase}/{label}: expected {exp['runs']} run(s) and {exp['failures']} expected failure(s), "
                     f"got {runs[key]} run(s) and {fails[key]} failure(s)", phase=phase, label=label)
     for key in sorted((set(runs) | set(fails)) - set(plan)):
-        col.add("counts", "unexpected_case", f"{key[0]}/{key[1]}: not in the plan of config.yaml",
+        col.add("counts", "unexpected_case", f"{key[0]}/{key[1]}: not in the run's plan.json",
                 phase=key[0], label=key[1])
         counts.append(CaseCount(phase=key[0], label=key[1], expected=0, runs=runs[key], failures=fails[key]))
     for _p, _l, f in data.case_failures:
