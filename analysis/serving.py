@@ -111,17 +111,17 @@ def load_serving(run_dir: Path | str) -> ServingData:
 
 
 def _planned(run_dir: Path) -> dict[tuple[str, str], tuple[int, int]] | None:
-    """``{(phase, label): (repeats, rates)}`` of the serving phases in ``config.yaml`` (None: no plan)."""
+    """``{(phase, label): (repeats, rates)}`` of the serving phases in ``plan.json`` (None: no plan)."""
     from analysis.validate import expand_saved_plan
 
     try:
-        by_phase = expand_saved_plan(run_dir)
-    except ValueError:  # beyond PlanError: any config the plan rejects means "no plan" here
+        saved = expand_saved_plan(run_dir)
+    except ValueError:  # a plan.json that does not validate means "no plan" here
         return None
-    if by_phase is None:
+    if saved is None:
         return None
-    return {(ph, c.label): (c.repeats, len(c.serving["request_rates"]))
-            for ph, cases in by_phase.items() for c in cases if c.kind == "serving"}
+    return {(ph.name, c.label): (c.repeats, len(c.request_rates_rps or ()))
+            for ph in saved.phases if ph.kind == "serving" for c in ph.cases}
 
 
 def validate_serving(data: ServingData) -> ServingValidation:

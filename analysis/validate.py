@@ -3,7 +3,7 @@
 What is modelled (check name -> issue codes; severity error unless noted):
     schema              invalid_record (a runs/failures line that fails strict parsing or the model)
     counts              count_mismatch, unexpected_case, duplicate_case; no_plan (warning) when
-                        ``config.yaml`` is missing or cannot be expanded by ``runners.plan``
+                        ``plan.json`` (written by the runner) is missing or does not validate
     failures            case_failed (an unexpected failure record), unexpected_error (an expected
                         failure whose error does not match ``expect_error``)
     logs                missing_log, missing_bench_result, duplicate_bench_result,
@@ -43,8 +43,6 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import yaml
-
 from analysis.load import RunData, load_run
 from analysis.validate_checks import (
     MIN_WINDOW_S,
@@ -62,6 +60,8 @@ from analysis.validate_records import (
     check_logs_and_files,
     check_schema,
 )
+from results_schema.io import read_json
+from results_schema.plan import PLAN_FILE, RunPlan
 from results_schema.models import (
     CaseCount,
     CheckResult,
@@ -90,44 +90,41 @@ def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | 
     return None
 
 
-def expand_saved_plan(run_dir: Path) -> dict[str, list] | None:
-    """``runners.plan.expand`` of the run's ``config.yaml``: ``{phase: [CaseSpec, ...]}``.
+def expand_saved_plan(run_dir: Path) -> RunPlan | None:
+    """The run's ``plan.json`` (``results_schema.plan.RunPlan``, written by the runner).
 
-    Returns None when there is no config, the runners package is missing, or the config
-    cannot be expanded (``PlanError``, ``KeyError``, ``TypeError``). Other errors propagate.
+    Returns None when the run directory has no ``plan.json`` (runs from before the runner
+    wrote it, or not written by ``runners.matrix``): expected counts are then unknown.
+
+    Raises:
+        RecordError, StrictJSONError: ``plan.json`` exists but does not validate (a ``ValueError``).
     """
-    path = run_dir / "config.yaml"
+    path = run_dir / PLAN_FILE
     if not path.is_file():
         return None
-    try:
-        from runners.plan import PlanError, expand
-    except ImportError:
-        return None
-    try:
-        return expand(yaml.safe_load(path.read_text()))
-    except (PlanError, KeyError, TypeError):
-        return None
+    return read_json(path, RunPlan)
 
 
 def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
-    """Plan from ``config.yaml`` via ``runners.plan.expand``: ``{(phase, label): {runs, failures, expect_error}}``.
+    """Plan from ``plan.json``: ``{(phase, label): {runs, failures, expect_error, device, runtime}}``.
 
-    Returns None when there is no config or it cannot be expanded (the caller warns).
+    Returns None when there is no ``plan.json`` or it does not validate (the caller warns).
     Accuracy and serving phases are excluded (they write their own files, not runs;
     ``analysis.serving`` checks the serving counts).
     """
-    by_phase = expand_saved_plan(run_dir)
-    if by_phase is None:
+    try:
+        saved = expand_saved_plan(run_dir)
+    except ValueError:
+        return None
+    if saved is None:
         return None
     out = {}
-    for phase, cases in by_phase.items():
-        for c in cases:
-            if c.kind in ("accuracy", "serving"):  # accuracy / serving files; serving: analysis.serving
-                continue
-            exp_fail = c.expect_error is not None
-            out[(phase, c.label)] = {"runs": 0 if exp_fail else c.repeats, "failures": c.repeats if exp_fail else 0,
-                                     "expect_error": c.expect_error, "device": c.runtime.get("device"),
-                                     "runtime": c.runtime.get("name")}
+    for phase in saved.phases:
+        if phase.kind in ("accuracy", "serving"):  # accuracy / serving files; serving: analysis.serving
+            continue
+        for c in phase.cases:
+            out[(phase.name, c.label)] = {"runs": c.expected_runs, "failures": c.expected_failures,
+                                          "expect_error": c.expect_error, "device": c.device, "runtime": c.runtime}
     return out
 
 
@@ -181,7 +178,7 @@ def _check_counts(data: RunData, col: Collector) -> list[CaseCount]:
     plan = expected_cases(data.run_dir)
     counts: list[CaseCount] = []
     if plan is None:
-        col.add("counts", "no_plan", f"{data.run_dir}: no expandable config.yaml; expected counts unknown",
+        col.add("counts", "no_plan", f"{data.run_dir}: no valid plan.json; expected counts unknown",
                 severity="warning")
         for key in sorted(set(runs) | set(fails)):
             counts.append(CaseCount(phase=key[0], label=key[1], expected=None, runs=runs[key], failures=fails[key]))
@@ -195,7 +192,7 @@ def _check_counts(data: RunData, col: Collector) -> list[CaseCount]:
                     f"{phase}/{label}: expected {exp['runs']} run(s) and {exp['failures']} expected failure(s), "
                     f"got {runs[key]} run(s) and {fails[key]} failure(s)", phase=phase, label=label)
     for key in sorted((set(runs) | set(fails)) - set(plan)):
-        col.add("counts", "unexpected_case", f"{key[0]}/{key[1]}: not in the plan of config.yaml",
+        col.add("counts", "unexpected_case", f"{key[0]}/{key[1]}: not in the run's plan.json",
                 phase=key[0], label=key[1])
         counts.append(CaseCount(phase=key[0], label=key[1], expected=0, runs=runs[key], failures=fails[key]))
     for _p, _l, f in data.case_failures:

@@ -129,7 +129,7 @@ class LocalExecutor:
 
     def health_gate(self, runtime: Mapping[str, Any], out_path: Path) -> None:
         """The runtime's health command on this host (``runners.matrix.health_gate``)."""
-        from runners.matrix import health_gate
+        from runners.gates import health_gate
 
         health_gate(runtime, out_path)
 
@@ -315,7 +315,8 @@ class RayExecutor:
         from results_schema.manifest import PinCheck
         from results_schema.placement import NodeIdentity
         from runners.identity import case_code_sha256
-        from runners.matrix import EXIT_IDENTITY, RunnerError, runtimes_used
+        from runners.config import runtimes_used
+        from runners.errors import EXIT_IDENTITY, RunnerError
 
         ray = self._ray
         accels = {rt.get("ray_resource") for rt in runtimes_used(cfg)}
@@ -389,7 +390,7 @@ class RayExecutor:
         Raises:
             runners.matrix.RunnerError: (health, exit 42) a node failed and the run stops, or none is left.
         """
-        from runners.matrix import EXIT_HEALTH, RunnerError
+        from runners.errors import EXIT_HEALTH, RunnerError
 
         cmd = runtime.get("health_command")
         if not cmd:

@@ -28,7 +28,6 @@ import platform
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from results_schema.io import file_sha256
 from runners.probe import git_commit, package_tree_sha256, package_version, sha256_file, tree_sha256  # noqa: F401
 from results_schema.manifest import (
     DeviceIdentity,
@@ -43,6 +43,7 @@ from results_schema.manifest import (
     GitIdentity,
     ModelIdentity,
     PinCheck,
+    PinKind,
     REDACTED,
     is_secret_name,
     looks_like_credential,
@@ -123,7 +124,7 @@ def _declared(value: Any) -> str:
     return MISSING_VALUE if value is None else str(value)
 
 
-PIN_KINDS = (("tools", "tool"), ("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
+PIN_KINDS: tuple[tuple[str, PinKind], ...] = (("tools", "tool"), ("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
              ("source_trees", "source_tree"), ("source_commits", "source_commit"), ("files", "file"))
 """``PinsConfig`` field -> ``PinCheck.kind``, in the documented check order."""
 
@@ -190,7 +191,7 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
                                 runtime=runtime))
     if model_pin is not None:
         sums = model_dir / "SHA256SUMS" if model_dir is not None else None
-        actual = sha256_file(sums) if sums is not None and sums.is_file() else None
+        actual = file_sha256(sums) if sums is not None and sums.is_file() else None
         out.append(PinCheck(kind="model_sha256sums", name="model", expected=model_pin, actual=actual,
                             ok=model_pin != MISSING_VALUE and actual == model_pin))
     if model_revision is not None:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from results_schema.manifest import NumericsIdentity
 
@@ -123,7 +124,7 @@ def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], 
     accel_model, accel_driver = accelerator_facts(device)
     threads = facts.get("threads")
     return NumericsIdentity(
-        device=device, cpu_model=model, cpu_isa_flags=flags, machine=platform.machine(),
+        device=cast(Any, device), cpu_model=model, cpu_isa_flags=flags, machine=platform.machine(),
         torch_version=str(facts["torch"]) if facts.get("torch") else None,
         onednn_version=str(facts["onednn"]) if facts.get("onednn") else None,
         aten_cpu_capability=str(facts["cpu_capability"]) if facts.get("cpu_capability") else None,

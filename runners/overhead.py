@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(a.results_root) if a.results_root else Path(tempfile.mkdtemp(prefix="overhead-"))
     m = measure(root.resolve(), overrides)
     print(f"run: {m['run_dir']} (runner exit {m['runner_exit']})")
-    for name, w in m["per_case"]:  # type: ignore[union-attr]
+    per_case: list[tuple[str, float]] = m["per_case"]  # type: ignore[assignment]  # measure() builds this list
+    for name, w in per_case:
         print(f"  case {name}: {w:.2f} s")
     print(f"cases: {m['cases']}")
     print(f"runner says: {m['runner_summary']}")

@@ -83,7 +83,7 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
         runners.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
     from runners.identity import MISSING_VALUE, _version_ok, probe_spec, sha256_file, tree_sha256
-    from runners.matrix import REPO_ROOT, _abs
+    from runners.paths import REPO_ROOT, abs_path as _abs
     from runners.probe import observe
     from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
@@ -118,13 +118,13 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
                                        "observed": str(actual)})
                     continue
                 overrides.append(override_for(loc, field, str(name), str(actual)))
-    from runners.matrix import required_scalar_pins
+    from runners.gates import required_scalar_pins
 
     model = cfg["model"]
     scalar = required_scalar_pins(cfg)
     path = model.get("path")
     if model.get("source") == "tiny" and any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision")):
-        from runners.matrix import resolve_model_dir
+        from runners.gates import resolve_model_dir
 
         mdir = resolve_model_dir(model)  # built (once) and verified, as the run will
     else:
@@ -236,7 +236,7 @@ def compose(overrides: Sequence[str]) -> dict[str, Any]:
     from omegaconf.errors import OmegaConfBaseException
 
     import conf  # noqa: F401
-    from runners.matrix import to_plain
+    from runners.config import to_plain
 
     try:
         with initialize_config_module(config_module="conf", version_base="1.3"):
@@ -246,7 +246,7 @@ def compose(overrides: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.matrix import RunnerError
+    from runners.errors import RunnerError
     from runners.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)

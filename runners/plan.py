@@ -18,15 +18,15 @@ from typing import Any, Mapping, Sequence
 
 from offload.selection import select_offload_layers, validate_offload_params
 from results_schema.manifest import is_secret_name, looks_like_credential
+from runners.errors import PlanError
+from runners.workload_check import _effective_workload, validate_workload
+
+__all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase", "expand", "schedule", "plan",
+           "phase_order", "validate_workload", "IMPLEMENTATIONS", "KINDS"]
 
 IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-_WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
-
-
-class PlanError(ValueError):
-    """The config describes cases that cannot run; raised before any process starts."""
 
 
 @dataclass(frozen=True)
@@ -118,56 +118,106 @@ def case_label(implementation: str, group_size: int, num_in_group: int, prefetch
     return label
 
 
-def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
-    eff = dict(workload)
-    for key in _WORKLOAD_OVERRIDES:
-        if matrix.get(key) is not None:
-            eff[key] = matrix[key]
-    return eff
+def _phase_kind(phase: str, matrix: Mapping[str, Any]) -> str:
+    kind = matrix.get("kind", "throughput")
+    if kind not in KINDS:
+        raise PlanError(f"phase {phase!r}: kind {kind!r} must be one of {KINDS}")
+    return str(kind)
 
 
-def _allowed(model: Any, name: str) -> str:
-    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``)."""
-    info = model.model_fields[name]
-    bounds = []
-    for m in info.metadata:
-        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            if getattr(m, attr, None) is not None:
-                bounds.append(f"{op} {getattr(m, attr)}")
-    what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
-        info.annotation, str(info.annotation))
-    return what + (" " + " and ".join(bounds) if bounds else "")
+def _phase_runtime(phase: str, matrix: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
+    """The phase's own runtime, else the run's; refuses secret-looking ``env`` entries."""
+    eff_runtime = dict(matrix["runtime"]) if matrix.get("runtime") else dict(runtime)
+    secret_env = [k for k, v in (eff_runtime.get("env") or {}).items()
+                  if is_secret_name(str(k)) or looks_like_credential(str(v))]
+    if secret_env:
+        raise PlanError(f"phase {phase!r}: runtime.env sets secret-looking variables {secret_env}; the config is "
+                        "written to the run directory, so pass secrets through the environment instead")
+    return eff_runtime
 
 
-def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[str, Any], *, kind: str) -> None:
-    """Check a phase's effective workload against ``WorkloadSpec`` before any process starts.
-
-    Raises:
-        PlanError: naming the field (``workload.<f>`` or ``phases.<phase>.<f>`` when the
-            phase overrides it), the value and what is allowed.
-    """
-    from pydantic import ValidationError
-
-    from results_schema.models import WorkloadSpec
+def _check_serving(phase: str, matrix: Mapping[str, Any]) -> None:
+    from runners.serving.spec import validate_serving
 
     try:
-        WorkloadSpec(**dict(workload))
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            name = ".".join(str(x) for x in err.get("loc", ()))
-            where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and matrix.get(name) is not None
-                     else f"workload.{name}")
-            value = workload.get(name, "<missing>")
-            if name not in WorkloadSpec.model_fields:
-                problems.append(f"{where} is not a workload field (fields: {', '.join(WorkloadSpec.model_fields)})")
-            else:
-                problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
-        raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
-    if kind != "accuracy" and int(workload["input_len"]) + int(workload["max_tokens"]) > int(workload["max_model_len"]):
-        raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload['input_len']}) + max_tokens "
-                        f"({workload['max_tokens']}) exceeds max_model_len ({workload['max_model_len']}); "
-                        "allowed: input_len + max_tokens <= max_model_len")
+        validate_serving(phase, matrix.get("serving") or {})
+    except ValueError as exc:
+        raise PlanError(f"phase {phase!r}: {exc}") from None
+
+
+def _raw_cases(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Baseline, points x implementations, explicit cases (unvalidated, labels not yet generated)."""
+    raw: list[dict[str, Any]] = []
+    if matrix.get("baseline", True):
+        raw.append(dict(implementation="baseline", group_size=0, num_in_group=0, prefetch_step=1,
+                        params=(), backend="auto", label=None, expect_error=None))
+    for point in matrix.get("points", ()):
+        for impl in matrix.get("implementations", ()):
+            raw.append(dict(implementation=impl, group_size=point["g"], num_in_group=point["n"],
+                            prefetch_step=point.get("prefetch_step", 1), params=tuple(point.get("params", ())),
+                            backend=point.get("backend", "auto"), label=None, expect_error=None))
+    for case in matrix.get("cases", ()):
+        raw.append(dict(implementation=case["implementation"], group_size=case.get("group_size", 0),
+                        num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
+                        params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
+                        label=case.get("label"), expect_error=case.get("expect_error")))
+    _apply_phase_backend(raw, matrix.get("offload_backend"))
+    return raw
+
+
+def _check_offload(where: str, impl: str, r: Mapping[str, Any], num_layers: int) -> None:
+    """A case expected to run: valid offload parameters that select at least one layer (offload cases)."""
+    try:
+        validate_offload_params(r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
+    except ValueError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+    if impl == "baseline" and (r["group_size"] != 0):
+        raise PlanError(f"{where}: baseline must have offload_group_size 0 (got {r['group_size']})")
+    if impl == "baseline":
+        return
+    if r["group_size"] == 0 or r["num_in_group"] == 0:
+        raise PlanError(
+            f"{where}: implementation {impl!r} needs offload_group_size > 0 and "
+            f"offload_num_in_group > 0 (got {r['group_size']}, {r['num_in_group']}); "
+            "use implementation=baseline for no offload"
+        )
+    if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
+        raise PlanError(
+            f"{where}: offload_group_size {r['group_size']} / offload_num_in_group "
+            f"{r['num_in_group']} selects no layer of the {num_layers}-layer model"
+        )
+
+
+def _checked_label(phase: str, r: Mapping[str, Any], seen: set[str], num_layers: int) -> str:
+    """The case's label (generated unless given), after checking the case; adds it to ``seen``."""
+    impl = r["implementation"]
+    label = r["label"] or case_label(impl, r["group_size"], r["num_in_group"], r["prefetch_step"],
+                                     r["params"], r.get("label_backend", r["backend"]))
+    where = f"phase {phase!r}, case {label!r}"
+    if impl not in IMPLEMENTATIONS:
+        raise PlanError(f"{where}: implementation {impl!r} must be one of {IMPLEMENTATIONS}")
+    if not _LABEL_RE.match(label):
+        raise PlanError(f"{where}: label must match {_LABEL_RE.pattern}")
+    if label in seen:
+        raise PlanError(f"{where}: duplicate label in the phase")
+    seen.add(label)
+    if r["expect_error"] is None:
+        _check_offload(where, impl, r, num_layers)
+    else:
+        try:
+            re.compile(r["expect_error"])
+        except re.error as exc:
+            raise PlanError(f"{where}: expect_error is not a valid regex: {exc}") from None
+    return str(label)
+
+
+def _accuracy_tasks(phase: str, matrix: Mapping[str, Any], kind: str) -> tuple[str, ...]:
+    if kind != "accuracy":
+        return ()
+    tasks = tuple(str(t) for t in (matrix.get("accuracy_tasks", ()) or ()))
+    if not tasks:
+        raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
+    return tasks
 
 
 def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str, Any],
@@ -189,88 +239,24 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
             values), duplicate labels, repeats for unknown labels, a point that selects
             no layer of the model, an invalid effective workload (``validate_workload``).
     """
-    kind = matrix.get("kind", "throughput")
-    if kind not in KINDS:
-        raise PlanError(f"phase {phase!r}: kind {kind!r} must be one of {KINDS}")
-    eff_runtime = dict(matrix["runtime"]) if matrix.get("runtime") else dict(runtime)
-    secret_env = [k for k, v in (eff_runtime.get("env") or {}).items()
-                  if is_secret_name(str(k)) or looks_like_credential(str(v))]
-    if secret_env:
-        raise PlanError(f"phase {phase!r}: runtime.env sets secret-looking variables {secret_env}; the config is "
-                        "written to the run directory, so pass secrets through the environment instead")
+    kind = _phase_kind(phase, matrix)
+    eff_runtime = _phase_runtime(phase, matrix, runtime)
     eff_workload = _effective_workload(workload, matrix)
     validate_workload(phase, eff_workload, matrix, kind=kind)
     if kind == "serving":
-        from runners.serving.spec import validate_serving
-
-        try:
-            validate_serving(phase, matrix.get("serving") or {})
-        except ValueError as exc:
-            raise PlanError(f"phase {phase!r}: {exc}") from None
-    raw: list[dict[str, Any]] = []
-    if matrix.get("baseline", True):
-        raw.append(dict(implementation="baseline", group_size=0, num_in_group=0, prefetch_step=1,
-                        params=(), backend="auto", label=None, expect_error=None))
-    for point in matrix.get("points", ()):
-        for impl in matrix.get("implementations", ()):
-            raw.append(dict(implementation=impl, group_size=point["g"], num_in_group=point["n"],
-                            prefetch_step=point.get("prefetch_step", 1), params=tuple(point.get("params", ())),
-                            backend=point.get("backend", "auto"), label=None, expect_error=None))
-    for case in matrix.get("cases", ()):
-        raw.append(dict(implementation=case["implementation"], group_size=case.get("group_size", 0),
-                        num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
-                        params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
-                        label=case.get("label"), expect_error=case.get("expect_error")))
-    _apply_phase_backend(raw, matrix.get("offload_backend"))
+        _check_serving(phase, matrix)
     repeats = int(matrix.get("repeats", 1))
     by_label = dict(matrix.get("repeats_by_label", {}) or {})
     cases: list[CaseSpec] = []
     seen: set[str] = set()
-    for r in raw:
-        impl = r["implementation"]
-        label = r["label"] or case_label(impl, r["group_size"], r["num_in_group"], r["prefetch_step"],
-                                         r["params"], r.get("label_backend", r["backend"]))
-        where = f"phase {phase!r}, case {label!r}"
-        if impl not in IMPLEMENTATIONS:
-            raise PlanError(f"{where}: implementation {impl!r} must be one of {IMPLEMENTATIONS}")
-        if not _LABEL_RE.match(label):
-            raise PlanError(f"{where}: label must match {_LABEL_RE.pattern}")
-        if label in seen:
-            raise PlanError(f"{where}: duplicate label in the phase")
-        seen.add(label)
-        if r["expect_error"] is None:
-            try:
-                validate_offload_params(r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
-            except ValueError as exc:
-                raise PlanError(f"{where}: {exc}") from None
-            if impl == "baseline" and (r["group_size"] != 0):
-                raise PlanError(f"{where}: baseline must have offload_group_size 0 (got {r['group_size']})")
-            if impl != "baseline":
-                if r["group_size"] == 0 or r["num_in_group"] == 0:
-                    raise PlanError(
-                        f"{where}: implementation {impl!r} needs offload_group_size > 0 and "
-                        f"offload_num_in_group > 0 (got {r['group_size']}, {r['num_in_group']}); "
-                        "use implementation=baseline for no offload"
-                    )
-                if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
-                    raise PlanError(
-                        f"{where}: offload_group_size {r['group_size']} / offload_num_in_group "
-                        f"{r['num_in_group']} selects no layer of the {num_layers}-layer model"
-                    )
-        else:
-            try:
-                re.compile(r["expect_error"])
-            except re.error as exc:
-                raise PlanError(f"{where}: expect_error is not a valid regex: {exc}") from None
+    for r in _raw_cases(matrix):
+        label = _checked_label(phase, r, seen, num_layers)
         n_rep = int(by_label.get(label, repeats))
         if n_rep < 1:
-            raise PlanError(f"{where}: repeats ({n_rep}) must be >= 1")
-        tasks: tuple[str, ...] = ()
-        if kind == "accuracy":
-            tasks = tuple(str(t) for t in (matrix.get("accuracy_tasks", ()) or ()))
-            if not tasks:
-                raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
-        cases.append(_case(phase, label, impl, r, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
+            raise PlanError(f"phase {phase!r}, case {label!r}: repeats ({n_rep}) must be >= 1")
+        tasks = _accuracy_tasks(phase, matrix, kind)
+        cases.append(_case(phase, label, r["implementation"], r, kind, n_rep, eff_workload, eff_runtime, matrix,
+                           tasks))
     unknown = sorted(set(by_label) - seen)
     if unknown:
         raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")

@@ -136,6 +136,7 @@ def test_run_with_plan_but_no_case_files_is_invalid_not_a_crash(tmp_path, valid_
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(valid_run / "config.yaml", run / "config.yaml")
+    shutil.copy(valid_run / "plan.json", run / "plan.json")
     table = write_summary(run)
     assert table.startswith("validation: INVALID")
     rep = read_json(run / "summary" / "validation.json", ValidationReport)

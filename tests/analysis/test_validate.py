@@ -47,7 +47,7 @@ def test_nan_record_error_names_file_line_and_field(fixture_runs):
 def test_missing_plan_is_only_a_warning(tmp_path, valid_run):
     run = tmp_path / "run"
     shutil.copytree(valid_run, run)
-    (run / "config.yaml").unlink()
+    (run / "plan.json").unlink()
     rep = validate_run(run)
     assert rep.valid
     assert "no_plan" in {i.code for i in rep.warnings}

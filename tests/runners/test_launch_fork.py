@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
+import runners.close
 import runners.matrix as matrix
 from runners import launch
 from runners.launch import CaseProcess
@@ -131,7 +132,7 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
         real_start(self)
 
     monkeypatch.setattr(threading.Thread, "start", record)
-    monkeypatch.setattr(matrix, "_analyze", lambda run_dir, console: (None, True))
+    monkeypatch.setattr(runners.close, "analyze", lambda run_dir, console: (None, True))
     overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
     code = matrix.run_matrix(compose_cfg(*overrides), overrides)
     assert code == 0

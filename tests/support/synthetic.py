@@ -22,6 +22,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -32,12 +33,14 @@ from results_schema.models import (
     BenchRecord,
     CaseFailure,
     CaseRun,
+    Implementation,
     KVCacheCapacity,
     OffloadSetting,
     RoundResult,
     RuntimeEvidence,
     WorkloadSpec,
 )
+from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {
     "architectures": ["Qwen2ForCausalLM"],
@@ -230,6 +233,24 @@ def config_dict(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> dic
     }
 
 
+def run_plan(phases: Sequence[SynthPhase]) -> RunPlan:
+    """``plan.json`` of ``config_dict(phases)`` as the runner writes it (``results_schema.plan``)."""
+    out = []
+    for ph in phases:
+        cases = []
+        for c in ph.cases:
+            err = "AssertionError" if c.fail and c.implementation == "official" else None
+            cases.append(PlannedCase(
+                label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
+                offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=(),
+                offload_backend="auto", repeats=ph.repeats, expect_error=err, runtime=ph.runtime, device="cpu",
+                expected_runs=0 if err else ph.repeats, expected_failures=ph.repeats if err else 0))
+        out.append(PlannedPhase(name=ph.name, kind="throughput", cases=tuple(cases),
+                                processes=ph.repeats * len(cases)))
+    return RunPlan(experiment="synthetic", run_id="synthetic", phases=tuple(out),
+                   processes=sum(p.processes for p in out))
+
+
 def config_yaml(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> str:
     """``config.yaml`` text of ``config_dict``."""
     return yaml.safe_dump(config_dict(phases, config), sort_keys=False)
@@ -253,6 +274,7 @@ def write_run_dir(run_dir: Path, phases: Sequence[SynthPhase], *, seed: int = 0,
     rng = random.Random(seed)
     write_model_dir(run_dir / "model", config)
     (run_dir / "config.yaml").write_text(config_yaml(phases, config))
+    write_json(run_dir / PLAN_FILE, run_plan(phases))
     for ph in phases:
         for r in range(ph.repeats):
             n = len(ph.cases)

@@ -1,0 +1,220 @@
+"""Execute stage of a matrix run: every phase's cases through the executor, one line per case.
+
+What is modelled: per phase an identity re-check (not before the first phase of a new run) and
+the health gate, then one ``LaunchSpec`` per case (argv, explicit environment, files, limits),
+run by the executor (local or Ray); each finished case is finalised (``runners.finalize``,
+``runners.accuracy_phase``, ``runners.serving.spec``) and one line is appended (fsync) to
+``<phase>-runs.jsonl`` / ``-accuracy-cases.jsonl`` / ``-serving.jsonl`` or ``-failures.jsonl``.
+A formal run stops at its first unexpected outcome.
+
+What is deliberately not modelled: process handling (``runners.launch``, ``runners.executors``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from runners.paths import REPO_ROOT, CasePaths, new_run_id
+from runners.progress import Progress
+
+
+@dataclass
+class RunState:
+    """What the case callbacks accumulate over the run (counts, unexpected lines, timings)."""
+
+    run_dir: Path
+    model_dir: Path
+    python: str
+    bench_command: Sequence[str] | None
+    formal: bool
+    progress: Progress
+    accuracy_command: Sequence[str] | None = None
+    bench_module: str = "runners.bench_one"
+    unexpected: list[str] = field(default_factory=list)
+    expected_failures: int = 0
+    successes: int = 0
+    stopped: bool = False
+    case_wall_s: float = 0.0
+    finalize_s: float = 0.0
+
+
+@dataclass
+class Timings:
+    """Runner wall time by stage (seconds); ``launch`` / ``cooldown`` come from the executor."""
+
+    t_start: float
+    identity: float = 0.0
+    analysis: float = 0.0
+    checksums: float = 0.0
+    launch: float = 0.0
+    cooldown: float = 0.0
+
+
+def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> str:
+    """Progress status of a case that ended as expected without a failure line."""
+    status = "ok"
+    if acc_line is not None:
+        status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
+    if serving_lines:
+        ev = serving_lines[0].evidence
+        status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT p99 {ln.rate.tpot.p99_ms:.1f} ms"
+                                   for ln in serving_lines)
+                   + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
+    if fin.run is not None:
+        ev = fin.run.evidence
+        rec = fin.run.record
+        status += (f" {rec.throughput_tok_s:.1f} tok/s over {rec.elapsed_s:.2f} s measured in "
+                   f"{len(rec.rounds)} rounds (min {rec.workload.min_measured_s or 0:g} s), "
+                   f"wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
+        if fin.note:  # e.g. the KV cache memory changed during the case
+            status += f"; {fin.note}"
+    return status
+
+
+def _finalize(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any, list[Any]]:
+    """``(Finalized, accuracy line | None, serving lines)`` of one finished case process."""
+    if sc.case.kind == "accuracy":
+        from runners.accuracy_phase import finalize_accuracy
+
+        fin, acc_line = finalize_accuracy(sc, spec, outcome, run_dir)
+        return fin, acc_line, []
+    if sc.case.kind == "serving":
+        from runners.serving.spec import finalize_serving
+
+        fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
+        return fin, None, list(serving_lines)
+    from runners.finalize import finalize
+
+    fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
+                   evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
+                   command=tuple(spec.argv))
+    return fin, None, []
+
+
+def _append_lines(run_dir: Path, phase: str, fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> None:
+    from results_schema.io import append_jsonl
+    from runners.accuracy_phase import accuracy_cases_name
+
+    if fin.run is not None:
+        append_jsonl(run_dir / f"{phase}-runs.jsonl", fin.run)
+    if acc_line is not None:
+        append_jsonl(run_dir / accuracy_cases_name(phase), acc_line)
+    for line in serving_lines:
+        append_jsonl(run_dir / f"{phase}-serving.jsonl", line)
+    if fin.failure is not None:
+        append_jsonl(run_dir / f"{phase}-failures.jsonl", fin.failure)
+
+
+def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+    state.case_wall_s += outcome.wall_s
+    fin, acc_line, serving_lines = _finalize(sc, spec, outcome, state.run_dir)
+    _append_lines(state.run_dir, sc.case.phase, fin, acc_line, serving_lines)
+    if fin.expected and fin.failure is not None:
+        state.expected_failures += 1
+        status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"
+    elif fin.expected:
+        state.successes += 1
+        status = _success_status(fin, acc_line, serving_lines)
+    else:
+        if fin.failure is not None:
+            status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"
+        else:
+            status = f"UNEXPECTED SUCCESS: {fin.note}"
+        state.unexpected.append(f"{sc.case.phase}/{sc.stem}: {status}")
+    state.progress.finish(sc, status, outcome.wall_s)
+    if state.formal and not fin.expected:
+        state.stopped = True
+        return False
+    return True
+
+
+def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+    """Executor callback: finalise one case, append its line, print progress; False stops a formal run."""
+    t0 = time.monotonic()
+    try:
+        return _on_done_impl(state, sc, spec, outcome)
+    finally:
+        state.finalize_s += time.monotonic() - t0
+
+
+def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
+    """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
+    from runners.executors import LaunchSpec
+    from runners.matrix import case_argv, case_env  # -> runners.case_command once those move there
+
+    run_dir, phase = state.run_dir, sc.case.phase
+    paths = CasePaths.of(run_dir, phase, sc.stem)
+    for p in (paths.log, paths.evidence, paths.record):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    rt = sc.case.runtime
+    python = str(rt.get("python") or state.python)
+    argv: Sequence[str]
+    if sc.case.kind == "serving":
+        from runners.serving.spec import write_case_spec
+
+        argv = write_case_spec(sc, model_dir=state.model_dir, run_dir=run_dir, python=python)
+    else:
+        argv = case_argv(sc, model_dir=state.model_dir, paths=paths, bench_command=state.bench_command,
+                         python=python, accuracy_command=state.accuracy_command,
+                         bench_module=state.bench_module)
+    env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
+    explicit = state.accuracy_command if sc.case.kind == "accuracy" else state.bench_command
+    if not explicit:  # an explicit command runs as given; otherwise inside the runtime
+        from runners.runtimes import wrap_prefix
+
+        argv, env = wrap_prefix(rt, argv, env, base_env)
+    return LaunchSpec(
+        argv=tuple(argv), env=env, cwd=str(REPO_ROOT),
+        log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
+        timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
+        accelerator=rt.get("ray_resource"), pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
+        record_env=tuple(str(k) for k in (rt.get("env") or {})))
+
+
+def run_phases(cfg: Mapping[str, Any], state: RunState, todo: Sequence[Any], *, phases: Sequence[str],
+               identity: Any, resumed: bool, timings: Timings) -> bool:
+    """Run ``todo`` phase by phase (identity re-check, health gate, cases); True when interrupted.
+
+    ``phases`` are all phases of the run in schedule order: identity is re-checked before every
+    phase but the first of a new run.
+
+    Raises:
+        RunnerError: an identity re-check, the health gate or the executor stopped the run.
+    """
+    from runners.executors import make_executor
+    from runners.gates import gather_identity
+
+    base_env = dict(os.environ)
+    executor = None
+    try:
+        executor = make_executor(cfg["executor"], REPO_ROOT, run_dir=state.run_dir)
+        executor.prepare(cfg, identity)  # ray: identity gate on every node that will run cases
+        for phase in phases:
+            phase_items = [sc for sc in todo if sc.case.phase == phase]
+            if not phase_items:
+                continue
+            if phase != phases[0] or resumed:
+                t = time.monotonic()
+                gather_identity(cfg, when=f"before phase {phase}", previous=identity)
+                timings.identity += time.monotonic() - t
+            executor.health_gate(phase_items[0].case.runtime,
+                                 state.run_dir / "health" / f"{phase}-{new_run_id()}.txt")
+            specs = [(sc, launch_spec(state, sc, base_env)) for sc in phase_items]
+            executor.execute(specs, lambda sc, spec, out: on_done(state, sc, spec, out),
+                             on_start=state.progress.start)
+            if state.stopped:
+                break
+    except KeyboardInterrupt:
+        return True
+    finally:
+        state.progress.close()
+        if executor is not None:
+            executor.close()
+            timings.launch = executor.launch_overhead_s
+            timings.cooldown = executor.cooldown_total_s
+    return False
+

@@ -1,0 +1,118 @@
+"""What the runner prints: the console, case k/n progress with ETA, the dry-run schedule.
+
+What is modelled: a rich console (200 columns when not a terminal), one plain line per finished
+case (``[k/n] phase/label-rR: status (wall s) ETA``) plus a live bar on a terminal, and the
+dry-run schedule table with the per-phase settings every case gets.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+
+def make_console() -> Any:
+    """The runner's rich ``Console`` (no highlighting; 200 columns when stdout is not a terminal)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+class Progress:
+    """Case k/n with ETA: a rich bar on a terminal, one plain line per case always."""
+
+    def __init__(self, total: int, *, live: bool) -> None:
+        self.console = make_console()
+        self.total = total
+        self.done = 0
+        self.walls: list[float] = []
+        self.t0 = time.monotonic()
+        self._bar: Any = None
+        if live and self.console.is_terminal and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+            from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+
+            self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                     console=self.console, transient=True)
+            self._task = self._bar.add_task("cases", total=total)
+            self._bar.start()
+
+    def skip(self, n: int) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n)
+
+    def start(self, sc: Any) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{sc.case.phase}/{sc.stem}")
+
+    def eta_s(self) -> float | None:
+        if not self.walls:
+            return None
+        elapsed = time.monotonic() - self.t0
+        return elapsed / len(self.walls) * (self.total - self.done)
+
+    def finish(self, sc: Any, status: str, wall_s: float) -> None:
+        self.done += 1
+        self.walls.append(wall_s)
+        eta = self.eta_s()
+        eta_txt = "-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+        self.console.print(f"[{self.done}/{self.total}] {sc.case.phase}/{sc.stem}: {status} "
+                           f"({wall_s:.1f} s) ETA {eta_txt}")
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
+    """Dry run: the schedule table, processes per phase, then ``schedule_settings``."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = make_console()
+    table = Table(title=f"schedule: {cfg.get('experiment_name')} ({len(items)} processes)")
+    for col in ("#", "phase", "repeat", "label", "impl", "G", "N", "P", "runtime", "rounds"):
+        table.add_column(col)
+    for sc in items:
+        c = sc.case
+        table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
+                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
+                      str(c.workload["measured_rounds"]) if c.kind != "serving" else
+                      "serving: " + ", ".join(f"{r:g}" for r in c.serving["request_rates"]) + " req/s")
+    console.print(table)
+    per_phase: dict[str, int] = {}
+    for sc in items:
+        per_phase[sc.case.phase] = per_phase.get(sc.case.phase, 0) + 1
+    console.print("processes per phase: " + ", ".join(f"{k}={v}" for k, v in per_phase.items())
+                  + f"; total={len(items)}")
+    for line in schedule_settings(items, cfg):
+        console.print(escape(line))
+
+
+def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]:
+    """Dry-run lines naming what every case gets: per phase the offload backend(s), schedule and
+    process limits, the effective workload, and the runtime's case environment (issue 15)."""
+    lines: list[str] = []
+    firsts: dict[str, Any] = {}
+    for sc in items:
+        firsts.setdefault(sc.case.phase, sc.case)
+    for phase, c in firsts.items():
+        m = (cfg.get("phases") or {}).get(phase) or {}
+        backends = sorted({sc.case.backend for sc in items if sc.case.phase == phase and sc.case.offload_requested})
+        rt = c.runtime
+        lines.append(f"phase {phase}: runtime={rt['name']} offload_backend={','.join(backends) or '-'} "
+                     f"focus_first={bool(m.get('focus_first', False))} cooldown_s={c.cooldown_s:g} "
+                     f"case_timeout_s={c.timeout_s:g} kill_grace_s={c.kill_grace_s:g}")
+        lines.append("  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+                                               for k, v in sorted(c.workload.items())))
+        env = " ".join(f"{k}={v}" for k, v in sorted((rt.get("env") or {}).items()))
+        lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
+                     + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
+                     + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
+                     + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
+    return lines

@@ -1,0 +1,238 @@
+"""The stages of a matrix run: plan -> identity gate -> open or resume the run directory -> execute -> close.
+
+Each stage is a small function taking and returning typed objects:
+
+- ``make_plan(cfg, overrides) -> Plan``: the saved config when resuming, the expanded and
+  validated schedule (``runners.plan``), CPU kernel paths, executor and accuracy inputs. Invalid
+  input stops here (``RunnerError``, exit 2), before any process starts.
+- ``identity_gate(plan) -> RunIdentity``: every declared pin, the model, the offload tree; the
+  devices, packages and git identity for the manifest (exit 3).
+- ``open_run(plan, facts, console) -> OpenRun``: a new run directory (refuses an existing one),
+  or the resumed one with its completed cases and quarantined leftovers.
+- ``execute(plan, run, console) -> Execution``: every phase's cases (``runners.execute``).
+- ``close(plan, run, execution, console) -> int``: last gates, analysis, ``SHA256SUMS``, the
+  summary and the verdict line; returns the exit code.
+
+What is deliberately not modelled: Hydra and signals (``runners.matrix``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from runners.accuracy_phase import AccuracyPhase
+from runners.config import RunOptions
+from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
+from runners.execute import RunState, Timings
+from runners.gates import RunIdentity
+from runners.rundir import Key
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The run as planned, before any process starts.
+
+    Attributes:
+        cfg: resolved config (``conf.schema.Config`` as a plain dict; the saved one when resuming).
+        options: its run-level switches, typed.
+        overrides: the command-line overrides (the saved ones when resuming).
+        items: every case process in schedule order (``runners.plan.ScheduledCase``).
+        phases: phase names in schedule order.
+        accuracy_phases: what the pre-launch check learnt about each accuracy phase.
+        resume_dir: the run directory to resume, or None for a new run.
+    """
+
+    cfg: Mapping[str, Any]
+    options: RunOptions
+    overrides: tuple[str, ...]
+    items: tuple[Any, ...]
+    phases: tuple[str, ...]
+    accuracy_phases: tuple[AccuracyPhase, ...]
+    resume_dir: Path | None
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """An open run directory: its path, the config it runs (``run_id`` set), the identity, done cases."""
+
+    run_dir: Path
+    cfg: Mapping[str, Any]
+    facts: RunIdentity
+    done: frozenset[Key]
+    timings: Timings
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What the execute stage did: the cases it had to run, the accumulated state, an interrupt."""
+
+    todo: tuple[Any, ...]
+    state: RunState
+    interrupted: bool
+    base_env: Mapping[str, str]
+
+
+def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+    """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
+
+    Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
+    packed kernels, which our offloader replaces by plain ones in the layers it wraps, so a
+    matrix with an offload case under ``packed`` would compare kernels, not residency.
+    """
+    from offload.cpu_kernels import CPU_KERNEL_PATHS
+
+    for sc in items:
+        rt = sc.case.runtime or {}
+        path = rt.get("cpu_kernel_path")
+        where = f"runtime {rt.get('name')!r} (case {sc.case.phase}/{sc.case.label})"
+        if path is None:
+            continue
+        if str(rt.get("device", "cpu")) != "cpu":
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r} applies to CPU runtimes only; "
+                              "set runtime.cpu_kernel_path=null", EXIT_CONFIG)
+        if path not in CPU_KERNEL_PATHS:
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r}; allowed values are "
+                              f"{', '.join(CPU_KERNEL_PATHS)}", EXIT_CONFIG)
+        if path == "packed" and sc.case.offload_requested:
+            raise RunnerError(f"config: {where}: cpu_kernel_path='packed' with an offload case: the offloader "
+                              "runs its wrapped layers on plain weights, so the case would differ from the "
+                              "baseline in GEMM kernel, not only in weight residency; use "
+                              "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
+
+
+def _check_executor(cfg: Mapping[str, Any]) -> None:
+    from runners.executors import check_executor_config
+
+    executor_name = cfg["executor"]["name"]
+    if executor_name not in ("local", "ray"):
+        raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
+    if (bad := check_executor_config(cfg["executor"])) is not None:
+        raise RunnerError(f"config: {bad}", EXIT_CONFIG)
+
+
+def _accuracy_phases(items: Sequence[Any]) -> list[AccuracyPhase]:
+    if not any(sc.case.kind == "accuracy" for sc in items):
+        return []
+    import importlib.util
+
+    from runners.accuracy_phase import check_accuracy_inputs
+
+    if importlib.util.find_spec("runners.accuracy") is None:
+        raise RunnerError("config: an accuracy phase needs runners.accuracy, which is not installed", EXIT_CONFIG)
+    return check_accuracy_inputs(items)
+
+
+def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
+    """Stage 1: the schedule, checked before any process starts (accuracy inputs: not for a dry run).
+
+    Raises:
+        RunnerError: (config) the config describes cases that cannot run.
+    """
+    from runners.plan import PlanError, plan
+    from runners.rundir import load_resumed_config
+
+    resume_dir = None
+    if cfg.get("resume"):
+        cfg, overrides = load_resumed_config(str(cfg["resume"]), cfg, overrides)
+        resume_dir = Path(cfg["resume"])
+    try:
+        items = plan(cfg)
+    except PlanError as exc:
+        raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    check_cpu_kernel_paths(items)
+    _check_executor(cfg)
+    return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
+                phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
+                resume_dir=resume_dir)
+
+
+def with_accuracy_inputs(p: Plan) -> Plan:
+    """The plan with its accuracy phases' dataset manifests and files checked (``check_accuracy_inputs``)."""
+    from dataclasses import replace
+
+    return replace(p, accuracy_phases=tuple(_accuracy_phases(p.items)))
+
+
+def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
+    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest."""
+    from runners.gates import gather_identity, observe_run_identity
+
+    identity = gather_identity(p.cfg, when="before the first case")
+    timings.identity += time.monotonic() - timings.t_start
+    return observe_run_identity(p.cfg, identity)
+
+
+def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any) -> OpenRun:
+    """Stage 3: a new run directory, or the resumed one with its completed cases."""
+    from runners.rundir import create_run_dir, reopen_run_dir
+
+    if p.resume_dir is not None:
+        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, facts, console)
+        return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, facts=facts, done=frozenset(done), timings=timings)
+    run_dir, cfg = create_run_dir(p.cfg, p.overrides, facts)
+    console.print(f"run directory: {run_dir}")
+    return OpenRun(run_dir=run_dir, cfg=cfg, facts=facts, done=frozenset(), timings=timings)
+
+
+def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
+    """Stage 4: end leftover case processes of dead runners, then run every case not done."""
+    from runners.execute import run_phases
+    from runners.launch import end_orphaned_cases
+    from runners.progress import Progress
+
+    orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
+    if orphans:
+        console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
+    todo = tuple(sc for sc in p.items if sc.key not in run.done)
+    # No background work (e.g. pre-importing the analysis stack in a thread) while cases
+    # are forked: a thread holding an import lock at fork time used to deadlock the child
+    # before exec (see runners.launch._die_with_parent). The analysis imports when it runs.
+    progress = Progress(len(p.items), live=p.options.progress)
+    progress.skip(len(p.items) - len(todo))
+    opts = p.options
+    state = RunState(run_dir=run.run_dir, model_dir=run.facts.identity.model_dir, python=sys.executable,
+                     bench_command=opts.bench_command, formal=opts.formal, progress=progress,
+                     accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
+    base_env = dict(os.environ)
+    interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.facts.identity,
+                             resumed=p.resume_dir is not None, timings=run.timings)
+    return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
+
+
+def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
+    """Stage 5: last gates, analysis, ``SHA256SUMS``, the summary and the verdict line; the exit code."""
+    from runners.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
+
+    if ex.interrupted:
+        console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run.run_dir}`")
+        return EXIT_INTERRUPTED
+    found = final_checks(run.cfg, ex.todo, ex.state, run.facts.identity, run.timings)
+    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
+    print_done(ex.state, run.timings, console)
+    code = exit_code(ex.state, found, console)
+    console.print(f"{verdict_line(found, run.run_dir)}; exit {code}", markup=False)
+    return code
+
+
+def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -> int:
+    """plan -> [dry run: print the schedule, exit 0] -> identity gate -> open -> execute -> close.
+
+    Raises:
+        RunnerError: a stage stopped the run (its exit code is the run's).
+    """
+    from runners.progress import print_schedule
+
+    p = make_plan(cfg, overrides)
+    if p.options.dry_run:
+        print_schedule(p.items, p.cfg)
+        return EXIT_OK
+    p = with_accuracy_inputs(p)
+    timings = Timings(t_start=time.monotonic())
+    facts = identity_gate(p, timings)
+    run = open_run(p, facts, timings, console)
+    return close(p, run, execute(p, run, console), console)

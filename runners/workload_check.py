@@ -1,0 +1,66 @@
+"""A phase's effective workload (run workload + the phase's overrides), checked before any process starts.
+
+What is modelled: the fields a phase may override (``WORKLOAD_OVERRIDES``), the check against
+``results_schema.models.WorkloadSpec`` with messages naming the field, the value and what is
+allowed, and ``input_len + max_tokens <= max_model_len`` (not for accuracy phases).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from runners.errors import PlanError
+
+_WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
+
+
+def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
+    eff = dict(workload)
+    for key in _WORKLOAD_OVERRIDES:
+        if matrix.get(key) is not None:
+            eff[key] = matrix[key]
+    return eff
+
+
+def _allowed(model: Any, name: str) -> str:
+    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``)."""
+    info = model.model_fields[name]
+    bounds = []
+    for m in info.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                bounds.append(f"{op} {getattr(m, attr)}")
+    what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
+        info.annotation, str(info.annotation))
+    return what + (" " + " and ".join(bounds) if bounds else "")
+
+
+def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[str, Any], *, kind: str) -> None:
+    """Check a phase's effective workload against ``WorkloadSpec`` before any process starts.
+
+    Raises:
+        PlanError: naming the field (``workload.<f>`` or ``phases.<phase>.<f>`` when the
+            phase overrides it), the value and what is allowed.
+    """
+    from pydantic import ValidationError
+
+    from results_schema.models import WorkloadSpec
+
+    try:
+        WorkloadSpec(**dict(workload))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(x) for x in err.get("loc", ()))
+            where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and matrix.get(name) is not None
+                     else f"workload.{name}")
+            value = workload.get(name, "<missing>")
+            if name not in WorkloadSpec.model_fields:
+                problems.append(f"{where} is not a workload field (fields: {', '.join(WorkloadSpec.model_fields)})")
+            else:
+                problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
+        raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
+    if kind != "accuracy" and int(workload["input_len"]) + int(workload["max_tokens"]) > int(workload["max_model_len"]):
+        raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload['input_len']}) + max_tokens "
+                        f"({workload['max_tokens']}) exceeds max_model_len ({workload['max_model_len']}); "
+                        "allowed: input_len + max_tokens <= max_model_len")
