@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_runs import share_host_measurements  # noqa: F401  (autouse, session)
 from tests.tier_guard import PLUGIN_NAME, TierGuard, install
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
