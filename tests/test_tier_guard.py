@@ -73,6 +73,9 @@ def test_an_engine_module_import_in_the_test_process_fails_the_guard(tier_guard)
 
 def test_unmarked_test_fails_and_engine_marked_test_passes(tmp_path: Path) -> None:
     """End to end in a child pytest: the same engine start fails unmarked and passes under ``engine``."""
+    (tmp_path / "other").mkdir()  # a second conftest: pytest then filters plugins per item (needs a hashable guard)
+    (tmp_path / "other" / "conftest.py").write_text("")
+    (tmp_path / "other" / "test_y.py").write_text("def test_other():\n    pass\n")
     (tmp_path / "test_x.py").write_text(textwrap.dedent("""
         import sys
         import pytest
@@ -94,12 +97,12 @@ def test_unmarked_test_fails_and_engine_marked_test_passes(tmp_path: Path) -> No
             pass
     """))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.tier_guard", "-p", "no:cacheprovider",
-                        "-o", "markers=engine: x", "--rootdir", str(tmp_path), str(tmp_path / "test_x.py")],
+                        "-o", "markers=engine: x", "--rootdir", str(tmp_path), str(tmp_path)],
                        cwd=tmp_path, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
                        capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
-    assert "1 failed, 2 passed" in out, out
+    assert "1 failed, 3 passed" in out, out
     assert "FAILED test_x.py::test_unmarked" in out and "started the real bench (runners.bench_one)" in out, out
 
 

@@ -57,7 +57,7 @@ Checked against vLLM 0.32.0 and Ray 2.x: importing ``vllm``, ``vllm.config``,
 ``vllm.model_executor.*`` (the offloaders) or ``ray`` itself loads none of them.
 """
 
-POLL_S = 0.25
+POLL_S = 0.5
 """Seconds between descendant scans; a real engine lives many seconds, so none slips through."""
 
 MAX_REPORTED = 10
@@ -131,7 +131,7 @@ def _argv_of(event: str, args: tuple) -> Sequence[str] | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: pluggy keeps plugins in sets
 class TierGuard:
     """The pytest plugin object (one per session); see the module docstring."""
 
