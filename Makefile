@@ -37,9 +37,9 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 	$(PY) -m results_schema check tests/fixtures
 
-# the fast tier: every test but those that start a vLLM engine, Ray or a browser (markers slow,
-# engine; tests/tier_guard.py fails an unmarked test that starts one); under 3 minutes on 2 cores
-FAST_TIER := not slow and not engine and not full_grid and not gpu and not npu
+# the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
+# tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 3 minutes
+FAST_TIER := not slow and not engine and not heavy and not full_grid and not gpu and not npu
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m '$(FAST_TIER)'
 	$(PY) -m results_schema check tests/fixtures

