@@ -96,8 +96,10 @@ HEAVY_TESTS: dict[str, str] = {
 }
 """Tests (``file::name``, or a whole ``file``) without an engine that cost several seconds of CPU each: ``heavy``.
 
-Measured on the 2-core machine (CPU seconds of the test process and its children per test, see the
-issue-10 notes); ``make test-fast`` leaves them out to stay under 3 minutes, ``make test`` runs them.
+Measured on the 2-core machine on 2026-11-30 (user + system CPU seconds of the pytest process and
+its reaped children per test, from ``resource.getrusage``; a test's wall time there was inflated
+by the machine's load); ``make test-fast`` leaves them out to stay under 3 minutes, ``make test``
+runs them.
 """
 
 

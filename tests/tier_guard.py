@@ -5,7 +5,7 @@ no Ray cluster and no browser. This plugin (registered by ``tests/conftest.py``)
 checkable: while the setup, call or teardown of an *unmarked* test runs, it watches
 
 * in-process imports (``sys.addaudithook``, event ``import``) of the modules that only an engine
-  start loads (:data:`ENGINE_MODULES`: vLLM's ``LLM`` / engine core / API server, Ray's worker);
+  start loads (:data:`ENGINE_MODULES`: vLLM's ``LLM`` / engine core / API server);
 * every process the test starts (audit events ``subprocess.Popen``, ``os.posix_spawn``, ``os.exec``)
   and, once one was started, every descendant process (a ``psutil`` scan every
   :data:`POLL_S` seconds while the phase runs and once at its end), classified by its command line
@@ -50,12 +50,13 @@ ENGINE_MODULES = frozenset({
     "vllm.v1.engine.core",                        # EngineCore (in-process or the engine core process)
     "vllm.v1.engine.core_client",                 # the client that starts the engine core process
     "vllm.entrypoints.openai.api_server",         # the OpenAI-compatible server
-    "ray._private.worker",                        # ray.init / ray.remote execution
 })
 """Modules whose import means an engine is being started in the test process.
 
-Checked against vLLM 0.32.0 and Ray 2.x: importing ``vllm``, ``vllm.config``,
-``vllm.model_executor.*`` (the offloaders) or ``ray`` itself loads none of them.
+Checked against vLLM 0.32.0: importing ``vllm``, ``vllm.config``, ``vllm.model_executor.*`` (the
+offloaders) or ``vllm.entrypoints.launchers.cli_args`` loads none of them. Ray is not listed:
+``import ray`` alone loads its worker and node modules; a cluster start is caught by its processes
+(``gcs_server``, ``raylet``).
 """
 
 POLL_S = 0.5
