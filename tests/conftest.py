@@ -89,12 +89,18 @@ HEAVY_TESTS: dict[str, str] = {
     "tests/runners/test_processes.py::test_sigint_of_the_runner_still_cleans_up": "(3 s CPU)",
     "tests/analysis/test_notebook.py::test_pareto_notebook_executes_on_a_run_dir": "a Jupyter kernel (3 s CPU)",
     "tests/runners/test_faults.py::test_pinned_file_changed_during_a_phase_stops_before_the_next_phase": "(3 s CPU)",
+    # waits on purpose (a case or server timeout, a process that must be reaped): 3 s or more of wall each
+    "tests/runners/test_faults.py::test_case_sleeping_past_timeout_is_killed_with_its_children": "(6 s, 2 s CPU)",
+    "tests/runners/test_processes.py::test_hiding_case_in_the_matrix_is_a_timeout_and_leaves_nothing": "(6 s, 2 s CPU)",
+    "tests/runners/test_serving.py::test_server_that_never_becomes_healthy_is_a_fault_and_is_stopped": "(3 s)",
+    "tests/runners/test_faults.py::test_child_that_leaves_the_process_group_is_still_reaped": "(3 s)",
+    "tests/runners/test_experiments_run.py::test_stability_requires_output_in_every_round": "(2.5 s CPU)",
     "tests/runners/test_compile_cache_per_implementation.py::test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets":
         "a vLLM import in a child process (4 s CPU)",
     "tests/runners/test_compile_cache_per_implementation.py::test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_environment":
         "vLLM imports in child processes (4 s CPU)",
 }
-"""Tests (``file::name``, or a whole ``file``) without an engine that cost several seconds of CPU each: ``heavy``.
+"""Tests (``file::name``, or a whole ``file``) without an engine that take 2.5 s or more each: ``heavy``.
 
 Measured on the 2-core machine on 2026-11-30 (user + system CPU seconds of the pytest process and
 its reaped children per test, from ``resource.getrusage``; a test's wall time there was inflated
