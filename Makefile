@@ -37,6 +37,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 	$(PY) -m results_schema check tests/fixtures
 
+# the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
+# tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 3 minutes
+FAST_TIER := not slow and not engine and not heavy and not full_grid and not gpu and not npu
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m '$(FAST_TIER)'
+	$(PY) -m results_schema check tests/fixtures
+
 test-full: $(STAMP)
 	$(PY) -m pytest -q -m 'full_grid or not full_grid'
 

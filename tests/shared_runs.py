@@ -1,0 +1,91 @@
+"""Measurements that every in-process runner test repeats identically, run once per test session.
+
+A test that runs ``runners.matrix.run_matrix`` in the pytest process pays, besides its cases, for
+two real measurements of this host that do not depend on the test:
+
+* ``runners.numerics.probe_torch``: a Python process that imports torch to read torch / oneDNN
+  versions, threads and ATen CPU capability (about 2 s of CPU);
+* ``runners.copy_bench.run_copy_bench``: ``python -m offload.bench`` on the model's layer shapes
+  (CPU runs with offload cases and ``analyze=true``; about 10 s of CPU).
+
+:func:`share_host_measurements` (autouse, ``tests/conftest.py``) runs each for real the first time
+a key is seen and hands later calls with the same key the same result: the probe's dict, and for
+the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
+directory unchanged) and its dict. The key holds everything the measurement reads (interpreter,
+model directory, working directory, environment) except environment values that point into this
+session's temporary directory (per-test run and cache paths, which these measurements ignore) and
+pytest's own ``PYTEST_*`` variables.
+Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
+still gets its failure. Tests that replace these functions themselves (``monkeypatch``) win, and a
+subprocess runner (``python -m runners.matrix``) measures for itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ...]:
+    """The environment minus pytest's own variables and values under this session's temporary directory."""
+    return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith("PYTEST_")))
+
+
+def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str) -> Callable[..., dict[str, object]]:
+    """``probe_torch`` that runs ``real`` once per (python, environment, timeout) and shares its dict."""
+    cache: dict[Any, dict[str, object]] = {}
+
+    @functools.wraps(real)
+    def probe(python: str, env: Mapping[str, str], timeout_s: float = 120.0) -> dict[str, object]:
+        key = (python, _env_key(env, tmp_root), timeout_s)
+        if key not in cache:
+            found = real(python, env, timeout_s)
+            if not found:
+                return found
+            cache[key] = found
+        return copy.deepcopy(cache[key])
+
+    return probe
+
+
+def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root: str) -> Callable[..., dict | None]:
+    """``run_copy_bench`` that runs ``real`` once per (model, environment, cwd, timeout); later calls copy its file."""
+    cache: dict[Any, tuple[bytes, dict]] = {}
+
+    @functools.wraps(real)
+    def bench(run_dir: Path, model_dir: Path, env: Mapping[str, str], cwd: Path, timeout_s: float = 300.0) -> dict | None:
+        key = (str(model_dir), _env_key(env, tmp_root), str(cwd), timeout_s)
+        if key not in cache:
+            data = real(run_dir, model_dir, env, cwd, timeout_s)
+            if data is None:
+                return None
+            cache[key] = ((Path(run_dir) / file_name).read_bytes(), copy.deepcopy(data))
+        written, data = cache[key]
+        (Path(run_dir) / file_name).write_bytes(written)
+        return copy.deepcopy(data)
+
+    return bench
+
+
+@pytest.fixture(scope="session", autouse=True)
+def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Install :func:`shared_probe` and :func:`shared_copy_bench` for the session (no-op if the names moved)."""
+    try:
+        import runners.copy_bench as copy_bench
+        import runners.numerics as numerics
+    except ImportError:  # moved by a refactor: every test then measures for itself, as without this fixture
+        yield
+        return
+    tmp_root = str(tmp_path_factory.getbasetemp())
+    with pytest.MonkeyPatch.context() as mp:
+        if callable(getattr(numerics, "probe_torch", None)):
+            mp.setattr(numerics, "probe_torch", shared_probe(numerics.probe_torch, tmp_root))
+        if callable(getattr(copy_bench, "run_copy_bench", None)) and isinstance(getattr(copy_bench, "FILE_NAME", None), str):
+            mp.setattr(copy_bench, "run_copy_bench",
+                       shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
+        yield

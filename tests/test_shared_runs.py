@@ -1,0 +1,65 @@
+"""The session-shared host measurements (tests/shared_runs.py): shared only when nothing they read differs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import runners.copy_bench as copy_bench
+import runners.numerics as numerics
+from tests.shared_runs import shared_copy_bench, shared_probe
+
+TMP = "/tmp/pytest-of-x/pytest-1"
+
+
+def test_probe_runs_once_per_interpreter_and_environment() -> None:
+    calls = []
+
+    def real(python, env, timeout_s=120.0):
+        calls.append((python, dict(env)))
+        return {"torch": "2.13.0", "threads": int(env.get("OMP_NUM_THREADS", 2))}
+
+    probe = shared_probe(real, TMP)
+    a = probe("py", {"OMP_NUM_THREADS": "2", "PYTEST_CURRENT_TEST": "t1", "CACHE": f"{TMP}/t1/c"})
+    a["torch"] = "changed by a caller"
+    assert probe("py", {"OMP_NUM_THREADS": "2", "PYTEST_CURRENT_TEST": "t2", "CACHE": f"{TMP}/t2/c"}) == \
+        {"torch": "2.13.0", "threads": 2}
+    assert len(calls) == 1
+    assert probe("py", {"OMP_NUM_THREADS": "1"})["threads"] == 1  # a thread setting is a new key
+    assert probe("other-py", {"OMP_NUM_THREADS": "2"})["threads"] == 2
+    assert len(calls) == 3
+
+
+def test_failed_probe_is_never_shared() -> None:
+    results: list[dict[str, object]] = [{}, {"torch": "2.13.0"}]
+    probe = shared_probe(lambda python, env, timeout_s=120.0: results.pop(0), TMP)
+    assert probe("py", {}) == {}
+    assert probe("py", {}) == {"torch": "2.13.0"}
+
+
+def test_copy_bench_file_is_copied_byte_for_byte_and_failures_run_again(tmp_path: Path) -> None:
+    calls = []
+
+    def real(run_dir, model_dir, env, cwd, timeout_s=300.0):
+        calls.append(run_dir)
+        if env.get("FAIL"):
+            return None
+        (run_dir / "copy-bench.json").write_text('{"bandwidth": 1.5}\n')
+        return {"bandwidth": 1.5}
+
+    bench = shared_copy_bench(real, "copy-bench.json", TMP)
+    runs = [tmp_path / f"r{i}" for i in range(4)]
+    for r in runs:
+        r.mkdir()
+    assert bench(runs[0], Path("m"), {}, Path(".")) == {"bandwidth": 1.5}
+    assert bench(runs[1], Path("m"), {}, Path(".")) == {"bandwidth": 1.5}
+    assert (runs[1] / "copy-bench.json").read_bytes() == (runs[0] / "copy-bench.json").read_bytes()
+    assert bench(runs[2], Path("m"), {"FAIL": "1"}, Path(".")) is None
+    assert not (runs[2] / "copy-bench.json").exists()
+    assert bench(runs[3], Path("other-model"), {}, Path(".")) == {"bandwidth": 1.5}
+    assert calls == [runs[0], runs[2], runs[3]]
+
+
+def test_the_session_fixture_shares_the_runner_functions() -> None:
+    # if a refactor renames them, the fixture silently stops sharing: this test says so
+    assert numerics.probe_torch.__wrapped__.__name__ == "probe_torch"  # type: ignore[attr-defined]
+    assert copy_bench.run_copy_bench.__wrapped__.__name__ == "run_copy_bench"  # type: ignore[attr-defined]
