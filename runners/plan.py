@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from offload.selection import select_offload_layers, validate_offload_params
+from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
+from results_schema.models import IMPLEMENTATIONS
 
-IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
@@ -101,21 +101,6 @@ class ScheduledCase:
     def stem(self) -> str:
         """File stem of this process's log / evidence / record: ``<label>-r<repeat>``."""
         return f"{self.case.label}-r{self.repeat}"
-
-
-def case_label(implementation: str, group_size: int, num_in_group: int, prefetch_step: int = 1,
-               params: Sequence[str] = (), backend: str = "auto") -> str:
-    """Generated label: ``baseline`` or ``<impl>_g<G>_n<N>[_p<P>][_params-a+b][_<backend>]``."""
-    if implementation == "baseline":
-        return "baseline"
-    label = f"{implementation}_g{group_size}_n{num_in_group}"
-    if prefetch_step != 1:
-        label += f"_p{prefetch_step}"
-    if params:
-        label += "_params-" + "+".join(params)
-    if backend != "auto":
-        label += f"_{backend}"
-    return label
 
 
 def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,18 +225,10 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         seen.add(label)
         if r["expect_error"] is None:
             try:
-                validate_offload_params(r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
+                check_offload_setting(impl, r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
             except ValueError as exc:
                 raise PlanError(f"{where}: {exc}") from None
-            if impl == "baseline" and (r["group_size"] != 0):
-                raise PlanError(f"{where}: baseline must have offload_group_size 0 (got {r['group_size']})")
             if impl != "baseline":
-                if r["group_size"] == 0 or r["num_in_group"] == 0:
-                    raise PlanError(
-                        f"{where}: implementation {impl!r} needs offload_group_size > 0 and "
-                        f"offload_num_in_group > 0 (got {r['group_size']}, {r['num_in_group']}); "
-                        "use implementation=baseline for no offload"
-                    )
                 if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
                     raise PlanError(
                         f"{where}: offload_group_size {r['group_size']} / offload_num_in_group "
