@@ -21,7 +21,6 @@ from pydantic import Field, model_validator
 from results_schema.models import (
     Implementation,
     NonNegInt,
-    OffloadSetting,
     SchemaVersion,
     StrictModel,
     WorkloadSpec,
@@ -29,6 +28,22 @@ from results_schema.models import (
 
 CaseKind = Literal["bench", "accuracy"]
 Device = Literal["cpu", "cuda", "npu"]
+
+
+class RequestedOffload(StrictModel):
+    """The offload parameters a case was planned with (vLLM names), as configured.
+
+    Not cross-validated here: a case that is expected to fail (``expect_error``, e.g.
+    ``offload_num_in_group > offload_group_size``) must reach the case process, which
+    validates the setting (``offload.selection.check_offload_setting``) and records the
+    valid ones as ``results_schema.models.OffloadSetting``.
+    """
+
+    offload_group_size: int = Field(description="G: layers per group; 0 disables offload.")
+    offload_num_in_group: int = Field(description="N: offloaded layers per group (the last N).")
+    offload_prefetch_step: int = Field(default=1, description="Modules prefetched ahead of the running one.")
+    offload_params: tuple[str, ...] = Field(default=(), description="Dotted-name segments; empty = all parameters.")
+    offload_backend: str = Field(default="auto", description="vLLM offload_backend.")
 
 
 class AccuracyCaseSettings(StrictModel):
@@ -59,7 +74,7 @@ class CaseSpec(StrictModel):
     runtime: str = Field(description="Runtime name recorded in the record (cpu, cuda, ...).")
     device: Device = Field(default="cpu", description="Device kind of the runtime (memory probe).")
     model: str = Field(description="Model directory given to vLLM.")
-    offload: OffloadSetting = Field(description="vLLM offload parameters of the case.")
+    offload: RequestedOffload = Field(description="vLLM offload parameters of the case (validated by the case).")
     workload: WorkloadSpec | None = Field(default=None, description="Bench workload (kind=bench only).")
     record: str = Field(description="Path of the record the case writes (bench: the BenchRecord JSON).")
     accuracy: AccuracyCaseSettings | None = Field(default=None, description="Accuracy settings (kind=accuracy).")

@@ -46,11 +46,11 @@ from collections.abc import Sequence
 from typing import Any
 from pathlib import Path
 
-from offload.selection import check_offload_setting
 from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.case import CaseSpec
 from results_schema.io import dumps_model, read_json, write_json
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
+from runners.case_command import checked_offload
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -79,11 +79,10 @@ def load_case(path: str | Path) -> CaseSpec:
 
 def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:
     """Validate the case (before vLLM is imported); returns the record's offload and workload models."""
-    o, w = case.offload, case.workload
+    w = case.workload
     if w is None:
         raise ValueError(f"case {case.phase}/{case.label}: a bench case needs a workload")
-    check_offload_setting(case.implementation, o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step,
-                          o.offload_backend)
+    offload = checked_offload(case)
     from offload.cpu_kernels import requested_path
 
     requested_path()  # ValueError naming OFFLOAD_CPU_KERNEL_PATH and the allowed values
@@ -93,7 +92,7 @@ def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:
     if w.prompt_mode == "seed_text" and w.prompts_vary_per_round:
         raise ValueError("prompt_mode seed_text uses the same prompts in every round: set "
                          "workload.prompts_vary_per_round=false")
-    return o, w
+    return offload, w
 
 
 def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from results_schema.case import AccuracyCaseSettings, CaseSpec
+from offload.selection import check_offload_setting
+from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
 from results_schema.io import write_json
 from results_schema.models import OffloadSetting, WorkloadSpec
 from results_schema.protocols import DEFAULT_PROTOCOL
@@ -64,15 +65,15 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
         pydantic.ValidationError: the planned case does not fit the model (the plan validated it).
     """
     c = sc.case
-    offload = OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
-                             offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                             offload_backend=c.backend)
+    offload = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                               offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
+                               offload_backend=c.backend)
     common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                   runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
                   offload=offload, record=str(paths.record))
     if c.kind == "accuracy":  # accuracy cases run (G, N, P) only, as before case.json (params/backend: auto)
-        common["offload"] = OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
-                                           offload_prefetch_step=c.prefetch_step)
+        common["offload"] = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                                             offload_prefetch_step=c.prefetch_step)
         acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
                                    protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
                                    out_dir=str(paths.record.parent / paths.record.stem))
@@ -112,6 +113,18 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         return (*prefix, "run", "--case", str(paths.case))
     prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
     return (*prefix, "--case", str(paths.case))
+
+
+def checked_offload(case: CaseSpec) -> OffloadSetting:
+    """The case's offload setting, validated in the case process (``offload.selection.check_offload_setting``).
+
+    Raises:
+        ValueError: naming the invalid value(s) (an ``expect_error`` case ends here, exit 2).
+    """
+    o = case.offload
+    check_offload_setting(case.implementation, o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step,
+                          o.offload_backend)
+    return OffloadSetting.model_validate(o.model_dump())
 
 
 def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:

@@ -50,7 +50,7 @@ def _case_file(tmp_path, implementation: str, offload: dict | None = None, **wor
     ("current", dict(offload_group_size=2, offload_num_in_group=3),
      "offload_num_in_group (3) must be <= offload_group_size (2)"),
     ("current", dict(offload_group_size=4, offload_num_in_group=1, offload_backend="magic"),
-     "offload.offload_backend: Input should be 'auto', 'prefetch' or 'uva'"),
+     "offload_backend ('magic')"),
     ("baseline", dict(offload_group_size=4, offload_num_in_group=1),
      "implementation baseline needs offload_group_size 0"),
     ("current", {}, "needs offload_group_size > 0"),
