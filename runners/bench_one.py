@@ -48,9 +48,9 @@ from pathlib import Path
 
 from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.case import CaseSpec
-from results_schema.io import dumps_model, read_json, write_json
+from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
-from runners.case_command import checked_offload
+from runners.case_command import checked_offload, read_case
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -63,18 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_case(path: str | Path) -> CaseSpec:
-    """Read a bench ``case.json``.
-
-    Raises:
-        ValueError: unreadable or invalid file (``results_schema.io.RecordError``), or not ``kind=bench``.
-    """
-    try:
-        case = read_json(path, CaseSpec)
-    except OSError as exc:
-        raise ValueError(f"--case {path}: {exc.strerror or exc}") from None
-    if case.kind != "bench" or case.workload is None:
-        raise ValueError(f"--case {path}: kind {case.kind!r}; runners.bench_one runs kind 'bench'")
-    return case
+    """Read a bench ``case.json`` (``runners.case_command.read_case``). Raises ``ValueError``."""
+    return read_case(path, "bench")
 
 
 def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from offload.selection import check_offload_setting
 from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
-from results_schema.io import write_json
+from results_schema.io import read_json, write_json
 from results_schema.models import OffloadSetting, WorkloadSpec
 from results_schema.protocols import DEFAULT_PROTOCOL
 from runners.runtimes import EVIDENCE_HOOK_DIR, REPO_ROOT
@@ -113,6 +113,21 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
         return (*prefix, "run", "--case", str(paths.case))
     prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
     return (*prefix, "--case", str(paths.case))
+
+
+def read_case(path: str | Path, kind: str) -> CaseSpec:
+    """Read a ``case.json`` of ``kind`` (``bench`` or ``accuracy``) in the case process.
+
+    Raises:
+        ValueError: unreadable or invalid file (``results_schema.io.RecordError``), or another kind.
+    """
+    try:
+        case = read_json(path, CaseSpec)
+    except OSError as exc:
+        raise ValueError(f"--case {path}: {exc.strerror or exc}") from None
+    if case.kind != kind:
+        raise ValueError(f"--case {path}: kind {case.kind!r}; this process runs kind {kind!r}")
+    return case
 
 
 def checked_offload(case: CaseSpec) -> OffloadSetting:

@@ -24,11 +24,9 @@ from typing import Any
 
 from offload.selection import validate_offload_params
 from results_schema.accuracy import EngineSettings
-from results_schema.case import CaseSpec
-from results_schema.io import read_json
 from results_schema.models import IMPLEMENTATIONS, OffloadSetting
 from results_schema.protocols import DEFAULT_PROTOCOL, registered_names
-from runners.case_command import checked_offload
+from runners.case_command import checked_offload, read_case
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST = REPO_ROOT / "eval_datasets" / "fixtures" / "manifest.json"
@@ -120,21 +118,6 @@ def parse_offload(text: str) -> OffloadSetting:
     return OffloadSetting(offload_group_size=g, offload_num_in_group=n, offload_prefetch_step=p)
 
 
-def load_accuracy_case(path: str | Path) -> CaseSpec:
-    """Read an accuracy ``case.json`` (``results_schema.case.CaseSpec``, ``kind=accuracy``).
-
-    Raises:
-        ValueError: unreadable or invalid file, or another kind.
-    """
-    try:
-        case = read_json(path, CaseSpec)
-    except OSError as exc:
-        raise ValueError(f"--case {path}: {exc.strerror or exc}") from None
-    if case.kind != "accuracy" or case.accuracy is None:
-        raise ValueError(f"--case {path}: kind {case.kind!r}; runners.accuracy run runs kind 'accuracy'")
-    return case
-
-
 _HAND_FLAGS = ("model", "dataset", "implementation", "out")
 
 
@@ -151,9 +134,9 @@ def run_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     if ns.case is not None:
         if given:
             raise ValueError(f"--case gives the whole case; drop {' '.join(given)}")
-        case = load_accuracy_case(ns.case)
+        case = read_case(ns.case, "accuracy")
         acc = case.accuracy
-        assert acc is not None  # load_accuracy_case checked it
+        assert acc is not None  # CaseSpec: kind accuracy has accuracy settings
         return dict(model=case.model, manifest=acc.manifest, datasets=list(acc.tasks),
                     implementation=case.implementation, offload=checked_offload(case), out_dir=acc.out_dir,
                     engine_settings=None, limit=acc.limit, label=case.label, protocol=acc.protocol)
