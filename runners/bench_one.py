@@ -140,8 +140,8 @@ def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s
         one_round: ``g -> (elapsed_s, generated ids per request, prompt tokens)`` for global round ``g``
             (warmup rounds first; ``g`` also picks the round's prompts).
         warmup_rounds: rounds run and discarded.
-        min_rounds: minimum measured rounds (``--measured-rounds``).
-        min_measured_s: minimum measured seconds (``--min-measured-s``), summed over measured rounds.
+        min_rounds: minimum measured rounds (``workload.measured_rounds``).
+        min_measured_s: minimum measured seconds (``workload.min_measured_s``), summed over measured rounds.
 
     Returns:
         The measured rounds (index 0..n-1), ``n >= min_rounds``; the last one is the first that

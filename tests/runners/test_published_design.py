@@ -72,14 +72,14 @@ def test_workload_seed_keeps_the_project_workload_as_an_option(tmp_path):
 
 
 def test_seed_text_needs_the_same_prompts_every_round():
-    from results_schema.case import CaseSpec
-    from results_schema.models import OffloadSetting, WorkloadSpec
+    from results_schema.case import CaseSpec, RequestedOffload
+    from results_schema.models import WorkloadSpec
 
     w = WorkloadSpec(num_prompts=1, input_len=4, max_tokens=4, max_model_len=16, seed=0, dtype="bfloat16",
                      enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
                      enable_prefix_caching=None, prompts_vary_per_round=True, prompt_mode="seed_text")
     case = CaseSpec(kind="bench", phase="p", label="baseline", implementation="baseline", repeat=0, runtime="cpu",
-                    model="m", offload=OffloadSetting(offload_group_size=0, offload_num_in_group=0), workload=w,
+                    model="m", offload=RequestedOffload(offload_group_size=0, offload_num_in_group=0), workload=w,
                     record="r.json")
     with pytest.raises(ValueError, match="same prompts in every round"):
         _specs(case)
