@@ -143,11 +143,11 @@ def run_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     missing = [f"--{f}" for f in _HAND_FLAGS if getattr(ns, f) is None]
     if missing:
         raise ValueError(f"run needs --case PATH, or {' '.join(missing)}")
-    return dict(model=ns.model, manifest=ns.manifest or str(DEFAULT_MANIFEST),
+    return dict(model=ns.model, manifest=ns.manifest,
                 datasets=[d.strip() for d in ns.dataset.split(",") if d.strip()],
                 implementation=ns.implementation, offload=parse_offload(ns.offload), out_dir=ns.out,
                 engine_settings=engine_settings_from(ns), limit=ns.limit, label=ns.label,
-                protocol=ns.protocol or DEFAULT_PROTOCOL)
+                protocol=ns.protocol)
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
@@ -210,14 +210,13 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument("--model", default=None, help="local model directory (must have a chat template)")
     run.add_argument("--dataset", default=None,
                      help="gsm8k | gpqa | a manifest entry name; comma-separated = several datasets, one engine")
-    run.add_argument("--manifest", default=None, help=f"dataset manifest.json (default {DEFAULT_MANIFEST})")
+    run.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="dataset manifest.json")
     run.add_argument("--implementation", default=None, choices=IMPLEMENTATIONS)
     run.add_argument("--offload", default="0", help="G,N[,P] (group size, num in group, prefetch step); 0 = none")
     run.add_argument("--limit", type=int, default=None, help="first N rows only (smoke; result is 'limited')")
     run.add_argument("--label", default=None, help="case label (default baseline / <impl>_g<G>_n<N>)")
     run.add_argument("--out", default=None, help="output directory")
-    run.add_argument("--protocol", default=None,
-                     help=f"registered accuracy protocol ({', '.join(registered_names())}; default {DEFAULT_PROTOCOL})")
+    _add_protocol_arg(run)
     _add_engine_args(run)
     run.set_defaults(func=_cmd_run)
 
