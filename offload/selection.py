@@ -8,6 +8,10 @@ only the positions it has (28 layers, G=5, N=2: nothing from layers 25..27).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from results_schema.models import IMPLEMENTATIONS
+
 BACKENDS = ("auto", "prefetch", "uva")
 
 
@@ -45,6 +49,71 @@ def validate_offload_params(
             f"offload_prefetch_step ({prefetch_step}) must be >= 1 while offload is enabled "
             f"(offload_group_size={group_size}, offload_num_in_group={num_in_group})"
         )
+
+
+def check_offload_setting(
+    implementation: str,
+    group_size: int,
+    num_in_group: int,
+    prefetch_step: int = 1,
+    backend: str = "auto",
+) -> None:
+    """Validate one case's offload setting: the vLLM parameters and what the implementation needs.
+
+    The one validation every caller uses (``runners.plan`` before any process starts,
+    ``runners.bench_one`` and ``runners.accuracy`` in the case process).
+
+    Args:
+        implementation: one of ``results_schema.models.IMPLEMENTATIONS``.
+        group_size, num_in_group, prefetch_step, backend: see :func:`validate_offload_params`.
+
+    Raises:
+        ValueError: an unknown implementation, invalid parameters (:func:`validate_offload_params`),
+            ``baseline`` with ``offload_group_size`` > 0, or another implementation without
+            ``offload_group_size`` > 0 and ``offload_num_in_group`` > 0; naming the values.
+    """
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"implementation {implementation!r} must be one of {IMPLEMENTATIONS}")
+    validate_offload_params(group_size, num_in_group, prefetch_step, backend)
+    if implementation == "baseline" and group_size != 0:
+        raise ValueError(f"implementation baseline needs offload_group_size 0 (got {group_size})")
+    if implementation != "baseline" and (group_size == 0 or num_in_group == 0):
+        raise ValueError(
+            f"implementation {implementation} needs offload_group_size > 0 and offload_num_in_group > 0 "
+            f"(got {group_size}, {num_in_group}); use implementation=baseline for no offload"
+        )
+
+
+def case_label(implementation: str, group_size: int, num_in_group: int, prefetch_step: int = 1,
+               params: Sequence[str] = (), backend: str = "auto", *, style: str = "record") -> str:
+    """The label of an offload setting; the one label format of records, configs and reports.
+
+    Args:
+        implementation, group_size, num_in_group, prefetch_step, params, backend: the setting.
+        style: ``record`` (file names and records): ``baseline`` or
+            ``<impl>_g<G>_n<N>[_p<P>][_params-a+b][_<backend>]``; ``point`` (report tables and
+            plots): ``baseline`` or ``(G,N)``, ``(G,N,kP)`` when the prefetch step is not 1.
+
+    Raises:
+        ValueError: an unknown ``style``.
+    """
+    if style == "point":
+        if implementation == "baseline" or int(group_size) == 0:
+            return "baseline"
+        k = int(prefetch_step or 1)
+        return f"({int(group_size)},{int(num_in_group)}" + (f",k{k})" if k != 1 else ")")
+    if style != "record":
+        raise ValueError(f"label style {style!r} must be 'record' or 'point'")
+    if implementation == "baseline":
+        return "baseline"
+    label = f"{implementation}_g{group_size}_n{num_in_group}"
+    if prefetch_step != 1:
+        label += f"_p{prefetch_step}"
+    if params:
+        label += "_params-" + "+".join(params)
+    if backend != "auto":
+        label += f"_{backend}"
+    return label
 
 
 def is_layer_selected(index: int, group_size: int, num_in_group: int) -> bool:

@@ -64,6 +64,7 @@ class FileKind:
 DEFAULT_FILE_KINDS: list[FileKind] = [
     FileKind("*-runs.jsonl", "results_schema.models:CaseRun", jsonl=True),
     FileKind("*-failures.jsonl", "results_schema.models:CaseFailure", jsonl=True),
+    FileKind("records/*/*.case.json", "results_schema.case:CaseSpec", jsonl=False),  # before the records
     FileKind("records/*/*.json", "results_schema.models:BenchRecord", jsonl=False),
     FileKind("evidence/*/*.json", "results_schema.models:RuntimeEvidence", jsonl=False),
     FileKind("summary/validation.json", "results_schema.models:ValidationReport", jsonl=False),

@@ -13,7 +13,7 @@ not import vLLM or torch.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
@@ -25,6 +25,9 @@ Implementation = Literal["baseline", "current", "official", "sync"]
 """Which offloader runs: none, this project's prefetch offloader, the runtime's
 own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
 project's synchronous reference."""
+
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
+"""The implementation registry: every ``Implementation`` in order (config, CLIs and analysis import it)."""
 
 OffloadBackend = Literal["auto", "prefetch", "uva"]
 

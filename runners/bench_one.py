@@ -1,15 +1,21 @@
 """One case, one process: build ``LLM(...)`` with the case's offload parameters and measure.
 
+Usage: ``python -m runners.bench_one --case CASE_JSON``; the case file is a
+``results_schema.case.CaseSpec`` (``kind=bench``) written by ``runners.matrix``
+(``records/<phase>/<stem>.case.json``): offload setting (``OffloadSetting``) and
+workload (``WorkloadSpec``, the same model the record carries).
+
 What is modelled: offline throughput of one vLLM engine for one offload setting.
 Prompts (``runners.prompts``) are exact token-id prompts (``TokensPrompt``) drawn
 deterministically from ``(seed, round)``, so input lengths are exact and every case of a
-run sees the same prompts; measured rounds repeat until both ``--measured-rounds`` and
-``--min-measured-s`` are reached (the window is recorded in ``BenchRecord.window``); each round (warmup included) gets fresh prompts unless
-``--same-prompts-every-round``. ``--prompt-mode seed_text`` builds the published prompts
-instead (a seed text cut to exactly ``input_len`` tokens, the same in every round).
-Prefix caching is whatever ``--[no-]enable-prefix-caching`` says (neither: vLLM's default);
-engine arguments are built in ``engine_kwargs`` (all recorded in the workload). Decoding is
-greedy, with ``ignore_eos`` unless ``--no-ignore-eos`` (published), so the token counts are real;
+run sees the same prompts; measured rounds repeat until both ``workload.measured_rounds`` and
+``workload.min_measured_s`` are reached (the window is recorded in ``BenchRecord.window``); each
+round (warmup included) gets fresh prompts unless ``workload.prompts_vary_per_round`` is false.
+``prompt_mode=seed_text`` builds the published prompts instead (a seed text cut to exactly
+``input_len`` tokens, the same in every round). Prefix caching is whatever
+``enable_prefix_caching`` says (null: vLLM's default); engine arguments are built in
+``engine_kwargs`` (all recorded in the workload). Decoding is greedy, with ``ignore_eos``
+unless the workload says otherwise (published), so the token counts are real;
 generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
 digest of the generated ids is kept per round (greedy identity across cases).
 Peak RSS is sampled over this process and its children (vLLM V1 runs the engine
@@ -18,9 +24,9 @@ core in a child process).
 What is deliberately not modelled: statistics across processes (analysis), the
 offloader evidence (the evidence hook publishes it), server mode / latency SLOs.
 
-Output: the ``BenchRecord`` JSON at ``--record`` (atomic) and exactly one
-``BENCH_RESULT <json>`` line on stdout. Exit 0 on success, 2 on invalid
-arguments (``ValueError: ...`` on stderr, before vLLM is imported), otherwise the
+Output: the ``BenchRecord`` JSON at the case's ``record`` path (atomic) and exactly one
+``BENCH_RESULT <json>`` line on stdout. Exit 0 on success, 2 on an invalid case file
+(``ValueError: ...`` on stderr, before vLLM is imported), otherwise the
 exception propagates (traceback in the log, non-zero exit).
 """
 
@@ -29,7 +35,6 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import hashlib
-import math
 import os
 import resource
 import shutil
@@ -38,100 +43,49 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
-from offload.selection import validate_offload_params
 from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
+from results_schema.case import CaseSpec
 from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
+from runners.case_command import checked_offload, read_case
 
 RESULT_PREFIX = "BENCH_RESULT "
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m runners.bench_one", description=__doc__.split("\n")[0])
-    ap.add_argument("--phase", required=True)
-    ap.add_argument("--label", required=True)
-    ap.add_argument("--implementation", required=True, choices=["baseline", "current", "official", "sync"])
-    ap.add_argument("--repeat", type=int, required=True)
-    ap.add_argument("--runtime", required=True, help="runtime name recorded in the record (cpu, cuda, ...)")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "npu"], help="device kind (memory probe)")
-    ap.add_argument("--model", required=True, help="model directory")
-    ap.add_argument("--offload-group-size", type=int, default=0)
-    ap.add_argument("--offload-num-in-group", type=int, default=0)
-    ap.add_argument("--offload-prefetch-step", type=int, default=1)
-    ap.add_argument("--offload-params", default="", help="comma-separated dotted-name segments")
-    ap.add_argument("--offload-backend", default="auto")
-    ap.add_argument("--num-prompts", type=int, required=True)
-    ap.add_argument("--input-len", type=int, required=True)
-    ap.add_argument("--max-tokens", type=int, required=True)
-    ap.add_argument("--max-model-len", type=int, required=True)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
-    ap.add_argument("--warmup-rounds", type=int, default=1)
-    ap.add_argument("--measured-rounds", type=int, default=3, help="minimum measured rounds")
-    ap.add_argument("--min-measured-s", type=float, default=0.0,
-                    help="minimum measured seconds: measured rounds repeat until both --measured-rounds and this "
-                         "are reached (MLPerf LoadGen min_duration idea; the runner passes workload.min_measured_s)")
-    ap.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                    help="pass enable_prefix_caching; neither flag = vLLM's default")
-    ap.add_argument("--same-prompts-every-round", action="store_true",
-                    help="reuse round 0's prompts in every round (default: fresh prompts per round)")
-    ap.add_argument("--temperature", type=float, default=0.0)
-    # published-workload options (issue 15; runners.prompts, engine_kwargs)
-    ap.add_argument("--prompt-mode", default="random_ids", choices=["random_ids", "seed_text"])
-    ap.add_argument("--prompt-seed-text", default=None, help="seed text of --prompt-mode seed_text")
-    ap.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
-    ap.add_argument("--max-num-seqs", type=int, default=None)
-    ap.add_argument("--max-num-batched-tokens-factor", type=int, default=None,
-                    help="max_num_batched_tokens = max_model_len x this (null = vLLM's default)")
-    ap.add_argument("--record", required=True, help="path of the BenchRecord JSON to write")
+    ap.add_argument("--case", required=True,
+                    help="case.json (results_schema.case.CaseSpec, kind=bench) written by runners.matrix")
     return ap
 
 
-def _specs(a: argparse.Namespace) -> tuple[OffloadSetting, WorkloadSpec]:
-    """Validate arguments into the record's models (before vLLM is imported)."""
-    params = tuple(p for p in a.offload_params.split(",") if p)
-    validate_offload_params(a.offload_group_size, a.offload_num_in_group, a.offload_prefetch_step, a.offload_backend)
-    if a.implementation == "baseline" and a.offload_group_size != 0:
-        raise ValueError(f"implementation baseline needs offload_group_size 0 (got {a.offload_group_size})")
-    if a.implementation != "baseline" and (a.offload_group_size == 0 or a.offload_num_in_group == 0):
-        raise ValueError(
-            f"implementation {a.implementation} needs offload_group_size > 0 and offload_num_in_group > 0 "
-            f"(got {a.offload_group_size}, {a.offload_num_in_group})"
-        )
-    if not (math.isfinite(a.min_measured_s) and a.min_measured_s >= 0):
-        raise ValueError(f"--min-measured-s {a.min_measured_s}: must be a finite number of seconds >= 0")
+def load_case(path: str | Path) -> CaseSpec:
+    """Read a bench ``case.json`` (``runners.case_command.read_case``). Raises ``ValueError``."""
+    return read_case(path, "bench")
+
+
+def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:
+    """Validate the case (before vLLM is imported); returns the record's offload and workload models."""
+    w = case.workload
+    if w is None:
+        raise ValueError(f"case {case.phase}/{case.label}: a bench case needs a workload")
+    offload = checked_offload(case)
     from offload.cpu_kernels import requested_path
 
     requested_path()  # ValueError naming OFFLOAD_CPU_KERNEL_PATH and the allowed values
-    if a.input_len + a.max_tokens > a.max_model_len:
-        raise ValueError(f"input_len ({a.input_len}) + max_tokens ({a.max_tokens}) exceeds max_model_len "
-                         f"({a.max_model_len})")
-    offload = OffloadSetting(offload_group_size=a.offload_group_size, offload_num_in_group=a.offload_num_in_group,
-                             offload_prefetch_step=a.offload_prefetch_step, offload_params=params,
-                             offload_backend=a.offload_backend)
-    workload = WorkloadSpec(num_prompts=a.num_prompts, input_len=a.input_len, max_tokens=a.max_tokens,
-                            max_model_len=a.max_model_len, seed=a.seed, dtype=a.dtype,
-                            enforce_eager=a.enforce_eager, gpu_memory_utilization=a.gpu_memory_utilization,
-                            warmup_rounds=a.warmup_rounds, measured_rounds=a.measured_rounds,
-                            min_measured_s=a.min_measured_s,
-                            enable_prefix_caching=a.enable_prefix_caching,
-                            prompts_vary_per_round=not a.same_prompts_every_round, temperature=a.temperature,
-                            prompt_mode=a.prompt_mode, prompt_seed_text=a.prompt_seed_text,
-                            ignore_eos=a.ignore_eos, trust_remote_code=a.trust_remote_code,
-                            max_num_seqs=a.max_num_seqs,
-                            max_num_batched_tokens_factor=a.max_num_batched_tokens_factor)
-    if a.prompt_mode == "seed_text" and not a.same_prompts_every_round:
-        raise ValueError("--prompt-mode seed_text uses the same prompts in every round: pass "
-                         "--same-prompts-every-round (workload.prompts_vary_per_round=false)")
-    return offload, workload
+    if w.input_len + w.max_tokens > w.max_model_len:
+        raise ValueError(f"input_len ({w.input_len}) + max_tokens ({w.max_tokens}) exceeds max_model_len "
+                         f"({w.max_model_len})")
+    if w.prompt_mode == "seed_text" and w.prompts_vary_per_round:
+        raise ValueError("prompt_mode seed_text uses the same prompts in every round: set "
+                         "workload.prompts_vary_per_round=false")
+    return offload, w
 
 
-def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -> dict[str, object]:
+def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for one case (vLLM's parameter names).
 
     Optional engine settings (``enable_prefix_caching``, ``max_num_seqs``,
@@ -139,7 +93,7 @@ def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -
     passed only when set, so null keeps vLLM's own default; the offload parameters only
     when the case offloads.
     """
-    kwargs: dict[str, object] = dict(
+    kwargs: dict[str, Any] = dict(
         model=model, dtype=workload.dtype, max_model_len=workload.max_model_len, seed=workload.seed,
         enforce_eager=workload.enforce_eager, gpu_memory_utilization=workload.gpu_memory_utilization,
     )
@@ -186,8 +140,8 @@ def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s
         one_round: ``g -> (elapsed_s, generated ids per request, prompt tokens)`` for global round ``g``
             (warmup rounds first; ``g`` also picks the round's prompts).
         warmup_rounds: rounds run and discarded.
-        min_rounds: minimum measured rounds (``--measured-rounds``).
-        min_measured_s: minimum measured seconds (``--min-measured-s``), summed over measured rounds.
+        min_rounds: minimum measured rounds (``workload.measured_rounds``).
+        min_measured_s: minimum measured seconds (``workload.min_measured_s``), summed over measured rounds.
 
     Returns:
         The measured rounds (index 0..n-1), ``n >= min_rounds``; the last one is the first that
@@ -294,13 +248,48 @@ def _vocab(llm: object) -> list[int]:
     return vocab
 
 
-def run(a: argparse.Namespace) -> BenchRecord:
-    """Build the engine, run warmup + measured rounds, return the record."""
-    offload, workload = _specs(a)
+def _check_implementation_env(implementation: str) -> None:
     impl_env = os.environ.get("OFFLOAD_IMPL")
-    if impl_env is not None and impl_env != a.implementation:
-        raise ValueError(f"OFFLOAD_IMPL={impl_env!r} disagrees with --implementation {a.implementation!r}")
-    os.environ["OFFLOAD_IMPL"] = a.implementation  # inherited by vLLM's engine-core process
+    if impl_env is not None and impl_env != implementation:
+        raise ValueError(f"OFFLOAD_IMPL={impl_env!r} disagrees with the case's implementation {implementation!r}")
+    os.environ["OFFLOAD_IMPL"] = implementation  # inherited by vLLM's engine-core process
+
+
+def _round_fn(llm: object, w: WorkloadSpec):
+    """``g -> (elapsed_s, generated ids per request, prompt tokens)``: one ``generate`` over round ``g``'s prompts."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    sp = SamplingParams(temperature=w.temperature, max_tokens=w.max_tokens, ignore_eos=w.ignore_eos, seed=w.seed)
+    if w.prompt_mode == "seed_text":
+        text = seed_text_prompts(llm.get_tokenizer(), w.prompt_seed_text or DEFAULT_SEED_TEXT,  # type: ignore[attr-defined]
+                                 w.num_prompts, w.input_len)
+    else:
+        vocab = _vocab(llm)
+
+    def one_round(g: int) -> tuple[float, list[list[int]], int]:
+        prompt_round = g if w.prompts_vary_per_round else 0
+        if w.prompt_mode == "seed_text":
+            prompts: list[object] = list(text)
+        else:
+            ids = make_prompt_ids(w.seed, prompt_round, w.num_prompts, w.input_len, vocab)
+            prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
+        t = time.perf_counter()
+        outs = llm.generate(prompts, sp, use_tqdm=False)  # type: ignore[attr-defined]
+        elapsed = time.perf_counter() - t
+        gen = [list(o.outputs[0].token_ids) for o in outs]
+        prompt_tokens = sum(len(o.prompt_token_ids or ()) for o in outs)
+        if prompt_tokens != w.num_prompts * w.input_len:
+            raise RuntimeError(f"submitted {prompt_tokens} prompt tokens, expected {w.num_prompts} x {w.input_len}")
+        return elapsed, gen, prompt_tokens
+
+    return one_round
+
+
+def run(case: CaseSpec) -> BenchRecord:
+    """Build the engine, run warmup + measured rounds, return the record."""
+    offload, w = _specs(case)
+    _check_implementation_env(case.implementation)
     # A fatal signal in this process or in vLLM's engine-core child (e.g. SIGILL from a CPU
     # kernel) leaves "Fatal Python error: Illegal instruction" in the log, so the runner can
     # name it (runners.finalize.worker_signal) instead of a bare engine error.
@@ -309,53 +298,27 @@ def run(a: argparse.Namespace) -> BenchRecord:
 
     import torch
     import vllm
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm import LLM
 
-    kwargs = engine_kwargs(a.model, offload, workload)
-
+    min_s = w.min_measured_s or 0.0
     with PeakRSS() as rss:
         t0 = time.perf_counter()
-        llm = LLM(**kwargs)
+        llm = LLM(**engine_kwargs(case.model, offload, w))
         load_seconds = time.perf_counter() - t0
-        device_mem = _device_memory_bytes(a.device)
-        sp = SamplingParams(temperature=a.temperature, max_tokens=a.max_tokens, ignore_eos=a.ignore_eos, seed=a.seed)
-        if a.prompt_mode == "seed_text":
-            text = seed_text_prompts(llm.get_tokenizer(), a.prompt_seed_text or DEFAULT_SEED_TEXT,
-                                     a.num_prompts, a.input_len)
-        else:
-            vocab = _vocab(llm)
-
-        def one_round(g: int) -> tuple[float, list[list[int]], int]:
-            prompt_round = 0 if a.same_prompts_every_round else g
-            if a.prompt_mode == "seed_text":
-                prompts: list[object] = list(text)
-            else:
-                ids = make_prompt_ids(a.seed, prompt_round, a.num_prompts, a.input_len, vocab)
-                prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
-            t = time.perf_counter()
-            outs = llm.generate(prompts, sp, use_tqdm=False)
-            elapsed = time.perf_counter() - t
-            gen = [list(o.outputs[0].token_ids) for o in outs]
-            prompt_tokens = sum(len(o.prompt_token_ids or ()) for o in outs)
-            if prompt_tokens != a.num_prompts * a.input_len:
-                raise RuntimeError(f"submitted {prompt_tokens} prompt tokens, expected "
-                                   f"{a.num_prompts} x {a.input_len}")
-            return elapsed, gen, prompt_tokens
-
-        rounds = run_rounds(one_round, warmup_rounds=a.warmup_rounds, min_rounds=a.measured_rounds,
-                            min_measured_s=a.min_measured_s)
+        device_mem = _device_memory_bytes(case.device)
+        rounds = run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
+                            min_measured_s=min_s)
     output_tokens = sum(r.output_tokens for r in rounds)
     elapsed_s = sum(r.elapsed_s for r in rounds)
-    overall = overall_digest(rounds, a.measured_rounds)
     return BenchRecord(
-        phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat, runtime=a.runtime,
-        model=a.model, offload=offload, workload=workload, load_seconds=load_seconds, rounds=tuple(rounds),
-        output_tokens=output_tokens, elapsed_s=elapsed_s, throughput_tok_s=output_tokens / elapsed_s,
-        token_digest=overall, peak_rss_bytes=rss.peak, device_memory_bytes=device_mem,
-        window=MeasurementWindow(measured_s=elapsed_s, rounds=len(rounds), min_measured_s=a.min_measured_s,
-                                 min_rounds=a.measured_rounds,
-                                 reached=window_reached(len(rounds), elapsed_s, a.measured_rounds, a.min_measured_s)),
+        phase=case.phase, label=case.label, implementation=case.implementation, repeat=case.repeat,
+        runtime=case.runtime, model=case.model, offload=offload, workload=w, load_seconds=load_seconds,
+        rounds=tuple(rounds), output_tokens=output_tokens, elapsed_s=elapsed_s,
+        throughput_tok_s=output_tokens / elapsed_s, token_digest=overall_digest(rounds, w.measured_rounds),
+        peak_rss_bytes=rss.peak, device_memory_bytes=device_mem,
+        window=MeasurementWindow(measured_s=elapsed_s, rounds=len(rounds), min_measured_s=min_s,
+                                 min_rounds=w.measured_rounds,
+                                 reached=window_reached(len(rounds), elapsed_s, w.measured_rounds, min_s)),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
     )
 
@@ -363,12 +326,13 @@ def run(a: argparse.Namespace) -> BenchRecord:
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        _specs(a)
+        case = load_case(a.case)
+        _specs(case)
     except ValueError as exc:
         print(f"ValueError: {exc}", file=sys.stderr, flush=True)
         return 2
-    record = run(a)
-    write_json(Path(a.record), record)
+    record = run(case)
+    write_json(Path(case.record), record)
     sys.stdout.write(RESULT_PREFIX + dumps_model(record) + "\n")
     sys.stdout.flush()
     return 0

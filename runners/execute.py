@@ -144,7 +144,7 @@ def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
 def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.executors import LaunchSpec
-    from runners.matrix import case_argv, case_env  # -> runners.case_command once those move there
+    from runners.case_command import case_argv, case_env
 
     run_dir, phase = state.run_dir, sc.case.phase
     paths = CasePaths.of(run_dir, phase, sc.stem)

@@ -265,9 +265,14 @@ def _check_plan_match(c: object, record: BenchRecord) -> None:
 
 
 def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
-    """The record's model is the ``--model`` the case was started with (raises ``_Fail``)."""
-    if "--model" in command[:-1]:
-        want = command[command.index("--model") + 1]
+    """The record's model is the model of the ``--case`` file the case was started with (raises ``_Fail``)."""
+    if "--case" in command[:-1]:
+        from results_schema.case import CaseSpec
+
+        try:
+            want = read_json(command[command.index("--case") + 1], CaseSpec).model
+        except (OSError, ValueError) as exc:
+            raise _Fail("invalid_record", f"case file of the command unreadable: {exc}") from None
         if record.model != want:
             raise _Fail("invalid_record", f"record model {record.model!r} != the plan's {want!r}")
 

@@ -12,8 +12,8 @@ expanded, signals are recorded, and ``run_matrix`` runs the stages of ``runners.
     -> close (``runners.close``: identity at the end, analysis, accuracy verifier, ``SHA256SUMS``,
        the verdict line).
 
-It also holds the case command line and environment (``case_argv``, ``case_env``,
-``published_workload_argv``), which ``runners.execute`` calls.
+The case command line and environment (``case_argv``, ``case_env``) live in
+``runners.case_command`` (``case.json``), which ``runners.execute`` calls.
 
 Exit codes (``runners.errors``): 0 all cases as expected; 1 some case failed unexpectedly
 (records kept); 2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from runners.accuracy_phase import AccuracyPhase, accuracy_cases_name, check_accuracy_inputs  # noqa: F401
@@ -36,11 +35,11 @@ from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT
 from runners.config import runtimes_used, to_plain  # noqa: F401
 from runners.gates import (Identity, gather_identity, health_gate, required_scalar_pins,  # noqa: F401
                            resolve_model_dir)
-from runners.paths import CONTROLLED_ENV as _CONTROLLED_ENV
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT, CasePaths, accuracy_manifest_path  # noqa: F401
 from runners.progress import make_console as _console
 from runners.progress import print_schedule, schedule_settings  # noqa: F401
 from runners.rundir import write_sha256sums  # noqa: F401
+from runners.case_command import case_argv, case_env  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- the run
@@ -70,95 +69,8 @@ def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
     return run_stages(cfg, overrides, console)
 
 
-# ----------------------------------------------------------------------------- case commands
+# ----------------------------------------------------------------------------- signals and entry
 
-
-def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
-              python: str, accuracy_command: Sequence[str] | None = None,
-              bench_module: str = "runners.bench_one") -> tuple[str, ...]:
-    """argv of one case process (``python`` = the case runtime's interpreter)."""
-    c = sc.case
-    w = c.workload
-    if c.kind == "accuracy":
-        offload = "0" if c.implementation == "baseline" else f"{c.group_size},{c.num_in_group},{c.prefetch_step}"
-        prefix = list(accuracy_command) if accuracy_command else [python, "-m", "runners.accuracy"]
-        argv = prefix + ["run", "--model", str(model_dir),
-                "--dataset", ",".join(c.accuracy_tasks), "--implementation", c.implementation, "--offload", offload,
-                "--label", c.label, "--out", str(paths.record.parent / paths.record.stem),
-                "--manifest", str(accuracy_manifest_path(c.accuracy_manifest)),
-                "--protocol", str(c.accuracy_protocol or "qwen-chat-v1")]
-        if c.accuracy_limit is not None:
-            argv += ["--limit", str(c.accuracy_limit)]
-        return tuple(argv)
-    prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
-    argv = prefix + [
-        "--phase", c.phase, "--label", c.label, "--implementation", c.implementation, "--repeat", str(sc.repeat),
-        "--runtime", c.runtime_name, "--device", str(c.runtime.get("device", "cpu")), "--model", str(model_dir),
-        "--offload-group-size", str(c.group_size), "--offload-num-in-group", str(c.num_in_group),
-        "--offload-prefetch-step", str(c.prefetch_step), "--offload-params", ",".join(c.params),
-        "--offload-backend", c.backend,
-        "--num-prompts", str(w["num_prompts"]), "--input-len", str(w["input_len"]),
-        "--max-tokens", str(w["max_tokens"]), "--max-model-len", str(w["max_model_len"]), "--seed", str(w["seed"]),
-        "--dtype", str(w["dtype"]), "--enforce-eager" if w["enforce_eager"] else "--no-enforce-eager",
-        "--gpu-memory-utilization", str(w["gpu_memory_utilization"]),
-        "--warmup-rounds", str(w["warmup_rounds"]), "--measured-rounds", str(w["measured_rounds"]),
-        "--min-measured-s", str(w.get("min_measured_s", 0.0)),
-        "--temperature", str(w.get("temperature", 0.0)), "--record", str(paths.record),
-    ]
-    if not w.get("prompts_vary_per_round", True):
-        argv.append("--same-prompts-every-round")
-    argv += published_workload_argv(w)
-    return tuple(argv)
-
-
-def published_workload_argv(w: Mapping[str, Any]) -> list[str]:
-    """bench_one flags of the optional / published workload fields (issue 15); null = not passed."""
-    argv: list[str] = []
-    if w.get("enable_prefix_caching") is not None:
-        argv.append("--enable-prefix-caching" if w["enable_prefix_caching"] else "--no-enable-prefix-caching")
-    if w.get("prompt_mode", "random_ids") != "random_ids":
-        argv += ["--prompt-mode", str(w["prompt_mode"])]
-    if w.get("prompt_seed_text") is not None:
-        argv += ["--prompt-seed-text", str(w["prompt_seed_text"])]
-    if not w.get("ignore_eos", True):
-        argv.append("--no-ignore-eos")
-    if w.get("trust_remote_code", False):
-        argv.append("--trust-remote-code")
-    for key in ("max_num_seqs", "max_num_batched_tokens_factor"):
-        if w.get(key) is not None:
-            argv += ["--" + key.replace("_", "-"), str(w[key])]
-    return argv
-
-
-def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
-    """Explicit environment of one case process (see docs/CONTRACTS.md)."""
-    env = {k: v for k, v in base_env.items() if k not in _CONTROLLED_ENV}
-    cache = run_dir / "cache"
-    env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
-    pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
-    if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
-        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours (issue 15)
-    env.update({
-        "PYTHONPATH": pythonpath,
-        "OFFLOAD_IMPL": sc.case.implementation,
-        "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
-        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "XDG_CACHE_HOME": str(cache / "xdg"),
-        # one compile cache per implementation: vLLM's cache key covers the offload config,
-        # not OFFLOAD_IMPL, so cases sharing a root could load another offloader's graph
-        "VLLM_CACHE_ROOT": str(cache / "vllm" / sc.case.implementation),
-        "HF_HOME": str(cache / "hf"),
-        "TRITON_CACHE_DIR": str(cache / "triton"),
-        "PYTHONUNBUFFERED": "1",
-    })
-    return env
-
-
-# ----------------------------------------------------------------------------- Hydra entry point
 
 _EXIT_CODE = EXIT_OK
 

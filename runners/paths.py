@@ -21,7 +21,7 @@ CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOA
 
 @dataclass(frozen=True)
 class CasePaths:
-    """Log, evidence sidecar and record of one case process (``<phase>/<label>-r<repeat>``)."""
+    """Log, evidence sidecar, record and ``case.json`` of one case process (``<phase>/<label>-r<repeat>``)."""
 
     log: Path
     evidence: Path
@@ -31,6 +31,11 @@ class CasePaths:
     def of(cls, run_dir: Path, phase: str, stem: str) -> "CasePaths":
         return cls(log=run_dir / "logs" / phase / f"{stem}.log", evidence=run_dir / "evidence" / phase / f"{stem}.json",
                    record=run_dir / "records" / phase / f"{stem}.json")
+
+    @property
+    def case(self) -> Path:
+        """``<record stem>.case.json`` next to the record (the case process's ``CaseSpec``)."""
+        return self.record.with_name(f"{self.record.stem}.case.json")
 
     def existing(self) -> list[Path]:
         return [p for p in (self.log, self.evidence, self.record) if p.exists()]

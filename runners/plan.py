@@ -16,15 +16,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from offload.selection import select_offload_layers, validate_offload_params
+from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
+from results_schema.models import IMPLEMENTATIONS
 from runners.errors import PlanError
 from runners.workload_check import _effective_workload, validate_workload
 
 __all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase", "expand", "schedule", "plan",
            "phase_order", "validate_workload", "IMPLEMENTATIONS", "KINDS"]
 
-IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -103,21 +103,6 @@ class ScheduledCase:
         return f"{self.case.label}-r{self.repeat}"
 
 
-def case_label(implementation: str, group_size: int, num_in_group: int, prefetch_step: int = 1,
-               params: Sequence[str] = (), backend: str = "auto") -> str:
-    """Generated label: ``baseline`` or ``<impl>_g<G>_n<N>[_p<P>][_params-a+b][_<backend>]``."""
-    if implementation == "baseline":
-        return "baseline"
-    label = f"{implementation}_g{group_size}_n{num_in_group}"
-    if prefetch_step != 1:
-        label += f"_p{prefetch_step}"
-    if params:
-        label += "_params-" + "+".join(params)
-    if backend != "auto":
-        label += f"_{backend}"
-    return label
-
-
 def _phase_kind(phase: str, matrix: Mapping[str, Any]) -> str:
     kind = matrix.get("kind", "throughput")
     if kind not in KINDS:
@@ -168,19 +153,11 @@ def _raw_cases(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _check_offload(where: str, impl: str, r: Mapping[str, Any], num_layers: int) -> None:
     """A case expected to run: valid offload parameters that select at least one layer (offload cases)."""
     try:
-        validate_offload_params(r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
+        check_offload_setting(impl, r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
     except ValueError as exc:
         raise PlanError(f"{where}: {exc}") from None
-    if impl == "baseline" and (r["group_size"] != 0):
-        raise PlanError(f"{where}: baseline must have offload_group_size 0 (got {r['group_size']})")
     if impl == "baseline":
         return
-    if r["group_size"] == 0 or r["num_in_group"] == 0:
-        raise PlanError(
-            f"{where}: implementation {impl!r} needs offload_group_size > 0 and "
-            f"offload_num_in_group > 0 (got {r['group_size']}, {r['num_in_group']}); "
-            "use implementation=baseline for no offload"
-        )
     if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
         raise PlanError(
             f"{where}: offload_group_size {r['group_size']} / offload_num_in_group "

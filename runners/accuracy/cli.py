@@ -1,12 +1,12 @@
-"""``python -m runners.accuracy``: run one case, launch a matrix, materialize datasets, verify.
+"""``python -m runners.accuracy``: run one case, materialize datasets, verify; render/parse a protocol.
 
 Subcommands:
 
 * ``render``: what a protocol makes of one data row (system, user, gold, GPQA order); no model.
 * ``parse``: what a protocol extracts from one reply; no model.
-* ``run``: one accuracy case in this process (meant to be a fresh process).
-* ``matrix``: baseline + offload cases for each dataset, each in a fresh
-  subprocess (same environment contract as bench cases), then the verifier.
+* ``run``: one accuracy case in this process (meant to be a fresh process): ``--case PATH``
+  (the ``case.json`` ``runners.matrix`` writes) or the case by hand. The accuracy matrix
+  is ``python -m runners.matrix +experiment=accuracy`` (phases of the one matrix runner).
 * ``materialize``: write a dataset JSONL + manifest entry from a local file or,
   on a machine with hub access and the optional ``datasets`` package, the hub.
 * ``verify``: same as ``python -m analysis.accuracy``.
@@ -20,9 +20,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import Any
+
+from offload.selection import validate_offload_params
 from results_schema.accuracy import EngineSettings
+from results_schema.models import IMPLEMENTATIONS, OffloadSetting
 from results_schema.protocols import DEFAULT_PROTOCOL, registered_names
-from results_schema.models import OffloadSetting
+from runners.case_command import checked_offload, read_case
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST = REPO_ROOT / "eval_datasets" / "fixtures" / "manifest.json"
@@ -102,8 +106,6 @@ def parse_offload(text: str) -> OffloadSetting:
     Raises:
         ValueError: malformed text or invalid combination (names the values).
     """
-    from offload.selection import validate_offload_params
-
     text = text.strip().lower()
     if text in ("0", "none", ""):
         return OffloadSetting(offload_group_size=0, offload_num_in_group=0)
@@ -116,52 +118,54 @@ def parse_offload(text: str) -> OffloadSetting:
     return OffloadSetting(offload_group_size=g, offload_num_in_group=n, offload_prefetch_step=p)
 
 
+_HAND_FLAGS = ("model", "dataset", "implementation", "out")
+
+
+def run_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments of :func:`runners.accuracy.case.run_cases` from ``run``'s arguments.
+
+    ``--case PATH`` (what the runner writes) or the hand flags (``--model --dataset
+    --implementation --out`` and the optional ones); not both.
+
+    Raises:
+        ValueError: both or neither given, a bad case file or ``--offload`` text.
+    """
+    given = [f"--{f}" for f in _HAND_FLAGS if getattr(ns, f) is not None]
+    if ns.case is not None:
+        if given:
+            raise ValueError(f"--case gives the whole case; drop {' '.join(given)}")
+        case = read_case(ns.case, "accuracy")
+        acc = case.accuracy
+        assert acc is not None  # CaseSpec: kind accuracy has accuracy settings
+        return dict(model=case.model, manifest=acc.manifest, datasets=list(acc.tasks),
+                    implementation=case.implementation, offload=checked_offload(case), out_dir=acc.out_dir,
+                    engine_settings=None, limit=acc.limit, label=case.label, protocol=acc.protocol)
+    missing = [f"--{f}" for f in _HAND_FLAGS if getattr(ns, f) is None]
+    if missing:
+        raise ValueError(f"run needs --case PATH, or {' '.join(missing)}")
+    return dict(model=ns.model, manifest=ns.manifest,
+                datasets=[d.strip() for d in ns.dataset.split(",") if d.strip()],
+                implementation=ns.implementation, offload=parse_offload(ns.offload), out_dir=ns.out,
+                engine_settings=engine_settings_from(ns), limit=ns.limit, label=ns.label,
+                protocol=ns.protocol)
+
+
 def _cmd_run(ns: argparse.Namespace) -> int:
     from runners.accuracy.case import run_cases, summary_line
 
-    results = run_cases(
-        model=ns.model,
-        manifest=ns.manifest,
-        datasets=[d.strip() for d in ns.dataset.split(",") if d.strip()],
-        implementation=ns.implementation,
-        offload=parse_offload(ns.offload),
-        out_dir=ns.out,
-        engine_settings=engine_settings_from(ns),
-        limit=ns.limit,
-        label=ns.label,
-        protocol=ns.protocol,
-    )
-    for result in results:
+    for result in run_cases(**run_kwargs(ns)):
         print(summary_line(result), file=sys.stderr)
     return 0
 
 
 def _cmd_materialize(ns: argparse.Namespace) -> int:
-    from runners.accuracy.datasets import materialize
+    from runners.accuracy.materialize import materialize
 
     entry = materialize(
         ns.task, ns.out_dir, from_file=ns.from_file, revision=ns.revision, name=ns.name, kind=ns.kind
     )
     print(entry.model_dump_json())
     return 0
-
-
-def _cmd_matrix(ns: argparse.Namespace) -> int:
-    from runners.accuracy.matrix import run_matrix
-
-    return run_matrix(
-        model=ns.model,
-        tiny_model_cache=ns.tiny_model_cache,
-        manifest=ns.manifest,
-        datasets=ns.datasets,
-        cases=ns.cases,
-        out=ns.out,
-        limit=ns.limit,
-        engine_args=ns.engine_args,
-        timeout_s=ns.timeout_s,
-        per_process=ns.process_per,
-        protocol=ns.protocol,
-    )
 
 
 def _cmd_verify(ns: argparse.Namespace) -> int:
@@ -178,7 +182,13 @@ def _cmd_verify(ns: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runners.accuracy", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
+    _add_protocol_parsers(sub)
+    _add_run_parser(sub)
+    _add_dataset_parsers(sub)
+    return parser
 
+
+def _add_protocol_parsers(sub: Any) -> None:
     ren = sub.add_parser("render", help="print {system, user, gold[, order]} of one data row under a protocol")
     _add_protocol_arg(ren)
     ren.add_argument("--task", required=True, help="gsm8k | gpqa")
@@ -193,40 +203,25 @@ def build_parser() -> argparse.ArgumentParser:
     par.add_argument("--text", required=True, help="the model's reply")
     par.set_defaults(func=_cmd_parse)
 
-    run = sub.add_parser("run", help="one accuracy case in this process")
-    run.add_argument("--model", required=True, help="local model directory (must have a chat template)")
-    run.add_argument("--dataset", required=True,
+
+def _add_run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="one accuracy case in this process (--case PATH, or the case by hand)")
+    run.add_argument("--case", default=None, help="case.json (results_schema.case.CaseSpec) written by runners.matrix")
+    run.add_argument("--model", default=None, help="local model directory (must have a chat template)")
+    run.add_argument("--dataset", default=None,
                      help="gsm8k | gpqa | a manifest entry name; comma-separated = several datasets, one engine")
     run.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="dataset manifest.json")
-    run.add_argument("--implementation", required=True, choices=["baseline", "current", "official", "sync"])
+    run.add_argument("--implementation", default=None, choices=IMPLEMENTATIONS)
     run.add_argument("--offload", default="0", help="G,N[,P] (group size, num in group, prefetch step); 0 = none")
     run.add_argument("--limit", type=int, default=None, help="first N rows only (smoke; result is 'limited')")
-    run.add_argument("--label", default=None, help="case label (default baseline / <impl>-G-N)")
-    run.add_argument("--out", required=True, help="output directory")
+    run.add_argument("--label", default=None, help="case label (default baseline / <impl>_g<G>_n<N>)")
+    run.add_argument("--out", default=None, help="output directory")
     _add_protocol_arg(run)
     _add_engine_args(run)
     run.set_defaults(func=_cmd_run)
 
-    mat = sub.add_parser("matrix", help="baseline + offload cases, each in a fresh process, then verify")
-    src = mat.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="local model directory")
-    src.add_argument("--tiny-model-cache", help="build/verify the tiny model in this cache dir and use it")
-    mat.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="dataset manifest.json")
-    mat.add_argument("--datasets", default="gsm8k,gpqa", help="comma-separated tasks or entry names")
-    mat.add_argument(
-        "--cases",
-        default="baseline,current:4:1,current:2:1",
-        help="comma-separated baseline | <impl>:G:N[:P]; the first must be baseline",
-    )
-    mat.add_argument("--limit", type=int, default=None, help="first N rows (smoke; verifier runs in limited mode)")
-    mat.add_argument("--out", required=True, help="run directory (must not exist)")
-    mat.add_argument("--timeout-s", type=float, default=1800.0, help="per-case timeout (TERM, then KILL)")
-    mat.add_argument("--process-per", default="case-dataset", choices=["case-dataset", "case"],
-                     help="one process per case and dataset (default), or per case running all datasets")
-    _add_protocol_arg(mat)
-    mat.add_argument("--engine-args", default="", help="extra engine flags for each case, e.g. '--max-model-len 4096'")
-    mat.set_defaults(func=_cmd_matrix)
 
+def _add_dataset_parsers(sub: Any) -> None:
     mz = sub.add_parser("materialize", help="write dataset JSONL + manifest entry (hub only where reachable)")
     mz.add_argument("--task", required=True, choices=["gsm8k", "gpqa"])
     mz.add_argument("--out-dir", required=True, help="directory of manifest.json and the JSONL")
@@ -241,7 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--limit", type=int, default=None)
     ver.add_argument("--manifest", default=None)
     ver.set_defaults(func=_cmd_verify)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Local evaluation datasets: hash manifest, verified loading, row normalization, materialize.
+"""Local evaluation datasets: hash manifest, verified loading, row normalization.
 
 What is modelled: a dataset is one JSONL file declared in a ``manifest.json``
 (:class:`results_schema.accuracy.DatasetManifest`: source, revision, split, row
@@ -14,12 +14,8 @@ stored (the protocol decides what to strip and how to read a gold answer):
   .. ``3``, ``Record ID``) or their snake-case variants (``question``,
   ``correct_answer``, ``incorrect_answer_1`` ..); both spellings give the same row.
 
-Nothing here downloads at run time. ``materialize`` (CLI:
-``python -m runners.accuracy materialize``) writes a manifest entry from a local
-file, or -- only on a machine with hub access and the optional ``datasets``
-package -- from the hub: one ``json.dumps(row, sort_keys=True, separators=(",", ":"))``
-line per row, and a manifest entry with source (name), config (subset), revision,
-split, row count and SHA-256.
+Nothing here downloads at run time; ``runners.accuracy.materialize`` writes dataset
+files and manifest entries.
 
 What is deliberately not modelled: other splits or benchmarks, dataset
 licensing/gating (GPQA is gated: accept its terms on the hub first).
@@ -27,25 +23,14 @@ licensing/gating (GPQA is gated: accept its terms on the hub first).
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import json
-import os
-import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from results_schema.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
-
-HUB_SOURCES: dict[str, dict[str, str]] = {
-    "gsm8k": {"source": "openai/gsm8k", "config": "main", "split": "test", "name": "gsm8k"},
-    "gpqa": {"source": "Idavidrein/gpqa", "config": "gpqa_diamond", "split": "train", "name": "gpqa_diamond"},
-}
-"""Where the full evaluation splits live on the Hugging Face hub."""
-
+from results_schema.accuracy import DatasetEntry, DatasetManifest
+from results_schema.io import file_sha256
 
 class DatasetError(ValueError):
     """A dataset file is missing, has the wrong hash or row count, or holds a malformed row."""
@@ -74,15 +59,6 @@ class GPQARow:
 
 
 Row = GSM8KRow | GPQARow
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 (lowercase hex) of a file's bytes, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_manifest(path: Path | str) -> DatasetManifest:
@@ -133,7 +109,7 @@ def verify_file(manifest_path: Path, entry: DatasetEntry) -> Path:
             f"dataset file missing: {path} (manifest entry {entry.name!r}, expected sha256 {entry.sha256}); "
             f"materialize it with `python -m runners.accuracy materialize` on a machine with the data"
         )
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != entry.sha256:
         raise DatasetError(
             f"dataset file {path} sha256 mismatch: expected {entry.sha256} (manifest entry {entry.name!r}), "
@@ -221,144 +197,3 @@ def load_dataset(manifest_path: Path | str, dataset: str) -> tuple[DatasetEntry,
     entry = select_entry(load_manifest(manifest_path), dataset)
     path = verify_file(manifest_path, entry)
     return entry, path, read_rows(path, entry.task)
-
-
-# ---------------------------------------------------------------- materialize
-
-
-def _records_from_file(path: Path) -> list[dict[str, object]]:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json"):
-        out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise DatasetError(f"{path}: expected JSON objects per line")
-                out.append(obj)
-        return out
-    if suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            return [dict(r) for r in csv.DictReader(f)]
-    if suffix == ".parquet":
-        import pandas as pd  # optional: needs pyarrow or fastparquet
-
-        frame = pd.read_parquet(path)
-        frame = frame.astype(object).where(frame.notna(), None)  # pandas' NaN for a missing cell -> null
-        return [dict(r) for r in frame.to_dict(orient="records")]
-    raise DatasetError(f"{path}: unsupported input format {suffix!r} (use .jsonl, .csv or .parquet)")
-
-
-def _records_from_hub(task: str, revision: str | None) -> tuple[list[dict[str, object]], str]:
-    """Fetch the full split from the hub (needs network and the optional ``datasets`` package)."""
-    try:
-        import datasets as hf_datasets  # optional dependency, never used at run time
-        from huggingface_hub import HfApi
-    except ImportError as exc:  # pragma: no cover - depends on the machine
-        raise DatasetError(
-            "materialize from the hub needs the optional 'datasets' package and network access; "
-            "alternatively pass --from-file with a local copy"
-        ) from exc
-    src = HUB_SOURCES[task]  # pragma: no cover - network
-    resolved = revision or HfApi().dataset_info(src["source"]).sha  # pragma: no cover
-    ds = hf_datasets.load_dataset(src["source"], src["config"], split=src["split"], revision=resolved)  # pragma: no cover
-    return [dict(r) for r in ds], str(resolved)  # pragma: no cover
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def jsonl_line(record: dict[str, object]) -> str:
-    """One materialized row: ``json.dumps(sort_keys=True, separators=(",", ":"))`` + newline (finite numbers only).
-
-    Raises:
-        DatasetError: a non-finite number (NaN / inf) in the row.
-    """
-    try:
-        return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
-    except ValueError as exc:
-        raise DatasetError(f"row {record!r:.120}: {exc}") from None
-
-
-def materialize(
-    task: str,
-    out_dir: Path | str,
-    *,
-    from_file: Path | str | None = None,
-    revision: str | None = None,
-    name: str | None = None,
-    kind: str = "full",
-) -> DatasetEntry:
-    """Write ``<out_dir>/<name>.jsonl`` and add/replace its entry in ``<out_dir>/manifest.json``.
-
-    Every row is checked first (a malformed row, or a GSM8K answer without a number under
-    the default protocol, stops the write). The JSONL keeps the source columns and texts
-    as they are, one ``json.dumps(row, sort_keys=True, separators=(",", ":"))`` object per
-    line (:func:`jsonl_line`), so the SHA-256 is reproducible from the same source rows.
-
-    Args:
-        task: gsm8k or gpqa.
-        out_dir: directory of the manifest and the JSONL.
-        from_file: local .jsonl/.csv/.parquet copy; None = fetch from the hub (network).
-        revision: hub commit the rows came from (required with ``from_file`` for ``kind='full'``).
-        name: entry name (default: gsm8k / gpqa_diamond).
-        kind: 'full' (row count must be 1319 / 198) or 'fixture'.
-
-    Returns:
-        The manifest entry written.
-
-    Raises:
-        DatasetError: bad rows, wrong row count for 'full', missing revision.
-    """
-    if task not in HUB_SOURCES:
-        raise DatasetError(f"unknown task {task!r}; expected one of {sorted(HUB_SOURCES)}")
-    src = HUB_SOURCES[task]
-    out_dir = Path(out_dir)
-    if from_file is not None:
-        records = _records_from_file(Path(from_file))
-        if revision is None:
-            if kind == "full":
-                raise DatasetError("--revision (the hub commit of the copy) is required with --from-file for kind full")
-            revision = "local"
-    else:
-        records, revision = _records_from_hub(task, revision)
-    from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
-    from runners.accuracy.protocol import render_row
-
-    spec = protocol_spec(DEFAULT_PROTOCOL, task)
-    for i, rec in enumerate(records):
-        render_row(spec, normalize_row(task, i, rec, f"{from_file or 'hub'} row {i}"))
-    if kind == "full" and len(records) != FULL_ROW_COUNTS[task]:
-        raise DatasetError(f"{task}: full split must have {FULL_ROW_COUNTS[task]} rows, got {len(records)}")
-    name = name or src["name"]
-    data = "".join(jsonl_line(r) for r in records).encode("utf-8")
-    file_path = out_dir / f"{name}.jsonl"
-    _atomic_write(file_path, data)
-    entry = DatasetEntry(
-        name=name,
-        task=task,  # type: ignore[arg-type]
-        kind=kind,  # type: ignore[arg-type]
-        source=src["source"] if kind == "full" else "fixture",
-        config=src["config"],
-        revision=revision,
-        split=src["split"],
-        path=file_path.name,
-        rows=len(records),
-        sha256=hashlib.sha256(data).hexdigest(),
-    )
-    manifest_path = out_dir / "manifest.json"
-    existing: Sequence[DatasetEntry] = load_manifest(manifest_path).datasets if manifest_path.exists() else ()
-    manifest = DatasetManifest(datasets=tuple(e for e in existing if e.name != name) + (entry,))
-    _atomic_write(manifest_path, (manifest.model_dump_json(indent=2) + "\n").encode())
-    return entry

@@ -14,7 +14,6 @@ from results_schema.accuracy import AccuracyResult
 from results_schema.io import read_json, write_json
 from runners.accuracy.case import CaseError, run_cases
 from runners.accuracy.cli import main, parse_offload
-from runners.accuracy.matrix import parse_cases
 from runners.accuracy.protocol import ChatTemplateMissing
 
 from .conftest import FIXTURE_MANIFEST, FakeEngine, engine_settings, make_run, offload
@@ -25,7 +24,7 @@ def test_case_writes_result_and_case_independent_examples(tmp_path: Path, tiny_m
     cases = run / "cases"
     for task, n in (("gsm8k", 8), ("gpqa", 12)):
         base = read_json(cases / f"baseline.{task}.result.json", AccuracyResult)
-        off = read_json(cases / f"current-4-1.{task}.result.json", AccuracyResult)
+        off = read_json(cases / f"current_g4_n1.{task}.result.json", AccuracyResult)
         assert base.num_examples == off.num_examples == n
         assert base.examples_sha256 == off.examples_sha256
         assert (cases / base.examples_path).read_bytes() == (cases / off.examples_path).read_bytes()
@@ -66,7 +65,7 @@ def test_env_implementation_must_agree(tmp_path: Path, tiny_model_dir: Path, mon
 
 
 def test_baseline_with_offload_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
-    with pytest.raises(CaseError, match="baseline' must run with offload_group_size=0"):
+    with pytest.raises(CaseError, match="implementation baseline needs offload_group_size 0"):
         run_cases(model=str(tiny_model_dir), manifest=FIXTURE_MANIFEST, datasets=["gsm8k"],
                   implementation="baseline", offload=offload(4, 1), out_dir=tmp_path,
                   engine_settings=engine_settings(), engine_factory=FakeEngine)
@@ -90,7 +89,7 @@ def test_model_without_chat_template_fails_before_engine_start(tmp_path: Path, t
 
 
 def test_prompt_longer_than_context_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from runners.accuracy.datasets import materialize
+    from runners.accuracy.materialize import materialize
 
     src = tmp_path / "long.jsonl"
     src.write_text(json.dumps({"question": "How many? " * 2000, "answer": "#### 1"}) + "\n")
@@ -136,7 +135,7 @@ def test_offload_case_with_empty_evidence_fails(tmp_path: Path, tiny_model_dir: 
                   engine_settings=engine_settings(), engine_factory=FakeEngine)
 
 
-def test_parse_offload_and_cases() -> None:
+def test_parse_offload() -> None:
     assert parse_offload("0").enabled is False
     o = parse_offload("4,1")
     assert (o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step) == (4, 1, 1)
@@ -144,14 +143,6 @@ def test_parse_offload_and_cases() -> None:
         parse_offload("2,3")
     with pytest.raises(ValueError, match="expected G,N or G,N,P"):
         parse_offload("4")
-    assert [c.label for c in parse_cases("baseline,current:4:1,sync:2:1:2")] == [
-        "baseline", "current-4-1", "sync-2-1-p2"]
-    with pytest.raises(ValueError, match="first case must be 'baseline'"):
-        parse_cases("current:4:1")
-    with pytest.raises(ValueError, match="needs G:N"):
-        parse_cases("baseline,current")
-    with pytest.raises(ValueError, match="duplicate labels"):
-        parse_cases("baseline,current:4:1,current:4:1")
 
 
 def test_cli_reports_dataset_errors_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,28 +152,27 @@ def test_cli_reports_dataset_errors_with_exit_2(tmp_path: Path, capsys: pytest.C
     assert "dataset manifest not found" in capsys.readouterr().err
 
 
-def test_matrix_refuses_missing_dataset_before_launching(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["matrix", "--model", str(tmp_path), "--manifest", str(tmp_path / "m.json"), "--out",
-               str(tmp_path / "run")])
-    assert rc == 2 and not (tmp_path / "run").exists()
-    assert "dataset manifest not found" in capsys.readouterr().err
+def test_run_needs_a_case_file_or_the_hand_flags_not_both(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--model", str(tmp_path)]) == 2
+    assert "run needs --case PATH, or --dataset --implementation --out" in capsys.readouterr().err
+    assert main(["run", "--case", str(tmp_path / "c.json"), "--model", str(tmp_path)]) == 2
+    assert "--case gives the whole case; drop --model" in capsys.readouterr().err
+    assert main(["run", "--case", str(tmp_path / "c.json")]) == 2
+    assert "c.json" in capsys.readouterr().err
 
 
-def test_matrix_turns_crashing_cases_into_typed_failures(tmp_path: Path) -> None:
-    """Each case runs in its own process; a crash becomes a CaseFailure line and the run fails (exit 1)."""
-    from results_schema.io import read_jsonl
-    from results_schema.models import CaseFailure
+def test_run_reads_the_case_file_the_runner_writes(tmp_path: Path) -> None:
+    """``run --case`` gives run_cases exactly what the case file says (runners.case_command writes it)."""
+    from results_schema.case import AccuracyCaseSettings, CaseSpec
+    from runners.accuracy.cli import build_parser, run_kwargs
 
-    broken_model = tmp_path / "model"
-    broken_model.mkdir()
-    (broken_model / "config.json").write_text("{}")
-    out = tmp_path / "run"
-    rc = main(["matrix", "--model", str(broken_model), "--datasets", "gsm8k,gpqa", "--process-per", "case",
-               "--cases", "baseline,current:4:1", "--out", str(out), "--timeout-s", "300"])
-    assert rc == 1
-    failures = read_jsonl(out / "accuracy-failures.jsonl", CaseFailure)
-    assert [f.label for f in failures] == ["baseline.gsm8k+gpqa", "current-4-1.gsm8k+gpqa"]
-    assert all(f.failure_type == "nonzero_exit" and f.phase == "accuracy" and f.log_tail for f in failures)
-    assert all((out / f.log_path).is_file() for f in failures)
-    assert failures[1].implementation == "current"
-    assert "OFFLOAD_IMPL" not in (out / failures[0].log_path).read_text().splitlines()[0]  # argv line only
+    case = CaseSpec(kind="accuracy", phase="accuracy", label="current_g4_n1", implementation="current", repeat=0,
+                    runtime="cpu", model="/m", offload=offload(4, 1).model_dump(), record=str(tmp_path / "x.json"),
+                    accuracy=AccuracyCaseSettings(tasks=("gsm8k", "gpqa"), manifest=str(FIXTURE_MANIFEST),
+                                                  protocol="boxed-chat-v1", limit=3, out_dir=str(tmp_path / "x")))
+    write_json(tmp_path / "x.case.json", case)
+    kw = run_kwargs(build_parser().parse_args(["run", "--case", str(tmp_path / "x.case.json")]))
+    assert kw == dict(model="/m", manifest=str(FIXTURE_MANIFEST), datasets=["gsm8k", "gpqa"],
+                      implementation="current", offload=offload(4, 1), out_dir=str(tmp_path / "x"),
+                      engine_settings=None, limit=3, label="current_g4_n1", protocol="boxed-chat-v1")

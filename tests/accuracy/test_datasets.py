@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from results_schema.accuracy import DatasetManifest
+from results_schema.io import file_sha256 as sha256_file
 from runners.accuracy.datasets import (
     DatasetError,
     GPQARow,
     load_dataset,
-    materialize,
     normalize_row,
     read_rows,
-    sha256_file,
 )
+from runners.accuracy.materialize import materialize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 SHIPPED = Path(__file__).resolve().parents[2] / "eval_datasets" / "fixtures"

@@ -1,11 +1,9 @@
 """End to end on this machine: tiny model, fixture datasets, real vLLM, one fresh process per case.
 
-``python -m runners.accuracy matrix --process-per case`` runs baseline + current (4,1) +
-current (2,1), each in a fresh process evaluating the GSM8K and GPQA fixtures on one
-engine (3 processes, ~50 s each on 2 idle CPU cores), then the verifier, which must
-report zero drop and identical example hashes (limited mode: fixtures). The default
-``--process-per case-dataset`` (6 processes) is exercised by ``runners.matrix`` with
-``matrix=accuracy`` and gives the same example hashes.
+``python -m runners.matrix +experiment=accuracy`` runs baseline + current (4,1) + current (2,1),
+each in a fresh ``python -m runners.accuracy run --case ...`` process evaluating the GSM8K and
+GPQA fixtures on one engine (3 processes, ~50 s each on 2 idle CPU cores), then the verifier,
+which must report zero drop and identical example hashes (limited mode: fixtures).
 """
 
 from __future__ import annotations
@@ -18,50 +16,53 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.accuracy import AccuracyResult, AccuracyVerification
-from results_schema.io import read_json
+from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
+from results_schema.io import read_json, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Path, tiny_model_dir: Path) -> None:
-    out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
-        [sys.executable, "-m", "runners.accuracy", "matrix", "--model", str(tiny_model_dir), "--out", str(out),
-         "--cases", "baseline,current:4:1,current:2:1", "--datasets", "gsm8k,gpqa", "--process-per", "case",
-         "--timeout-s", "600"],
+        [sys.executable, "-m", "runners.matrix", "+experiment=accuracy", f"results_root={tmp_path}", "run_id=e2e",
+         "progress=false", "phases.accuracy.case_timeout_s=600"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=3000,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    report = read_json(out / "accuracy-verification.json", AccuracyVerification)
+    out = tmp_path / "accuracy" / "e2e"
+    report = read_json(out / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert report.passed and report.mode == "limited"
     assert len(report.cases) == 6
     assert all(c.identical_to_baseline and c.drop_vs_baseline == 0.0 for c in report.cases)
-    assert "LIMITED" in (out / "accuracy-verification.md").read_text().splitlines()[0]
+    assert "LIMITED" in (out / "summary" / "accuracy-verification.md").read_text().splitlines()[0]
     assert not (out / "accuracy-failures.jsonl").exists()
-    results = [read_json(p, AccuracyResult) for p in sorted((out / "cases").glob("*.result.json"))]
+    assert [x.label for x in read_jsonl(out / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)] == [
+        "baseline", "current_g4_n1", "current_g2_n1"]
+    paths = sorted((out / "records" / "accuracy").glob("*/*.result.json"))
+    results = [read_json(p, AccuracyResult) for p in paths]
     assert {r.engine_name for r in results} == {"vllm"}
     assert {r.protocol_name for r in results} == {"qwen-chat-v1"}  # the default: the published protocol
     assert {tuple(sorted(r.engine.vllm_kwargs().items())) for r in results} == {
         (("enforce_eager", True), ("gpu_memory_utilization", 0.5), ("max_model_len", 4096))}
     assert len({r.pid for r in results}) == 3  # one fresh process per case
-    for label in ("baseline", "current-4-1", "current-2-1"):
+    for label in ("baseline", "current_g4_n1", "current_g2_n1"):
         assert len({r.pid for r in results if r.label == label}) == 1
     for task, n in (("gsm8k", 8), ("gpqa", 12)):
         hashes = {r.examples_sha256 for r in results if r.task == task}
         assert len(hashes) == 1
         assert {r.num_examples for r in results if r.task == task} == {n}
-    gsm = next(r for r in results if r.task == "gsm8k" and r.label == "baseline")
+    gsm_path, gsm = next((p, r) for p, r in zip(paths, results, strict=True)
+                         if r.task == "gsm8k" and r.label == "baseline")
     assert gsm.output_tokens > 8  # the model really decoded
-    rows = [json.loads(line) for line in (out / "cases" / gsm.examples_path).read_text().splitlines()]
+    rows = [json.loads(line) for line in (gsm_path.parent / gsm.examples_path).read_text().splitlines()]
     assert {row["finish_reason"] for row in rows} <= {"stop", "length"}
     for r in results:
         if r.label != "baseline":
             assert r.evidence is not None and r.evidence.wrapped_count > 0 and r.evidence.offloaded_bytes > 0
     ev = {r.label: r.evidence for r in results if r.task == "gsm8k" and r.evidence is not None}
     if ev:  # the evidence hook is installed: layers come from the modules really wrapped
-        assert ev["current-4-1"].wrapped_layers == (3, 7)
-        assert ev["current-2-1"].wrapped_layers == (1, 3, 5, 7)
+        assert ev["current_g4_n1"].wrapped_layers == (3, 7)
+        assert ev["current_g2_n1"].wrapped_layers == (1, 3, 5, 7)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
+from results_schema.case import CaseSpec
 from results_schema.io import read_json, read_jsonl
 from results_schema.protocols import protocol_spec
 from runners.matrix import EXIT_CONFIG, EXIT_OK
@@ -22,7 +23,8 @@ def test_reproduce_defaults_to_the_published_protocol() -> None:
 def _protocols(run: Path) -> set[tuple[str, str, str]]:
     out = set()
     for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
-        assert line.command[line.command.index("--protocol") + 1] in ("qwen-chat-v1", "boxed-chat-v1")
+        case = read_json(line.command[line.command.index("--case") + 1], CaseSpec)  # the case file it ran
+        assert case.accuracy is not None and case.accuracy.protocol in ("qwen-chat-v1", "boxed-chat-v1")
         for o in line.results:
             r = read_json(run / o.result_path, AccuracyResult)
             assert (r.protocol_name, r.protocol_sha256) == (o.protocol_name, o.protocol_sha256)

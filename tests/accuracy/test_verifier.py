@@ -20,7 +20,7 @@ from analysis.accuracy_checks import check_gold_balance as _check_gold_balance
 from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, ProtocolSpec
 from results_schema.io import read_json, write_json
 from results_schema.models import RuntimeEvidence
-from runners.accuracy.datasets import materialize
+from runners.accuracy.materialize import materialize
 from runners.accuracy.qwen_chat import shuffle_order
 
 from .conftest import FakeEngine, make_run, offload
@@ -59,7 +59,7 @@ def test_identical_fake_runs_pass_in_limited_mode_and_say_so_everywhere(run: Pat
     assert md.splitlines()[0].startswith("# Accuracy verification -- LIMITED")
     assert md.rstrip().endswith("_LIMITED (--limit 50): smoke run only, NOT formal accuracy evidence_")
     assert {(c.task, c.label) for c in report.cases} == {
-        (t, lab) for t in ("gsm8k", "gpqa") for lab in ("baseline", "current-4-1", "current-2-1")}
+        (t, lab) for t in ("gsm8k", "gpqa") for lab in ("baseline", "current_g4_n1", "current_g2_n1")}
     assert all(c.identical_to_baseline and c.drop_vs_baseline == 0 for c in report.cases)
     json_path, md_path = write_report(run, report)
     assert read_json(json_path, AccuracyVerification) == report
@@ -71,35 +71,35 @@ def test_formal_mode_requires_full_counts(run: Path) -> None:
     msgs = _fails(report)
     assert report.mode == "formal" and not report.passed
     assert any("counts: case baseline (gsm8k)" in m and "formal mode needs 1319" in m for m in msgs)
-    assert any("counts: case current-4-1 (gpqa)" in m and "formal mode needs 198" in m for m in msgs)
+    assert any("counts: case current_g4_n1 (gpqa)" in m and "formal mode needs 198" in m for m in msgs)
 
 
 def test_changed_sampling_in_one_case_is_refused_naming_the_field(run: Path) -> None:
-    path = _result_path(run, "current-2-1", "gsm8k")
+    path = _result_path(run, "current_g2_n1", "gsm8k")
     r = read_json(path, AccuracyResult)
     proto = r.protocol.model_dump(mode="json")
     proto["sampling"]["temperature"] = 0.7
     _rewrite_result(path, protocol=proto)
     report = verify(run, limit=50)
     msgs = _fails(report)
-    assert any(m.startswith("protocol: refusing to compare case current-2-1 (gsm8k) with baseline baseline")
+    assert any(m.startswith("protocol: refusing to compare case current_g2_n1 (gsm8k) with baseline baseline")
                and "sampling.temperature baseline=0.0 case=0.7" in m for m in msgs), msgs
-    assert any(m.startswith("registered: case current-2-1 (gsm8k) claims protocol qwen-chat-v1 but its spec")
+    assert any(m.startswith("registered: case current_g2_n1 (gsm8k) claims protocol qwen-chat-v1 but its spec")
                and "sampling.temperature registered=0.0 recorded=0.7" in m for m in msgs), msgs
     # a refused case gets no identity / drop verdict and no comparative summary row
-    assert not any(c.name in ("identity", "drop") and c.label == "current-2-1" and c.task == "gsm8k"
+    assert not any(c.name in ("identity", "drop") and c.label == "current_g2_n1" and c.task == "gsm8k"
                    for c in report.checks)
-    assert ("gsm8k", "current-2-1") not in {(c.task, c.label) for c in report.cases}
+    assert ("gsm8k", "current_g2_n1") not in {(c.task, c.label) for c in report.cases}
 
 
 def test_changed_protocol_in_one_case_is_refused_naming_the_field(run: Path) -> None:
-    path = _result_path(run, "current-4-1", "gpqa")
+    path = _result_path(run, "current_g4_n1", "gpqa")
     r = read_json(path, AccuracyResult)
     proto = r.protocol.model_dump(mode="json")
     proto["system_message"] = "Answer quickly."
     _rewrite_result(path, protocol=proto)
     msgs = _fails(verify(run, limit=50))
-    assert any(m.startswith("protocol: refusing to compare case current-4-1 (gpqa)")
+    assert any(m.startswith("protocol: refusing to compare case current_g4_n1 (gpqa)")
                and "system_message" in m for m in msgs), msgs
 
 
@@ -110,7 +110,7 @@ def test_two_registered_protocols_in_one_comparison_are_refused(tmp_path: Path, 
     msgs = _fails(report)
     assert not report.passed
     for task in ("gsm8k", "gpqa"):
-        assert any(m.startswith(f"protocol: refusing to compare case current-4-1 ({task}) with baseline baseline: "
+        assert any(m.startswith(f"protocol: refusing to compare case current_g4_n1 ({task}) with baseline baseline: "
                                 "they were scored under different protocol specs (baseline qwen-chat-v1 sha256 ")
                    and "case boxed-chat-v1 sha256 " in m for m in msgs), msgs
     assert not any(c.name == "registered" and c.status == "fail" for c in report.checks)  # both are registered
@@ -135,7 +135,7 @@ def test_unregistered_protocol_name_fails(run: Path) -> None:
 
 
 def test_changed_engine_setting_fails(run: Path) -> None:
-    path = _result_path(run, "current-4-1", "gsm8k")
+    path = _result_path(run, "current_g4_n1", "gsm8k")
     eng = read_json(path, AccuracyResult).engine.model_dump(mode="json")
     eng["dtype"] = "float32"
     _rewrite_result(path, engine=eng)
@@ -158,12 +158,12 @@ def test_dataset_hash_mismatch_against_manifest_fails(run: Path, tmp_path: Path)
 
 
 def test_dataset_hash_differs_between_cases_fails(run: Path) -> None:
-    path = _result_path(run, "current-2-1", "gpqa")
+    path = _result_path(run, "current_g2_n1", "gpqa")
     ds = read_json(path, AccuracyResult).dataset.model_dump(mode="json")
     ds["sha256"] = "e" * 64
     _rewrite_result(path, dataset=ds)
     msgs = _fails(verify(run, limit=50))
-    assert any("dataset differs from baseline in case current-2-1 (gpqa): dataset.sha256" in m for m in msgs), msgs
+    assert any("dataset differs from baseline in case current_g2_n1 (gpqa): dataset.sha256" in m for m in msgs), msgs
 
 
 def _drop_row(run: Path, label: str, task: str, index: int, *, fix_hash: bool) -> None:
@@ -178,21 +178,21 @@ def _drop_row(run: Path, label: str, task: str, index: int, *, fix_hash: bool) -
 
 
 def test_missing_example_row_fails_naming_the_row(run: Path) -> None:
-    _drop_row(run, "current-4-1", "gsm8k", 3, fix_hash=True)
+    _drop_row(run, "current_g4_n1", "gsm8k", 3, fix_hash=True)
     msgs = _fails(verify(run, limit=50))
-    assert any(m.startswith("examples: examples current-4-1.gsm8k.examples.jsonl: missing example row index 3")
+    assert any(m.startswith("examples: examples current_g4_n1.gsm8k.examples.jsonl: missing example row index 3")
                for m in msgs), msgs
-    assert any(m.startswith("identity: examples of case current-4-1 (gsm8k) differ from baseline") for m in msgs)
+    assert any(m.startswith("identity: examples of case current_g4_n1 (gsm8k) differ from baseline") for m in msgs)
 
 
 def test_tampered_examples_file_fails_on_hash(run: Path) -> None:
-    _drop_row(run, "current-2-1", "gpqa", 0, fix_hash=False)
+    _drop_row(run, "current_g2_n1", "gpqa", 0, fix_hash=False)
     msgs = _fails(verify(run, limit=50))
     assert any("examples file" in m and "recorded in the result" in m for m in msgs), msgs
 
 
 def test_missing_examples_file_fails(run: Path) -> None:
-    (run / "cases" / "current-2-1.gpqa.examples.jsonl").unlink()
+    (run / "cases" / "current_g2_n1.gpqa.examples.jsonl").unlink()
     assert any("examples file missing" in m for m in _fails(verify(run, limit=50)))
 
 
@@ -206,9 +206,9 @@ def test_different_outputs_fail_identity_and_drop(tmp_path: Path, tiny_model_dir
              engine_factory=Twisted)
     report = verify(run, limit=50)
     msgs = _fails(report)
-    assert any(m.startswith("identity: examples of case current-4-1 (gsm8k) differ from baseline")
+    assert any(m.startswith("identity: examples of case current_g4_n1 (gsm8k) differ from baseline")
                and "first difference at row 2 (row-2)" in m and "output_text" in m for m in msgs), msgs
-    case = next(c for c in report.cases if c.label == "current-4-1")
+    case = next(c for c in report.cases if c.label == "current_g4_n1")
     assert not case.identical_to_baseline
 
 
@@ -230,7 +230,7 @@ def test_accuracy_drop_fails(tmp_path: Path, tiny_model_dir: Path) -> None:
     report = verify(run, limit=50)
     assert any(m.startswith("drop: accuracy 0.0000 vs baseline") and "(any drop fails)" in m
                for m in _fails(report))
-    sync = next(c for c in report.cases if c.label == "sync-2-1")
+    sync = next(c for c in report.cases if c.label == "sync_g2_n1")
     assert sync.unparsable == 12 and sync.correct == 0
 
 
@@ -335,7 +335,7 @@ def test_formal_mode_passes_full_counts_with_evidence(tmp_path: Path, tiny_model
     balance = next(c for c in report.checks if c.name == "gold_balance")
     assert balance.status == "pass"
     # formal mode refuses an offload case without evidence
-    path = _result_path(run, "current-2-1", "gsm8k")
+    path = _result_path(run, "current_g2_n1", "gsm8k")
     _rewrite_result(path, evidence=None)
     assert any("has no runtime offload evidence" in m for m in _fails(verify(run)))
 
@@ -365,8 +365,8 @@ def test_repeats_of_a_case_must_be_identical(tmp_path: Path, tiny_model_dir: Pat
     report = verify(root, limit=50)
     checks = {(c.name, c.label): c for c in report.checks if c.name == "repeats"}
     assert checks[("repeats", "baseline")].status == "pass"
-    assert checks[("repeats", "current-4-1")].status == "fail"
-    assert "2 different examples hashes" in checks[("repeats", "current-4-1")].message
+    assert checks[("repeats", "current_g4_n1")].status == "fail"
+    assert "2 different examples hashes" in checks[("repeats", "current_g4_n1")].message
 
 
 def test_every_case_drifting_together_still_fails_against_the_registry(run: Path) -> None:

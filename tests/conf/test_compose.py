@@ -106,12 +106,13 @@ def test_rejects_negative_and_unknown_backend() -> None:
         _plan(None, "phases.same_runtime.points=[{g: 4, n: 1, backend: magic}]")
 
 
-def test_every_case_states_a_minimum_measured_window() -> None:
+def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     """Issue 12: the default run measures at least DEFAULT_MIN_MEASURED_S per case, passed to bench_one;
     analysis warns below the same value."""
     from analysis.validate import MIN_WINDOW_S
     from conf.schema import DEFAULT_MIN_MEASURED_S
-    from runners.matrix import case_argv
+    from runners.bench_one import load_case
+    from runners.case_command import CasePaths, case_argv
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
     items = _plan(None)
@@ -121,8 +122,6 @@ def test_every_case_states_a_minimum_measured_window() -> None:
     assert {sc.case.workload["min_measured_s"] for sc in _plan("stability")
             if sc.case.phase.startswith("stability")} == {0.0}
 
-    class _P:
-        record = Path("/tmp/r.json")
-
-    argv = case_argv(items[0], model_dir=Path("/m"), paths=_P(), bench_command=None, python="python")
-    assert argv[argv.index("--min-measured-s") + 1] == "3.0"
+    argv = case_argv(items[0], model_dir=Path("/m"), paths=CasePaths.of(tmp_path, "p", "s"), bench_command=None,
+                     python="python")
+    assert load_case(argv[argv.index("--case") + 1]).workload.min_measured_s == 3.0

@@ -11,7 +11,7 @@ import pytest
 
 from conf.schema import ConfigError
 from runners.identity import check_pins
-from runners.matrix import CasePaths, case_env
+from runners.case_command import CasePaths, case_env
 from runners.plan import plan
 from tests.runners.helpers import compose_cfg, run_fake
 

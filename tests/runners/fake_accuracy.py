@@ -1,6 +1,6 @@
 """A stand-in for ``python -m runners.accuracy`` that costs no vLLM start-up (runner accuracy-phase tests).
 
-Takes the ``run`` subcommand's arguments, writes the evidence sidecar the evidence hook
+Takes the ``run`` subcommand's arguments (``--case PATH``), writes the evidence sidecar the evidence hook
 would (when ``OFFLOAD_EVIDENCE_PATH`` is set) and runs the real ``runners.accuracy.case``
 pipeline (dataset checks, chat template, scoring, result + examples files) with a
 deterministic fake engine whose output depends only on the prompt.
@@ -23,7 +23,7 @@ from offload.selection import select_offload_layers
 from results_schema.io import write_json
 from results_schema.models import RuntimeEvidence
 from runners.accuracy.case import Generation, run_cases
-from runners.accuracy.cli import build_parser, engine_settings_from, parse_offload
+from runners.accuracy.cli import build_parser, run_kwargs
 
 LAYER_BYTES = 295_936
 
@@ -31,21 +31,22 @@ LAYER_BYTES = 295_936
 def main() -> int:
     ns = build_parser().parse_args(sys.argv[1:])
     assert ns.cmd == "run", ns.cmd
+    kwargs = run_kwargs(ns)  # --case PATH (the runner) or the hand flags
     behaviours = dict(kv.split("=", 1) for kv in os.environ.get("FAKE_ACCURACY", "").split(",") if "=" in kv)
-    mode = behaviours.get(ns.label, "ok")
+    mode = behaviours.get(kwargs["label"], "ok")
     if os.environ.get("FAKE_ACCURACY_COUNT"):
         with open(os.environ["FAKE_ACCURACY_COUNT"], "a") as fh:
-            fh.write(f"{ns.label}\n")
+            fh.write(f"{kwargs['label']}\n")
     if mode == "crash":
         print("RuntimeError: fake accuracy case crashed", flush=True)
         return 1
-    offload = parse_offload(ns.offload)
+    offload = kwargs["offload"]
     ev_path = os.environ.get("OFFLOAD_EVIDENCE_PATH")
     if ev_path:
         g, n = offload.offload_group_size, offload.offload_num_in_group
         layers = select_offload_layers(8, g, n) if offload.enabled else ()
         write_json(Path(ev_path), RuntimeEvidence(
-            offloader_class="fake.Offloader", implementation=ns.implementation, offload_group_size=g,
+            offloader_class="fake.Offloader", implementation=kwargs["implementation"], offload_group_size=g,
             offload_num_in_group=n, offload_prefetch_step=offload.offload_prefetch_step, num_layers=8,
             selected_layers=layers, wrapped_layers=layers, wrapped_count=len(layers),
             offloaded_bytes=LAYER_BYTES * len(layers), static_buffer_bytes=0,
@@ -68,10 +69,7 @@ def main() -> int:
                                       finish_reason="stop"))
             return out
 
-    run_cases(model=ns.model, manifest=ns.manifest, datasets=[d for d in ns.dataset.split(",") if d],
-              implementation=ns.implementation, offload=offload, out_dir=ns.out,
-              engine_settings=engine_settings_from(ns), limit=ns.limit, label=ns.label, engine_factory=Engine,
-              protocol=ns.protocol)
+    run_cases(**kwargs, engine_factory=Engine)
     return 0
 
 

@@ -1,6 +1,6 @@
 """A stand-in for ``runners.bench_one`` that costs no vLLM start-up (fault tests).
 
-Accepts bench_one's arguments and writes what bench_one and the evidence hook
+Accepts bench_one's arguments (``--case CASE_JSON``) and writes what bench_one and the evidence hook
 would: the record, one ``BENCH_RESULT`` line, the evidence sidecar, one
 ``OFFLOAD_EVIDENCE`` line and a KV cache log line. ``FAKE_BEHAVIOUR`` (in the case
 environment, ``label=behaviour,...``) selects a fault for a label:
@@ -43,7 +43,7 @@ from pathlib import Path
 from offload.selection import select_offload_layers
 from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
-from runners.bench_one import _specs, build_parser
+from runners.bench_one import _specs, build_parser, load_case
 
 LAYER_BYTES = 295_936
 OFFLOADER_CLASS = {
@@ -63,8 +63,9 @@ def _version(metadata, dist: str) -> str | None:
 
 
 def main() -> int:
-    a = build_parser().parse_args(sys.argv[1:])
+    ns = build_parser().parse_args(sys.argv[1:])
     try:
+        a = load_case(ns.case)
         offload, workload = _specs(a)
     except ValueError as exc:
         print(f"ValueError: {exc}", file=sys.stderr, flush=True)
@@ -122,12 +123,12 @@ def main() -> int:
     if a.device != "cpu" and mode != "nokv":
         for _ in range(2 if mode == "dupkv" else 1):
             print("(EngineCore pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 12.34 GiB", flush=True)
-    layers = select_offload_layers(num_layers, a.offload_group_size, a.offload_num_in_group) if a.implementation != "baseline" else ()
+    layers = select_offload_layers(num_layers, offload.offload_group_size, offload.offload_num_in_group) if a.implementation != "baseline" else ()
     wrapped = () if mode == "nooffload" else layers
     nbytes = LAYER_BYTES * len(wrapped)
     ev = RuntimeEvidence(
-        offloader_class=OFFLOADER_CLASS[a.implementation], implementation=a.implementation, offload_group_size=a.offload_group_size,
-        offload_num_in_group=a.offload_num_in_group, offload_prefetch_step=a.offload_prefetch_step, num_layers=num_layers,
+        offloader_class=OFFLOADER_CLASS[a.implementation], implementation=a.implementation, offload_group_size=offload.offload_group_size,
+        offload_num_in_group=offload.offload_num_in_group, offload_prefetch_step=offload.offload_prefetch_step, num_layers=num_layers,
         selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
         static_buffer_bytes=0, released_bytes=nbytes, post_init_called=mode != "nopostinit", pid=os.getpid(), device=a.device)
     if mode != "noevidence":
@@ -135,12 +136,12 @@ def main() -> int:
         logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
         print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + dumps_model(logged), flush=True)
     def produced(i: int) -> int:
-        return 0 if (mode == "empty" and i == 1) else a.num_prompts * a.max_tokens
+        return 0 if (mode == "empty" and i == 1) else workload.num_prompts * workload.max_tokens
 
-    rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=a.num_prompts * a.input_len,
+    rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=workload.num_prompts * workload.input_len,
                                output_tokens=produced(i), throughput_tok_s=produced(i) / 0.5,
                                token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
-                   for i in range(a.measured_rounds))
+                   for i in range(workload.measured_rounds))
     out = sum(r.output_tokens for r in rounds)
     rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,
                       runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,

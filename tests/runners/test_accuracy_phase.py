@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
+from results_schema.case import CaseSpec
 from results_schema.cli import check_paths
 from results_schema.io import read_json, read_jsonl
 from runners.matrix import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, run_matrix
@@ -48,7 +49,8 @@ def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Pat
                                                               ("current_g4_n1", 0, ("gsm8k", "gpqa"))]
     for line in lines:
         assert line.dataset_manifest_path == str(FIXTURES / "manifest.json")
-        assert "--manifest" in line.command and str(FIXTURES / "manifest.json") in line.command
+        case = read_json(line.command[line.command.index("--case") + 1], CaseSpec)  # the case file it ran
+        assert case.accuracy is not None and case.accuracy.manifest == str(FIXTURES / "manifest.json")
         assert {o.mode for o in line.results} == {"limited"}
         for o in line.results:
             assert (run / o.result_path).is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -31,24 +32,46 @@ def test_digest_is_order_and_boundary_sensitive() -> None:
     assert digest_ids([[1, 2], [3]]) == digest_ids([[1, 2], [3]])
 
 
-BASE = ["--phase", "p", "--label", "x", "--repeat", "0", "--runtime", "cpu", "--model", "/nonexistent",
-        "--num-prompts", "2", "--input-len", "8", "--max-tokens", "4", "--max-model-len", "64", "--record", "/tmp/r.json"]
+def _case_file(tmp_path, implementation: str, offload: dict | None = None, **workload) -> str:
+    """A bench case.json (written as raw JSON, so invalid values reach bench_one's own checks)."""
+    w = dict(num_prompts=2, input_len=8, max_tokens=4, max_model_len=64, seed=0, dtype="bfloat16",
+             enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+             min_measured_s=0.0, enable_prefix_caching=None, prompts_vary_per_round=True)
+    w.update(workload)
+    case = dict(kind="bench", phase="p", label="x", implementation=implementation, repeat=0, runtime="cpu",
+                model="/nonexistent", record="/tmp/r.json", workload=w,
+                offload={"offload_group_size": 0, "offload_num_in_group": 0, **(offload or {})})
+    path = tmp_path / "x-r0.case.json"
+    path.write_text(json.dumps(case))
+    return str(path)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--implementation", "current", "--offload-group-size", "2", "--offload-num-in-group", "3"],
+@pytest.mark.parametrize("implementation, offload, message", [
+    ("current", dict(offload_group_size=2, offload_num_in_group=3),
      "offload_num_in_group (3) must be <= offload_group_size (2)"),
-    (["--implementation", "current", "--offload-group-size", "4", "--offload-num-in-group", "1",
-      "--offload-backend", "magic"], "offload_backend ('magic')"),
-    (["--implementation", "baseline", "--offload-group-size", "4", "--offload-num-in-group", "1"],
+    ("current", dict(offload_group_size=4, offload_num_in_group=1, offload_backend="magic"),
+     "offload_backend ('magic')"),
+    ("baseline", dict(offload_group_size=4, offload_num_in_group=1),
      "implementation baseline needs offload_group_size 0"),
-    (["--implementation", "current"], "needs offload_group_size > 0"),
+    ("current", {}, "needs offload_group_size > 0"),
 ])
-def test_invalid_arguments_exit_2_before_vllm_is_imported(extra, message, capsys) -> None:
+def test_invalid_arguments_exit_2_before_vllm_is_imported(implementation, offload, message, capsys,
+                                                          tmp_path) -> None:
     before = "vllm" in sys.modules
-    assert main(BASE + extra) == 2
+    assert main(["--case", _case_file(tmp_path, implementation, offload)]) == 2
     assert message in capsys.readouterr().err
     assert ("vllm" in sys.modules) == before
+
+
+def test_seed_text_needs_the_same_prompts_every_round(capsys, tmp_path) -> None:
+    case = _case_file(tmp_path, "baseline", prompt_mode="seed_text")
+    assert main(["--case", case]) == 2
+    assert "prompt_mode seed_text uses the same prompts in every round" in capsys.readouterr().err
+
+
+def test_missing_case_file_exits_2(capsys, tmp_path) -> None:
+    assert main(["--case", str(tmp_path / "none.case.json")]) == 2
+    assert "none.case.json" in capsys.readouterr().err
 
 
 def _fake_round(elapsed_s: float, calls: list[int]):
@@ -78,9 +101,9 @@ def test_slow_rounds_keep_the_minimum_round_count() -> None:
     assert len(rounds) == 3  # 2 rounds reach 4 s, but measured_rounds asks 3
 
 
-def test_negative_min_window_is_rejected_before_vllm(capsys) -> None:
-    assert main(BASE + ["--implementation", "baseline", "--min-measured-s", "-1"]) == 2
-    assert "--min-measured-s -1.0: must be a finite number of seconds >= 0" in capsys.readouterr().err
+def test_negative_min_window_is_rejected_before_vllm(capsys, tmp_path) -> None:
+    assert main(["--case", _case_file(tmp_path, "baseline", min_measured_s=-1)]) == 2
+    assert "workload.min_measured_s: Input should be greater than or equal to 0" in capsys.readouterr().err
 
 
 def test_identity_digest_covers_the_rounds_every_case_runs() -> None:

@@ -1,7 +1,7 @@
 """The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured (issue 15).
 
 Each test pins one published behaviour through the real code path: config composition ->
-plan -> the bench argv the runner builds -> bench_one's parser -> the ``vllm.LLM`` kwargs;
+plan -> the case.json the runner writes -> bench_one's reader -> the ``vllm.LLM`` kwargs;
 the case environment; the health command and verdict; the schedule order and limits.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.bench_one import _specs, build_parser, engine_kwargs
+from runners.bench_one import _specs, engine_kwargs, load_case
 from runners.health import device_placeholders, health_argv, health_verdict, parse_npu_chips
-from runners.matrix import CasePaths, case_argv, case_env
+from runners.case_command import CasePaths, case_argv, case_env
 from runners.plan import plan
 from tests.runners.helpers import compose_cfg
 
@@ -27,9 +27,10 @@ def _items(experiment: str, *overrides: str):
 def _kwargs(sc, tmp_path: Path) -> dict:
     argv = case_argv(sc, model_dir=Path("/models/q"), paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),
                      bench_command=None, python="python")
-    a = build_parser().parse_args(list(argv[3:]))
-    offload, workload = _specs(a)
-    return engine_kwargs(a.model, offload, workload), a
+    assert argv[3:-1] == ("--case",)
+    case = load_case(argv[-1])
+    offload, workload = _specs(case)
+    return engine_kwargs(case.model, offload, workload), workload
 
 
 @pytest.mark.parametrize("experiment", PUBLISHED)
@@ -40,7 +41,7 @@ def test_published_engine_kwargs(experiment, tmp_path):
     assert kw == dict(model="/models/q", dtype="float16", max_model_len=512, seed=0, enforce_eager=True,
                       gpu_memory_utilization=0.5, trust_remote_code=True, max_num_seqs=8,
                       max_num_batched_tokens=512 * 8)  # no enable_prefix_caching: vLLM's default
-    assert a.prompt_mode == "seed_text" and a.same_prompts_every_round and a.ignore_eos is False
+    assert a.prompt_mode == "seed_text" and not a.prompts_vary_per_round and a.ignore_eos is False
     assert a.temperature == 0.0 and a.seed == 0 and a.num_prompts == 8 and a.input_len == 128 and a.max_tokens == 64
 
 
@@ -60,7 +61,7 @@ def test_project_workload_stays_the_cpu_default(tmp_path):
     kw, a = _kwargs(items[0], tmp_path)
     assert kw["dtype"] == "bfloat16" and kw["enable_prefix_caching"] is False
     assert "max_num_seqs" not in kw and "max_num_batched_tokens" not in kw and "trust_remote_code" not in kw
-    assert a.prompt_mode == "random_ids" and a.ignore_eos is True and not a.same_prompts_every_round
+    assert a.prompt_mode == "random_ids" and a.ignore_eos is True and a.prompts_vary_per_round
     assert {sc.case.backend for sc in items} == {"auto"}
 
 
@@ -71,12 +72,17 @@ def test_workload_seed_keeps_the_project_workload_as_an_option(tmp_path):
 
 
 def test_seed_text_needs_the_same_prompts_every_round():
-    a = build_parser().parse_args(["--phase", "p", "--label", "baseline", "--implementation", "baseline",
-                                   "--repeat", "0", "--runtime", "cpu", "--model", "m", "--num-prompts", "1",
-                                   "--input-len", "4", "--max-tokens", "4", "--max-model-len", "16",
-                                   "--prompt-mode", "seed_text", "--record", "r.json"])
-    with pytest.raises(ValueError, match="same-prompts-every-round"):
-        _specs(a)
+    from results_schema.case import CaseSpec, RequestedOffload
+    from results_schema.models import WorkloadSpec
+
+    w = WorkloadSpec(num_prompts=1, input_len=4, max_tokens=4, max_model_len=16, seed=0, dtype="bfloat16",
+                     enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
+                     enable_prefix_caching=None, prompts_vary_per_round=True, prompt_mode="seed_text")
+    case = CaseSpec(kind="bench", phase="p", label="baseline", implementation="baseline", repeat=0, runtime="cpu",
+                    model="m", offload=RequestedOffload(offload_group_size=0, offload_num_in_group=0), workload=w,
+                    record="r.json")
+    with pytest.raises(ValueError, match="same prompts in every round"):
+        _specs(case)
 
 
 ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
@@ -85,7 +91,7 @@ ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSIT
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
 def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
-    from runners.matrix import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     cann = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages:/usr/local/Ascend/tbe"
     for sc in _items(experiment):
@@ -96,7 +102,7 @@ def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
 
 
 def test_cpu_case_env_still_replaces_pythonpath(tmp_path):
-    from runners.matrix import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     sc = plan(compose_cfg())[0]
     env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),

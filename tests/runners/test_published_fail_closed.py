@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from results_schema.case import CaseSpec
+from results_schema.io import read_json, write_json
 from runners.finalize import finalize
 from runners.launch import run_case_process
-from runners.matrix import CasePaths, case_argv, case_env
+from runners.case_command import CasePaths, case_argv, case_env
 from runners.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 
@@ -34,7 +36,9 @@ def _run_one(tmp_path: Path, device: str, mode: str, label: str = "current_g4_n1
     env = case_env(sc, run_dir=tmp_path, paths=paths, base_env={"PATH": "/usr/bin:/bin"})
     env["FAKE_BEHAVIOUR"] = f"{label}={mode}"
     out = run_case_process(argv, env, paths.log, REPO, timeout_s=120, kill_grace_s=2)
-    command = tuple(argv) if model_arg is None else tuple(a if a != str(model) else model_arg for a in argv)
+    if model_arg is not None:  # the plan's case.json names another model than the one the record reports
+        write_json(paths.case, read_json(paths.case, CaseSpec).model_copy(update={"model": model_arg}))
+    command = tuple(argv)
     return finalize(sc, out, run_dir=tmp_path, log_path=paths.log, evidence_path=paths.evidence,
                     record_path=paths.record, command=command)
 

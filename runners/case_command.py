@@ -1,0 +1,136 @@
+"""The command line and environment of one case process, and the ``case.json`` it reads.
+
+What is modelled: for a scheduled bench or accuracy case (``runners.plan.ScheduledCase``)
+the runner writes a ``results_schema.case.CaseSpec`` next to the case's record
+(``records/<phase>/<stem>.case.json``) and starts ``[python, -m, runners.bench_one,
+--case, PATH]`` or ``[python, -m, runners.accuracy, run, --case, PATH]`` (an explicit
+``bench_command`` / ``accuracy_command`` prefix replaces ``python -m <module>``) with the
+explicit environment of ``case_env`` (see docs/CONTRACTS.md).
+
+What is deliberately not modelled: launching (``runners.launch``), runtime command
+prefixes (``runners.runtimes.wrap_prefix``), serving cases (``runners.serving.spec``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from offload.selection import check_offload_setting
+from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
+from results_schema.io import read_json, write_json
+from results_schema.models import OffloadSetting, WorkloadSpec
+from results_schema.protocols import DEFAULT_PROTOCOL
+from runners.paths import (CONTROLLED_ENV, DEFAULT_ACCURACY_MANIFEST, EVIDENCE_HOOK_DIR, REPO_ROOT,  # noqa: F401
+                           CasePaths, accuracy_manifest_path)
+
+def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
+    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.plan.CaseSpec``).
+
+    Raises:
+        pydantic.ValidationError: the planned case does not fit the model (the plan validated it).
+    """
+    c = sc.case
+    offload = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                               offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
+                               offload_backend=c.backend)
+    common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+                  runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
+                  offload=offload, record=str(paths.record))
+    if c.kind == "accuracy":  # accuracy cases run (G, N, P) only, as before case.json (params/backend: auto)
+        common["offload"] = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                                             offload_prefetch_step=c.prefetch_step)
+        acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
+                                   protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
+                                   out_dir=str(paths.record.parent / paths.record.stem))
+        return CaseSpec(kind="accuracy", accuracy=acc, **common)
+    return CaseSpec(kind="bench", workload=case_workload(c.workload), **common)
+
+
+def case_workload(w: Mapping[str, Any]) -> WorkloadSpec:
+    """The planned workload as the record's ``WorkloadSpec`` (``min_measured_s`` absent = 0 s)."""
+    fields = {k: v for k, v in w.items() if k in WorkloadSpec.model_fields}
+    fields["min_measured_s"] = float(w.get("min_measured_s", 0.0) or 0.0)
+    fields["temperature"] = float(w.get("temperature", 0.0) or 0.0)
+    fields["gpu_memory_utilization"] = float(w["gpu_memory_utilization"])
+    return WorkloadSpec(**fields)
+
+
+def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
+              python: str, accuracy_command: Sequence[str] | None = None,
+              bench_module: str = "runners.bench_one") -> tuple[str, ...]:
+    """Write the case's ``case.json`` (``paths.case``) and return the argv of its process.
+
+    Args:
+        sc: the scheduled case.
+        model_dir: model directory the case loads.
+        paths: the case's files.
+        bench_command / accuracy_command: explicit prefixes replacing ``[python, -m, <module>]``
+            (tests: fake engines).
+        python: the case runtime's interpreter.
+        bench_module: module a bench case runs (``runners.bench_one``).
+
+    Returns:
+        ``(*prefix, --case, PATH)`` for bench cases, ``(*prefix, run, --case, PATH)`` for accuracy cases.
+    """
+    write_json(paths.case, case_spec(sc, model_dir=model_dir, paths=paths))
+    if sc.case.kind == "accuracy":
+        prefix = list(accuracy_command) if accuracy_command else [python, "-m", "runners.accuracy"]
+        return (*prefix, "run", "--case", str(paths.case))
+    prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
+    return (*prefix, "--case", str(paths.case))
+
+
+def read_case(path: str | Path, kind: str) -> CaseSpec:
+    """Read a ``case.json`` of ``kind`` (``bench`` or ``accuracy``) in the case process.
+
+    Raises:
+        ValueError: unreadable or invalid file (``results_schema.io.RecordError``), or another kind.
+    """
+    try:
+        case = read_json(path, CaseSpec)
+    except OSError as exc:
+        raise ValueError(f"--case {path}: {exc.strerror or exc}") from None
+    if case.kind != kind:
+        raise ValueError(f"--case {path}: kind {case.kind!r}; this process runs kind {kind!r}")
+    return case
+
+
+def checked_offload(case: CaseSpec) -> OffloadSetting:
+    """The case's offload setting, validated in the case process (``offload.selection.check_offload_setting``).
+
+    Raises:
+        ValueError: naming the invalid value(s) (an ``expect_error`` case ends here, exit 2).
+    """
+    o = case.offload
+    check_offload_setting(case.implementation, o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step,
+                          o.offload_backend)
+    return OffloadSetting.model_validate(o.model_dump())
+
+
+def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
+    """Explicit environment of one case process (see docs/CONTRACTS.md)."""
+    env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
+    cache = run_dir / "cache"
+    env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
+    pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
+    if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
+        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours (issue 15)
+    env.update({
+        "PYTHONPATH": pythonpath,
+        "OFFLOAD_IMPL": sc.case.implementation,
+        "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
+        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(cache / "xdg"),
+        # one compile cache per implementation: vLLM's cache key covers the offload config,
+        # not OFFLOAD_IMPL, so cases sharing a root could load another offloader's graph
+        "VLLM_CACHE_ROOT": str(cache / "vllm" / sc.case.implementation),
+        "HF_HOME": str(cache / "hf"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
