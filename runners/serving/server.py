@@ -32,6 +32,7 @@ from typing import Final, Mapping, Sequence
 
 import psutil
 
+from runners.case_processes import alive
 from runners.launch import CaseProcess
 
 HOST: Final = "127.0.0.1"
@@ -112,13 +113,6 @@ def wait_healthy(cp: CaseProcess, port: int, *, timeout_s: float, poll_s: float,
         time.sleep(min(poll_s, max(0.0, timeout_s - (time.monotonic() - t0))))
 
 
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _describe(p: psutil.Process) -> str:
     try:
         return f"{p.pid} {p.name()}"
@@ -187,7 +181,7 @@ def _sigterm(cp: CaseProcess, pgid: int, procs: dict[int, psutil.Process], grace
         _proc(cp).poll()  # reap the leader (a zombie counts as gone)
         for p in _group_members(pgid):
             procs.setdefault(p.pid, p)
-        if not any(_alive(p) for p in procs.values()):
+        if not any(alive(p) for p in procs.values()):
             break
         time.sleep(poll_s)
 
@@ -205,7 +199,7 @@ def _sigkill(cp: CaseProcess, pgid: int, procs: dict[int, psutil.Process], kill_
         except psutil.Error:
             pass
     end = time.monotonic() + kill_wait_s
-    while time.monotonic() < end and any(_alive(p) for p in procs.values()):
+    while time.monotonic() < end and any(alive(p) for p in procs.values()):
         _proc(cp).poll()
         time.sleep(poll_s)
 
@@ -231,14 +225,14 @@ def stop_tree(cp: CaseProcess, port: int | None, *, grace_s: float, kill_wait_s:
     procs = _tree(cp, pgid)
     _sigterm(cp, pgid, procs, grace_s, poll_s)
     proc.poll()
-    left_term = tuple(sorted(_describe(p) for p in procs.values() if _alive(p)))
+    left_term = tuple(sorted(_describe(p) for p in procs.values() if alive(p)))
     escalated = bool(left_term)
     if escalated:
         _sigkill(cp, pgid, procs, kill_wait_s, poll_s)
     if proc.poll() is None:
         proc.kill()
     proc.wait()
-    left_kill = tuple(sorted(_describe(p) for p in procs.values() if _alive(p)))
+    left_kill = tuple(sorted(_describe(p) for p in procs.values() if alive(p)))
     cp.__exit__(None, None, None)  # closes the log; kills anything it still tracks
     free = True if port is None else port_is_free(port)
     return StopReport(processes_seen=len(procs), server_exited_before_stop=exited_before, sigterm_sent=True,
