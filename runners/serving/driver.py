@@ -25,7 +25,7 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.serving.ServingCaseS
 The ``ServingCaseResult`` (with the first fault, if any) is written atomically in every case.
 
 What is deliberately not modelled: statistics across cases (``analysis.serving``), the
-evidence check (``runners.serving.finalize``).
+evidence check (``runners.serving.spec.finalize_serving``, ``runners.case_checks``).
 """
 
 from __future__ import annotations
