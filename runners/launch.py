@@ -24,8 +24,9 @@ directory (``processes/``), read by ``end_recorded_cases`` at ``resume=``, and e
 run calls ``end_orphaned_cases`` (processes carrying a case token whose runner is dead).
 
 Public helpers for other launchers (API servers of the serving phase):
-``become_subreaper``, ``case_environment``, ``end_processes``, ``end_case_processes``,
-``end_orphaned_cases``, ``end_recorded_cases``, ``CaseProcess``.
+``become_subreaper``, ``CaseProcess``; finding and ending leftovers by token, runner id
+and pid file lives in ``runners.case_processes`` (``case_environment``, ``end_processes``,
+``end_case_processes``, ``end_orphaned_cases``, ``end_recorded_cases``, re-exported here).
 
 What is deliberately not modelled: parsing the log (``runners.finalize``). A
 descendant that clears its environment *and* leaves the tree while the runner is
@@ -40,14 +41,32 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, BinaryIO, Mapping, Sequence
 
 import psutil
 
+from results_schema.io import write_text_atomic
+from runners.case_processes import (
+    CASE_RUNNER_ENV,
+    CASE_TOKEN_ENV,
+    alive,
+    case_environment,
+    end_case_processes,
+    end_orphaned_cases,
+    end_processes,
+    end_recorded_cases,
+    processes_where,
+    reap_children,
+    runner_id,
+    wait_gone,
+)
 from runners.identity import recordable_env
+
+__all__ = ["CASE_RUNNER_ENV", "CASE_TOKEN_ENV", "CaseProcess", "ProcessOutcome", "become_subreaper",
+           "case_environment", "end_case_processes", "end_orphaned_cases", "end_processes", "end_recorded_cases",
+           "install_interrupt_handlers", "raise_if_interrupted", "reap_children", "run_case_process", "runner_id"]
 
 
 @dataclass(frozen=True)
@@ -91,11 +110,6 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL = int(signal.SIGKILL)
 
-CASE_TOKEN_ENV = "OFFLOAD_CASE_TOKEN"
-"""Environment variable holding the per-case token (a fresh UUID4 hex) in every process of a case."""
-CASE_RUNNER_ENV = "OFFLOAD_CASE_RUNNER"
-"""Environment variable naming the launching runner as ``<pid>:<start time>`` (see ``runner_id``)."""
-
 
 _INTERRUPT: dict[str, int | None] = {"signum": None}
 
@@ -136,121 +150,9 @@ def become_subreaper() -> bool:
     return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def runner_id(pid: int | None = None) -> str:
-    """``"<pid>:<start time, s since epoch, 2 decimals>"`` of a process: unique even across pid reuse."""
-    proc = psutil.Process(os.getpid() if pid is None else pid)
-    return f"{proc.pid}:{proc.create_time():.2f}"
-
-
-def _runner_alive(rid: str) -> bool:
-    pid_text, _, started = rid.partition(":")
-    try:
-        return runner_id(int(pid_text)) == rid
-    except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def case_environment(env: Mapping[str, str], token: str | None = None) -> dict[str, str]:
-    """``env`` plus the case token and this runner's id (``CASE_TOKEN_ENV``, ``CASE_RUNNER_ENV``)."""
-    out = dict(env)
-    out[CASE_TOKEN_ENV] = token or uuid.uuid4().hex
-    out[CASE_RUNNER_ENV] = runner_id()
-    return out
-
-
-def _env_of(proc: psutil.Process) -> dict[str, str] | None:
-    try:
-        return proc.environ()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-        return None
-
-
-def _processes_where(pred: Any) -> list[psutil.Process]:
-    """Live processes of this user (not this one) whose environment satisfies ``pred(env)``."""
-    me = os.getpid()
-    out = []
-    for proc in psutil.process_iter():
-        if proc.pid == me:
-            continue
-        env = _env_of(proc)
-        if env is not None and pred(env):
-            out.append(proc)
-    return out
-
-
-def end_processes(procs: Iterable[psutil.Process], *, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every process, wait until all are gone, reap those that are our children.
-
-    Returns:
-        PIDs that were alive and got the signal.
-    """
-    killed, procs = [], list(procs)
-    for p in procs:
-        if _alive(p):
-            try:
-                p.kill()
-                killed.append(p.pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-    _wait_gone(procs, timeout_s=wait_s)
-    reap_children([p.pid for p in procs])
-    return killed
-
-
-def reap_children(pids: Iterable[int]) -> None:
-    """``waitpid(WNOHANG)`` each pid that is a dead child of this process (adopted orphans left as zombies)."""
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except (ChildProcessError, OSError):
-            pass
-
-
-def end_case_processes(token: str) -> list[int]:
-    """End every process whose environment carries ``OFFLOAD_CASE_TOKEN=token``; returns their PIDs."""
-    return end_processes(_processes_where(lambda env: env.get(CASE_TOKEN_ENV) == token))
-
-
-def end_orphaned_cases() -> list[int]:
-    """End every case process (any run) whose launching runner is no longer alive; returns their PIDs.
-
-    A case process carries ``OFFLOAD_CASE_RUNNER=<pid>:<start time>``; when no process
-    with that pid and start time exists, the runner died (``kill -9``) and the case
-    process is a leftover.
-    """
-    return end_processes(_processes_where(
-        lambda env: CASE_TOKEN_ENV in env and not _runner_alive(env.get(CASE_RUNNER_ENV, ""))))
-
-
-def end_recorded_cases(directory: Path) -> list[int]:
-    """End what the pid files under ``directory`` (``<run>/processes``) name, then delete the files.
-
-    Every process carrying a recorded token is killed; a recorded process group is
-    signalled only while its leader still carries the token (a reused pgid is left alone).
-
-    Returns:
-        PIDs that were ended.
-    """
-    ended: list[int] = []
-    for pid_file in sorted(Path(directory).rglob("*.json")) if Path(directory).is_dir() else []:
-        try:
-            rec = json.loads(pid_file.read_text())
-            token = str(rec["token"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        ended += end_case_processes(token)
-        pid_file.unlink(missing_ok=True)
-    return ended
-
-
 def _write_pid_file(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(json.dumps(dict(data), sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """``data`` as one JSON line, written atomically (read by ``runners.case_processes.end_recorded_cases``)."""
+    write_text_atomic(path, json.dumps(dict(data), sort_keys=True) + "\n")
 
 
 def _die_with_parent() -> None:
@@ -262,23 +164,6 @@ def _die_with_parent() -> None:
     Only passed to Popen when ``_PRCTL`` was resolved.
     """
     _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
-
-
-def _alive(p: psutil.Process) -> bool:
-    """Running and not a zombie (a killed orphan is a zombie until init reaps it: it holds nothing)."""
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(procs: list[psutil.Process], timeout_s: float, poll_s: float = 0.02) -> None:
-    """Wait until every process has exited (zombies count as exited), at most ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    left = [p for p in procs if _alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(poll_s)
-        left = [p for p in left if _alive(p)]
 
 
 class CaseProcess:
@@ -302,18 +187,18 @@ class CaseProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, psutil.Process] = {}
         self._children_before: set[int] = set()
-        self._log = None
+        self._log: BinaryIO | None = None
 
     def __enter__(self) -> "CaseProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "xb")  # never overwrite a case log
+        log = self._log = open(self.log_path, "xb")  # never overwrite a case log
         header = ["# argv: " + " ".join(self.argv), "# cwd: " + str(self.cwd)]
         header += [f"# env: {k}={v}" for k, v in sorted(recordable_env(self.env, self.record_env).items())]
-        self._log.write(("\n".join(header) + "\n").encode())
-        self._log.flush()
+        log.write(("\n".join(header) + "\n").encode())
+        log.flush()
         become_subreaper()
         self._children_before = {c.pid for c in psutil.Process().children()}
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=self.env, cwd=self.cwd, start_new_session=True,
                                      preexec_fn=_die_with_parent if _PRCTL is not None else None)
         try:
@@ -390,7 +275,7 @@ class CaseProcess:
                 if self.proc.poll() is None:
                     self.proc.kill()
                     self.proc.wait()
-                _wait_gone(list(self._seen.values()), timeout_s=5.0)
+                wait_gone(list(self._seen.values()), timeout_s=5.0)
                 self._end_the_rest()
         finally:
             if self._log is not None:
@@ -398,7 +283,7 @@ class CaseProcess:
 
     def _end_the_rest(self) -> None:
         """Kill what escaped group and tree (token carriers, orphans adopted by this subreaper); reap them."""
-        victims = {p.pid: p for p in _processes_where(lambda env: env.get(CASE_TOKEN_ENV) == self.token)}
+        victims = {p.pid: p for p in processes_where(lambda env: env.get(CASE_TOKEN_ENV) == self.token)}
         assert self.proc is not None
         try:
             for child in psutil.Process().children():
@@ -409,7 +294,7 @@ class CaseProcess:
         end_processes(victims.values())
         reap_children(self._seen)
         if self.pid_file is not None:
-            left = [p for p in victims.values() if _alive(p)]
+            left = [p for p in victims.values() if alive(p)]
             if not left:
                 self.pid_file.unlink(missing_ok=True)
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from runners.probe import sha256_file
+from results_schema.io import file_sha256, write_text_atomic
 
 EXCLUDED = ("SHA256SUMS", "REVISION")
 
@@ -64,14 +64,12 @@ def write_manifest(model_dir: Path, *, revision: str | None = None, force: bool 
     files = model_files(model_dir)
     if not files:
         raise ValueError(f"{model_dir} has no files")
-    text = "".join(f"{sha256_file(model_dir / f)}  {f}\n" for f in files)
-    tmp = sums.with_name(".SHA256SUMS.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, sums)
+    text = "".join(f"{file_sha256(model_dir / f)}  {f}\n" for f in files)
+    write_text_atomic(sums, text)
     rev = revision or snapshot_revision(model_dir)
     if rev is not None:
         (model_dir / "REVISION").write_text(rev.strip() + "\n")
-    return sha256_file(sums), rev
+    return file_sha256(sums), rev
 
 
 def main(argv: Sequence[str] | None = None) -> int:

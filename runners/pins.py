@@ -30,6 +30,7 @@ file is still written); 2 bad arguments or config (one line, no traceback).
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -73,6 +74,110 @@ def runtime_locations(cfg: Mapping[str, Any]) -> list[tuple[str, Mapping[str, An
     return out
 
 
+@dataclass
+class _Found:
+    """What ``observe_all`` collects: overrides for observed pins, pins not found, pins mismatched."""
+
+    overrides: list[str] = field(default_factory=list)
+    not_found: list[dict[str, str]] = field(default_factory=list)
+    mismatched: list[dict[str, str]] = field(default_factory=list)
+
+    def pin(self, key: str, pin: str, declared: Any, actual: str, override: str) -> None:
+        """``override`` when ``actual`` satisfies ``declared`` (``???`` or equal), else a mismatch."""
+        from runners.identity import MISSING_VALUE
+
+        if declared not in (MISSING_VALUE, actual):
+            self.mismatched.append({"key": key, "pin": pin, "expected": str(declared), "observed": actual})
+        else:
+            self.overrides.append(override)
+
+
+def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str, Any]:
+    """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
+    from runners.identity import MISSING_VALUE, _version_ok, probe_spec
+    from runners.probe import observe
+    from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
+
+    pins = rt.get("pins") or {}
+    path_of = (lambda p, _rt=rt: map_path(_rt, p))
+    spec = probe_spec(pins, path_of)
+    obs = probe_runtime(rt, spec) if own_process(rt) else observe(spec)
+    for tool in pins.get("tools") or ():
+        if not (obs.get("tools") or {}).get(tool):
+            found.not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
+    for fld, kind in _FIELDS:
+        for name, declared in (pins.get(fld) or {}).items():
+            key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
+            actual = (obs.get(fld) or {}).get(key)
+            where = f" (read at {key})" if key != str(name) else ""
+            if actual is None:
+                found.not_found.append({"key": f"{loc}.pins.{fld}", "pin": str(name),
+                                        "reason": f"{kind} not found in runtime {rt.get('name')!r}{where}"})
+                continue
+            declared = str(declared)
+            ok = (declared == MISSING_VALUE or (_version_ok(declared, str(actual)) if fld == "packages"
+                                                else declared == str(actual)))
+            if not ok:
+                found.mismatched.append({"key": f"{loc}.pins.{fld}", "pin": str(name), "expected": declared,
+                                         "observed": str(actual)})
+                continue
+            found.overrides.append(override_for(loc, fld, str(name), str(actual)))
+    return {"name": rt.get("name"), "interpreter": " ".join(interpreter_argv(rt)),
+            "python": obs.get("python"), "python_version": obs.get("python_version")}
+
+
+def _model_dir(model: Mapping[str, Any], scalar: Mapping[str, Any]) -> Path | None:
+    """The model directory whose ``SHA256SUMS`` / ``REVISION`` are observed (None: ``model.path`` not given)."""
+    from runners.identity import MISSING_VALUE
+    from runners.paths import abs_path as _abs
+
+    path = model.get("path")
+    declared = any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision"))
+    if model.get("source") == "tiny" and declared:
+        from runners.gates import resolve_model_dir
+
+        return resolve_model_dir(model)  # built (once) and verified, as the run will
+    return None if path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
+
+
+def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) -> bool:
+    """``model.revision`` from ModelScope's ``.msc`` index when there is no ``REVISION``; False: no index."""
+    from runners.published_identity import msc_revision
+
+    try:
+        msc = msc_revision(mdir)  # ModelScope's .msc index (issue 15)
+    except ValueError as exc:
+        found.not_found.append({"key": key, "pin": ".msc", "reason": str(exc)})
+        return True
+    if msc is None:
+        return False
+    found.pin(key, ".msc", declared, msc, f"{key}={_q(msc)}")
+    return True
+
+
+def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Found) -> None:
+    """Observe ``model.sha256sums_sha256`` and ``model.revision`` where the experiment declares them."""
+    from runners.identity import sha256_file
+
+    mdir = _model_dir(cfg["model"], scalar)
+    for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
+        declared = scalar[key]
+        if declared is None:
+            continue
+        f = mdir / fname if mdir is not None else None
+        if fname == "REVISION" and mdir is not None and not (mdir / "REVISION").is_file():
+            if _observe_msc_revision(key, declared, mdir, found):
+                continue
+        if f is None or not f.is_file():
+            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
+            if fname == "REVISION" and mdir is not None:
+                why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
+            found.not_found.append({"key": key, "pin": fname, "reason": why})
+            continue
+        actual = sha256_file(f) if fname == "SHA256SUMS" else f.read_text().strip()
+        found.pin(key, fname, declared, actual, f"{key}={_q(actual)}")
+
+
 def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Observe every declared pin of the composed config.
 
@@ -82,95 +187,22 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         runners.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
-    from runners.identity import MISSING_VALUE, _version_ok, probe_spec, sha256_file, tree_sha256
-    from runners.paths import REPO_ROOT, abs_path as _abs
-    from runners.probe import observe
-    from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
+    from runners.identity import REPO_ROOT, tree_sha256
 
-    overrides: list[str] = []
-    not_found: list[dict[str, str]] = []
-    mismatched: list[dict[str, str]] = []
-    runtimes: dict[str, Any] = {}
-    for loc, rt in runtime_locations(cfg):
-        pins = rt.get("pins") or {}
-        path_of = (lambda p, _rt=rt: map_path(_rt, p))
-        spec = probe_spec(pins, path_of)
-        obs = probe_runtime(rt, spec) if own_process(rt) else observe(spec)
-        runtimes[loc] = {"name": rt.get("name"), "interpreter": " ".join(interpreter_argv(rt)),
-                         "python": obs.get("python"), "python_version": obs.get("python_version")}
-        for tool in pins.get("tools") or ():
-            if not (obs.get("tools") or {}).get(tool):
-                not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
-        for field, kind in _FIELDS:
-            for name, declared in (pins.get(field) or {}).items():
-                key = path_of(str(name)) if field in _PATH_FIELDS else str(name)
-                actual = (obs.get(field) or {}).get(key)
-                where = f" (read at {key})" if key != str(name) else ""
-                if actual is None:
-                    not_found.append({"key": f"{loc}.pins.{field}", "pin": str(name),
-                                      "reason": f"{kind} not found in runtime {rt.get('name')!r}{where}"})
-                    continue
-                declared = str(declared)
-                ok = (declared == MISSING_VALUE or (_version_ok(declared, str(actual)) if field == "packages"
-                                                    else declared == str(actual)))
-                if not ok:
-                    mismatched.append({"key": f"{loc}.pins.{field}", "pin": str(name), "expected": declared,
-                                       "observed": str(actual)})
-                    continue
-                overrides.append(override_for(loc, field, str(name), str(actual)))
+    found = _Found()
+    runtimes = {loc: _observe_runtime(loc, rt, found) for loc, rt in runtime_locations(cfg)}
     from runners.gates import required_scalar_pins
 
-    model = cfg["model"]
     scalar = required_scalar_pins(cfg)
-    path = model.get("path")
-    if model.get("source") == "tiny" and any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision")):
-        from runners.gates import resolve_model_dir
-
-        mdir = resolve_model_dir(model)  # built (once) and verified, as the run will
-    else:
-        mdir = None if path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
-    for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
-        declared = scalar[key]
-        if declared is None:
-            continue
-        f = mdir / fname if mdir is not None else None
-        if fname == "REVISION" and mdir is not None and not (mdir / "REVISION").is_file():
-            from runners.published_identity import msc_revision
-
-            try:
-                msc = msc_revision(mdir)  # ModelScope's .msc index (issue 15)
-            except ValueError as exc:
-                msc, why = None, str(exc)
-                not_found.append({"key": key, "pin": ".msc", "reason": why})
-                continue
-            if msc is not None:
-                if declared not in (MISSING_VALUE, msc):
-                    mismatched.append({"key": key, "pin": ".msc", "expected": str(declared), "observed": msc})
-                else:
-                    overrides.append(f"{key}={_q(msc)}")
-                continue
-        if f is None or not f.is_file():
-            why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
-            if fname == "REVISION" and mdir is not None:
-                why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
-            not_found.append({"key": key, "pin": fname, "reason": why})
-            continue
-        actual = sha256_file(f) if fname == "SHA256SUMS" else f.read_text().strip()
-        if declared not in (MISSING_VALUE, actual):
-            mismatched.append({"key": key, "pin": fname, "expected": str(declared), "observed": actual})
-        else:
-            overrides.append(f"{key}={_q(actual)}")
+    _observe_model(cfg, scalar, found)
     if scalar["offload_tree_sha256"] is not None:
         from runners.published_identity import tree_value_for_pin
 
         declared = str(scalar["offload_tree_sha256"])
         actual = tree_value_for_pin(declared, REPO_ROOT / "offload", tree_sha256(REPO_ROOT / "offload"))
-        if declared not in (MISSING_VALUE, actual):
-            mismatched.append({"key": "offload_tree_sha256", "pin": "offload/", "expected": declared,
-                               "observed": actual})
-        else:
-            overrides.append(f"offload_tree_sha256={_q(actual)}")
-    return {"overrides": overrides, "not_found": not_found, "mismatched": mismatched, "runtimes": runtimes}
+        found.pin("offload_tree_sha256", "offload/", declared, actual, f"offload_tree_sha256={_q(actual)}")
+    return {"overrides": found.overrides, "not_found": found.not_found, "mismatched": found.mismatched,
+            "runtimes": runtimes}
 
 
 def render(result: Mapping[str, Any], *, experiment: str, argv: Sequence[str]) -> str:
@@ -245,14 +277,12 @@ def compose(overrides: Sequence[str]) -> dict[str, Any]:
         raise PinsError(f"config: {' '.join(str(exc).split())}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from runners.errors import RunnerError
-    from runners.runtimes import ProbeError
+def _split_args(args: Sequence[str]) -> tuple[str | None, list[str]]:
+    """``(--out FILE or None, Hydra overrides)``.
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__)
-        return EXIT_OK
+    Raises:
+        PinsError: ``--out`` without a file name, or an unknown option.
+    """
     out: str | None = None
     rest: list[str] = []
     it = iter(args)
@@ -260,17 +290,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a == "--out":
             out = next(it, None)
             if out is None:
-                print("error: --out needs a file name", file=sys.stderr)
-                return EXIT_CONFIG
+                raise PinsError("--out needs a file name")
         elif a.startswith("--out="):
             out = a.split("=", 1)[1]
         elif a.startswith("-"):
-            print(f"error: unknown option {a!r} (allowed: --out FILE, -h; everything else is a Hydra override)",
-                  file=sys.stderr)
-            return EXIT_CONFIG
+            raise PinsError(f"unknown option {a!r} (allowed: --out FILE, -h; everything else is a Hydra override)")
         else:
             rest.append(a)
+    return out, rest
+
+
+def _report(result: Mapping[str, Any], path: Path, experiment: str) -> int:
+    """Print what was written and what is missing; the exit code (0 complete, 3 incomplete)."""
+    for loc, r in result["runtimes"].items():
+        print(f"{loc}: {r['name']} via `{r['interpreter']}` (Python {r['python_version']})")
+    print(f"wrote {len(result['overrides'])} pin override(s) to {path}")
+    for nf in result["not_found"]:
+        print(f"  NOT FOUND {nf['key']} {nf['pin']}: {nf['reason']}")
+    for mm in result["mismatched"]:
+        print(f"  MISMATCH {mm['key']} {mm['pin']}: declared {mm['expected']!r}, observed {mm['observed']!r}")
+    if result["not_found"] or result["mismatched"]:
+        print(f"incomplete: {len(result['not_found'])} not found, {len(result['mismatched'])} mismatched; "
+              "the identity gate will refuse these until they are fixed or given")
+        return EXIT_MISSING
+    print(f"next: python -m runners.matrix +experiment={experiment} +pins={path} [same overrides]")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m runners.pins``: exit 0 every pin observed, 3 some not found/mismatched, 2 bad arguments."""
+    from runners.errors import RunnerError
+    from runners.runtimes import ProbeError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return EXIT_OK
     try:
+        out, rest = _split_args(args)
         overrides = expand_pins_args(rest)
         cfg = compose(overrides)
         result = observe_all(cfg)
@@ -288,19 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = render(result, experiment=experiment, argv=args)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    for loc, r in result["runtimes"].items():
-        print(f"{loc}: {r['name']} via `{r['interpreter']}` (Python {r['python_version']})")
-    print(f"wrote {len(result['overrides'])} pin override(s) to {path}")
-    for nf in result["not_found"]:
-        print(f"  NOT FOUND {nf['key']} {nf['pin']}: {nf['reason']}")
-    for mm in result["mismatched"]:
-        print(f"  MISMATCH {mm['key']} {mm['pin']}: declared {mm['expected']!r}, observed {mm['observed']!r}")
-    if result["not_found"] or result["mismatched"]:
-        print(f"incomplete: {len(result['not_found'])} not found, {len(result['mismatched'])} mismatched; "
-              "the identity gate will refuse these until they are fixed or given")
-        return EXIT_MISSING
-    print(f"next: python -m runners.matrix +experiment={experiment} +pins={path} [same overrides]")
-    return EXIT_OK
+    return _report(result, path, experiment)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 PROBE_PREFIX = "PIN_PROBE "
 SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "source_trees", "source_commits", "files")
@@ -128,7 +128,7 @@ def _commit(path: str) -> Optional[str]:
     return git_commit(path) if Path(path).is_dir() else None
 
 
-_OBSERVERS = {
+_OBSERVERS: Dict[str, Callable[[str], Any]] = {
     "tools": shutil.which,
     "packages": package_version,
     "package_trees": package_tree_sha256,

@@ -24,7 +24,7 @@ import os
 import pickle
 from pathlib import Path
 
-from runners.probe import sha256_file
+from results_schema.io import file_sha256
 
 PUBLISHED_PREFIX = "sha256sum:"
 _CACHE_DIRS = ("__pycache__",)
@@ -48,7 +48,7 @@ def sha256sum_lines(root: "str | os.PathLike[str]") -> list[str]:
             if f.endswith(_CACHE_SUFFIXES) or not p.is_file():
                 continue
             rel = os.path.relpath(p, base).replace(os.sep, "/")
-            lines.append(f"{sha256_file(p)}  ./{rel}\n")
+            lines.append(f"{file_sha256(p)}  ./{rel}\n")
     return sorted(lines, key=lambda s: s.encode())
 
 

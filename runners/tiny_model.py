@@ -20,7 +20,6 @@ Parameter bytes per decoder layer (defaults: hidden 128, intermediate 256, 4 hea
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,12 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from results_schema.io import file_sha256
+
+if TYPE_CHECKING:
+    import torch
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
@@ -75,7 +80,7 @@ def _byte_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
 
 
 def _learn_merges(num_merges: int) -> list[tuple[str, str]]:
@@ -87,7 +92,7 @@ def _learn_merges(num_merges: int) -> list[tuple[str, str]]:
     for _ in range(num_merges):
         pairs: Counter[tuple[str, str]] = Counter()
         for w in words:
-            pairs.update(zip(w, w[1:]))
+            pairs.update(zip(w, w[1:], strict=False))
         if not pairs:
             break
         best = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
@@ -117,8 +122,8 @@ def build_tokenizer_json(num_merges: int = 64) -> tuple[str, int]:
     for b in range(256):
         vocab[b2u[b]] = b
     merges = _learn_merges(num_merges)
-    for a, b in merges:
-        tok = a + b
+    for left, right in merges:
+        tok = left + right
         if tok not in vocab:
             vocab[tok] = len(vocab)
     added = []
@@ -141,17 +146,122 @@ def build_tokenizer_json(num_merges: int = 64) -> tuple[str, int]:
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
                   "ignore_merges": False,
                   "vocab": {k: v for k, v in vocab.items() if k not in SPECIAL_TOKENS},
-                  "merges": [[a, b] for a, b in merges]},
+                  "merges": [[left, right] for left, right in merges]},
     }
     return json.dumps(spec, ensure_ascii=False, indent=1, sort_keys=False) + "\n", len(vocab)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _check_shapes(num_layers: int, hidden_size: int, num_heads: int, num_kv_heads: int) -> None:
+    if num_layers < 1 or hidden_size < 1 or num_heads < 1 or num_kv_heads < 1:
+        raise ValueError(f"num_layers ({num_layers}), hidden_size ({hidden_size}), num_heads ({num_heads}) "
+                         f"and num_kv_heads ({num_kv_heads}) must be >= 1")
+    if hidden_size % num_heads or num_heads % num_kv_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads}) and "
+                         f"num_heads by num_kv_heads ({num_kv_heads})")
+
+
+def _model_config(*, num_layers: int, hidden_size: int, inter: int, num_heads: int, num_kv_heads: int,
+                  vocab_size: int, max_position_embeddings: int, init_std: float) -> dict[str, Any]:
+    """``config.json`` of the Qwen2 checkpoint (``bos`` = ``<|endoftext|>``, ``eos`` = ``<|im_end|>``)."""
+    return {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "attention_dropout": 0.0,
+        "bos_token_id": vocab_size - 3,
+        "eos_token_id": vocab_size - 1,
+        "hidden_act": "silu",
+        "hidden_size": hidden_size,
+        "initializer_range": init_std,
+        "intermediate_size": inter,
+        "max_position_embeddings": max_position_embeddings,
+        "max_window_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_hidden_layers": num_layers,
+        "num_key_value_heads": num_kv_heads,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab_size,
+    }
+
+
+def _weights(cfg: dict[str, Any], *, seed: int, init_std: float) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint, drawn in a fixed order from one seeded generator (bf16)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen, dtype=torch.float32) * init_std).to(torch.bfloat16)
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, dtype=torch.bfloat16)
+
+    hidden_size, inter, vocab_size = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    head_dim = hidden_size // cfg["num_attention_heads"]
+    q_out, kv_out = cfg["num_attention_heads"] * head_dim, cfg["num_key_value_heads"] * head_dim
+    tensors: dict[str, torch.Tensor] = {"model.embed_tokens.weight": rnd(vocab_size, hidden_size)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        tensors[p + "self_attn.q_proj.weight"] = rnd(q_out, hidden_size)
+        tensors[p + "self_attn.q_proj.bias"] = rnd(q_out)
+        tensors[p + "self_attn.k_proj.weight"] = rnd(kv_out, hidden_size)
+        tensors[p + "self_attn.k_proj.bias"] = rnd(kv_out)
+        tensors[p + "self_attn.v_proj.weight"] = rnd(kv_out, hidden_size)
+        tensors[p + "self_attn.v_proj.bias"] = rnd(kv_out)
+        tensors[p + "self_attn.o_proj.weight"] = rnd(hidden_size, q_out)
+        tensors[p + "mlp.gate_proj.weight"] = rnd(inter, hidden_size)
+        tensors[p + "mlp.up_proj.weight"] = rnd(inter, hidden_size)
+        tensors[p + "mlp.down_proj.weight"] = rnd(hidden_size, inter)
+        tensors[p + "input_layernorm.weight"] = ones(hidden_size)
+        tensors[p + "post_attention_layernorm.weight"] = ones(hidden_size)
+    tensors["model.norm.weight"] = ones(hidden_size)
+    tensors["lm_head.weight"] = rnd(vocab_size, hidden_size)
+    return tensors
+
+
+def _tokenizer_config(max_position_embeddings: int) -> dict[str, Any]:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_position_embeddings,
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+    }
+
+
+def _write_model_dir(out: Path, tensors: dict[str, torch.Tensor], texts: dict[str, str]) -> None:
+    """Write the files into a temporary sibling directory, add ``SHA256SUMS``, then rename it to ``out``."""
+    from safetensors.torch import save_file
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    try:
+        # metadata is fixed so the safetensors bytes depend only on the tensors.
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for name, text in texts.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        names = sorted(f.name for f in tmp.iterdir())
+        sums = "".join(f"{file_sha256(tmp / n)}  {n}\n" for n in names)
+        (tmp / "SHA256SUMS").write_text(sums)
+        for f in tmp.iterdir():
+            f.chmod(0o644)
+        tmp.chmod(0o755)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def build_tiny_model(out_dir: str | os.PathLike[str], *, num_layers: int = 8, hidden_size: int = 128,
@@ -177,111 +287,24 @@ def build_tiny_model(out_dir: str | os.PathLike[str], *, num_layers: int = 8, hi
     Raises:
         ValueError: inconsistent shapes, or ``out_dir`` exists and is not empty.
     """
-    import torch
-    from safetensors.torch import save_file
-
-    if num_layers < 1 or hidden_size < 1 or num_heads < 1 or num_kv_heads < 1:
-        raise ValueError(f"num_layers ({num_layers}), hidden_size ({hidden_size}), num_heads ({num_heads}) "
-                         f"and num_kv_heads ({num_kv_heads}) must be >= 1")
-    if hidden_size % num_heads or num_heads % num_kv_heads:
-        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads}) and "
-                         f"num_heads by num_kv_heads ({num_kv_heads})")
+    _check_shapes(num_layers, hidden_size, num_heads, num_kv_heads)
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"model directory {out} exists and is not empty")
-    inter = intermediate_size or 2 * hidden_size
-    head_dim = hidden_size // num_heads
     tok_text, vocab_size = build_tokenizer_json()
-    eos_id = vocab_size - 1  # <|im_end|>
-    pad_id = vocab_size - 3  # <|endoftext|>
-
-    config = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        "attention_dropout": 0.0,
-        "bos_token_id": pad_id,
-        "eos_token_id": eos_id,
-        "hidden_act": "silu",
-        "hidden_size": hidden_size,
-        "initializer_range": init_std,
-        "intermediate_size": inter,
-        "max_position_embeddings": max_position_embeddings,
-        "max_window_layers": num_layers,
-        "num_attention_heads": num_heads,
-        "num_hidden_layers": num_layers,
-        "num_key_value_heads": num_kv_heads,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
-        "sliding_window": None,
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        "use_cache": True,
-        "use_sliding_window": False,
-        "vocab_size": vocab_size,
-    }
-    gen = torch.Generator().manual_seed(seed)
-
-    def rnd(*shape: int) -> torch.Tensor:
-        return (torch.randn(*shape, generator=gen, dtype=torch.float32) * init_std).to(torch.bfloat16)
-
-    def ones(n: int) -> torch.Tensor:
-        return torch.ones(n, dtype=torch.bfloat16)
-
-    q_out, kv_out = num_heads * head_dim, num_kv_heads * head_dim
-    tensors: dict[str, torch.Tensor] = {"model.embed_tokens.weight": rnd(vocab_size, hidden_size)}
-    for i in range(num_layers):
-        p = f"model.layers.{i}."
-        tensors[p + "self_attn.q_proj.weight"] = rnd(q_out, hidden_size)
-        tensors[p + "self_attn.q_proj.bias"] = rnd(q_out)
-        tensors[p + "self_attn.k_proj.weight"] = rnd(kv_out, hidden_size)
-        tensors[p + "self_attn.k_proj.bias"] = rnd(kv_out)
-        tensors[p + "self_attn.v_proj.weight"] = rnd(kv_out, hidden_size)
-        tensors[p + "self_attn.v_proj.bias"] = rnd(kv_out)
-        tensors[p + "self_attn.o_proj.weight"] = rnd(hidden_size, q_out)
-        tensors[p + "mlp.gate_proj.weight"] = rnd(inter, hidden_size)
-        tensors[p + "mlp.up_proj.weight"] = rnd(inter, hidden_size)
-        tensors[p + "mlp.down_proj.weight"] = rnd(hidden_size, inter)
-        tensors[p + "input_layernorm.weight"] = ones(hidden_size)
-        tensors[p + "post_attention_layernorm.weight"] = ones(hidden_size)
-    tensors["model.norm.weight"] = ones(hidden_size)
-    tensors["lm_head.weight"] = rnd(vocab_size, hidden_size)
-
-    tok_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": max_position_embeddings,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": None,
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "clean_up_tokenization_spaces": False,
-        "chat_template": CHAT_TEMPLATE,
-    }
-    gen_config = {"bos_token_id": pad_id, "eos_token_id": eos_id, "pad_token_id": pad_id,
-                  "do_sample": False}
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
-    try:
-        # metadata is fixed so the safetensors bytes depend only on the tensors.
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        (tmp / "generation_config.json").write_text(json.dumps(gen_config, indent=2, sort_keys=True) + "\n")
-        (tmp / "tokenizer.json").write_text(tok_text, encoding="utf-8")
-        (tmp / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2, sort_keys=True) + "\n")
-        names = sorted(p.name for p in tmp.iterdir())
-        sums = "".join(f"{_sha256(tmp / n)}  {n}\n" for n in names)
-        (tmp / "SHA256SUMS").write_text(sums)
-        for p in tmp.iterdir():
-            p.chmod(0o644)
-        tmp.chmod(0o755)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    config = _model_config(num_layers=num_layers, hidden_size=hidden_size, inter=intermediate_size or 2 * hidden_size,
+                           num_heads=num_heads, num_kv_heads=num_kv_heads, vocab_size=vocab_size,
+                           max_position_embeddings=max_position_embeddings, init_std=init_std)
+    tensors = _weights(config, seed=seed, init_std=init_std)
+    pad_id, eos_id = vocab_size - 3, vocab_size - 1  # <|endoftext|>, <|im_end|>
+    gen_config = {"bos_token_id": pad_id, "eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}
+    _write_model_dir(out, tensors, {
+        "config.json": json.dumps(config, indent=2, sort_keys=True) + "\n",
+        "generation_config.json": json.dumps(gen_config, indent=2, sort_keys=True) + "\n",
+        "tokenizer.json": tok_text,
+        "tokenizer_config.json": json.dumps(_tokenizer_config(max_position_embeddings), indent=2,
+                                            sort_keys=True) + "\n",
+    })
     return out
 
 
@@ -298,10 +321,10 @@ def verify_model_dir(model_dir: str | os.PathLike[str]) -> str:
         raise FileNotFoundError(f"{sums} is missing: not a model directory built by runners.tiny_model")
     for line in sums.read_text().splitlines():
         expected, name = line.split(maxsplit=1)
-        actual = _sha256(d / name)
+        actual = file_sha256(d / name)
         if actual != expected:
             raise ValueError(f"model file {d / name}: sha256 {actual} != SHA256SUMS entry {expected}")
-    return _sha256(sums)
+    return file_sha256(sums)
 
 
 def tiny_model_name(num_layers: int = 8, hidden_size: int = 128, seed: int = 0) -> str:

@@ -29,30 +29,10 @@ reading the internals of upstream ``PrefetchOffloader`` (also vLLM-Ascend's
 ``wrap_modules`` call; ``selected_layers`` for upstream classes applies the selection rule to
 the number of modules really seen.
 
-Independent cross-check (fail-closed), before anything is written: at ``wrap_modules`` entry
-the hook records, per position index, each module's parameter names and bytes
-(``numel * element_size``) *before* the offloader sees the module (recorded in the tap
-that passes the generator through, so modules are still handed over one at a time, exactly
-as ``make_layers`` yields them: the offloader may move layer ``i`` to host before layer
-``i+1`` exists). At publication the claimed evidence must agree with those observations:
-
-* ``num_layers`` == modules observed; when G, N > 0, ``selected_layers`` ==
-  ``select_offload_layers(observed, G, N)``;
-* ``wrapped_layers`` are unique, in range, and equal the observed positions of the module
-  objects the offloader itself holds as wrapped (ours: ``wrapped[*].module``; upstream
-  prefetch: ``module_offloaders[*].module``); ``wrapped_count`` == that number; for G, N > 0
-  every wrapped layer is a selected one;
-* ``offloaded_bytes`` == sum over ``wrapped_layers`` of the observed bytes of parameters
-  matching ``offload_params`` (``offload.matching.matches_offload_params`` with the
-  ``wrap_modules`` prefix; all parameters when empty). Weight processing
-  (``process_weights_after_loading``, e.g. quantised/repacked weights on some platforms, or
-  deleted scales) may legitimately change what is offloaded after wrapping, so the claim is
-  also accepted when it equals the same sum over the matching strided parameters the wrapped
-  modules expose *at publication* (read from the modules, not from the offloader). Anything
-  else is rejected. On CPU with unquantised weights both sums are equal (tiny model:
-  295,936 bytes per layer).
-
-A mismatch publishes nothing and prints ``OFFLOAD_EVIDENCE_ERROR evidence cross-check
+Independent cross-check (fail-closed), before anything is written: the claimed evidence
+must agree with what the hook observed at ``wrap_modules`` (layer count, selection, wrapped
+positions and bytes); the rules live in the sibling module ``offload_evidence_check``. A
+mismatch publishes nothing and prints ``OFFLOAD_EVIDENCE_ERROR evidence cross-check
 failed: <claim>: expected ..., actual ...`` on stderr. ``NoopOffloader`` and unknown classes
 (explicit empty evidence) are not cross-checked; UVA gets the layer and byte checks.
 
@@ -67,6 +47,11 @@ import json
 import os
 import sys
 from typing import Any
+
+try:  # imported as runners.evidence_hook.offload_evidence_hook (tests)
+    from .offload_evidence_check import check_claim, param_bytes
+except ImportError:  # imported from the hook directory on PYTHONPATH (case processes, via sitecustomize)
+    from offload_evidence_check import check_claim, param_bytes  # type: ignore[no-redef]
 
 ENV_PATH = "OFFLOAD_EVIDENCE_PATH"
 ENV_IMPL = "OFFLOAD_IMPL"
@@ -133,7 +118,7 @@ def observe(off: Any) -> None:
         def tap() -> Any:
             for module in modules_generator:
                 seen.append(module)
-                observed.append(_param_bytes(module))  # before the offloader touches it
+                observed.append(param_bytes(module))  # before the offloader touches it
                 yield module
 
         prefix = kwargs.get("prefix", args[0] if args else "")
@@ -157,97 +142,14 @@ def observe(off: Any) -> None:
     off.post_init = post_init
 
 
-def _param_bytes(module: Any) -> list[tuple[str, int]] | None:
-    """``[(name, numel * element_size)]`` of ``module``'s parameters; None if unreadable."""
-    try:
-        return [(n, int(p.numel()) * int(p.element_size())) for n, p in module.named_parameters()]
-    except Exception:  # never raise into vLLM; the cross-check then fails closed
-        return None
-
-
-def _live_param_bytes(module: Any) -> list[tuple[str, int]] | None:
-    """As :func:`_param_bytes`, now, for strided parameters only (what weight processing left)."""
-    import torch
-
-    try:
-        return [(n, int(p.numel()) * int(p.element_size())) for n, p in module.named_parameters()
-                if getattr(p, "layout", torch.strided) == torch.strided]
-    except Exception:
-        return None
-
-
-def _held_modules(off: Any) -> list[Any] | None:
-    """Module objects the offloader itself holds as wrapped; None when it exposes none."""
-    if isinstance(getattr(off, "wrapped", None), list) and hasattr(off, "evidence_state"):
-        return [getattr(w, "module", None) for w in off.wrapped]
-    if hasattr(off, "module_offloaders"):
-        return [getattr(mo, "module", None) for mo in off.module_offloaders]
-    return None
-
-
 def cross_check(off: Any, d: dict[str, Any]) -> str | None:
     """Compare claimed evidence ``d`` with what the hook observed; None if consistent.
 
-    Returns a message naming the claim, the expected and the actual value otherwise.
+    Returns a message naming the claim, the expected and the actual value otherwise
+    (rules: ``offload_evidence_check.check_claim``).
     """
-    from offload.matching import matches_offload_params
-    from offload.selection import select_offload_layers
-
     key = id(off)
-    seen = _state.seen.get(key)
-    observed = _state.observed.get(key)
-    if seen is None or observed is None:
-        return "wrap_modules: expected an observed wrap_modules call, actual none"
-    n_obs = len(seen)
-    if d.get("num_layers") != n_obs:
-        return f"num_layers: expected {n_obs} (modules observed), actual {d.get('num_layers')!r}"
-    g, n = int(d.get("offload_group_size") or 0), int(d.get("offload_num_in_group") or 0)
-    selected = tuple(d.get("selected_layers") or ())
-    if g > 0 and n > 0:
-        try:
-            want = select_offload_layers(n_obs, g, n)
-        except ValueError as exc:
-            return f"selected_layers: expected a valid selection for G={g}, N={n}, actual error {exc}"
-        if selected != want:
-            return f"selected_layers: expected {list(want)}, actual {list(selected)}"
-    wrapped = tuple(d.get("wrapped_layers") or ())
-    if any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n_obs for i in wrapped):
-        return f"wrapped_layers: expected indices in [0, {n_obs}), actual {list(wrapped)}"
-    if len(set(wrapped)) != len(wrapped):
-        return f"wrapped_layers: expected unique indices, actual {list(wrapped)}"
-    if g > 0 and n > 0 and not set(wrapped) <= set(selected):
-        return f"wrapped_layers: expected a subset of selected_layers {list(selected)}, actual {list(wrapped)}"
-    held = _held_modules(off)
-    if held is not None:
-        positions = sorted({i for i, m in enumerate(seen) if any(m is h for h in held)})
-        if len(positions) != len(held):
-            return (f"wrapped modules: expected every module the offloader holds ({len(held)}) to be an "
-                    f"observed one, actual {len(positions)} observed")
-        if sorted(wrapped) != positions:
-            return f"wrapped_layers: expected {positions} (observed modules held as wrapped), actual {list(wrapped)}"
-    if d.get("wrapped_count") != len(wrapped):
-        return f"wrapped_count: expected {len(wrapped)} (observed wrapped modules), actual {d.get('wrapped_count')!r}"
-    params = tuple(d.get("offload_params") or ())
-    prefix = _state.prefix.get(key, "")
-
-    def total(per_layer: list[list[tuple[str, int]] | None]) -> int | None:
-        s = 0
-        for i in wrapped:
-            entries = per_layer[i]
-            if entries is None:
-                return None
-            s += sum(b for name, b in entries if matches_offload_params(name, params, prefix))
-        return s
-
-    pre = total(observed)
-    live = total([_live_param_bytes(m) if i in wrapped else [] for i, m in enumerate(seen)])
-    claimed = d.get("offloaded_bytes")
-    if pre is None:
-        return f"offloaded_bytes: expected readable parameters of wrapped layers, actual unreadable (claimed {claimed!r})"
-    if claimed != pre and claimed != live:
-        return (f"offloaded_bytes: expected {pre} (observed before wrapping"
-                f"{'' if live == pre else f'; {live} observable after weight processing'}), actual {claimed!r}")
-    return None
+    return check_claim(off, d, _state.seen.get(key), _state.observed.get(key), _state.prefix.get(key, ""))
 
 
 def _is_noop(off: Any) -> bool:

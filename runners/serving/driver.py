@@ -25,21 +25,22 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.serving.ServingCaseS
 The ``ServingCaseResult`` (with the first fault, if any) is written atomically in every case.
 
 What is deliberately not modelled: statistics across cases (``analysis.serving``), the
-evidence check (``runners.serving.finalize``).
+evidence check (``runners.serving.spec.finalize_serving``, ``runners.case_checks``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.io import write_json
+from results_schema.io import file_sha256, write_json
+from results_schema.models import ServingFaultCause
 from results_schema.serving import (
     PROMPT_LEN_TOLERANCE,
     LatencyStats,
@@ -61,11 +62,16 @@ METRICS = ("ttft", "tpot", "itl", "e2el")
 class Fault(Exception):
     """A serving fault (first one wins); carries the ``ServingFault`` fields."""
 
-    def __init__(self, cause: str, message: str, *, rate_index: int | None = None,
+    def __init__(self, cause: ServingFaultCause, message: str, *, rate_index: int | None = None,
                  server_exit_code: int | None = None) -> None:
         super().__init__(message)
         self.fault = ServingFault(cause=cause, message=message, rate_index=rate_index,
                                   server_exit_code=server_exit_code)
+
+
+def _server_died(cp: Any, rc: int, rate_index: int) -> Fault:
+    return Fault("server_died", f"the API server (pid {cp.pid}) exited with code {rc} during rate {rate_index}",
+                 rate_index=rate_index, server_exit_code=rc)
 
 
 def server_argv(spec: ServingCaseSpec, port: int) -> list[str]:
@@ -114,8 +120,7 @@ async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s
             srv.track(cp)
             rc = cp.proc.poll()
             if rc is not None:
-                raise Fault("server_died", f"the API server (pid {cp.pid}) exited with code {rc} during rate "
-                            f"{rate_index}", rate_index=rate_index, server_exit_code=rc)
+                raise _server_died(cp, rc, rate_index)
             if time.monotonic() - t0 > timeout_s:
                 raise Fault("rate_timeout", f"rate {rate_index} ran longer than rate_timeout_s={timeout_s:g} s",
                             rate_index=rate_index)
@@ -133,10 +138,6 @@ async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s
 def _stats(res: dict[str, Any], metric: str) -> LatencyStats:
     return LatencyStats(mean_ms=float(res[f"mean_{metric}_ms"]), p50_ms=float(res[f"p50_{metric}_ms"]),
                         p90_ms=float(res[f"p90_{metric}_ms"]), p99_ms=float(res[f"p99_{metric}_ms"]))
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def dataset_prompts(spec: ServingCaseSpec, port: int) -> list[tuple[str, int]]:
@@ -162,17 +163,8 @@ def _parse(argv: list[str]) -> Any:
     return parser.parse_args(argv)
 
 
-def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_unix_s: float,
-                run_dir: Path, prompts: list[tuple[str, int]]) -> RateResult:
-    """Build the ``RateResult`` of one rate from vLLM's result dict; write its ``ServingRequests`` file.
-
-    Args:
-        prompts: ``dataset_prompts`` (same order as the benchmark's requests).
-
-    Raises:
-        Fault: ``benchmark_error`` (counts disagree), ``token_count_mismatch`` (server token counts).
-    """
-    rate = spec.load.request_rates_rps[index]
+def _request_outcomes(index: int, res: dict[str, Any], prompts: list[tuple[str, int]]) -> list[RequestOutcome]:
+    """One ``RequestOutcome`` per request of vLLM's result dict (raises ``Fault`` when the counts differ)."""
     n = len(res["ttfts"])
     if n != len(prompts):
         raise Fault("benchmark_error", f"rate {index}: the benchmark returned {n} requests, the dataset has "
@@ -187,9 +179,13 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
                                    latency_s=float(res["latencies"][i]) if ok else 0.0,
                                    itl_s=tuple(float(x) for x in res["itls"][i]) if ok else (),
                                    error=str(res["errors"][i] or "")))
-    path = Path(spec.requests_dir) / f"rate-{index}.requests.json"
-    write_json(path, ServingRequests(phase=spec.phase, label=spec.label, repeat=spec.repeat, rate_index=index,
-                                     request_rate_rps=rate, requests=tuple(reqs)), indent=None)
+    return reqs
+
+
+def _check_counts(spec: ServingCaseSpec, index: int, res: dict[str, Any],
+                  reqs: list[RequestOutcome]) -> list[RequestOutcome]:
+    """The succeeded requests, after checking request and server-side token counts (raises ``Fault``)."""
+    n = len(reqs)
     done = [r for r in reqs if r.success]
     if n != spec.load.num_prompts or len(done) != int(res["completed"]):
         raise Fault("benchmark_error", f"rate {index}: vLLM reported {res['completed']} completed of {n} requests, "
@@ -205,6 +201,25 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
                     f"(requested {spec.load.output_len}), prompt tokens {bad_in} (requested {spec.load.input_len}, "
                     f"dataset counts {sorted({r.dataset_prompt_tokens for r in done})}, tolerance "
                     f"{PROMPT_LEN_TOLERANCE:.0%})", rate_index=index)
+    return done
+
+
+def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_unix_s: float,
+                run_dir: Path, prompts: list[tuple[str, int]]) -> RateResult:
+    """Build the ``RateResult`` of one rate from vLLM's result dict; write its ``ServingRequests`` file.
+
+    Args:
+        prompts: ``dataset_prompts`` (same order as the benchmark's requests).
+
+    Raises:
+        Fault: ``benchmark_error`` (counts disagree), ``token_count_mismatch`` (server token counts).
+    """
+    rate = spec.load.request_rates_rps[index]
+    reqs = _request_outcomes(index, res, prompts)
+    path = Path(spec.requests_dir) / f"rate-{index}.requests.json"
+    write_json(path, ServingRequests(phase=spec.phase, label=spec.label, repeat=spec.repeat, rate_index=index,
+                                     request_rate_rps=rate, requests=tuple(reqs)), indent=None)
+    done = _check_counts(spec, index, res, reqs)
     duration = float(res["duration"])
     goodput = float(res["request_goodput"] or 0.0)
     good = int(round(goodput * duration))
@@ -224,8 +239,8 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
         ttft=_stats(res, "ttft"), tpot=_stats(res, "tpot"), itl=_stats(res, "itl"), e2el=_stats(res, "e2el"),
         goodput_req_s=good / duration, good_requests=good, slo_attainment=good / completed if completed else 0.0,
         peak_concurrent_requests=int(res.get("max_concurrent_requests", 0)),
-        requests_path=path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(path),
-        requests_sha256=_sha256(path))
+        requests_path=_rel(path, run_dir),
+        requests_sha256=file_sha256(path))
 
 
 def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int) -> tuple[dict[str, Any], float]:
@@ -242,15 +257,67 @@ def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int) -> tuple[di
     except Exception as exc:  # noqa: BLE001 - vLLM's benchmark raises plain exceptions; name it in the fault
         rc = cp.proc.poll()
         if rc is not None:
-            raise Fault("server_died", f"the API server (pid {cp.pid}) exited with code {rc} during rate {index}",
-                        rate_index=index, server_exit_code=rc) from None
+            raise _server_died(cp, rc, index) from None
         raise Fault("benchmark_error", f"rate {index}: vLLM's serving benchmark raised "
                     f"{type(exc).__name__}: {exc}", rate_index=index) from None
     rc = cp.proc.poll()
     if rc is not None:  # the connections broke (failed requests) before the watcher saw the exit
-        raise Fault("server_died", f"the API server (pid {cp.pid}) exited with code {rc} during rate {index}",
-                    rate_index=index, server_exit_code=rc)
+        raise _server_died(cp, rc, index)
     return res, started
+
+
+@dataclass
+class _Progress:
+    """What a serving case has reached so far (kept when a ``Fault`` stops it)."""
+
+    health: Any = None
+    healthy_after_s: float | None = None
+    vllm_version: str = "unknown"
+    rates: list[RateResult] = field(default_factory=list)
+
+
+def _wait_healthy(spec: ServingCaseSpec, cp: Any, port: int, t0: float, prog: _Progress) -> None:
+    """Poll ``GET /health`` within what is left of ``health_timeout_s`` (raises ``Fault`` when it never answers)."""
+    health = prog.health = srv.wait_healthy(
+        cp, port, timeout_s=max(0.0, spec.limits.health_timeout_s - (time.monotonic() - t0)),
+        poll_s=spec.limits.health_poll_s)
+    prog.healthy_after_s = time.monotonic() - t0  # from launch (the vllm import overlaps the server start)
+    if not health.healthy:
+        if health.exit_code is not None:
+            raise Fault("server_exited_before_healthy", f"the API server exited with code {health.exit_code} "
+                        f"before GET /health returned 200 ({health.after_s:.1f} s, {health.polls} polls)",
+                        server_exit_code=health.exit_code)
+        raise Fault("server_never_healthy", f"GET /health did not return 200 within health_timeout_s="
+                    f"{spec.limits.health_timeout_s:g} s ({health.polls} polls)")
+    print(f"SERVING healthy after {prog.healthy_after_s:.1f} s", flush=True)
+
+
+def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, prog: _Progress) -> None:
+    """Wait for the server, build the dataset, run every rate (raises ``Fault`` at the first fault)."""
+    import vllm  # noqa: F401  (imported while the server starts: the benchmark needs it)
+
+    prog.vllm_version = str(vllm.__version__)
+    _wait_healthy(spec, cp, port, t0, prog)
+    try:
+        prompts = dataset_prompts(spec, port)
+    except Exception as exc:  # noqa: BLE001 - vLLM's dataset code raises plain exceptions; name it
+        raise Fault("benchmark_error", f"vLLM's random dataset could not be built: {type(exc).__name__}: "
+                    f"{exc}") from None
+    print(f"SERVING dataset: {len(prompts)} requests, {len({p for p, _n in prompts})} distinct prompts, "
+          f"dataset prompt tokens {sorted({n for _p, n in prompts})}", flush=True)
+    for i in range(len(spec.load.request_rates_rps)):
+        res, started = _run_rate(spec, cp, port, i)
+        prog.rates.append(rate_result(spec, i, res, started, run_dir, prompts))
+        r = prog.rates[-1]
+        print(f"SERVING rate {i} ({spec.load.request_rates_rps[i] or 'inf'} req/s): {r.completed} ok "
+              f"{r.failed} failed, {r.request_throughput_req_s:.2f} req/s, {r.output_throughput_tok_s:.1f} tok/s, "
+              f"TTFT p50/p99 {r.ttft.p50_ms:.1f}/{r.ttft.p99_ms:.1f} ms, TPOT p50/p99 {r.tpot.p50_ms:.1f}/"
+              f"{r.tpot.p99_ms:.1f} ms, ITL p50/p99 {r.itl.p50_ms:.1f}/{r.itl.p99_ms:.1f} ms, "
+              f"goodput {r.goodput_req_s:.2f} req/s", flush=True)
+
+
+def _rel(path: Path, run_dir: Path) -> str:
+    return path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(path)
 
 
 def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
@@ -262,41 +329,9 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
     cp = srv.start_server(argv, dict(os.environ), log_path, Path.cwd())
     print(f"SERVING server pid {cp.pid} port {port}: {' '.join(argv)}", flush=True)
     fault: ServingFault | None = None
-    rates: list[RateResult] = []
-    health = None
-    healthy_after_s: float | None = None
-    vllm_version = "unknown"
+    prog = _Progress()
     try:
-        import vllm  # noqa: F401  (imported while the server starts: the benchmark needs it)
-
-        vllm_version = str(vllm.__version__)
-        health = srv.wait_healthy(cp, port, timeout_s=max(0.0, spec.limits.health_timeout_s - (time.monotonic() - t0)),
-                                  poll_s=spec.limits.health_poll_s)
-        healthy_after_s = time.monotonic() - t0  # from launch (the vllm import above overlaps the server start)
-        if not health.healthy:
-            if health.exit_code is not None:
-                raise Fault("server_exited_before_healthy", f"the API server exited with code {health.exit_code} "
-                            f"before GET /health returned 200 ({health.after_s:.1f} s, {health.polls} polls)",
-                            server_exit_code=health.exit_code)
-            raise Fault("server_never_healthy", f"GET /health did not return 200 within health_timeout_s="
-                        f"{spec.limits.health_timeout_s:g} s ({health.polls} polls)")
-        print(f"SERVING healthy after {healthy_after_s:.1f} s", flush=True)
-        try:
-            prompts = dataset_prompts(spec, port)
-        except Exception as exc:  # noqa: BLE001 - vLLM's dataset code raises plain exceptions; name it
-            raise Fault("benchmark_error", f"vLLM's random dataset could not be built: {type(exc).__name__}: "
-                        f"{exc}") from None
-        print(f"SERVING dataset: {len(prompts)} requests, {len({p for p, _n in prompts})} distinct prompts, "
-              f"dataset prompt tokens {sorted({n for _p, n in prompts})}", flush=True)
-        for i in range(len(spec.load.request_rates_rps)):
-            res, started = _run_rate(spec, cp, port, i)
-            rates.append(rate_result(spec, i, res, started, run_dir, prompts))
-            r = rates[-1]
-            print(f"SERVING rate {i} ({spec.load.request_rates_rps[i] or 'inf'} req/s): {r.completed} ok "
-                  f"{r.failed} failed, {r.request_throughput_req_s:.2f} req/s, {r.output_throughput_tok_s:.1f} tok/s, "
-                  f"TTFT p50/p99 {r.ttft.p50_ms:.1f}/{r.ttft.p99_ms:.1f} ms, TPOT p50/p99 {r.tpot.p50_ms:.1f}/"
-                  f"{r.tpot.p99_ms:.1f} ms, ITL p50/p99 {r.itl.p50_ms:.1f}/{r.itl.p99_ms:.1f} ms, "
-                  f"goodput {r.goodput_req_s:.2f} req/s", flush=True)
+        _sweep(spec, cp, port, run_dir, t0, prog)
     except Fault as f:
         fault = f.fault
     finally:
@@ -307,16 +342,16 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
         fault = ServingFault(cause="server_left_processes", message=(
             f"after SIGTERM + {spec.limits.stop_grace_s:g} s grace still alive: {list(teardown.left_after_sigterm)}; "
             f"after SIGKILL: {list(teardown.left_after_kill)}; port {port} free: {teardown.port_free}"))
+    health = prog.health
     server = ServerStartup(argv=tuple(argv), host=srv.HOST, port=port, pid=cp.pid,
-                           healthy_after_s=healthy_after_s if health is not None and health.healthy else None,
+                           healthy_after_s=prog.healthy_after_s if health is not None and health.healthy else None,
                            health_polls=health.polls if health is not None else 0,
-                           log_path=log_path.relative_to(run_dir).as_posix() if log_path.is_relative_to(run_dir)
-                           else str(log_path))
+                           log_path=_rel(log_path, run_dir))
     return ServingCaseResult(
         phase=spec.phase, label=spec.label, implementation=spec.implementation, repeat=spec.repeat,
         runtime=spec.runtime, model=spec.model, offload=spec.offload, engine=spec.engine, load=spec.load,
-        slo=spec.slo, server=server, rates=tuple(rates), teardown=teardown, fault=fault,
-        vllm_version=vllm_version, wall_s=time.monotonic() - t0)
+        slo=spec.slo, server=server, rates=tuple(prog.rates), teardown=teardown, fault=fault,
+        vllm_version=prog.vllm_version, wall_s=time.monotonic() - t0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,18 +22,20 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Final, Mapping, Sequence
 
 import psutil
 
+from runners.case_processes import alive
 from runners.launch import CaseProcess
 
-HOST = "127.0.0.1"
+HOST: Final = "127.0.0.1"
 
 
 def free_port(host: str = HOST) -> int:
@@ -95,7 +97,7 @@ def wait_healthy(cp: CaseProcess, port: int, *, timeout_s: float, poll_s: float,
     url = f"http://{host}:{port}/health"
     while True:
         track(cp)
-        rc = cp.proc.poll()
+        rc = _proc(cp).poll()
         if rc is not None:
             return Health(False, time.monotonic() - t0, polls, rc)
         left = timeout_s - (time.monotonic() - t0)
@@ -109,13 +111,6 @@ def wait_healthy(cp: CaseProcess, port: int, *, timeout_s: float, poll_s: float,
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             pass
         time.sleep(min(poll_s, max(0.0, timeout_s - (time.monotonic() - t0))))
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _describe(p: psutil.Process) -> str:
@@ -150,6 +145,65 @@ class StopReport:
     teardown_s: float
 
 
+def _proc(cp: CaseProcess) -> subprocess.Popen[bytes]:
+    """The started server's ``Popen`` (raises ``RuntimeError`` when ``cp`` was never started)."""
+    if cp.proc is None:
+        raise RuntimeError(f"the server {list(cp.argv)} was never started")
+    return cp.proc
+
+
+def _tree(cp: CaseProcess, pgid: int) -> dict[int, psutil.Process]:
+    """Every process of the server's tree known now: tracked descendants, group members, the leader."""
+    procs: dict[int, psutil.Process] = dict(cp._seen)
+    for p in _group_members(pgid):
+        procs.setdefault(p.pid, p)
+    try:
+        procs.setdefault(cp.pid, psutil.Process(cp.pid))
+    except psutil.NoSuchProcess:
+        pass
+    return procs
+
+
+def _sigterm(cp: CaseProcess, pgid: int, procs: dict[int, psutil.Process], grace_s: float, poll_s: float) -> None:
+    """SIGTERM the group and every descendant that left it; wait up to ``grace_s`` for all to be gone."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs.values():  # descendants that left the group (setsid) get the signal too
+        try:
+            if p.pid != cp.pid and os.getpgid(p.pid) != pgid:
+                p.terminate()
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _proc(cp).poll()  # reap the leader (a zombie counts as gone)
+        for p in _group_members(pgid):
+            procs.setdefault(p.pid, p)
+        if not any(alive(p) for p in procs.values()):
+            break
+        time.sleep(poll_s)
+
+
+def _sigkill(cp: CaseProcess, pgid: int, procs: dict[int, psutil.Process], kill_wait_s: float,
+             poll_s: float) -> None:
+    """SIGKILL the group and every known process; wait up to ``kill_wait_s`` for them to vanish."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs.values():
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    end = time.monotonic() + kill_wait_s
+    while time.monotonic() < end and any(alive(p) for p in procs.values()):
+        _proc(cp).poll()
+        time.sleep(poll_s)
+
+
 def stop_tree(cp: CaseProcess, port: int | None, *, grace_s: float, kill_wait_s: float = 5.0,
               poll_s: float = 0.05) -> StopReport:
     """Stop the server's whole tree: SIGTERM group, wait ``grace_s``, SIGKILL what is left, verify.
@@ -165,54 +219,20 @@ def stop_tree(cp: CaseProcess, port: int | None, *, grace_s: float, kill_wait_s:
     """
     t0 = time.monotonic()
     pgid = cp.pid
+    proc = _proc(cp)
     track(cp)
-    exited_before = cp.proc.poll() is not None
-    procs: dict[int, psutil.Process] = dict(cp._seen)
-    for p in _group_members(pgid):
-        procs.setdefault(p.pid, p)
-    try:
-        procs.setdefault(cp.pid, psutil.Process(cp.pid))
-    except psutil.NoSuchProcess:
-        pass
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for p in procs.values():  # descendants that left the group (setsid) get the signal too
-        try:
-            if p.pid != cp.pid and os.getpgid(p.pid) != pgid:
-                p.terminate()
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        cp.proc.poll()  # reap the leader (a zombie counts as gone)
-        for p in _group_members(pgid):
-            procs.setdefault(p.pid, p)
-        if not any(_alive(p) for p in procs.values()):
-            break
-        time.sleep(poll_s)
-    cp.proc.poll()
-    left_term = tuple(sorted(_describe(p) for p in procs.values() if _alive(p)))
+    exited_before = proc.poll() is not None
+    procs = _tree(cp, pgid)
+    _sigterm(cp, pgid, procs, grace_s, poll_s)
+    proc.poll()
+    left_term = tuple(sorted(_describe(p) for p in procs.values() if alive(p)))
     escalated = bool(left_term)
     if escalated:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in procs.values():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        end = time.monotonic() + kill_wait_s
-        while time.monotonic() < end and any(_alive(p) for p in procs.values()):
-            cp.proc.poll()
-            time.sleep(poll_s)
-    if cp.proc.poll() is None:
-        cp.proc.kill()
-    cp.proc.wait()
-    left_kill = tuple(sorted(_describe(p) for p in procs.values() if _alive(p)))
+        _sigkill(cp, pgid, procs, kill_wait_s, poll_s)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    left_kill = tuple(sorted(_describe(p) for p in procs.values() if alive(p)))
     cp.__exit__(None, None, None)  # closes the log; kills anything it still tracks
     free = True if port is None else port_is_free(port)
     return StopReport(processes_seen=len(procs), server_exited_before_stop=exited_before, sigterm_sent=True,

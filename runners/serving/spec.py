@@ -9,7 +9,7 @@ What is modelled:
 * ``finalize_serving``: one ``ServingRun`` line per rate when the process exited 0, its
   ``ServingCaseResult`` validates and agrees with the case, and the evidence sidecar agrees
   with the single ``OFFLOAD_EVIDENCE`` line of the *server* log (the hook runs inside the
-  server's engine process; ``runners.finalize`` checks it exactly as for throughput cases);
+  server's engine process; ``runners.case_checks`` checks it exactly as for throughput cases);
   otherwise one ``CaseFailure`` whose ``failure_type`` / ``error_type`` is the fault's cause
   and whose log tail is the server log's.
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, read_json, write_json
-from results_schema.models import CaseFailure, OffloadSetting
+from results_schema.models import CaseFailure, FailureType, OffloadSetting
 from results_schema.serving import (
     ServingCaseResult,
     ServingCaseSpec,
@@ -36,6 +37,8 @@ from results_schema.serving import (
     ServingRun,
     ServingSLO,
 )
+from runners.case_checks import CheckFailed, Finalized, check_evidence
+from runners.case_log import parse_kv_cache, root_cause, tail
 
 DEFAULT_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -44,14 +47,7 @@ def _rates(values: Any) -> tuple[float | None, ...]:
     return tuple(None if math.isinf(float(v)) and float(v) > 0 else float(v) for v in values)
 
 
-def validate_serving(phase: str, serving: Mapping[str, Any]) -> None:
-    """Check a serving phase's settings before any process starts.
-
-    Raises:
-        ValueError: naming ``phases.<phase>.serving.<field>``, its value and what is allowed.
-    """
-    where = f"phases.{phase}.serving"
-    rates = list(serving.get("request_rates") or [])
+def _check_rates(where: str, rates: list[Any]) -> None:
     if not rates:
         raise ValueError(f"{where}.request_rates is empty: give at least one rate in req/s (> 0; .inf = all at t=0)")
     for r in rates:
@@ -63,7 +59,9 @@ def validate_serving(phase: str, serving: Mapping[str, Any]) -> None:
             raise ValueError(f"{where}.request_rates contains {r!r}: each rate must be a number > 0 (req/s) or .inf")
     if len(set(_rates(rates))) != len(rates):
         raise ValueError(f"{where}.request_rates {rates} repeats a rate: each rate once")
-    slo = serving.get("slo") or {}
+
+
+def _check_slo(where: str, slo: Mapping[str, Any]) -> None:
     for key in ("ttft_ms", "tpot_ms"):
         v = slo.get(key)
         if not isinstance(v, (int, float)) or not (v > 0) or math.isinf(v):
@@ -71,6 +69,17 @@ def validate_serving(phase: str, serving: Mapping[str, Any]) -> None:
     att = slo.get("attainment")
     if not isinstance(att, (int, float)) or not (0 < att <= 1):
         raise ValueError(f"{where}.slo.attainment = {att!r}: must be a fraction in (0, 1]")
+
+
+def validate_serving(phase: str, serving: Mapping[str, Any]) -> None:
+    """Check a serving phase's settings before any process starts.
+
+    Raises:
+        ValueError: naming ``phases.<phase>.serving.<field>``, its value and what is allowed.
+    """
+    where = f"phases.{phase}.serving"
+    _check_rates(where, list(serving.get("request_rates") or []))
+    _check_slo(where, serving.get("slo") or {})
     mc = serving.get("max_concurrency")
     if mc is not None and (not isinstance(mc, int) or mc < 1):
         raise ValueError(f"{where}.max_concurrency = {mc!r}: must be an integer >= 1 or null")
@@ -135,66 +144,94 @@ def write_case_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str = sy
     return (python, "-m", "runners.serving", "--case", str(path), "--run-dir", str(run_dir))
 
 
-def finalize_serving(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, list[ServingRun]]:
-    """Check a finished serving case; return ``(runners.finalize.Finalized, lines)``.
+@dataclass(frozen=True)
+class _ServingLogs:
+    """What a failed serving case's ``CaseFailure`` is built from."""
 
-    ``lines`` holds one ``ServingRun`` per rate on success, nothing on failure (the
-    ``Finalized.failure`` then names the cause).
-    """
-    from runners.finalize import Finalized, _check_evidence, _Fail, parse_kv_cache, root_cause, tail
+    sc: Any
+    outcome: Any
+    run_dir: Path
+    log_path: Path
+    log_text: str
+    server_log: Path
+    server_text: str
 
-    c = sc.case
-    p = paths_of(run_dir, c.phase, sc.stem)
-    log_path = Path(spec.log_path)
-    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    server_log = p["server_log"]
-    server_text = server_log.read_text(errors="replace") if server_log.is_file() else ""
-    rel = lambda q: Path(q).relative_to(run_dir).as_posix()  # noqa: E731
+    def rel(self, q: Path | str) -> str:
+        return Path(q).relative_to(self.run_dir).as_posix()
 
-    def failure(ftype: str, message: str, error_type: str | None) -> tuple[Any, list[ServingRun]]:
-        text = server_text or log_text
+    def failure(self, ftype: FailureType, message: str, error_type: str | None) -> tuple[Finalized, list[ServingRun]]:
+        c, sc, outcome = self.sc.case, self.sc, self.outcome
+        text = self.server_text or self.log_text
         et, em = root_cause(text)
         f = CaseFailure(
             phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, failure_type=ftype,
             exit_code=outcome.exit_code, signal=outcome.signal, error_type=error_type or et,
             error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines())
             + (f"; server log names {et}: {em}" if et and error_type else "")
-            + (f" (server log {rel(server_log)})" if server_log.is_file() else ""),
-            log_tail=tail(text), log_path=rel(log_path), duration_s=outcome.wall_s)
+            + (f" (server log {self.rel(self.server_log)})" if self.server_log.is_file() else ""),
+            log_tail=tail(text), log_path=self.rel(self.log_path), duration_s=outcome.wall_s)
         return Finalized(run=None, failure=f, expected=False), []
 
+
+def _read_text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _process_fault(sc: Any, outcome: Any, result: ServingCaseResult | None,
+                   record: Path) -> tuple[FailureType, str, str | None] | None:
+    """The serving case's fault as ``(failure_type, message, error_type)`` before the evidence check, or None."""
+    c = sc.case
+    if result is not None and result.fault is not None:
+        return result.fault.cause, result.fault.message, result.fault.cause
+    if outcome.launch_error is not None:
+        return "launch_error", outcome.launch_error, None
+    if outcome.timed_out:
+        return "timeout", f"killed after the {c.timeout_s:g} s case timeout (TERM, then KILL)", None
+    if outcome.signal is not None:
+        return "signal", f"case process killed by signal {outcome.signal}", None
+    if outcome.exit_code != 0:
+        return "nonzero_exit", f"case process exited with code {outcome.exit_code}", None
+    if result is None:
+        return "no_result", f"serving record {record.name} was not written", None
+    want = (c.phase, c.label, c.implementation, sc.repeat)
+    got = (result.phase, result.label, result.implementation, result.repeat)
+    if want != got:
+        return "invalid_record", f"serving record identifies {got}, the case is {want}", None
+    return None
+
+
+def finalize_serving(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
+    """Check a finished serving case; return ``(runners.case_checks.Finalized, lines)``.
+
+    ``lines`` holds one ``ServingRun`` per rate on success, nothing on failure (the
+    ``Finalized.failure`` then names the cause).
+    """
+    c = sc.case
+    p = paths_of(run_dir, c.phase, sc.stem)
+    logs = _ServingLogs(sc=sc, outcome=outcome, run_dir=run_dir, log_path=Path(spec.log_path),
+                        log_text=_read_text(Path(spec.log_path)), server_log=p["server_log"],
+                        server_text=_read_text(p["server_log"]))
     result: ServingCaseResult | None = None
     if p["record"].is_file():
         try:
             result = read_json(p["record"], ServingCaseResult)
         except (RecordError, StrictJSONError, ValidationError) as exc:
-            return failure("invalid_record", f"serving record does not validate: {exc}", None)
-    if result is not None and result.fault is not None:
-        return failure(result.fault.cause, result.fault.message, result.fault.cause)
-    if outcome.launch_error is not None:
-        return failure("launch_error", outcome.launch_error, None)
-    if outcome.timed_out:
-        return failure("timeout", f"killed after the {c.timeout_s:g} s case timeout (TERM, then KILL)", None)
-    if outcome.signal is not None:
-        return failure("signal", f"case process killed by signal {outcome.signal}", None)
-    if outcome.exit_code != 0:
-        return failure("nonzero_exit", f"case process exited with code {outcome.exit_code}", None)
-    if result is None:
-        return failure("no_result", f"serving record {p['record'].name} was not written", None)
-    want = (c.phase, c.label, c.implementation, sc.repeat)
-    got = (result.phase, result.label, result.implementation, result.repeat)
-    if want != got:
-        return failure("invalid_record", f"serving record identifies {got}, the case is {want}", None)
+            return logs.failure("invalid_record", f"serving record does not validate: {exc}", None)
+    fault = _process_fault(sc, outcome, result, p["record"])
+    if fault is not None:
+        return logs.failure(*fault)
+    assert result is not None  # _process_fault names a missing record
     try:
-        evidence = _check_evidence(sc, server_text, Path(spec.evidence_path))
-    except _Fail as f:
-        return failure(f.failure_type, f.message + " (server log)", None)
-    kv = parse_kv_cache(server_text)
+        evidence = check_evidence(sc, logs.server_text, Path(spec.evidence_path))
+    except CheckFailed as f:
+        return logs.failure(f.failure_type, f.message + " (server log)", None)
+    kv = parse_kv_cache(logs.server_text)
+    rel = logs.rel
     lines = [ServingRun(
         phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=result.runtime,
         model=result.model, offload=result.offload, engine=result.engine, load=result.load, slo=result.slo, rate=r,
         evidence=evidence, kv_cache=kv, server_healthy_after_s=float(result.server.healthy_after_s or 0.0),
-        teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(log_path),
-        server_log_path=rel(server_log), evidence_path=rel(spec.evidence_path), record_path=rel(p["record"]),
+        teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(logs.log_path),
+        server_log_path=rel(logs.server_log), evidence_path=rel(spec.evidence_path), record_path=rel(p["record"]),
         command=tuple(spec.argv)) for r in result.rates]
     return Finalized(run=None, failure=None, expected=c.expect_error is None), lines
