@@ -150,6 +150,7 @@ def keep_typed_text(cfg: DictConfig, overrides: Sequence[str]) -> None:
             continue
         if isinstance(value, str):
             continue
+        assert ov.input_line is not None  # parsed from command-line text
         raw = ov.input_line.split("=", 1)[1].strip()
         OmegaConf.update(cfg, ov.key_or_group, raw, merge=False)
 
@@ -180,11 +181,13 @@ def _check_node(node: Any, where: str) -> None:
     obj_type = OmegaConf.get_type(node)
     known = {f.name for f in fields(obj_type)} if is_dataclass(obj_type) else None
     for key in node.keys():
-        path = f"{where}.{key}" if where else str(key)
+        name = str(key)
+        path = f"{where}.{name}" if where else name
         if known is not None and key not in known:
+            assert obj_type is not None  # known comes from a dataclass type
             close = difflib.get_close_matches(str(key), sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {key!r}{hint}; "
+            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {name!r}{hint}; "
                               f"known: {', '.join(sorted(known))})")
         child = node._get_node(key)
         if isinstance(child, (DictConfig, ListConfig)):
@@ -222,7 +225,7 @@ def checked_plain_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict
     check_known_keys(cfg)
     for key in ("run_id", "experiment_name"):
         check_name(key, OmegaConf.select(cfg, key, throw_on_missing=False))
-    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    return _plain(cfg)
 
 
 def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,7 +240,15 @@ def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
         merged = OmegaConf.merge(OmegaConf.structured(Config), dict(saved))
     except OmegaConfBaseException as exc:
         raise ConfigError(f"saved config: {exc.msg if hasattr(exc, 'msg') else exc}".splitlines()[0]) from None
+    assert isinstance(merged, DictConfig)  # merged onto the structured Config
     check_known_keys(merged)
     for key in ("run_id", "experiment_name"):
         check_name(key, OmegaConf.select(merged, key, throw_on_missing=False))
-    return OmegaConf.to_container(merged, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    return _plain(merged)
+
+
+def _plain(cfg: DictConfig) -> dict[str, Any]:
+    """Resolved plain dict of ``cfg``: choice fields as their strings, ``???`` kept as the string ``???``."""
+    out = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)
+    assert isinstance(out, dict)
+    return {str(k): v for k, v in out.items()}

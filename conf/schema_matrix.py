@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
+from conf.choices import Implementation, OffloadBackend, PhaseKind
 from conf.schema_stack import RuntimeConfig
 
 
@@ -22,7 +23,7 @@ class PointConfig:
     n: int = MISSING
     prefetch_step: int = 1
     params: List[str] = field(default_factory=list)
-    backend: str = "auto"
+    backend: OffloadBackend = OffloadBackend.auto
 
 
 @dataclass
@@ -37,13 +38,13 @@ class CaseConfig:
             exempt from the pre-launch validation and its failure record is expected.
     """
 
-    implementation: str = MISSING
+    implementation: Implementation = MISSING
     label: Optional[str] = None
     group_size: int = 0
     num_in_group: int = 0
     prefetch_step: int = 1
     params: List[str] = field(default_factory=list)
-    backend: str = "auto"
+    backend: OffloadBackend = OffloadBackend.auto
     expect_error: Optional[str] = None
 
 
@@ -135,10 +136,10 @@ class MatrixConfig:
     """
 
     name: str = MISSING
-    kind: str = "throughput"
+    kind: PhaseKind = PhaseKind.throughput
     order: int = 0
     baseline: bool = True
-    implementations: List[str] = field(default_factory=lambda: ["current"])
+    implementations: List[Implementation] = field(default_factory=lambda: [Implementation.current])
     points: List[PointConfig] = field(default_factory=list)
     cases: List[CaseConfig] = field(default_factory=list)
     repeats: int = 1
@@ -149,7 +150,7 @@ class MatrixConfig:
     kill_grace_s: float = 10.0
     # issue 15: backend passed explicitly to every offload case whose point says auto (published:
     # prefetch); labels keep the auto names. null = each point's own backend.
-    offload_backend: Optional[str] = None
+    offload_backend: Optional[OffloadBackend] = None
     # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
     focus_first: bool = False
     runtime: Optional[RuntimeConfig] = None

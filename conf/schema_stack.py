@@ -12,6 +12,16 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
+from conf.choices import (
+    CpuKernelPath,
+    Device,
+    ExecutorKind,
+    ModelSource,
+    NodeFailureAction,
+    PerformanceSharing,
+    PromptMode,
+)
+
 
 @dataclass
 class PinsConfig:
@@ -72,7 +82,7 @@ class RuntimeConfig:
     """
 
     name: str = MISSING
-    device: str = MISSING
+    device: Device = MISSING
     env: Dict[str, str] = field(default_factory=dict)
     health_command: Optional[List[str]] = None
     health_timeout_s: float = 60.0
@@ -86,7 +96,7 @@ class RuntimeConfig:
     python: Optional[str] = None
     command_prefix: List[str] = field(default_factory=list)
     path_map: Dict[str, str] = field(default_factory=dict)
-    cpu_kernel_path: Optional[str] = None
+    cpu_kernel_path: Optional[CpuKernelPath] = None
 
 
 @dataclass
@@ -114,7 +124,7 @@ class ModelConfig:
     """
 
     name: str = MISSING
-    source: str = "path"
+    source: ModelSource = ModelSource.path
     path: Optional[str] = None
     num_layers: int = MISSING
     revision: Optional[str] = None
@@ -157,7 +167,7 @@ class WorkloadConfig:
     prompts_vary_per_round: bool = True
     temperature: float = 0.0
     # published-workload options (issue 15; conf/workload/published.yaml): see WorkloadSpec
-    prompt_mode: str = "random_ids"
+    prompt_mode: PromptMode = PromptMode.random_ids
     prompt_seed_text: Optional[str] = None
     ignore_eos: bool = True
     trust_remote_code: bool = False
@@ -186,8 +196,8 @@ class RayConfig:
     num_cpus_per_case: float = 1.0
     head_num_cpus: Optional[int] = None
     object_store_memory_bytes: int = 100_000_000
-    performance_sharing: str = "per_node"
-    on_node_failure: str = "stop"
+    performance_sharing: PerformanceSharing = PerformanceSharing.per_node
+    on_node_failure: NodeFailureAction = NodeFailureAction.stop
     max_node_retries: int = 2
 
 
@@ -195,5 +205,5 @@ class RayConfig:
 class ExecutorConfig:
     """Where case processes run: ``local`` (one after another here) or ``ray`` (one task per case)."""
 
-    name: str = "local"
+    name: ExecutorKind = ExecutorKind.local
     ray: RayConfig = field(default_factory=RayConfig)
