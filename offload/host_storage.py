@@ -30,7 +30,7 @@ def npu_format(t: torch.Tensor) -> int | None:
     if t.device.type != "npu":
         return None
     try:
-        import torch_npu  # type: ignore[import-not-found]
+        import torch_npu
     except ImportError:  # pragma: no cover - an npu tensor implies torch_npu
         return None
     return int(torch_npu.get_npu_format(t))
@@ -116,7 +116,8 @@ def move_to_host(w: Wrapped, pin: bool) -> None:
             # layer really reads the buffers this offloader fills.
             owner, _ = owner_and_leaf(w.module, name)
             if hasattr(owner, "quant_method"):
-                owner._cpu_skip_gemm_dispatch = True
+                # setattr: nn.Module's __getattr__ types attributes as Tensor | Module
+                setattr(owner, "_cpu_skip_gemm_dispatch", True)  # noqa: B010
 
 
 def resync(w: Wrapped) -> None:

@@ -121,7 +121,7 @@ class CurrentPrefetchOffloader(BaseOffloader):
         self._slot_owner: list[int | None] = []
         self._use_ops = True
         self._op_id = ops.register(self)
-        self._token: torch.Tensor | None = None
+        self._token = torch.empty(0)  # placeholder: post_init sets it before installing the hooks
         self._wrap_called = False
         self.released_host_bytes = 0
         self.weight_format = "ND"

@@ -192,9 +192,9 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     except DuplicateKeyError as exc:
         raise RecordError(path, line, exc.key, str(exc)) from exc
     except StrictJSONError as exc:
-        field = _non_finite_field(text)
-        if field is not None:
-            raise RecordError(path, line, field[0], f"non-finite JSON constant {field[1]} is not allowed") from exc
+        found = _non_finite_field(text)
+        if found is not None:
+            raise RecordError(path, line, found[0], f"non-finite JSON constant {found[1]} is not allowed") from exc
         raise RecordError(path, line, "", str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise RecordError(path, line, "", f"invalid strict JSON: {exc.msg} at column {exc.colno}") from exc

@@ -12,9 +12,9 @@ not import vLLM or torch.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from results_schema.base import (  # noqa: F401 - re-exported: the types' historic import path
     REL_TOL,
@@ -152,7 +152,7 @@ class WorkloadSpec(StrictModel):
         "(published: 8).")
 
     @model_serializer(mode="wrap")
-    def _omit_default_published_options(self, handler):  # type: ignore[no-untyped-def]
+    def _omit_default_published_options(self, handler: SerializerFunctionWrapHandler) -> Any:
         """Leave the published-workload options out while at their defaults: records of the project's
         own workload serialize exactly as before these fields existed (they parse back to the defaults)."""
         data = handler(self)
