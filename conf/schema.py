@@ -24,343 +24,23 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-
-@dataclass
-class PinsConfig:
-    """Identity pins declared by a runtime (checked where declared, fail closed).
-
-    Attributes:
-        tools: executables that must be on PATH (``npu-smi``, ``nvidia-smi``).
-        packages: distribution name -> PEP 440 version or specifier (``0.32.0``, ``==0.23.*``).
-        package_trees: distribution name -> SHA-256 of its installed file tree (RECORD files).
-        wheels: wheel path -> SHA-256 of the file.
-        source_trees: source checkout path -> SHA-256 of its file tree.
-        source_commits: source checkout path -> git commit (``git rev-parse HEAD``).
-        files: driver / toolkit file path -> SHA-256 (e.g. CANN ``version.info``).
-    """
-
-    tools: List[str] = field(default_factory=list)
-    packages: Dict[str, str] = field(default_factory=dict)
-    package_trees: Dict[str, str] = field(default_factory=dict)
-    wheels: Dict[str, str] = field(default_factory=dict)
-    source_trees: Dict[str, str] = field(default_factory=dict)
-    source_commits: Dict[str, str] = field(default_factory=dict)
-    files: Dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class RuntimeConfig:
-    """One software stack on one device kind.
-
-    Attributes:
-        name: ``cpu``, ``cuda``, ``ascend_latest``, ``ascend_native_v018``.
-        device: device kind the model runs on: ``cpu``, ``cuda``, ``npu``.
-        env: extra environment for every case process (e.g. ``VLLM_CPU_KVCACHE_SPACE``).
-        health_command: argv of the per-phase health gate; null = no gate.
-        health_timeout_s: seconds before the health command counts as failed.
-        health_expect: regular expression the health output must match besides exit 0 (Ascend:
-            ``Health Status\\s*:\\s*OK``); ``{physical_index}`` / ``{chip}`` in ``health_command`` name
-            the case device (``runners.health``). Null = exit 0 suffices.
-        inherit_pythonpath: append the runner's inherited ``PYTHONPATH`` (CANN's ``set_env.sh`` entries)
-            after the evidence hook and the repository in every case (Ascend); false = replaced.
-        visible_devices_env: variable naming the visible logical devices
-            (``CUDA_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``); null on CPU.
-        ray_resource: Ray resource one case asks for: ``GPU`` (num_gpus=1), a custom
-            resource name (``NPU``), or null (CPU: num_cpus only).
-        pins: identity pins of this stack (observed inside it by ``runners.probe``).
-        report_packages: distributions whose versions are recorded in the manifest.
-        python: interpreter of this stack (a virtual environment's ``bin/python``, or the path
-            inside a container); null = the runner's own interpreter. Cases, pin probes and
-            ``runners.pins`` start it; see ``runners.runtimes``.
-        command_prefix: argv before the interpreter and the health command (``[docker, exec,
-            -i, ctr]``); the case's variables are then passed as ``env K=V`` after it.
-        path_map: declared pin path prefix -> where it is on this host (``{/opt/vllm-ascend-v0.18.0:
-            /home/me/vllm-ascend}``); pins keep their declared names.
-        cpu_kernel_path: CPU runtimes: GEMM kernel path of every case, baseline included
-            (``plain``: all decoder linear layers run ``torch.nn.functional.linear`` on plain
-            weights, so weight residency is the only difference between cases; ``packed``:
-            vLLM's stock oneDNN / sgl-kernel dispatch, allowed only without offload cases).
-            See ``offload/cpu_kernels.py``. Null on GPU / NPU runtimes.
-    """
-
-    name: str = MISSING
-    device: str = MISSING
-    env: Dict[str, str] = field(default_factory=dict)
-    health_command: Optional[List[str]] = None
-    health_timeout_s: float = 60.0
-    # issue 15 (runners.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
-    health_expect: Optional[str] = None
-    inherit_pythonpath: bool = False
-    visible_devices_env: Optional[str] = None
-    ray_resource: Optional[str] = None
-    pins: PinsConfig = field(default_factory=PinsConfig)
-    report_packages: List[str] = field(default_factory=list)
-    python: Optional[str] = None
-    command_prefix: List[str] = field(default_factory=list)
-    path_map: Dict[str, str] = field(default_factory=dict)
-    cpu_kernel_path: Optional[str] = None
-
-
-@dataclass
-class TinyModelConfig:
-    """Arguments of ``runners.tiny_model.ensure_tiny_model`` (random-weight Qwen2)."""
-
-    num_layers: int = 8
-    hidden_size: int = 128
-    seed: int = 0
-
-
-@dataclass
-class ModelConfig:
-    """The model every case of the run loads.
-
-    Attributes:
-        name: short name used in reports.
-        source: ``tiny`` (built locally into ``cache_dir``) or ``path`` (a local directory).
-        path: model directory for ``source=path`` (``???`` until given).
-        num_layers: decoder layers (used to size and check the selection).
-        revision: upstream revision of the weights, recorded and pinned when set.
-        sha256sums_sha256: pin: SHA-256 of the model's ``SHA256SUMS`` file (``???`` = required, null = record only).
-        tiny: builder arguments for ``source=tiny``.
-        cache_dir: where tiny models are built (relative = repository root).
-    """
-
-    name: str = MISSING
-    source: str = "path"
-    path: Optional[str] = None
-    num_layers: int = MISSING
-    revision: Optional[str] = None
-    sha256sums_sha256: Optional[str] = None
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    cache_dir: str = ".cache/models"
-
-
-DEFAULT_MIN_MEASURED_S = 3.0
-"""Default minimum measured window per case (seconds): measured rounds repeat until both
-``measured_rounds`` and this many seconds are reached, as MLPerf LoadGen's ``min_duration``
-(600 s for its formal runs) does. 3 s keeps the embedded CPU default (5 cases, ~0.15 s rounds)
-at ~20 rounds per case for ~15 s of extra wall time; ``conf/workload/seed.yaml`` asks 10 s.
-``analysis validate`` warns about records measured for less (``short_measurement_window``)."""
-
-
-@dataclass
-class WorkloadConfig:
-    """Offline-throughput workload (fields of ``results_schema.models.WorkloadSpec``).
-
-    ``measured_rounds`` is the minimum round count and ``min_measured_s`` the minimum measured
-    seconds (default ``DEFAULT_MIN_MEASURED_S``); rounds repeat until both are reached.
-    ``enable_prefix_caching`` null = not passed to vLLM (its default). The published
-    options (``prompt_mode``, ``prompt_seed_text``, ``ignore_eos``, ``trust_remote_code``,
-    ``max_num_seqs``, ``max_num_batched_tokens_factor``) default to the project's workload.
-    """
-
-    num_prompts: int = 8
-    input_len: int = 128
-    max_tokens: int = 64
-    max_model_len: int = 512
-    seed: int = 0
-    dtype: str = "bfloat16"
-    enforce_eager: bool = True
-    gpu_memory_utilization: float = 0.5
-    warmup_rounds: int = 1
-    measured_rounds: int = 3
-    min_measured_s: float = DEFAULT_MIN_MEASURED_S
-    enable_prefix_caching: Optional[bool] = False
-    prompts_vary_per_round: bool = True
-    temperature: float = 0.0
-    # published-workload options (issue 15; conf/workload/published.yaml): see WorkloadSpec
-    prompt_mode: str = "random_ids"
-    prompt_seed_text: Optional[str] = None
-    ignore_eos: bool = True
-    trust_remote_code: bool = False
-    max_num_seqs: Optional[int] = None
-    max_num_batched_tokens_factor: Optional[int] = None
-
-
-@dataclass
-class PointConfig:
-    """One offload point ``(G, N)`` expanded once per implementation of the matrix."""
-
-    g: int = MISSING
-    n: int = MISSING
-    prefetch_step: int = 1
-    params: List[str] = field(default_factory=list)
-    backend: str = "auto"
-
-
-@dataclass
-class CaseConfig:
-    """One explicit case (appended after the generated ones).
-
-    Attributes:
-        label: unique in the phase; null = generated (``current_g4_n1``).
-        implementation: ``baseline``, ``current``, ``official``, ``sync``.
-        expect_error: regex; the case is expected to fail with an error matching it
-            (``ValueError: offload_num_in_group``, ``AssertionError``). It is then
-            exempt from the pre-launch validation and its failure record is expected.
-    """
-
-    implementation: str = MISSING
-    label: Optional[str] = None
-    group_size: int = 0
-    num_in_group: int = 0
-    prefetch_step: int = 1
-    params: List[str] = field(default_factory=list)
-    backend: str = "auto"
-    expect_error: Optional[str] = None
-
-
-@dataclass
-class ServingSLOConfig:
-    """Goodput SLO of a serving phase (``results_schema.serving.ServingSLO``).
-
-    Attributes:
-        ttft_ms: TTFT limit of one request (ms).
-        tpot_ms: TPOT limit of one request (ms).
-        attainment: fraction of completed requests that must meet both for a rate to meet the SLO.
-    """
-
-    ttft_ms: float = 1000.0
-    tpot_ms: float = 100.0
-    attainment: float = 0.9
-
-
-@dataclass
-class ServingConfig:
-    """Settings of a ``kind: serving`` phase (one API server per case, vLLM's serving benchmark per rate).
-
-    Requests per rate, input and output lengths come from the phase's effective workload
-    (``num_prompts``, ``input_len``, ``max_tokens``); engine arguments (dtype, max_model_len,
-    enforce_eager, gpu_memory_utilization, seed, enable_prefix_caching) too.
-
-    Attributes:
-        request_rates: sweep of request rates (req/s, > 0; ``.inf`` = every request at t = 0).
-        max_concurrency: client-side cap on in-flight requests; null = none (a cap that limits
-            makes the achieved rate differ from the configured one: both are recorded).
-        num_warmups: warm-up requests per rate, excluded from every metric.
-        burstiness: gamma shape of inter-arrival gaps (1 = Poisson).
-        slo: goodput SLO.
-        health_timeout_s: longest wait for ``GET /health`` to return 200.
-        health_poll_s: seconds between two polls.
-        rate_timeout_s: longest benchmark run of one rate.
-        stop_grace_s: SIGTERM -> SIGKILL grace for the server's process tree.
-        server_command: argv prefix of the server; null = ``[<python>, -m, vllm.entrypoints.openai.api_server]``
-            (tests substitute a fake server here).
-    """
-
-    request_rates: List[float] = field(default_factory=lambda: [1.0, 4.0])
-    max_concurrency: Optional[int] = None
-    num_warmups: int = 2
-    burstiness: float = 1.0
-    slo: ServingSLOConfig = field(default_factory=ServingSLOConfig)
-    health_timeout_s: float = 300.0
-    health_poll_s: float = 0.5
-    rate_timeout_s: float = 300.0
-    stop_grace_s: float = 30.0
-    server_command: Optional[List[str]] = None
-
-
-@dataclass
-class MatrixConfig:
-    """One phase: a list of cases, repeats, rounds and a schedule.
-
-    Cases = baseline (if ``baseline``) + every point x every implementation (point
-    order, implementations in list order) + ``cases``.
-
-    Attributes:
-        name: matrix name (report only).
-        kind: ``throughput`` (bench_one), ``ttft`` (bench_one, max_tokens=1 proxy),
-            ``stability`` (bench_one, many sequential 1-prompt rounds, every output
-            non-empty), ``accuracy`` (``runners.accuracy``), ``serving`` (``runners.serving``:
-            an OpenAI-compatible API server per case, vLLM's serving benchmark over ``serving.request_rates``).
-        order: phases run in ascending order (ties: composition order).
-        repeats: repeats per case.
-        repeats_by_label: label -> repeats, overriding ``repeats``.
-        rotate: repeat r starts at case index r (rotated order); false = same order.
-        cooldown_s: sleep between two case processes.
-        case_timeout_s: wall limit of one case process (TERM, then KILL after ``kill_grace_s``).
-        offload_backend: ``offload_backend`` given to every offload case whose point/case says ``auto``
-            (published designs: ``prefetch``); generated labels stay unchanged. null = as the points say.
-        focus_first: schedule the labels with the most repeats completely first (published 1.5B design:
-            the focus labels x5, then the capacity labels x3); false = all labels interleaved.
-        runtime: phase-specific runtime (e.g. the native stack); null = the run's runtime.
-        num_prompts ... max_tokens: workload overrides for this phase; null = workload's.
-        accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
-            evaluates all of them).
-        accuracy_limit: first N rows per task (null = all rows; the verifier then reports "limited").
-        accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
-            default: the committed fixtures (limited-mode evidence only). The runner checks it, the
-            entry of every task and each file's SHA-256 / row count before any process starts.
-        accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
-            accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
-            unknown name is a config error before any process starts.
-        serving: settings of ``kind=serving`` phases (ignored by other kinds).
-    """
-
-    name: str = MISSING
-    kind: str = "throughput"
-    order: int = 0
-    baseline: bool = True
-    implementations: List[str] = field(default_factory=lambda: ["current"])
-    points: List[PointConfig] = field(default_factory=list)
-    cases: List[CaseConfig] = field(default_factory=list)
-    repeats: int = 1
-    repeats_by_label: Dict[str, int] = field(default_factory=dict)
-    rotate: bool = True
-    cooldown_s: float = 0.0
-    case_timeout_s: float = 600.0
-    kill_grace_s: float = 10.0
-    # issue 15: backend passed explicitly to every offload case whose point says auto (published:
-    # prefetch); labels keep the auto names. null = each point's own backend.
-    offload_backend: Optional[str] = None
-    # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
-    focus_first: bool = False
-    runtime: Optional[RuntimeConfig] = None
-    num_prompts: Optional[int] = None
-    input_len: Optional[int] = None
-    max_tokens: Optional[int] = None
-    warmup_rounds: Optional[int] = None
-    measured_rounds: Optional[int] = None
-    min_measured_s: Optional[float] = None
-    accuracy_tasks: List[str] = field(default_factory=list)
-    accuracy_limit: Optional[int] = None
-    accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
-    accuracy_protocol: str = "qwen-chat-v1"
-    serving: ServingConfig = field(default_factory=ServingConfig)
-
-
-@dataclass
-class RayConfig:
-    """Ray executor settings.
-
-    Attributes:
-        address: cluster address; null = start a private head on loopback for this run.
-        num_cpus_per_case: CPUs one case task asks for.
-        head_num_cpus: CPUs of a private head (null = Ray's detection).
-        object_store_memory_bytes: object store of a private head (small: only outcomes travel).
-        performance_sharing: ``per_node`` (default: at most one performance case per node at a
-            time) or ``per_accelerator`` (opt-in: one per accelerator; cases share the node's host
-            links, flagged in the summary). Accuracy cases always run in parallel.
-        on_node_failure: a node failing the per-node identity or health gate ``stop``s the run
-            (default) or is ``exclude``d.
-        max_node_retries: times a case is retried on another node after its node was lost.
-    """
-
-    address: Optional[str] = None
-    num_cpus_per_case: float = 1.0
-    head_num_cpus: Optional[int] = None
-    object_store_memory_bytes: int = 100_000_000
-    performance_sharing: str = "per_node"
-    on_node_failure: str = "stop"
-    max_node_retries: int = 2
-
-
-@dataclass
-class ExecutorConfig:
-    """Where case processes run: ``local`` (one after another here) or ``ray`` (one task per case)."""
-
-    name: str = "local"
-    ray: RayConfig = field(default_factory=RayConfig)
+from conf.schema_matrix import (  # noqa: F401 - re-exported: the schemas' import path
+    CaseConfig,
+    MatrixConfig,
+    PointConfig,
+    ServingConfig,
+    ServingSLOConfig,
+)
+from conf.schema_stack import (  # noqa: F401 - re-exported: the schemas' import path
+    DEFAULT_MIN_MEASURED_S,
+    ExecutorConfig,
+    ModelConfig,
+    PinsConfig,
+    RayConfig,
+    RuntimeConfig,
+    TinyModelConfig,
+    WorkloadConfig,
+)
 
 
 @dataclass
@@ -470,6 +150,7 @@ def keep_typed_text(cfg: DictConfig, overrides: Sequence[str]) -> None:
             continue
         if isinstance(value, str):
             continue
+        assert ov.input_line is not None  # parsed from command-line text
         raw = ov.input_line.split("=", 1)[1].strip()
         OmegaConf.update(cfg, ov.key_or_group, raw, merge=False)
 
@@ -500,11 +181,13 @@ def _check_node(node: Any, where: str) -> None:
     obj_type = OmegaConf.get_type(node)
     known = {f.name for f in fields(obj_type)} if is_dataclass(obj_type) else None
     for key in node.keys():
-        path = f"{where}.{key}" if where else str(key)
+        name = str(key)
+        path = f"{where}.{name}" if where else name
         if known is not None and key not in known:
+            assert obj_type is not None  # known comes from a dataclass type
             close = difflib.get_close_matches(str(key), sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {key!r}{hint}; "
+            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {name!r}{hint}; "
                               f"known: {', '.join(sorted(known))})")
         child = node._get_node(key)
         if isinstance(child, (DictConfig, ListConfig)):
@@ -542,7 +225,7 @@ def checked_plain_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict
     check_known_keys(cfg)
     for key in ("run_id", "experiment_name"):
         check_name(key, OmegaConf.select(cfg, key, throw_on_missing=False))
-    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    return _plain(cfg)
 
 
 def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -557,7 +240,15 @@ def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
         merged = OmegaConf.merge(OmegaConf.structured(Config), dict(saved))
     except OmegaConfBaseException as exc:
         raise ConfigError(f"saved config: {exc.msg if hasattr(exc, 'msg') else exc}".splitlines()[0]) from None
+    assert isinstance(merged, DictConfig)  # merged onto the structured Config
     check_known_keys(merged)
     for key in ("run_id", "experiment_name"):
         check_name(key, OmegaConf.select(merged, key, throw_on_missing=False))
-    return OmegaConf.to_container(merged, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    return _plain(merged)
+
+
+def _plain(cfg: DictConfig) -> dict[str, Any]:
+    """Resolved plain dict of ``cfg``: choice fields as their strings, ``???`` kept as the string ``???``."""
+    out = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)
+    assert isinstance(out, dict)
+    return {str(k): v for k, v in out.items()}

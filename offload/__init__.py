@@ -7,13 +7,16 @@ no torch; analysis imports the selection rule from here):
 * :mod:`offload.matching` - ``offload_params`` segment matching, as upstream;
 * :mod:`offload.ring` - static-buffer slot ring (which module refills which slot);
 * :mod:`offload.backend` - CUDA / NPU / CPU device backends (streams, events, copies);
-* :mod:`offload.prefetch` - ``CurrentPrefetchOffloader`` and ``SyncOffloader``;
+* :mod:`offload.prefetch` - ``CurrentPrefetchOffloader`` and ``SyncOffloader``, built from
+  :mod:`offload.arena` (static buffers), :mod:`offload.host_storage` (host copies of wrapped
+  modules), :mod:`offload.copy_protocol` (upstream's copy/event protocol), :mod:`offload.base`;
 * :mod:`offload.factory` - ``create_offloader`` honouring vLLM's ``offload_backend``;
 * :mod:`offload.plugin` - the ``vllm.general_plugins`` entry point (``offload.plugin:register``),
   active only when ``OFFLOAD_IMPL`` is ``current`` or ``sync``;
 * :mod:`offload.ops` - the ``offload::wait_prefetch``/``start_prefetch`` custom ops (torch only);
 * :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check
-  (vLLM, current vs official); :mod:`offload.gpu_check_torch` - torch-only GPU check.
+  (vLLM, current vs official); :mod:`offload.gpu_check_torch` - torch-only GPU check
+  (stack in :mod:`offload.synthetic_stack`).
 
 Must not import Hydra, pandas or ``runners``.
 """

@@ -105,7 +105,7 @@ class StreamBackend(DeviceBackend):
     def current_stream(self) -> Any:
         return self.ns.current_stream()
 
-    def stream(self, stream: Any):  # type: ignore[override]
+    def stream(self, stream: Any) -> contextlib.AbstractContextManager[None]:
         return self.ns.stream(stream)
 
     def record(self, event: Any, stream: Any) -> None:

@@ -112,9 +112,11 @@ def create_offloader(
     s = read_offload_config(offload_config)
     validate_settings(s)
     if not (s.backend in ("auto", "prefetch") and s.enabled):
-        if runner_factory is None:
-            from vllm.model_executor.offloader.base import create_offloader as runner_factory
-        return runner_factory(offload_config)
+        if runner_factory is not None:
+            return runner_factory(offload_config)
+        from vllm.model_executor.offloader.base import create_offloader as vllm_create_offloader
+
+        return vllm_create_offloader(offload_config)
     from offload.prefetch import CurrentPrefetchOffloader, SyncOffloader
 
     cls = SyncOffloader if implementation == "sync" else CurrentPrefetchOffloader

@@ -36,6 +36,7 @@ Not modelled: the KV cache and paged attention (attention here is causal over th
 tokens), tensor parallelism.
 """
 
+
 from __future__ import annotations
 
 import argparse
@@ -46,19 +47,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 from offload.prefetch import CurrentPrefetchOffloader
 from offload.selection import select_offload_layers
+from offload.synthetic_stack import QWEN25_7B, QWEN25_7B_LAYER_BYTES_BF16, DecoderLayer, Shapes, Stack, build_reference
 
-QWEN25_7B = dict(hidden=3584, intermediate=18944, heads=28, kv_heads=4, head_dim=128, layers=28)
-QWEN25_7B_LAYER_BYTES_BF16 = 466_115_584
-"""Bytes of one Qwen2.5-7B decoder layer in bf16 (config.json of Qwen/Qwen2.5-7B-Instruct)."""
+__all__ = ["QWEN25_7B", "QWEN25_7B_LAYER_BYTES_BF16", "DecoderLayer", "Shapes", "Stack", "build_reference", "main",
+           "measure_h2d_bandwidth", "run_check", "run_mode"]
+
 
 DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4, 1), (2, 1), (4, 2))
 """The same_runtime matrix points (docs: conf/matrix)."""
@@ -66,127 +65,6 @@ DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4
 GOAL_RATIO = 0.95
 GOAL_MAX_GROUP = 4
 
-
-@dataclass(frozen=True)
-class Shapes:
-    """Layer shapes; ``width_divisor`` divides head_dim and intermediate (1 = Qwen2.5-7B)."""
-
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    layers: int
-
-    @classmethod
-    def qwen25_7b(cls, layers: int = 28, width_divisor: int = 1) -> Shapes:
-        q = QWEN25_7B
-        hd = q["head_dim"] // width_divisor
-        if hd < 1 or q["intermediate"] // width_divisor < 1:
-            raise ValueError(f"--width-divisor ({width_divisor}) leaves no width (allowed: 1..128)")
-        return cls(q["heads"] * hd, q["intermediate"] // width_divisor, q["heads"], q["kv_heads"], hd, layers)
-
-    def layer_params(self) -> int:
-        qkv = (self.heads + 2 * self.kv_heads) * self.head_dim
-        return qkv * self.hidden + qkv + self.heads * self.head_dim * self.hidden \
-            + 2 * self.intermediate * self.hidden + self.hidden * self.intermediate + 2 * self.hidden
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, n: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(n), requires_grad=False)
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
-
-
-class _Linear(nn.Module):
-    def __init__(self, out_f: int, in_f: int, bias: bool) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_f, in_f), requires_grad=False)
-        self.bias = nn.Parameter(torch.empty(out_f), requires_grad=False) if bias else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-
-class _Attn(nn.Module):
-    def __init__(self, s: Shapes) -> None:
-        super().__init__()
-        self.s = s
-        self.qkv_proj = _Linear((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden, bias=True)
-        self.o_proj = _Linear(s.hidden, s.heads * s.head_dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s, t = self.s, x.shape[0]
-        q, k, v = self.qkv_proj(x).split([s.heads * s.head_dim, s.kv_heads * s.head_dim,
-                                          s.kv_heads * s.head_dim], dim=-1)
-        q = q.view(t, s.heads, s.head_dim).transpose(0, 1)
-        rep = s.heads // s.kv_heads
-        k = k.view(t, s.kv_heads, s.head_dim).transpose(0, 1).repeat_interleave(rep, 0)
-        v = v.view(t, s.kv_heads, s.head_dim).transpose(0, 1).repeat_interleave(rep, 0)
-        scores = (q @ k.transpose(1, 2)).float() * (s.head_dim ** -0.5)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        p = scores.masked_fill(mask, float("-inf")).softmax(-1).to(x.dtype)
-        return self.o_proj((p @ v).transpose(0, 1).reshape(t, s.heads * s.head_dim))
-
-
-class _Mlp(nn.Module):
-    def __init__(self, s: Shapes) -> None:
-        super().__init__()
-        self.gate_up_proj = _Linear(2 * s.intermediate, s.hidden, bias=False)
-        self.down_proj = _Linear(s.hidden, s.intermediate, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        g, u = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(g) * u)
-
-
-class DecoderLayer(nn.Module):
-    """Qwen2-style pre-norm decoder layer; ``forward(hidden_states[T, hidden]) -> same shape``."""
-
-    def __init__(self, s: Shapes) -> None:
-        super().__init__()
-        self.input_layernorm = RMSNorm(s.hidden)
-        self.self_attn = _Attn(s)
-        self.post_attention_layernorm = RMSNorm(s.hidden)
-        self.mlp = _Mlp(s)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        h = hidden_states + self.self_attn(self.input_layernorm(hidden_states))
-        return h + self.mlp(self.post_attention_layernorm(h))
-
-
-class Stack(nn.Module):
-    def __init__(self, layers: Sequence[nn.Module]) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
-def build_reference(s: Shapes, device: torch.device, dtype: torch.dtype, seed: int = 0) -> list[DecoderLayer]:
-    """``s.layers`` layers with seeded random weights (scaled so activations stay finite)."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    layers = []
-    with torch.no_grad():
-        for _ in range(s.layers):
-            layer = DecoderLayer(s).to(device=device, dtype=dtype)
-            for name, p in layer.named_parameters():
-                if name.endswith("layernorm.weight"):
-                    p.fill_(1.0)
-                else:
-                    fan_in = p.shape[-1] if p.dim() > 1 else s.hidden
-                    p.copy_(torch.randn(p.shape, generator=gen, device=device, dtype=torch.float32)
-                            .mul_(fan_in ** -0.5).to(dtype))
-            layers.append(layer)
-    return layers
 
 
 class _Sync:
@@ -293,6 +171,73 @@ def _host_pinned_allocator_bytes(device: torch.device) -> int | None:
         return None
 
 
+def _baselines(args: argparse.Namespace, modes: list[str], ref_layers: list[DecoderLayer], x: torch.Tensor,
+               device: torch.device) -> dict[str, dict[str, Any]]:
+    """Per mode: the un-offloaded stack's median step seconds and output."""
+    base: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        if mode == "compile" and not args.compile_points:
+            continue
+        t, out = run_mode(mode, Stack(ref_layers), x, None, args.steps, device, args.compile_backend)
+        base[mode] = {"step_s": t, "out": out.clone()}
+    return base
+
+
+def _setup_point(args: argparse.Namespace, g: int, n: int, s: Shapes,
+                 ref_layers: list[DecoderLayer]) -> tuple[CurrentPrefetchOffloader, Stack]:
+    """The offloader of point (G, N) over copies of the selected reference layers, and its stack."""
+    sel = select_offload_layers(s.layers, g, n)
+    off = CurrentPrefetchOffloader(g, n, args.prefetch_step)
+    layers = off.wrap_modules(copy.deepcopy(ref_layers[i]) if i in sel else ref_layers[i] for i in range(s.layers))
+    off.post_init()
+    if args.negative_control:  # corrupt the host copy: the bitwise check must then fail
+        for w in off.wrapped:
+            assert w.host_flat is not None
+            w.host_flat.zero_()
+        off._initial_loads()
+    return off, Stack(layers)
+
+
+def _run_point(args: argparse.Namespace, g: int, n: int, ctx: dict[str, Any]) -> dict[str, Any]:
+    """One point's record: offloader sizes, device memory and, per mode, equality and timing."""
+    device, s, base, layer_bytes, bw = ctx["device"], ctx["shapes"], ctx["base"], ctx["layer_bytes"], ctx["bw"]
+    t_point = time.perf_counter()
+    sel = select_offload_layers(s.layers, g, n)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    off, stack = _setup_point(args, g, n, s, ctx["ref_layers"])
+    rec: dict[str, Any] = {
+        "group_size": g, "num_in_group": n, "prefetch_step": args.prefetch_step,
+        "offloaded_layers": list(sel), "offloaded_bytes": off.evidence_state()["offloaded_bytes"],
+        "static_buffer_bytes": off.evidence_state()["static_buffer_bytes"],
+        "pinned_host_bytes": off.pinned_host_bytes,
+        "host_pinned_allocator_bytes": _host_pinned_allocator_bytes(device), "modes": {},
+    }
+    rec.update({f"{k}_after_setup": v for k, v in _device_mem(device).items() if k == "device_allocated_bytes"})
+    for mode in ctx["modes"]:
+        if mode not in base or (mode == "compile" and (g, n) not in args.compile_points):
+            continue
+        t, out = run_mode(mode, stack, x=ctx["x"], off=off, steps=args.steps, device=device,
+                          compile_backend=args.compile_backend)
+        ceiling = max(base[mode]["step_s"], len(sel) * layer_bytes / bw)
+        ratio = ceiling / t
+        judged = device.type == "cuda" and g <= GOAL_MAX_GROUP
+        rec["modes"][mode] = {
+            "bitwise_equal": bool(torch.equal(out, base[mode]["out"])), "step_s": t,
+            "baseline_step_s": base[mode]["step_s"],
+            "transfer_s": len(sel) * layer_bytes / bw, "ceiling_step_s": ceiling, "ratio": ratio,
+            "meets_goal": (ratio >= GOAL_RATIO) if judged else None,
+            "fallback_loads": off.fallback_loads,
+        }
+    rec["device_peak_bytes"] = _device_mem(device)["device_peak_bytes"]
+    rec["elapsed_s"] = time.perf_counter() - t_point
+    off.shutdown()
+    del stack, off
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return rec
+
+
 def run_check(args: argparse.Namespace) -> dict[str, Any]:
     """Run every mode and point; return the summary dict (see module docstring)."""
     t_start = time.perf_counter()
@@ -307,68 +252,21 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     ref_layers = build_reference(s, device, dtype)
     x = torch.randn(args.tokens, s.hidden, device=device, dtype=dtype)
     bw = measure_h2d_bandwidth(layer_bytes, device)
-    base: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        if mode == "compile" and not args.compile_points:
-            continue
-        t, out = run_mode(mode, Stack(ref_layers), x, None, args.steps, device, args.compile_backend)
-        base[mode] = {"step_s": t, "out": out.clone()}
+    base = _baselines(args, modes, ref_layers, x, device)
+    ctx = {"device": device, "shapes": s, "base": base, "layer_bytes": layer_bytes, "bw": bw, "modes": modes,
+           "ref_layers": ref_layers, "x": x}
     points_out = []
-    all_equal = True
-    goal_checked: list[bool] = []
     baseline_s = time.perf_counter() - t_start
     for g, n in args.points:
-        t_point = time.perf_counter()
-        sel = select_offload_layers(s.layers, g, n)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        off = CurrentPrefetchOffloader(g, n, args.prefetch_step)
-        layers = off.wrap_modules(copy.deepcopy(ref_layers[i]) if i in sel else ref_layers[i]
-                                  for i in range(s.layers))
-        off.post_init()
-        if args.negative_control:  # corrupt the host copy: the bitwise check must then fail
-            for w in off.wrapped:
-                assert w.host_flat is not None
-                w.host_flat.zero_()
-            off._initial_loads()
-        stack = Stack(layers)
-        rec: dict[str, Any] = {
-            "group_size": g, "num_in_group": n, "prefetch_step": args.prefetch_step,
-            "offloaded_layers": list(sel), "offloaded_bytes": off.evidence_state()["offloaded_bytes"],
-            "static_buffer_bytes": off.evidence_state()["static_buffer_bytes"],
-            "pinned_host_bytes": off.pinned_host_bytes,
-            "host_pinned_allocator_bytes": _host_pinned_allocator_bytes(device), "modes": {},
-        }
-        rec.update({f"{k}_after_setup": v for k, v in _device_mem(device).items() if k == "device_allocated_bytes"})
-        for mode in modes:
-            if mode not in base or (mode == "compile" and (g, n) not in args.compile_points):
-                continue
-            t, out = run_mode(mode, stack, x, off, args.steps, device, args.compile_backend)
-            equal = bool(torch.equal(out, base[mode]["out"]))
-            all_equal &= equal
-            ceiling = max(base[mode]["step_s"], len(sel) * layer_bytes / bw)
-            ratio = ceiling / t
-            judged = device.type == "cuda" and g <= GOAL_MAX_GROUP
-            if judged:
-                goal_checked.append(ratio >= GOAL_RATIO)
-            rec["modes"][mode] = {
-                "bitwise_equal": equal, "step_s": t, "baseline_step_s": base[mode]["step_s"],
-                "transfer_s": len(sel) * layer_bytes / bw, "ceiling_step_s": ceiling, "ratio": ratio,
-                "meets_goal": (ratio >= GOAL_RATIO) if judged else None,
-                "fallback_loads": off.fallback_loads,
-            }
-        rec["device_peak_bytes"] = _device_mem(device)["device_peak_bytes"]
-        rec["elapsed_s"] = time.perf_counter() - t_point
-        off.shutdown()
-        points_out.append(rec)
-        del stack, layers, off
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        points_out.append(_run_point(args, g, n, ctx))
         if device.type == "cuda" and time.perf_counter() - t_start > args.budget_s:
             points_out.append({"stopped": f"time budget {args.budget_s}s spent before the remaining points"})
             break
+    runs = [m for p in points_out for m in p.get("modes", {}).values()]
+    all_equal = all(m["bitwise_equal"] for m in runs)
+    goal_checked = [m["meets_goal"] for m in runs if m["meets_goal"] is not None]
     goal_met = (all(goal_checked) if goal_checked else None) if device.type == "cuda" else None
-    summary = {
+    return {
         "check": "gpu_check_torch", "ok": bool(all_equal and goal_met is not False
                                               and not any("stopped" in p for p in points_out)),
         "all_bitwise_equal": all_equal, "goal": f"ratio >= {GOAL_RATIO} for G <= {GOAL_MAX_GROUP} (cuda)",
@@ -384,7 +282,6 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_step_s": {m: b["step_s"] for m, b in base.items()}, "points": points_out,
         "elapsed_s": time.perf_counter() - t_start, "setup_and_baseline_s": baseline_s,
     }
-    return summary
 
 
 def _point(text: str) -> tuple[int, int]:

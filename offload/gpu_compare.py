@@ -58,7 +58,7 @@ def _parse_point(text: str) -> tuple[int, int]:
 def _offloader_info() -> dict[str, Any]:
     from vllm.model_executor.offloader.base import get_offloader
 
-    off = get_offloader()
+    off: Any = get_offloader()  # vLLM's offloader or ours: duck-typed below
     cls = type(off)
     info: dict[str, Any] = {"offloader_class": f"{cls.__module__}.{cls.__qualname__}"}
     if hasattr(off, "evidence_state"):

@@ -32,10 +32,13 @@ from __future__ import annotations
 import functools
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from offload import ACTIVE_IMPLEMENTATIONS, IMPL_ENV
 from offload.import_hooks import when_imported
+
+if TYPE_CHECKING:  # the plugin imports torch only once a runner module is imported
+    from offload.prefetch import CurrentPrefetchOffloader
 
 RUNNER_FACTORY_MODULES = (
     "vllm.v1.worker.gpu_model_runner",
@@ -98,10 +101,10 @@ def patch_factory_module(module: ModuleType, implementation: str) -> None:
     original = getattr(module, "create_offloader", None)
     if original is None or getattr(original, "_offload_impl", None):
         return
-    module.create_offloader = make_factory(original, implementation)
+    setattr(module, "create_offloader", make_factory(original, implementation))  # noqa: B010 - a module's attribute
 
 
-def _is_ours(obj: Any) -> bool:
+def _is_ours(obj: Any) -> TypeGuard[CurrentPrefetchOffloader]:
     from offload.prefetch import CurrentPrefetchOffloader
 
     return isinstance(obj, CurrentPrefetchOffloader)

@@ -263,15 +263,17 @@ class AccuracyResult(StrictModel):
             raise ValueError(f"length_limited ({self.length_limited}) != finish_reasons['length'] "
                              f"({self.finish_reasons.get('length', 0)})")
         if self.protocol_sha256 != self.protocol.sha256():
-            raise ValueError(
-                f"protocol_sha256 {self.protocol_sha256} does not match the protocol ({self.protocol.sha256()})"
-            )
+            raise ValueError(f"protocol_sha256 {self.protocol_sha256} does not match the protocol ({self.protocol.sha256()})")
         if self.correct + self.unparsable > self.num_examples:
             raise ValueError(
                 f"correct ({self.correct}) + unparsable ({self.unparsable}) > num_examples ({self.num_examples})"
             )
         if abs(self.accuracy - self.correct / self.num_examples) > 1e-12:
             raise ValueError(f"accuracy {self.accuracy} != correct/num_examples {self.correct}/{self.num_examples}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> "AccuracyResult":  # runs after _check_totals (definition order)
         expected = min(self.limit, self.dataset.rows) if self.limit is not None else self.dataset.rows
         if self.num_examples != expected:
             raise ValueError(

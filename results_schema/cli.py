@@ -53,7 +53,7 @@ def export_schemas(out_dir: Path) -> list[Path]:
 
 def _candidates(path: Path) -> list[tuple[Path, FileKind | None]]:
     if path.is_dir():
-        out = []
+        out: list[tuple[Path, FileKind | None]] = []
         for p in sorted(path.rglob("*")):
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
                 kind = kind_for(p)

@@ -18,17 +18,21 @@ schema migration (``schema_version`` is ``Literal[1]``), compression.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+from results_schema.files import file_sha256, fsync_dir, write_bytes_atomic, write_text_atomic
+
+__all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
+           "dumps_model", "file_sha256", "format_validation_error", "iter_jsonl", "parse_line", "read_json",
+           "read_jsonl", "scan_jsonl", "strict_json_loads", "write_bytes_atomic", "write_json", "write_text_atomic"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -188,9 +192,9 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     except DuplicateKeyError as exc:
         raise RecordError(path, line, exc.key, str(exc)) from exc
     except StrictJSONError as exc:
-        field = _non_finite_field(text)
-        if field is not None:
-            raise RecordError(path, line, field[0], f"non-finite JSON constant {field[1]} is not allowed") from exc
+        found = _non_finite_field(text)
+        if found is not None:
+            raise RecordError(path, line, found[0], f"non-finite JSON constant {found[1]} is not allowed") from exc
         raise RecordError(path, line, "", str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise RecordError(path, line, "", f"invalid strict JSON: {exc.msg} at column {exc.colno}") from exc
@@ -201,14 +205,6 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     except ValidationError as exc:
         field, msg = format_validation_error(exc)
         raise RecordError(path, line, field, msg) from exc
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def append_jsonl(path: Path | str, model: BaseModel) -> None:
@@ -254,7 +250,7 @@ def append_jsonl(path: Path | str, model: BaseModel) -> None:
     finally:
         os.close(fd)
     if created:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 def iter_jsonl(path: Path | str, model_cls: type[M]) -> Iterator[tuple[int, M]]:
@@ -341,56 +337,6 @@ def check_jsonl(path: Path | str, model_cls: type[BaseModel]) -> tuple[int, list
     """
     good, errors = scan_jsonl(path, model_cls)
     return len(good), errors
-
-
-def write_bytes_atomic(path: Path | str, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (tmp in the same directory, fsync, rename).
-
-    The one atomic writer of the project: every file a run writes whole (JSON
-    documents, Markdown, plots, ``SHA256SUMS``) goes through it, so a crash
-    leaves either the old file or the new one, never a torn one.
-
-    Args:
-        path: target file; parent directories are created; an existing file is replaced.
-        data: the complete new content.
-        mode: permission bits of the new file (``mkstemp`` alone would give 0600).
-
-    Raises:
-        OSError: the write, fsync or rename failed; the temporary file is removed.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """:func:`write_bytes_atomic` of ``text`` encoded as UTF-8."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def file_sha256(path: Path | str) -> str:
-    """Hex SHA-256 of a file's bytes (``hashlib.file_digest``, streamed; same value as ``sha256sum``).
-
-    The one file-hash helper of the project (processes that must run without this
-    package, such as the runtime probe and the evidence hook, keep a stdlib copy).
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def write_json(path: Path | str, model: BaseModel, *, indent: int | None = 2) -> None:

@@ -12,57 +12,30 @@ not import vLLM or torch.
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-NonNegInt = Annotated[int, Field(ge=0)]
-
-Implementation = Literal["baseline", "current", "official", "sync"]
-"""Which offloader runs: none, this project's prefetch offloader, the runtime's
-own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
-project's synchronous reference."""
-
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
-"""The implementation registry: every ``Implementation`` in order (config, CLIs and analysis import it)."""
-
-OffloadBackend = Literal["auto", "prefetch", "uva"]
-
-
-
-def _not_a_boolean(value: object) -> object:
-    # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
-    if isinstance(value, bool):
-        raise ValueError(f"schema_version must be the integer 1, not the boolean {str(value).lower()}")
-    return value
-
-
-SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
-"""``schema_version``: the integer 1 (a JSON boolean is refused, as the exported JSON Schema refuses it)."""
-
-Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
-"""Lower-case hex SHA-256, optionally prefixed ``sha256:``."""
-
-
-REL_TOL = 1e-6
-"""Relative tolerance for derived quantities a writer computes (throughput = tokens / seconds)."""
-
-# Fields added after records were first written (``WorkloadSpec.min_measured_s``,
-# ``BenchRecord.window``) are optional and omitted from the JSON when null, so records written
-# before them keep their exact bytes and still validate.
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
-
-
-class StrictModel(BaseModel):
-    """Base: frozen, ``extra="forbid"``, non-finite floats rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=False)
+from results_schema.base import (  # noqa: F401 - re-exported: the types' historic import path
+    REL_TOL,
+    Digest,
+    IMPLEMENTATIONS,
+    FiniteFloat,
+    Implementation,
+    NonNegFloat,
+    NonNegInt,
+    OffloadBackend,
+    SchemaVersion,
+    StrictModel,
+    rel_close,
+)
+from results_schema.validation import (  # noqa: F401 - re-exported: historic import path
+    CaseCount,
+    CheckResult,
+    Severity,
+    ValidationIssue,
+    ValidationReport,
+)
 
 
 class OffloadSetting(StrictModel):
@@ -180,7 +153,7 @@ class WorkloadSpec(StrictModel):
         "(published: 8).")
 
     @model_serializer(mode="wrap")
-    def _omit_default_published_options(self, handler):  # type: ignore[no-untyped-def]
+    def _omit_default_published_options(self, handler: SerializerFunctionWrapHandler) -> Any:
         """Leave the published-workload options out while at their defaults: records of the project's
         own workload serialize exactly as before these fields existed (they parse back to the defaults)."""
         data = handler(self)
@@ -206,7 +179,7 @@ class RoundResult(StrictModel):
 
     @model_validator(mode="after")
     def _check_throughput(self) -> "RoundResult":
-        if not _close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
+        if not rel_close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
             raise ValueError(
                 f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
                 f"({self.output_tokens} / {self.elapsed_s})"
@@ -288,16 +261,16 @@ class BenchRecord(StrictModel):
         if indices != list(range(len(self.rounds))):
             raise ValueError(f"round indices {indices} must be 0..{len(self.rounds) - 1} in order")
         elapsed = sum(r.elapsed_s for r in self.rounds)
-        if not _close(self.elapsed_s, elapsed):
+        if not rel_close(self.elapsed_s, elapsed):
             raise ValueError(f"elapsed_s ({self.elapsed_s}) != sum of round elapsed_s ({elapsed})")
-        if not _close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
+        if not rel_close(self.throughput_tok_s, self.output_tokens / self.elapsed_s):
             raise ValueError(
                 f"throughput_tok_s ({self.throughput_tok_s}) != output_tokens / elapsed_s "
                 f"({self.output_tokens} / {self.elapsed_s})"
             )
         w = self.window
         if w is not None:
-            if not _close(w.measured_s, self.elapsed_s) or w.rounds != n or w.min_rounds != want \
+            if not rel_close(w.measured_s, self.elapsed_s) or w.rounds != n or w.min_rounds != want \
                     or w.min_measured_s != (min_s or 0.0):
                 raise ValueError(f"window {w.model_dump()} disagrees with the record (elapsed_s {self.elapsed_s}, "
                                  f"{n} rounds, measured_rounds {want}, min_measured_s {min_s})")
@@ -405,91 +378,3 @@ class CaseFailure(StrictModel):
         default=None, exclude_if=lambda v: v is None,
         description="KV cache capacity parsed from the case log (absent when the log had no form of it)."
     )
-
-
-Severity = Literal["error", "warning"]
-
-
-class ValidationIssue(StrictModel):
-    """One finding of ``analysis.validate``; ``code`` is a stable machine-readable name."""
-
-    code: str = Field(
-        description=(
-            "Stable name of the check that failed, e.g. missing_log, duplicate_bench_result, "
-            "traceback_in_log, wrong_offloader_class, invalid_record, evidence_mismatch, "
-            "empty_offload_evidence, selection_mismatch, layer_bytes_mismatch, token_digest_differs, "
-            "count_mismatch, identical_kv_capacity, missing_kv_capacity."
-        )
-    )
-    severity: Severity = Field(description="error makes the run invalid; warning does not.")
-    message: str = Field(description="Human-readable explanation naming the case and the values.")
-    phase: str | None = Field(default=None, description="Phase concerned, if any.")
-    label: str | None = Field(default=None, description="Case label concerned, if any.")
-    repeat: NonNegInt | None = Field(default=None, description="Repeat concerned, if any.")
-    path: str | None = Field(default=None, description="File concerned, relative to the run directory.")
-
-
-class CaseCount(StrictModel):
-    """Expected vs actual process count of one (phase, label)."""
-
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    expected: NonNegInt | None = Field(description="Processes the plan asked for; null when no plan was found.")
-    runs: NonNegInt = Field(description="Lines in <phase>-runs.jsonl for this label.")
-    failures: NonNegInt = Field(description="Lines in <phase>-failures.jsonl for this label.")
-
-
-class CheckResult(StrictModel):
-    """Outcome of one named validation check over the whole run."""
-
-    name: str = Field(description="Check name (e.g. counts, one_bench_result_per_log, no_tracebacks).")
-    passed: bool = Field(description="True when the check found no error.")
-    errors: NonNegInt = Field(description="Number of error-severity issues this check raised.")
-    warnings: NonNegInt = Field(description="Number of warning-severity issues this check raised.")
-
-
-class ValidationReport(StrictModel):
-    """``summary/validation.json``: every check over a run directory; ``valid`` iff no error."""
-
-    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
-    run_dir: str = Field(description="Run directory that was validated (as given).")
-    valid: bool = Field(description="True iff no issue has severity error.")
-    checks: tuple[CheckResult, ...] = Field(description="Every check that ran, in order.")
-    counts: tuple[CaseCount, ...] = Field(description="Expected vs actual counts per phase and label.")
-    issues: tuple[ValidationIssue, ...] = Field(description="Every error and warning, in check order.")
-
-    @model_validator(mode="after")
-    def _check_valid(self) -> "ValidationReport":
-        has_error = any(i.severity == "error" for i in self.issues)
-        if self.valid == has_error:
-            raise ValueError(f"valid ({self.valid}) contradicts issues (error present: {has_error})")
-        return self
-
-    @property
-    def errors(self) -> tuple[ValidationIssue, ...]:
-        return tuple(i for i in self.issues if i.severity == "error")
-
-    @property
-    def warnings(self) -> tuple[ValidationIssue, ...]:
-        return tuple(i for i in self.issues if i.severity == "warning")
-
-    def verdict(self, max_cases: int = 8) -> str:
-        """One line for the end of a run / CLI: ``VALID (...)`` or ``INVALID: failing checks ...; cases ...``.
-
-        Failing checks are named with their error counts; cases are the ``phase/label-rN`` of
-        error issues (first ``max_cases``, then ``+N more``); the first error message closes it.
-        """
-        if self.valid:
-            return f"validation: VALID ({len(self.checks)} checks passed, {len(self.warnings)} warning(s))"
-        failing = ", ".join(f"{c.name} ({c.errors})" for c in self.checks if not c.passed) or "?"
-        cases: list[str] = []
-        for i in self.errors:
-            if i.label is None:
-                continue
-            name = f"{i.phase}/{i.label}" + (f"-r{i.repeat}" if i.repeat is not None else "")
-            if name not in cases:
-                cases.append(name)
-        shown = ", ".join(cases[:max_cases]) + (f", +{len(cases) - max_cases} more" if len(cases) > max_cases else "")
-        first = " ".join(self.errors[0].message.split())[:300] if self.errors else ""
-        return (f"validation: INVALID: failing checks: {failing}; cases: {shown or 'none (run-level)'}; "
-                f"first error: {first}")

@@ -133,7 +133,12 @@ BOXED_LETTER = (
 
 _BOXED_ENGINE = EngineSettings(max_model_len=2048, dtype="bfloat16", enforce_eager=True,
                                enable_prefix_caching=False, max_num_seqs=64, seed=0)
-_BOXED_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0}
+
+
+def _boxed_sampling(max_tokens: int) -> SamplingSettings:
+    """Greedy sampling of the boxed-chat protocols with every knob passed explicitly."""
+    return SamplingSettings(temperature=0.0, max_tokens=max_tokens, top_p=1.0, top_k=0, seed=0)
+
 
 _BOXED = {
     "gsm8k": ProtocolSpec(
@@ -150,7 +155,7 @@ _BOXED = {
             "last number; fractions and mixed numbers are one value; LaTeX, currency, separators, sign normalised"
         ),
         extraction_patterns=(BOXED_CONTINUATION, BOXED_NUMBER, BOXED_FRAC, *BOXED_MARKERS),
-        sampling=SamplingSettings(max_tokens=512, **_BOXED_SAMPLING),
+        sampling=_boxed_sampling(512),
         engine=_BOXED_ENGINE,
     ),
     "gpqa": ProtocolSpec(
@@ -167,7 +172,7 @@ _BOXED = {
             "a bare letter must be upper case and not an article ('A bird'); none = unparsable"
         ),
         extraction_patterns=(BOXED_LETTER,),
-        sampling=SamplingSettings(max_tokens=8, **_BOXED_SAMPLING),
+        sampling=_boxed_sampling(8),
         engine=_BOXED_ENGINE,
     ),
 }

@@ -37,14 +37,13 @@ This module must not import vLLM or torch.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from results_schema.dispatch import FileKind
+from results_schema.base import REL_TOL, rel_close
 from results_schema.models import (
-    REL_TOL,
     Implementation,
     KVCacheCapacity,
     NonNegFloat,
@@ -54,11 +53,25 @@ from results_schema.models import (
     ServingFaultCause,
     StrictModel,
 )
+from results_schema.serving_spec import (  # noqa: F401 - re-exported: historic import path
+    Fraction,
+    PosFloat,
+    PosInt,
+    ServingCaseSpec,
+    ServingEngine,
+    ServingLimits,
+    ServingLoad,
+    ServingSLO,
+    Sha256Hex,
+)
+from results_schema.serving_summary import (  # noqa: F401 - re-exported: historic import path
+    OptFloat,
+    ServingRateRow,
+    ServingSummary,
+    SLORateRow,
+    VerdictRow,
+)
 
-PosInt = Annotated[int, Field(ge=1)]
-PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 FILE_KINDS: list[FileKind] = [
     FileKind("*.serving-case.json", "results_schema.serving:ServingCaseSpec", jsonl=False),
@@ -74,91 +87,6 @@ PROMPT_LEN_TOLERANCE = 0.1
 
 SERVING_SUFFIX = "-serving.jsonl"
 """File name suffix of a serving phase's lines (``<phase>-serving.jsonl``)."""
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
-
-
-class ServingSLO(StrictModel):
-    """The service-level objective goodput is measured against.
-
-    A request is *good* when its TTFT <= ``ttft_ms`` and its TPOT <= ``tpot_ms`` (vLLM's goodput
-    rule). A rate *meets the SLO* when no request failed and at least ``attainment`` of the
-    completed requests were good (``analysis.serving``).
-    """
-
-    ttft_ms: PosFloat = Field(description="TTFT limit of one request (ms).")
-    tpot_ms: PosFloat = Field(description="TPOT limit of one request (ms).")
-    attainment: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
-        description="Fraction of completed requests that must be good for a rate to meet the SLO.")
-
-
-class ServingLoad(StrictModel):
-    """What the benchmark client sends (``vllm.benchmarks.serve`` arguments)."""
-
-    backend: Literal["openai"] = Field(description="vLLM benchmark backend (streaming /v1/completions).")
-    endpoint: Literal["/v1/completions"] = Field(
-        description="API endpoint; the completions endpoint has no content-free first chunk.")
-    dataset: Literal["random"] = Field(description="vLLM RandomDataset: independent random token ids per request.")
-    num_prompts: PosInt = Field(description="Measured requests per rate.")
-    input_len: PosInt = Field(description="Requested prompt length (tokens).")
-    output_len: PosInt = Field(description="Requested output length (tokens; ignore_eos makes it exact).")
-    seed: NonNegInt = Field(description="Dataset and arrival-time seed (the same prompts at every rate and case).")
-    num_warmups: NonNegInt = Field(description="Warm-up requests before the clock starts (excluded).")
-    burstiness: PosFloat = Field(description="Gamma shape of inter-arrival gaps (1 = Poisson).")
-    max_concurrency: PosInt | None = Field(description="Client-side cap on in-flight requests; null = none.")
-    temperature: NonNegFloat = Field(description="Sampling temperature sent with every request.")
-    ignore_eos: Literal[True] = Field(description="Generation runs to output_len (token counts are exact).")
-    request_rates_rps: tuple[PosFloat | None, ...] = Field(
-        min_length=1, description="Sweep of configured request rates (req/s); null = inf (all sent at t=0).")
-
-
-class ServingEngine(StrictModel):
-    """Engine arguments of the API server besides the offload setting."""
-
-    dtype: str = Field(description="vLLM --dtype.")
-    max_model_len: Annotated[int, Field(ge=2)] = Field(description="vLLM --max-model-len (tokens).")
-    enforce_eager: bool = Field(description="vLLM --enforce-eager.")
-    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
-        description="vLLM --gpu-memory-utilization (fraction).")
-    seed: NonNegInt = Field(description="vLLM --seed.")
-    enable_prefix_caching: bool = Field(description="vLLM --[no-]enable-prefix-caching as passed to the server.")
-
-
-class ServingLimits(StrictModel):
-    """Bounds of the case process."""
-
-    health_timeout_s: PosFloat = Field(description="Longest wait for GET /health to return 200 (s).")
-    health_poll_s: PosFloat = Field(description="Seconds between two /health polls.")
-    rate_timeout_s: PosFloat = Field(description="Longest benchmark run of one rate (s).")
-    stop_grace_s: PosFloat = Field(description="Seconds between SIGTERM to the server's group and SIGKILL.")
-
-
-class ServingCaseSpec(StrictModel):
-    """``cases/<phase>/<stem>.serving-case.json``: everything one serving case process runs.
-
-    Written by ``runners.matrix``; read by ``python -m runners.serving --case FILE``.
-    """
-
-    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label, unique within the phase.")
-    implementation: Implementation = Field(description="Implementation switch (OFFLOAD_IMPL).")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
-    runtime: str = Field(description="Runtime name (cpu, cuda, ascend_latest, ...).")
-    device: str = Field(description="Device kind: cpu, cuda, npu.")
-    model: str = Field(description="Model directory served.")
-    offload: OffloadSetting = Field(description="Offload engine arguments of the server.")
-    engine: ServingEngine = Field(description="Other engine arguments of the server.")
-    load: ServingLoad = Field(description="Benchmark client settings.")
-    slo: ServingSLO = Field(description="Goodput SLO.")
-    limits: ServingLimits = Field(description="Timeouts of the case process.")
-    server_command: tuple[str, ...] = Field(
-        min_length=1, description="argv prefix of the server (default: python -m vllm.entrypoints.openai.api_server).")
-    record_path: str = Field(description="Absolute path of the ServingCaseResult to write.")
-    requests_dir: str = Field(description="Absolute directory of the per-rate ServingRequests files.")
-    server_log_path: str = Field(description="Absolute path of the server's log (new file).")
 
 
 class LatencyStats(StrictModel):
@@ -222,7 +150,7 @@ class RateResult(StrictModel):
         for name, num in (("request_throughput_req_s", self.completed),
                           ("output_throughput_tok_s", self.total_output_tokens),
                           ("total_token_throughput_tok_s", self.total_input_tokens + self.total_output_tokens)):
-            if not _close(getattr(self, name), num / d):
+            if not rel_close(getattr(self, name), num / d):
                 raise ValueError(f"{name} ({getattr(self, name)}) != {num} / duration_s ({d})")
         if abs(self.good_requests - self.goodput_req_s * d) > 1e-6 * max(1.0, self.good_requests):
             raise ValueError(f"good_requests ({self.good_requests}) != goodput_req_s * duration_s "
@@ -230,7 +158,7 @@ class RateResult(StrictModel):
         if self.good_requests > self.completed:
             raise ValueError(f"good_requests ({self.good_requests}) > completed ({self.completed})")
         want = self.good_requests / self.completed if self.completed else 0.0
-        if not _close(self.slo_attainment, want):
+        if not rel_close(self.slo_attainment, want):
             raise ValueError(f"slo_attainment ({self.slo_attainment}) != good_requests / completed ({want})")
         if self.distinct_prompts > self.num_prompts:
             raise ValueError(f"distinct_prompts ({self.distinct_prompts}) > num_prompts ({self.num_prompts})")
@@ -291,8 +219,6 @@ class Teardown(StrictModel):
     left_after_kill: tuple[str, ...] = Field(description="'pid name' of processes alive at the end (must be empty).")
     port_free: bool = Field(description="The server's port could be bound again after teardown.")
     teardown_s: NonNegFloat = Field(description="Seconds spent stopping the tree.")
-
-
 
 
 class ServingFault(StrictModel):
@@ -378,104 +304,3 @@ class ServingRun(StrictModel):
         return self
 
 
-OptFloat = Annotated[float, Field(allow_inf_nan=False)] | None
-
-
-class ServingRateRow(StrictModel):
-    """One (phase, label, rate) of ``summary/serving-summary.json``: medians over repeats."""
-
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    implementation: Implementation = Field(description="Implementation.")
-    group_size: NonNegInt = Field(description="offload_group_size.")
-    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
-    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
-    offload_params: str = Field(description="offload_params, comma-joined.")
-    rate_index: NonNegInt = Field(description="Position in the sweep.")
-    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
-    repeats: PosInt = Field(description="Repeats measured.")
-    achieved_req_s: NonNegFloat = Field(description="Median achieved rate (req/s).")
-    output_tok_s: NonNegFloat = Field(description="Median output throughput (tok/s).")
-    goodput_req_s: NonNegFloat = Field(description="Median goodput (req/s).")
-    slo_attainment: Fraction = Field(description="Median fraction of good requests.")
-    duration_s: NonNegFloat = Field(description="Median measured window (s).")
-    ttft_p50_ms: NonNegFloat = Field(description="Median P50 TTFT (ms).")
-    ttft_p90_ms: NonNegFloat = Field(description="Median P90 TTFT (ms).")
-    ttft_p99_ms: NonNegFloat = Field(description="Median P99 TTFT (ms).")
-    tpot_p50_ms: NonNegFloat = Field(description="Median P50 TPOT (ms).")
-    tpot_p90_ms: NonNegFloat = Field(description="Median P90 TPOT (ms).")
-    tpot_p99_ms: NonNegFloat = Field(description="Median P99 TPOT (ms).")
-    itl_p50_ms: NonNegFloat = Field(description="Median P50 ITL (ms).")
-    itl_p90_ms: NonNegFloat = Field(description="Median P90 ITL (ms).")
-    itl_p99_ms: NonNegFloat = Field(description="Median P99 ITL (ms).")
-    e2el_p50_ms: NonNegFloat = Field(description="Median P50 E2E latency (ms).")
-    e2el_p90_ms: NonNegFloat = Field(description="Median P90 E2E latency (ms).")
-    e2el_p99_ms: NonNegFloat = Field(description="Median P99 E2E latency (ms).")
-    failed: NonNegInt = Field(description="Failed requests summed over repeats.")
-    meets_slo: bool = Field(description="Every repeat met the SLO at this rate.")
-    released_bytes: float = Field(description="Median released bytes (evidence).")
-    offloaded_bytes: NonNegFloat = Field(description="Median offloaded bytes (evidence).")
-    offloader_class: str = Field(description="Offloader class (evidence).")
-    wrapped_layers: str = Field(description="Wrapped layer indices (evidence), comma-joined.")
-    prefix_caching: bool = Field(description="Prefix caching of the server.")
-    distinct_prompts: NonNegInt = Field(description="Fewest distinct prompts over repeats.")
-    num_prompts: PosInt = Field(description="Measured requests per rate.")
-
-
-class SLORateRow(StrictModel):
-    """Per label: the highest configured rate meeting the SLO (it and every lower rate, every repeat)."""
-
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    implementation: Implementation = Field(description="Implementation.")
-    group_size: NonNegInt = Field(description="offload_group_size.")
-    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
-    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
-    offload_params: str = Field(description="offload_params, comma-joined.")
-    released_bytes: float = Field(description="Released bytes from the evidence (median over repeats).")
-    slo_rate_rps: PosFloat | None = Field(description="That rate (req/s); null when none or inf (see slo_rate_is_inf).")
-    slo_rate_is_inf: bool = Field(description="The rate meeting the SLO is inf (every request sent at t = 0).")
-    slo_achieved_req_s: NonNegFloat | None = Field(description="Median achieved rate there (req/s); null = none.")
-    on_front: bool = Field(description="On the Pareto front of (released bytes, SLO rate) within the phase.")
-
-
-class VerdictRow(StrictModel):
-    """current vs official on P99 TPOT at one (G, N, prefetch, params, rate); lower is better."""
-
-    phase: str = Field(description="Matrix phase.")
-    group_size: NonNegInt = Field(description="offload_group_size.")
-    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
-    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
-    offload_params: str = Field(description="offload_params, comma-joined.")
-    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
-    a: Implementation = Field(description="Side A (current).")
-    b: Implementation = Field(description="Side B (official).")
-    a_repeats: PosInt = Field(description="Processes of A.")
-    b_repeats: PosInt = Field(description="Processes of B.")
-    a_p99_tpot_ms: NonNegFloat = Field(description="Median over A's processes of P99 TPOT (ms).")
-    b_p99_tpot_ms: NonNegFloat = Field(description="Median over B's processes of P99 TPOT (ms).")
-    verdict: Literal["faster", "slower", "equivalent", "inconclusive"] = Field(
-        description="analysis.compare's rule; faster = A has the lower P99 TPOT.")
-    delta_pct: OptFloat = Field(description="(median A - median B) / median B (%).")
-    ci_low_pct: OptFloat = Field(description="Bootstrap CI low bound of that difference (%); null = no interval.")
-    ci_high_pct: OptFloat = Field(description="Bootstrap CI high bound (%); null = no interval.")
-    verdict_text: str = Field(description="Verdict with its interval and rule.")
-
-
-class ServingSummary(StrictModel):
-    """``summary/serving-summary.json``: validity, per-rate table, SLO rates with their front, verdicts."""
-
-    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
-    valid: bool = Field(description="No serving validation error.")
-    errors: tuple[str, ...] = Field(description="Serving validation errors.")
-    warnings: tuple[str, ...] = Field(description="Serving validation warnings.")
-    slo: ServingSLO | None = Field(description="SLO of the serving lines (null when there is none).")
-    rates: tuple[ServingRateRow, ...] = Field(description="Per (phase, label, rate).")
-    slo_rates: tuple[SLORateRow, ...] = Field(description="Per label.")
-    verdicts: tuple[VerdictRow, ...] = Field(description="current vs official on P99 TPOT.")
-
-    @model_validator(mode="after")
-    def _check(self) -> "ServingSummary":
-        if self.valid == bool(self.errors):
-            raise ValueError(f"valid ({self.valid}) contradicts errors ({len(self.errors)})")
-        return self

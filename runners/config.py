@@ -14,7 +14,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     """Resolved plain dict of a DictConfig (``???`` kept as the string ``???``)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)  # type: ignore[return-value]
 
 
 def runtimes_used(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:

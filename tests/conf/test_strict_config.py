@@ -121,3 +121,38 @@ def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
     capsys.readouterr()
     assert run_matrix({"resume": str(run_dir), "progress": False}) == EXIT_CONFIG
     assert "repeatz" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("override,value,allowed", [
+    ("runtime.device=xpu", "xpu", "[cpu, cuda, npu]"),
+    ("runtime.cpu_kernel_path=fast", "fast", "[plain, packed]"),
+    ("model.source=url", "url", "[tiny, path]"),
+    ("workload.prompt_mode=chat", "chat", "[random_ids, seed_text]"),
+    ("phases.same_runtime.kind=bogus", "bogus", "[throughput, ttft, stability, accuracy, serving]"),
+    ("phases.same_runtime.implementations=[current,fast]", "fast", "[baseline, current, official, sync]"),
+    ("phases.same_runtime.offload_backend=gpu", "gpu", "[auto, prefetch, uva]"),
+    ("+phases.same_runtime.points=[{g: 4, n: 1, backend: gpu}]", "gpu", "[auto, prefetch, uva]"),
+    ("+phases.same_runtime.cases=[{implementation: fast}]", "fast", "[baseline, current, official, sync]"),
+    ("executor.name=slurm", "slurm", "[local, ray]"),
+    ("executor.ray.performance_sharing=shared", "shared", "[per_node, per_accelerator]"),
+    ("executor.ray.on_node_failure=retry", "retry", "[stop, exclude]"),
+])
+def test_bad_choice_is_refused_naming_the_value_and_the_allowed_ones(override, value, allowed):
+    with pytest.raises(Exception) as info:
+        compose_cfg(override)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(str(exc))
+        exc = exc.__cause__
+    text = " ".join(chain)
+    assert f"Invalid value '{value}', expected one of {allowed}" in text, text
+
+
+def test_cli_refuses_a_bad_choice_with_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "runners.matrix", "runtime.device=xpu", f"results_root={tmp_path}",
+                        "progress=false"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert "Invalid value 'xpu', expected one of [cpu, cuda, npu]" in out and "runtime.device" in out
+    assert "Traceback" not in out
+    assert not any(tmp_path.iterdir())

@@ -16,6 +16,7 @@ import weakref
 import pytest
 import torch
 
+import offload.host_storage as host_storage
 import offload.prefetch as prefetch
 from offload import ops
 from offload.prefetch import CurrentPrefetchOffloader, UnsupportedWeightFormat
@@ -86,10 +87,10 @@ def test_second_wrap_modules_is_allowed_only_after_one_that_wrapped_nothing():
 
 def test_fractal_nz_parameters_are_refused_with_a_clear_error(monkeypatch):
     off, fake, layers, _ = _build()
-    monkeypatch.setattr(prefetch, "_npu_format", lambda t: 29)
+    monkeypatch.setattr(host_storage, "npu_format", lambda t: 29)
     with pytest.raises(UnsupportedWeightFormat, match=r"layer 0 parameter 'weight' is stored in npu format 29"):
         off.post_init()
-    monkeypatch.setattr(prefetch, "_npu_format", lambda t: prefetch.ACL_FORMAT_ND)
+    monkeypatch.setattr(host_storage, "npu_format", lambda t: prefetch.ACL_FORMAT_ND)
     off2, *_ = _build()
     off2.post_init()
     assert off2.weight_format == "ND"

@@ -86,7 +86,8 @@ def test_case_whose_kernels_differ_from_the_path_is_a_kernel_mismatch(tmp_path: 
 
 @pytest.mark.parametrize("override, needle", [
     ("runtime.cpu_kernel_path=packed", "cpu_kernel_path='packed' with an offload case"),
-    ("runtime.cpu_kernel_path=fast", "allowed values are plain, packed"),
+    # an unknown path (fast) is refused when the config is composed (conf.choices.CpuKernelPath):
+    # tests/conf/test_strict_config.py::test_bad_choice_is_refused_naming_the_value_and_the_allowed_ones
 ])
 def test_bad_kernel_path_is_refused_before_any_process(tmp_path: Path, override: str, needle: str) -> None:
     overrides = fake_overrides(tmp_path, override)

@@ -1,0 +1,99 @@
+"""The closed value sets of the config's choice fields, as ``enum.StrEnum`` types.
+
+OmegaConf validates an Enum-typed field when a config is composed: a value outside the set is
+refused before anything runs, naming the key, the value and the allowed ones (``Invalid value
+'xpu', expected one of [cpu, cuda, npu]``; ``python -m runners.matrix`` exits 2). Member names
+equal their values because OmegaConf looks members up by name; the plain data a run saves and
+hashes (``OmegaConf.to_container(..., enum_to_str=True)``, see ``conf.schema.checked_plain_config``)
+is therefore the same strings as before the fields were typed, and ``StrEnum`` members compare
+equal to those strings.
+
+Sets that another layer already defines are copied here and kept equal to it by
+``tests/conf/test_choices.py``: ``Implementation`` and ``OffloadBackend``
+(``results_schema.base``), ``PromptMode`` (``results_schema.models.WorkloadSpec.prompt_mode``),
+``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``PhaseKind`` (``runners.plan.KINDS``),
+``PerformanceSharing`` / ``NodeFailureAction`` (``runners.executors``).
+Accuracy protocols are not an enum: they are the names registered in
+``results_schema.protocols`` (checked by the runner with that registry's message).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Device(StrEnum):
+    """Device kind a runtime's model runs on."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+    npu = "npu"
+
+
+class CpuKernelPath(StrEnum):
+    """GEMM kernel path of a CPU runtime (``offload/cpu_kernels.py``)."""
+
+    plain = "plain"
+    packed = "packed"
+
+
+class ModelSource(StrEnum):
+    """Where the model comes from: built locally (``tiny``) or a local directory (``path``)."""
+
+    tiny = "tiny"
+    path = "path"
+
+
+class PromptMode(StrEnum):
+    """How prompts are made: seeded random token ids, or the published repeated seed text."""
+
+    random_ids = "random_ids"
+    seed_text = "seed_text"
+
+
+class Implementation(StrEnum):
+    """Which offloader a case runs (``OFFLOAD_IMPL``)."""
+
+    baseline = "baseline"
+    current = "current"
+    official = "official"
+    sync = "sync"
+
+
+class OffloadBackend(StrEnum):
+    """vLLM's ``offload_backend``."""
+
+    auto = "auto"
+    prefetch = "prefetch"
+    uva = "uva"
+
+
+class PhaseKind(StrEnum):
+    """What a phase measures (``conf.schema.MatrixConfig.kind``)."""
+
+    throughput = "throughput"
+    ttft = "ttft"
+    stability = "stability"
+    accuracy = "accuracy"
+    serving = "serving"
+
+
+class ExecutorKind(StrEnum):
+    """Where case processes run."""
+
+    local = "local"
+    ray = "ray"
+
+
+class PerformanceSharing(StrEnum):
+    """Ray placement of performance cases: one per node, or one per accelerator (opt-in)."""
+
+    per_node = "per_node"
+    per_accelerator = "per_accelerator"
+
+
+class NodeFailureAction(StrEnum):
+    """What a node failing the per-node identity or health gate does to the run."""
+
+    stop = "stop"
+    exclude = "exclude"

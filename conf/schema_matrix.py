@@ -1,0 +1,167 @@
+"""Dataclass schemas of a phase: points, explicit cases, serving settings, the phase itself.
+
+Registered in Hydra's ConfigStore by :func:`conf.schema.register_configs` (``base_matrix``);
+re-exported by :mod:`conf.schema`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from omegaconf import MISSING
+
+from conf.choices import Implementation, OffloadBackend, PhaseKind
+from conf.schema_stack import RuntimeConfig
+
+
+@dataclass
+class PointConfig:
+    """One offload point ``(G, N)`` expanded once per implementation of the matrix."""
+
+    g: int = MISSING
+    n: int = MISSING
+    prefetch_step: int = 1
+    params: List[str] = field(default_factory=list)
+    backend: OffloadBackend = OffloadBackend.auto
+
+
+@dataclass
+class CaseConfig:
+    """One explicit case (appended after the generated ones).
+
+    Attributes:
+        label: unique in the phase; null = generated (``current_g4_n1``).
+        implementation: ``baseline``, ``current``, ``official``, ``sync``.
+        expect_error: regex; the case is expected to fail with an error matching it
+            (``ValueError: offload_num_in_group``, ``AssertionError``). It is then
+            exempt from the pre-launch validation and its failure record is expected.
+    """
+
+    implementation: Implementation = MISSING
+    label: Optional[str] = None
+    group_size: int = 0
+    num_in_group: int = 0
+    prefetch_step: int = 1
+    params: List[str] = field(default_factory=list)
+    backend: OffloadBackend = OffloadBackend.auto
+    expect_error: Optional[str] = None
+
+
+@dataclass
+class ServingSLOConfig:
+    """Goodput SLO of a serving phase (``results_schema.serving.ServingSLO``).
+
+    Attributes:
+        ttft_ms: TTFT limit of one request (ms).
+        tpot_ms: TPOT limit of one request (ms).
+        attainment: fraction of completed requests that must meet both for a rate to meet the SLO.
+    """
+
+    ttft_ms: float = 1000.0
+    tpot_ms: float = 100.0
+    attainment: float = 0.9
+
+
+@dataclass
+class ServingConfig:
+    """Settings of a ``kind: serving`` phase (one API server per case, vLLM's serving benchmark per rate).
+
+    Requests per rate, input and output lengths come from the phase's effective workload
+    (``num_prompts``, ``input_len``, ``max_tokens``); engine arguments (dtype, max_model_len,
+    enforce_eager, gpu_memory_utilization, seed, enable_prefix_caching) too.
+
+    Attributes:
+        request_rates: sweep of request rates (req/s, > 0; ``.inf`` = every request at t = 0).
+        max_concurrency: client-side cap on in-flight requests; null = none (a cap that limits
+            makes the achieved rate differ from the configured one: both are recorded).
+        num_warmups: warm-up requests per rate, excluded from every metric.
+        burstiness: gamma shape of inter-arrival gaps (1 = Poisson).
+        slo: goodput SLO.
+        health_timeout_s: longest wait for ``GET /health`` to return 200.
+        health_poll_s: seconds between two polls.
+        rate_timeout_s: longest benchmark run of one rate.
+        stop_grace_s: SIGTERM -> SIGKILL grace for the server's process tree.
+        server_command: argv prefix of the server; null = ``[<python>, -m, vllm.entrypoints.openai.api_server]``
+            (tests substitute a fake server here).
+    """
+
+    request_rates: List[float] = field(default_factory=lambda: [1.0, 4.0])
+    max_concurrency: Optional[int] = None
+    num_warmups: int = 2
+    burstiness: float = 1.0
+    slo: ServingSLOConfig = field(default_factory=ServingSLOConfig)
+    health_timeout_s: float = 300.0
+    health_poll_s: float = 0.5
+    rate_timeout_s: float = 300.0
+    stop_grace_s: float = 30.0
+    server_command: Optional[List[str]] = None
+
+
+@dataclass
+class MatrixConfig:
+    """One phase: a list of cases, repeats, rounds and a schedule.
+
+    Cases = baseline (if ``baseline``) + every point x every implementation (point
+    order, implementations in list order) + ``cases``.
+
+    Attributes:
+        name: matrix name (report only).
+        kind: ``throughput`` (bench_one), ``ttft`` (bench_one, max_tokens=1 proxy),
+            ``stability`` (bench_one, many sequential 1-prompt rounds, every output
+            non-empty), ``accuracy`` (``runners.accuracy``), ``serving`` (``runners.serving``:
+            an OpenAI-compatible API server per case, vLLM's serving benchmark over ``serving.request_rates``).
+        order: phases run in ascending order (ties: composition order).
+        repeats: repeats per case.
+        repeats_by_label: label -> repeats, overriding ``repeats``.
+        rotate: repeat r starts at case index r (rotated order); false = same order.
+        cooldown_s: sleep between two case processes.
+        case_timeout_s: wall limit of one case process (TERM, then KILL after ``kill_grace_s``).
+        offload_backend: ``offload_backend`` given to every offload case whose point/case says ``auto``
+            (published designs: ``prefetch``); generated labels stay unchanged. null = as the points say.
+        focus_first: schedule the labels with the most repeats completely first (published 1.5B design:
+            the focus labels x5, then the capacity labels x3); false = all labels interleaved.
+        runtime: phase-specific runtime (e.g. the native stack); null = the run's runtime.
+        num_prompts ... max_tokens: workload overrides for this phase; null = workload's.
+        accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
+            evaluates all of them).
+        accuracy_limit: first N rows per task (null = all rows; the verifier then reports "limited").
+        accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
+            default: the committed fixtures (limited-mode evidence only). The runner checks it, the
+            entry of every task and each file's SHA-256 / row count before any process starts.
+        accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
+            accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
+            unknown name is a config error before any process starts.
+        serving: settings of ``kind=serving`` phases (ignored by other kinds).
+    """
+
+    name: str = MISSING
+    kind: PhaseKind = PhaseKind.throughput
+    order: int = 0
+    baseline: bool = True
+    implementations: List[Implementation] = field(default_factory=lambda: [Implementation.current])
+    points: List[PointConfig] = field(default_factory=list)
+    cases: List[CaseConfig] = field(default_factory=list)
+    repeats: int = 1
+    repeats_by_label: Dict[str, int] = field(default_factory=dict)
+    rotate: bool = True
+    cooldown_s: float = 0.0
+    case_timeout_s: float = 600.0
+    kill_grace_s: float = 10.0
+    # issue 15: backend passed explicitly to every offload case whose point says auto (published:
+    # prefetch); labels keep the auto names. null = each point's own backend.
+    offload_backend: Optional[OffloadBackend] = None
+    # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
+    focus_first: bool = False
+    runtime: Optional[RuntimeConfig] = None
+    num_prompts: Optional[int] = None
+    input_len: Optional[int] = None
+    max_tokens: Optional[int] = None
+    warmup_rounds: Optional[int] = None
+    measured_rounds: Optional[int] = None
+    min_measured_s: Optional[float] = None
+    accuracy_tasks: List[str] = field(default_factory=list)
+    accuracy_limit: Optional[int] = None
+    accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
+    accuracy_protocol: str = "qwen-chat-v1"
+    serving: ServingConfig = field(default_factory=ServingConfig)

@@ -1,0 +1,59 @@
+"""Shared field types and the strict base model of every ``results_schema`` model.
+
+Every model is frozen, forbids unknown fields and rejects non-finite floats (NaN/inf);
+``schema_version`` is the integer 1 (a JSON boolean is refused).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+Implementation = Literal["baseline", "current", "official", "sync"]
+"""Which offloader runs: none, this project's prefetch offloader, the runtime's
+own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
+project's synchronous reference."""
+
+IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
+"""The implementation registry: every ``Implementation`` in order (config, CLIs and analysis import it)."""
+
+OffloadBackend = Literal["auto", "prefetch", "uva"]
+
+
+def _not_a_boolean(value: object) -> object:
+    # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
+    if isinstance(value, bool):
+        raise ValueError(f"schema_version must be the integer 1, not the boolean {str(value).lower()}")
+    return value
+
+
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
+"""``schema_version``: the integer 1 (a JSON boolean is refused, as the exported JSON Schema refuses it)."""
+
+Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]
+"""Lower-case hex SHA-256, optionally prefixed ``sha256:``."""
+
+
+REL_TOL = 1e-6
+"""Relative tolerance for derived quantities a writer computes (throughput = tokens / seconds)."""
+
+# Fields added after records were first written (``WorkloadSpec.min_measured_s``,
+# ``BenchRecord.window``) are optional and omitted from the JSON when null, so records written
+# before them keep their exact bytes and still validate.
+
+
+def rel_close(a: float, b: float) -> bool:
+    """``a`` equals ``b`` within ``REL_TOL`` (relative) or 1e-9 (absolute)."""
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-9)
+
+
+class StrictModel(BaseModel):
+    """Base: frozen, ``extra="forbid"``, non-finite floats rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=False)

@@ -1,0 +1,48 @@
+"""The plain data of a composed config is unchanged by the typed schema (choice fields as enums).
+
+``fixtures/plain_config_main.json`` holds ``conf.schema.checked_plain_config`` of the default
+config and of every experiment, computed on main (72b25e4) before the schema was split and its
+choice fields became ``StrEnum``s. Records, config hashes and the saved ``config.yaml`` are made
+from this plain data, so it must stay the same plain strings (not enum members).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+
+from conf.schema import checked_plain_config, checked_saved_config
+from runners.matrix import to_plain
+
+EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "plain_config_main.json").read_text())
+
+
+def _plain_types_only(node: object) -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            assert type(k) is str
+            _plain_types_only(v)
+    elif isinstance(node, list):
+        for v in node:
+            _plain_types_only(v)
+    else:
+        assert node is None or type(node) in (str, int, float, bool), (node, type(node))
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPECTED))
+def test_plain_config_is_what_it_was_on_main(experiment: str) -> None:
+    overrides = [] if experiment == "None" else [f"+experiment={experiment}"]
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+        via_to_plain = to_plain(cfg)
+        plain = checked_plain_config(cfg, overrides)
+    assert plain == EXPECTED[experiment]
+    assert via_to_plain == EXPECTED[experiment]
+    assert checked_saved_config(plain) == EXPECTED[experiment]
+    for data in (plain, via_to_plain):
+        _plain_types_only(data)
+        assert yaml.safe_load(yaml.safe_dump(data)) == data  # the saved config.yaml round-trips
