@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_layout.py
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -q
 	$(PY) -m results_schema check tests/fixtures
 

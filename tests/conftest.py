@@ -30,8 +30,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 ENGINE_TESTS: dict[str, str] = {
-    "tests/accuracy/test_case.py::test_matrix_turns_crashing_cases_into_typed_failures":
-        "two real `runners.accuracy run` case processes (vLLM import and engine construction on a broken model)",
     "tests/analysis/test_html_report.py::test_browser_renders_the_valid_report": "headless Chromium",
     "tests/analysis/test_html_report.py::test_browser_renders_the_invalid_report_verdict_first": "headless Chromium",
     "tests/analysis/test_html_report.py::test_browser_renders_the_real_tiny_run": "headless Chromium",

@@ -25,6 +25,7 @@ PROCESS_COUNTS = {
     "reproduce": 7,  # 5 performance + 2 accuracy
     "official_cpu": 3,
     "serving": 3,  # baseline + current (4,1) (2,1), one API server each
+    "accuracy": 3,  # baseline + current (4,1) (2,1), one `runners.accuracy run` process each
 }
 
 
