@@ -158,7 +158,8 @@ def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir
     manifest = accuracy_manifest_path(c.accuracy_manifest)
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
                else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
-                                   offload_prefetch_step=c.prefetch_step))
+                                   offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
+                                   offload_backend=c.backend))
     ev = Path(spec.evidence_path)
     return AccuracyCaseRun(
         phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, offload=offload,

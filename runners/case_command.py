@@ -37,9 +37,7 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                   runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
                   offload=offload, record=str(paths.record))
-    if c.kind == "accuracy":  # accuracy cases run (G, N, P) only, as before case.json (params/backend: auto)
-        common["offload"] = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
-                                             offload_prefetch_step=c.prefetch_step)
+    if c.kind == "accuracy":  # the full setting, backend included (issue 15: the phase's offload_backend)
         acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
                                    protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
                                    out_dir=str(paths.record.parent / paths.record.stem))

@@ -46,6 +46,18 @@ def test_accuracy_case_file(tmp_path: Path) -> None:
     assert checked_offload(case).offload_group_size == 4
 
 
+def test_accuracy_case_file_carries_the_phase_backend(tmp_path: Path) -> None:
+    """issue 15: a phase's offload_backend (published: prefetch) reaches every offload accuracy case."""
+    items = plan(compose_cfg("+experiment=accuracy", "+phases.accuracy.offload_backend=prefetch"))
+    backends = {}
+    for sc in items:
+        paths = CasePaths.of(tmp_path, sc.case.phase, sc.stem)
+        case_argv(sc, model_dir=Path("/m"), paths=paths, bench_command=None, python="py", accuracy_command=["acc"])
+        case = read_json(paths.case, CaseSpec)
+        backends[case.label] = checked_offload(case).offload_backend
+    assert backends == {"baseline": "auto", "current_g4_n1": "prefetch", "current_g2_n1": "prefetch"}
+
+
 def test_an_expected_failure_reaches_the_case_process(tmp_path: Path) -> None:
     """smoke's invalid_g2_n3 (N > G) is written as planned; the case process refuses it (exit 2)."""
     sc = next(s for s in plan(compose_cfg("+experiment=smoke")) if s.case.label == "invalid_g2_n3")
