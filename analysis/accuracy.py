@@ -24,7 +24,12 @@ baseline and at least one offload case, and:
   rows 0..n-1 (a missing row is named), and its counts match the result.
 * identity -- the examples file SHA-256 equals the baseline's (first differing
   row and field named otherwise).
-* drop -- baseline accuracy minus case accuracy is exactly zero or less.
+* drop -- baseline accuracy minus case accuracy is at most ``max_accuracy_drop`` (per task; a fraction of
+  accuracy, 0.01 = 1 percentage point; default 0: exactly zero or less). The tolerance relaxes this rule
+  only: identity is still required. It is written into the JSON, Markdown and CSV.
+* backend -- the ``offload_backend`` each case recorded equals the one the run's ``plan.json`` gave it
+  (``<run_dir>/records/<phase>`` with ``<run_dir>/plan.json``); a stand-alone directory has no plan:
+  the check is then skipped, saying so.
 * gold_balance (GPQA) -- each gold letter A-D holds 15%-35% of the questions
   (checked when n >= 100 or in formal mode; skipped with counts otherwise).
 * evidence -- an offload case's runtime evidence shows wrapped layers and
@@ -33,8 +38,11 @@ baseline and at least one offload case, and:
 What is deliberately not modelled: statistical tolerance (greedy decoding must
 match exactly; any difference is a failure), launching processes.
 
-CLI: ``python -m analysis.accuracy RUN_DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]``
-(exit 0 = passed, 1 = failed, 2 = unreadable input).
+Outputs: ``accuracy-verification.json`` (``AccuracyVerification``), ``.md`` and ``.csv`` (one row per
+case x task, ``analysis.accuracy_csv``).
+
+CLI: ``python -m analysis.accuracy RUN_DIR [--limit N] [--manifest PATH] [--max-accuracy-drop F]
+[--report-dir DIR] [--no-write]`` (exit 0 = passed, 1 = failed, 2 = unreadable input or a bad option).
 """
 
 from __future__ import annotations
@@ -42,20 +50,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.accuracy_checks import (
     Checks,
+    check_backend,
     check_counts,
     check_dataset,
+    check_drop,
     check_evidence,
     check_gold_balance,
     check_registered,
     check_same,
     first_difference,
     load_examples,
+    planned_backends,
     refuse_mixed_protocols,
 )
+from analysis.accuracy_csv import REPORT_CSV, write_csv
 from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, CaseSummary, Task
 from results_schema.io import RecordError, read_json, write_json, write_text_atomic
 
@@ -83,22 +96,55 @@ def load_results(run_dir: Path | str) -> list[tuple[AccuracyResult, Path]]:
 Case = tuple[AccuracyResult, Path]
 
 
-def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | str | None = None) -> AccuracyVerification:
+def check_max_accuracy_drop(value: float) -> float:
+    """``max_accuracy_drop`` as a float in [0, 1] (a fraction of accuracy: 0.01 = 1 percentage point).
+
+    Raises:
+        ValueError: naming the value and what is allowed (negative, above 1, NaN or not a number).
+    """
+    try:
+        drop = float(value)
+    except (TypeError, ValueError):
+        drop = float("nan")
+    if isinstance(value, bool) or not 0.0 <= drop <= 1.0:
+        raise ValueError(f"max_accuracy_drop = {value!r} is invalid: must be a fraction of accuracy in [0, 1] "
+                         "(0 = no drop allowed, 0.01 = 1 percentage point)")
+    return drop
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What every case of one verification is held to."""
+
+    limit: int | None
+    manifest: Path | None
+    max_accuracy_drop: float
+    planned: dict[str, str] | None
+    plan_path: Path | None
+
+
+def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | str | None = None,
+           max_accuracy_drop: float = 0.0) -> AccuracyVerification:
     """Verify an accuracy run directory.
 
     Args:
-        run_dir: directory searched recursively for ``*.result.json``.
+        run_dir: directory searched recursively for ``*.result.json``; when it is
+            ``<run_dir>/records/<phase>`` next to a ``plan.json``, each case's backend is checked against it.
         limit: None = formal mode; N = limited (smoke) mode.
         manifest: dataset manifest to check hashes against; default = the path each result recorded.
+        max_accuracy_drop: tolerance of the drop rule, a fraction of accuracy in [0, 1] (0 = no drop).
 
     Returns:
         The report; ``passed`` is False when any check failed.
 
     Raises:
-        RecordError: a result file is not a valid AccuracyResult.
+        RecordError: a result file (or ``plan.json``) is not valid.
+        ValueError: ``max_accuracy_drop`` outside [0, 1].
     """
     run_dir = Path(run_dir)
-    manifest_override = Path(manifest) if manifest is not None else None
+    plan_path, planned = planned_backends(run_dir)
+    rules = _Rules(limit=limit, manifest=Path(manifest) if manifest is not None else None,
+                   max_accuracy_drop=check_max_accuracy_drop(max_accuracy_drop), planned=planned, plan_path=plan_path)
     checks = Checks()
     loaded = load_results(run_dir)
     summaries: list[CaseSummary] = []
@@ -106,8 +152,10 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         checks.add("cases", None, None, False, f"no *.result.json under {run_dir}")
     _check_repeats(checks, loaded)
     for task in sorted({r.task for r, _ in loaded}):
-        summaries += _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], limit,
-                                  manifest_override)
+        summaries += _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], rules)
+    failed = {(c.task, c.label) for c in checks.items if c.status == "fail"}
+    summaries = [s.model_copy(update={"verdict": "fail" if (s.task, s.label) in failed else "pass"})
+                 for s in summaries]
     passed = bool(loaded) and all(c.status != "fail" for c in checks.items)
     return AccuracyVerification(
         mode="formal" if limit is None else "limited",
@@ -117,6 +165,8 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         passed=passed,
         cases=tuple(summaries),
         checks=tuple(checks.items),
+        max_accuracy_drop=rules.max_accuracy_drop,
+        plan_path=str(plan_path) if plan_path is not None else None,
     )
 
 
@@ -135,8 +185,7 @@ def _check_repeats(checks: Checks, loaded: list[Case]) -> None:
                           f"{[str(p.parent.name) for _, p in group]}"))
 
 
-def _verify_task(checks: Checks, task: Task, group: list[Case], limit: int | None,
-                 manifest_override: Path | None) -> list[CaseSummary]:
+def _verify_task(checks: Checks, task: Task, group: list[Case], rules: _Rules) -> list[CaseSummary]:
     """Check every case of one task against its baseline; the comparable cases' summaries."""
     bases = [(r, p) for r, p in group if r.implementation == "baseline"]
     others = [(r, p) for r, p in group if r.implementation != "baseline"]
@@ -155,19 +204,21 @@ def _verify_task(checks: Checks, task: Task, group: list[Case], limit: int | Non
     base_rows = None
     refused: set[int] = set()
     for result, path in [bases[0]] + others:
-        check_counts(checks, result, limit)
-        check_dataset(checks, result, base, manifest_override)
+        check_counts(checks, result, rules.limit)
+        check_dataset(checks, result, base, rules.manifest)
         check_registered(checks, result)
+        check_backend(checks, result, rules.planned, rules.plan_path)
         if result is not base and refuse_mixed_protocols(checks, result, base):
             refused.add(id(result))
             continue  # not comparable: no identity, drop or evidence verdict for this case
-        rows = _check_case(checks, result, path, base, limit)
+        rows = _check_case(checks, result, path, base, rules.limit)
         if result is base:
             base_rows = rows
             if task == "gpqa" and rows is not None:
-                check_gold_balance(checks, task, rows, limit)
+                check_gold_balance(checks, task, rows, rules.limit)
             continue
         _check_vs_baseline(checks, result, rows, base, base_rows)
+        check_drop(checks, result, base, rules.max_accuracy_drop)
     return [_case_summary(result, base) for result, _ in [bases[0]] + others if id(result) not in refused]
 
 
@@ -189,7 +240,7 @@ def _check_case(checks: Checks, result: AccuracyResult, path: Path, base: Accura
 
 def _check_vs_baseline(checks: Checks, result: AccuracyResult, rows: list[AccuracyExample] | None,
                        base: AccuracyResult, base_rows: list[AccuracyExample] | None) -> None:
-    """Identity of the examples with the baseline's and the accuracy drop (any drop fails)."""
+    """Identity of the examples with the baseline's (the drop rule is ``check_drop``)."""
     task = result.task
     if result.examples_sha256 == base.examples_sha256:
         checks.add("identity", task, result.label, True,
@@ -199,10 +250,6 @@ def _check_vs_baseline(checks: Checks, result: AccuracyResult, rows: list[Accura
         checks.add("identity", task, result.label, False,
                    f"examples of case {result.label} ({task}) differ from baseline "
                    f"({result.examples_sha256[:12]}... vs {base.examples_sha256[:12]}...) {detail}".rstrip())
-    drop = base.accuracy - result.accuracy
-    checks.add("drop", task, result.label, drop <= 0.0,
-               f"accuracy {result.accuracy:.4f} vs baseline {base.accuracy:.4f}: drop {drop:+.4f}"
-               + ("" if drop <= 0.0 else " (any drop fails)"))
 
 
 def _case_summary(result: AccuracyResult, base: AccuracyResult) -> CaseSummary:
@@ -213,6 +260,8 @@ def _case_summary(result: AccuracyResult, base: AccuracyResult) -> CaseSummary:
         accuracy=result.accuracy, drop_vs_baseline=base.accuracy - result.accuracy,
         examples_sha256=result.examples_sha256,
         identical_to_baseline=result.examples_sha256 == base.examples_sha256,
+        offload_group_size=result.offload.offload_group_size, offload_num_in_group=result.offload.offload_num_in_group,
+        offload_prefetch_step=result.offload.offload_prefetch_step, offload_backend=result.offload.offload_backend,
     )
 
 
@@ -220,13 +269,18 @@ def render_markdown(report: AccuracyVerification) -> str:
     """Markdown report; the mode banner is its first line."""
     lines = [f"# Accuracy verification -- {report.mode_note}", "",
              f"Result: **{'PASSED' if report.passed else 'FAILED'}** ({report.mode} mode)", "",
-             "| task | case | impl | protocol | n | correct | unparsable | accuracy | drop | identical |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+             f"Tolerance: max_accuracy_drop = {report.max_accuracy_drop:.4f} (fraction of accuracy; a case passes "
+             "the drop rule iff baseline - case accuracy <= it, per task; identity still required)", "",
+             "Backends: " + (f"checked against {report.plan_path}" if report.plan_path else
+                             "not checked (no plan.json: stand-alone directory)"), "",
+             "| task | case | impl | backend | protocol | n | correct | unparsable | accuracy | drop | identical "
+             "| verdict |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
     for c in report.cases:
-        lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.protocol_name} "
+        lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.offload_backend} | {c.protocol_name} "
                      f"`{c.protocol_sha256[:12]}` | {c.num_examples} | {c.correct} | "
                      f"{c.unparsable} | {c.accuracy:.4f} | {c.drop_vs_baseline:+.4f} | "
-                     f"{'yes' if c.identical_to_baseline else 'NO'} |")
+                     f"{'yes' if c.identical_to_baseline else 'NO'} | {c.verdict.upper()} |")
     failed = [c for c in report.checks if c.status == "fail"]
     skipped = [c for c in report.checks if c.status == "skipped"]
     lines += ["", f"Checks: {sum(c.status == 'pass' for c in report.checks)} passed, {len(failed)} failed, "
@@ -240,12 +294,17 @@ def render_markdown(report: AccuracyVerification) -> str:
 
 
 def write_report(run_dir: Path | str, report: AccuracyVerification) -> tuple[Path, Path]:
-    """Write ``accuracy-verification.json`` and ``.md`` into ``run_dir`` (atomic; replaces an older report)."""
+    """Write ``accuracy-verification.json``, ``.md`` and ``.csv`` into ``run_dir`` (atomic; replaces older ones).
+
+    Returns:
+        ``(json path, markdown path)``; the CSV is ``run_dir / REPORT_CSV``.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = run_dir / REPORT_JSON, run_dir / REPORT_MD
     write_json(json_path, report)
     write_text_atomic(md_path, render_markdown(report) + "\n")
+    write_csv(run_dir / REPORT_CSV, report)
     return json_path, md_path
 
 
@@ -256,12 +315,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None,
                         help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
     parser.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
+    parser.add_argument("--max-accuracy-drop", default="0", metavar="F",
+                        help="drop rule tolerance: a fraction of accuracy in [0, 1] (0.01 = 1 percentage point); "
+                             "default 0 (no drop allowed)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
     parser.add_argument("--report-dir", default=None,
-                        help="where accuracy-verification.{json,md} go (default: RUN_DIR)")
+                        help="where accuracy-verification.{json,md,csv} go (default: RUN_DIR)")
     ns = parser.parse_args(argv)
     try:
-        report = verify(ns.run_dir, limit=ns.limit, manifest=ns.manifest)
+        drop = check_max_accuracy_drop(ns.max_accuracy_drop)
+    except ValueError as exc:
+        print(f"error: --max-accuracy-drop: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = verify(ns.run_dir, limit=ns.limit, manifest=ns.manifest, max_accuracy_drop=drop)
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -263,3 +263,62 @@ def refuse_mixed_protocols(checks: Checks, result: AccuracyResult, base: Accurac
                f"case {result.protocol_name} sha256 {result.protocol_sha256[:12]}...); differing: {shown}. "
                "Re-run every case of the comparison under one protocol")
     return True
+
+
+def planned_backends(records_dir: Path) -> tuple[Path | None, dict[str, str] | None]:
+    """The planned ``offload_backend`` of every case of the phase whose records ``records_dir`` holds.
+
+    A ``runners.matrix`` run keeps a phase's accuracy results in ``<run_dir>/records/<phase>/`` and its
+    plan in ``<run_dir>/plan.json`` (``results_schema.plan.RunPlan``); the phase is the directory name.
+
+    Returns:
+        ``(plan path, {label: offload_backend})``; ``(None, None)`` when ``records_dir`` is not such a
+        directory or has no ``plan.json`` (a stand-alone directory: backends are then not checked);
+        ``(plan path, {})`` when the plan has no phase of that name.
+
+    Raises:
+        RecordError: ``plan.json`` exists but does not validate.
+    """
+    from results_schema.io import read_json
+    from results_schema.plan import PLAN_FILE, RunPlan
+
+    records_dir = records_dir.resolve()
+    if records_dir.parent.name != "records":
+        return None, None
+    plan_path = records_dir.parent.parent / PLAN_FILE
+    if not plan_path.is_file():
+        return None, None
+    plan = read_json(plan_path, RunPlan)
+    phase = next((p for p in plan.phases if p.name == records_dir.name), None)
+    return plan_path, ({} if phase is None else {c.label: c.offload_backend for c in phase.cases})
+
+
+def check_backend(checks: Checks, result: AccuracyResult, planned: dict[str, str] | None,
+                  plan_path: Path | None) -> None:
+    """The ``offload_backend`` a case recorded equals the one its plan gave it (skipped without a plan)."""
+    task, label, got = result.task, result.label, result.offload.offload_backend
+    if planned is None:
+        checks.add("backend", task, label, None,
+                   f"case {label} ({task}) ran with offload_backend={got!r}; not checked: no plan.json "
+                   "(stand-alone directory, not <run_dir>/records/<phase>)")
+    elif label not in planned:
+        checks.add("backend", task, label, False,
+                   f"case {label} ({task}) is not in the plan {plan_path} (planned: {sorted(planned)})")
+    else:
+        want = planned[label]
+        checks.add("backend", task, label, got == want,
+                   f"case {label} ({task}) ran with offload_backend={got!r}, planned {want!r} ({plan_path})")
+
+
+def check_drop(checks: Checks, result: AccuracyResult, base: AccuracyResult, max_accuracy_drop: float) -> None:
+    """Drop rule: baseline accuracy - case accuracy <= ``max_accuracy_drop`` (fraction; default 0 = no drop).
+
+    A 1e-12 slack absorbs float rounding only: two accuracies differ by at least 1/num_examples.
+    """
+    drop = base.accuracy - result.accuracy
+    ok = drop <= max_accuracy_drop + 1e-12
+    rule = "any drop fails" if max_accuracy_drop == 0 else f"max_accuracy_drop {max_accuracy_drop:.4f}"
+    checks.add("drop", result.task, result.label, ok,
+               f"accuracy {result.accuracy:.4f} vs baseline {base.accuracy:.4f}: drop {drop:+.4f}"
+               + (f" <= max_accuracy_drop {max_accuracy_drop:.4f}" if ok and max_accuracy_drop else "")
+               + ("" if ok else f" ({rule})"))

@@ -14,7 +14,7 @@ Subcommands:
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
     pareto FILE.csv                     Pareto front and planner's knee of any table with columns
                                         label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
-    accuracy-verify DIR [--limit N] [--manifest PATH] [--report-dir DIR] [--no-write]
+    accuracy-verify DIR [--limit N] [--manifest PATH] [--max-accuracy-drop F] [--report-dir DIR] [--no-write]
                                         accuracy-equivalence verifier (= python -m analysis.accuracy);
                                         exit 0 passed, 1 failed, 2 unreadable input
     catalog build|compare|query ...     DuckDB catalog across run directories (analysis.catalog_cli, docs/catalog.md)
@@ -38,6 +38,21 @@ def _read_validation(path: Path):
     from results_schema.models import ValidationReport
 
     return read_json(path, ValidationReport)
+
+
+def _add_accuracy_verify(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``accuracy-verify`` subcommand's parser (options of ``python -m analysis.accuracy``)."""
+    p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
+                       description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
+                                   "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
+                                   "analysis.accuracy; formal mode unless --limit is given.")
+    p.add_argument("run_dir", type=Path, metavar="DIR")
+    p.add_argument("--limit", type=int, default=None,
+                   help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
+    p.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
+    p.add_argument("--max-accuracy-drop", default=None, metavar="F", help="drop tolerance, fraction in [0, 1]")
+    p.add_argument("--report-dir", default=None, help="where accuracy-verification.{json,md,csv} go (default: DIR)")
+    p.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,16 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="equivalence margin of the verdicts printed, percent (default 5)")
     p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
     p.add_argument("csv", type=Path, metavar="FILE.csv")
-    p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
-                       description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
-                                   "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
-                                   "analysis.accuracy; formal mode unless --limit is given.")
-    p.add_argument("run_dir", type=Path, metavar="DIR")
-    p.add_argument("--limit", type=int, default=None,
-                   help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
-    p.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
-    p.add_argument("--report-dir", default=None, help="where accuracy-verification.{json,md} go (default: DIR)")
-    p.add_argument("--no-write", action="store_true", help="print only; do not write the report files")
+    _add_accuracy_verify(sub)
     from analysis.catalog_cli import add_parser as add_catalog
 
     add_catalog(sub)
@@ -134,7 +140,8 @@ def _accuracy_verify(args: argparse.Namespace) -> int:
     from analysis.accuracy import main as accuracy_main
 
     argv = [str(args.run_dir)]
-    for flag, value in (("--limit", args.limit), ("--manifest", args.manifest), ("--report-dir", args.report_dir)):
+    for flag, value in (("--limit", args.limit), ("--manifest", args.manifest), ("--report-dir", args.report_dir),
+                        ("--max-accuracy-drop", args.max_accuracy_drop)):
         if value is not None:
             argv += [flag, str(value)]
     if args.no_write:

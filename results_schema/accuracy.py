@@ -27,19 +27,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
-
-Task = Literal["gsm8k", "gpqa"]
-"""Which benchmark: GSM8K (grade-school math, free-form number) or GPQA Diamond (4-way choice)."""
+from results_schema.accuracy_report import AccuracyVerification as AccuracyVerification
+from results_schema.accuracy_report import CaseSummary as CaseSummary
+from results_schema.accuracy_report import VerifyCheck as VerifyCheck
+from results_schema.accuracy_types import FinishReason, Fraction, NonNegSeconds, ProtocolName, Sha256Hex, Task, VerifyMode
 
 FULL_ROW_COUNTS: dict[str, int] = {"gsm8k": 1319, "gpqa": 198}
 """Rows of the full evaluation splits: GSM8K ``main``/test (1319), GPQA ``gpqa_diamond``/train (198)."""
-
-Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-NonNegSeconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-
-FinishReason = Literal["stop", "length", "abort"]
-VerifyMode = Literal["formal", "limited"]
 
 
 def canonical_json(obj: object) -> str:
@@ -96,10 +90,6 @@ class DatasetManifest(StrictModel):
             if d.name == name:
                 return d
         raise KeyError(f"no dataset {name!r} in manifest (known: {[d.name for d in self.datasets]})")
-
-
-ProtocolName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v[1-9][0-9]*$")]
-"""A protocol's name and version, e.g. ``qwen-chat-v1`` (lower case, dash-separated, ending ``-v<N>``)."""
 
 
 class SamplingSettings(StrictModel):
@@ -289,48 +279,6 @@ class AccuracyResult(StrictModel):
         if self.implementation != "baseline" and not self.offload.enabled:
             raise ValueError(f"implementation {self.implementation!r} requires an enabled offload setting")
         return self
-
-
-class VerifyCheck(StrictModel):
-    """One verifier check and its outcome."""
-
-    name: str = Field(description="Check id (counts, dataset_hash, protocol, sampling, examples, identity, drop, ...).")
-    task: Task | None = Field(description="Task the check is about; null for run-wide checks.")
-    label: str | None = Field(description="Case the check is about; null for task-wide checks.")
-    status: Literal["pass", "fail", "skipped"]
-    message: str = Field(description="What was checked and, on failure, what differed.")
-
-
-class CaseSummary(StrictModel):
-    """One case as the verifier saw it."""
-
-    label: str
-    implementation: Implementation
-    task: Task
-    protocol_name: ProtocolName = Field(description="Protocol the case was scored under.")
-    protocol_sha256: Sha256Hex = Field(description="SHA-256 of that protocol's spec.")
-    num_examples: NonNegInt = Field(description="Examples evaluated.")
-    correct: NonNegInt = Field(description="Correct examples.")
-    unparsable: NonNegInt = Field(description="Unparsable outputs (counted wrong).")
-    accuracy: Fraction = Field(description="correct / num_examples.")
-    drop_vs_baseline: Annotated[float, Field(allow_inf_nan=False)] = Field(
-        description="baseline accuracy - this accuracy (fraction; > 0 is a drop)."
-    )
-    examples_sha256: Sha256Hex
-    identical_to_baseline: bool = Field(description="examples_sha256 equals the baseline's.")
-
-
-class AccuracyVerification(StrictModel):
-    """``accuracy-verification.json``: the verifier's report over one run directory."""
-
-    schema_version: Literal[2] = 2
-    mode: VerifyMode = Field(description="'formal' (full counts required) or 'limited' (smoke only, not evidence).")
-    mode_note: str = Field(description="Human label of the mode, repeated in every rendered output.")
-    limit: Annotated[int, Field(ge=1)] | None = Field(description="--limit the verifier was given; null in formal mode.")
-    run_dir: str = Field(description="Directory verified.")
-    passed: bool = Field(description="All checks passed (no 'fail').")
-    cases: tuple[CaseSummary, ...]
-    checks: tuple[VerifyCheck, ...]
 
 
 class AccuracyTaskOutcome(StrictModel):
