@@ -132,6 +132,10 @@ class MatrixConfig:
         accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
             accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
             unknown name is a config error before any process starts.
+        max_accuracy_drop: tolerance of the accuracy verifier's drop rule, a fraction of accuracy in [0, 1]
+            (0.01 = 1 percentage point): an offload case passes it iff baseline accuracy - case accuracy <=
+            this, per task. Default 0 (no drop allowed); identity with the baseline is required regardless.
+            Outside [0, 1]: a config error (exit 2) before any process starts.
         serving: settings of ``kind=serving`` phases (ignored by other kinds).
     """
 
@@ -164,4 +168,5 @@ class MatrixConfig:
     accuracy_limit: Optional[int] = None
     accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
     accuracy_protocol: str = "qwen-chat-v1"
+    max_accuracy_drop: float = 0.0
     serving: ServingConfig = field(default_factory=ServingConfig)

@@ -36,6 +36,7 @@ class AccuracyPhase:
         entries: manifest entry name per task.
         formal: every dataset is ``kind: full`` and no ``accuracy_limit``: the verifier runs in formal mode.
         verify_limit: ``--limit`` for the verifier (None = formal mode).
+        max_accuracy_drop: tolerance of the verifier's drop rule (fraction of accuracy; the phase's config).
     """
 
     phase: str
@@ -43,6 +44,7 @@ class AccuracyPhase:
     entries: tuple[tuple[str, str], ...]
     formal: bool
     verify_limit: int | None
+    max_accuracy_drop: float = 0.0
 
 
 def _check_phase(phase: str, c: Any) -> AccuracyPhase:
@@ -79,7 +81,7 @@ def _check_phase(phase: str, c: Any) -> AccuracyPhase:
     else:
         limit = int(c.accuracy_limit) if c.accuracy_limit is not None else max(e.rows for e in entries)
     return AccuracyPhase(phase=phase, manifest=manifest, entries=tuple((e.task, e.name) for e in entries),
-                         formal=formal, verify_limit=limit)
+                         formal=formal, verify_limit=limit, max_accuracy_drop=float(c.max_accuracy_drop))
 
 
 def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
@@ -206,7 +208,7 @@ def finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[
 def verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: Any) -> list[str]:
     """Run the accuracy verifier over each accuracy phase; report in ``summary/``; return failed phases.
 
-    One accuracy phase writes ``summary/accuracy-verification.{json,md}``; several write
+    One accuracy phase writes ``summary/accuracy-verification.{json,md,csv}``; several write
     ``summary/accuracy-<phase>/``. The verdict and the mode (formal / LIMITED) are printed.
     """
     try:
@@ -219,7 +221,8 @@ def verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: Any
     for p in phases:
         report_dir = run_dir / "summary" if len(phases) == 1 else run_dir / "summary" / f"accuracy-{p.phase}"
         try:
-            report = verify(run_dir / "records" / p.phase, limit=p.verify_limit, manifest=p.manifest)
+            report = verify(run_dir / "records" / p.phase, limit=p.verify_limit, manifest=p.manifest,
+                            max_accuracy_drop=p.max_accuracy_drop)
         except (ValueError, OSError) as exc:  # RecordError is a ValueError: an unreadable result file
             console.print(f"accuracy {p.phase}: FAILED (unreadable input: {exc})", markup=False)
             failed.append(p.phase)

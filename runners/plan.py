@@ -48,6 +48,7 @@ class CaseSpec:
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
         accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
         accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
+        max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
             ``kind=serving``, else None.
     """
@@ -72,6 +73,7 @@ class CaseSpec:
     accuracy_limit: int | None = None
     accuracy_manifest: str | None = None
     accuracy_protocol: str | None = None
+    max_accuracy_drop: float = 0.0
     serving: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
@@ -194,6 +196,10 @@ def _accuracy_tasks(phase: str, matrix: Mapping[str, Any], kind: str) -> tuple[s
     tasks = tuple(str(t) for t in (matrix.get("accuracy_tasks", ()) or ()))
     if not tasks:
         raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
+    drop = matrix.get("max_accuracy_drop", 0.0)
+    if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0.0 <= float(drop) <= 1.0:
+        raise PlanError(f"phase {phase!r}: max_accuracy_drop = {drop!r} is invalid: must be a fraction of accuracy "
+                        "in [0, 1] (0 = no drop allowed, 0.01 = 1 percentage point)")
     return tasks
 
 
@@ -214,7 +220,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     Raises:
         PlanError: unknown kind/implementation, invalid offload parameters (naming the
             values), duplicate labels, repeats for unknown labels, a point that selects
-            no layer of the model, an invalid effective workload (``validate_workload``).
+            no layer of the model, an invalid effective workload (``validate_workload``), an accuracy
+            phase without tasks or with ``max_accuracy_drop`` outside [0, 1].
     """
     kind = _phase_kind(phase, matrix)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
@@ -268,6 +275,7 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         accuracy_manifest=(str(matrix.get("accuracy_manifest") or "eval_datasets/fixtures/manifest.json")
                            if kind == "accuracy" else None),
         accuracy_protocol=(str(matrix.get("accuracy_protocol") or "qwen-chat-v1") if kind == "accuracy" else None),
+        max_accuracy_drop=float(matrix.get("max_accuracy_drop", 0.0)) if kind == "accuracy" else 0.0,
         serving=dict(matrix.get("serving") or {}) if kind == "serving" else None,
     )
 

@@ -115,4 +115,8 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
                      + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
                      + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
                      + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
+        if c.kind == "accuracy":  # issue 15: what the accuracy verifier holds the phase to
+            lines.append(f"  accuracy: tasks={','.join(c.accuracy_tasks)} protocol={c.accuracy_protocol} "
+                         f"manifest={c.accuracy_manifest} limit={c.accuracy_limit} "
+                         f"max_accuracy_drop={c.max_accuracy_drop:g} (fraction); backends checked against plan.json")
     return lines

@@ -54,6 +54,7 @@ HEAVY_TESTS: dict[str, str] = {
     _ACC + "test_config_chooses_the_manifest": _MATRIX + " (10 s CPU)",
     _ACC + "test_resume_refuses_a_changed_dataset_manifest": _MATRIX + " (10 s CPU)",
     _ACC + "test_no_analysis_means_no_verifier": _MATRIX + " (9 s CPU)",
+    _ACC + "test_phase_backend_reaches_every_case_and_is_verified_against_the_plan": _MATRIX + " (15 s CPU)",
     "tests/offload/test_gpu_check_torch.py::test_cpu_run_prints_summary_and_outputs_are_bitwise_equal_in_eager_and_compiled_modes":
         "torch.compile (Inductor) on CPU (6 s CPU)",
     "tests/offload/test_gpu_check_torch.py::test_bad_arguments_exit_2_with_a_message_and_no_traceback":

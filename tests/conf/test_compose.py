@@ -15,9 +15,9 @@ EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
     None: 5,  # embedded default: baseline + current (8,1) (4,1) (4,2) (2,1), 1 repeat
-    "qwen7b": 105,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3
+    "qwen7b": 108,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 3 (issue 15)
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
-    "qwen1_5b": 52,  # 5x5 + 6x3 + 3x3
+    "qwen1_5b": 55,  # 5x5 + 6x3 + 3x3 + published accuracy 3 (issue 15)
     "qwen1_5b_cuda": 52,
     "smoke": 4,
     "stability": 2,
@@ -54,7 +54,7 @@ def test_qwen7b_reproduces_the_seed_design() -> None:
     for sc in items:
         per_phase.setdefault(sc.case.phase, set()).add(sc.case.label)
     assert {k: len(v) for k, v in per_phase.items()} == {"same_runtime": 21, "long_window": 5, "native": 4,
-                                                         "serving": 5}
+                                                         "serving": 5, "accuracy": 3}
     assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "long_window"} == {10}
     assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "same_runtime"} == {3}
     assert {sc.case.runtime_name for sc in items if sc.case.phase == "native"} == {"ascend_native_v018"}
@@ -127,4 +127,48 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
 
     argv = case_argv(items[0], model_dir=Path("/m"), paths=CasePaths.of(tmp_path, "p", "s"), bench_command=None,
                      python="python")
-    assert load_case(argv[argv.index("--case") + 1]).workload.min_measured_s == 3.0
+    workload = load_case(argv[argv.index("--case") + 1]).workload
+    assert workload is not None and workload.min_measured_s == 3.0
+
+
+@pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+def test_published_designs_end_with_the_published_accuracy_verification(experiment: str) -> None:
+    """issue 15: baseline, (8,1), (8,2) on GSM8K + GPQA, every offload case with offload_backend=prefetch."""
+    items = _plan(experiment)
+    acc = [sc.case for sc in items if sc.case.phase == "accuracy"]
+    assert [(c.label, c.implementation, c.group_size, c.num_in_group, c.backend) for c in acc] == [
+        ("baseline", "baseline", 0, 0, "auto"), ("current_g8_n1", "current", 8, 1, "prefetch"),
+        ("current_g8_n2", "current", 8, 2, "prefetch")]
+    assert {(c.kind, c.accuracy_tasks, c.accuracy_protocol, c.max_accuracy_drop) for c in acc} == {
+        ("accuracy", ("gsm8k", "gpqa"), "qwen-chat-v1", 0.0)}
+    assert items[-1].case.phase == "accuracy"  # after every performance phase
+
+
+def test_accuracy_phases_keep_their_cases_and_a_zero_tolerance() -> None:
+    for experiment, labels in (("reproduce", ["baseline", "current_g4_n1"]),
+                               ("accuracy", ["baseline", "current_g4_n1", "current_g2_n1"])):
+        acc = [sc.case for sc in _plan(experiment) if sc.case.kind == "accuracy"]
+        assert [c.label for c in acc] == labels and {(c.backend, c.max_accuracy_drop) for c in acc} == {
+            ("auto", 0.0)}
+
+
+@pytest.mark.parametrize("value", ["-0.01", "1.5"])
+def test_max_accuracy_drop_outside_zero_one_is_a_plan_error(value: str) -> None:
+    with pytest.raises(PlanError, match=rf"phase 'accuracy': max_accuracy_drop = {value} is invalid: must be a "
+                                        r"fraction of accuracy in \[0, 1\]"):
+        _plan("accuracy", f"phases.accuracy.max_accuracy_drop={value}")
+
+
+def test_max_accuracy_drop_reaches_the_cases() -> None:
+    assert {sc.case.max_accuracy_drop for sc in _plan("accuracy", "phases.accuracy.max_accuracy_drop=0.02")} == {0.02}
+
+
+def test_dry_run_names_what_the_accuracy_verifier_holds_the_phase_to() -> None:
+    from runners.progress import schedule_settings
+
+    cfg = compose_cfg("+experiment=qwen7b")
+    lines = schedule_settings(plan(cfg), cfg)
+    i = lines.index(next(ln for ln in lines if ln.startswith("phase accuracy:")))
+    assert "offload_backend=prefetch" in lines[i]
+    assert any(ln.startswith("  accuracy: tasks=gsm8k,gpqa protocol=qwen-chat-v1 ") and "max_accuracy_drop=0 " in ln
+               for ln in lines[i:])

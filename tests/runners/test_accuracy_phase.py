@@ -195,3 +195,33 @@ def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> No
     assert run_matrix(compose_cfg(*overrides), overrides) == 3
     out = capsys.readouterr().out
     assert "resume: accuracy phase 'accuracy' case 'baseline' r0 used dataset manifest" in out
+
+
+def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_path: Path, capsys) -> None:
+    """issue 15: offload_backend=prefetch (as published) is recorded by each offload case and checked by the
+    verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown."""
+    code, run = run_accuracy(tmp_path, "phases.accuracy.offload_backend=prefetch",
+                             "phases.accuracy.max_accuracy_drop=0.05")
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
+        assert line.offload.offload_backend == ("auto" if line.label == "baseline" else "prefetch")
+        for o in line.results:
+            assert read_json(run / o.result_path, AccuracyResult).offload.offload_backend == line.offload.offload_backend
+    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
+    assert report.passed and report.max_accuracy_drop == 0.05 and report.plan_path == str(run / "plan.json")
+    backend = [c for c in report.checks if c.name == "backend"]
+    assert len(backend) == 4 and {c.status for c in backend} == {"pass"}
+    assert {(c.label, c.offload_backend) for c in report.cases} == {("baseline", "auto"), ("current_g4_n1", "prefetch")}
+    rows = (run / "summary" / "accuracy-verification.csv").read_text().splitlines()
+    assert rows[0].startswith("label,implementation,offload_group_size") and len(rows) == 5
+    assert "current_g4_n1,current,4,1,1,prefetch,gsm8k," in "\n".join(rows)
+    assert "  summary/accuracy-verification.csv\n" in (run / "SHA256SUMS").read_text()
+
+
+def test_negative_max_accuracy_drop_stops_before_any_process(tmp_path: Path, capsys) -> None:
+    code, run = run_accuracy(tmp_path, "phases.accuracy.max_accuracy_drop=-0.5")
+    out = capsys.readouterr().out
+    assert code == EXIT_CONFIG, out
+    assert "max_accuracy_drop = -0.5 is invalid: must be a fraction of accuracy in [0, 1]" in out
+    assert "Traceback" not in out and not run.exists()
