@@ -94,12 +94,13 @@ def test_one_label_format() -> None:
 
 
 def test_one_implementation_registry() -> None:
-    from typing import get_args
+    from typing import Any, get_args
 
     from runners.accuracy.cli import build_parser
     from runners.plan import IMPLEMENTATIONS as PLAN_IMPLEMENTATIONS
 
     assert IMPLEMENTATIONS == get_args(Implementation) == PLAN_IMPLEMENTATIONS
-    run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions  # noqa: SLF001
+    parser: Any = build_parser()  # argparse's private sub-parser table is untyped
+    run = next(a for a in parser._subparsers._group_actions[0].choices["run"]._actions  # noqa: SLF001
                if a.dest == "implementation")
     assert tuple(run.choices) == IMPLEMENTATIONS
