@@ -25,6 +25,8 @@ import math
 
 import plotly.graph_objects as go
 
+from offload.selection import case_label
+
 IMPL_COLORS = {"baseline": "#222222", "current": "#1f77b4", "official": "#ff7f0e", "sync": "#2ca02c"}
 IMPL_SYMBOLS = {"baseline": "circle", "current": "square", "official": "triangle-up", "sync": "diamond"}
 MIB = float(2**20)
@@ -35,10 +37,8 @@ def _finite(x) -> bool:
 
 
 def point_label(r) -> str:
-    """``baseline`` or ``(G,N)`` (``(G,N,kK)`` when prefetch_step != 1) of a decision row."""
-    if r.implementation == "baseline" or r.group_size == 0:
-        return "baseline"
-    return f"({r.group_size},{r.num_in_group}" + (f",k{r.prefetch_step})" if r.prefetch_step != 1 else ")")
+    """``baseline`` or ``(G,N)`` (``(G,N,kK)``) of a decision row: ``case_label(style="point")``."""
+    return case_label(r.implementation, r.group_size, r.num_in_group, r.prefetch_step, style="point")
 
 
 def _ret_text(r) -> str:

@@ -21,6 +21,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.tables import is_cpu_run  # noqa: E402
+from offload.selection import case_label  # noqa: E402
 from results_schema.io import write_bytes_atomic  # noqa: E402
 
 
@@ -38,11 +39,9 @@ IMPL_MARKERS = {"baseline": "o", "current": "s", "official": "^", "sync": "D"}
 
 
 def point_label(r) -> str:
-    """``baseline`` or ``(G,N)`` (``(G,N,kK)`` when the prefetch step is not 1)."""
-    if r["implementation"] == "baseline" or int(r["group_size"]) == 0:
-        return "baseline"
-    k = int(r.get("prefetch_step", 1) or 1)
-    return f"({int(r['group_size'])},{int(r['num_in_group'])}" + (f",k{k})" if k != 1 else ")")
+    """``baseline`` or ``(G,N)`` (``(G,N,kK)`` when the prefetch step is not 1): ``case_label(style="point")``."""
+    return case_label(r["implementation"], r["group_size"], r["num_in_group"], r.get("prefetch_step", 1),
+                      style="point")
 
 
 def _annotate(ax, points: list[tuple[float, float, str, str]], fontsize: float = 7.0) -> None:
