@@ -117,6 +117,14 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
                      + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
         if c.kind == "accuracy":  # issue 15: what the accuracy verifier holds the phase to
             lines.append(f"  accuracy: tasks={','.join(c.accuracy_tasks)} protocol={c.accuracy_protocol} "
-                         f"manifest={c.accuracy_manifest} limit={c.accuracy_limit} "
-                         f"max_accuracy_drop={c.max_accuracy_drop:g} (fraction); backends checked against plan.json")
+                         f"manifest={c.accuracy_manifest} ({_manifest_state(c.accuracy_manifest)}) "
+                         f"limit={c.accuracy_limit} max_accuracy_drop={c.max_accuracy_drop:g} (fraction); "
+                         "backends checked against plan.json")
     return lines
+
+
+def _manifest_state(configured: str | None) -> str:
+    """``present`` or ``missing: a real run stops before any process`` (a dry run does not check the files)."""
+    from runners.paths import accuracy_manifest_path
+
+    return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"

@@ -5,7 +5,8 @@ config and of every experiment, computed on main (72b25e4) before the schema was
 choice fields became ``StrEnum``s. Records, config hashes and the saved ``config.yaml`` are made
 from this plain data, so it must stay the same plain strings (not enum members).
 Issue 15 (published accuracy) added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
-``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``.
+``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``, whose ``accuracy_manifest`` is the
+full splits (``eval_datasets/full/manifest.json``), as published.
 """
 
 from __future__ import annotations

@@ -171,3 +171,25 @@ def test_workload_spec_serializes_published_options_only_when_set():
                           "max_num_seqs": 8, "max_num_batched_tokens_factor": 8})
     text = dumps_model(pub)  # proves the round trip
     assert WorkloadSpec.model_validate_json(text) == pub and json.loads(text)["ignore_eos"] is False
+
+
+@pytest.mark.parametrize("experiment", ("qwen7b", "qwen1_5b"))
+def test_published_accuracy_phase_needs_the_full_splits(experiment):
+    """The published verification ran the full GSM8K / GPQA Diamond splits: the published designs default to
+    them and stop before any process without them (exit 2, naming the manifest); fixtures are a named choice."""
+    from runners.accuracy_phase import check_accuracy_inputs
+    from runners.errors import EXIT_CONFIG, RunnerError
+
+    items = [sc for sc in _items(experiment) if sc.case.kind == "accuracy"]
+    assert {sc.case.accuracy_manifest for sc in items} == {"eval_datasets/full/manifest.json"}
+    from runners.paths import accuracy_manifest_path
+
+    if accuracy_manifest_path("eval_datasets/full/manifest.json").exists():  # pragma: no cover - a checkout with the full splits materialized
+        pytest.skip("eval_datasets/full/manifest.json exists here; the missing-data path is not reachable")
+    with pytest.raises(RunnerError) as err:
+        check_accuracy_inputs(items)
+    assert err.value.exit_code == EXIT_CONFIG and "eval_datasets/full/manifest.json" in str(err.value)
+    assert "runners.accuracy materialize" in str(err.value)
+    rehearsal = _items(experiment, "phases.accuracy.accuracy_manifest=eval_datasets/fixtures/manifest.json")
+    phases = check_accuracy_inputs([sc for sc in rehearsal if sc.case.kind == "accuracy"])
+    assert [p.formal for p in phases] == [False]  # fixtures: limited mode, and the verifier says so
