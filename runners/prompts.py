@@ -27,7 +27,11 @@ DEFAULT_SEED_TEXT = (
     "The quick brown fox jumps over the lazy dog. Large language models generate text one token "
     "at a time, and their throughput depends on how fast the weights reach the compute units. "
 )
-"""Seed text of ``prompt_mode=seed_text`` when the workload gives none (``prompt_seed_text``)."""
+"""Seed text of ``prompt_mode=seed_text`` when the workload gives none (``prompt_seed_text``).
+
+This project's own text, not the published scripts' (which this repository does not hold): the prompts have
+the published construction and length but not the published content. Without ``ignore_eos`` the output length
+depends on the content, so an exact replay of a published run sets ``workload.prompt_seed_text``."""
 
 
 def make_prompt_ids(seed: int, round_index: int, num_prompts: int, input_len: int,
