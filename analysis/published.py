@@ -17,8 +17,13 @@ What is modelled (one row per (phase, label), on top of ``analysis.aggregate.agg
   same implementation or the baseline), ``pooled_round_throughput_mean_tok_s`` and
   ``pooled_change_pct`` (vs the phase baseline's pooled mean, percent),
   ``round_latency_p50_median_s`` (median over processes of each process's P50 round latency,
-  type-7 percentile) and ``published_stdev_tok_s`` (sample stdev of process throughputs, shown
-  as 0 with one process; ``throughput_stdev_tok_s`` keeps NaN there: no spread is measured).
+  type-7 percentile; the record's ``round_latency_p50_s`` when it has one) and ``published_stdev_tok_s`` (sample stdev of process throughputs, shown
+  as 0 with one process; ``throughput_stdev_tok_s`` keeps NaN there: no spread is measured);
+* the published per-process fields of the records (``RECORD_METRICS``), median over a label's
+  processes: ``requests_median``, ``requests_per_s_median`` (req/s), ``round_latency_p95_median_s``,
+  RSS and device memory (``npu-smi`` HBM / ``nvidia-smi``) before / peak / after load
+  (``*_load_bytes_median``) and ``device_memory_source``; NaN where the records lack them (CPU device
+  memory, records written before the fields), never 0.
 
 What is deliberately not modelled: verdicts (``analysis.compare``), the report layout.
 
@@ -47,7 +52,16 @@ PUBLISHED_COLUMNS = [
     "pooled_round_throughput_mean_tok_s", "pooled_change_pct", "throughput_change_pct",
     "round_latency_p50_median_s", "offloaded_bytes", "static_buffer_bytes", "released_bytes", "kv_gain_gib",
     "kv_gain_bytes", "kv_gain_exceeds_released", "pareto_axis", "pareto", "knee", "dominated_by",
+    *(f"{f}_median" for f in ("requests", "requests_per_s")), "round_latency_p95_median_s",
+    *(f"{f}_median" for f in ("rss_before_load_bytes", "rss_peak_load_bytes", "rss_after_load_bytes",
+                              "device_memory_before_load_bytes", "device_memory_peak_load_bytes",
+                              "device_memory_after_load_bytes")), "device_memory_source",
 ]
+
+RECORD_METRICS = ("requests", "requests_per_s", "round_latency_p50_s", "round_latency_p95_s", "rss_before_load_bytes",
+                  "rss_peak_load_bytes", "rss_after_load_bytes", "device_memory_before_load_bytes",
+                  "device_memory_peak_load_bytes", "device_memory_after_load_bytes")
+"""The published per-process fields of ``BenchRecord`` (``results_schema.load_metrics``) summarized per label."""
 
 
 def dominated_by(capacity: Sequence[float], throughput: Sequence[float], labels: Sequence[str]) -> list[list[str]]:
@@ -60,6 +74,45 @@ def dominated_by(capacity: Sequence[float], throughput: Sequence[float], labels:
                 doms.append(str(labels[j]))
         out.append(doms)
     return out
+
+
+def record_metrics(data: RunData) -> pd.DataFrame:
+    """One row per case process: ``KEY`` + ``repeat`` + ``RECORD_METRICS`` (NaN where a record lacks them) +
+    ``device_memory_source``."""
+    rows = [(r.phase, r.label, r.repeat, *(getattr(r, f) for f in RECORD_METRICS), r.device_memory_source)
+            for _p, _l, cr in data.case_runs for r in [cr.record]]
+    df = pd.DataFrame.from_records(rows, columns=[*KEY, "repeat", *RECORD_METRICS, "device_memory_source"])
+    for f in RECORD_METRICS:
+        df[f] = df[f].astype("float64")
+    return df.set_index([*KEY, "repeat"])
+
+
+def _add_record_metrics(out: pd.DataFrame, data: RunData, keys: list[tuple[str, str]]) -> None:
+    """Per-label medians of the per-process published fields; each process's P50 from its record when it has
+    one, else from its rounds (type 7).
+
+    A record's ``round_latency_p50_s`` equals its rounds' type-7 P50 (``BenchRecord`` validates it), so
+    the two sources agree; ``ValueError`` if they do not (a frame not read through the schema). Missing
+    values stay NaN (never 0); ``device_memory_source`` joins the distinct sources of a label.
+    """
+    m = record_metrics(data)
+    p50 = data.rounds.groupby(KEY + ["repeat"], sort=False)["elapsed_s"].quantile(0.5)
+    p50.index = p50.index.set_names([*KEY, "repeat"])
+    rec = m["round_latency_p50_s"].dropna()
+    both = pd.concat([rec, p50], axis=1, join="inner")
+    if not np.allclose(both.iloc[:, 0], both.iloc[:, 1], rtol=1e-6, atol=1e-9):
+        raise ValueError("round_latency_p50_s of a record disagrees with the P50 of its rounds")
+    p50 = rec.combine_first(p50)
+    per_label = p50.groupby(level=[0, 1]).median()
+    out["round_latency_p50_median_s"] = [float(per_label.get(k, np.nan)) for k in keys]
+    med = m.groupby(level=[0, 1])[list(RECORD_METRICS)].median()
+    out["round_latency_p95_median_s"] = [float(med["round_latency_p95_s"].get(k, np.nan)) for k in keys]
+    for f in RECORD_METRICS:
+        if not f.startswith("round_latency_"):
+            out[f"{f}_median"] = [float(med[f].get(k, np.nan)) for k in keys]
+    sources = m.groupby(level=[0, 1])["device_memory_source"].agg(
+        lambda v: ",".join(sorted({str(x) for x in v if isinstance(x, str)})))
+    out["device_memory_source"] = [sources.get(k, "") for k in keys]
 
 
 def published_summary(data: RunData, *, capacity_axis: str = "offloaded_bytes") -> pd.DataFrame:
@@ -83,8 +136,7 @@ def published_summary(data: RunData, *, capacity_axis: str = "offloaded_bytes") 
     base = out[out["implementation"] == "baseline"].groupby("phase")["pooled_round_throughput_mean_tok_s"].first()
     out["pooled_change_pct"] = (out["pooled_round_throughput_mean_tok_s"] / out["phase"].map(base).astype("float64")
                                 - 1.0) * 100.0
-    p50 = data.rounds.groupby(KEY + ["repeat"], sort=False)["elapsed_s"].quantile(0.5).groupby(level=[0, 1]).median()
-    out["round_latency_p50_median_s"] = [float(p50.get(k, np.nan)) for k in keys]
+    _add_record_metrics(out, data, keys)
     excess = out["kv_gain_bytes"] - out["released_bytes"].astype("Float64")
     out["kv_gain_exceeds_released"] = (excess > KV_GIB_LOG_RESOLUTION * 2**30).astype("boolean")
     out["pareto_axis"] = capacity_axis

@@ -25,6 +25,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
     token_digest        token_digest_differs (greedy case whose digest differs from the phase
                         baseline; a warning for sampled workloads), baseline_digest_unstable
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
+    device_memory       missing_device_memory (warning): an accelerator case without device memory before /
+                        peak / after load (``BenchRecord.device_memory_error`` names why)
     measurement_window  short_measurement_window (warning, one per label): a process measured for less
                         than ``MIN_WINDOW_S`` seconds or less than the minimum its workload asked
                         (``BenchRecord.window``; records without one were written before the rule)
@@ -47,6 +49,7 @@ from analysis.load import RunData, load_run
 from analysis.validate_checks import (
     MIN_WINDOW_S,
     check_cpu_kernels,
+    check_device_memory,
     check_kv,
     check_manifest,
     check_placement,
@@ -70,8 +73,8 @@ from results_schema.models import (
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
-    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "measurement_window", "manifest",
-    "cpu_kernels", "placement",
+    "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "device_memory", "measurement_window",
+    "manifest", "cpu_kernels", "placement",
 )
 
 def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | None:
@@ -154,6 +157,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     check_tokens(data, col)
     check_cpu_kernels(data, col)
     check_kv(data, col)
+    check_device_memory(data, col)
     check_window(data, col, MIN_WINDOW_S)
     check_manifest(run_dir, col)
     check_placement(run_dir, col)

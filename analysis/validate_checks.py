@@ -1,6 +1,6 @@
 """Run-level checks of a run (``analysis.validate``): tokens, CPU kernels, KV capacity, window, manifest, placement.
 
-What is modelled: the checks ``token_digest``, ``cpu_kernels``, ``kv_capacity``, ``measurement_window``,
+What is modelled: the checks ``token_digest``, ``cpu_kernels``, ``kv_capacity``, ``device_memory``, ``measurement_window``,
 ``manifest`` and ``placement`` listed in ``analysis.validate``'s docstring, each adding its issues to a
 ``Collector``; ``token_digest_status`` (identical / differs / no_baseline per process).
 
@@ -107,6 +107,20 @@ def check_kv(data: RunData, col: Collector) -> None:
                         f"{phase}: labels {sorted(labels)} release different bytes ({sorted(rel)}) but report the same "
                         f"KV cache capacity {value} (tokens, GiB): the KV pool may not see the released memory",
                         severity="warning", phase=phase)
+
+
+def check_device_memory(data: RunData, col: Collector) -> None:
+    """``missing_device_memory`` (warning): an accelerator case whose record carries the published fields
+    (``requests`` set) but no device memory before / peak / after load, with the recorded reason
+    (``device_memory_error``): shown as missing, never as 0. CPU cases have no device memory."""
+    for _p, _l, cr in data.case_runs:
+        r = cr.record
+        if cr.evidence.device == "cpu" or r.requests is None or r.device_memory_peak_load_bytes is not None:
+            continue
+        col.add("device_memory", "missing_device_memory",
+                f"{r.phase}/{r.label}-r{r.repeat}: no device memory before / peak / after load on "
+                f"{cr.evidence.device} ({r.device_memory_error or 'no reason recorded'})",
+                severity="warning", phase=r.phase, label=r.label, repeat=r.repeat, path=cr.log_path)
 
 
 def check_window(data: RunData, col: Collector, min_window_s: float = MIN_WINDOW_S) -> None:

@@ -29,6 +29,19 @@ from results_schema.base import (  # noqa: F401 - re-exported: the types' histor
     StrictModel,
     rel_close,
 )
+from results_schema.case_outcome import (  # noqa: F401 - re-exported: the types' historic import path
+    CaseFailure,
+    CpuKernelEvidence,
+    FailureType,
+    KVCacheCapacity,
+    ServingFaultCause,
+)
+from results_schema.load_metrics import (
+    check_before_peak_after,
+    check_device_memory,
+    check_requests,
+    check_round_latency,
+)
 from results_schema.validation import (  # noqa: F401 - re-exported: historic import path
     CaseCount,
     CheckResult,
@@ -237,9 +250,72 @@ class BenchRecord(StrictModel):
     window: MeasurementWindow | None = Field(
         default=None, exclude_if=lambda v: v is None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
     )
+    # --- per-process metrics of the published bench_one (issue 15); rules in results_schema.load_metrics
+    requests: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Requests completed in the measured rounds = workload.num_prompts x len(rounds) (a round is one "
+                    "LLM.generate call over all prompts); null: written before this field.")
+    requests_per_s: NonNegFloat | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="requests / elapsed_s (req/s).")
+    round_latency_p50_s: NonNegFloat | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="This process's P50 round latency: the 50th percentile of the measured rounds' elapsed_s "
+                    "(seconds per generate call over all prompts; not a per-request latency), linear interpolation "
+                    "(numpy method='linear', type 7).")
+    round_latency_p95_s: NonNegFloat | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="The 95th percentile of the measured rounds' elapsed_s, as round_latency_p50_s (seconds).")
+    rss_before_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="RSS of this process and its descendants just before LLM(...) (vLLM and torch imported), bytes.")
+    rss_peak_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Peak RSS of this process and its descendants while LLM(...) ran: the maximum of samples every "
+                    "runners.memory_sampler.RSS_INTERVAL_S and of the before / after samples (bytes). peak_rss_bytes "
+                    "is the peak over the whole process (load and measurement), hence >= this.")
+    rss_after_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="RSS of this process and its descendants just after LLM(...) returned (bytes).")
+    device_memory_before_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Used memory of the case's physical device (all processes on it) just before LLM(...), bytes "
+                    "(npu-smi: HBM-Usage used MB x 2**20); null on CPU or when unavailable (device_memory_error).")
+    device_memory_peak_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Peak used device memory while LLM(...) ran: samples every "
+                    "runners.memory_sampler.DEVICE_INTERVAL_S and the before / after samples (bytes).")
+    device_memory_after_load_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Used device memory just after LLM(...) returned (bytes).")
+    device_memory_source: Literal["npu-smi", "nvidia-smi"] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Where the device memory before / peak / after came from: 'npu-smi' (npu-smi info, HBM-Usage of "
+                    "the case's NPU and chip), 'nvidia-smi' (memory.used of the case's GPU).")
+    device_memory_device: str | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="The physical device sampled, e.g. 'npu 3 chip 0' or 'cuda 1'.")
+    device_memory_error: str | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Why device memory before / peak / after is null on an accelerator runtime (npu-smi missing, "
+                    "unparsable, device not listed); analysis.validate warns (missing, never 0).")
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")
+
+    @model_validator(mode="after")
+    def _check_published_metrics(self) -> "BenchRecord":
+        check_requests(self.requests, self.requests_per_s, num_prompts=self.workload.num_prompts,
+                       rounds=len(self.rounds), elapsed_s=self.elapsed_s)
+        check_round_latency(self.round_latency_p50_s, self.round_latency_p95_s, [r.elapsed_s for r in self.rounds])
+        check_before_peak_after("RSS", self.rss_before_load_bytes, self.rss_peak_load_bytes, self.rss_after_load_bytes)
+        if self.rss_peak_load_bytes is not None and self.peak_rss_bytes < self.rss_peak_load_bytes:
+            raise ValueError(f"peak_rss_bytes ({self.peak_rss_bytes}) < rss_peak_load_bytes "
+                             f"({self.rss_peak_load_bytes}): the process peak covers the load window")
+        device = (self.device_memory_before_load_bytes, self.device_memory_peak_load_bytes,
+                  self.device_memory_after_load_bytes)
+        check_before_peak_after("device memory", *device)
+        check_device_memory(device, self.device_memory_source, self.device_memory_error)
+        return self
 
     @model_validator(mode="after")
     def _check_totals(self) -> "BenchRecord":
@@ -277,40 +353,6 @@ class BenchRecord(StrictModel):
         return self
 
 
-class KVCacheCapacity(StrictModel):
-    """KV cache capacity parsed from the case log; null fields when the line is absent."""
-
-    kv_cache_tokens: NonNegInt | None = Field(default=None, description="'GPU/CPU KV cache size: N tokens'.")
-    kv_cache_gib: FiniteFloat | None = Field(
-        default=None,
-        description="'Available KV cache memory: X GiB', the last such line; negative = no room for KV cache "
-                    "(the case then fails with no_kv_cache_memory).",
-    )
-    kv_cache_gib_history: tuple[FiniteFloat, ...] = Field(
-        default=(),
-        exclude_if=lambda v: not v,  # written only when present: lines from before this field stay byte-identical
-        description="Every 'Available KV cache memory' value in log order, when the log holds more than one "
-                    "(empty otherwise); the value changed when they differ.",
-    )
-    max_concurrency: NonNegFloat | None = Field(
-        default=None, description="'Maximum concurrency for T tokens per request: Xx'."
-    )
-
-
-class CpuKernelEvidence(StrictModel):
-    """The ``OFFLOAD_CPU_KERNELS`` line of a CPU case: which GEMM kernel each linear layer got.
-
-    Printed by ``offload.cpu_kernels`` in the process that loaded the model, after
-    ``load_model``; the runner checks it against the path it asked for.
-    """
-
-    path: Literal["plain", "packed"] = Field(description="CPU kernel path the case ran with.")
-    layers: NonNegInt = Field(description="UnquantizedLinearMethod layers processed (tiny model: 4 per decoder layer).")
-    kernels: dict[str, NonNegInt] = Field(
-        description="Layers per kernel: torch_linear (plain), onednn, sgl_weight_packed, zentorch, other."
-    )
-
-
 class CaseRun(StrictModel):
     """One validated line of ``<phase>-runs.jsonl``: record + evidence + what the runner observed."""
 
@@ -325,56 +367,4 @@ class CaseRun(StrictModel):
     cpu_kernels: CpuKernelEvidence | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="CPU GEMM kernels the case ran (CPU runtimes with a kernel path); absent otherwise.",
-    )
-
-
-ServingFaultCause = Literal[
-    "server_never_healthy",
-    "server_exited_before_healthy",
-    "server_died",
-    "server_left_processes",
-    "rate_timeout",
-    "benchmark_error",
-    "token_count_mismatch",
-]
-"""Why a serving case produced no data point (closed set; also the ``error_type`` of its CaseFailure)."""
-
-FailureType = Literal[
-    "timeout",
-    "signal",
-    "nonzero_exit",
-    "no_result",
-    "duplicate_result",
-    "missing_evidence",
-    "evidence_mismatch",
-    "no_offload_evidence",
-    "invalid_record",
-    "launch_error",
-    ServingFaultCause,
-    "no_kv_cache_memory",
-    "worker_signal",
-    "kernel_mismatch",
-    "kv_cache_lines",
-]
-
-
-class CaseFailure(StrictModel):
-    """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point."""
-
-    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label, unique within a phase.")
-    implementation: Implementation = Field(description="Implementation switch the case ran with.")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
-    failure_type: FailureType = Field(description="What went wrong, as a closed set.")
-    exit_code: int | None = Field(description="Process exit code; null when killed by a signal or never started.")
-    signal: int | None = Field(default=None, description="Signal number that ended the process, if any.")
-    error_type: str | None = Field(default=None, description="Exception class named in the log, e.g. AssertionError.")
-    error_message: str = Field(description="One-line explanation naming the case.")
-    log_tail: tuple[str, ...] = Field(description="Last log lines.")
-    log_path: str = Field(description="Case log, relative to the run directory.")
-    duration_s: NonNegFloat = Field(description="Wall seconds from launch to end.")
-    kv_cache: KVCacheCapacity | None = Field(
-        default=None, exclude_if=lambda v: v is None,
-        description="KV cache capacity parsed from the case log (absent when the log had no form of it)."
     )

@@ -19,7 +19,11 @@ unless the workload says otherwise (published), so the token counts are real;
 generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
 digest of the generated ids is kept per round (greedy identity across cases).
 Peak RSS is sampled over this process and its children (vLLM V1 runs the engine
-core in a child process).
+core in a child process). Per the published runner, the record also carries the request count,
+requests/s and P50 / P95 round latency (``request_metrics``), and RSS and device memory before,
+at the peak of and after ``LLM(...)`` (``LoadWindow``: ``runners.memory_sampler``; device
+memory from ``npu-smi info`` HBM / ``nvidia-smi`` of the case's physical device,
+``runners.device_memory``; null with the reason on a device it cannot read, nothing on CPU).
 
 What is deliberately not modelled: statistics across processes (analysis), the
 offloader evidence (the evidence hook publishes it), server mode / latency SLOs.
@@ -36,11 +40,7 @@ import argparse
 import faulthandler
 import hashlib
 import os
-import resource
-import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -49,8 +49,11 @@ from pathlib import Path
 from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.case import CaseSpec
 from results_schema.io import dumps_model, write_json
+from results_schema.load_metrics import percentile_linear
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 from runners.case_command import checked_offload, read_case
+from runners.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
+from runners.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -173,67 +176,66 @@ def overall_digest(rounds: Sequence[RoundResult], min_rounds: int) -> str:
     return hashlib.sha256("".join(r.token_digest for r in rounds[:min_rounds]).encode()).hexdigest()
 
 
-class PeakRSS:
-    """Samples the RSS of this process plus all its descendants; keeps the peak (bytes)."""
+def request_metrics(rounds: Sequence[RoundResult], num_prompts: int) -> dict[str, Any]:
+    """The published per-process request fields of ``BenchRecord`` (``results_schema.load_metrics``).
 
-    def __init__(self, interval_s: float = 0.1) -> None:
-        self.interval_s = interval_s
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+    ``requests`` = ``num_prompts`` x measured rounds (every prompt of a round is one request),
+    ``requests_per_s`` = requests / summed round seconds (req/s), ``round_latency_p50_s`` /
+    ``round_latency_p95_s`` = linear-interpolation percentiles of the rounds' ``elapsed_s`` (seconds).
+    """
+    elapsed = [r.elapsed_s for r in rounds]
+    requests = num_prompts * len(rounds)
+    return dict(requests=requests, requests_per_s=requests / sum(elapsed),
+                round_latency_p50_s=percentile_linear(elapsed, 50.0),
+                round_latency_p95_s=percentile_linear(elapsed, 95.0))
 
-    def sample(self) -> int:
-        import psutil
 
-        me = psutil.Process()
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        self.peak = max(self.peak, total)
-        return total
+class LoadWindow:
+    """RSS (process tree) and device memory before / peak / after the ``with`` block (``LLM(...)``).
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
+    RSS is sampled every ``RSS_INTERVAL_S``, device memory every ``DEVICE_INTERVAL_S`` from the
+    case's physical device (``runners.device_memory.device_probe``; none on CPU). A device whose
+    memory cannot be read leaves its fields null with ``device_memory_error`` saying why, also
+    printed as a ``DEVICE_MEMORY unavailable: ...`` line on stderr (the case log).
+    """
 
-    def __enter__(self) -> "PeakRSS":
-        self.sample()
-        self._thread.start()
+    def __init__(self, device: str) -> None:
+        self.rss = WindowSampler(tree_rss_bytes, RSS_INTERVAL_S)
+        self.device: WindowSampler | None = None
+        self._fields: dict[str, Any] = {}
+        try:
+            found = device_probe(device)
+        except DeviceMemoryError as exc:
+            found, self._fields["device_memory_error"] = None, str(exc)
+        if found is not None:
+            probe, source, name = found
+            self.device = WindowSampler(probe, DEVICE_INTERVAL_S)
+            self._fields.update(device_memory_source=source, device_memory_device=name)
+
+    def __enter__(self) -> "LoadWindow":
+        self.rss.__enter__()
+        if self.device is not None:
+            self.device.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-        self.peak = max(self.peak, own)
+        if self.device is not None:
+            self.device.__exit__(*exc)
+        self.rss.__exit__(*exc)
 
-
-def _device_memory_bytes(device: str) -> int | None:
-    """Device memory used by this process tree after load (bytes); None on CPU or when unknown.
-
-    CUDA: sum of ``nvidia-smi --query-compute-apps`` entries of this process tree.
-    NPU: not probed here (``npu-smi`` per-process query is stack-specific); None.
-    """
-    if device != "cuda" or shutil.which("nvidia-smi") is None:
-        return None
-    import psutil
-
-    me = psutil.Process()
-    pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30, check=False)
-    if out.returncode != 0:
-        return None
-    total = 0
-    for line in out.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
-            total += int(parts[1]) * 1024 * 1024  # MiB
-    return total
+    def fields(self) -> dict[str, Any]:
+        """The ``BenchRecord`` ``rss_*_load_bytes`` / ``device_memory_*`` keyword arguments (None values left out)."""
+        out = dict(self._fields, rss_before_load_bytes=self.rss.before, rss_peak_load_bytes=self.rss.peak,
+                   rss_after_load_bytes=self.rss.after)
+        d = self.device
+        if d is not None and d.error is not None:
+            out["device_memory_error"] = d.error
+        elif d is not None:
+            out.update(device_memory_before_load_bytes=d.before, device_memory_peak_load_bytes=d.peak,
+                       device_memory_after_load_bytes=d.after)
+        if "device_memory_error" in out:
+            print(f"DEVICE_MEMORY unavailable: {out['device_memory_error']}", file=sys.stderr, flush=True)
+        return {k: v for k, v in out.items() if v is not None}
 
 
 def _vocab(llm: object) -> list[int]:
@@ -302,10 +304,12 @@ def run(case: CaseSpec) -> BenchRecord:
 
     min_s = w.min_measured_s or 0.0
     with PeakRSS() as rss:
-        t0 = time.perf_counter()
-        llm = LLM(**engine_kwargs(case.model, offload, w))
-        load_seconds = time.perf_counter() - t0
-        device_mem = _device_memory_bytes(case.device)
+        with LoadWindow(case.device) as load:
+            t0 = time.perf_counter()
+            llm = LLM(**engine_kwargs(case.model, offload, w))
+            load_seconds = time.perf_counter() - t0
+        rss.include(load.rss.peak)
+        device_mem = process_tree_cuda_bytes(case.device)
         rounds = run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
                             min_measured_s=min_s)
     output_tokens = sum(r.output_tokens for r in rounds)
@@ -319,6 +323,7 @@ def run(case: CaseSpec) -> BenchRecord:
         window=MeasurementWindow(measured_s=elapsed_s, rounds=len(rounds), min_measured_s=min_s,
                                  min_rounds=w.measured_rounds,
                                  reached=window_reached(len(rounds), elapsed_s, w.measured_rounds, min_s)),
+        **request_metrics(rounds, w.num_prompts), **load.fields(),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
     )
 
