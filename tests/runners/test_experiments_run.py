@@ -48,8 +48,18 @@ def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_qwen7b_on_this_machine_stops_naming_the_first_missing_tool(tmp_path: Path) -> None:
+def test_qwen7b_on_this_machine_stops_naming_the_missing_full_datasets(tmp_path: Path) -> None:
+    """The published accuracy phase needs the full splits: checked (exit 2) before the identity gate."""
     r = _cli("+experiment=qwen7b", tmp_path=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == EXIT_CONFIG, out
+    assert "accuracy_manifest='eval_datasets/full/manifest.json'" in out and "does not exist" in out
+    assert "Traceback" not in out and not any(tmp_path.iterdir())
+
+
+def test_qwen7b_on_this_machine_stops_naming_the_first_missing_tool(tmp_path: Path) -> None:
+    r = _cli("+experiment=qwen7b", "phases.accuracy.accuracy_manifest=eval_datasets/fixtures/manifest.json",
+             tmp_path=tmp_path)
     out = r.stdout + r.stderr
     assert r.returncode == EXIT_IDENTITY, out
     assert "identity gate" in out and "required tool 'npu-smi' is not on PATH" in out
