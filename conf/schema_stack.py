@@ -32,7 +32,8 @@ class PinsConfig:
         packages: distribution name -> PEP 440 version or specifier (``0.32.0``, ``==0.23.*``).
         package_trees: distribution name -> SHA-256 of its installed file tree (RECORD files).
         wheels: wheel path -> SHA-256 of the file.
-        source_trees: source checkout path -> SHA-256 of its file tree.
+        source_trees: source checkout path -> SHA-256 of its file tree: bare hex = the project's tree hash
+            (``runners.probe.tree_sha256``), ``sha256sum:<hex>`` = the published one (``runners.probe.sha256sum_tree``).
         source_commits: source checkout path -> git commit (``git rev-parse HEAD``).
         files: driver / toolkit file path -> SHA-256 (e.g. CANN ``version.info``).
     """

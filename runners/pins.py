@@ -94,7 +94,7 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity import MISSING_VALUE, _version_ok, probe_spec
+    from runners.identity import MISSING_VALUE, _version_ok, observed_field, probe_spec
     from runners.probe import observe
     from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
@@ -108,7 +108,7 @@ def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str
     for fld, kind in _FIELDS:
         for name, declared in (pins.get(fld) or {}).items():
             key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
-            actual = (obs.get(fld) or {}).get(key)
+            actual = (obs.get(observed_field(fld, declared)) or {}).get(key)  # sha256sum:<hex> source trees
             where = f" (read at {key})" if key != str(name) else ""
             if actual is None:
                 found.not_found.append({"key": f"{loc}.pins.{fld}", "pin": str(name),

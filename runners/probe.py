@@ -8,8 +8,9 @@ observed where the cases will run, not in the runner's environment::
     <prefix...> <python> -m runners.probe '<json spec>'
 
 The spec names what to observe: ``{"tools": [...], "packages": [...],
-"package_trees": [...], "wheels": [...], "source_trees": [...], "source_commits":
-[...], "files": [...]}`` (paths as they exist inside the runtime). The probe prints
+"package_trees": [...], "wheels": [...], "source_trees": [...], "source_trees_sha256sum":
+[...], "source_commits": [...], "files": [...]}`` (paths as they exist inside the runtime;
+``source_trees_sha256sum`` are the source trees pinned in the published format). The probe prints
 one line ``PIN_PROBE <json>`` with the same keys mapping each name to the observed
 value (``null`` = absent) plus ``python`` (``sys.executable``) and
 ``python_version``, and exits 0; a malformed spec exits 2 with one line on stderr.
@@ -20,7 +21,11 @@ the source tree on ``PYTHONPATH``); runs on Python >= 3.8.
 Hash definitions (shared with ``runners.identity``): a file hash is the SHA-256 of
 its bytes; a tree hash is the SHA-256 of the sorted ``<relative path>\\0<file
 sha256>\\n`` lines, ``__pycache__``/``*.pyc``/``*.pyo``/``.git`` excluded, symlinks
-followed; a package tree hashes the files its distribution's ``RECORD`` lists.
+followed; a package tree hashes the files its distribution's ``RECORD`` lists. The published
+tree hash (``sha256sum_tree``, observed as ``sha256sum:<hex>``) is the SHA-256 of the byte-sorted
+``sha256sum`` lines (``<sha256>  ./<relative path>``) of every regular file, ``__pycache__`` and
+``*.pyc``/``*.pyo`` excluded, symlinks not followed: ``find . -type f ! -path '*/__pycache__/*'
+! -name '*.py[co]' -print0 | xargs -0 sha256sum | LC_ALL=C sort | sha256sum``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 PROBE_PREFIX = "PIN_PROBE "
-SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "source_trees", "source_commits", "files")
+SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "source_trees", "source_trees_sha256sum",
+             "source_commits", "files")
+PUBLISHED_PREFIX = "sha256sum:"
+"""Prefix of a tree pin in the published format (``sha256sum:<hex>``; a bare hex is the project's tree hash)."""
 
 
 def sha256_file(path: "str | os.PathLike[str]", chunk: int = 1 << 20) -> str:
@@ -88,6 +96,32 @@ def tree_sha256(root: "str | os.PathLike[str]", files: Optional[Iterable[str]] =
     return h.hexdigest()
 
 
+def sha256sum_lines(root: "str | os.PathLike[str]") -> List[str]:
+    """The byte-sorted ``<sha256>  ./<relative path>\\n`` lines of the published tree hash (see the module docstring).
+
+    Raises:
+        FileNotFoundError: ``root`` is not a directory.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise FileNotFoundError(f"{base} is not a directory")
+    lines = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for f in filenames:
+            p = Path(dirpath) / f
+            if f.endswith((".pyc", ".pyo")) or p.is_symlink() or not p.is_file():  # find -type f
+                continue
+            rel = os.path.relpath(p, base).replace(os.sep, "/")
+            lines.append(f"{sha256_file(p)}  ./{rel}\n")
+    return sorted(lines, key=lambda s: s.encode())
+
+
+def sha256sum_tree(root: "str | os.PathLike[str]") -> str:
+    """SHA-256 (hex) of ``sha256sum_lines(root)`` joined: the published tree hash (raises as ``sha256sum_lines``)."""
+    return hashlib.sha256("".join(sha256sum_lines(root)).encode()).hexdigest()
+
+
 def package_version(dist: str) -> Optional[str]:
     """Installed version of a distribution, or None."""
     try:
@@ -124,6 +158,10 @@ def _tree(path: str) -> Optional[str]:
     return tree_sha256(path) if Path(path).is_dir() else None
 
 
+def _published_tree(path: str) -> Optional[str]:
+    return PUBLISHED_PREFIX + sha256sum_tree(path) if Path(path).is_dir() else None
+
+
 def _commit(path: str) -> Optional[str]:
     return git_commit(path) if Path(path).is_dir() else None
 
@@ -134,6 +172,7 @@ _OBSERVERS: Dict[str, Callable[[str], Any]] = {
     "package_trees": package_tree_sha256,
     "wheels": _file,
     "source_trees": _tree,
+    "source_trees_sha256sum": _published_tree,
     "source_commits": _commit,
     "files": _file,
 }
