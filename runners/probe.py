@@ -9,8 +9,10 @@ observed where the cases will run, not in the runner's environment::
 
 The spec names what to observe: ``{"tools": [...], "packages": [...],
 "package_trees": [...], "wheels": [...], "source_trees": [...], "source_trees_sha256sum":
-[...], "source_commits": [...], "files": [...]}`` (paths as they exist inside the runtime;
-``source_trees_sha256sum`` are the source trees pinned in the published format). The probe prints
+[...], "source_commits": [...], "files": [...], "package_wheels": ["<dist>=<wheel>", ...]}`` (paths as
+they exist inside the runtime; ``source_trees_sha256sum`` are the source trees pinned in the
+published format; ``package_wheels`` compares an installed distribution with its wheel,
+``wheel_vs_installed``). The probe prints
 one line ``PIN_PROBE <json>`` with the same keys mapping each name to the observed
 value (``null`` = absent) plus ``python`` (``sys.executable``) and
 ``python_version``, and exits 0; a malformed spec exits 2 with one line on stderr.
@@ -36,13 +38,14 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 PROBE_PREFIX = "PIN_PROBE "
-SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "source_trees", "source_trees_sha256sum",
-             "source_commits", "files")
+SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "package_wheels", "source_trees",
+             "source_trees_sha256sum", "source_commits", "files")
 PUBLISHED_PREFIX = "sha256sum:"
 """Prefix of a tree pin in the published format (``sha256sum:<hex>``; a bare hex is the project's tree hash)."""
 
@@ -88,11 +91,14 @@ def tree_sha256(root: "str | os.PathLike[str]", files: Optional[Iterable[str]] =
                 rels.append(os.path.relpath(os.path.join(dirpath, f), base).replace(os.sep, "/"))
     else:
         rels = list(files)
+    return _tree_digest({rel: sha256_file(base / rel) for rel in rels if not _skip(rel) and (base / rel).is_file()})
+
+
+def _tree_digest(files: Dict[str, str]) -> str:
+    """The tree hash of ``{relative path: file sha256}``: SHA-256 of the sorted ``<rel>\\0<sha256>\\n`` lines."""
     h = hashlib.sha256()
-    for rel in sorted(r for r in rels if not _skip(r)):
-        p = base / rel
-        if p.is_file():
-            h.update(f"{rel}\0{sha256_file(p)}\n".encode())
+    for rel in sorted(files):
+        h.update(f"{rel}\0{files[rel]}\n".encode())
     return h.hexdigest()
 
 
@@ -141,6 +147,82 @@ def package_tree_sha256(dist: str) -> Optional[str]:
     return tree_sha256(root, rels)
 
 
+def _package_rel(rel: str) -> Optional[str]:
+    """A wheel member / RECORD path as installed under site-packages, None when it is not a package file.
+
+    Not package files: the ``*.dist-info/`` directory (the installer rewrites RECORD and adds INSTALLER,
+    REQUESTED, direct_url.json), ``*.data/`` other than ``purelib`` / ``platlib`` (scripts, headers, data
+    installed outside site-packages), paths outside site-packages (``../``) and caches.
+    """
+    rel = rel.replace(os.sep, "/")
+    top, _, rest = rel.partition("/")
+    if top.endswith(".dist-info") or rel.startswith("..") or rel.endswith("/") or _skip(rel):
+        return None
+    if top.endswith(".data"):
+        kind, _, inner = rest.partition("/")
+        return inner if kind in ("purelib", "platlib") and inner and not _skip(inner) else None
+    return rel
+
+
+def _wheel_files(wheel: str) -> Dict[str, str]:
+    """``{installed relative path: sha256}`` of a wheel's package files (raises ``zipfile.BadZipFile`` / ``OSError``)."""
+    out: Dict[str, str] = {}
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            rel = _package_rel(info.filename)
+            if rel is None:
+                continue
+            h = hashlib.sha256()
+            with z.open(info) as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            out[rel] = h.hexdigest()
+    return out
+
+
+def _differences(wheel: Dict[str, str], installed: Dict[str, Optional[str]]) -> List[str]:
+    out = []
+    for rel in sorted(set(wheel) | set(installed)):
+        if rel not in installed:
+            out.append(f"{rel} (only in the wheel)")
+        elif installed[rel] is None:
+            out.append(f"{rel} (in RECORD, missing on disk)")
+        elif rel not in wheel:
+            out.append(f"{rel} (installed, not in the wheel)")
+        elif installed[rel] != wheel[rel]:
+            out.append(f"{rel} (content differs)")
+    return out
+
+
+def wheel_vs_installed(entry: str) -> Optional[Dict[str, Any]]:
+    """Compare an installed distribution's package files with the wheel it should come from.
+
+    Args:
+        entry: ``<distribution>=<wheel path>``.
+
+    Returns:
+        None when the distribution is not installed or the wheel is not a readable zip file; else
+        ``{"wheel": tree hash of the wheel's package files, "installed": tree hash of the RECORD's package
+        files, "files": files compared, "differing": the first 10 differing paths with why,
+        "differing_count": n}``. Package files: see ``_package_rel``; both hashes as ``tree_sha256``.
+    """
+    dist, _, wheel = entry.partition("=")
+    try:
+        d = metadata.distribution(dist)
+        wheel_files = _wheel_files(wheel)
+    except (metadata.PackageNotFoundError, zipfile.BadZipFile, OSError):
+        return None
+    root = Path(str(d.locate_file("")))
+    installed: Dict[str, Optional[str]] = {}
+    for f in d.files or ():
+        rel = _package_rel(str(f))
+        if rel is not None:
+            installed[rel] = sha256_file(root / rel) if (root / rel).is_file() else None
+    diff = _differences(wheel_files, installed)
+    return {"wheel": _tree_digest(wheel_files), "installed": _tree_digest({k: v or "" for k, v in installed.items()}),
+            "files": len(set(wheel_files) | set(installed)), "differing": diff[:10], "differing_count": len(diff)}
+
+
 def git_commit(path: str) -> Optional[str]:
     """``git rev-parse HEAD`` of a checkout (None when not a git checkout or git is absent)."""
     try:
@@ -171,6 +253,7 @@ _OBSERVERS: Dict[str, Callable[[str], Any]] = {
     "packages": package_version,
     "package_trees": package_tree_sha256,
     "wheels": _file,
+    "package_wheels": wheel_vs_installed,
     "source_trees": _tree,
     "source_trees_sha256sum": _published_tree,
     "source_commits": _commit,

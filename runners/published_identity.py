@@ -16,7 +16,8 @@ What is modelled:
   ``{"Path": ..., "Revision": ...}`` entries, read with an unpickler that refuses every
   class, so no code runs), whose entries must agree on one revision.
 
-What is deliberately not modelled: the wheel-vs-installed package tree comparison.
+What is deliberately not modelled: the wheel-vs-installed package tree comparison (``runners.probe.wheel_vs_installed``,
+a runtime pin ``package_wheels``).
 """
 
 from __future__ import annotations
