@@ -105,7 +105,7 @@ class ConfigError(ValueError):
 
 
 _TEXT_KEY = re.compile(
-    r"^(?:phases\.[^.]+\.)?runtime\.(?:env|pins\.(?:packages|package_trees|wheels|source_trees|source_commits|files))"
+    r"^(?:phases\.[^.]+\.)?runtime\.(?:env|pins\.(?:packages|package_trees|wheels|package_wheels|source_trees|source_commits|files))"
     r"(?:\.(?P<name>.+))?$"
 )
 """Keys whose values are text exactly as typed: runtime environment values and identity pins."""

@@ -36,6 +36,9 @@ class CaseConfig:
         expect_error: regex; the case is expected to fail with an error matching it
             (``ValueError: offload_num_in_group``, ``AssertionError``). It is then
             exempt from the pre-launch validation and its failure record is expected.
+        engine_validates: bench phases only: the case process skips its own offload pre-check and
+            gives the setting to vLLM's engine as configured (``runners.engine_path``), so the
+            engine's own rejection is what is tested (smoke: ``engine_invalid_g2_n3``).
     """
 
     implementation: Implementation = MISSING
@@ -46,6 +49,7 @@ class CaseConfig:
     params: List[str] = field(default_factory=list)
     backend: OffloadBackend = OffloadBackend.auto
     expect_error: Optional[str] = None
+    engine_validates: bool = False
 
 
 @dataclass

@@ -32,7 +32,11 @@ class PinsConfig:
         packages: distribution name -> PEP 440 version or specifier (``0.32.0``, ``==0.23.*``).
         package_trees: distribution name -> SHA-256 of its installed file tree (RECORD files).
         wheels: wheel path -> SHA-256 of the file.
-        source_trees: source checkout path -> SHA-256 of its file tree.
+        package_wheels: distribution name -> path of the wheel it was installed from (in the runtime): the
+            package files of the installed RECORD must equal the wheel's (``runners.probe.wheel_vs_installed``;
+            ``*.dist-info/``, scripts and caches excluded); a difference fails the identity gate, naming files.
+        source_trees: source checkout path -> SHA-256 of its file tree: bare hex = the project's tree hash
+            (``runners.probe.tree_sha256``), ``sha256sum:<hex>`` = the published one (``runners.probe.sha256sum_tree``).
         source_commits: source checkout path -> git commit (``git rev-parse HEAD``).
         files: driver / toolkit file path -> SHA-256 (e.g. CANN ``version.info``).
     """
@@ -41,6 +45,7 @@ class PinsConfig:
     packages: Dict[str, str] = field(default_factory=dict)
     package_trees: Dict[str, str] = field(default_factory=dict)
     wheels: Dict[str, str] = field(default_factory=dict)
+    package_wheels: Dict[str, str] = field(default_factory=dict)
     source_trees: Dict[str, str] = field(default_factory=dict)
     source_commits: Dict[str, str] = field(default_factory=dict)
     files: Dict[str, str] = field(default_factory=dict)

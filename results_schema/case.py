@@ -78,6 +78,10 @@ class CaseSpec(StrictModel):
     workload: WorkloadSpec | None = Field(default=None, description="Bench workload (kind=bench only).")
     record: str = Field(description="Path of the record the case writes (bench: the BenchRecord JSON).")
     accuracy: AccuracyCaseSettings | None = Field(default=None, description="Accuracy settings (kind=accuracy).")
+    engine_validates: bool = Field(
+        default=False, exclude_if=lambda v: not v,
+        description="Bench only: skip the case process's own offload pre-check and give the setting to the "
+                    "engine as configured (runners.engine_path; the engine's own rejection is tested).")
 
     @model_validator(mode="after")
     def _check_kind(self) -> "CaseSpec":
@@ -85,4 +89,6 @@ class CaseSpec(StrictModel):
             raise ValueError("kind 'bench' needs a workload and no accuracy settings")
         if self.kind == "accuracy" and (self.accuracy is None or self.workload is not None):
             raise ValueError("kind 'accuracy' needs accuracy settings and no workload")
+        if self.kind == "accuracy" and self.engine_validates:
+            raise ValueError("engine_validates is a bench-case switch (runners.bench_one); accuracy cases have none")
         return self

@@ -76,6 +76,8 @@ FailureType = Literal[
     "worker_signal",
     "kernel_mismatch",
     "kv_cache_lines",
+    "engine_rejected",
+    "engine_accepted_invalid",
 ]
 
 

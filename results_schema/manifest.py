@@ -66,7 +66,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-PinKind = Literal["tool", "package", "package_tree", "wheel", "source_tree", "source_commit", "file",
+PinKind = Literal["tool", "package", "package_tree", "wheel", "package_wheel", "source_tree", "source_commit", "file",
                   "model_sha256sums", "model_revision", "offload_tree"]
 
 
@@ -80,6 +80,9 @@ class PinCheck(_Strict):
     ok: bool = Field(description="Whether the observed value satisfies the pin.")
     runtime: str | None = Field(default=None, description="Runtime whose interpreter observed it (null: model / "
                                 "offload pins, observed by the runner).")
+    detail: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                               description="What differs, when a value alone does not say (package_wheel: the first "
+                                           "differing files).")
 
 
 class ModelIdentity(_Strict):

@@ -46,6 +46,8 @@ class PlannedCase(_Strict):
     offload_backend: str = Field(description="vLLM offload_backend as requested.")
     repeats: Annotated[int, Field(ge=1)] = Field(description="Case processes of this case.")
     expect_error: str | None = Field(description="Regex the case's failure must match (expected failure).")
+    engine_validates: bool = Field(default=False, exclude_if=lambda v: not v,
+                                   description="The case process skips its offload pre-check: the engine validates.")
     runtime: str = Field(description="Name of the case's runtime.")
     device: str = Field(description="The runtime's device (cpu, cuda, npu, ...).")
     request_rates_rps: tuple[Annotated[float, Field(gt=0)] | None, ...] | None = Field(

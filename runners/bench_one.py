@@ -31,7 +31,9 @@ offloader evidence (the evidence hook publishes it), server mode / latency SLOs.
 Output: the ``BenchRecord`` JSON at the case's ``record`` path (atomic) and exactly one
 ``BENCH_RESULT <json>`` line on stdout. Exit 0 on success, 2 on an invalid case file
 (``ValueError: ...`` on stderr, before vLLM is imported), otherwise the
-exception propagates (traceback in the log, non-zero exit).
+exception propagates (traceback in the log, non-zero exit). A case with ``engine_validates``
+skips the offload pre-check and gives the setting to the engine as configured
+(``runners.engine_path``: the engine's own rejection is what is tested).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any
 from pathlib import Path
 
 from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
-from results_schema.case import CaseSpec
+from results_schema.case import CaseSpec, RequestedOffload
 from results_schema.io import dumps_model, write_json
 from results_schema.load_metrics import percentile_linear
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
@@ -70,12 +72,16 @@ def load_case(path: str | Path) -> CaseSpec:
     return read_case(path, "bench")
 
 
-def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:
-    """Validate the case (before vLLM is imported); returns the record's offload and workload models."""
+def _specs(case: CaseSpec) -> tuple[OffloadSetting | RequestedOffload, WorkloadSpec]:
+    """Validate the case (before vLLM is imported); returns the record's offload and workload models.
+
+    With ``engine_validates`` the offload setting is returned as configured (``RequestedOffload``,
+    not checked here: the engine checks it, ``runners.engine_path``).
+    """
     w = case.workload
     if w is None:
         raise ValueError(f"case {case.phase}/{case.label}: a bench case needs a workload")
-    offload = checked_offload(case)
+    offload = case.offload if case.engine_validates else checked_offload(case)
     from offload.cpu_kernels import requested_path
 
     requested_path()  # ValueError naming OFFLOAD_CPU_KERNEL_PATH and the allowed values
@@ -88,7 +94,7 @@ def _specs(case: CaseSpec) -> tuple[OffloadSetting, WorkloadSpec]:
     return offload, w
 
 
-def engine_kwargs(model: str, offload: OffloadSetting, workload: WorkloadSpec) -> dict[str, Any]:
+def engine_kwargs(model: str, offload: OffloadSetting | RequestedOffload, workload: WorkloadSpec) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for one case (vLLM's parameter names).
 
     Optional engine settings (``enable_prefix_caching``, ``max_num_seqs``,
@@ -306,7 +312,12 @@ def run(case: CaseSpec) -> BenchRecord:
     with PeakRSS() as rss:
         with LoadWindow(case.device) as load:
             t0 = time.perf_counter()
-            llm = LLM(**engine_kwargs(case.model, offload, w))
+            if case.engine_validates:
+                from runners.engine_path import build
+
+                llm = build(LLM, engine_kwargs(case.model, offload, w), case)  # raises unless valid and accepted
+            else:
+                llm = LLM(**engine_kwargs(case.model, offload, w))
             load_seconds = time.perf_counter() - t0
         rss.include(load.rss.peak)
         device_mem = process_tree_cuda_bytes(case.device)
@@ -316,7 +327,8 @@ def run(case: CaseSpec) -> BenchRecord:
     elapsed_s = sum(r.elapsed_s for r in rounds)
     return BenchRecord(
         phase=case.phase, label=case.label, implementation=case.implementation, repeat=case.repeat,
-        runtime=case.runtime, model=case.model, offload=offload, workload=w, load_seconds=load_seconds,
+        runtime=case.runtime, model=case.model, offload=OffloadSetting.model_validate(offload.model_dump()),
+        workload=w, load_seconds=load_seconds,
         rounds=tuple(rounds), output_tokens=output_tokens, elapsed_s=elapsed_s,
         throughput_tok_s=output_tokens / elapsed_s, token_digest=overall_digest(rounds, w.measured_rounds),
         peak_rss_bytes=rss.peak, device_memory_bytes=device_mem,

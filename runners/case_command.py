@@ -42,7 +42,7 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
                                    protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
                                    out_dir=str(paths.record.parent / paths.record.stem))
         return CaseSpec(kind="accuracy", accuracy=acc, **common)
-    return CaseSpec(kind="bench", workload=case_workload(c.workload), **common)
+    return CaseSpec(kind="bench", workload=case_workload(c.workload), engine_validates=c.engine_validates, **common)
 
 
 def case_workload(w: Mapping[str, Any]) -> WorkloadSpec:

@@ -4,7 +4,9 @@ What is modelled: the order in which a finished case is judged (launch error; ti
 a log that reports no room for KV cache, whatever the exit; a signal; a process of the
 case (the bench process or vLLM's engine-core worker) killed by a signal, named
 (``worker died: SIGILL (illegal instruction)``) with the prompt length and the CPU's ISA
-flags; a non-zero exit with the root-cause exception; then the agreement checks of
+flags; a non-zero exit with the engine path's outcome (``engine_rejected``: the engine's own
+rejection, naming the component that raised; ``engine_accepted_invalid``) or the root-cause
+exception; then the agreement checks of
 ``runners.case_checks``), and expected failures (``expect_error``).
 
 What is deliberately not modelled: parsing the log (``runners.case_log``), the checks
@@ -38,6 +40,7 @@ from runners.case_log import (
     tail,
     worker_signal,
 )
+from runners.engine_path import engine_outcome
 from runners.launch import ProcessOutcome
 from runners.plan import ScheduledCase
 
@@ -82,9 +85,18 @@ def _process_failure(sc: ScheduledCase, outcome: ProcessOutcome, log_text: str, 
         return _Judged("worker_signal", f"worker died: {describe_signal(dead)}; {_platform_note(sc)}; bench "
                        f"process exit code {outcome.exit_code}" + named, signum=dead)
     if outcome.exit_code != 0:
-        cause = f"{err_type}: {err_msg}" if err_type else "no exception in the log"
-        return _Judged("nonzero_exit", f"exited with code {outcome.exit_code}; root cause {cause}")
+        return _exit_failure(sc, outcome, log_text, err_type, err_msg)
     return None
+
+
+def _exit_failure(sc: ScheduledCase, outcome: ProcessOutcome, log_text: str, err_type: str | None,
+                  err_msg: str | None) -> _Judged:
+    """A non-zero exit: the engine path's outcome (``runners.engine_path``) when the case has one, else the root cause."""
+    engine = engine_outcome(log_text) if sc.case.engine_validates else None
+    if engine is not None:
+        return _Judged(cast(FailureType, engine.failure_type), f"{engine.message}; exited with code {outcome.exit_code}")
+    cause = f"{err_type}: {err_msg}" if err_type else "no exception in the log"
+    return _Judged("nonzero_exit", f"exited with code {outcome.exit_code}; root cause {cause}")
 
 
 def _failed(sc: ScheduledCase, outcome: ProcessOutcome, judged: _Judged, *, log_text: str, rel_log: str,

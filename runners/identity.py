@@ -5,7 +5,10 @@ sorted ``<relative path>\\0<file sha256>\\n`` lines, ``__pycache__``/``*.pyc``/`
 excluded), installed package versions and trees (the files listed in the
 distribution's RECORD), git revision + dirty flag, the pins a runtime declares
 (checked in this order: tools, packages, package trees, wheels, source trees,
-source commits, files, then model and offload tree), and the environment manifest.
+source commits, files, package wheels (an installed distribution's package files against the
+wheel it was installed from), then model and offload tree), and the environment manifest. A source
+tree or offload tree pin written ``sha256sum:<hex>`` is compared with the published tree hash
+(``runners.probe.sha256sum_tree``), a bare hex with the project's.
 
 Where: each runtime's pins are observed inside that runtime by ``runners.probe``
 (its own interpreter / command prefix, see ``runners.runtimes``); ``check_pins`` then
@@ -36,7 +39,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from results_schema.io import file_sha256
-from runners.probe import git_commit, package_tree_sha256, package_version, sha256_file, tree_sha256  # noqa: F401
+from runners.probe import (PUBLISHED_PREFIX, git_commit, package_tree_sha256, package_version,  # noqa: F401
+                           sha256_file, tree_sha256)
 from results_schema.manifest import (
     DeviceIdentity,
     EnvironmentManifest,
@@ -132,15 +136,48 @@ PATH_KEYS = ("wheels", "source_trees", "source_commits", "files")
 """Pin fields keyed by a path (read at ``runtime.path_map``'s location, see ``runners.runtimes.map_path``)."""
 
 
+def observed_field(field_name: str, declared: Any) -> str:
+    """The probe key observing one pin: ``source_trees_sha256sum`` for a source tree pinned in the published
+    format (``sha256sum:<hex>``, ``runners.published_identity``), else the pin's own field."""
+    if field_name == "source_trees" and str(declared).startswith(PUBLISHED_PREFIX):
+        return "source_trees_sha256sum"
+    return field_name
+
+
 def probe_spec(pins: Mapping[str, Any], path_of: Any = None) -> dict[str, list[str]]:
-    """What ``runners.probe`` must observe for ``pins`` (paths mapped through ``path_of``)."""
-    spec: dict[str, list[str]] = {}
-    for field_name, _ in PIN_KINDS:
-        names = list(pins.get(field_name) or ())
-        if field_name in PATH_KEYS and path_of is not None:
-            names = [path_of(str(n)) for n in names]
-        spec[field_name] = [str(n) for n in names]
+    """What ``runners.probe`` must observe for ``pins`` (paths mapped through ``path_of``; each source tree
+    in the format its pin is written in, see ``observed_field``)."""
+    spec: dict[str, list[str]] = {"tools": [str(n) for n in pins.get("tools") or ()]}
+    for field_name, _ in PIN_KINDS[1:]:  # tools: names only, above
+        spec[field_name] = []
+        if field_name == "source_trees":
+            spec["source_trees_sha256sum"] = []
+        if field_name == "wheels":
+            spec["package_wheels"] = [f"{d}={path_of(str(w)) if path_of is not None else w}"
+                                      for d, w in (pins.get("package_wheels") or {}).items() if w != MISSING_VALUE]
+        for name, declared in (pins.get(field_name) or {}).items():
+            key = path_of(str(name)) if field_name in PATH_KEYS and path_of is not None else str(name)
+            spec[observed_field(field_name, declared)].append(str(key))
     return spec
+
+
+def package_wheel_check(dist: str, wheel: str, seen: Mapping[str, Any] | None, runtime: str | None) -> PinCheck:
+    """The ``package_wheel`` check of one distribution from the probe's ``wheel_vs_installed`` observation.
+
+    ``expected`` is the package tree hash of the wheel, ``actual`` that of the installed RECORD's package
+    files (``runners.probe.wheel_vs_installed``); ``detail`` names the wheel and the first differing files.
+    """
+    if wheel == MISSING_VALUE:
+        return PinCheck(kind="package_wheel", name=dist, expected=MISSING_VALUE, actual=None, ok=False, runtime=runtime)
+    if seen is None:
+        return PinCheck(kind="package_wheel", name=dist, expected=f"package tree of {wheel}", actual=None, ok=False,
+                        runtime=runtime, detail=f"{dist} is not installed, or {wheel} is not a readable wheel")
+    n = int(seen.get("differing_count", 0))
+    ok = n == 0 and seen.get("wheel") == seen.get("installed")
+    detail = None if ok else (f"{n} of {seen.get('files')} package files differ from {wheel}; first: "
+                              + ", ".join(seen.get("differing") or ()))
+    return PinCheck(kind="package_wheel", name=dist, expected=str(seen.get("wheel")), actual=str(seen.get("installed")),
+                    ok=ok, runtime=runtime, detail=detail)
 
 
 def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: str | None, model_revision: str | None,
@@ -173,9 +210,9 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
     out: list[PinCheck] = []
     for field_name, kind in PIN_KINDS:
         declared = pins.get(field_name) or ()
-        seen = obs.get(field_name) or {}
         for name in declared:
             key = path_of(str(name)) if field_name in PATH_KEYS else str(name)
+            seen = obs.get(field_name if field_name == "tools" else observed_field(field_name, declared[name])) or {}
             actual = seen.get(key)
             actual = None if actual is None else str(actual)
             if field_name == "tools":
@@ -189,6 +226,8 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
                 ok = want != MISSING_VALUE and actual == want
             out.append(PinCheck(kind=kind, name=str(name), expected=_declared(want), actual=actual, ok=ok,
                                 runtime=runtime))
+    out += [package_wheel_check(str(d), str(w), (obs.get("package_wheels") or {}).get(f"{d}={path_of(str(w))}"),
+                                runtime) for d, w in (pins.get("package_wheels") or {}).items()]
     if model_pin is not None:
         sums = model_dir / "SHA256SUMS" if model_dir is not None else None
         actual = file_sha256(sums) if sums is not None and sums.is_file() else None
@@ -212,9 +251,11 @@ def describe_failure(check: PinCheck) -> str:
         seen = "nothing is observed here (absent)" if check.actual is None else f"observed {check.actual!r}"
         return (f"{where}pin {check.kind} {check.name!r} is declared but has no value (???); {seen}. "
                 "Provide it as an override to run (fail closed)")
+    detail = f" ({check.detail})" if check.detail else ""
     if check.actual is None:
-        return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, but it is missing on this machine"
-    return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, observed {check.actual!r}"
+        return (f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, but it is missing on this "
+                f"machine{detail}")
+    return f"{where}pin {check.kind} {check.name!r}: expected {check.expected!r}, observed {check.actual!r}{detail}"
 
 
 def enforce(checks: Sequence[PinCheck], *, when: str, hint: str = "") -> None:

@@ -19,7 +19,10 @@ The runner reads it with ``python -m runners.matrix +experiment=NAME +pins=FILE`
 the file's overrides are inserted where ``+pins=FILE`` stands, so overrides given
 after it win. Rules: a declared value (``==0.23.*``) is replaced by the observed
 exact value only when the observation satisfies it; a mismatch is listed, never
-overridden; a tool is only checked (no value); a pin the experiment does not
+overridden; a tool is only checked (no value), as is ``package_wheels`` (the declared wheel path is
+kept; an installed tree that differs from the wheel is listed under ``mismatched`` with the first
+differing files); a ``source_trees`` value written ``sha256sum:<hex>`` is observed in that
+published format; a pin the experiment does not
 declare is not written (undeclared stays unchecked, declared-but-missing stays
 ``???`` and fails closed).
 
@@ -94,7 +97,7 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity import MISSING_VALUE, _version_ok, probe_spec
+    from runners.identity import MISSING_VALUE, _version_ok, observed_field, probe_spec
     from runners.probe import observe
     from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
@@ -108,7 +111,7 @@ def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str
     for fld, kind in _FIELDS:
         for name, declared in (pins.get(fld) or {}).items():
             key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
-            actual = (obs.get(fld) or {}).get(key)
+            actual = (obs.get(observed_field(fld, declared)) or {}).get(key)  # sha256sum:<hex> source trees
             where = f" (read at {key})" if key != str(name) else ""
             if actual is None:
                 found.not_found.append({"key": f"{loc}.pins.{fld}", "pin": str(name),
@@ -122,8 +125,32 @@ def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str
                                          "observed": str(actual)})
                 continue
             found.overrides.append(override_for(loc, fld, str(name), str(actual)))
+    _observe_package_wheels(loc, rt, obs, path_of, found)
     return {"name": rt.get("name"), "interpreter": " ".join(interpreter_argv(rt)),
             "python": obs.get("python"), "python_version": obs.get("python_version")}
+
+
+def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, Any], path_of: Any,
+                            found: _Found) -> None:
+    """``package_wheels``: the installed package files against the declared wheel (``runners.probe``).
+
+    The declared wheel path is kept (written back when the trees agree); a difference is listed under
+    ``mismatched`` naming the first differing files, a missing wheel or distribution under ``not_found``.
+    """
+    from runners.identity import MISSING_VALUE, package_wheel_check
+
+    key = f"{loc}.pins.package_wheels"
+    for dist, wheel in ((rt.get("pins") or {}).get("package_wheels") or {}).items():
+        seen = (obs.get("package_wheels") or {}).get(f"{dist}={path_of(str(wheel))}")
+        check = package_wheel_check(str(dist), str(wheel), seen, str(rt.get("name")))
+        if wheel == MISSING_VALUE or check.actual is None:
+            found.not_found.append({"key": key, "pin": str(dist), "reason": check.detail or
+                                    "declared without a wheel path (give the wheel it was installed from)"})
+        elif not check.ok:
+            found.mismatched.append({"key": key, "pin": str(dist), "expected": check.expected,
+                                     "observed": f"{check.actual} ({check.detail})"})
+        else:
+            found.overrides.append(override_for(loc, "package_wheels", str(dist), str(wheel)))
 
 
 def _model_dir(model: Mapping[str, Any], scalar: Mapping[str, Any]) -> Path | None:

@@ -26,6 +26,8 @@ __all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase
            "phase_order", "validate_workload", "IMPLEMENTATIONS", "KINDS"]
 
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
+BENCH_KINDS = ("throughput", "ttft", "stability")
+"""Phase kinds whose cases run ``runners.bench_one`` (the only ones with ``engine_validates``)."""
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -41,6 +43,7 @@ class CaseSpec:
         kind: phase kind (``throughput``, ``ttft``, ``stability``, ``accuracy``).
         repeats: how many times the case runs.
         expect_error: regex the case's failure must match (expected failure), or None.
+        engine_validates: the bench process skips its offload pre-check (``runners.engine_path``).
         workload: effective workload fields (``WorkloadSpec`` names).
         runtime: effective runtime config (plain dict).
         timeout_s, kill_grace_s, cooldown_s: process limits of the phase.
@@ -75,6 +78,7 @@ class CaseSpec:
     accuracy_protocol: str | None = None
     max_accuracy_drop: float = 0.0
     serving: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+    engine_validates: bool = False
 
     @property
     def offload_requested(self) -> bool:
@@ -147,7 +151,8 @@ def _raw_cases(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
         raw.append(dict(implementation=case["implementation"], group_size=case.get("group_size", 0),
                         num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
                         params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
-                        label=case.get("label"), expect_error=case.get("expect_error")))
+                        label=case.get("label"), expect_error=case.get("expect_error"),
+                        engine_validates=bool(case.get("engine_validates", False))))
     _apply_phase_backend(raw, matrix.get("offload_backend"))
     return raw
 
@@ -238,6 +243,9 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         n_rep = int(by_label.get(label, repeats))
         if n_rep < 1:
             raise PlanError(f"phase {phase!r}, case {label!r}: repeats ({n_rep}) must be >= 1")
+        if r.get("engine_validates") and kind not in BENCH_KINDS:
+            raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
+                            f"{BENCH_KINDS}); a {kind!r} phase has none")
         tasks = _accuracy_tasks(phase, matrix, kind)
         cases.append(_case(phase, label, r["implementation"], r, kind, n_rep, eff_workload, eff_runtime, matrix,
                            tasks))
@@ -277,6 +285,7 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         accuracy_protocol=(str(matrix.get("accuracy_protocol") or "qwen-chat-v1") if kind == "accuracy" else None),
         max_accuracy_drop=float(matrix.get("max_accuracy_drop", 0.0)) if kind == "accuracy" else 0.0,
         serving=dict(matrix.get("serving") or {}) if kind == "serving" else None,
+        engine_validates=bool(r.get("engine_validates", False)),
     )
 
 

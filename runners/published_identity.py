@@ -2,59 +2,35 @@
 
 What is modelled:
 
-* ``sha256sum_tree``: the published tree hash: in the tree's root, ``sha256sum`` of every
-  file as ``./relative/path`` (caches excluded: ``__pycache__`` directories, ``*.pyc`` /
-  ``*.pyo``), the output lines sorted (byte order, ``LC_ALL=C sort``), and the SHA-256 of
-  that text, i.e. ``find . -type f ! -path '*/__pycache__/*' ! -name '*.py[co]' -print0 |
-  xargs -0 sha256sum | LC_ALL=C sort | sha256sum``. A pin written ``sha256sum:<hex>`` is
-  compared in this format; a bare hex pin in the project's (``runners.probe.tree_sha256``).
+* ``sha256sum_tree`` (implemented in ``runners.probe``, which runs stand-alone inside a runtime):
+  the published tree hash: in the tree's root, ``sha256sum`` of every regular file as
+  ``./relative/path`` (caches excluded: ``__pycache__`` directories, ``*.pyc`` / ``*.pyo``;
+  symlinks not followed, like ``find -type f``), the output lines sorted (byte order,
+  ``LC_ALL=C sort``), and the SHA-256 of that text, i.e. ``find . -type f ! -path
+  '*/__pycache__/*' ! -name '*.py[co]' -print0 | xargs -0 sha256sum | LC_ALL=C sort |
+  sha256sum``. A pin written ``sha256sum:<hex>`` is compared in this format; a bare hex pin in
+  the project's (``runners.probe.tree_sha256``). Both ``offload_tree_sha256`` and the values of
+  ``runtime.pins.source_trees`` take either form (``runners.identity.observed_field``).
 * ``model_revision``: the model revision recorded next to the weights: a ``REVISION`` file
   (``runners.model_manifest``), else ModelScope's ``.msc`` cache index (a pickled list of
   ``{"Path": ..., "Revision": ...}`` entries, read with an unpickler that refuses every
   class, so no code runs), whose entries must agree on one revision.
 
-What is deliberately not modelled: the wheel-vs-installed package tree comparison.
+What is deliberately not modelled: the wheel-vs-installed package tree comparison (``runners.probe.wheel_vs_installed``,
+a runtime pin ``package_wheels``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
 from pathlib import Path
 
-from results_schema.io import file_sha256
+from runners.probe import PUBLISHED_PREFIX, sha256sum_lines, sha256sum_tree
 
-PUBLISHED_PREFIX = "sha256sum:"
-_CACHE_DIRS = ("__pycache__",)
-_CACHE_SUFFIXES = (".pyc", ".pyo")
-
-
-def sha256sum_lines(root: "str | os.PathLike[str]") -> list[str]:
-    """The sorted ``<sha256>  ./<relative path>`` lines of the published tree hash.
-
-    Raises:
-        FileNotFoundError: ``root`` is not a directory.
-    """
-    base = Path(root)
-    if not base.is_dir():
-        raise FileNotFoundError(f"{base} is not a directory")
-    lines = []
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if d not in _CACHE_DIRS]
-        for f in filenames:
-            p = Path(dirpath) / f
-            if f.endswith(_CACHE_SUFFIXES) or not p.is_file():
-                continue
-            rel = os.path.relpath(p, base).replace(os.sep, "/")
-            lines.append(f"{file_sha256(p)}  ./{rel}\n")
-    return sorted(lines, key=lambda s: s.encode())
-
-
-def sha256sum_tree(root: "str | os.PathLike[str]") -> str:
-    """SHA-256 (hex) of ``sha256sum_lines(root)`` joined: the published tree hash."""
-    return hashlib.sha256("".join(sha256sum_lines(root)).encode()).hexdigest()
+__all__ = ["PUBLISHED_PREFIX", "sha256sum_lines", "sha256sum_tree", "tree_value_for_pin", "msc_revision",
+           "model_revision"]
 
 
 def tree_value_for_pin(pin: str | None, root: "str | os.PathLike[str]", project_value: str) -> str:

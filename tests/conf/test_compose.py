@@ -19,7 +19,7 @@ PROCESS_COUNTS = {
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
     "qwen1_5b": 55,  # 5x5 + 6x3 + 3x3 + published accuracy 3 (issue 15)
     "qwen1_5b_cuda": 52,
-    "smoke": 4,
+    "smoke": 5,  # + the engine-path invalid case (issue 15)
     "stability": 2,
     "ttft": 4,
     "reproduce": 7,  # 5 performance + 2 accuracy

@@ -7,6 +7,9 @@ from this plain data, so it must stay the same plain strings (not enum members).
 Issue 15 (published accuracy) added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
 ``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``, whose ``accuracy_manifest`` is the
 full splits (``eval_datasets/full/manifest.json``), as published.
+Issue 15 (engine path) added, and only added, ``engine_validates: false`` to every explicit case and
+smoke's ``engine_invalid_g2_n3`` case; and (wheel-vs-installed tree) only ``package_wheels: {}`` to every
+runtime's ``pins``.
 """
 
 from __future__ import annotations

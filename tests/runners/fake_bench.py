@@ -27,6 +27,12 @@ environment, ``label=behaviour,...``) selects a fault for a label:
   ``setsid sleep 300`` that leaves the tree; all pids (engine, worker, fork child; the sleep is found by its
   environment) are written to ``<record>.pids``; then sleep forever.
 
+* engine path (a case with ``engine_validates`` whose setting the project's check refuses): by default,
+  what vLLM 0.32.0 CPU printed for N > G (``runners.engine_path``'s ``ENGINE_REJECTED`` line and the
+  traceback of its ``OffloadConfig`` validation, recorded from a real run, the values substituted);
+  ``engine_accepts``: the engine returns (``EngineAcceptedInvalid``); ``engine_crash``: an unrelated
+  ``RuntimeError``; ``factory_rejects``: this project's factory validation raises (component ``offload``).
+
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
 """
 
@@ -44,6 +50,7 @@ from offload.selection import select_offload_layers
 from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.bench_one import _specs, build_parser, load_case
+from runners.engine_path import REJECTED, build, project_verdict
 
 LAYER_BYTES = 295_936
 OFFLOADER_CLASS = {
@@ -73,6 +80,8 @@ def main() -> int:
     behaviours = dict(kv.split("=", 1) for kv in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if "=" in kv)
     mode = behaviours.get(a.label, "ok")
     assert os.environ["OFFLOAD_IMPL"] == a.implementation
+    if a.engine_validates and project_verdict(a) is not None:
+        return _engine_path(a, mode)
     record_path = Path(a.record)
     print("fake bench starting", a.label, flush=True)
     print(f"FAKE_BENCH_PYTHON {sys.executable}", flush=True)  # rehearsal: which interpreter the runtime started
@@ -156,6 +165,38 @@ def main() -> int:
     if mode == "dup":
         print(line, flush=True)
     return 0
+
+
+_VLLM_032_REJECTION = (
+    "1 validation error for OffloadConfig | Value error, offload_num_in_group ({n}) must be <= offload_group_size "
+    "({g}) [type=value_error, input_value=ArgsKwargs((), {{'offload_... offload_params=set())}}), "
+    "input_type=ArgsKwargs] | For further information visit https://errors.pydantic.dev/2.14/v/value_error")
+
+
+def _engine_path(a, mode: str) -> int:
+    """An invalid setting on the engine path (see the module docstring); exit 1 like bench_one."""
+    o = a.offload
+    if mode == "engine_accepts":
+        build(lambda **_: object(), {}, a)
+    if mode == "engine_crash":
+        build(_crashing_engine, {}, a)
+    if mode == "factory_rejects":
+        from offload.factory import PrefetchSettings, validate_settings
+
+        build(lambda **_: validate_settings(PrefetchSettings(o.offload_backend, o.offload_group_size,
+                                                             o.offload_num_in_group, o.offload_prefetch_step, ())), {}, a)
+    msg = _VLLM_032_REJECTION.format(g=o.offload_group_size, n=o.offload_num_in_group)
+    info = {"component": "vllm", "error_type": "pydantic_core._pydantic_core.ValidationError", "message": msg,
+            "project_check": project_verdict(a), "raised_in": "vllm.engine.arg_utils:2806 create_engine_config"}
+    print(REJECTED + json.dumps(info, sort_keys=True), file=sys.stderr, flush=True)
+    print("Traceback (most recent call last):", file=sys.stderr, flush=True)
+    print('  File "vllm/engine/arg_utils.py", line 2806, in create_engine_config', file=sys.stderr, flush=True)
+    print("pydantic_core._pydantic_core.ValidationError: " + msg.replace(" | ", "\n  ", 1), file=sys.stderr, flush=True)
+    return 1
+
+
+def _crashing_engine(**_: object) -> None:
+    raise RuntimeError("Engine core initialization failed. See root cause above.")
 
 
 def _worker() -> None:  # spawned by the fake EngineCore, like vLLM's worker process

@@ -21,9 +21,13 @@ def test_smoke_invalid_case_ends_in_the_expected_clear_error(tmp_path: Path) -> 
     assert code == 0
     runs = read_jsonl(run_dir / "smoke-runs.jsonl", CaseRun)
     assert sorted(r.record.label for r in runs) == ["baseline", "current_g4_n1", "sync_g4_n1"]
-    (failure,) = read_jsonl(run_dir / "smoke-failures.jsonl", CaseFailure)
+    failure, engine = read_jsonl(run_dir / "smoke-failures.jsonl", CaseFailure)
     assert (failure.label, failure.error_type, failure.exit_code) == ("invalid_g2_n3", "ValueError", 2)
     assert "offload_num_in_group (3) must be <= offload_group_size (2)" in failure.error_message
+    # the same setting on the engine path (fake bench: vLLM 0.32.0's recorded rejection)
+    assert (engine.label, engine.implementation, engine.failure_type) == ("engine_invalid_g2_n3", "official",
+                                                                          "engine_rejected")
+    assert "component vllm" in engine.error_message and "OffloadConfig" in engine.error_message
 
 
 def test_stability_requires_output_in_every_round(tmp_path: Path) -> None:

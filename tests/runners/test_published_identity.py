@@ -84,3 +84,87 @@ def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp
     code, run_dir = run_fake(tmp_path / "bad", "phases.same_runtime.points=[{g: 4, n: 1}]",
                              f"offload_tree_sha256='{wrong}'")
     assert code == EXIT_IDENTITY and not (run_dir / "records").exists()
+
+
+# --- runtime.pins.source_trees in the published format (issue 15) ---------------------------------------------
+
+_SHA256SUM_RECIPE = ("find . -type f ! -path '*/__pycache__/*' ! -name '*.py[co]' -print0 "
+                     "| xargs -0 sha256sum | LC_ALL=C sort | sha256sum")
+"""The published recipe, as runners.published_identity documents it (run by the real ``sha256sum``)."""
+
+
+def _shell_tree_hash(root: Path) -> str:
+    out = subprocess.run(["bash", "-c", _SHA256SUM_RECIPE], cwd=root, capture_output=True, text=True, check=True)
+    return out.stdout.split()[0]
+
+
+def _source_tree(tmp_path: Path) -> Path:
+    root = _tree(tmp_path / "src")
+    (root / "link.py").symlink_to(root / "a.py")  # find -type f skips symlinks; so must the hash
+    return root
+
+
+def test_source_tree_pin_takes_the_published_format_and_a_bare_hex(tmp_path):
+    from runners.identity import check_pins, tree_sha256
+
+    root = _source_tree(tmp_path)
+    published = PUBLISHED_PREFIX + _shell_tree_hash(root)
+    assert published == PUBLISHED_PREFIX + sha256sum_tree(root)
+
+    def check(value: str):
+        (c,) = check_pins({"source_trees": {str(root): value}}, model_dir=None, model_pin=None, model_revision=None,
+                          observed_revision=None, offload_pin=None, offload_actual="")
+        return c
+
+    assert check(published).ok and check(published).actual == published
+    assert check(tree_sha256(root)).ok  # a bare hex is the project's tree hash
+    wrong = check(PUBLISHED_PREFIX + "0" * 64)
+    assert not wrong.ok and wrong.actual == published and wrong.kind == "source_tree"
+    assert not check(_shell_tree_hash(root)).ok  # the published value without its prefix is not the project's hash
+    (root / "pkg" / "sub" / "b.bin").write_bytes(b"changed")
+    assert not check(published).ok
+
+
+def test_probe_observes_the_published_source_tree_in_its_own_process(tmp_path):
+    import json
+    import sys
+
+    from runners.identity import probe_spec
+    from runners.probe import parse_probe_output
+
+    root = _source_tree(tmp_path)
+    spec = probe_spec({"source_trees": {str(root): PUBLISHED_PREFIX + "0" * 64, "/nowhere": "ab" * 32}})
+    assert spec["source_trees_sha256sum"] == [str(root)] and spec["source_trees"] == ["/nowhere"]
+    out = subprocess.run([sys.executable, "-m", "runners.probe", json.dumps(spec)], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2]).stdout
+    obs = parse_probe_output(out)
+    assert obs["source_trees_sha256sum"] == {str(root): PUBLISHED_PREFIX + _shell_tree_hash(root)}
+    assert obs["source_trees"] == {"/nowhere": None}
+
+
+def test_pins_cli_writes_and_checks_a_published_source_tree_pin(tmp_path):
+    from runners.pins import compose, observe_all, override_for
+
+    root = _source_tree(tmp_path)
+    published = PUBLISHED_PREFIX + _shell_tree_hash(root)
+    result = observe_all(compose([f"+runtime.pins.source_trees={{{root}:'{published}'}}"]))
+    assert override_for("runtime", "source_trees", str(root), published) in result["overrides"]
+    assert not result["mismatched"]
+    wrong = PUBLISHED_PREFIX + "0" * 64
+    result = observe_all(compose([f"+runtime.pins.source_trees={{{root}:'{wrong}'}}"]))
+    assert result["mismatched"] == [{"key": "runtime.pins.source_trees", "pin": str(root), "expected": wrong,
+                                     "observed": published}]
+
+
+def test_runner_gate_refuses_a_wrong_published_source_tree_pin(tmp_path):
+    from runners.matrix import EXIT_IDENTITY, EXIT_OK
+    from tests.runners.helpers import run_fake
+
+    root = _source_tree(tmp_path)
+    right = PUBLISHED_PREFIX + _shell_tree_hash(root)
+    point = "phases.same_runtime.points=[{g: 4, n: 1}]"
+    code, _ = run_fake(tmp_path / "ok", point, f"+runtime.pins.source_trees={{{root}:'{right}'}}")
+    assert code == EXIT_OK
+    wrong = PUBLISHED_PREFIX + "0" * 64
+    code, run_dir = run_fake(tmp_path / "bad", point, f"+runtime.pins.source_trees={{{root}:'{wrong}'}}")
+    assert code == EXIT_IDENTITY and not (run_dir / "records").exists()
