@@ -109,3 +109,16 @@ def test_runner_refuses_evidence_of_another_class_than_the_runtimes_overlay_clas
     _check_overlay_class(c, SimpleNamespace(offloader_class="overlay_emulation.prefetch.StaleRingOffloader"))
     with pytest.raises(CheckFailed, match="overlay case ran offloader 'vllm_ascend.x.NPUPrefetchOffloader'"):
         _check_overlay_class(c, SimpleNamespace(offloader_class="vllm_ascend.x.NPUPrefetchOffloader"))
+
+
+def test_pins_tool_writes_an_overlay_tree_override_the_runner_accepts():
+    from runners.pins import override_for
+    from runners.probe import tree_sha256
+
+    sha = tree_sha256(ROOT)
+    ov = override_for("runtime", "source_trees", ROOT, sha)
+    assert ov == f"++runtime.pins.source_trees={{{ROOT}:'{sha}'}}"
+    overrides = [f"runtime.overlay_source_root={ROOT}", f"runtime.overlay_class={CLS}", ov]
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        plain = checked_plain_config(compose("config", overrides=overrides), overrides)
+    assert plain["runtime"]["pins"]["source_trees"] == {ROOT: sha}
