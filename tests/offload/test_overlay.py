@@ -145,3 +145,55 @@ def test_load_model_wrapper_runs_post_init_of_the_overlay_once(overlay_root, mon
     plugin.ensure_post_init()
     plugin.ensure_post_init()
     assert calls == [1] and off.buffer_pool is not None
+
+
+ASCEND_OVERLAY = """
+import json, torch
+from types import SimpleNamespace
+import offload.plugin
+offload.plugin.register()
+import vllm_ascend
+import vllm_ascend.worker.model_runner_v1 as mr
+from vllm.config import OffloadConfig
+from vllm.config.offload import PrefetchOffloadConfig
+from vllm.model_executor.offloader.base import get_offloader
+from tests.offload.fakes import ProbeLayer
+cfg = OffloadConfig(prefetch=PrefetchOffloadConfig(offload_group_size=8, offload_num_in_group=3, offload_prefetch_step=2))
+runner = mr.NPUModelRunner(SimpleNamespace(offload_config=cfg), "npu:0")
+off = get_offloader()
+log = []
+runner.load_model(build_layer=lambda i: ProbeLayer(i, log))
+x = torch.zeros(())
+for _ in range(3):
+    for layer in runner.layers:
+        x = layer(x)
+print("R " + json.dumps({"cls": type(off).__module__ + "." + type(off).__name__,
+                         "post_init": getattr(off, "_offload_overlay_post_init_ran", None),
+                         "wrapped": [mo.index for mo in off.module_offloaders],
+                         "ran_with": [[e[1], e[3]] for e in log if e[0] == "forward" and e[1] >= 5]}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cls", "second_pass"), [("StaleRingOffloader", [[5, 7.0], [6, 6.0], [7, 8.0]]),
+                                                   ("CorrectRingOffloader", [[5, 6.0], [6, 7.0], [7, 8.0]])])
+def test_plugin_replaces_the_npu_offloader_with_the_overlay_and_runs_its_post_init(cls, second_pass):
+    """Fake vLLM-Ascend v0.23 runner (tests/offload/fake_ascend): its NPUPrefetchOffloader is replaced by the
+    overlay class, whose post_init the plugin runs after load_model; layer i's weight is i + 1."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = ROOT.parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    env.update({"OFFLOAD_IMPL": "overlay", overlay.OVERLAY_CLASS_ENV: f"overlay_emulation.prefetch:{cls}",
+                overlay.OVERLAY_ROOT_ENV: str(ROOT),
+                "PYTHONPATH": os.pathsep.join([str(repo / "tests" / "offload" / "fake_ascend"), str(repo), str(ROOT)])})
+    out = subprocess.run([sys.executable, "-c", ASCEND_OVERLAY], capture_output=True, text=True, env=env, cwd=repo,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("R "))[2:])
+    assert r["cls"] == f"overlay_emulation.prefetch.{cls}" and r["post_init"] is True and r["wrapped"] == [5, 6, 7]
+    assert r["ran_with"][:3] == [[5, 6.0], [6, 7.0], [7, 8.0]]  # first pass: every layer on its own weights
+    assert r["ran_with"][3:6] == second_pass == r["ran_with"][6:9]

@@ -24,6 +24,7 @@ import pytest
 
 from runners.probe import tree_sha256
 from results_schema.io import read_jsonl
+from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseRun
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +60,10 @@ def test_published_ring_rule_changes_the_token_digest_and_the_run_is_invalid(tmp
     assert rc == 6, out[-4000:]
     last = out.strip().splitlines()[-1]
     assert "INVALID" in last and " ok" not in last.lower(), last
+    manifest = EnvironmentManifest.model_validate_json((tmp_path / "default" / "stale" /
+                                                        "environment-manifest.json").read_text())
+    (pin,) = [c for c in manifest.pins if c.kind == "source_tree"]  # which published code ran
+    assert (pin.name, pin.actual, pin.ok) == (str(ROOT), tree_sha256(ROOT), True)
     validation = (tmp_path / "default" / "stale" / "summary" / "validation.json").read_text()
     assert "token_digest_differs" in validation and "overlay_g8_n3_p2" in validation
 
