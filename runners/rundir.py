@@ -64,6 +64,7 @@ def _planned_case(c: Any) -> Any:
         offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         device=str(c.runtime.get("device", "cpu")), request_rates_rps=rates, accuracy_tasks=tuple(c.accuracy_tasks),
+        overlay_class=str(c.runtime.get("overlay_class")) if c.implementation == "overlay" else None,
         expected_runs=0 if failing else c.repeats, expected_failures=c.repeats if failing else 0)
 
 

@@ -16,12 +16,14 @@ read (``cpu_kernel_path=plain``): were they ignored, every digest would equal th
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from analysis.validate import validate_run
 from runners.probe import tree_sha256
 from results_schema.io import read_jsonl
 from results_schema.manifest import EnvironmentManifest
@@ -66,6 +68,7 @@ def test_published_ring_rule_changes_the_token_digest_and_the_run_is_invalid(tmp
     assert (pin.name, pin.actual, pin.ok) == (str(ROOT), tree_sha256(ROOT), True)
     validation = (tmp_path / "default" / "stale" / "summary" / "validation.json").read_text()
     assert "token_digest_differs" in validation and "overlay_g8_n3_p2" in validation
+    _offline_validation_checks_the_planned_overlay_class(tmp_path / "default" / "stale")
 
     rc, out, runs = _run(tmp_path, "correct", "CorrectRingOffloader", "[{g:8,n:3,prefetch_step:2}]")
     assert rc == 0, out[-4000:]
@@ -75,3 +78,20 @@ def test_published_ring_rule_changes_the_token_digest_and_the_run_is_invalid(tmp
     assert fixed.record.token_digest == base.token_digest
     assert fixed.evidence.offloader_class == "overlay_emulation.prefetch.CorrectRingOffloader"
     assert fixed.evidence.wrapped_layers == (5, 6, 7) and fixed.evidence.static_buffer_bytes == 2 * LAYER_BYTES
+
+
+def _offline_validation_checks_the_planned_overlay_class(run_dir: Path) -> None:
+    """``analysis validate`` holds each overlay case to its ``plan.json`` ``overlay_class``: a plan naming
+    another class makes ``wrong_offloader_class`` errors for exactly the overlay cases."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    cases = {c["label"]: c for ph in plan["phases"] for c in ph["cases"]}
+    assert cases["overlay_g8_n3_p2"]["overlay_class"] == "overlay_emulation.prefetch:StaleRingOffloader"
+    assert "overlay_class" not in cases["baseline"]
+    report = validate_run(run_dir)
+    assert next(c for c in report.checks if c.name == "offloader_class").passed
+    for c in cases.values():
+        if c["implementation"] == "overlay":
+            c["overlay_class"] = "overlay_emulation.prefetch:CorrectRingOffloader"
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    wrong = sorted(i.label for i in validate_run(run_dir).issues if i.code == "wrong_offloader_class")
+    assert wrong == ["overlay_g2_n1_p2", "overlay_g8_n3_p2"]
