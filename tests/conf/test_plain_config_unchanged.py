@@ -6,6 +6,8 @@ choice fields became ``StrEnum``s. Records, config hashes and the saved ``config
 from this plain data, so it must stay the same plain strings (not enum members).
 Issue 15 (published accuracy) added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
 ``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``.
+Issue 15 (implementation ``overlay``) added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
+(null; the published ``AscendPrefetchOffloader`` pattern on the Ascend runtimes) to every runtime.
 """
 
 from __future__ import annotations
