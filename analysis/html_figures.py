@@ -27,8 +27,10 @@ import plotly.graph_objects as go
 
 from offload.selection import case_label
 
-IMPL_COLORS = {"baseline": "#222222", "current": "#1f77b4", "official": "#ff7f0e", "sync": "#2ca02c"}
-IMPL_SYMBOLS = {"baseline": "circle", "current": "square", "official": "triangle-up", "sync": "diamond"}
+IMPL_COLORS = {"baseline": "#222222", "current": "#1f77b4", "official": "#ff7f0e", "sync": "#2ca02c",
+               "overlay": "#d62728"}
+IMPL_SYMBOLS = {"baseline": "circle", "current": "square", "official": "triangle-up", "sync": "diamond",
+                 "overlay": "triangle-down"}
 MIB = float(2**20)
 
 

@@ -34,8 +34,9 @@ def save_png(fig: Figure, path: Path, *, bbox_inches: str | None = "tight") -> N
     plt.close(fig)
 
 
-IMPL_COLORS = {"baseline": "black", "current": "tab:blue", "official": "tab:orange", "sync": "tab:green"}
-IMPL_MARKERS = {"baseline": "o", "current": "s", "official": "^", "sync": "D"}
+IMPL_COLORS = {"baseline": "black", "current": "tab:blue", "official": "tab:orange", "sync": "tab:green",
+               "overlay": "tab:red"}
+IMPL_MARKERS = {"baseline": "o", "current": "s", "official": "^", "sync": "D", "overlay": "v"}
 
 
 def point_label(r) -> str:

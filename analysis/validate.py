@@ -11,7 +11,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         duplicate_evidence_line
     evidence_files      missing_evidence, evidence_mismatch (sidecar / log line / CaseRun disagree),
                         record_mismatch (``records/`` file disagrees)
-    offloader_class     wrong_offloader_class (``EXPECTED_OFFLOADER_CLASS`` per implementation)
+    offloader_class     wrong_offloader_class (``EXPECTED_OFFLOADER_CLASS`` per implementation; ``overlay``: the
+                        ``overlay_class`` its ``plan.json`` case names)
     evidence_agreement  evidence_mismatch (evidence vs requested G/N/prefetch/params/implementation),
                         selection_mismatch (selected layers vs ``offload.selection``),
                         num_layers_mismatch (evidence vs ``config.json``),
@@ -109,7 +110,7 @@ def expand_saved_plan(run_dir: Path) -> RunPlan | None:
 
 
 def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
-    """Plan from ``plan.json``: ``{(phase, label): {runs, failures, expect_error, device, runtime}}``.
+    """Plan from ``plan.json``: ``{(phase, label): {runs, failures, expect_error, device, runtime, overlay_class}}``.
 
     Returns None when there is no ``plan.json`` or it does not validate (the caller warns).
     Accuracy and serving phases are excluded (they write their own files, not runs;
@@ -127,7 +128,8 @@ def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
             continue
         for c in phase.cases:
             out[(phase.name, c.label)] = {"runs": c.expected_runs, "failures": c.expected_failures,
-                                          "expect_error": c.expect_error, "device": c.device, "runtime": c.runtime}
+                                          "expect_error": c.expect_error, "device": c.device, "runtime": c.runtime,
+                                          "overlay_class": c.overlay_class}
     return out
 
 
@@ -152,7 +154,8 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     _check_runtime(data, col)
     check_logs_and_files(data, col)
     mdir = find_model_dir(data, model_dir)
-    check_evidence(data, col, mdir)
+    plan = expected_cases(run_dir) or {}
+    check_evidence(data, col, mdir, {k: v["overlay_class"] for k, v in plan.items() if v["overlay_class"]})
     check_layer_bytes(data, col, mdir)
     check_tokens(data, col)
     check_cpu_kernels(data, col)

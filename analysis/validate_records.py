@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 from analysis.layer_bytes import (
@@ -139,8 +140,22 @@ def _check_sidecar(data: RunData, cr: CaseRun, col: Collector, where: str, kw: C
                     path=rel_path(data, rec), **kw)
 
 
-def check_evidence(data: RunData, col: Collector, model_dir: Path | None) -> None:
-    """Checks ``offloader_class``, ``evidence_agreement`` and ``non_empty_evidence`` of every case."""
+def _expected_class(implementation: str, key: tuple[str, str],
+                    overlay_classes: Mapping[tuple[str, str], str]) -> re.Pattern[str] | None:
+    """The class pattern of an implementation; ``overlay``: the plan's ``overlay_class`` (``mod:Cls`` -> ``mod.Cls``),
+    or any class when the run has no ``plan.json`` naming one."""
+    if implementation == "overlay":
+        cls = overlay_classes.get(key)
+        return re.compile("^" + re.escape(cls.replace(":", ".")) + "$") if cls else None
+    return EXPECTED_OFFLOADER_CLASS.get(implementation)
+
+
+def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
+                   overlay_classes: Mapping[tuple[str, str], str] | None = None) -> None:
+    """Checks ``offloader_class``, ``evidence_agreement`` and ``non_empty_evidence`` of every case.
+
+    ``overlay_classes``: ``(phase, label) -> overlay_class`` of the run's ``overlay`` cases (``plan.json``).
+    """
     cfg_layers = None
     if model_dir is not None:
         cfg_layers = load_config(model_dir).get("num_hidden_layers")
@@ -150,7 +165,7 @@ def check_evidence(data: RunData, col: Collector, model_dir: Path | None) -> Non
         by_label[(r.phase, r.label)].append(cr)
         kw: Where = {"phase": r.phase, "label": r.label, "repeat": r.repeat, "path": cr.evidence_path}
         where = f"{r.phase}/{r.label}-r{r.repeat}"
-        pat = EXPECTED_OFFLOADER_CLASS.get(r.implementation)
+        pat = _expected_class(r.implementation, (r.phase, r.label), overlay_classes or {})
         if pat is not None and not pat.match(e.offloader_class):
             col.add("offloader_class", "wrong_offloader_class",
                     f"{where}: implementation {r.implementation!r} ran offloader {e.offloader_class!r}, "

@@ -58,6 +58,7 @@ class Implementation(StrEnum):
     current = "current"
     official = "official"
     sync = "sync"
+    overlay = "overlay"
 
 
 class OffloadBackend(StrEnum):

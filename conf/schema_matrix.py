@@ -32,7 +32,7 @@ class CaseConfig:
 
     Attributes:
         label: unique in the phase; null = generated (``current_g4_n1``).
-        implementation: ``baseline``, ``current``, ``official``, ``sync``.
+        implementation: ``baseline``, ``current``, ``official``, ``sync``, ``overlay``.
         expect_error: regex; the case is expected to fail with an error matching it
             (``ValueError: offload_num_in_group``, ``AssertionError``). It is then
             exempt from the pre-launch validation and its failure record is expected.

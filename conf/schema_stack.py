@@ -84,6 +84,13 @@ class RuntimeConfig:
             weights, so weight residency is the only difference between cases; ``packed``:
             vLLM's stock oneDNN / sgl-kernel dispatch, allowed only without offload cases).
             See ``offload/cpu_kernels.py``. Null on GPU / NPU runtimes.
+        overlay_source_root: implementation ``overlay``: directory of the published source tree whose
+            offloader is measured (put on the case's ``PYTHONPATH`` after the evidence hook and the
+            repository, before the installed packages, so its ``vllm_ascend`` shadows the installed one;
+            its tree hash becomes a required ``pins.source_trees`` pin). Null = overlay unavailable:
+            a plan with ``overlay`` cases then stops before any process starts (exit 2).
+        overlay_class: the overlay's class, ``module.path:ClassName`` (``offload.overlay``); the module
+            must be loaded from ``overlay_source_root``.
     """
 
     name: str = MISSING
@@ -102,6 +109,9 @@ class RuntimeConfig:
     command_prefix: List[str] = field(default_factory=list)
     path_map: Dict[str, str] = field(default_factory=dict)
     cpu_kernel_path: Optional[CpuKernelPath] = None
+    # issue 15: the published offloader as implementation ``overlay`` (offload/overlay.py)
+    overlay_source_root: Optional[str] = None
+    overlay_class: Optional[str] = None
 
 
 @dataclass

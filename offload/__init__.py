@@ -11,8 +11,10 @@ no torch; analysis imports the selection rule from here):
   :mod:`offload.arena` (static buffers), :mod:`offload.host_storage` (host copies of wrapped
   modules), :mod:`offload.copy_protocol` (upstream's copy/event protocol), :mod:`offload.base`;
 * :mod:`offload.factory` - ``create_offloader`` honouring vLLM's ``offload_backend``;
+* :mod:`offload.overlay` - implementation ``overlay``: a published offloader class loaded from a
+  source root given per runtime;
 * :mod:`offload.plugin` - the ``vllm.general_plugins`` entry point (``offload.plugin:register``),
-  active only when ``OFFLOAD_IMPL`` is ``current`` or ``sync``;
+  active only when ``OFFLOAD_IMPL`` is ``current``, ``sync`` or ``overlay``;
 * :mod:`offload.ops` - the ``offload::wait_prefetch``/``start_prefetch`` custom ops (torch only);
 * :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check
   (vLLM, current vs official); :mod:`offload.gpu_check_torch` - torch-only GPU check
@@ -24,7 +26,8 @@ Must not import Hydra, pandas or ``runners``.
 __all__ = ["IMPL_ENV", "ACTIVE_IMPLEMENTATIONS"]
 
 IMPL_ENV = "OFFLOAD_IMPL"
-"""Environment variable the runner sets per case: baseline, current, official, sync."""
+"""Environment variable the runner sets per case: baseline, current, official, sync, overlay."""
 
-ACTIVE_IMPLEMENTATIONS = ("current", "sync")
-"""Values of ``OFFLOAD_IMPL`` that make the plugin install this package's factory."""
+ACTIVE_IMPLEMENTATIONS = ("current", "sync", "overlay")
+"""Values of ``OFFLOAD_IMPL`` that make the plugin install this package's factory (``overlay``: the
+published class named by ``OFFLOAD_OVERLAY_CLASS``, :mod:`offload.overlay`)."""

@@ -1,4 +1,4 @@
-"""Factory honouring vLLM's ``offload_backend`` contract, for the ``current``/``sync`` offloaders.
+"""Factory honouring vLLM's ``offload_backend`` contract, for the ``current``/``sync``/``overlay`` offloaders.
 
 Contract (vLLM 0.32 ``vllm/model_executor/offloader/base.py`` ``create_offloader`` and
 ``vllm/config/offload.py``), decided *before* any model weight is loaded:
@@ -8,8 +8,8 @@ offload_backend     G, N                        result
 ==================  =========================  =======================================
 ``uva``             any                         the runner's own offloader (unchanged)
 ``auto``            G == 0 or N == 0            the runner's own offloader (Noop / UVA)
-``auto``            valid, G > 0 and N > 0      ours
-``prefetch``        valid, G > 0 and N > 0      ours
+``auto``            valid, G > 0 and N > 0      ours (``overlay``: the published class)
+``prefetch``        valid, G > 0 and N > 0      ours (``overlay``: the published class)
 ``prefetch``        G == 0 or N == 0            ValueError (upstream would divide by 0)
 anything else       --                          ValueError naming the value
 ==================  =========================  =======================================
@@ -98,14 +98,16 @@ def create_offloader(
         offload_config: vLLM ``OffloadConfig``.
         runner_factory: the factory the runner would have used (kept for ``uva`` and for
             ``auto`` with offload disabled); ``None`` means vLLM's own ``create_offloader``.
-        implementation: ``current`` (prefetch) or ``sync`` (reference).
+        implementation: ``current`` (prefetch), ``sync`` (reference) or ``overlay`` (the class named by
+            ``OFFLOAD_OVERLAY_CLASS``, :func:`offload.overlay.create_overlay`).
 
     Returns:
-        :class:`offload.prefetch.CurrentPrefetchOffloader`, :class:`offload.prefetch.SyncOffloader`
-        or whatever ``runner_factory`` returns.
+        :class:`offload.prefetch.CurrentPrefetchOffloader`, :class:`offload.prefetch.SyncOffloader`,
+        the overlay instance or whatever ``runner_factory`` returns.
 
     Raises:
-        ValueError: invalid settings or unknown ``implementation``, before any weight is loaded.
+        ValueError: invalid settings or unknown ``implementation``, or an overlay class that cannot be
+            loaded or constructed (:mod:`offload.overlay`), before any weight is loaded.
     """
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"implementation ({implementation!r}) must be one of {IMPLEMENTATIONS}")
@@ -117,6 +119,10 @@ def create_offloader(
         from vllm.model_executor.offloader.base import create_offloader as vllm_create_offloader
 
         return vllm_create_offloader(offload_config)
+    if implementation == "overlay":
+        from offload.overlay import create_overlay
+
+        return create_overlay(s.group_size, s.num_in_group, s.prefetch_step, s.offload_params)
     from offload.prefetch import CurrentPrefetchOffloader, SyncOffloader
 
     cls = SyncOffloader if implementation == "sync" else CurrentPrefetchOffloader
@@ -127,7 +133,7 @@ def make_factory(runner_factory: Callable[[Any], Any], implementation: str) -> C
     """A drop-in replacement for a runner's ``create_offloader(offload_config)``.
 
     ``OFFLOAD_IMPL`` is read again at call time (default: ``implementation``, the value
-    the plugin was registered with): ``current``/``sync`` pick ours, any other value hands
+    the plugin was registered with): ``current``/``sync``/``overlay`` pick ours, any other value hands
     the call to ``runner_factory`` unchanged. A process that builds several engines
     in-process can therefore switch implementation per engine.
     """

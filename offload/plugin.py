@@ -2,7 +2,9 @@
 ``vllm.general_plugins``) that installs this project's offloader into a stock runtime.
 
 vLLM calls :func:`register` in every process (front end, engine core, workers). It is
-inert unless ``OFFLOAD_IMPL`` is ``current`` or ``sync``. When active it patches, each at
+inert unless ``OFFLOAD_IMPL`` is ``current``, ``sync`` or ``overlay`` (the published class named by
+``OFFLOAD_OVERLAY_CLASS``, :mod:`offload.overlay`, installed at the same points as ours). When
+active it patches, each at
 the moment the module is first imported (no eager heavy imports):
 
 * ``vllm.v1.worker.gpu_model_runner.create_offloader`` - the name ``GPUModelRunner.__init__``
@@ -15,9 +17,10 @@ the moment the module is first imported (no eager heavy imports):
 * ``vllm_ascend.compilation.acl_graph.ACLGraphWrapper.__call__``: vLLM-Ascend 0.23 calls
   ``sync_prev_onload`` only before capture, while vLLM 0.32's ``CUDAGraphWrapper`` also calls
   it before every replay; a replay after an eager pass could read a slot whose refill is
-  still in flight. When our offloader is installed, the wrapper now syncs before replay too;
+  still in flight. When our offloader is installed, the wrapper now syncs before replay too
+  (not for ``overlay``: the published code is measured as it runs);
 * ``load_model`` of the CPU runner (which never calls ``post_init``), the GPU runners and the
-  NPU runner: after loading, ``post_init`` of our offloader runs if nobody called it
+  NPU runner: after loading, ``post_init`` of our offloader (or of the overlay) runs if nobody called it
   (idempotent; the GPU runner already calls it), and the CPU kernel report is printed;
 * with ``OFFLOAD_CPU_KERNEL_PATH`` set (any implementation, baseline included):
   ``UnquantizedLinearMethod.process_weights_after_loading`` (:mod:`offload.cpu_kernels`).
@@ -69,7 +72,7 @@ def active_implementation() -> str | None:
 
 
 def register() -> None:
-    """Entry point: install the factory and hooks when ``OFFLOAD_IMPL`` is current/sync, and
+    """Entry point: install the factory and hooks when ``OFFLOAD_IMPL`` is current/sync/overlay, and
     the CPU kernel path (:mod:`offload.cpu_kernels`) when ``OFFLOAD_CPU_KERNEL_PATH`` is set
     (every case of a CPU runtime, baseline included)."""
     global _installed_impl, _kernel_path_installed
@@ -110,13 +113,25 @@ def _is_ours(obj: Any) -> TypeGuard[CurrentPrefetchOffloader]:
     return isinstance(obj, CurrentPrefetchOffloader)
 
 
+def _installed_is(off: Any, impl: str) -> bool:
+    """Whether ``off`` is what ``impl`` installs (ours of that implementation, or the overlay)."""
+    from offload.overlay import is_overlay
+
+    if impl == "overlay":
+        return is_overlay(off)
+    return _is_ours(off) and off.implementation == impl
+
+
 def ensure_post_init() -> None:
-    """Run ``post_init`` of the installed offloader if it is ours and has not run yet."""
+    """Run ``post_init`` of the installed offloader if it is ours (or the overlay) and has not run yet."""
     from vllm.model_executor.offloader.base import get_offloader
+
+    from offload import overlay
 
     off = get_offloader()
     if _is_ours(off) and not off.post_init_called:
         off.post_init()
+    overlay.ensure_post_init(off)
 
 
 def patch_load_model(module: ModuleType, class_name: str) -> None:
@@ -159,7 +174,7 @@ def patch_ascend_runner(module: ModuleType, implementation: str) -> None:
         if impl not in ACTIVE_IMPLEMENTATIONS:
             return  # e.g. official: keep vLLM-Ascend's NPUPrefetchOffloader
         current = base.get_offloader()
-        if wants_our_offloader(offload_config) and not (_is_ours(current) and current.implementation == impl):
+        if wants_our_offloader(offload_config) and not _installed_is(current, impl):
             base.set_offloader(create_offloader(offload_config, implementation=impl))
 
     setattr(__init__, _PATCHED, True)

@@ -15,10 +15,12 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
-Implementation = Literal["baseline", "current", "official", "sync"]
+Implementation = Literal["baseline", "current", "official", "sync", "overlay"]
 """Which offloader runs: none, this project's prefetch offloader, the runtime's
-own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), or this
-project's synchronous reference."""
+own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), this
+project's synchronous reference, or the published offloader loaded from a source root
+given per runtime (``runtime.overlay_source_root`` / ``runtime.overlay_class``, e.g. the
+published ``AscendPrefetchOffloader``)."""
 
 IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
 """The implementation registry: every ``Implementation`` in order (config, CLIs and analysis import it)."""

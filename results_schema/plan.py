@@ -53,6 +53,10 @@ class PlannedCase(_Strict):
     request_rates_rps: tuple[Annotated[float, Field(gt=0)] | None, ...] | None = Field(
         default=None, description="Serving phases: each process's request rates (req/s; null = all at t=0).")
     accuracy_tasks: tuple[str, ...] = Field(default=(), description="Accuracy phases: tasks of each process.")
+    overlay_class: str | None = Field(
+        default=None, exclude_if=lambda v: v is None,  # plans written before it keep their bytes
+        description="Implementation overlay: the runtime's overlay_class (module.path:ClassName) the evidence "
+                    "must show; null for other implementations.")
     expected_runs: Annotated[int, Field(ge=0)] = Field(description="Processes expected to succeed.")
     expected_failures: Annotated[int, Field(ge=0)] = Field(description="Processes expected to fail as declared.")
 

@@ -141,6 +141,14 @@ def check_kv_lines(c: object, log_text: str) -> None:
                     "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
+def _check_overlay_class(c: Any, sidecar: RuntimeEvidence) -> None:
+    """An ``overlay`` offload case ran the runtime's ``overlay_class`` (``module.path:ClassName``)."""
+    overlay = str((c.runtime or {}).get("overlay_class") or "").replace(":", ".")
+    if c.implementation == "overlay" and c.offload_requested and sidecar.offloader_class != overlay:
+        raise CheckFailed("evidence_mismatch", f"overlay case ran offloader {sidecar.offloader_class!r}, "
+                          f"not the runtime's overlay_class {overlay!r}")
+
+
 def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
 
@@ -165,6 +173,7 @@ def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEviden
     if sidecar.implementation != c.implementation:
         raise CheckFailed("evidence_mismatch",
                     f"evidence implementation {sidecar.implementation!r} != case {c.implementation!r}")
+    _check_overlay_class(c, sidecar)
     if c.offload_requested:
         if (sidecar.offload_group_size, sidecar.offload_num_in_group) != (c.group_size, c.num_in_group):
             raise CheckFailed("evidence_mismatch",

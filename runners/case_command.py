@@ -106,12 +106,36 @@ def checked_offload(case: CaseSpec) -> OffloadSetting:
     return OffloadSetting.model_validate(o.model_dump())
 
 
+def overlay_env(runtime: Mapping[str, Any]) -> dict[str, str]:
+    """``OFFLOAD_OVERLAY_CLASS`` / ``OFFLOAD_OVERLAY_SOURCE_ROOT`` of an ``overlay`` case (``offload.overlay``).
+
+    The root is where the declared ``runtime.overlay_source_root`` is on this host (``runtime.path_map``,
+    as for pins), so the tree on ``PYTHONPATH`` is the tree the identity gate hashed.
+    """
+    from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
+    from runners.runtimes import map_path
+
+    root = map_path(runtime, str(runtime.get("overlay_source_root") or ""))
+    return {OVERLAY_CLASS_ENV: str(runtime.get("overlay_class") or ""), OVERLAY_ROOT_ENV: root}
+
+
 def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
-    """Explicit environment of one case process (see docs/CONTRACTS.md)."""
+    """Explicit environment of one case process (see docs/CONTRACTS.md).
+
+    ``PYTHONPATH``: the evidence hook (its ``sitecustomize`` must load first), the repository, an
+    ``overlay`` case's source root, then (``inherit_pythonpath``) the inherited entries. The overlay
+    comes after the repository so a published tree can never shadow this project's ``offload`` /
+    ``runners`` packages, and before the inherited entries and the installed packages
+    (``site-packages`` follows ``PYTHONPATH``), so its ``vllm_ascend`` shadows the installed one;
+    ``offload.overlay`` refuses a class whose module was loaded from anywhere else.
+    """
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
     cache = run_dir / "cache"
     env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
     pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
+    if sc.case.implementation == "overlay":
+        env.update(overlay_env(sc.case.runtime))
+        pythonpath += ":" + env["OFFLOAD_OVERLAY_SOURCE_ROOT"]
     if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
         pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours (issue 15)
     env.update({

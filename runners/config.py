@@ -11,10 +11,14 @@ from typing import Any, Mapping
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:
-    """Resolved plain dict of a DictConfig (``???`` kept as the string ``???``)."""
+    """Resolved plain dict of a DictConfig (``???`` kept as the string ``???``; overlay source roots declared
+    as ``pins.source_trees`` pins, ``conf.schema.declare_overlay_pins``)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)  # type: ignore[return-value]
+    from conf.schema import declare_overlay_pins
+
+    plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)
+    return declare_overlay_pins(plain)  # type: ignore[arg-type]  # a config's container is a dict
 
 
 def runtimes_used(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:

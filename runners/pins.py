@@ -61,10 +61,13 @@ def override_for(location: str, field: str, name: str, value: str) -> str:
     """One Hydra override setting a pin: dotted key for names, dict form for paths.
 
     Path keys cannot be written as dotted keys (``/`` is not allowed there), so a path pin
-    is merged into its dict: ``runtime.pins.files={/usr/local/x.cfg:'<sha>'}``.
+    is merged into its dict: ``runtime.pins.files={/usr/local/x.cfg:'<sha>'}``. ``source_trees`` is
+    merged with ``++``: it may name a tree declared only after composition (an overlay source root,
+    ``conf.schema.declare_overlay_pins``), which a plain ``=`` merge refuses as an unknown key.
     """
     if field in _PATH_FIELDS:
-        return f"{location}.pins.{field}={{{name}:{_q(value)}}}"
+        force = "++" if field == "source_trees" else ""
+        return f"{force}{location}.pins.{field}={{{name}:{_q(value)}}}"
     return f"{location}.pins.{field}.{name}={_q(value)}"
 
 

@@ -38,7 +38,7 @@ class CaseSpec:
     Attributes:
         phase: phase name (key of ``phases``).
         label: unique within the phase; names log/evidence/record files.
-        implementation: ``baseline``, ``current``, ``official``, ``sync``.
+        implementation: ``baseline``, ``current``, ``official``, ``sync``, ``overlay``.
         group_size, num_in_group, prefetch_step, params, backend: offload parameters.
         kind: phase kind (``throughput``, ``ttft``, ``stability``, ``accuracy``).
         repeats: how many times the case runs.
@@ -195,6 +195,29 @@ def _checked_label(phase: str, r: Mapping[str, Any], seen: set[str], num_layers:
     return str(label)
 
 
+def check_overlay_runtime(where: str, runtime: Mapping[str, Any]) -> None:
+    """An ``overlay`` case's runtime names an absolute source root and a ``module.path:ClassName`` class.
+
+    Raises:
+        PlanError: ``runtime.overlay_source_root`` null, relative or holding ``:`` (the ``PYTHONPATH``
+            separator), or ``runtime.overlay_class`` malformed; naming the value and what is allowed.
+    """
+    from offload.overlay import check_class_pattern
+
+    root = runtime.get("overlay_source_root")
+    rt = f"runtime {runtime.get('name')!r}"
+    if not isinstance(root, str) or not root:
+        raise PlanError(f"{where}: implementation overlay needs {rt}.overlay_source_root (now {root!r}): the "
+                        "absolute path of the published source tree, e.g. runtime.overlay_source_root="
+                        "/opt/published/vllm-ascend (null = overlay unavailable on this runtime)")
+    if not root.startswith("/") or ":" in root:
+        raise PlanError(f"{where}: {rt}.overlay_source_root={root!r} must be an absolute path without ':'")
+    try:
+        check_class_pattern(runtime.get("overlay_class"))
+    except ValueError as exc:
+        raise PlanError(f"{where}: {rt}.{exc}") from None
+
+
 def _accuracy_tasks(phase: str, matrix: Mapping[str, Any], kind: str) -> tuple[str, ...]:
     if kind != "accuracy":
         return ()
@@ -226,7 +249,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         PlanError: unknown kind/implementation, invalid offload parameters (naming the
             values), duplicate labels, repeats for unknown labels, a point that selects
             no layer of the model, an invalid effective workload (``validate_workload``), an accuracy
-            phase without tasks or with ``max_accuracy_drop`` outside [0, 1].
+            phase without tasks or with ``max_accuracy_drop`` outside [0, 1], an ``overlay`` case
+            whose runtime names no usable source root or class (:func:`check_overlay_runtime`).
     """
     kind = _phase_kind(phase, matrix)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
@@ -240,6 +264,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
     seen: set[str] = set()
     for r in _raw_cases(matrix):
         label = _checked_label(phase, r, seen, num_layers)
+        if r["implementation"] == "overlay":
+            check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = int(by_label.get(label, repeats))
         if n_rep < 1:
             raise PlanError(f"phase {phase!r}, case {label!r}: repeats ({n_rep}) must be >= 1")

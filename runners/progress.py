@@ -111,7 +111,10 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
         lines.append("  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
                                                for k, v in sorted(c.workload.items())))
         env = " ".join(f"{k}={v}" for k, v in sorted((rt.get("env") or {}).items()))
+        overlay = any(sc.case.phase == phase and sc.case.implementation == "overlay" for sc in items)
         lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
+                     + (f":{rt.get('overlay_source_root')} (overlay cases: {rt.get('overlay_class')})"
+                        if overlay else "")
                      + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
                      + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
                      + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))

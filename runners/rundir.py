@@ -65,6 +65,7 @@ def _planned_case(c: Any) -> Any:
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         engine_validates=c.engine_validates,
         device=str(c.runtime.get("device", "cpu")), request_rates_rps=rates, accuracy_tasks=tuple(c.accuracy_tasks),
+        overlay_class=str(c.runtime.get("overlay_class")) if c.implementation == "overlay" else None,
         expected_runs=0 if failing else c.repeats, expected_failures=c.repeats if failing else 0)
 
 

@@ -24,8 +24,11 @@ failure.
 
 Fields come from ``evidence_state()`` on this project's offloaders, and from small adapters
 reading the internals of upstream ``PrefetchOffloader`` (also vLLM-Ascend's
-``NPUPrefetchOffloader``/``AscendPrefetchOffloader``, same attributes), ``UVAOffloader`` and
-``NoopOffloader``. Wrapped layer indices are positions of the really wrapped modules in the
+``NPUPrefetchOffloader`` and the published ``AscendPrefetchOffloader`` of implementation
+``overlay``, same attributes), ``UVAOffloader`` and ``NoopOffloader``. The device of an
+upstream-style offloader is read from its module offloaders' ``device`` (vLLM), else the
+offloader's own ``device``, else the wrapped modules' parameters, else the buffer pool's
+buffers: the published ``_PrefetchModuleOffloader`` has no ``device`` attribute. Wrapped layer indices are positions of the really wrapped modules in the
 ``wrap_modules`` call; ``selected_layers`` for upstream classes applies the selection rule to
 the number of modules really seen.
 
@@ -55,7 +58,7 @@ except ImportError:  # imported from the hook directory on PYTHONPATH (case proc
 
 ENV_PATH = "OFFLOAD_EVIDENCE_PATH"
 ENV_IMPL = "OFFLOAD_IMPL"
-IMPLEMENTATIONS = ("baseline", "current", "official", "sync")
+IMPLEMENTATIONS = ("baseline", "current", "official", "sync", "overlay")
 BASE_MODULE = "vllm.model_executor.offloader.base"
 _MARK = "_offload_evidence_observed"
 
@@ -225,9 +228,41 @@ def _prefetch_adapter(off: Any, seen: list[Any]) -> dict[str, Any]:
         static_buffer_bytes=static,
         released_bytes=offloaded - static,
     )
-    if off.module_offloaders:
-        d["device"] = str(off.module_offloaders[0].device.type)
+    device = _offloader_device(off)
+    if device is not None:
+        d["device"] = device
     return d
+
+
+def _device_type(value: Any) -> str | None:
+    """``cuda`` of ``torch.device('cuda', 0)`` / ``'cuda:0'``; None when ``value`` names no device."""
+    kind = getattr(value, "type", None) if not isinstance(value, str) else value.split(":", 1)[0]
+    return str(kind) if isinstance(kind, str) and kind else None
+
+
+def _pool_tensors(pool: Any) -> list[Any]:
+    """Tensors of a buffer pool (upstream ``StaticBufferPool._buffers``: key -> per-slot tensors)."""
+    buffers = getattr(pool, "_buffers", None) or getattr(pool, "buffers", None) or {}
+    groups = buffers.values() if isinstance(buffers, dict) else buffers
+    out: list[Any] = []
+    for g in groups:
+        out.extend(g if isinstance(g, (list, tuple)) else [g])
+    return [t for t in out if hasattr(t, "device")]
+
+
+def _offloader_device(off: Any) -> str | None:
+    """Device type of an upstream-style prefetch offloader (see the module docstring for the order)."""
+    mos = list(getattr(off, "module_offloaders", None) or ())
+    for value in [getattr(mo, "device", None) for mo in mos] + [getattr(off, "device", None)]:
+        if _device_type(value):
+            return _device_type(value)
+    for mo in mos:
+        module = getattr(mo, "module", None)
+        for p in (module.parameters() if module is not None else ()):
+            return str(p.device.type)
+    for t in _pool_tensors(getattr(off, "buffer_pool", None)):
+        return str(t.device.type)
+    return None
 
 
 def _uva_adapter(off: Any, seen: list[Any]) -> dict[str, Any]:
@@ -256,6 +291,8 @@ def _implementation(off: Any) -> str:
         return impl
     if hasattr(off, "evidence_state"):
         return str(getattr(off, "implementation", "current"))
+    if getattr(off, "_offload_overlay", False):  # offload.overlay.OVERLAY_MARK
+        return "overlay"
     return "baseline" if _is_noop(off) else "official"
 
 

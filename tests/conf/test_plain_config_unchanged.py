@@ -10,6 +10,8 @@ full splits (``eval_datasets/full/manifest.json``), as published.
 Issue 15 (engine path) added, and only added, ``engine_validates: false`` to every explicit case and
 smoke's ``engine_invalid_g2_n3`` case; and (wheel-vs-installed tree) only ``package_wheels: {}`` to every
 runtime's ``pins``.
+Issue 15 (implementation ``overlay``) added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
+(null; the published ``AscendPrefetchOffloader`` pattern on the Ascend runtimes) to every runtime.
 """
 
 from __future__ import annotations

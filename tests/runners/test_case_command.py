@@ -72,7 +72,7 @@ def test_an_expected_failure_reaches_the_case_process(tmp_path: Path) -> None:
     (("current", 0, 0), "implementation current needs offload_group_size > 0 and offload_num_in_group > 0"),
     (("current", 2, 3), "offload_num_in_group (3) must be <= offload_group_size (2)"),
     (("current", 4, 1, 0), "offload_prefetch_step (0) must be >= 1"),
-    (("magic", 4, 1), "implementation 'magic' must be one of ('baseline', 'current', 'official', 'sync')"),
+    (("magic", 4, 1), "implementation 'magic' must be one of ('baseline', 'current', 'official', 'sync', 'overlay')"),
 ])
 def test_one_validation_of_an_offload_setting(args, message) -> None:
     with pytest.raises(ValueError) as exc:
