@@ -175,11 +175,13 @@ def verdict_line(found: Findings, run_dir: Path) -> str:
 def print_done(state: RunState, timings: Timings, console: Any) -> None:
     """The ``done:`` line (counts and where the runner's time went) and every unexpected outcome."""
     wall = time.monotonic() - timings.t_start
-    console.print(f"done: {state.successes} ok, {state.expected_failures} expected failure(s), "
+    differ = f"{len(state.token_mismatches)} with tokens differing from the baseline, " \
+        if state.token_mismatches else ""
+    console.print(f"done: {state.successes} ok, {differ}{state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
                   f"{state.case_wall_s:.1f} s (identity {timings.identity:.1f} s, spawn+reap "
                   f"{timings.launch:.1f} s, finalize {state.finalize_s:.1f} s, cooldown "
                   f"{timings.cooldown:.1f} s, analysis {timings.analysis:.1f} s, checksums "
                   f"{timings.checksums:.1f} s); {state.run_dir}")
-    for line in state.unexpected:
+    for line in [*state.token_mismatches, *state.unexpected]:
         console.print(f"  [red]{line}[/]")

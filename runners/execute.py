@@ -38,6 +38,8 @@ class RunState:
     expected_failures: int = 0
     successes: int = 0
     stopped: bool = False
+    baseline_digests: dict[str, str] = field(default_factory=dict)
+    token_mismatches: list[str] = field(default_factory=list)
     case_wall_s: float = 0.0
     finalize_s: float = 0.0
 
@@ -73,6 +75,28 @@ def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> st
         if fin.note:  # e.g. the KV cache memory changed during the case
             status += f"; {fin.note}"
     return status
+
+
+def token_check(state: RunState, rec: Any) -> str | None:
+    """Live greedy-identity check of one bench record against its phase's first baseline digest.
+
+    Mirrors ``analysis.validate_checks.check_tokens`` while the run goes, so that a case whose
+    tokens differ is never printed or counted as ``ok``: returns ``None`` (a baseline, a sampled
+    workload, or no baseline finished yet in this phase: nothing to say), ``"tokens identical to
+    baseline"``, or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
+    """
+    if rec.implementation == "baseline":
+        state.baseline_digests.setdefault(rec.phase, rec.token_digest)
+        return None
+    ref = state.baseline_digests.get(rec.phase)
+    if ref is None or rec.workload.temperature != 0.0:
+        return None
+    if rec.token_digest == ref:
+        return "tokens identical to baseline"
+    line = (f"TOKENS DIFFER from the {rec.phase} baseline (greedy decoding: must be identical; "
+            f"digest {rec.token_digest[:12]} vs {ref[:12]}); validation will fail")
+    state.token_mismatches.append(f"{rec.phase}/{rec.label}-r{rec.repeat}: {line}")
+    return line
 
 
 def _finalize(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any, list[Any]]:
@@ -117,8 +141,13 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         state.expected_failures += 1
         status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"
     elif fin.expected:
-        state.successes += 1
         status = _success_status(fin, acc_line, serving_lines)
+        tokens = token_check(state, fin.run.record) if fin.run is not None else None
+        if tokens is not None and tokens.startswith("TOKENS DIFFER"):
+            status = tokens + status.removeprefix("ok")
+        else:
+            state.successes += 1
+            status += f"; {tokens}" if tokens else ""
     else:
         if fin.failure is not None:
             status = f"FAILED [{fin.failure.failure_type}] {fin.failure.error_message}"

@@ -40,7 +40,11 @@ def test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_cas
     assert proc.returncode == EXIT_INVALID, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = _last_line(proc.stdout)
     assert last.startswith("validation: INVALID: failing checks: token_digest") and last.endswith("exit 6"), last
-    assert "same_runtime/current_g4_n1-r0" in last and "done: 2 ok" in proc.stdout
+    assert "same_runtime/current_g4_n1-r0" in last
+    # the case is never printed or counted as "ok": its progress line and the done line say why
+    assert "done: 1 ok, 1 with tokens differing from the baseline," in proc.stdout, proc.stdout[-3000:]
+    assert "TOKENS DIFFER from the same_runtime baseline" in proc.stdout
+    assert "same_runtime/current_g4_n1-r0: TOKENS DIFFER" in proc.stdout
     run_dir = tmp_path / "default" / "bad"
     v = _cli("analysis", "validate", str(run_dir))
     assert v.returncode == 1
@@ -59,6 +63,7 @@ def test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels(tmp_
                           text=True, timeout=600)
     assert proc.returncode == EXIT_OK, proc.stdout[-3000:]
     assert _last_line(proc.stdout).startswith("validation: VALID")
+    assert "tokens identical to baseline" in proc.stdout and "done: 2 ok, 0 expected" in proc.stdout
     run_dir = tmp_path / "default" / "good"
     runs = read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)
     assert {r.cpu_kernels.path for r in runs} == {"plain"}  # type: ignore[union-attr]
