@@ -164,12 +164,23 @@ def exit_code(state: RunState, found: Findings, console: Any) -> int:
 
 
 def verdict_line(found: Findings, run_dir: Path) -> str:
-    """The run's last line without the exit code: the validation verdict, never "ok" for a failed proof."""
+    """The run's last line without the exit code: the validation verdict, never "ok" for a failed proof.
+
+    A failed health gate after the last phase or a failed accuracy verification comes first, so
+    the line never starts with ``validation: VALID`` when the run failed for those reasons.
+    """
+    failed = []
+    if found.health_after is not None:
+        failed.append("FAILED: the health gate after the last phase failed")
+    if found.accuracy_failed:
+        failed.append(f"FAILED: accuracy verification of phase(s) {', '.join(found.accuracy_failed)}")
     if not found.serving_valid:
-        return "validation: INVALID: serving validation failed (summary/serving-summary.md)"
-    if found.validation is None:
-        return "validation: not run (analyze=false or stopped); run `python -m analysis validate " f"{run_dir}`"
-    return str(found.validation.verdict())
+        verdict = "validation: INVALID: serving validation failed (summary/serving-summary.md)"
+    elif found.validation is None:
+        verdict = "validation: not run (analyze=false or stopped); run `python -m analysis validate " f"{run_dir}`"
+    else:
+        verdict = str(found.validation.verdict())
+    return "; ".join([*failed, verdict])
 
 
 def print_done(state: RunState, timings: Timings, console: Any) -> None:

@@ -128,6 +128,9 @@ def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: P
     out = capsys.readouterr().out
     assert code == EXIT_ACCURACY, out
     assert "accuracy accuracy: FAILED" in out
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]  # a failed verification never ends "VALID"
+    assert last.startswith("FAILED: accuracy verification of phase(s) accuracy; validation: ") and \
+        last.endswith(f"exit {EXIT_ACCURACY}"), last
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert not report.passed
     assert any(c.name == "identity" and c.status == "fail" and c.label == "current_g4_n1" for c in report.checks)

@@ -141,6 +141,24 @@ def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: P
     assert not (run_dir / "logs").exists()
 
 
+def test_health_gate_failing_after_the_last_phase_exits_42_and_never_ends_valid(tmp_path: Path, capsys) -> None:
+    """Published rule (issue 15): the device is healthy after the last phase too; healthy before, then not."""
+    script = tmp_path / "health.sh"
+    script.write_text('n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"\n'
+                      'if [ "$n" -ge 1 ]; then echo "Health Status : Warning"; exit 0; fi\n'
+                      'echo "Health Status : OK"\n')
+    code, run_dir = run_fake(tmp_path, ONE_POINT, "analyze=true", f"runtime.health_command=[sh,{script}]",
+                             "runtime.health_expect='Health Status\\s*:\\s*OK'")
+    out = capsys.readouterr().out
+    assert code == EXIT_HEALTH, out
+    assert (run_dir / "logs").exists()  # the cases ran: the gate before the phase passed
+    (after,) = (run_dir / "health").glob("after-last-phase-*.txt")
+    assert "Warning" in after.read_text()
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]
+    assert last.startswith("FAILED: the health gate after the last phase failed; validation: ") and \
+        last.endswith(f"exit {EXIT_HEALTH}"), last
+
+
 def test_dry_run_launches_nothing(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "dry_run=true")
     assert code == 0 and not tmp_path.joinpath("default").exists()
