@@ -7,7 +7,8 @@ allowed, and ``input_len + max_tokens <= max_model_len`` (not for accuracy phase
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from types import UnionType
+from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 from runners.errors import PlanError
 
@@ -23,16 +24,24 @@ def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) 
 
 
 def _allowed(model: Any, name: str) -> str:
-    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``)."""
+    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``,
+    ``an integer >= 1 or null`` for ``Annotated[int, Field(ge=1)] | None``)."""
     info = model.model_fields[name]
+    annotation, metadata, nullable = info.annotation, list(info.metadata), False
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:  # Optional[X]: X, or null
+        annotation, nullable = args[0], True
+    if get_origin(annotation) is Annotated:  # Annotated[X, Field(ge=...)]: X with the field's bounds
+        annotation, *extra = get_args(annotation)
+        metadata += [m for e in extra for m in getattr(e, "metadata", [e])]
     bounds = []
-    for m in info.metadata:
+    for m in metadata:
         for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             if getattr(m, attr, None) is not None:
                 bounds.append(f"{op} {getattr(m, attr)}")
     what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
-        info.annotation, str(info.annotation))
-    return what + (" " + " and ".join(bounds) if bounds else "")
+        annotation, str(annotation))
+    return what + (" " + " and ".join(bounds) if bounds else "") + (" or null" if nullable else "")
 
 
 def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[str, Any], *, kind: str) -> None:
