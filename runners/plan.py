@@ -231,6 +231,16 @@ def _accuracy_tasks(phase: str, matrix: Mapping[str, Any], kind: str) -> tuple[s
     return tasks
 
 
+def _check_process_limits(phase: str, matrix: Mapping[str, Any]) -> None:
+    """``case_timeout_s`` > 0, ``kill_grace_s`` >= 0, ``cooldown_s`` >= 0 (seconds; raises ``PlanError`` naming the key)."""
+    for key, default, low, op in (("case_timeout_s", 600.0, 0.0, ">"), ("kill_grace_s", 10.0, 0.0, ">="),
+                                  ("cooldown_s", 0.0, 0.0, ">=")):
+        value = matrix.get(key, default)
+        ok = float(value) > low if op == ">" else float(value) >= low  # NaN is never ok
+        if not ok:
+            raise PlanError(f"phase {phase!r}: {key} = {value!r} is invalid: must be a number of seconds {op} {low:g}")
+
+
 def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str, Any],
                  runtime: Mapping[str, Any], num_layers: int) -> list[CaseSpec]:
     """Expand one phase's matrix into validated cases.
@@ -249,13 +259,15 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         PlanError: unknown kind/implementation, invalid offload parameters (naming the
             values), duplicate labels, repeats for unknown labels, a point that selects
             no layer of the model, an invalid effective workload (``validate_workload``), an accuracy
-            phase without tasks or with ``max_accuracy_drop`` outside [0, 1], an ``overlay`` case
+            phase without tasks or with ``max_accuracy_drop`` outside [0, 1], a negative ``cooldown_s`` /
+            ``kill_grace_s`` or a ``case_timeout_s`` <= 0, an ``overlay`` case
             whose runtime names no usable source root or class (:func:`check_overlay_runtime`).
     """
     kind = _phase_kind(phase, matrix)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
     eff_workload = _effective_workload(workload, matrix)
     validate_workload(phase, eff_workload, matrix, kind=kind)
+    _check_process_limits(phase, matrix)
     if kind == "serving":
         _check_serving(phase, matrix)
     repeats = int(matrix.get("repeats", 1))

@@ -125,6 +125,15 @@ def test_invalid_workload_names_field_value_and_what_is_allowed(field: str, valu
     assert f"workload.{field} = {value!r} is invalid: must be {allowed}" in str(exc.value)
 
 
+@pytest.mark.parametrize("key, value, allowed", [
+    ("cooldown_s", -3.0, ">= 0"), ("kill_grace_s", -1.0, ">= 0"), ("case_timeout_s", 0.0, "> 0"),
+])
+def test_negative_process_limits_are_refused_naming_the_key(key: str, value: float, allowed: str) -> None:
+    with pytest.raises(PlanError) as exc:
+        expand(**{key: value})
+    assert f"phase 'p': {key} = {value!r} is invalid: must be a number of seconds {allowed}" in str(exc.value)
+
+
 def test_invalid_phase_workload_override_names_the_phase_key() -> None:
     with pytest.raises(PlanError, match=r"phases\.p\.measured_rounds = -1 is invalid: must be an integer >= 1"):
         expand(measured_rounds=-1)
