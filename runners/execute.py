@@ -77,6 +77,22 @@ def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> st
     return status
 
 
+def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
+    """On resume: each phase's first baseline digest from the lines already in ``<phase>-runs.jsonl``.
+
+    Without it a resumed case whose tokens differ from a baseline recorded before the interruption
+    would be printed and counted as ``ok`` (``token_check`` would have no reference).
+    """
+    from results_schema.io import read_jsonl
+    from results_schema.models import CaseRun
+
+    for phase in phases:
+        path = state.run_dir / f"{phase}-runs.jsonl"
+        for run in read_jsonl(path, CaseRun) if path.is_file() else ():
+            if run.record.implementation == "baseline":
+                state.baseline_digests.setdefault(run.record.phase, run.record.token_digest)
+
+
 def token_check(state: RunState, rec: Any) -> str | None:
     """Live greedy-identity check of one bench record against its phase's first baseline digest.
 

@@ -181,7 +181,7 @@ def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any) -> Ope
 
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
-    from runners.execute import run_phases
+    from runners.execute import run_phases, seed_baseline_digests
     from runners.launch import end_orphaned_cases
     from runners.progress import Progress
 
@@ -198,6 +198,8 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     state = RunState(run_dir=run.run_dir, model_dir=run.facts.identity.model_dir, python=sys.executable,
                      bench_command=opts.bench_command, formal=opts.formal, progress=progress,
                      accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
+    if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
+        seed_baseline_digests(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
     base_env = dict(os.environ)
     interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.facts.identity,
                              resumed=p.resume_dir is not None, timings=run.timings)

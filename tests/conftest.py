@@ -90,6 +90,8 @@ HEAVY_TESTS: dict[str, str] = {
     "tests/runners/test_faults.py::test_pinned_file_changed_during_a_phase_stops_before_the_next_phase": "(3 s CPU)",
     "tests/runners/test_faults.py::test_health_gate_failing_after_the_last_phase_exits_42_and_never_ends_valid":
         "a fake-bench matrix with analysis (4 s CPU)",
+    "tests/runners/test_faults.py::test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok":
+        "a fake-bench matrix, then its resume with analysis (6 s CPU)",
     # waits on purpose (a case or server timeout, a process that must be reaped): 3 s or more of wall each
     "tests/runners/test_faults.py::test_case_sleeping_past_timeout_is_killed_with_its_children": "(6 s, 2 s CPU)",
     "tests/runners/test_processes.py::test_hiding_case_in_the_matrix_is_a_timeout_and_leaves_nothing": "(6 s, 2 s CPU)",

@@ -216,6 +216,20 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
     assert (run_dir / "SHA256SUMS").is_file()
 
 
+def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(tmp_path: Path) -> None:
+    """The live token check (issue 15) also holds after a resume: the baseline ran before the interruption."""
+    code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"))
+    assert code == 0
+    runs = run_dir / "same_runtime-runs.jsonl"  # as if interrupted after the baseline: its line only
+    runs.write_text("".join(ln + "\n" for ln in runs.read_text().splitlines() if '"current_g4_n1"' not in ln))
+    r = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 6, r.stdout[-3000:] + r.stderr[-3000:]
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("[2/2] same_runtime/current_g4_n1-r0:")]
+    assert "TOKENS DIFFER from the same_runtime baseline" in line and ": ok" not in line, line
+    assert "done: 0 ok, 1 with tokens differing from the baseline," in r.stdout, r.stdout[-3000:]
+
+
 def test_resume_quarantines_partial_leftovers_and_a_torn_line(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT)
     assert code == 0
