@@ -67,6 +67,10 @@ def test_published_columns(data):
 def test_dominated_by_ignores_nan():
     assert dominated_by([0, 1, float("nan")], [2, 1, 5], ["a", "b", "c"]) == [[], [], []]
     assert dominated_by([0, 1], [1, 2], ["a", "b"]) == [["b"], []]
+    # ties: >= both and > one dominates (equal throughput, more capacity; equal capacity, more throughput)
+    assert dominated_by([0, 1], [1, 1], ["a", "b"]) == [["b"], []]
+    assert dominated_by([1, 1], [1, 2], ["a", "b"]) == [["b"], []]
+    assert dominated_by([1, 1], [1, 1], ["a", "b"]) == [[], []]  # equal points do not dominate each other
 
 
 def test_cli_writes_csv_and_rejects_a_missing_dir(tmp_path, capsys):
