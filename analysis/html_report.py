@@ -229,9 +229,12 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
     cfg = {"displaylogo": False, "responsive": True}
     plots = {k: pio.to_html(f, full_html=False, include_plotlyjs=False, div_id=k, config=cfg)
              for k, f in figs.items() if f is not None}
-    status = "VALID" if validation.valid else "INVALID"
+    acc_failed = [name for name, a in accuracy if not a.passed]  # a failed verification never heads a VALID page
+    status = "VALID" if validation.valid and not acc_failed else "INVALID"
     title = f"{status} — offload report {cs.provenance.run_id}"
-    body = [f"<h1>{_e(title)}</h1>", verdict_section(validation, list(failures)),
+    acc_note = (f'<p class="verdict invalid" id="accuracy-failed"><strong>accuracy verification FAILED</strong>: '
+                f'{_e(", ".join(acc_failed))} (see Accuracy verification below)</p>' if acc_failed else "")
+    body = [f"<h1>{_e(title)}</h1>", acc_note, verdict_section(validation, list(failures)),
             "<h2>Provenance</h2>", provenance_section(cs),
             "<h2>Decision table</h2>", decision_section(cs) if cs.decision else "<p>No case produced a record.</p>"]
     body.append("<h2>Capacity vs throughput</h2>")
@@ -248,7 +251,8 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
     if links:
         body.append("<h2>Raw files</h2><ul id=\"raw-files\">" + "".join(
             f'<li><a href="{_e(h)}">{_e(t)}</a></li>' for t, h in links) + "</ul>")
-    data = json.dumps({"run_id": cs.provenance.run_id, "valid": validation.valid, "cases": len(cs.decision)})
+    data = json.dumps({"run_id": cs.provenance.run_id, "valid": validation.valid and not acc_failed,
+                       "cases": len(cs.decision)})
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style>\n<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"

@@ -131,6 +131,8 @@ def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: P
     last = [ln for ln in out.splitlines() if ln.strip()][-1]  # a failed verification never ends "VALID"
     assert last.startswith("FAILED: accuracy verification of phase(s) accuracy; validation: ") and \
         last.endswith(f"exit {EXIT_ACCURACY}"), last
+    page = (run / "summary" / "report.html").read_text()  # the report's headline is not VALID either
+    assert "<title>INVALID — offload report" in page and 'id="accuracy-failed"' in page
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert not report.passed
     assert any(c.name == "identity" and c.status == "fail" and c.label == "current_g4_n1" for c in report.checks)
