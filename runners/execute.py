@@ -78,7 +78,8 @@ def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> st
 
 
 def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
-    """On resume: each phase's first baseline digest from the lines already in ``<phase>-runs.jsonl``.
+    """On resume: each phase's first baseline digest from the lines already in ``<phase>-runs.jsonl`` (and the
+    accuracy baselines' ``examples_sha256`` from ``<phase>-accuracy-cases.jsonl``).
 
     Without it a resumed case whose tokens differ from a baseline recorded before the interruption
     would be printed and counted as ``ok`` (``token_check`` would have no reference).
@@ -86,11 +87,18 @@ def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
     from results_schema.io import read_jsonl
     from results_schema.models import CaseRun
 
+    from results_schema.accuracy import AccuracyCaseRun
+    from runners.accuracy_phase import accuracy_cases_name
+
     for phase in phases:
         path = state.run_dir / f"{phase}-runs.jsonl"
         for run in read_jsonl(path, CaseRun) if path.is_file() else ():
             if run.record.implementation == "baseline":
                 state.baseline_digests.setdefault(run.record.phase, run.record.token_digest)
+        acc = state.run_dir / accuracy_cases_name(phase)
+        for line in read_jsonl(acc, AccuracyCaseRun) if acc.is_file() else ():
+            if line.implementation == "baseline":
+                accuracy_output_check(state, line)
 
 
 def token_check(state: RunState, rec: Any) -> str | None:
@@ -113,6 +121,31 @@ def token_check(state: RunState, rec: Any) -> str | None:
             f"digest {rec.token_digest[:12]} vs {ref[:12]}); validation will fail")
     state.token_mismatches.append(f"{rec.phase}/{rec.label}-r{rec.repeat}: {line}")
     return line
+
+
+def accuracy_output_check(state: RunState, line: Any) -> str | None:
+    """Live output-identity check of one accuracy case (``AccuracyCaseRun``) against its phase's baseline.
+
+    Mirrors the verifier's identity rule while the run goes: per task, the case's ``examples_sha256``
+    (its examples file: outputs, parsed answers, prompts; nothing case-specific) must equal the first
+    baseline's of the phase. Returns ``None`` (a baseline, or no baseline yet), ``"outputs identical to
+    baseline"``, or an ``"OUTPUTS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
+    """
+    keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
+    if line.implementation == "baseline":
+        for o in line.results:
+            state.baseline_digests.setdefault(keys[o.task], o.examples_sha256)
+        return None
+    compared = [o for o in line.results if keys[o.task] in state.baseline_digests]
+    if not compared:
+        return None
+    differ = [o.task for o in compared if o.examples_sha256 != state.baseline_digests[keys[o.task]]]
+    if not differ:
+        return "outputs identical to baseline"
+    status = (f"OUTPUTS DIFFER from the {line.phase} baseline on {', '.join(differ)} (greedy decoding: must be "
+              "identical); accuracy verification will fail")
+    state.token_mismatches.append(f"{line.phase}/{line.label}-r{line.repeat}: {status}")
+    return status
 
 
 def _finalize(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any, list[Any]]:
@@ -158,8 +191,9 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"
     elif fin.expected:
         status = _success_status(fin, acc_line, serving_lines)
-        tokens = token_check(state, fin.run.record) if fin.run is not None else None
-        if tokens is not None and tokens.startswith("TOKENS DIFFER"):
+        tokens = (token_check(state, fin.run.record) if fin.run is not None
+                  else accuracy_output_check(state, acc_line) if acc_line is not None else None)
+        if tokens is not None and tokens.startswith(("TOKENS DIFFER", "OUTPUTS DIFFER")):
             status = tokens + status.removeprefix("ok")
         else:
             state.successes += 1
