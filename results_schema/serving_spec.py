@@ -59,7 +59,16 @@ class ServingEngine(StrictModel):
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
         description="vLLM --gpu-memory-utilization (fraction).")
     seed: NonNegInt = Field(description="vLLM --seed.")
-    enable_prefix_caching: bool = Field(description="vLLM --[no-]enable-prefix-caching as passed to the server.")
+    enable_prefix_caching: bool | None = Field(
+        description="vLLM --[no-]enable-prefix-caching as passed to the server; null = not passed (vLLM's default).")
+    trust_remote_code: bool | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="vLLM --trust-remote-code when true; null/false = not passed (absent: written before this field).")
+    max_num_seqs: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="vLLM --max-num-seqs; null = not passed.")
+    max_num_batched_tokens: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="vLLM --max-num-batched-tokens (tokens; max_model_len x the workload's factor); null = not passed.")
 
 
 class ServingLimits(StrictModel):

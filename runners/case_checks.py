@@ -109,8 +109,9 @@ def check_plan_match(c: object, record: BenchRecord) -> None:
     want_w = dict(c.workload)  # type: ignore[attr-defined]
     try:
         planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})
-    except ValidationError:
-        return  # the plan validated it; a partial test double has nothing to compare
+    except ValidationError as exc:  # the plan validated it, so this is a corrupted case: fail closed
+        raise CheckFailed("invalid_record", "the plan's workload of this case does not validate, so the record "
+                          f"cannot be compared with it: {' '.join(str(exc).split())[:300]}") from None
     if record.workload != planned:
         diff = {k: (getattr(record.workload, k), getattr(planned, k)) for k in WorkloadSpec.model_fields
                 if getattr(record.workload, k) != getattr(planned, k)}

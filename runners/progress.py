@@ -108,8 +108,7 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
         lines.append(f"phase {phase}: runtime={rt['name']} offload_backend={','.join(backends) or '-'} "
                      f"focus_first={bool(m.get('focus_first', False))} cooldown_s={c.cooldown_s:g} "
                      f"case_timeout_s={c.timeout_s:g} kill_grace_s={c.kill_grace_s:g}")
-        lines.append("  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
-                                               for k, v in sorted(c.workload.items())))
+        lines.append(_workload_line(c))
         env = " ".join(f"{k}={v}" for k, v in sorted((rt.get("env") or {}).items()))
         overlay = any(sc.case.phase == phase and sc.case.implementation == "overlay" for sc in items)
         lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
@@ -124,6 +123,28 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
                          f"limit={c.accuracy_limit} max_accuracy_drop={c.max_accuracy_drop:g} (fraction); "
                          "backends checked against plan.json")
     return lines
+
+
+def _workload_line(c: Any) -> str:
+    """The phase's workload as its cases really run it: the bench workload, or for accuracy phases the
+    protocol's engine and sampling (the workload's prompts, dtype and lengths do not apply), or for
+    serving phases the engine options passed to the API server and the serving benchmark's load."""
+    if c.kind == "accuracy":
+        from results_schema.protocols import protocol_spec
+
+        specs = [protocol_spec(str(c.accuracy_protocol), t) for t in c.accuracy_tasks]
+        engine = specs[0].engine.model_dump(exclude_none=True) if specs else {}
+        sampling = ", ".join(f"{s.task}: temperature={s.sampling.temperature:g} max_tokens={s.sampling.max_tokens}"
+                             for s in specs)
+        return (f"  workload: the protocol's, not the bench workload: engine {engine or '{}'} (other engine "
+                f"arguments: vLLM's defaults); {sampling}")
+    text = "  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+                                     for k, v in sorted(c.workload.items()))
+    if c.kind == "serving":
+        text += ("\n  serving load: `vllm bench serve`, random dataset of num_prompts x input_len / max_tokens, "
+                 "ignore_eos (exact token counts), temperature; the workload's prompt_mode, prompts_vary_per_round "
+                 "and ignore_eos do not apply; its engine options go to the API server")
+    return text
 
 
 def _manifest_state(configured: str | None) -> str:

@@ -81,9 +81,16 @@ def server_argv(spec: ServingCaseSpec, port: int) -> list[str]:
         "--model", spec.model, "--host", srv.HOST, "--port", str(port), "--dtype", e.dtype,
         "--max-model-len", str(e.max_model_len), "--gpu-memory-utilization", str(e.gpu_memory_utilization),
         "--seed", str(e.seed), "--enforce-eager" if e.enforce_eager else "--no-enforce-eager",
-        "--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching",
         "--disable-uvicorn-access-log",
     ]
+    if e.enable_prefix_caching is not None:  # null: vLLM's default (the published workload passes nothing)
+        argv.append("--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching")
+    if e.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if e.max_num_seqs is not None:
+        argv += ["--max-num-seqs", str(e.max_num_seqs)]
+    if e.max_num_batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
     if o.offload_group_size > 0:
         argv += ["--offload-group-size", str(o.offload_group_size), "--offload-num-in-group",
                  str(o.offload_num_in_group), "--offload-prefetch-step", str(o.offload_prefetch_step),

@@ -105,6 +105,16 @@ def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
     }
 
 
+def _engine_options(w: Any) -> dict[str, Any]:
+    """The workload's optional engine options as the API server gets them (null = not passed, as
+    ``runners.bench_one.engine_kwargs`` does for ``vllm.LLM``)."""
+    pc, factor, seqs = w.get("enable_prefix_caching"), w.get("max_num_batched_tokens_factor"), w.get("max_num_seqs")
+    return dict(enable_prefix_caching=None if pc is None else bool(pc),
+                trust_remote_code=True if w.get("trust_remote_code") else None,
+                max_num_seqs=None if seqs is None else int(seqs),
+                max_num_batched_tokens=None if factor is None else int(w["max_model_len"]) * int(factor))
+
+
 def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> ServingCaseSpec:
     """The ``ServingCaseSpec`` of a scheduled serving case (``runners.plan.ScheduledCase``)."""
     c = sc.case
@@ -121,7 +131,7 @@ def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> Servi
         engine=ServingEngine(dtype=str(w["dtype"]), max_model_len=int(w["max_model_len"]),
                              enforce_eager=bool(w["enforce_eager"]),
                              gpu_memory_utilization=float(w["gpu_memory_utilization"]), seed=int(w["seed"]),
-                             enable_prefix_caching=bool(w["enable_prefix_caching"])),
+                             **_engine_options(w)),
         load=ServingLoad(backend="openai", endpoint="/v1/completions", dataset="random",
                          num_prompts=int(w["num_prompts"]), input_len=int(w["input_len"]),
                          output_len=int(w["max_tokens"]), seed=int(w["seed"]), num_warmups=int(s["num_warmups"]),

@@ -193,3 +193,34 @@ def test_published_accuracy_phase_needs_the_full_splits(experiment):
     rehearsal = _items(experiment, "phases.accuracy.accuracy_manifest=eval_datasets/fixtures/manifest.json")
     phases = check_accuracy_inputs([sc for sc in rehearsal if sc.case.kind == "accuracy"])
     assert [p.formal for p in phases] == [False]  # fixtures: limited mode, and the verifier says so
+
+
+@pytest.mark.parametrize("ignore_eos", [False, True])
+def test_round_sends_the_workloads_ignore_eos_and_the_same_text_prompts(ignore_eos, tmp_path):
+    """What ``bench_one`` hands ``LLM.generate`` each round (a recording LLM at the engine boundary): the
+    workload's ``ignore_eos`` (published: false), greedy, and the same seed-text prompts in every round."""
+    from types import SimpleNamespace
+
+    from runners.bench_one import _round_fn
+
+    base = next(sc for sc in _items("qwen7b") if sc.case.implementation == "baseline")
+    _, w = _kwargs(base, tmp_path)
+    w = w.model_copy(update={"ignore_eos": ignore_eos})
+    tokenizer = SimpleNamespace(encode=lambda text, add_special_tokens=False: [ord(ch) for ch in text],
+                                decode=lambda ids, **_: "".join(chr(i) for i in ids))
+    calls = []
+
+    class RecordingLLM:
+        def get_tokenizer(self):
+            return tokenizer
+
+        def generate(self, prompts, sp, use_tqdm=False):
+            calls.append((list(prompts), sp))
+            out = SimpleNamespace(token_ids=[1, 2])
+            return [SimpleNamespace(outputs=[out], prompt_token_ids=[0] * w.input_len) for _ in prompts]
+
+    one_round = _round_fn(RecordingLLM(), w)
+    one_round(0), one_round(1)
+    (p0, sp0), (p1, sp1) = calls
+    assert sp0.ignore_eos is ignore_eos and sp0.temperature == 0.0 and sp0.max_tokens == 64 and sp0.seed == 0
+    assert p0 == p1 and len(p0) == 8 and all(isinstance(p, str) and len(p) == 128 for p in p0)

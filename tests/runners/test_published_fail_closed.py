@@ -76,3 +76,16 @@ def test_record_workload_must_equal_the_plan(tmp_path):
 def test_record_model_must_equal_the_plan(tmp_path):
     fin = _run_one(tmp_path, "cpu", "ok", model_arg="/models/other")
     assert fin.failure is not None and "record model" in fin.failure.error_message
+
+
+def test_a_plan_workload_that_does_not_validate_fails_closed():
+    """The plan-equality rule never passes silently: a planned workload that cannot be built is a failure."""
+    from types import SimpleNamespace
+
+    from results_schema.models import BenchRecord
+    from runners.case_checks import CheckFailed, check_plan_match
+
+    record = read_json(REPO / "tests/fixtures/synthetic_run/records/same_runtime/baseline-r0.json", BenchRecord)
+    check_plan_match(SimpleNamespace(workload=record.workload.model_dump()), record)  # equal: passes
+    with pytest.raises(CheckFailed, match="does not validate"):
+        check_plan_match(SimpleNamespace(workload={**record.workload.model_dump(), "num_prompts": 0}), record)

@@ -217,3 +217,27 @@ def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
     assert a.request_rate == float("inf") and a.endpoint == "/v1/completions" and a.ignore_eos
     assert a.goodput == ["ttft:500.0", "tpot:100.0"] and a.metric_percentiles == "50,90,99"
     assert _parse(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
+
+
+def test_published_serving_phase_passes_the_published_engine_options_to_the_server(tmp_path):
+    """qwen7b's serving phase: float16, trust_remote_code, max_num_seqs 8, max_num_batched_tokens = 512 x 8 and
+    prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser (issue 15)."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from runners.plan import plan
+    from runners.serving.driver import server_argv
+    from runners.serving.spec import build_spec
+    from tests.runners.helpers import compose_cfg
+
+    items = plan(compose_cfg("+experiment=qwen7b", "model.path=/models/q"))
+    sc = next(sc for sc in items if sc.case.kind == "serving" and sc.case.offload_requested)
+    argv = server_argv(build_spec(sc, model_dir=Path("/models/q"), run_dir=tmp_path, python="python"), 12345)
+    assert "--enable-prefix-caching" not in argv and "--no-enable-prefix-caching" not in argv
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
+    assert args.dtype == "float16" and args.trust_remote_code is True
+    assert args.max_num_seqs == 8 and args.max_num_batched_tokens == 512 * 8 and args.enable_prefix_caching is None
+    assert args.offload_backend == "prefetch"
+    tiny = plan(compose_cfg("+experiment=serving"))  # the project's CPU serving design keeps its explicit flag
+    spec = build_spec(tiny[0], model_dir=Path("/m"), run_dir=tmp_path, python="python")
+    assert "--no-enable-prefix-caching" in server_argv(spec, 1) and "--trust-remote-code" not in server_argv(spec, 1)
