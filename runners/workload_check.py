@@ -2,7 +2,8 @@
 
 What is modelled: the fields a phase may override (``WORKLOAD_OVERRIDES``), the check against
 ``results_schema.models.WorkloadSpec`` with messages naming the field, the value and what is
-allowed, and ``input_len + max_tokens <= max_model_len`` (not for accuracy phases).
+allowed, ``dtype`` among vLLM's ``--dtype`` values and ``input_len + max_tokens <= max_model_len`` (not for
+accuracy phases, whose protocol fixes the engine).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from types import UnionType
 from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 from runners.errors import PlanError
+
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+"""``--dtype`` values vLLM accepts (``vllm.config.model.ModelDType``, vLLM 0.32); any other fails inside the case."""
 
 _WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
 
@@ -69,6 +73,9 @@ def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[s
             else:
                 problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
         raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
+    if kind != "accuracy" and workload.get("dtype") not in VLLM_DTYPES:
+        raise PlanError(f"phase {phase!r}: invalid workload: workload.dtype = {workload.get('dtype')!r} is invalid: "
+                        f"must be one of {', '.join(VLLM_DTYPES)} (vLLM's --dtype)")
     if kind != "accuracy" and int(workload["input_len"]) + int(workload["max_tokens"]) > int(workload["max_model_len"]):
         raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload['input_len']}) + max_tokens "
                         f"({workload['max_tokens']}) exceeds max_model_len ({workload['max_model_len']}); "

@@ -142,3 +142,25 @@ def test_invalid_phase_workload_override_names_the_phase_key() -> None:
 def test_workload_that_does_not_fit_max_model_len_is_rejected() -> None:
     with pytest.raises(PlanError, match=r"input_len \(32\) \+ max_tokens \(300\) exceeds max_model_len \(256\)"):
         expand(max_tokens=300)
+
+
+@pytest.mark.parametrize("dtype, ok", [("fp8x", False), ("", False), ("bfloat16", True), ("float16", True),
+                                       ("auto", True), ("half", True)])
+def test_workload_dtype_must_be_one_of_vllms(dtype: str, ok: bool) -> None:
+    """A dtype vLLM would refuse inside the case process is refused before any process (exit 2)."""
+    if ok:
+        expand_phase("p", matrix(), workload={**WORKLOAD, "dtype": dtype}, runtime=RUNTIME, num_layers=8)
+        return
+    with pytest.raises(PlanError) as exc:
+        expand_phase("p", matrix(), workload={**WORKLOAD, "dtype": dtype}, runtime=RUNTIME, num_layers=8)
+    assert f"workload.dtype = {dtype!r} is invalid: must be one of auto, half, float16, bfloat16" in str(exc.value)
+
+
+def test_vllm_dtypes_are_vllms_own() -> None:
+    from typing import get_args
+
+    from vllm.config.model import ModelDType
+
+    from runners.workload_check import VLLM_DTYPES
+
+    assert VLLM_DTYPES == get_args(ModelDType)
