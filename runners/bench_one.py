@@ -94,6 +94,23 @@ def _specs(case: CaseSpec) -> tuple[OffloadSetting | RequestedOffload, WorkloadS
     return offload, w
 
 
+def optional_engine_kwargs(workload: WorkloadSpec) -> dict[str, Any]:
+    """The workload's optional engine settings that are set, by vLLM's parameter names (null = absent, so
+    vLLM keeps its default): ``trust_remote_code`` (only when true), ``enable_prefix_caching``,
+    ``max_num_seqs``, ``max_num_batched_tokens`` = ``max_model_len`` x ``max_num_batched_tokens_factor``
+    (tokens). Used for ``vllm.LLM`` (``engine_kwargs``) and for the serving phase's API server."""
+    kwargs: dict[str, Any] = {}
+    if workload.trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    if workload.enable_prefix_caching is not None:
+        kwargs["enable_prefix_caching"] = workload.enable_prefix_caching
+    if workload.max_num_seqs is not None:
+        kwargs["max_num_seqs"] = workload.max_num_seqs
+    if workload.max_num_batched_tokens_factor is not None:
+        kwargs["max_num_batched_tokens"] = workload.max_model_len * workload.max_num_batched_tokens_factor
+    return kwargs
+
+
 def engine_kwargs(model: str, offload: OffloadSetting | RequestedOffload, workload: WorkloadSpec) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for one case (vLLM's parameter names).
 
@@ -105,15 +122,8 @@ def engine_kwargs(model: str, offload: OffloadSetting | RequestedOffload, worklo
     kwargs: dict[str, Any] = dict(
         model=model, dtype=workload.dtype, max_model_len=workload.max_model_len, seed=workload.seed,
         enforce_eager=workload.enforce_eager, gpu_memory_utilization=workload.gpu_memory_utilization,
+        **optional_engine_kwargs(workload),
     )
-    if workload.trust_remote_code:
-        kwargs["trust_remote_code"] = True
-    if workload.enable_prefix_caching is not None:
-        kwargs["enable_prefix_caching"] = workload.enable_prefix_caching
-    if workload.max_num_seqs is not None:
-        kwargs["max_num_seqs"] = workload.max_num_seqs
-    if workload.max_num_batched_tokens_factor is not None:
-        kwargs["max_num_batched_tokens"] = workload.max_model_len * workload.max_num_batched_tokens_factor
     if offload.offload_group_size > 0:
         kwargs.update(offload_group_size=offload.offload_group_size,
                       offload_num_in_group=offload.offload_num_in_group,

@@ -105,14 +105,13 @@ def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
     }
 
 
-def _engine_options(w: Any) -> dict[str, Any]:
-    """The workload's optional engine options as the API server gets them (null = not passed, as
-    ``runners.bench_one.engine_kwargs`` does for ``vllm.LLM``)."""
-    pc, factor, seqs = w.get("enable_prefix_caching"), w.get("max_num_batched_tokens_factor"), w.get("max_num_seqs")
-    return dict(enable_prefix_caching=None if pc is None else bool(pc),
-                trust_remote_code=True if w.get("trust_remote_code") else None,
-                max_num_seqs=None if seqs is None else int(seqs),
-                max_num_batched_tokens=None if factor is None else int(w["max_model_len"]) * int(factor))
+def _engine_options(w: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload's optional engine options as the API server gets them: the same ones ``vllm.LLM`` gets
+    (``runners.bench_one.optional_engine_kwargs``); prefix caching null = not passed."""
+    from results_schema.models import WorkloadSpec
+    from runners.bench_one import optional_engine_kwargs
+
+    return {"enable_prefix_caching": None, **optional_engine_kwargs(WorkloadSpec(**w))}
 
 
 def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> ServingCaseSpec:
