@@ -68,7 +68,8 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
         items: its planned cases (``runners.plan.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
 
     Returns:
-        ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line.
+        ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line
+        (a file with a torn or invalid line is not counted, and makes the run incomplete).
     """
     from results_schema.accuracy import AccuracyCaseRun
     from results_schema.io import read_jsonl
@@ -77,6 +78,7 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
     from runners.accuracy_phase import accuracy_cases_name
 
     done: set[tuple[str, str, int]] = set()
+    intact = True
     for ph in dict.fromkeys(sc.case.phase for sc in items):
         files: list[tuple[str, Any, Any]] = [
             (f"{ph}-runs.jsonl", CaseRun, lambda r: (r.record.label, r.record.repeat)),
@@ -90,7 +92,11 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
                 continue
             data = path.read_bytes()
             if data and not data.endswith(b"\n"):  # a torn last line: the run was interrupted mid-append
-                return False, len(done)
-            done |= {(ph, *key(r)) for r in read_jsonl(path, model)}
+                intact = False
+                continue
+            try:
+                done |= {(ph, *key(r)) for r in read_jsonl(path, model)}
+            except ValueError:  # a line that does not validate: not complete; the resume itself reports it
+                intact = False
     recorded = sum(1 for sc in items if sc.key in done)
-    return recorded == len(items) and (run_dir / "SHA256SUMS").is_file(), recorded
+    return intact and recorded == len(items) and (run_dir / "SHA256SUMS").is_file(), recorded

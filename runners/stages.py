@@ -265,9 +265,9 @@ def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -
     if p.options.dry_run:
         print_schedule(p.items, p.cfg)
         return EXIT_OK
-    check_run_paths(p.cfg, resuming=p.resume_dir is not None)
-    if p.resume_dir is not None and resume_complete(p, console):
+    if p.resume_dir is not None and resume_complete(p, console):  # a finished run needs no other path
         return EXIT_OK
+    check_run_paths(p.cfg, resuming=p.resume_dir is not None)
     lock = RunLock()
     try:
         if p.resume_dir is not None:
