@@ -198,7 +198,7 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
         console.print(f"  [red]{line}[/]")
 
 
-def interrupted_line(items: Sequence[Any], state: RunState, run_dir: Path) -> str:
+def interrupted_line(items: Sequence[Any], run_dir: Path) -> str:
     """The last line of an interrupted run: its verdict (none yet: incomplete), how many cases are recorded, how to resume."""
     from runners.resume import complete_run
 

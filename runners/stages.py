@@ -215,7 +215,7 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
     if ex.interrupted:
         from runners.close import interrupted_line
 
-        console.print(interrupted_line(p.items, ex.state, run.run_dir), markup=False)
+        console.print(interrupted_line(p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.facts.identity, run.timings)
     analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
