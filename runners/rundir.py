@@ -25,6 +25,7 @@ from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.gates import RunIdentity, numerics_of
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
+from runners.run_lock import RunLock
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -313,7 +314,7 @@ def _write_reproduction(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequen
 
 
 def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunIdentity,
-                   lock: Any = None) -> tuple[Path, dict[str, Any]]:
+                   lock: RunLock | None = None) -> tuple[Path, dict[str, Any]]:
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
 
     ``lock`` (a ``runners.run_lock.RunLock``) is acquired on the new directory before anything

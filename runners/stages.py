@@ -33,6 +33,7 @@ from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.execute import RunState, Timings
 from runners.gates import RunIdentity
 from runners.rundir import Key
+from runners.run_lock import RunLock
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
     return observe_run_identity(p.cfg, identity)
 
 
-def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any, lock: Any = None) -> OpenRun:
+def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
     """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
     from runners.rundir import create_run_dir, reopen_run_dir
 
@@ -233,7 +234,6 @@ def resume_complete(p: Plan, console: Any) -> bool:
     """
     from runners.close import recorded_verdict
     from runners.resume import complete_run
-    from runners.run_lock import RunLock
 
     assert p.resume_dir is not None
     RunLock().check_free(p.resume_dir)
@@ -259,7 +259,6 @@ def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -
     """
     from runners.path_checks import check_run_paths
     from runners.progress import print_schedule
-    from runners.run_lock import RunLock
 
     p = make_plan(cfg, overrides)
     if p.options.dry_run:
