@@ -76,7 +76,7 @@ class Crossing:
             users[w.slot].append(w.index)
         self.multi = [len(u) > 1 for u in users]
         self.free = [backend.new_event(external=True) if m else None for m in self.multi]
-        self.ready = {u[0]: backend.new_event(external=True) for u, m in zip(users, self.multi) if m}
+        self.ready = {u[0]: backend.new_event(external=True) for u, m in zip(users, self.multi, strict=True) if m}
         self.owner: list[int | None] = [None] * num_slots
         self.owed: dict[int, int] = {}  # slot -> module owed to it before its next use
         self.debts: dict[Hashable, dict[int, tuple[int, int]]] = {}  # graph -> slot -> (last reader, first user)
