@@ -23,7 +23,10 @@ ours before the skip).
 run). :func:`bound_step_s` is the closed-form lower bound for a crossing boundary: ``M_c`` modules
 copied per step (modules whose slot serves more than one module; all ``M`` without the skip),
 with one slot ``max(t_base, M_c * (c + t_layer))`` (the slot cannot be refilled while its layer
-runs), with more slots ``max(t_base, M_c * c + t_layer)``; for a joined boundary the event model.
+runs), with more slots ``max(t_base, M_c * c)``: while a layer runs the copy engine serves another
+slot, so in the steady state it never idles (the event model reaches this; the ``+ t_layer`` of a
+first estimate, ``M_c * c + t_layer``, is the latency of one step alone, not the period). For a
+joined boundary the bound is the event model.
 
 Not modelled: host launch overhead (eager steps are launch-bound: ``t_base`` then measures the
 host, not the device), copy/compute bandwidth contention, uneven layer times.
@@ -113,4 +116,4 @@ def bound_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_base
     t_layer = t_base / num_layers
     if min(prefetch_step, m) == 1:
         return max(t_base, mc * (copy_s + t_layer))
-    return max(t_base, mc * copy_s + t_layer)
+    return max(t_base, mc * copy_s)
