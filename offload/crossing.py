@@ -145,13 +145,20 @@ class Crossing:
         """Compute stream waits until module ``j`` is in its slot (the offloader checked ownership)."""
         w, b = self.wrapped[j], self.b
         s = w.slot
-        if j not in self.ready or (w.in_capture or j in self.unjoined):
+        if j not in self.ready:  # in-step refill or a slot serving one module: the captured join's waits
             self.unjoined.discard(j)
-            wait_copy(b, self.copy_stream, w)  # in-step, single-module slot, or a load with a done event
+            wait_copy(b, self.copy_stream, w)
             return
-        if self.owed.get(s) == j and not b.is_capturing():
+        if b.is_capturing():
+            if w.in_capture:  # a fallback load inside this capture
+                wait_copy(b, self.copy_stream, w)
+        elif j in self.unjoined:  # the last load was an initial / fallback load: its done event
+            self.unjoined.discard(j)
+            wait_copy(b, self.copy_stream, w)
+            return
+        elif self.owed.get(s) == j:
             self._issue_crossing(s, j, fork=False)  # after a replay, an eager step issues what is owed
-        b.wait_event(b.current_stream(), self.ready[j])
+        b.wait_event(b.current_stream(), self.ready[j])  # inside a capture: a wait node
         b.count_mismatch(self.stale, self.tag[s:s + 1], j)
 
     def owes(self, j: int) -> bool:

@@ -60,6 +60,7 @@ from typing import Any
 
 import torch
 
+from offload.crossing import Crossing
 from offload.gpu_check_modes import STEP_SYNCS, emulate_precision_casts, measure_h2d_bandwidth, run_mode
 from offload.prefetch import CurrentPrefetchOffloader
 from offload.selection import select_offload_layers
@@ -113,9 +114,10 @@ def _baselines(args: argparse.Namespace, modes: list[str], ref_layers: list[Deco
 def _skip_one_owed_refill(off: CurrentPrefetchOffloader) -> None:
     """Negative control: the first refill owed after a replay is not issued (crossing protocol only)."""
     p = off.protocol
-    issue = p._issue_crossing  # type: ignore[union-attr]
+    assert isinstance(p, Crossing)
+    issue = p._issue_crossing
     state = {"syncs": 0, "skipped": False}
-    sync = p.sync_prev_onload  # type: ignore[union-attr]
+    sync = p.sync_prev_onload
 
     def counting_sync() -> None:
         state["syncs"] += 1
@@ -127,8 +129,8 @@ def _skip_one_owed_refill(off: CurrentPrefetchOffloader) -> None:
             return
         issue(s, j, fork)
 
-    p._issue_crossing = skip  # type: ignore[union-attr,method-assign]
-    p.sync_prev_onload = counting_sync  # type: ignore[union-attr,method-assign]
+    setattr(p, "_issue_crossing", skip)  # noqa: B010 - an instance attribute shadows the method
+    setattr(p, "sync_prev_onload", counting_sync)  # noqa: B010
 
 
 def _setup_point(args: argparse.Namespace, g: int, n: int, s: Shapes, ref_layers: list[DecoderLayer],
