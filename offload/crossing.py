@@ -77,6 +77,9 @@ class Crossing:
         self.multi = [len(u) > 1 for u in users]
         self.free = [backend.new_event(external=True) if m else None for m in self.multi]
         self.ready = {u[0]: backend.new_event(external=True) for u, m in zip(users, self.multi, strict=True) if m}
+        cur = backend.current_stream()
+        for e in [*(f for f in self.free if f is not None), *self.ready.values()]:
+            backend.record(e, cur)  # torch creates events at their first record; an uncreated one is not waited on
         self.owner: list[int | None] = [None] * num_slots
         self.owed: dict[int, int] = {}  # slot -> module owed to it before its next use
         self.debts: dict[Hashable, dict[int, tuple[int, int]]] = {}  # graph -> slot -> (last reader, first user)
