@@ -182,3 +182,32 @@ def test_the_guard_counts_on_real_tensors_when_an_owed_refill_is_skipped(monkeyp
     step(True)
     assert off.stale_reads == 1
     assert log[0][1] == 0 and log[0][3] == 3.0  # module 0 ran on module 2's weights, and it was counted
+
+
+def test_the_gpu_checks_skip_refill_control_skips_one_owed_refill_after_the_first_replay():
+    from offload.gpu_check_torch import _skip_one_owed_refill
+
+    log: list = []
+    fake = FakeBackend("lazy", external=True)
+    off = CurrentPrefetchOffloader(1, 1, 1, backend_factory=lambda d: fake)
+    layers = off.wrap_modules(ProbeLayer(i, log) for i in range(3))
+    off.post_init()
+    _skip_one_owed_refill(off)
+
+    def step(capturing):
+        fake.is_capturing = lambda: capturing  # type: ignore[method-assign]
+        x = torch.zeros(())
+        for layer in layers:
+            x = layer(x)
+        fake.is_capturing = lambda: False  # type: ignore[method-assign]
+
+    step(False)  # warm-up
+    off.sync_prev_onload()  # 1: before capture
+    step(True)  # capture
+    off.sync_prev_onload()  # 2: before the first replay
+    step(True)
+    assert off.stale_reads == 0
+    for _ in range(3):  # 3: the first refill owed by a replay is skipped
+        off.sync_prev_onload()
+        step(True)
+    assert off.stale_reads == 1
