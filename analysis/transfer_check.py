@@ -1,9 +1,11 @@
 """``python -m analysis transfer-check FILE.json``: the step model against a GPU check's measurements.
 
 Reads the JSON of ``python -m offload.gpu_check_torch`` and predicts every measured step time
-with the event model of :mod:`offload.step_model` (the step boundary of each protocol: captured
-join in graphs, or a device-wide sync per step, joins the boundary refill; the crossing
-protocol, or eager steps timed on the compute stream, let it cross), from the record's own
+with the event model of :mod:`offload.step_model` (the step boundary of each protocol,
+:func:`offload.step_model.boundary`: captured join in graphs, or a device-wide sync per step,
+joins the boundary refill; the crossing protocol, or eager steps timed on the compute stream,
+let it cross; the crossing protocol under graphs with a device sync starts it with the next
+step), from the record's own
 ``t_base`` (un-offloaded step, same mode), bytes per layer, measured bandwidth, offloaded layers
 and prefetch step. Records written before the check ran several protocols (no ``protocols`` per
 point) ran the captured join, copied every refill and synchronised the device after each step.
@@ -24,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from offload.step_model import simulate_step_s
+from offload.step_model import boundary, simulate_step_s
 
 DEFAULT_THRESHOLD_PCT = 5.0
 MODES = ("eager", "graph", "compile")
@@ -43,12 +45,6 @@ def _protocol_runs(point: dict[str, Any], step_sync: str) -> list[tuple[str, str
         proto = rec.get("copy_protocol") or "captured_join"
         out.append((name, proto, name == "current", rec.get("modes", {})))
     return out
-
-
-def _joined(copy_protocol: str, mode: str, step_sync: str) -> bool:
-    if mode == "graph":
-        return copy_protocol != "crossing"
-    return step_sync == "device"
 
 
 def check(data: dict[str, Any], modes: tuple[str, ...] = MODES,
@@ -77,9 +73,10 @@ def check(data: dict[str, Any], modes: tuple[str, ...] = MODES,
             for mode, m in pmodes.items():
                 if mode not in modes:
                     continue
-                joined = _joined(proto, mode, step_sync)
+                kw = boundary(proto, mode, step_sync)
+                joined = kw["joined_boundary"]
                 pred = simulate_step_s(layers, p["offloaded_layers"], float(m["baseline_step_s"]), copy_s,
-                                       int(p.get("prefetch_step", 1)), skip_resident=skip, joined_boundary=joined)
+                                       int(p.get("prefetch_step", 1)), skip_resident=skip, **kw)
                 meas = float(m["step_s"])
                 rows.append({"group_size": p["group_size"], "num_in_group": p["num_in_group"],
                              "prefetch_step": p.get("prefetch_step", 1), "protocol": name, "copy_protocol": proto,

@@ -64,7 +64,7 @@ from offload.crossing import Crossing
 from offload.gpu_check_modes import STEP_SYNCS, emulate_precision_casts, measure_h2d_bandwidth, run_mode
 from offload.prefetch import CurrentPrefetchOffloader
 from offload.selection import select_offload_layers
-from offload.step_model import bound_step_s, simulate_step_s
+from offload.step_model import boundary, bound_step_s, simulate_step_s
 from offload.synthetic_stack import QWEN25_7B, QWEN25_7B_LAYER_BYTES_BF16, DecoderLayer, Shapes, Stack, build_reference
 from offload.upstream_protocol import UpstreamProtocolOffloader
 
@@ -159,9 +159,9 @@ def _mode_record(args: argparse.Namespace, mode: str, g: int, n: int, off: Curre
                  async_replays=args.async_replays if mode == "graph" else 0)
     copy_s = ctx["layer_bytes"] / ctx["bw"]
     proto = off.evidence_state()["copy_protocol"]
-    joined = (proto == "captured_join") if mode == "graph" else args.step_sync == "device"
     skip = isinstance(off, CurrentPrefetchOffloader) and not isinstance(off, UpstreamProtocolOffloader)
-    kw = {"skip_resident": skip, "joined_boundary": joined}
+    kw = boundary(proto, mode, args.step_sync) | {"skip_resident": skip}
+    joined = kw["joined_boundary"]
     bound = bound_step_s(ctx["shapes"].layers, sel, base["step_s"], copy_s, args.prefetch_step, **kw)
     ceiling = max(base["step_s"], len(sel) * copy_s)
     ratio = bound / r.step_s

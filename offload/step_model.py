@@ -13,6 +13,9 @@ the protocol:
   copy issued in it is done, so the refill whose consumer is in the next step is not overlapped;
 * ``crossing`` (ours), and eager steps timed on the compute stream only: the step ends with its
   last layer; copies carry over into the next step up to their consumer.
+* ``deferred`` (ours in graphs when each step ends with a device-wide sync): the refill whose
+  consumer is in the next step is issued by the host before the next replay, so it starts with
+  the next step (``deferred_boundary`` together with ``joined_boundary``).
 
 Ring: :mod:`offload.ring` (vLLM 0.32's ``_get_next_prefetch_index`` picks the same targets, so
 upstream's protocol has the same refills); ``skip_resident``: a slot that serves one module is
@@ -40,6 +43,22 @@ WARMUP_STEPS = 20
 MEASURED_STEPS = 20
 
 
+def boundary(copy_protocol: str, mode: str, step_sync: str) -> dict[str, bool]:
+    """``joined_boundary`` / ``deferred_boundary`` of a run (module docstring).
+
+    Args:
+        copy_protocol: ``captured_join``, ``crossing``, ``synchronous`` or ``compute_stream``.
+        mode: ``eager``, ``graph`` or ``compile`` (compile: no graphs, as eager).
+        step_sync: ``stream`` or ``device``.
+    """
+    device = step_sync == "device"
+    if mode != "graph":  # eager refills are issued inline, after their slot's last reader
+        return {"joined_boundary": device, "deferred_boundary": False}
+    if copy_protocol == "crossing":
+        return {"joined_boundary": device, "deferred_boundary": device}
+    return {"joined_boundary": True, "deferred_boundary": False}
+
+
 def copied_per_step(m: int, prefetch_step: int, skip_resident: bool) -> int:
     """Modules copied each step: with ``skip_resident`` those whose slot serves more than one module, else all."""
     if not skip_resident:
@@ -48,7 +67,8 @@ def copied_per_step(m: int, prefetch_step: int, skip_resident: bool) -> int:
 
 
 def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_base: float, copy_s: float,
-                    prefetch_step: int = 1, *, skip_resident: bool = True, joined_boundary: bool = False) -> float:
+                    prefetch_step: int = 1, *, skip_resident: bool = True, joined_boundary: bool = False,
+                    deferred_boundary: bool = False) -> float:
     """Steady-state seconds per step of the event model (module docstring).
 
     Args:
@@ -59,6 +79,8 @@ def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_b
         prefetch_step: ``offload_prefetch_step``.
         skip_resident: a slot serving one module is never refilled.
         joined_boundary: the step ends only when every copy issued in it is done.
+        deferred_boundary: a refill into the first user of its slot (consumer in the next step)
+            starts with the next step instead of after its slot's last reader.
 
     Raises:
         ValueError: ``num_layers < 1``, a negative time or an offloaded index out of range.
@@ -79,8 +101,13 @@ def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_b
     copy_free = 0.0
     t = 0.0
     starts: list[float] = []
+    deferred: list[int] = []
     for _ in range(WARMUP_STEPS + MEASURED_STEPS):
         starts.append(t)
+        for j in deferred:  # issued by the host before this step's replay
+            copy_free = max(t, copy_free) + copy_s
+            ready[j] = copy_free
+        deferred.clear()
         for layer in range(num_layers):
             i = module_of.get(layer)
             if i is None:
@@ -90,6 +117,9 @@ def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_b
             j = nxt[i]
             if j == i and skip_resident:
                 continue  # the slot serves only this module
+            if deferred_boundary and j < i:
+                deferred.append(j)
+                continue
             copy_free = max(t, copy_free) + copy_s
             ready[j] = copy_free
         if joined_boundary:
@@ -98,7 +128,8 @@ def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_b
 
 
 def bound_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_base: float, copy_s: float,
-                 prefetch_step: int = 1, *, skip_resident: bool = True, joined_boundary: bool = False) -> float:
+                 prefetch_step: int = 1, *, skip_resident: bool = True, joined_boundary: bool = False,
+                 deferred_boundary: bool = False) -> float:
     """Closed-form bound of a step (module docstring); the event model for a joined boundary.
 
     Raises:
@@ -106,7 +137,7 @@ def bound_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_base
     """
     if joined_boundary:
         return simulate_step_s(num_layers, offloaded, t_base, copy_s, prefetch_step, skip_resident=skip_resident,
-                               joined_boundary=True)
+                               joined_boundary=True, deferred_boundary=deferred_boundary)
     m = len(offloaded)
     if m == 0:
         return t_base

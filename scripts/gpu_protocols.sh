@@ -3,17 +3,17 @@
 #
 #   scripts/gpu_protocols.sh [OUT_DIR]          (default: $OUT, else results/gpu_protocols/<UTC time>-<pid>)
 #
-# Runs, one after the other, each under its own time limit (sum 355 s):
-#   1. main (215 s; starts no point after 165 s): python -m offload.gpu_check_torch --protocols current upstream
+# Runs, one after the other, each under its own time limit (sum 360 s):
+#   1. main (235 s; starts no point after 190 s): python -m offload.gpu_check_torch --protocols current upstream
 #      (ABBA per point), the 10 points of the H200 table, eager + CUDA graph + torch.compile at (4,1),
 #      --step-sync stream, 50 unsynchronised graph replays per point and protocol checked bitwise
 #      -> gpu_check_torch.json (exit 0 only when every output is bitwise equal, no stale read, ours >= 0.97
 #      of the bound in graph mode, >= 0.95 in eager for G <= 4, speedup >= 1.6 / 1.25 / 1.12 at (28,1) / (28,2) / (14,1));
-#   2. negative control (50 s): zeroed host copies, both protocols, 8 layers, (4,1) (2,1), eager + graph
+#   2. negative control (45 s): zeroed host copies, both protocols, 8 layers, (4,1) (2,1), eager + graph
 #      -> negative.json (must exit 1, all_bitwise_equal false);
-#   3. skip-refill control (40 s): ours skips one owed refill after the first replay
+#   3. skip-refill control (35 s): ours skips one owed refill after the first replay
 #      -> skip_refill.json (must exit 1, stale_reads >= 1);
-#   4. device-wide sync per step (50 s), both protocols, (28,1) (14,1) (28,2), eager + graph
+#   4. device-wide sync per step (45 s), both protocols, 14 layers: (14,1) (7,1) (14,2) (M = 1, 2, 2), eager + graph
 #      -> step_sync_device.json (today's timing, for comparison; its exit status is not judged);
 #   5. python -m analysis transfer-check on 1 (graph points; --threshold-pct 5) and 4 -> transfer_check*.json.
 # The last line is one GPU_PROTOCOLS_SUMMARY {json} line; exit 0 only when 1 exits 0, 2 and 3 fail as they
@@ -62,12 +62,12 @@ run() {  # name seconds args...
   return $rc
 }
 
-run gpu_check_torch 215 --protocols current upstream --budget-s 165; RC_MAIN=$?
-run negative 50 --protocols current upstream --negative-control --layers 8 --points 4,1 2,1 \
+run gpu_check_torch 235 --protocols current upstream --budget-s 190; RC_MAIN=$?
+run negative 45 --protocols current upstream --negative-control --layers 8 --points 4,1 2,1 \
     --modes eager graph --compile-points --async-replays 5; RC_NEG=$?
-run skip_refill 40 --protocols current --skip-refill-control --layers 8 --points 8,1 4,1 --modes graph \
+run skip_refill 35 --protocols current --skip-refill-control --layers 8 --points 8,1 4,1 --modes graph \
     --compile-points --async-replays 5; RC_SKIP=$?
-run step_sync_device 50 --protocols current upstream --step-sync device --points 28,1 14,1 28,2 \
+run step_sync_device 45 --protocols current upstream --step-sync device --layers 14 --points 14,1 7,1 14,2 \
     --modes eager graph --compile-points --async-replays 0; RC_DEV=$?
 "$PYTHON" -m analysis transfer-check "$OUT_DIR/gpu_check_torch.json" --modes graph > "$OUT_DIR/transfer_check.json"; RC_TC=$?
 "$PYTHON" -m analysis transfer-check "$OUT_DIR/step_sync_device.json" > "$OUT_DIR/transfer_check_device.json"
