@@ -90,3 +90,26 @@ def test_the_cli_module_entry_runs(tmp_path):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["max_abs_error_pct"] <= 5.0
+
+
+@pytest.mark.parametrize(("proto", "mode", "sync", "joined", "deferred"), [
+    ("captured_join", "graph", "stream", True, False),
+    ("captured_join", "graph", "device", True, False),
+    ("crossing", "graph", "stream", False, False),
+    ("crossing", "graph", "device", True, True),
+    ("crossing", "eager", "stream", False, False),
+    ("captured_join", "eager", "device", True, False),
+    ("synchronous", "compile", "stream", False, False),
+])
+def test_step_boundary_rule_per_protocol_mode_and_step_sync(proto, mode, sync, joined, deferred):
+    from offload.step_model import boundary
+
+    assert boundary(proto, mode, sync) == {"joined_boundary": joined, "deferred_boundary": deferred}
+
+
+def test_a_deferred_boundary_refill_still_overlaps_the_compute_before_its_consumer():
+    c, t_base = 0.0084, 0.006
+    crossing = simulate_step_s(28, [13, 27], t_base, c)
+    deferred = simulate_step_s(28, [13, 27], t_base, c, joined_boundary=True, deferred_boundary=True)
+    joined = simulate_step_s(28, [13, 27], t_base, c, joined_boundary=True)
+    assert crossing == pytest.approx(deferred) and joined > deferred
