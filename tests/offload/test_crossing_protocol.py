@@ -211,3 +211,13 @@ def test_the_gpu_checks_skip_refill_control_skips_one_owed_refill_after_the_firs
         off.sync_prev_onload()
         step(True)
     assert off.stale_reads == 1
+
+
+@pytest.mark.parametrize(("layers", "g", "n", "step"), [(28, 14, 1, 1), (28, 28, 2, 1), (28, 7, 1, 2)])
+def test_fifty_replays_with_the_host_running_ahead_read_every_slots_own_module(layers, g, n, step):
+    """No host synchronisation anywhere: only the recorded stream/event dependencies order the work."""
+    b, off, mods = build(layers, g, n, step)
+    drive(b, off, mods, replays=50)
+    rep = analyse(b, off)
+    assert rep.reads >= 50 * 2 * len(off.wrapped)
+    assert rep.races == [] and rep.wrong == [] and rep.stale_tags == 0
