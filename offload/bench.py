@@ -105,6 +105,11 @@ def run(hidden: int, intermediate: int, layers: int, group_size: int, num_in_gro
     stack = off.wrap_modules(DecoderLike(hidden, intermediate, dtype) for _ in range(layers))
     off.post_init()
     assert off.buffer_pool is not None
+    resident = [w.layer for w in off.wrapped if w.next_index == w.index]
+    if resident or not off.wrapped:
+        raise ValueError(f"nothing to time: layers {resident or '(none wrapped)'} sit alone in their slot and are "
+                         f"loaded once (G={group_size}, N={num_in_group}, prefetch_step={prefetch_step}, "
+                         f"{len(off.wrapped)} wrapped); the bench needs more wrapped layers than prefetch_step")
     ours: list[float] = []
     plain: list[float] = []
     timer = _OnloadTimer(off)
@@ -239,8 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: must be >= 1")
-    r = summarize([run(a.hidden, a.intermediate, a.layers, a.group_size, a.num_in_group, a.prefetch_step,
-                       a.forwards, getattr(torch, a.dtype)) for _ in range(a.repeats)])
+    try:
+        r = summarize([run(a.hidden, a.intermediate, a.layers, a.group_size, a.num_in_group, a.prefetch_step,
+                           a.forwards, getattr(torch, a.dtype)) for _ in range(a.repeats)])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     _print(r)
     print("OFFLOAD_BENCH " + json.dumps(r, sort_keys=True, allow_nan=False), flush=True)
     return 1 if a.check and (r["ratio"] is None or r["ratio"] > TARGET_RATIO) else 0
