@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.released import released_cell
 from results_schema.io import read_json
 from results_schema.models import ValidationReport
 from results_schema.summary import ComparisonSummary
@@ -54,7 +55,7 @@ def decision_table(cs: ComparisonSummary) -> Table:
         style = VERDICT_STYLE.get(r.verdict, "")
         cells = ([r.phase] if multi else []) + [
             r.label, str(r.group_size), str(r.num_in_group), r.selected_layers or "–",
-            f"{r.released_gib:.4g}", _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
+            released_cell(r.released_bytes), _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
             _f(r.retention, 3), ci, r.tokens, front.strip(),
             f"[{style}]{r.verdict}[/]" if style else r.verdict, r.issues.replace(",", ", ")]
         t.add_row(*cells)

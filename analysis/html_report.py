@@ -33,6 +33,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from analysis.decision import GLOSSARY
+from analysis.released import released_cell
 from analysis.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
 from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
@@ -161,7 +162,7 @@ def decision_section(cs: ComparisonSummary) -> str:
         ci = (f"{r.retention_ci_low:.4f} – {r.retention_ci_high:.4f}"
               if r.retention_ci_low is not None and r.retention_ci_high is not None else "no interval")
         rows.append([_e(r.phase), _e(r.label), _e(r.implementation), _n(r.group_size), _n(r.num_in_group),
-                     _e(r.selected_layers or "–"), _n(r.released_gib, 6), _n(r.kv_gain_tokens, 0),
+                     _e(r.selected_layers or "–"), _e(released_cell(r.released_bytes, 6)), _n(r.kv_gain_tokens, 0),
                      _n(r.kv_gain_gib, 4), _n(r.throughput_median_tok_s), _n(r.retention, 4), "\x00num" + _e(ci),
                      f'\x00keep<span class="v-{_e(r.verdict)}">{_e(r.verdict)}</span>', _e(r.tokens),
                      "yes" if r.pareto else "", "yes" if r.knee else "", "\x00keep" + _e(r.issues)])
