@@ -9,9 +9,12 @@ What is deliberately not modelled: computing the tables (``analysis.tables``), w
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from analysis.compare import DEFAULT_MARGIN_PCT
+from analysis.noise_floor import floor_lines, noise_floors
 from analysis.pareto import knee_rule_text
 from analysis.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
 from results_schema.models import ValidationReport
@@ -111,6 +114,21 @@ def cpu_cost_lines(tables: dict) -> str:
     return "\n".join(lines)
 
 
+def noise_floor_markdown(tables: dict, margin_pct: float) -> str:
+    """The run's noise floor (``analysis.noise_floor.floor_lines``) as a Markdown list ('' without a baseline)."""
+    summary = tables["summary"]
+    rows = []
+    if "vs_baseline_verdict" in summary:
+        for _, r in summary.iterrows():
+            lo, hi = r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct")
+            ok = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (lo, hi))
+            rows.append({"phase": r["phase"], "label": r["label"], "verdict": str(r["vs_baseline_verdict"]),
+                         "retention_ci_low": 1 + lo / 100 if ok else None,
+                         "retention_ci_high": 1 + hi / 100 if ok else None})
+    lines = floor_lines(noise_floors(tables["data"].runs), rows, margin_pct)
+    return "\n".join(f"- {ln}" for ln in lines)
+
+
 def _main_table(tables: dict) -> str:
     """The per-label table with its CPU note, CPU cost lines and the verdict / Pareto explanation."""
     summary = tables["summary"]
@@ -121,6 +139,9 @@ def _main_table(tables: dict) -> str:
         if cost:
             main += "\n\n" + cost
     margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    floor = noise_floor_markdown(tables, margin)
+    if floor:
+        main += "\n\n" + floor
     main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
              f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "
              f"token-identical points only (notes say why a point is excluded). "
