@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.model_trust import model_lines
 from analysis.noise_floor import floor_lines
 from analysis.released import released_cell
 from results_schema.io import read_json
@@ -86,6 +87,8 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print("no case produced a record")
     for n in cs.notes:
         console.print(f"note: {n}", style="dim", markup=False)
+    for line in model_lines(cs.models, cs.model_table):
+        console.print(line, markup=False, style="yellow" if "UNTRUSTED" in line else "")
     for line in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct):
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",

@@ -33,6 +33,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from analysis.decision import GLOSSARY
+from analysis.model_trust import model_lines
 from analysis.noise_floor import floor_lines
 from analysis.released import released_cell
 from analysis.html_figures import latency_figure, pareto_figure, retention_figure
@@ -177,7 +178,8 @@ def decision_section(cs: ComparisonSummary) -> str:
 def noise_floor_html(cs: ComparisonSummary) -> str:
     """The run's noise floor and the verdicts below it (``analysis.noise_floor.floor_lines``), one paragraph each."""
     return "".join(f'<p class="note noise-floor">{_e(ln)}</p>'
-                   for ln in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct))
+                   for ln in model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision,
+                                                                                   cs.margin_pct))
 
 
 def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:

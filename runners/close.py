@@ -43,10 +43,11 @@ class Findings:
 
 def copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any) -> None:
-    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report."""
-    rt = cfg["runtime"]
-    if str(rt.get("device")) != "cpu" or not any(sc.case.offload_requested for sc in items) \
-            or cfg["bench_command"]:
+    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report, measured
+    in the environment of the first offload case's runtime (a phase may set its own: thread count)."""
+    offload = [sc for sc in items if sc.case.offload_requested]
+    rt = offload[0].case.runtime if offload else cfg["runtime"]
+    if str(rt.get("device")) != "cpu" or not offload or cfg["bench_command"]:
         return
     from runners.copy_bench import run_copy_bench
 
