@@ -129,7 +129,10 @@ def analyse_and_checksum(cfg: Mapping[str, Any], options: RunOptions, items: Seq
     t = time.monotonic()
     try:
         if options.analyze and not state.stopped:
+            t_bench = time.monotonic()
             copy_bench(cfg, items, run_dir, state.model_dir, base_env, console)
+            timings.copy_bench += time.monotonic() - t_bench
+            t += timings.copy_bench  # a measurement process, counted apart from the analysis
             found.validation, found.serving_valid = analyze(run_dir, console)
             if accuracy_phases:
                 found.accuracy_failed = verify_accuracy(run_dir, accuracy_phases, console)
@@ -189,9 +192,12 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
     wall = time.monotonic() - timings.t_start
     differ = f"{len(state.token_mismatches)} with tokens differing from the baseline, " \
         if state.token_mismatches else ""
+    n = max(1, state.successes + state.expected_failures + len(state.unexpected))
+    over = wall - state.case_wall_s - timings.copy_bench
     console.print(f"done: {state.successes} ok, {differ}{state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
-                  f"{state.case_wall_s:.1f} s (identity {timings.identity:.1f} s, spawn+reap "
+                  f"{state.case_wall_s:.1f} s, copy bench {timings.copy_bench:.1f} s, runner overhead {over:.1f} s "
+                  f"= {over / n:.2f} s/case (identity {timings.identity:.1f} s, spawn+reap "
                   f"{timings.launch:.1f} s, finalize {state.finalize_s:.1f} s, cooldown "
                   f"{timings.cooldown:.1f} s, analysis {timings.analysis:.1f} s, checksums "
                   f"{timings.checksums:.1f} s); {state.run_dir}")

@@ -183,7 +183,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
     from runners.execute import run_phases, seed_baseline_digests
     from runners.launch import end_orphaned_cases
-    from runners.progress import Progress
+    from runners.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
@@ -192,6 +192,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.launch._die_with_parent). The analysis imports when it runs.
+    console.print(expected_duration_line(todo, run.cfg["phases"]), markup=False)
     progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(len(p.items) - len(todo))
     opts = p.options
