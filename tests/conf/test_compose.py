@@ -124,8 +124,9 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     from runners.case_command import CasePaths, case_argv
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
-    items = _plan(None)
+    items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")
     assert {sc.case.workload["min_measured_s"] for sc in items} == {3.0}
+    assert {sc.case.workload["min_measured_s"] for sc in _plan(None)} == {6.0}  # the default phase measures 6 s
     assert {sc.case.workload["min_measured_s"] for sc in _plan("qwen7b") if sc.case.kind != "accuracy"} == {10.0}
     # a phase can override it; the stability phase counts exactly 100 requests
     assert {sc.case.workload["min_measured_s"] for sc in _plan("stability")
