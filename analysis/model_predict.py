@@ -11,13 +11,16 @@ caller shows these only for a trusted model).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
-from analysis.model import GIB, TransferModel
 from offload.selection import select_offload_layers
 
+GIB = 1 << 30
 
-def predict_unmeasured(model: TransferModel, ph: pd.DataFrame, implementation: str, need: float) -> list[dict]:
+
+def predict_unmeasured(model: Any, ph: pd.DataFrame, implementation: str, need: float) -> list[dict]:
     """Model predictions of every unmeasured (G, N, prefetch_step in 1..3) of ``implementation`` releasing
     at least ``need`` GiB, best predicted throughput first (ties: less released)."""
     measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
