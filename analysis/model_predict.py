@@ -22,7 +22,14 @@ GIB = 1 << 30
 
 def predict_unmeasured(model: Any, ph: pd.DataFrame, implementation: str, need: float) -> list[dict]:
     """Model predictions of every unmeasured (G, N, prefetch_step in 1..3) of ``implementation`` releasing
-    at least ``need`` GiB, best predicted throughput first (ties: less released)."""
+    at least ``need`` GiB, best predicted throughput first (ties: less released).
+
+    Args:
+        model: an ``analysis.model.TransferModel`` (``num_layers``, ``bytes_per_layer``, ``predict``).
+        ph: the phase's summary rows (measured settings, static buffer bytes per prefetch slot).
+        implementation: whose unmeasured settings are predicted.
+        need: released GiB (2**30 bytes) a prediction must reach.
+    """
     measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
                 for _, r in ph.iterrows() if r["implementation"] == implementation}
     static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
