@@ -91,6 +91,8 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="yellow" if "UNTRUSTED" in line else "")
     for line in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct):
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
+    if any(r.knee for r in cs.decision):
+        console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"

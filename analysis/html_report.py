@@ -176,10 +176,10 @@ def decision_section(cs: ComparisonSummary) -> str:
 
 
 def noise_floor_html(cs: ComparisonSummary) -> str:
-    """The run's noise floor and the verdicts below it (``analysis.noise_floor.floor_lines``), one paragraph each."""
-    return "".join(f'<p class="note noise-floor">{_e(ln)}</p>'
-                   for ln in model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision,
-                                                                                   cs.margin_pct))
+    """The model fit vs the copy bench, the run's noise floor and the verdicts below it, and the knee rule
+    (``analysis.model_trust.model_lines``, ``analysis.noise_floor.floor_lines``), one paragraph each."""
+    lines = model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision, cs.margin_pct)
+    return "".join(f'<p class="note noise-floor">{_e(ln)}</p>' for ln in [*lines, f"knee rule: {cs.knee_rule}"])
 
 
 def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:
