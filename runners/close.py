@@ -193,10 +193,11 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
     differ = f"{len(state.token_mismatches)} with tokens differing from the baseline, " \
         if state.token_mismatches else ""
     n = max(1, state.successes + state.expected_failures + len(state.unexpected))
-    over = wall - state.case_wall_s - timings.copy_bench
+    over = wall - state.case_wall_s - timings.copy_bench - timings.model_build
     console.print(f"done: {state.successes} ok, {differ}{state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
-                  f"{state.case_wall_s:.1f} s, copy bench {timings.copy_bench:.1f} s, runner overhead {over:.1f} s "
+                  f"{state.case_wall_s:.1f} s, copy bench {timings.copy_bench:.1f} s, model build "
+                  f"{timings.model_build:.1f} s (first run only), runner overhead {over:.1f} s "
                   f"= {over / n:.2f} s/case (identity {timings.identity:.1f} s, spawn+reap "
                   f"{timings.launch:.1f} s, finalize {state.finalize_s:.1f} s, cooldown "
                   f"{timings.cooldown:.1f} s, analysis {timings.analysis:.1f} s, checksums "

@@ -159,12 +159,42 @@ def with_accuracy_inputs(p: Plan) -> Plan:
 
 
 def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
-    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest."""
-    from runners.gates import gather_identity, observe_run_identity
+    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
 
-    identity = gather_identity(p.cfg, when="before the first case")
-    timings.identity += time.monotonic() - timings.t_start
-    return observe_run_identity(p.cfg, identity)
+    The numerics probe (a Python process importing torch, ~2 s) runs in a thread meanwhile and is
+    joined here, before any case process is forked. A tiny model that is not built yet is built first
+    and its time kept apart (``timings.model_build``: a one-time cost, the model is cached).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from runners.gates import gather_identity, numerics_of, observe_run_identity
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        numerics = pool.submit(numerics_of, p.cfg)
+        timings.model_build = build_model_once(p.cfg["model"])
+        identity = gather_identity(p.cfg, when="before the first case")
+        facts = observe_run_identity(p.cfg, identity)
+        facts = replace(facts, numerics=numerics.result())
+    timings.identity += time.monotonic() - timings.t_start - timings.model_build
+    return facts
+
+
+def build_model_once(model: Mapping[str, Any]) -> float:
+    """Build a ``source: tiny`` model that is not in its cache yet; return the seconds it took (0: cached or a path)."""
+    if model.get("source") != "tiny":
+        return 0.0
+    from runners.gates import resolve_model_dir
+    from runners.paths import abs_path
+    from runners.tiny_model import tiny_model_name
+
+    t = model.get("tiny") or {}
+    name = tiny_model_name(int(t.get("num_layers", 8)), int(t.get("hidden_size", 128)), int(t.get("seed", 0)))
+    if (abs_path(model.get("cache_dir", ".cache/models")) / name / "SHA256SUMS").is_file():
+        return 0.0
+    start = time.monotonic()
+    resolve_model_dir(model)
+    return time.monotonic() - start
 
 
 def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any) -> OpenRun:
