@@ -306,7 +306,6 @@ class RunIdentity:
     git: Any
     case_code: str
     declared_env: tuple[str, ...]
-    numerics: tuple[Any, ...] | None = None  # ``numerics_of`` when already probed (None: probe at run-dir creation)
 
 
 def observe_run_identity(cfg: Mapping[str, Any], identity: Identity) -> RunIdentity:

@@ -161,23 +161,15 @@ def with_accuracy_inputs(p: Plan) -> Plan:
 def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
     """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
 
-    The numerics probe (a Python process importing torch, ~2 s) runs in a thread meanwhile and is
-    joined here, before any case process is forked. A tiny model that is not built yet is built first
-    and its time kept apart (``timings.model_build``: a one-time cost, the model is cached).
+    A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
+    a one-time cost, the model is cached).
     """
-    from concurrent.futures import ThreadPoolExecutor
-    from dataclasses import replace
+    from runners.gates import gather_identity, observe_run_identity
 
-    from runners.gates import gather_identity, numerics_of, observe_run_identity
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        numerics = pool.submit(numerics_of, p.cfg)
-        timings.model_build = build_model_once(p.cfg["model"])
-        identity = gather_identity(p.cfg, when="before the first case")
-        facts = observe_run_identity(p.cfg, identity)
-        facts = replace(facts, numerics=numerics.result())
+    timings.model_build = build_model_once(p.cfg["model"])
+    identity = gather_identity(p.cfg, when="before the first case")
     timings.identity += time.monotonic() - timings.t_start - timings.model_build
-    return facts
+    return observe_run_identity(p.cfg, identity)
 
 
 def build_model_once(model: Mapping[str, Any]) -> float:
