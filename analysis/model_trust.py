@@ -87,6 +87,10 @@ def model_lines(models: dict[str, Any], table: Any) -> list[str]:
         lines.append(f"model {key} ({d['mode']}): copy bandwidth {d['bandwidth_bytes_s'] / 1e9:.4g} GB/s "
                      f"({d['bandwidth']}); {vs}; worst point error "
                      f"{'–' if err is None else f'{err:.1f}%'}")
+        step_s = d["num_prompts"] / d["baseline_tok_s"]  # one decode step of the baseline (analysis.model t0)
+        copy_s = d["bytes_per_layer"] / d["bandwidth_bytes_s"]
+        lines.append(f"model {key}: one layer's copy ({d['bytes_per_layer']:,.0f} B) costs {copy_s * 1e3:.3g} ms "
+                     f"= {copy_s / step_s * 100:.1f}% of a baseline decode step ({step_s * 1e3:.3g} ms)")
         trusted = d.get("trusted", d.get("predictions_trusted"))
         lines.append(f"model {key}: " + ("trusted" if trusted else
                                          f"UNTRUSTED: {d.get('untrusted_reason') or 'fit error too large'}; "

@@ -14,7 +14,7 @@ from tests.runners.helpers import compose_cfg, compose_real
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
-    None: 10,  # embedded default: baseline + current (8,1) (4,1) (2,1) (4,3), 2 repeats
+    None: 10,  # embedded default: baseline + current (4,1) (2,1) (4,3) (1,1), 2 repeats
     "qwen7b": 108,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 3 (issue 15)
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
     "qwen1_5b": 55,  # 5x5 + 6x3 + 3x3 + published accuracy 3 (issue 15)
@@ -79,8 +79,8 @@ def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
 def test_default_matrix_is_baseline_plus_four_current_points_on_cpu() -> None:
     items = _plan(None)
     assert [(sc.case.implementation, sc.case.group_size, sc.case.num_in_group, sc.repeat) for sc in items] == [
-        ("baseline", 0, 0, 0), ("current", 8, 1, 0), ("current", 4, 1, 0), ("current", 2, 1, 0), ("current", 4, 3, 0),
-        ("current", 8, 1, 1), ("current", 4, 1, 1), ("current", 2, 1, 1), ("current", 4, 3, 1), ("baseline", 0, 0, 1)]
+        ("baseline", 0, 0, 0), ("current", 4, 1, 0), ("current", 2, 1, 0), ("current", 4, 3, 0), ("current", 1, 1, 0),
+        ("current", 4, 1, 1), ("current", 2, 1, 1), ("current", 4, 3, 1), ("current", 1, 1, 1), ("baseline", 0, 0, 1)]
     assert {sc.case.runtime_name for sc in items} == {"cpu"}
     # one GEMM thread, the engine core in the case process; the model is the wide one (hidden 1024)
     assert {(sc.case.runtime["env"]["OMP_NUM_THREADS"], sc.case.runtime["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"])
