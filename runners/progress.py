@@ -183,4 +183,4 @@ def expected_duration_line(items: Sequence[Any], phases: Mapping[str, Mapping[st
         total += n * e + max(0, n - 1) * float(phases[ph].get("cooldown_s") or 0.0)
         parts.append(f"{n} processes x ~{e:.0f} s in {ph}")
     return (f"expected duration: ~{total / 60:.1f} min ({'; '.join(parts)}), then the close stage (copy bench, "
-            "analysis); sized on a quiet 2-core machine, longer under other load")
+            "analysis); per-process times as seen on the 2-core machine the matrix was sized on, longer under other load")
