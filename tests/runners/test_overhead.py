@@ -17,3 +17,4 @@ def test_overhead_is_runner_wall_minus_case_walls_per_case(tmp_path: Path) -> No
     assert m["overhead_per_case_s"] == m["overhead_s"] / 5
     assert m["startup_s"] is not None and 0 < m["startup_s"] < m["runner_wall_s"]
     assert "spawn+reap" in m["runner_summary"]
+    assert "copy bench 0.0 s" in m["runner_summary"] and " s/case (identity" in m["runner_summary"]
