@@ -108,6 +108,31 @@ VIEWS: dict[str, str] = {
         SELECT p.*, b.baseline_tok_s, p.throughput_median_tok_s / b.baseline_tok_s AS retention,
                p.kv_cache_tokens_median - b.baseline_kv_tokens AS kv_gain_tokens
         FROM per_label p LEFT JOIN base b USING (run_id, phase)""",
+    "host_memory": """
+        WITH per_label AS (
+            SELECT c.run_id, c.phase, c.label, any_value(c.implementation) AS implementation, count(*) AS processes,
+                   bool_and(c.rss_after_load_bytes IS NOT NULL) AS has_after,
+                   median(c.rss_after_load_bytes) AS rss_after_median, median(c.peak_rss_bytes) AS peak_rss_median,
+                   median(e.offloaded_bytes) AS offloaded_bytes, median(e.released_bytes) AS released_bytes
+            FROM cases c JOIN evidence e USING (run_id, phase, label, repeat)
+            GROUP BY c.run_id, c.phase, c.label),
+        paired AS (
+            SELECT p.*, b.has_after AND p.has_after AS use_after,
+                   b.rss_after_median AS base_after, b.peak_rss_median AS base_peak
+            FROM per_label p LEFT JOIN per_label b
+              ON b.run_id = p.run_id AND b.phase = p.phase AND b.implementation = 'baseline'),
+        delta AS (
+            SELECT *, CASE WHEN use_after THEN 'rss_after_load_bytes (measured)'
+                           ELSE 'peak_rss_bytes (measured; load-window RSS not recorded)' END AS host_source,
+                   CASE WHEN use_after THEN rss_after_median - base_after
+                        ELSE peak_rss_median - base_peak END AS host_delta_bytes
+            FROM paired)
+        SELECT run_id, phase, label, implementation, processes, host_source, host_delta_bytes,
+               offloaded_bytes, released_bytes, 'runtime evidence (accounted)' AS offloaded_source,
+               CASE WHEN offloaded_bytes > 0 THEN host_delta_bytes / offloaded_bytes END AS host_per_offloaded,
+               CASE WHEN released_bytes > 0 THEN host_delta_bytes / released_bytes END AS host_per_released,
+               coalesce(offloaded_bytes > 0 AND host_delta_bytes / offloaded_bytes > 1.2, false) AS flagged
+        FROM delta""",
     "run_overview": """
         SELECT r.run_id, r.experiment, r.created_utc, r.hostname, r.device_name, r.vllm_version, r.model_name,
                r.valid, r.errors, r.warnings,
@@ -121,7 +146,10 @@ VIEWS: dict[str, str] = {
           ON i.run_id = l.run_id AND i.severity = 'error'
          AND (i.label = l.label OR i.label IS NULL) AND (i.phase = l.phase OR i.phase IS NULL)""",
 }
-"""View name -> SELECT. ``label_summary`` filters non-finite throughputs before the median."""
+"""View name -> SELECT. ``label_summary`` filters non-finite throughputs before the median. ``host_memory``
+is ``analysis.host_memory`` in SQL: host bytes per offloaded / released byte per label (RSS after load vs the
+phase baseline's when both recorded it, else the process peak RSS; evidence bytes), flagged above 1.2; on a CPU
+runtime host and device are one memory (the figure is the offloader's extra host copies, see docs/catalog.md)."""
 
 
 def ddl() -> list[str]:

@@ -41,6 +41,7 @@ from analysis.pareto import knee_rule_text
 from analysis.plots import plot_pareto, plot_retention, save_png
 from analysis.provenance import one_line, provenance
 from analysis.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
+from analysis.host_memory import host_memory_table
 from analysis.validate_checks import token_digest_status
 from results_schema.io import write_json, write_text_atomic
 from results_schema.summary import ComparisonSummary, Provenance
@@ -116,6 +117,7 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
                           for (p, lb, rep), st in sorted(token_digest_status(tables["data"]).items())],
         "models": tables["models"],
         "model_table": records(tables["model_table"]),
+        "host_memory": records(host_memory_table(tables["data"])),
     })
 
 

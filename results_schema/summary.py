@@ -182,3 +182,6 @@ class ComparisonSummary(_Strict):
     token_digests: tuple[TokenDigest, ...]
     models: dict[str, ModelFit | None]
     model_table: tuple[dict[str, Scalar], ...]
+    host_memory: tuple[dict[str, Scalar], ...] = Field(
+        default=(), description="Per label: host memory (measured RSS vs the phase baseline's, with its source) per "
+        "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.host_memory).")
