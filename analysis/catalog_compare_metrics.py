@@ -74,7 +74,7 @@ def _rows(df: pd.DataFrame, a: str, b: str, metrics: dict[str, bool], key: list[
             if not va or not vb:
                 continue
             delta, lo, hi, v = metric_verdict(va, vb, higher, margin_pct)
-            kd = dict(zip(key, k))
+            kd = dict(zip(key, k, strict=True))
             out.append({"table": table, "phase": kd["phase"], "label_a": ga["label"].iloc[0],
                         "label_b": gb["label"].iloc[0], "request_rate": kd.get("request_rate", ""), "metric": m,
                         "n_a": len(va), "n_b": len(vb), "median_a": float(pd.Series(va).median()),

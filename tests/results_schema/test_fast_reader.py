@@ -7,7 +7,8 @@ import json
 import pytest
 
 from results_schema.case_outcome import CpuKernelEvidence
-from results_schema.io import RecordError, _fast_parse, parse_line
+from results_schema.fast_json import fast_parse as _fast_parse
+from results_schema.io import RecordError, parse_line
 from results_schema.models import CaseFailure
 
 FAILURE = {"phase": "p", "label": "l", "implementation": "current", "repeat": 0, "failure_type": "timeout",
