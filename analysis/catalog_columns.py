@@ -68,13 +68,20 @@ def _join(v: tuple[str, ...]) -> str:
     return ",".join(v)
 
 
+@dataclass(frozen=True)
+class _AnyOf:
+    """A union of several non-None types (after unwrapping each)."""
+
+    options: tuple[Any, ...]
+
+
 def _unwrap(ann: Any) -> Any:
-    """Strip ``Annotated`` and ``None`` from a union; a union of several types stays a union."""
+    """Strip ``Annotated`` and ``None`` from a union; a union of several types becomes ``_AnyOf``."""
     while get_origin(ann) is Annotated:
         ann = get_args(ann)[0]
     if get_origin(ann) in (Union, types.UnionType):
         args = [a for a in get_args(ann) if a is not type(None)]
-        return _unwrap(args[0]) if len(args) == 1 else Union[tuple(_unwrap(a) for a in args)]  # noqa: UP007
+        return _unwrap(args[0]) if len(args) == 1 else _AnyOf(tuple(_unwrap(a) for a in args))
     return ann
 
 
@@ -90,8 +97,8 @@ def sql_type(ann: Any) -> str:
         return SCALARS[ann]
     if origin is Literal:
         return SCALARS[type(get_args(ann)[0])]
-    if origin in (Union, types.UnionType):
-        kinds = {sql_type(a) for a in get_args(ann)}
+    if isinstance(ann, _AnyOf):
+        kinds = {sql_type(a) for a in ann.options}
         return kinds.pop() if len(kinds) == 1 else "DOUBLE" if kinds <= {"BIGINT", "DOUBLE"} else "VARCHAR"
     if origin in (tuple, list):
         inner = _unwrap(get_args(ann)[0])
@@ -145,7 +152,7 @@ def derive(layout: Layout) -> list[Column]:
 
 def _is_text(ann: Any) -> bool:
     return ann is str or (get_origin(ann) is Literal and isinstance(get_args(ann)[0], str)) or \
-        (get_origin(ann) in (Union, types.UnionType) and all(_is_text(a) for a in get_args(ann)))
+        (isinstance(ann, _AnyOf) and all(_is_text(a) for a in ann.options))
 
 
 def row(columns: list[Column], model: BaseModel) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from collections import defaultdict
 import pandas as pd
 
 from analysis.load import RunData
+from results_schema.models import CaseRun
 
 FLAG_HOST_PER_OFFLOADED = 1.2
 """Host bytes per offloaded byte above which a point is flagged."""
@@ -53,6 +54,12 @@ def _ratio(num: float | None, den: float) -> float | None:
     return None if num is None or den <= 0 else num / den
 
 
+def _host_bytes(cr: CaseRun, after: bool) -> int:
+    """RSS after load (``after``; the caller checked it is recorded) or the process peak RSS, bytes."""
+    v = cr.record.rss_after_load_bytes if after else None
+    return cr.record.peak_rss_bytes if v is None else v
+
+
 def host_memory_table(data: RunData) -> pd.DataFrame:
     """One row per (phase, label) with ``COLUMNS`` (see the module docstring); empty without records."""
     groups: dict[tuple[str, str], list] = defaultdict(list)
@@ -63,9 +70,8 @@ def host_memory_table(data: RunData) -> pd.DataFrame:
     for (phase, label), crs in groups.items():
         b = base.get(phase, [])
         use_after = all(c.record.rss_after_load_bytes is not None for c in crs + b)
-        pick = (lambda c: c.record.rss_after_load_bytes) if use_after else (lambda c: c.record.peak_rss_bytes)
-        host = statistics.median(pick(c) for c in crs)
-        bhost = statistics.median(pick(c) for c in b) if b else None
+        host = statistics.median(_host_bytes(c, use_after) for c in crs)
+        bhost = statistics.median(_host_bytes(c, use_after) for c in b) if b else None
         delta = None if bhost is None else host - bhost
         off = int(statistics.median(c.evidence.offloaded_bytes for c in crs))
         rel = int(statistics.median(c.evidence.released_bytes for c in crs))
