@@ -50,14 +50,14 @@ def _distinct_keys(value: object) -> int:
     -1 when an untyped container holds a non-finite float."""
     if isinstance(value, BaseModel):
         fields = value.model_fields_set
-        parts = [_distinct_keys(getattr(value, k)) for k in _nested_fields(type(value)) & fields]
+        keys, parts = len(fields), [_distinct_keys(getattr(value, k)) for k in _nested_fields(type(value)) & fields]
     elif isinstance(value, dict):
-        fields, parts = value, [_distinct_keys(v) for v in value.values()]
+        keys, parts = len(value), [_distinct_keys(v) for v in value.values()]
     elif isinstance(value, (tuple, list)):
-        fields, parts = (), [_distinct_keys(v) for v in value]
+        keys, parts = 0, [_distinct_keys(v) for v in value]
     else:
         return -1 if isinstance(value, float) and not math.isfinite(value) else 0
-    return -1 if -1 in parts else len(fields) + sum(parts)
+    return -1 if -1 in parts else keys + sum(parts)
 
 
 def fast_parse(raw: bytes, model_cls: type[M]) -> M | None:
