@@ -95,6 +95,11 @@ def run(hidden: int, intermediate: int, layers: int, group_size: int, num_in_gro
     stack = off.wrap_modules(DecoderLike(hidden, intermediate, dtype) for _ in range(layers))
     off.post_init()
     assert off.buffer_pool is not None
+    resident = [w.layer for w in off.wrapped if w.next_index == w.index]
+    if resident or not off.wrapped:
+        raise ValueError(f"nothing to time: layers {resident or '(none wrapped)'} sit alone in their slot and are "
+                         f"loaded once (G={group_size}, N={num_in_group}, prefetch_step={prefetch_step}, "
+                         f"{len(off.wrapped)} wrapped); the bench needs more wrapped layers than prefetch_step")
     ours: list[float] = []
     plain: list[float] = []
     timer = _OnloadTimer(off)
@@ -148,8 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}")
     a = ap.parse_args(argv)
-    r = run(a.hidden, a.intermediate, a.layers, a.group_size, a.num_in_group, a.prefetch_step, a.forwards,
-            getattr(torch, a.dtype))
+    try:
+        r = run(a.hidden, a.intermediate, a.layers, a.group_size, a.num_in_group, a.prefetch_step, a.forwards,
+                getattr(torch, a.dtype))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"wrapped layers: {r['wrapped']} of {r['layers']}, slots: {r['slots']}, "
           f"bytes per onload: {r['bytes_per_onload']:,}, onloads measured: {r['onloads_measured']}")
     print(f"onload (ours)  median: {r['onload_median_s'] * 1e6:9.1f} us")
