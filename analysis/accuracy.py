@@ -22,6 +22,13 @@ baseline and at least one offload case, and:
 * engine / model -- identical to the baseline field by field (the failing field is named).
 * examples -- the examples file exists, hashes to the recorded SHA-256, holds
   rows 0..n-1 (a missing row is named), and its counts match the result.
+* baseline_agreement -- the baseline runs of a task (an accuracy phase runs the
+  baseline at least twice, rotated) are compared with each other
+  (``analysis.accuracy_baselines``). When they agree nothing else changes. When they
+  differ the baseline is not deterministic on this runtime: every output says so and
+  lists the disagreeing examples, and offload cases are judged by ``noise_floor`` (a
+  paired per-example comparison against the baseline-vs-baseline floor) instead of
+  ``identity`` and ``drop``.
 * identity -- the examples file SHA-256 equals the baseline's (first differing
   row and field named otherwise).
 * drop -- baseline accuracy minus case accuracy is at most ``max_accuracy_drop`` (per task; a fraction of
@@ -35,8 +42,8 @@ baseline and at least one offload case, and:
 * evidence -- an offload case's runtime evidence shows wrapped layers and
   offloaded bytes for its (G, N); required in formal mode.
 
-What is deliberately not modelled: statistical tolerance (greedy decoding must
-match exactly; any difference is a failure), launching processes.
+What is deliberately not modelled: statistical tolerance beyond the baselines' own
+disagreement (where the baselines agree, greedy decoding must match exactly), launching processes.
 
 Outputs: ``accuracy-verification.json`` (``AccuracyVerification``), ``.md`` and ``.csv`` (one row per
 case x task, ``analysis.accuracy_csv``).
@@ -68,8 +75,16 @@ from analysis.accuracy_checks import (
     planned_backends,
     refuse_mixed_protocols,
 )
+from analysis.accuracy_baselines import NOISE_NOTE, add_agreement_check, agreement, check_vs_floor
 from analysis.accuracy_csv import REPORT_CSV, write_csv
-from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, CaseSummary, Task
+from results_schema.accuracy import (
+    AccuracyExample,
+    AccuracyResult,
+    AccuracyVerification,
+    BaselineAgreement,
+    CaseSummary,
+    Task,
+)
 from results_schema.io import RecordError, read_json, write_json, write_text_atomic
 
 REPORT_JSON = "accuracy-verification.json"
@@ -150,9 +165,12 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
     summaries: list[CaseSummary] = []
     if not loaded:
         checks.add("cases", None, None, False, f"no *.result.json under {run_dir}")
-    _check_repeats(checks, loaded)
+    agreements: list[BaselineAgreement] = []
     for task in sorted({r.task for r, _ in loaded}):
-        summaries += _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], rules)
+        rows, agree = _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], rules)
+        summaries += rows
+        agreements += [agree] if agree is not None else []
+    _check_repeats(checks, loaded, {a.task for a in agreements if a.judged_by == "noise_floor"})
     failed = {(c.task, c.label) for c in checks.items if c.status == "fail"}
     summaries = [s.model_copy(update={"verdict": "fail" if (s.task, s.label) in failed else "pass"})
                  for s in summaries]
@@ -167,59 +185,80 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         checks=tuple(checks.items),
         max_accuracy_drop=rules.max_accuracy_drop,
         plan_path=str(plan_path) if plan_path is not None else None,
+        baselines=tuple(agreements),
     )
 
 
-def _check_repeats(checks: Checks, loaded: list[Case]) -> None:
-    """Repeats of one case (``runners.matrix`` repeats > 1) must have identical examples (greedy decoding)."""
+def _check_repeats(checks: Checks, loaded: list[Case], noisy: set[Task]) -> None:
+    """Repeats of one offload case must have identical examples (greedy decoding) where the task's baselines agree.
+
+    Baseline repeats are compared with each other by ``analysis.accuracy_baselines.agreement``; where they
+    disagree (``noisy`` tasks) an offload case's repeats may differ too, and the check is skipped, saying why.
+    """
     repeats: dict[tuple[Task, str], list[Case]] = {}
     for r, p in loaded:
-        repeats.setdefault((r.task, r.label), []).append((r, p))
+        if r.implementation != "baseline":
+            repeats.setdefault((r.task, r.label), []).append((r, p))
     for (task, label), group in repeats.items():
         if len(group) > 1:
             shas = {r.examples_sha256 for r, _ in group}
-            checks.add("repeats", task, label, len(shas) == 1,
-                       f"case {label} ({task}): {len(group)} repeats, "
-                       + ("identical examples" if len(shas) == 1 else
-                          f"{len(shas)} different examples hashes across "
-                          f"{[str(p.parent.name) for _, p in group]}"))
+            msg = (f"case {label} ({task}): {len(group)} repeats, "
+                   + ("identical examples" if len(shas) == 1 else
+                      f"{len(shas)} different examples hashes across {[str(p.parent.name) for _, p in group]}"))
+            if task in noisy and len(shas) > 1:
+                checks.add("repeats", task, label, None, f"{msg} (not required: {NOISE_NOTE})")
+            else:
+                checks.add("repeats", task, label, len(shas) == 1, msg)
 
 
-def _verify_task(checks: Checks, task: Task, group: list[Case], rules: _Rules) -> list[CaseSummary]:
-    """Check every case of one task against its baseline; the comparable cases' summaries."""
+def _common_checks(checks: Checks, result: AccuracyResult, base: AccuracyResult, rules: _Rules) -> bool:
+    """Counts, dataset, registry and backend checks; False when the case is refused (another protocol)."""
+    check_counts(checks, result, rules.limit)
+    check_dataset(checks, result, base, rules.manifest)
+    check_registered(checks, result)
+    check_backend(checks, result, rules.planned, rules.plan_path)
+    return result is base or not refuse_mixed_protocols(checks, result, base)
+
+
+def _verify_task(checks: Checks, task: Task, group: list[Case],
+                 rules: _Rules) -> tuple[list[CaseSummary], BaselineAgreement | None]:
+    """Check every case of one task against its baseline runs; the comparable cases' summaries and the agreement."""
     bases = [(r, p) for r, p in group if r.implementation == "baseline"]
     others = [(r, p) for r, p in group if r.implementation != "baseline"]
     base_labels = sorted({r.label for r, _ in bases})
     if len(base_labels) != 1:
         checks.add("cases", task, None, False,
                    f"{task}: expected exactly one baseline case, found {len(base_labels)} {base_labels}")
-        return []
+        return [], None
     if not others:
         checks.add("cases", task, None, False, f"{task}: no offload case to compare with the baseline")
     else:
         checks.add("cases", task, None, True,
-                   f"{task}: baseline + {len(others)} offload case(s): {[r.label for r, _ in others]}")
-    others = others + bases[1:]  # baseline repeats are compared with the first like any case
+                   f"{task}: baseline ({len(bases)} run(s)) + {len(others)} offload case(s): {[r.label for r, _ in others]}")
     base = bases[0][0]
-    base_rows = None
     refused: set[int] = set()
-    for result, path in [bases[0]] + others:
-        check_counts(checks, result, rules.limit)
-        check_dataset(checks, result, base, rules.manifest)
-        check_registered(checks, result)
-        check_backend(checks, result, rules.planned, rules.plan_path)
-        if result is not base and refuse_mixed_protocols(checks, result, base):
+    base_runs = []
+    for result, path in bases:
+        if not _common_checks(checks, result, base, rules):
+            refused.add(id(result))
+            continue
+        base_runs.append((result, path, _check_case(checks, result, path, base, rules.limit)))
+    base_rows = base_runs[0][2]
+    if task == "gpqa" and base_rows is not None:
+        check_gold_balance(checks, task, base_rows, rules.limit)
+    agree = agreement(task, base_runs)
+    add_agreement_check(checks, agree)
+    for result, path in others:
+        if not _common_checks(checks, result, base, rules):
             refused.add(id(result))
             continue  # not comparable: no identity, drop or evidence verdict for this case
         rows = _check_case(checks, result, path, base, rules.limit)
-        if result is base:
-            base_rows = rows
-            if task == "gpqa" and rows is not None:
-                check_gold_balance(checks, task, rows, rules.limit)
-            continue
-        _check_vs_baseline(checks, result, rows, base, base_rows)
-        check_drop(checks, result, base, rules.max_accuracy_drop)
-    return [_case_summary(result, base) for result, _ in [bases[0]] + others if id(result) not in refused]
+        if agree.judged_by == "noise_floor":
+            check_vs_floor(checks, result, rows, agree, [r for _r, _p, r in base_runs], rules.max_accuracy_drop)
+        else:
+            _check_vs_baseline(checks, result, rows, base, base_rows)
+            check_drop(checks, result, base, rules.max_accuracy_drop)
+    return [_case_summary(result, base) for result, _ in bases + others if id(result) not in refused], agree
 
 
 def _check_case(checks: Checks, result: AccuracyResult, path: Path, base: AccuracyResult,
@@ -273,6 +312,7 @@ def render_markdown(report: AccuracyVerification) -> str:
              "the drop rule iff baseline - case accuracy <= it, per task; identity still required)", "",
              "Backends: " + (f"checked against {report.plan_path}" if report.plan_path else
                              "not checked (no plan.json: stand-alone directory)"), "",
+             *baseline_lines(report),
              "| task | case | impl | backend | protocol | n | correct | unparsable | accuracy | drop | identical "
              "| verdict |",
              "|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
@@ -291,6 +331,22 @@ def render_markdown(report: AccuracyVerification) -> str:
         lines.append(f"- skipped {check.name} [{check.task or '-'} / {check.label or '-'}]: {check.message}")
     lines += ["", f"_{report.mode_note}_"]
     return "\n".join(lines)
+
+
+def baseline_lines(report: AccuracyVerification) -> list[str]:
+    """Markdown lines saying, per task, whether the baseline runs agreed and how offload cases were judged."""
+    out = []
+    for a in report.baselines:
+        if a.judged_by == "noise_floor":
+            out.append(f"Baselines ({a.task}): **{NOISE_NOTE}**: {a.runs} runs differ on "
+                       f"{len(a.differing_examples)} example(s) {list(a.differing_examples[:20])}; accuracies "
+                       + ", ".join(f"{x:.4f}" for x in a.accuracies) + ".")
+        elif a.judged_by == "identity":
+            out.append(f"Baselines ({a.task}): {a.runs} runs agree (identical examples): offload cases judged by "
+                       "identity.")
+        else:
+            out.append(f"Baselines ({a.task}): one run (determinism not checked): offload cases judged by identity.")
+    return out + [""] if out else out
 
 
 def write_report(run_dir: Path | str, report: AccuracyVerification) -> tuple[Path, Path]:

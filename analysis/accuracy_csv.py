@@ -4,7 +4,8 @@ What is modelled: the rows of ``AccuracyVerification.cases`` (``results_schema.a
 in report order, with vLLM's offload parameter names, written next to the JSON and Markdown reports by
 ``analysis.accuracy.write_report``. ``accuracy`` and ``drop_vs_baseline`` are fractions (0.01 = 1
 percentage point), printed with ``repr`` precision; ``verdict`` is ``pass`` or ``fail`` (any failed check of
-that case and task). The file is derived from the JSON report, so ``python -m results_schema check``
+that case and task); ``judged_by`` is how the task's offload cases were judged (``identity`` when the
+baseline runs agree or there is one, ``noise_floor`` when they disagree). The file is derived from the JSON report, so ``python -m results_schema check``
 does not check it (no dispatch entry: a directory walk skips it).
 
 What is deliberately not modelled: the checks (``analysis.accuracy``), the report's check list.
@@ -22,7 +23,7 @@ from results_schema.io import write_text_atomic
 REPORT_CSV = "accuracy-verification.csv"
 
 CSV_COLUMNS = ("label", "implementation", "offload_group_size", "offload_num_in_group", "offload_prefetch_step",
-               "offload_backend", "task", "num_examples", "correct", "accuracy", "drop_vs_baseline", "verdict")
+               "offload_backend", "task", "num_examples", "correct", "accuracy", "drop_vs_baseline", "verdict", "judged_by")
 """Header of the CSV, in column order."""
 
 
@@ -31,10 +32,11 @@ def render_csv(report: AccuracyVerification) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    judged = {a.task: a.judged_by for a in report.baselines}
     for c in report.cases:
         writer.writerow([c.label, c.implementation, c.offload_group_size, c.offload_num_in_group,
                          c.offload_prefetch_step, c.offload_backend, c.task, c.num_examples, c.correct,
-                         repr(c.accuracy), repr(c.drop_vs_baseline), c.verdict])
+                         repr(c.accuracy), repr(c.drop_vs_baseline), c.verdict, judged.get(c.task, "")])
     return buf.getvalue()
 
 

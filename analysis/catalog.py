@@ -17,8 +17,12 @@ SHA-256 fingerprint as the loaded one is skipped (incremental). Non-finite float
 One writer: DuckDB lets one process hold the file read-write, and then no other process may open it
 (even read-only); ``build`` is that single writer, queries open the file read-only.
 
-What is deliberately not modelled: serving records (``serving_results`` is defined; its loader waits
-for a serving schema in ``results_schema``; a run holding serving files gets a ``load_notes`` row).
+The record tables (``cases``, ``rounds``, ``evidence``, ``failures``, ``serving_results``) have one
+column per model field (``analysis.catalog_columns``); a catalog file written with other columns
+(an older ``catalog_schema.SCHEMA_VERSION``) is rebuilt from scratch when opened for writing.
+
+What is deliberately not modelled: the per-request serving files (``serving_results`` holds each
+rate's recorded numbers; ``analysis.serving`` recomputes them).
 """
 
 from __future__ import annotations
@@ -32,15 +36,18 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from analysis.catalog_schema import RUN_TABLES, SCHEMA_VERSION, ddl
+from analysis.catalog_columns import row, table_columns
+from analysis.catalog_schema import RUN_TABLES, SCHEMA_VERSION, TABLES, VIEWS, ddl
 from analysis.load import RunData, load_run
 from analysis.provenance import provenance
 from analysis.validate import validate_run
 from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
 from results_schema.io import RecordError, file_sha256, read_json, scan_jsonl
+from results_schema.serving import SERVING_SUFFIX, ServingRun
 from results_schema.summary import Provenance
 
-RUN_MARKERS = ("*-runs.jsonl", "*-failures.jsonl", "*-accuracy-cases.jsonl", "environment-manifest.json")
+RUN_MARKERS = ("*-runs.jsonl", "*-failures.jsonl", "*-accuracy-cases.jsonl", f"*{SERVING_SUFFIX}",
+               "environment-manifest.json")
 FINGERPRINT_GLOBS = ("*.jsonl", "environment-manifest.json", "config.yaml", "summary/**/accuracy-verification.json")
 
 
@@ -117,50 +124,39 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
         rows["validation_issues"].append({"run_id": rid, "seq": 0, "code": "no_records", "severity": "error",
                                           "message": f"{run_dir}: no runs/failures file and no config.yaml"})
     _accuracy_rows(run_dir, rid, rows, notes)
-    serving = sorted(p.name for p in run_dir.glob("*serving*.jsonl"))
-    if serving:
-        notes.append(f"serving files {serving} not loaded: no serving schema in results_schema of this version")
+    _serving_rows(run_dir, rid, rows, notes)
     rows["load_notes"] = [{"run_id": rid, "seq": i, "note": n} for i, n in enumerate(notes)]
     rows["runs"] = [_runs_row(run_dir, prov, valid=valid, errors=n_err, warnings=n_warn)]
     return rid, rows
 
 
 def _case_rows(rid: str, data: RunData, rows: dict[str, list[dict]]) -> None:
-    """Append the ``cases``, ``rounds``, ``evidence`` and ``failures`` rows of ``data`` to ``rows``."""
+    """Append the ``cases``, ``rounds``, ``evidence`` and ``failures`` rows of ``data`` to ``rows``.
+
+    Every column comes from the record's model (``analysis.catalog_columns``); a field a record predates
+    is its default (null) -> NULL.
+    """
+    cols = {t: table_columns(t) for t in ("cases", "rounds", "evidence", "failures")}
     for _p, _line, cr in data.case_runs:
-        r, e, off, wl = cr.record, cr.evidence, cr.record.offload, cr.record.workload
+        r = cr.record
         key = {"run_id": rid, "phase": r.phase, "label": r.label, "repeat": r.repeat}
-        rows["cases"].append({**key, "implementation": r.implementation, "runtime": r.runtime, "model": r.model,
-                              "group_size": off.offload_group_size, "num_in_group": off.offload_num_in_group,
-                              "prefetch_step": off.offload_prefetch_step,
-                              "offload_params": ",".join(off.offload_params),
-                              "offload_backend": off.offload_backend, **wl.model_dump(exclude={"seed",
-                              "enable_prefix_caching", "prompts_vary_per_round"}),
-                              "throughput_tok_s": r.throughput_tok_s, "output_tokens": r.output_tokens,
-                              "elapsed_s": r.elapsed_s, "load_seconds": r.load_seconds,
-                              "peak_rss_bytes": r.peak_rss_bytes, "device_memory_bytes": r.device_memory_bytes,
-                              **cr.kv_cache.model_dump(), "process_wall_s": cr.process_wall_s,
-                              "token_digest": r.token_digest, "vllm_version": r.vllm_version,
-                              "torch_version": r.torch_version, "log_path": cr.log_path})
-        for rd in r.rounds:
-            rows["rounds"].append({**key, "round": rd.index, "elapsed_s": rd.elapsed_s,
-                                   "prompt_tokens": rd.prompt_tokens, "output_tokens": rd.output_tokens,
-                                   "throughput_tok_s": rd.throughput_tok_s, "token_digest": rd.token_digest})
-        rows["evidence"].append({**key, "offloader_class": e.offloader_class, "implementation": e.implementation,
-                                 "group_size": e.offload_group_size, "num_in_group": e.offload_num_in_group,
-                                 "prefetch_step": e.offload_prefetch_step,
-                                 "offload_params": ",".join(e.offload_params), "num_layers": e.num_layers,
-                                 "selected_layers": list(e.selected_layers),
-                                 "wrapped_layers": list(e.wrapped_layers), "wrapped_count": e.wrapped_count,
-                                 "offloaded_bytes": e.offloaded_bytes,
-                                 "static_buffer_bytes": e.static_buffer_bytes,
-                                 "released_bytes": e.released_bytes, "post_init_called": e.post_init_called,
-                                 "device": e.device})
+        rows["cases"].append({"run_id": rid, **row(cols["cases"], cr)})
+        rows["rounds"] += [{**key, **row(cols["rounds"], rd)} for rd in r.rounds]
+        rows["evidence"].append({**key, **row(cols["evidence"], cr.evidence)})
     for _p, line, f in data.case_failures:
-        rows["failures"].append({"run_id": rid, "phase": f.phase, "label": f.label, "repeat": f.repeat,
-                                 "line": line, **f.model_dump(include={"implementation", "failure_type",
-                                 "exit_code", "signal", "error_type", "error_message", "log_path",
-                                 "duration_s"})})
+        rows["failures"].append({"run_id": rid, "line": line, **row(cols["failures"], f)})
+
+
+def _serving_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
+    """Append one ``serving_results`` row per ``<phase>-serving.jsonl`` line; unreadable lines go to ``notes``."""
+    cols = table_columns("serving_results")
+    for p in sorted(run_dir.glob(f"*{SERVING_SUFFIX}")):
+        good, errs = scan_jsonl(p, ServingRun)
+        notes.extend(f"unreadable serving line {err}" for err in errs)
+        for _line, s in good:
+            rate = s.rate.request_rate_rps
+            rows["serving_results"].append({"run_id": rid, "request_rate": "inf" if rate is None else repr(rate),
+                                            **row(cols, s)})
 
 
 def _accuracy_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
@@ -221,10 +217,25 @@ def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
         raise CatalogError(f"cannot open catalog {db}: {exc} (one writer at a time: wait for the other "
                            f"process, e.g. a running build, to finish)") from exc
     if not read_only:
+        _drop_if_older(con)
         for stmt in ddl():
             con.execute(stmt)
         con.execute("INSERT OR REPLACE INTO catalog_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     return con
+
+
+def _drop_if_older(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every table and view of a catalog written by another schema version (its runs reload)."""
+    try:
+        got = con.execute("SELECT value FROM catalog_meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.CatalogException:  # a new file
+        return
+    if got is not None and got[0] == str(SCHEMA_VERSION):
+        return
+    for name in VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+    for name in reversed(list(TABLES)):
+        con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 @dataclass

@@ -125,6 +125,7 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     console.print("differs: " + (", ".join(diff) if diff else "nothing recorded (same stack and host)"),
                   markup=False)
     console.print(_compare_table(df))
+    _print_metrics(args, console)
     if df.empty:
         console.print("no label of A has the same setting as a label of B"
                       + ("" if args.any_phase else " in the same phase (try --any-phase)"), markup=False)
@@ -132,6 +133,28 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     counts = df["verdict"].value_counts().to_dict()
     console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False)
     return 1 if "INVALID" in counts else 0
+
+
+def _print_metrics(args: argparse.Namespace, console: Console) -> None:
+    """The per-record metric and serving comparisons (``analysis.catalog_compare_metrics``)."""
+    from rich.table import Table
+
+    from analysis.catalog_compare_metrics import compare_metrics
+
+    m = compare_metrics(args.db, args.run_a, args.run_b, margin_pct=args.margin_pct)
+    if m.empty:
+        console.print("per-record metrics and serving results: no pair with values on both sides", markup=False)
+        return
+    t = Table(title="B vs A per setting and metric (better/worse: B better/worse than A, lower latency, memory "
+                    "and load time being better; 95% bootstrap interval of (B - A) / A)", title_justify="left")
+    for name in ("table", "phase", "label A", "label B", "rate", "metric", "n A/B", "A", "B", "delta %",
+                 "CI95 %", "verdict"):
+        t.add_column(name, no_wrap=True)
+    for r in m.itertuples(index=False):
+        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none (n<2)"
+        t.add_row(r.table, r.phase, r.label_a, r.label_b, r.request_rate, r.metric, f"{r.n_a}/{r.n_b}",
+                  _fmt(r.median_a, 4), _fmt(r.median_b, 4), f"{r.delta_pct:+.1f}", ci, r.verdict)
+    console.print(t)
 
 
 def _compare_table(df: pd.DataFrame) -> Table:

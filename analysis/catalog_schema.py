@@ -1,5 +1,7 @@
 """DuckDB schema of the run catalog: explicit tables (natural keys) and views.
 
+The record tables' columns are derived from the ``results_schema`` models (``analysis.catalog_columns``:
+one column per field, so a new field is a new column); the run-level tables are declared here.
 Every column is declared (no type inference from a sample: DuckDB's ``read_json`` can collapse a
 sparse key or a field mixing ``"inf"`` and numbers into JSON). Undefined metrics are NULL, never NaN
 (in DuckDB NaN sorts above +inf, so ``MAX`` / ``ORDER BY ... DESC`` would pick it). Every table
@@ -10,7 +12,10 @@ the reader's version of this file (``test_catalog`` checks both name the same ta
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from analysis.catalog_columns import table_columns
+
+SCHEMA_VERSION = 2
+"""Bumped when a table's columns change; ``analysis.catalog.connect`` rebuilds an older catalog file."""
 
 TABLES: dict[str, str] = {
     "catalog_meta": """
@@ -34,42 +39,6 @@ TABLES: dict[str, str] = {
         expected INTEGER,                    -- processes the plan asked for (NULL: no plan found)
         runs INTEGER NOT NULL, failures INTEGER NOT NULL,
         PRIMARY KEY (run_id, phase, label)""",
-    "cases": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        implementation VARCHAR NOT NULL, runtime VARCHAR NOT NULL, model VARCHAR NOT NULL,
-        group_size INTEGER NOT NULL, num_in_group INTEGER NOT NULL, prefetch_step INTEGER NOT NULL,
-        offload_params VARCHAR NOT NULL, offload_backend VARCHAR NOT NULL,
-        num_prompts INTEGER NOT NULL, input_len INTEGER NOT NULL, max_tokens INTEGER NOT NULL,
-        max_model_len INTEGER NOT NULL, dtype VARCHAR NOT NULL, enforce_eager BOOLEAN NOT NULL,
-        gpu_memory_utilization DOUBLE NOT NULL, warmup_rounds INTEGER NOT NULL, measured_rounds INTEGER NOT NULL,
-        temperature DOUBLE NOT NULL,
-        throughput_tok_s DOUBLE NOT NULL,    -- output tokens / measured seconds of this process
-        output_tokens BIGINT NOT NULL, elapsed_s DOUBLE NOT NULL, load_seconds DOUBLE NOT NULL,
-        peak_rss_bytes BIGINT NOT NULL, device_memory_bytes BIGINT,
-        kv_cache_tokens BIGINT, kv_cache_gib DOUBLE, max_concurrency DOUBLE,
-        process_wall_s DOUBLE NOT NULL, token_digest VARCHAR NOT NULL,
-        vllm_version VARCHAR NOT NULL, torch_version VARCHAR NOT NULL, log_path VARCHAR NOT NULL,
-        PRIMARY KEY (run_id, phase, label, repeat)""",
-    "rounds": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        round INTEGER NOT NULL, elapsed_s DOUBLE NOT NULL, prompt_tokens BIGINT NOT NULL,
-        output_tokens BIGINT NOT NULL, throughput_tok_s DOUBLE NOT NULL, token_digest VARCHAR NOT NULL,
-        PRIMARY KEY (run_id, phase, label, repeat, round)""",
-    "evidence": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        offloader_class VARCHAR NOT NULL, implementation VARCHAR NOT NULL,
-        group_size INTEGER NOT NULL, num_in_group INTEGER NOT NULL, prefetch_step INTEGER NOT NULL,
-        offload_params VARCHAR NOT NULL, num_layers INTEGER NOT NULL,
-        selected_layers INTEGER[] NOT NULL, wrapped_layers INTEGER[] NOT NULL, wrapped_count INTEGER NOT NULL,
-        offloaded_bytes BIGINT NOT NULL, static_buffer_bytes BIGINT NOT NULL, released_bytes BIGINT NOT NULL,
-        post_init_called BOOLEAN NOT NULL, device VARCHAR NOT NULL,
-        PRIMARY KEY (run_id, phase, label, repeat)""",
-    "failures": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        line INTEGER NOT NULL,               -- line in <phase>-failures.jsonl (a resumed case may fail twice)
-        implementation VARCHAR NOT NULL, failure_type VARCHAR NOT NULL, exit_code INTEGER, signal INTEGER,
-        error_type VARCHAR, error_message VARCHAR NOT NULL, log_path VARCHAR NOT NULL, duration_s DOUBLE NOT NULL,
-        PRIMARY KEY (run_id, phase, label, repeat, line)""",
     "validation_checks": """
         run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, passed BOOLEAN NOT NULL,
         errors INTEGER NOT NULL, warnings INTEGER NOT NULL,
@@ -89,22 +58,32 @@ TABLES: dict[str, str] = {
         run_id VARCHAR NOT NULL, report VARCHAR NOT NULL,  -- accuracy-verification.json, relative to the run
         mode VARCHAR NOT NULL, passed BOOLEAN NOT NULL, cases INTEGER NOT NULL, failed_checks INTEGER NOT NULL,
         PRIMARY KEY (run_id, report)""",
-    "serving_results": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        request_rate VARCHAR NOT NULL,       -- configured rate as written ('inf' = all at t=0), part of the key
-        max_concurrency INTEGER, completed INTEGER, failed INTEGER, duration_s DOUBLE,
-        achieved_request_rate DOUBLE,        -- completed / duration (not the configured rate)
-        output_throughput_tok_s DOUBLE,
-        ttft_ms_mean DOUBLE, ttft_ms_median DOUBLE, ttft_ms_p99 DOUBLE,
-        tpot_ms_mean DOUBLE, tpot_ms_median DOUBLE, tpot_ms_p99 DOUBLE,   -- per request (E2E-TTFT)/(tokens-1)
-        itl_ms_mean DOUBLE, itl_ms_median DOUBLE, itl_ms_p99 DOUBLE,      -- pooled gaps between chunks
-        e2el_ms_mean DOUBLE, e2el_ms_median DOUBLE, e2el_ms_p99 DOUBLE,
-        PRIMARY KEY (run_id, phase, label, repeat, request_rate)""",
     "load_notes": """
         run_id VARCHAR NOT NULL, seq INTEGER NOT NULL, note VARCHAR NOT NULL,
         PRIMARY KEY (run_id, seq)""",
 }
-"""Table name -> column definitions (DuckDB DDL). Order = creation order."""
+
+
+def _derived(table: str, head: str, key: str) -> str:
+    """DDL of a table whose columns come from a ``results_schema`` model (``analysis.catalog_columns``)."""
+    cols = ",\n        ".join(f'"{c.name}" {c.sql}' for c in table_columns(table))
+    return f"\n        {head},\n        {cols},\n        PRIMARY KEY ({key})"
+
+
+_CASE_KEY = "run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL"
+TABLES.update({
+    "cases": _derived("cases", "run_id VARCHAR NOT NULL", "run_id, phase, label, repeat"),
+    "rounds": _derived("rounds", _CASE_KEY, "run_id, phase, label, repeat, round"),
+    "evidence": _derived("evidence", _CASE_KEY, "run_id, phase, label, repeat"),
+    "failures": _derived("failures", "run_id VARCHAR NOT NULL, line INTEGER NOT NULL  -- line in "
+                         "<phase>-failures.jsonl (a resumed case may fail twice)\n       ",
+                         "run_id, phase, label, repeat, line"),
+    "serving_results": _derived(
+        "serving_results", "run_id VARCHAR NOT NULL, request_rate VARCHAR NOT NULL  -- configured rate as "
+        "written ('inf' = every request at t = 0), part of the key\n       ", "run_id, phase, label, repeat, request_rate"),
+})
+"""Table name -> column definitions (DuckDB DDL). ``cases``, ``rounds``, ``evidence``, ``failures`` and
+``serving_results`` are derived from the models (one column per field); the rest are run-level tables."""
 
 RUN_TABLES = [t for t in TABLES if t != "catalog_meta"]
 """Tables whose rows belong to one run (deleted and re-inserted together when a run is re-loaded)."""
@@ -129,6 +108,31 @@ VIEWS: dict[str, str] = {
         SELECT p.*, b.baseline_tok_s, p.throughput_median_tok_s / b.baseline_tok_s AS retention,
                p.kv_cache_tokens_median - b.baseline_kv_tokens AS kv_gain_tokens
         FROM per_label p LEFT JOIN base b USING (run_id, phase)""",
+    "host_memory": """
+        WITH per_label AS (
+            SELECT c.run_id, c.phase, c.label, any_value(c.implementation) AS implementation, count(*) AS processes,
+                   bool_and(c.rss_after_load_bytes IS NOT NULL) AS has_after,
+                   median(c.rss_after_load_bytes) AS rss_after_median, median(c.peak_rss_bytes) AS peak_rss_median,
+                   median(e.offloaded_bytes) AS offloaded_bytes, median(e.released_bytes) AS released_bytes
+            FROM cases c JOIN evidence e USING (run_id, phase, label, repeat)
+            GROUP BY c.run_id, c.phase, c.label),
+        paired AS (
+            SELECT p.*, b.has_after AND p.has_after AS use_after,
+                   b.rss_after_median AS base_after, b.peak_rss_median AS base_peak
+            FROM per_label p LEFT JOIN per_label b
+              ON b.run_id = p.run_id AND b.phase = p.phase AND b.implementation = 'baseline'),
+        delta AS (
+            SELECT *, CASE WHEN use_after THEN 'rss_after_load_bytes (measured)'
+                           ELSE 'peak_rss_bytes (measured; load-window RSS not recorded)' END AS host_source,
+                   CASE WHEN use_after THEN rss_after_median - base_after
+                        ELSE peak_rss_median - base_peak END AS host_delta_bytes
+            FROM paired)
+        SELECT run_id, phase, label, implementation, processes, host_source, host_delta_bytes,
+               offloaded_bytes, released_bytes, 'runtime evidence (accounted)' AS offloaded_source,
+               CASE WHEN offloaded_bytes > 0 THEN host_delta_bytes / offloaded_bytes END AS host_per_offloaded,
+               CASE WHEN released_bytes > 0 THEN host_delta_bytes / released_bytes END AS host_per_released,
+               coalesce(offloaded_bytes > 0 AND host_delta_bytes / offloaded_bytes > 1.2, false) AS flagged
+        FROM delta""",
     "run_overview": """
         SELECT r.run_id, r.experiment, r.created_utc, r.hostname, r.device_name, r.vllm_version, r.model_name,
                r.valid, r.errors, r.warnings,
@@ -142,7 +146,10 @@ VIEWS: dict[str, str] = {
           ON i.run_id = l.run_id AND i.severity = 'error'
          AND (i.label = l.label OR i.label IS NULL) AND (i.phase = l.phase OR i.phase IS NULL)""",
 }
-"""View name -> SELECT. ``label_summary`` filters non-finite throughputs before the median."""
+"""View name -> SELECT. ``label_summary`` filters non-finite throughputs before the median. ``host_memory``
+is ``analysis.host_memory`` in SQL: host bytes per offloaded / released byte per label (RSS after load vs the
+phase baseline's when both recorded it, else the process peak RSS; evidence bytes), flagged above 1.2; on a CPU
+runtime host and device are one memory (the figure is the offloader's extra host copies, see docs/catalog.md)."""
 
 
 def ddl() -> list[str]:

@@ -64,6 +64,25 @@ def decision_table(cs: ComparisonSummary) -> Table:
     return t
 
 
+def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
+    """One line per label: host bytes per offloaded / released byte, the sources, the > 1.2 flag, the CPU meaning."""
+    from analysis.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+
+    if not cs.host_memory:
+        return
+    for r in cs.host_memory:
+        per_off, per_rel = r.get("host_per_offloaded"), r.get("host_per_released")
+        console.print(f"host memory {r['phase']}/{r['label']}: {_f(per_off, 3)} host B per offloaded B, "
+                      f"{_f(per_rel, 3)} per released B (host delta {_f(r.get('host_delta_bytes'), 0)} B over "
+                      f"{_f(r.get('offloaded_bytes'), 0)} B offloaded)"
+                      + (f"  FLAG: > {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""),
+                      markup=False)
+    sources = sorted({str(r["host_source"]) for r in cs.host_memory})
+    console.print(f"host memory sources: {'; '.join(sources)}; {EVIDENCE}", style="dim", markup=False)
+    if any(x.runtime == "cpu" for x in cs.rows):
+        console.print(f"note: {CPU_HOST_NOTE}", style="dim", markup=False)
+
+
 def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     """Print the decision table, then the validation verdict and its reasons; return ``valid``.
 
@@ -85,6 +104,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         wide.print(decision_table(cs))
     else:
         console.print("no case produced a record")
+    print_host_memory(cs, console)
     for n in cs.notes:
         console.print(f"note: {n}", style="dim", markup=False)
     for line in model_lines(cs.models, cs.model_table):

@@ -151,6 +151,9 @@ GLOSSARY: dict[str, str] = {
                "always with a single process or retention above 1.0; INVALID when a validation error concerns "
                "the label (never shown as ok).",
     "tokens vs baseline": "Greedy token identity: 'identical' when every measured round generated the same "
-                          "token ids as the baseline's, 'differs' otherwise, 'no_baseline' without one.",
+                          "token ids as the baseline's, 'differs' otherwise, 'no_baseline' without one; where the "
+                          "phase's baseline processes disagree with each other (baseline not deterministic on this "
+                          "runtime), 'within baseline noise' when its rounds leave every baseline process on no more "
+                          "rounds than the baselines disagree on.",
 }
 """Plain-language meaning of the columns a person decides on (HTML report and docs)."""

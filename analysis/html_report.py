@@ -226,6 +226,24 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
+def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
+    """Host memory per offloaded / released byte per label, with the source of each figure and the > 1.2 flag."""
+    from analysis.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+
+    if not cs.host_memory:
+        return ""
+    rows = [[_e(r["phase"]), _e(r["label"]), _n(r.get("host_delta_bytes"), 0), _n(r.get("offloaded_bytes"), 0),
+             _n(r.get("released_bytes"), 0), _n(r.get("host_per_offloaded"), 3), _n(r.get("host_per_released"), 3),
+             f"&gt; {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""]
+            for r in cs.host_memory]
+    table = _table(["phase", "label", "host delta B", "offloaded B", "released B", "host B / offloaded B",
+                    "host B / released B", "flag"], rows, tid="host-memory")
+    sources = "; ".join(sorted({str(r["host_source"]) for r in cs.host_memory}))
+    note = f"<p>{_e(CPU_HOST_NOTE)}</p>" if cpu else ""
+    return (f"<h2>Host memory per offloaded byte</h2>{table}<p>Sources: host bytes = {_e(sources)}; "
+            f"{_e(EVIDENCE)}. Host delta = label median - phase baseline median.</p>{note}")
+
+
 def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
            accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
     """The page as one HTML string (see the module docstring for its order and guarantees)."""
@@ -255,6 +273,7 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
         body += ["<h2>Latency</h2>", plots["latency"]]
     if accuracy:
         body += ["<h2>Accuracy verification</h2>", accuracy_section(list(accuracy))]
+    body.append(host_memory_section(cs, cpu=cpu))
     body.append(comparison_section(cs))
     body.append("<h2>Glossary</h2><dl id=\"glossary\">" + "".join(
         f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in GLOSSARY.items()) + "</dl>")

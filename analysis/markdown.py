@@ -241,6 +241,15 @@ def _model_section(tables: dict) -> list[str]:
                                             ("predicted_tok_s", "predicted"), ("error_pct", "error %")]), ""]
 
 
+def _host_memory_section(tables: dict) -> list[str]:
+    """Host memory per offloaded / released byte per label (``analysis.host_memory``)."""
+    from analysis.host_memory import host_memory_lines, host_memory_table
+    from analysis.tables import is_cpu_run
+
+    data = tables["data"]
+    return host_memory_lines(host_memory_table(data).to_dict("records"), cpu=is_cpu_run(data.runs))
+
+
 def render_markdown(tables: dict) -> tuple[str, str]:
     """Return ``(full_markdown, main_table_markdown)`` of ``analysis.tables.build``'s tables.
 
@@ -259,6 +268,7 @@ def render_markdown(tables: dict) -> tuple[str, str]:
         parts += ["## Failed cases", "", markdown_table(fails, FAILURE_COLUMNS), ""]
     run_dir = tables["data"].run_dir
     parts += placement_markdown(load_placements(run_dir)[0], load_nodes(run_dir))
+    parts += _host_memory_section(tables)
     parts += _comparison_sections(tables, tables.get("margin_pct", DEFAULT_MARGIN_PCT))
     parts += _model_section(tables)
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"

@@ -42,6 +42,7 @@ from analysis.pareto import knee_rule_text
 from analysis.plots import plot_pareto, plot_retention, save_png
 from analysis.provenance import one_line, provenance
 from analysis.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
+from analysis.host_memory import host_memory_table
 from analysis.validate_checks import token_digest_status
 from results_schema.io import write_json, write_text_atomic
 from results_schema.summary import ComparisonSummary, Provenance
@@ -118,6 +119,7 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
         "models": tables["models"],
         "model_table": records(tables["model_table"]),
         "noise_floor": noise_floors(tables["data"].runs),
+        "host_memory": records(host_memory_table(tables["data"])),
     })
 
 

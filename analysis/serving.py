@@ -4,8 +4,9 @@ What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.servi
 
 * validation (``validate_serving``): every line parses; each planned serving case has one line
   per configured rate and no failure record; every per-request file exists, has the recorded
-  SHA-256, and reproduces the record (completed count, token totals, mean TTFT, mean TPOT,
-  mean ITL, recomputed with ``request_tpot_s`` / ``pooled_itl_s``: vLLM's definitions);
+  SHA-256, and reproduces the record (counts, token totals, mean / P50 / P90 / P99 of TTFT,
+  TPOT, ITL and E2E, good requests, goodput and SLO attainment, recomputed by
+  ``analysis.serving_recompute`` with vLLM's ``calculate_metrics`` rules);
   warning when requests received their whole output in the first read (TPOT ~0 by definition);
   server-side token counts equal the requested lengths; the offload evidence is non-empty
   for offload cases and empty for the baseline. Warnings: failed requests; a concurrency cap

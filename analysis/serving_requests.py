@@ -1,9 +1,10 @@
 """Per-request checks of serving records (``analysis.serving``) and vLLM's latency definitions.
 
 What is modelled: ``request_tpot_s`` / ``pooled_itl_s`` (vLLM's TPOT and ITL definitions);
-``check_requests`` recomputes one ``ServingRun`` rate from its per-request file (completed count,
-token totals, mean TTFT, mean / P99 TPOT, mean ITL; SHA-256 of the file; server-side token counts
-vs the requested lengths) and warns when requests received their whole output in one network read;
+``check_requests`` recomputes one ``ServingRun`` rate from its per-request file (every number of
+``analysis.serving_recompute.recompute_rate``: counts, token totals, mean / P50 / P90 / P99 of TTFT,
+TPOT, ITL and E2E, good requests, goodput, SLO attainment; SHA-256 of the file; server-side token
+counts vs the requested lengths) and warns when requests received their whole output in one network read;
 ``ServingValidation`` holds the errors and warnings of ``analysis.serving.validate_serving``.
 
 What is deliberately not modelled: counts against the plan (``analysis.serving.validate_serving``).
@@ -11,13 +12,11 @@ What is deliberately not modelled: counts against the plan (``analysis.serving.v
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from analysis.serving_recompute import compare_rate, recompute_rate, recorded_rate
 from results_schema.io import RecordError, StrictJSONError, file_sha256, read_json
 from results_schema.serving import PROMPT_LEN_TOLERANCE, ServingRequests, ServingRun
 
@@ -41,10 +40,6 @@ def pooled_itl_s(itls: Sequence[Sequence[float]]) -> list[float]:
     return [float(x) for gaps in itls for x in gaps]
 
 
-def _close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-6) -> bool:
-    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
-
-
 def check_requests(run_dir: Path, r: ServingRun, errors: list[str], warnings: list[str] | None = None) -> None:
     q = r.rate
     where = f"{r.phase}/{r.label}-r{r.repeat} rate {q.index}"
@@ -66,22 +61,10 @@ def check_requests(run_dir: Path, r: ServingRun, errors: list[str], warnings: li
         warnings.append(f"{where}: {one_chunk} of {len(ok)} requests received their whole output in the first "
                         f"network read (E2E - TTFT < {ONE_READ_S * 1000:g} ms: TPOT and ITL ~0 by vLLM's "
                         "definitions, the decode time is inside TTFT)")
-    checks: list[tuple[str, float, float]] = []
-    checks.append(("completed", len(ok), q.completed))
-    checks.append(("total output tokens", sum(x.output_tokens for x in ok), q.total_output_tokens))
-    checks.append(("total input tokens", sum(x.prompt_tokens for x in ok), q.total_input_tokens))
-    if ok:
-        checks.append(("mean TTFT ms", float(np.mean([x.ttft_s for x in ok])) * 1000, q.ttft.mean_ms))
-        tpots = [t for t in (request_tpot_s(x.ttft_s, x.latency_s, x.output_tokens) for x in ok) if t is not None]
-        if tpots:
-            checks.append(("mean TPOT ms", float(np.mean(tpots)) * 1000, q.tpot.mean_ms))
-            checks.append(("P99 TPOT ms", float(np.percentile(tpots, 99)) * 1000, q.tpot.p99_ms))
-        itl = pooled_itl_s([x.itl_s for x in ok])
-        if itl:
-            checks.append(("mean ITL ms", float(np.mean(itl)) * 1000, q.itl.mean_ms))
-    for name, got, rec in checks:
-        if not _close(float(got), float(rec)):
-            errors.append(f"{where}: {name} recomputed from {q.requests_path} is {got}, the record says {rec}")
+    rate = "inf" if q.request_rate_rps is None else f"{q.request_rate_rps:g}"
+    for name, got, rec in compare_rate(recompute_rate(reqs.requests, r.slo, q.duration_s), recorded_rate(q)):
+        errors.append(f"{where} ({rate} req/s): {name} recomputed from {q.requests_path} is {got}, "
+                      f"the record says {rec}")
     tol = r.load.input_len * PROMPT_LEN_TOLERANCE
     bad_out = sorted({x.output_tokens for x in ok} - {r.load.output_len})
     bad_in = sorted({x.prompt_tokens for x in ok

@@ -110,7 +110,8 @@ def _digest_column(data: RunData, summary: pd.DataFrame) -> list[str]:
     out = []
     for _, r in summary.iterrows():
         vals = {v for (p, lb, _rep), v in st.items() if p == r["phase"] and lb == r["label"]}
-        out.append("differs" if "differs" in vals else ("identical" if vals == {"identical"} else "no_baseline"))
+        out.append("differs" if "differs" in vals else ("identical" if vals == {"identical"} else
+                   "within baseline noise" if "within_baseline_noise" in vals else "no_baseline"))
     return out
 
 

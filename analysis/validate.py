@@ -24,7 +24,10 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         safetensors headers over the wrapped layers); layer_bytes_unverified
                         (warning) when the model directory cannot be found
     token_digest        token_digest_differs (greedy case whose digest differs from the phase
-                        baseline; a warning for sampled workloads), baseline_digest_unstable
+                        baseline; a warning for sampled workloads; where the baseline processes
+                        disagree, a case whose rounds leave every baseline process on more rounds
+                        than the baselines disagree on), baseline_not_deterministic (warning:
+                        baseline processes generated different tokens; ``analysis.token_floor``)
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
     device_memory       missing_device_memory (warning): an accelerator case without device memory before /
                         peak / after load (``BenchRecord.device_memory_error`` names why)
@@ -221,7 +224,7 @@ def point_exclusions(report: ValidationReport, data: RunData) -> dict[tuple[str,
     """``{(phase, label): reason}`` for every label an error of ``report`` concerns.
 
     An error naming a label excludes that label; an error naming only a phase (e.g.
-    ``baseline_digest_unstable``) excludes every label of the phase; an error naming neither
+    a phase-level code) excludes every label of the phase; an error naming neither
     (e.g. ``checksum_mismatch``, ``invalid_record``) excludes every label of the run. Such
     points never enter a Pareto front, a knee or a recommendation (``analysis.aggregate``,
     ``analysis.model.recommend``); the reason lists the error codes.

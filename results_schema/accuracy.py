@@ -28,6 +28,7 @@ from pydantic import Field, model_validator
 
 from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
 from results_schema.accuracy_report import AccuracyVerification as AccuracyVerification
+from results_schema.accuracy_report import BaselineAgreement as BaselineAgreement
 from results_schema.accuracy_report import CaseSummary as CaseSummary
 from results_schema.accuracy_report import VerifyCheck as VerifyCheck
 from results_schema.accuracy_types import FinishReason, Fraction, NonNegSeconds, ProtocolName, Sha256Hex, Task, VerifyMode

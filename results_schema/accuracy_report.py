@@ -3,7 +3,8 @@
 What is modelled: one verifier check (:class:`VerifyCheck`), one comparable case x task as the verifier
 saw it (:class:`CaseSummary`: offload setting and backend, counts, accuracy, drop vs the baseline,
 verdict) and the report (:class:`AccuracyVerification`: mode, the ``max_accuracy_drop`` tolerance and
-where the planned backends came from). Re-exported by :mod:`results_schema.accuracy`; the CSV
+where the planned backends came from; :class:`BaselineAgreement`: the baseline runs of a task compared
+with each other). Re-exported by :mod:`results_schema.accuracy`; the CSV
 ``accuracy-verification.csv`` (``analysis.accuracy_csv``) is one row per :class:`CaseSummary`.
 
 What is deliberately not modelled: the checks themselves (``analysis.accuracy``). Fields added by
@@ -55,6 +56,28 @@ class CaseSummary(StrictModel):
         default="pass", description="'fail' when any check of this case and task failed (baseline: its own checks).")
 
 
+class BaselineAgreement(StrictModel):
+    """The baseline runs of one task compared with each other (the verifier's baseline self-check).
+
+    When every run has the same examples the baseline is deterministic on this runtime and offload
+    cases are judged by identity. When they differ, the baseline is not deterministic here: offload
+    cases are judged against the baseline-vs-baseline floor with a paired per-example comparison
+    (``judged_by = 'noise_floor'``), never blamed for the runtime's own noise.
+    """
+
+    task: Task
+    label: str = Field(description="Baseline case label.")
+    runs: NonNegInt = Field(description="Baseline runs (repeats) compared.")
+    agree: bool = Field(description="Every baseline run has the same examples (SHA-256).")
+    examples_sha256: tuple[Sha256Hex, ...] = Field(description="Examples SHA-256 of each baseline run, in repeat order.")
+    accuracies: tuple[Fraction, ...] = Field(description="Accuracy of each baseline run, in repeat order.")
+    differing_examples: tuple[NonNegInt, ...] = Field(
+        description="Example indices whose generated tokens differ between baseline runs (the floor).")
+    judged_by: Literal["identity", "noise_floor", "single_baseline"] = Field(
+        description="How offload cases of this task were judged: identity with the baseline (runs agree), against "
+                    "the baseline-vs-baseline floor (runs disagree), or identity with the only baseline run.")
+
+
 class AccuracyVerification(StrictModel):
     """``accuracy-verification.json``: the verifier's report over one run directory."""
 
@@ -72,3 +95,6 @@ class AccuracyVerification(StrictModel):
     plan_path: str | None = Field(
         default=None, description="plan.json the planned offload_backend of each case was read from; null = "
         "none found, the backends were not checked against a plan.")
+    baselines: tuple[BaselineAgreement, ...] = Field(
+        default=(), description="Per task: the baseline runs compared with each other and how offload cases were "
+        "judged (identity or the baseline-vs-baseline noise floor).")

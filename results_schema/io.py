@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from results_schema.fast_json import fast_parse
 from results_schema.files import file_sha256, fsync_dir, write_bytes_atomic, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
@@ -183,9 +184,16 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     invariants (sums, counts) are checked by the reader only, since JSON Schema cannot
     state them.
 
+    A line that certainly passes all of this is validated once, from its raw bytes (``results_schema.fast_json.fast_parse``);
+    every other line takes the steps above, which decide and name the error.
+
     Raises:
         RecordError: naming ``path:line`` and the offending field or key.
     """
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    fast = fast_parse(raw, model_cls)
+    if fast is not None:
+        return fast
     try:
         obj = json.loads(text, object_pairs_hook=_pairs_no_duplicates, parse_constant=_reject_constant,
                          parse_float=_json_number)

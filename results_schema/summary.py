@@ -197,3 +197,6 @@ class ComparisonSummary(_Strict):
     noise_floor: tuple[NoiseFloor, ...] = Field(
         default=(), description="Per phase: baseline-vs-baseline throughput spread and token identity (empty in "
         "summaries written before this field).")
+    host_memory: tuple[dict[str, Scalar], ...] = Field(
+        default=(), description="Per label: host memory (measured RSS vs the phase baseline's, with its source) per "
+        "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.host_memory).")

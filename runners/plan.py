@@ -27,6 +27,10 @@ __all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase
 
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 BENCH_KINDS = ("throughput", "ttft", "stability")
+ACCURACY_BASELINE_RUNS = 2
+"""An accuracy phase runs its baseline at least this often (repeat-major order, so the runs bracket the offload
+cases): the verifier compares the baseline runs with each other before it blames an offloader for a difference
+(``analysis.accuracy_baselines``)."""
 """Phase kinds whose cases run ``runners.bench_one`` (the only ones with ``engine_validates``)."""
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -253,7 +257,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         num_layers: decoder layers of the model (a point that selects no layer is an error).
 
     Returns:
-        Cases in matrix order (baseline, points x implementations, explicit cases).
+        Cases in matrix order (baseline, points x implementations, explicit cases). An accuracy phase's
+        baseline runs at least ``ACCURACY_BASELINE_RUNS`` times.
 
     Raises:
         PlanError: unknown kind/implementation, invalid offload parameters (naming the
@@ -279,6 +284,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         if r["implementation"] == "overlay":
             check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = int(by_label.get(label, repeats))
+        if kind == "accuracy" and r["implementation"] == "baseline":
+            n_rep = max(n_rep, ACCURACY_BASELINE_RUNS)
         if n_rep < 1:
             raise PlanError(f"phase {phase!r}, case {label!r}: repeats ({n_rep}) must be >= 1")
         if r.get("engine_validates") and kind not in BENCH_KINDS:

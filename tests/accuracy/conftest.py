@@ -39,6 +39,7 @@ class FakeEngine:
 
     name = "fake"
     twist: Callable[[int, str], str] | None = None
+    twist_baseline: bool = False  # apply the twist to a baseline too (a runtime whose baseline is not deterministic)
 
     def __init__(self, model: str, engine: EngineSettings, offload: OffloadSetting) -> None:
         self.offload = offload
@@ -47,7 +48,7 @@ class FakeEngine:
         out = []
         for i, p in enumerate(prompts):
             text = deterministic_reply(p, sampling)
-            if self.twist is not None and self.offload.enabled:
+            if self.twist is not None and (self.offload.enabled or self.twist_baseline):
                 text = self.twist(i, text)
             ids = tuple(b for b in text.encode())[: sampling.max_tokens]
             out.append(Generation(text=text, token_ids=ids, finish_reason="stop"))

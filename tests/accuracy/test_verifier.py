@@ -363,8 +363,9 @@ def test_repeats_of_a_case_must_be_identical(tmp_path: Path, tiny_model_dir: Pat
         make_run(root / f"cur-{rep}", tiny_model_dir, datasets=("gsm8k",), cases=(("current", offload(4, 1)),),
                  engine_factory=Twisted if rep == "r1" else FakeEngine)
     report = verify(root, limit=50)
-    checks = {(c.name, c.label): c for c in report.checks if c.name == "repeats"}
-    assert checks[("repeats", "baseline")].status == "pass"
+    checks = {(c.name, c.label): c for c in report.checks if c.name in ("repeats", "baseline_agreement")}
+    assert checks[("baseline_agreement", "baseline")].status == "pass"
+    assert "2 baseline runs agree" in checks[("baseline_agreement", "baseline")].message
     assert checks[("repeats", "current_g4_n1")].status == "fail"
     assert "2 different examples hashes" in checks[("repeats", "current_g4_n1")].message
 

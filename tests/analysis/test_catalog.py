@@ -35,7 +35,7 @@ def _count(db, sql):
 
 def test_build_loads_every_fixture_run_with_its_rows(fixtures_db):
     runs = set(query(fixtures_db, "SELECT run_id FROM runs")["run_id"])
-    assert runs == {"synthetic_run", "20261130T070339Z-448df2", "20261130T072833Z-687e4f"}
+    assert runs == {"synthetic_run", "20261130T070339Z-448df2", "20261130T072833Z-687e4f", "fixture"}
     for rid, d in (("synthetic_run", "synthetic_run"), ("20261130T072833Z-687e4f", "real_smoke_run")):
         data = load_run(FIXTURES / d)
         assert _count(fixtures_db, f"SELECT count(*) FROM cases WHERE run_id = '{rid}'") == len(data.runs)
@@ -53,7 +53,7 @@ def test_every_documented_table_exists_with_declared_types(fixtures_db):
     assert set(TABLES) | set(VIEWS) <= names
     types = dict(query(fixtures_db, "SELECT column_name, data_type FROM information_schema.columns "
                                     "WHERE table_name = 'evidence'").itertuples(index=False))
-    assert types["selected_layers"] == "INTEGER[]" and types["released_bytes"] == "BIGINT"
+    assert types["selected_layers"] == "BIGINT[]" and types["released_bytes"] == "BIGINT"
     doc = DOC.read_text()
     documented = set(re.findall(r"^### `(\w+)`", doc, flags=re.M))
     assert documented == set(TABLES) | set(VIEWS)

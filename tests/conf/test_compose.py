@@ -15,17 +15,17 @@ EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
     None: 10,  # embedded default: baseline + current (4,1) (2,1) (4,3) (1,1), 2 repeats
-    "qwen7b": 108,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 3 (issue 15)
+    "qwen7b": 109,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 4 (baseline twice)
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
-    "qwen1_5b": 55,  # 5x5 + 6x3 + 3x3 + published accuracy 3 (issue 15)
+    "qwen1_5b": 56,  # 5x5 + 6x3 + 3x3 + published accuracy 4 (baseline twice)
     "qwen1_5b_cuda": 52,
     "smoke": 5,  # + the engine-path invalid case (issue 15)
     "stability": 2,
     "ttft": 4,
-    "reproduce": 7,  # 5 performance + 2 accuracy
+    "reproduce": 8,  # 5 performance + 3 accuracy (baseline twice)
     "official_cpu": 3,
     "serving": 3,  # baseline + current (4,1) (2,1), one API server each
-    "accuracy": 3,  # baseline + current (4,1) (2,1), one `runners.accuracy run` process each
+    "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.accuracy run` process each
 }
 
 
@@ -145,15 +145,16 @@ def test_published_designs_end_with_the_published_accuracy_verification(experime
     acc = [sc.case for sc in items if sc.case.phase == "accuracy"]
     assert [(c.label, c.implementation, c.group_size, c.num_in_group, c.backend) for c in acc] == [
         ("baseline", "baseline", 0, 0, "auto"), ("current_g8_n1", "current", 8, 1, "prefetch"),
-        ("current_g8_n2", "current", 8, 2, "prefetch")]
+        ("current_g8_n2", "current", 8, 2, "prefetch"), ("baseline", "baseline", 0, 0, "auto")]
+    assert [sc.repeat for sc in items if sc.case.phase == "accuracy"] == [0, 0, 0, 1]  # baseline again, last
     assert {(c.kind, c.accuracy_tasks, c.accuracy_protocol, c.max_accuracy_drop) for c in acc} == {
         ("accuracy", ("gsm8k", "gpqa"), "qwen-chat-v1", 0.0)}
     assert items[-1].case.phase == "accuracy"  # after every performance phase
 
 
 def test_accuracy_phases_keep_their_cases_and_a_zero_tolerance() -> None:
-    for experiment, labels in (("reproduce", ["baseline", "current_g4_n1"]),
-                               ("accuracy", ["baseline", "current_g4_n1", "current_g2_n1"])):
+    for experiment, labels in (("reproduce", ["baseline", "current_g4_n1", "baseline"]),
+                               ("accuracy", ["baseline", "current_g4_n1", "current_g2_n1", "baseline"])):
         acc = [sc.case for sc in _plan(experiment) if sc.case.kind == "accuracy"]
         assert [c.label for c in acc] == labels and {(c.backend, c.max_accuracy_drop) for c in acc} == {
             ("auto", 0.0)}

@@ -151,6 +151,8 @@ def _with_rounds(n: int, elapsed: float, measured_rounds: int = 3, min_s: float 
     el = elapsed * n
     wl = rec.workload.model_copy(update={"measured_rounds": measured_rounds, "min_measured_s": min_s})
     data = json.loads(dumps_model(rec))
+    for derived in ("requests", "requests_per_s", "round_latency_p50_s", "round_latency_p95_s"):
+        data.pop(derived, None)  # rules over the rounds (results_schema.load_metrics); these rounds are new
     data.update(workload=json.loads(dumps_model(wl)), rounds=[json.loads(dumps_model(r)) for r in rounds],
                 output_tokens=rd.output_tokens * n, elapsed_s=el, throughput_tok_s=rd.output_tokens * n / el)
     if window:

@@ -129,9 +129,11 @@ def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: P
     assert code == EXIT_ACCURACY, out
     assert "accuracy accuracy: FAILED" in out
     # the live check: the differing case is never printed or counted as ok
-    (prog,) = [ln for ln in out.splitlines() if ln.startswith("[2/2] accuracy/current_g4_n1-r0:")]
+    (prog,) = [ln for ln in out.splitlines() if ln.startswith("[2/3] accuracy/current_g4_n1-r0:")]
     assert "OUTPUTS DIFFER from the accuracy baseline on gsm8k, gpqa" in prog and ": ok" not in prog, prog
-    assert "done: 1 ok, 1 with tokens differing from the baseline," in out, out[-3000:]
+    assert "done: 2 ok, 1 with tokens differing from the baseline," in out, out[-3000:]
+    (again,) = [ln for ln in out.splitlines() if ln.startswith("[3/3] accuracy/baseline-r1:")]
+    assert "outputs identical to the first baseline run" in again, again
     last = [ln for ln in out.splitlines() if ln.strip()][-1]  # a failed verification never ends "VALID"
     assert last.startswith("FAILED: accuracy verification of phase(s) accuracy; validation: ") and \
         last.endswith(f"exit {EXIT_ACCURACY}"), last

@@ -29,6 +29,7 @@ import yaml
 from analysis.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
+from results_schema.load_metrics import percentile_linear
 from results_schema.models import (
     BenchRecord,
     CaseFailure,
@@ -150,6 +151,16 @@ def layer_bytes(config: dict = TINY_CONFIG) -> int:
     return layer_bytes_from_config(config)
 
 
+def load_metrics(rounds: Sequence[RoundResult], num_prompts: int, repeat: int) -> dict:
+    """The per-process request, round-latency and load-RSS fields of a CPU record (no random draw)."""
+    el = sorted(r.elapsed_s for r in rounds)
+    before = 900_000_000 + 1000 * repeat
+    return dict(requests=num_prompts * len(rounds), requests_per_s=num_prompts * len(rounds) / sum(el),
+                round_latency_p50_s=percentile_linear(el, 50), round_latency_p95_s=percentile_linear(el, 95),
+                rss_before_load_bytes=before, rss_peak_load_bytes=before + 60_000_000,
+                rss_after_load_bytes=before + 50_000_000)
+
+
 def make_case_run(phase: str, case: SynthCase, repeat: int, rng: random.Random, *, measured_rounds: int = 3,
                   model: str = "model", runtime: str = "cpu", config: dict = TINY_CONFIG,
                   token_digest: str | None = None, log_path: str | None = None) -> CaseRun:
@@ -178,7 +189,7 @@ def make_case_run(phase: str, case: SynthCase, repeat: int, rng: random.Random, 
         model=model, offload=offload, workload=wl, load_seconds=5.0 + rng.random(), rounds=tuple(rounds),
         output_tokens=out, elapsed_s=el, throughput_tok_s=out / el, token_digest=digest("".join([dig] * measured_rounds)),
         peak_rss_bytes=1_000_000_000 + rng.randrange(1000), device_memory_bytes=None, vllm_version="0.32.0",
-        torch_version="2.13.0+cpu", pid=1000 + repeat,
+        torch_version="2.13.0+cpu", pid=1000 + repeat, **load_metrics(rounds, wl.num_prompts, repeat),
     )
     evidence = RuntimeEvidence(
         offloader_class=OFFLOADER_CLASS[case.implementation], implementation=case.implementation,

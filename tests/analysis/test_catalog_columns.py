@@ -1,0 +1,128 @@
+"""The catalog's record tables follow the models: a column per field, serving rows, NULL for older runs."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from pydantic import BaseModel
+
+from analysis.catalog import build, connect, query
+from analysis.catalog_columns import TABLE_MODELS, sql_type, table_columns
+from analysis.catalog_schema import SCHEMA_VERSION
+from analysis.catalog_columns import _unwrap
+
+from .conftest import FIXTURES
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cols") / "catalog.duckdb"
+    build(FIXTURES, path)
+    return path
+
+
+def _leaf_paths(cls: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every leaf field path of a model, walked here independently of the catalog's own walk."""
+    out = []
+    for name, info in cls.model_fields.items():
+        inner = _unwrap(info.annotation)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            out += _leaf_paths(inner, path + (name,))
+        else:
+            out.append(path + (name,))
+    return out
+
+
+@pytest.mark.parametrize("table", sorted(TABLE_MODELS))
+def test_every_model_field_has_a_column_in_the_built_catalog(db, table):
+    layout = TABLE_MODELS[table]
+    by_path = {c.path: c.name for c in table_columns(table)}
+    cols = set(query(db, f"SELECT column_name FROM information_schema.columns WHERE table_name = '{table}'")
+               ["column_name"])
+    missing = []
+    for p in _leaf_paths(layout.model):
+        dotted = ".".join(p)
+        if any(dotted == e or dotted.startswith(e + ".") for e in layout.elsewhere):
+            continue
+        if by_path.get(p) not in cols:
+            missing.append(dotted)
+    assert missing == [], f"{layout.model.__name__} fields without a column in {table}: {missing}"
+
+
+def test_fields_stored_elsewhere_have_their_own_tables():
+    assert TABLE_MODELS["cases"].elsewhere == {"evidence", "record.rounds"}
+    assert TABLE_MODELS["evidence"].model.__name__ == "RuntimeEvidence"
+    assert TABLE_MODELS["rounds"].model.__name__ == "RoundResult"
+
+
+def test_serving_results_hold_the_serving_fixture_rows(db):
+    rows = query(db, "SELECT label, request_rate, completed, tpot_p99_ms, goodput_req_s, slo_attainment, "
+                     "slo_attainment_target, ev_offloaded_bytes FROM serving_results WHERE run_id = 'fixture' "
+                     "ORDER BY label, request_rate_rps")
+    assert list(rows["label"]) == ["baseline", "baseline", "current_g4_n1", "current_g4_n1"]
+    assert list(rows["request_rate"]) == ["4.0", "16.0", "4.0", "16.0"]
+    assert (rows["completed"] == 6).all() and (rows["tpot_p99_ms"] > 0).all()
+    assert (rows["slo_attainment_target"] == 0.9).all()
+    assert list(rows["ev_offloaded_bytes"]) == [0, 0, 591872, 591872]
+    notes = query(db, "SELECT count(*) AS n FROM load_notes WHERE run_id = 'fixture'")
+    assert int(notes["n"].iloc[0]) == 0
+
+
+def test_new_per_record_fields_are_numbers_for_new_runs_and_null_for_old_ones(db):
+    got = query(db, "SELECT run_id, count(requests_per_s) AS n, count(*) AS total FROM cases GROUP BY run_id")
+    got = {r.run_id: (r.n, r.total) for r in got.itertuples()}
+    assert got["synthetic_run"][0] == got["synthetic_run"][1] == 27  # written with the fields
+    assert got["20261130T070339Z-448df2"] == (0, 5)  # recorded before them: NULL
+    types = dict(query(db, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
+                           "'cases'").itertuples(index=False))
+    assert types["requests_per_s"] == "DOUBLE" and types["rss_peak_load_bytes"] == "BIGINT"
+    assert types["device_memory_source"] == "VARCHAR" and types["window_measured_s"] == "DOUBLE"
+
+
+def test_a_catalog_of_another_schema_version_is_rebuilt(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE catalog_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)")
+    con.execute("INSERT INTO catalog_meta VALUES ('schema_version', '1')")
+    con.execute("CREATE TABLE cases (run_id VARCHAR, only_old_column INTEGER)")
+    con.close()
+    build(FIXTURES / "synthetic_run", path)
+    con = connect(path, read_only=True)
+    try:
+        cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                          "WHERE table_name = 'cases'").fetchall()}
+        version = con.execute("SELECT value FROM catalog_meta WHERE key = 'schema_version'").fetchone()[0]
+    finally:
+        con.close()
+    assert "only_old_column" not in cols and "requests_per_s" in cols and version == str(SCHEMA_VERSION)
+
+
+def test_an_annotation_without_a_column_type_is_an_error_not_a_dropped_field():
+    with pytest.raises(TypeError, match="no catalog column type for annotation"):
+        sql_type(set[int])
+
+
+def test_compare_covers_per_record_metrics_and_serving_results(tmp_path, capsys):
+    import shutil
+
+    from analysis.catalog_compare_metrics import compare_metrics, metric_verdict
+    from analysis.cli import main
+
+    root = tmp_path / "results"
+    shutil.copytree(FIXTURES / "synthetic_run", root / "a")
+    shutil.copytree(FIXTURES / "serving_run", root / "s")
+    path = tmp_path / "c.duckdb"
+    build(root, path)
+    same = compare_metrics(path, "a", "a")
+    rps = same[same["metric"] == "requests_per_s"]
+    assert len(rps) == 9 and set(rps["verdict"]) == {"equivalent"} and (rps["n_a"] == 3).all()
+    serving = compare_metrics(path, "fixture", "fixture")
+    assert set(serving["table"]) == {"serving_results"}
+    assert {"tpot_p99_ms", "goodput_req_s", "slo_attainment"} <= set(serving["metric"])
+    assert set(serving["verdict"]) == {"inconclusive"}  # one repeat per side: no interval
+    # lower latency is better: B at half A's latency is "better"; higher throughput is better
+    assert metric_verdict([10.0, 10.5, 11.0], [5.0, 5.2, 5.4], higher_is_better=False)[3] == "better"
+    assert metric_verdict([10.0, 10.5, 11.0], [5.0, 5.2, 5.4], higher_is_better=True)[3] == "worse"
+    assert main(["catalog", "compare", "fixture", "fixture", "--db", str(path)]) == 1  # no performance pair
+    out = capsys.readouterr().out
+    assert "tpot_p99_ms" in out and "serving_results" in out
