@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
 from results_schema.models import IMPLEMENTATIONS
+from runners.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.workload_check import _effective_workload, validate_workload
 
@@ -51,6 +52,9 @@ class CaseSpec:
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
         accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
         accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
+        accuracy_model: accuracy phases: model directory the case loads instead of the run's (as configured;
+            resolved by the runner), None = the run's model.
+        fault: negative-control fault applied in the case process (``offload.faults``), None = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
             ``kind=serving``, else None.
@@ -79,6 +83,8 @@ class CaseSpec:
     max_accuracy_drop: float = 0.0
     serving: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
     engine_validates: bool = False
+    accuracy_model: str | None = None
+    fault: str | None = None
 
     @property
     def offload_requested(self) -> bool:
@@ -152,7 +158,7 @@ def _raw_cases(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
                         num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
                         params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
                         label=case.get("label"), expect_error=case.get("expect_error"),
-                        engine_validates=bool(case.get("engine_validates", False))))
+                        engine_validates=bool(case.get("engine_validates", False)), fault=case.get("fault")))
     _apply_phase_backend(raw, matrix.get("offload_backend"))
     return raw
 
@@ -163,6 +169,9 @@ def _check_offload(where: str, impl: str, r: Mapping[str, Any], num_layers: int)
         check_offload_setting(impl, r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
     except ValueError as exc:
         raise PlanError(f"{where}: {exc}") from None
+    if r.get("fault") is not None and (impl not in ("current", "sync") or not r["group_size"]):
+        raise PlanError(f"{where}: fault {r['fault']!r} corrupts this project's offloader: it needs implementation "
+                        f"current or sync with offload, not {impl!r} with offload_group_size {r['group_size']}")
     if impl == "baseline":
         return
     if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
@@ -324,6 +333,8 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         max_accuracy_drop=float(matrix.get("max_accuracy_drop", 0.0)) if kind == "accuracy" else 0.0,
         serving=dict(matrix.get("serving") or {}) if kind == "serving" else None,
         engine_validates=bool(r.get("engine_validates", False)),
+        accuracy_model=str(matrix["accuracy_model"]) if kind == "accuracy" and matrix.get("accuracy_model") else None,
+        fault=str(r["fault"]) if r.get("fault") is not None else None,
     )
 
 
@@ -344,7 +355,7 @@ def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str
         raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
     layers = int(num_layers if num_layers is not None else cfg["model"]["num_layers"])
     return {name: expand_phase(name, phases[name], workload=cfg["workload"], runtime=cfg["runtime"],
-                               num_layers=layers)
+                               num_layers=phase_layers(name, phases[name], layers))
             for name in phase_order(phases)}
 
 
