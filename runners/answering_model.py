@@ -9,7 +9,11 @@ initialisation on rows of ``runners.accuracy.synthetic`` rendered exactly as the
 the loss on the reply tokens only: the GSM8K row's worked answer ending in ``#### N``, or the
 gold letter, each followed by ``<|im_end|>``. Training rows show their GPQA options in an
 order drawn by the training generator (not the protocol's text-seeded shuffle), so the
-letter must be read from the options. AdamW, linear warm-up then cosine decay, gradient
+letter must be read from the options. One attention head (layer 0, head 0) starts as a
+fixed-offset head (``Qwen2LM.init_offset_head``: q/k biases only, offset 2), so that in
+``\nB. word`` the word's position can read its letter from the start: a randomly initialised
+4-layer model did not learn that binding within the CPU budget (GPQA-format loss stayed at
+chance for 1500 steps). AdamW, linear warm-up then cosine decay, gradient
 clipping; fp32 training, bf16 checkpoint.
 
 Determinism: one seed for the initialisation, the data and the order; one intra-op thread;
@@ -48,7 +52,7 @@ class TrainSettings:
     """Hyper-parameters (defaults = the shipped checkpoint)."""
 
     seed: int = 0
-    steps: int = 2000
+    steps: int = 1600
     batch_size: int = 16
     choice_batch_size: int = 48
     lr: float = 3e-3
@@ -61,6 +65,7 @@ class TrainSettings:
     num_kv_heads: int = 2
     num_merges: int = 600
     threads: int = 1
+    letter_head_scale: float = 6.0
 
 
 def chatml(system: str, user: str) -> str:
@@ -192,6 +197,8 @@ def train(s: TrainSettings, tokenizer_json: str, vocab_size: int, log_every: int
                                num_hidden_layers=s.num_layers, num_attention_heads=s.num_heads,
                                num_key_value_heads=s.num_kv_heads))
     model.init_weights(torch.Generator().manual_seed(s.seed))
+    if s.letter_head_scale:  # "\nB. word": the word's position sees its letter two tokens back
+        model.init_offset_head(0, 0, 2, s.letter_head_scale)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98), weight_decay=s.weight_decay)
     rng = random.Random(f"train-{s.seed}")
     prefixes = {t: torch.tensor(_task_prefix(tok, t)) for t in synthetic.TASKS}

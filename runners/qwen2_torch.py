@@ -166,6 +166,26 @@ class Qwen2LM(nn.Module):
                 else:
                     p.copy_(torch.randn(p.shape, generator=generator) * std)
 
+    def init_offset_head(self, layer: int, head: int, offset: int, scale: float) -> None:
+        """Make query head ``head`` of ``layer`` attend ``offset`` positions back, through its q/k biases only.
+
+        The key bias of the head's KV group is ``scale`` on the first half of every rotary pair
+        and the query bias is ``scale * (cos(-offset*theta_i), sin(-offset*theta_i))`` per pair, so
+        after the rotary embedding their product is ``scale^2 * sum_i cos((m - n - offset) * theta_i)``:
+        largest at distance ``m - n = offset`` (the weights stay as drawn; training may change all of it).
+        """
+        s = self.shape
+        d, half = s.head_dim, s.head_dim // 2
+        attn = self.model.layers[layer].self_attn
+        theta = 1.0 / (s.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        group = head // (s.num_attention_heads // s.num_key_value_heads)
+        with torch.no_grad():
+            k = torch.zeros(d)
+            k[:half] = scale
+            attn.k_proj.bias[group * d:(group + 1) * d] = k
+            attn.q_proj.bias[head * d:(head + 1) * d] = scale * torch.cat(((-offset * theta).cos(),
+                                                                           (-offset * theta).sin()))
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         s = self.shape
         cos, sin = rope_tables(ids.shape[1], s.head_dim, s.rope_theta)

@@ -100,3 +100,23 @@ def test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights() -> N
     with torch.no_grad():
         shared = model.forward_shared_prefix(prefix, rest)
     assert torch.allclose(shared[0], ours[0, 25:], atol=2e-4)
+
+
+def test_offset_head_attends_two_tokens_back_from_the_start() -> None:
+    import torch
+
+    from runners.qwen2_torch import Qwen2LM, Qwen2Shape, _rotate_half, rope_tables
+
+    s = Qwen2Shape(vocab_size=50, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                   num_key_value_heads=1)
+    model = Qwen2LM(s)
+    model.init_weights(torch.Generator().manual_seed(0))
+    model.init_offset_head(0, 0, 2, 6.0)
+    attn = model.model.layers[0].self_attn
+    x = model.model.layers[0].input_layernorm(model.model.embed_tokens(torch.randint(0, 50, (1, 30))))
+    cos, sin = rope_tables(30, s.head_dim, s.rope_theta)
+    q = attn.q_proj(x).view(1, 30, 2, s.head_dim).transpose(1, 2)[0, 0]
+    k = attn.k_proj(x).view(1, 30, 1, s.head_dim).transpose(1, 2)[0, 0]
+    q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    scores = (q @ k.T).masked_fill(torch.ones(30, 30).triu(1).bool(), float("-inf"))
+    assert (scores.argmax(-1)[2:] == torch.arange(0, 28)).all()
