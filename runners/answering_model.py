@@ -16,9 +16,11 @@ fixed-offset head (``Qwen2LM.init_offset_head``: q/k biases only, offset 2), so 
 chance for 1500 steps). AdamW, linear warm-up then cosine decay, gradient
 clipping; fp32 training, bf16 checkpoint.
 
-Determinism: one seed for the initialisation, the data and the order; one intra-op thread;
-``torch.use_deterministic_algorithms(True)``; no data-loader workers. Same arguments, same
-torch build and CPU -> byte-identical ``model.safetensors`` (checked by training twice).
+Determinism: one seed for the initialisation, the data and the order; a fixed number of
+intra-op threads (``--threads``, recorded in ``config.json`` ``training``; the committed
+checkpoint used 2); ``torch.use_deterministic_algorithms(True)``; no data-loader workers. Same
+arguments, same torch build and CPU -> byte-identical ``model.safetensors`` (checked by
+training twice).
 
 What is deliberately not modelled: anything beyond these two toy tasks; GPU training.
 """
