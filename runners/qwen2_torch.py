@@ -176,7 +176,9 @@ class Qwen2LM(nn.Module):
         """
         s = self.shape
         d, half = s.head_dim, s.head_dim // 2
-        attn = self.model.layers[layer].self_attn
+        block = self.model.layers[layer]
+        assert isinstance(block, DecoderLayer)
+        attn = block.self_attn
         theta = 1.0 / (s.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
         group = head // (s.num_attention_heads // s.num_key_value_heads)
         with torch.no_grad():
