@@ -12,6 +12,10 @@ Subcommands:
     recommend RUN_DIR --need-gib X      best valid measured point releasing >= X GiB, plus model predictions
                                         ([--phase P] [--implementation I]: unknown names exit 2 listing choices)
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
+    transfer-check FILE.json [--modes graph] [--threshold-pct 5]
+                                        the step model (per protocol boundary) against a GPU check JSON
+                                        (python -m offload.gpu_check_torch): one JSON line with per-point
+                                        predicted / measured step and max_abs_error_pct; exit 1 above the threshold
     pareto FILE.csv                     Pareto front and planner's knee of any table with columns
                                         label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
     accuracy-verify DIR [--limit N] [--manifest PATH] [--max-accuracy-drop F] [--report-dir DIR] [--no-write]
@@ -88,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="equivalence margin of the verdicts printed, percent (default 5)")
     p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
     p.add_argument("csv", type=Path, metavar="FILE.csv")
+    p = sub.add_parser("transfer-check", help="step model vs a GPU check JSON (analysis.transfer_check)")
+    p.add_argument("file", type=Path, metavar="FILE.json")
+    p.add_argument("--modes", nargs="+", default=None, help="modes to compare (eager graph compile; default all)")
+    p.add_argument("--threshold-pct", type=float, default=5.0, help="largest |error| in percent for exit 0")
     _add_accuracy_verify(sub)
     from analysis.catalog_cli import add_parser as add_catalog
 
@@ -110,9 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Dispatch a parsed command line to its subcommand; returns the exit status."""
-    commands = {"catalog": _catalog, "pareto": _pareto, "accuracy-verify": _accuracy_verify, "report": _report,
+    commands = {"catalog": _catalog, "pareto": _pareto, "transfer-check": _transfer_check, "accuracy-verify": _accuracy_verify, "report": _report,
                 "validate": _validate, "verify": _verify}
     return commands.get(args.command, _recommend)(args)
+
+
+def _transfer_check(args: argparse.Namespace) -> int:
+    from analysis.transfer_check import main as transfer_main
+
+    return transfer_main(args.file, args.modes, args.threshold_pct)
 
 
 def _catalog(args: argparse.Namespace) -> int:

@@ -31,9 +31,18 @@ class DeviceBackend:
         """A side stream for host-to-device copies."""
         return None
 
-    def new_event(self) -> Any:
-        """An event that can be recorded on a stream and waited on."""
+    def new_event(self, external: bool = False) -> Any:
+        """An event that can be recorded on a stream and waited on.
+
+        ``external=True``: recorded / waited on inside a graph capture it becomes a record /
+        wait node of the graph (``torch.cuda.Event(external=True)``), so a replay records it
+        or waits on its most recent record made outside the graph.
+        """
         return None
+
+    def supports_external_events(self) -> bool:
+        """Whether :meth:`new_event` can make external events (crossing protocol available)."""
+        return False
 
     def current_stream(self) -> Any:
         """The compute stream the caller is running on."""
@@ -70,6 +79,10 @@ class DeviceBackend:
     def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
         """Mark ``tensor`` as used by ``stream``: its memory is reused only after that work."""
 
+    def count_mismatch(self, counter: torch.Tensor, tag: torch.Tensor, expected: int) -> None:
+        """On the current stream: ``counter += (tag != expected)`` (int64 device scalars; no host sync)."""
+        counter.add_(tag.ne(expected).sum())
+
     def release_host_cache(self) -> None:
         """Return cached, no longer used pinned host blocks to the OS (where the runtime can)."""
 
@@ -99,8 +112,23 @@ class StreamBackend(DeviceBackend):
     def new_stream(self) -> Any:
         return self.ns.Stream()
 
-    def new_event(self) -> Any:
-        return self.ns.Event()
+    def new_event(self, external: bool = False) -> Any:
+        return self.ns.Event(external=True) if external else self.ns.Event()
+
+    def supports_external_events(self) -> bool:
+        """True when the namespace's ``Event`` takes ``external`` (torch >= 2.6 for CUDA; torch-npu: checked)."""
+        import inspect
+
+        try:
+            params = inspect.signature(self.ns.Event.__new__).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            return False
+        if "external" in params:
+            return True
+        try:
+            return "external" in inspect.signature(self.ns.Event.__init__).parameters
+        except (TypeError, ValueError):  # pragma: no cover
+            return False
 
     def current_stream(self) -> Any:
         return self.ns.current_stream()

@@ -19,6 +19,10 @@ the moment the module is first imported (no eager heavy imports):
   it before every replay; a replay after an eager pass could read a slot whose refill is
   still in flight. When our offloader is installed, the wrapper now syncs before replay too
   (not for ``overlay``: the published code is measured as it runs);
+* ``vllm.compilation.cuda_graph.CUDAGraphWrapper.__call__``: before a capture or replay, tells our
+  offloader which graph follows (``expect_graph``), so the crossing protocol arms after
+  ``sync_prev_onload`` only the refills that graph leaves owed (in PIECEWISE mode every piece
+  calls ``sync_prev_onload``; only the piece holding a slot's last reader owes that slot);
 * ``load_model`` of the CPU runner (which never calls ``post_init``), the GPU runners and the
   NPU runner: after loading, ``post_init`` of our offloader (or of the overlay) runs if nobody called it
   (idempotent; the GPU runner already calls it), and the CPU kernel report is printed;
@@ -59,6 +63,7 @@ LOAD_MODEL_CLASSES = (
 
 ASCEND_RUNNER_MODULE = "vllm_ascend.worker.model_runner_v1"
 ASCEND_ACL_GRAPH_MODULE = "vllm_ascend.compilation.acl_graph"
+CUDA_GRAPH_MODULE = "vllm.compilation.cuda_graph"
 
 _PATCHED = "_offload_plugin_patched"
 _installed_impl: str | None = None
@@ -95,6 +100,7 @@ def register() -> None:
         when_imported(mod, functools.partial(patch_load_model, class_name=cls))
     when_imported(ASCEND_RUNNER_MODULE, functools.partial(patch_ascend_runner, implementation=impl))
     when_imported(ASCEND_ACL_GRAPH_MODULE, patch_acl_graph_wrapper)
+    when_imported(CUDA_GRAPH_MODULE, patch_cuda_graph_wrapper)
 
 
 def patch_factory_module(module: ModuleType, implementation: str) -> None:
@@ -217,6 +223,46 @@ def patch_acl_graph_wrapper(module: ModuleType) -> None:
             off = get_offloader()
             if _is_ours(off):
                 off.sync_prev_onload()
+        return original(self, *args, **kwargs)
+
+    setattr(__call__, _PATCHED, True)
+    cls.__call__ = __call__
+
+
+def _graph_key(module: ModuleType, wrapper: Any) -> tuple[int, Any] | None:
+    """``(wrapper id, batch descriptor)`` when ``CUDAGraphWrapper.__call__`` (vLLM 0.32) is about to
+    capture or replay (forward context available, runtime mode not NONE and the wrapper's own), else None."""
+    available = getattr(module, "is_forward_context_available", None)
+    if available is not None and not available():
+        return None
+    ctx = module.get_forward_context()
+    mode = getattr(ctx, "cudagraph_runtime_mode", None)
+    if mode is None or getattr(mode, "name", "NONE") == "NONE" or mode != vars(wrapper).get("runtime_mode"):
+        return None
+    return id(wrapper), getattr(ctx, "batch_descriptor", None)
+
+
+def patch_cuda_graph_wrapper(module: ModuleType) -> None:
+    """Make ``CUDAGraphWrapper.__call__`` name the graph it captures or replays to our offloader.
+
+    The original ``__call__`` then calls ``sync_prev_onload`` before the capture or replay, as in
+    vLLM 0.32 (``vllm/compilation/cuda_graph.py`` l. 311 and 360). Idempotent; other offloaders
+    are left alone.
+    """
+    cls = getattr(module, "CUDAGraphWrapper", None)
+    if cls is None or getattr(vars(cls).get("__call__"), _PATCHED, False):
+        return
+    original = cls.__call__
+
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        key = _graph_key(module, self)
+        if key is not None:
+            from vllm.model_executor.offloader.base import get_offloader
+
+            off = get_offloader()
+            if _is_ours(off):
+                off.expect_graph(key)
         return original(self, *args, **kwargs)
 
     setattr(__call__, _PATCHED, True)

@@ -18,10 +18,14 @@ What is modelled (the contract of vLLM's ``PrefetchOffloader``, vLLM 0.32
 * Static buffers (:mod:`offload.arena`): one device arena per slot, ``K = min(prefetch_step, M)``
   slots for ``M`` wrapped modules, each key at a fixed :data:`ALIGN_BYTES` (512) aligned offset; a
   module's parameters are views into its slot's arena, moved by one copy per contiguous run of keys.
-* Forward: before wrapped module ``i`` runs, the compute stream waits on ``i``'s copy-done
-  event; after it ran, the copy stream refills ``i``'s slot with its next user (:mod:`offload.ring`)
-  once ``i``'s kernels are queued (:mod:`offload.copy_protocol`, also for CUDA/ACL graph capture:
-  ``sync_prev_onload`` before capture and replay, ``join_after_forward`` inside capture). Both hooks
+* Forward: before wrapped module ``i`` runs, the compute stream waits until ``i`` is in its slot;
+  after it ran, the copy stream refills ``i``'s slot with its next user (:mod:`offload.ring`) once
+  ``i``'s kernels are queued. A slot serving only ``i`` is never refilled (loaded once). Event
+  protocol (``copy_protocol``: ``auto`` picks the first available): the crossing protocol
+  (:mod:`offload.crossing`: refills whose consumer is in the next step are issued by the host in
+  ``sync_prev_onload`` before each replay, behind external events) or the captured join
+  (:mod:`offload.copy_protocol`, upstream's: every refill captured and joined inside the graph);
+  evidence records which ran (``copy_protocol``). Both hooks
   always go through the custom ops of :mod:`offload.ops` (vLLM's ``wait_prefetch``/``start_prefetch``
   contract), so ``torch.compile`` keeps them opaque and ordered; a layer without a tensor activation
   passes a per-offloader token tensor instead (never a direct, traceable call).
@@ -45,10 +49,8 @@ indices are positions in the ``wrap_modules`` call, as upstream), multimodal tow
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Hashable, Iterable
 from typing import Any
 
 import torch
@@ -58,7 +60,9 @@ from offload import ops, ring
 from offload.arena import ALIGN_BYTES, ParamKey, StaticBufferPool, pack_host
 from offload.backend import DeviceBackend, backend_for_device
 from offload.base import BaseOffloader
-from offload.copy_protocol import issue_copy, wait_copy
+from offload.copy_protocol import CapturedJoin
+from offload.crossing import Crossing
+from offload.evidence_state import EvidenceMixin
 from offload.host_storage import ACL_FORMAT_ND, UnsupportedWeightFormat, Wrapped, activation, move_to_host
 from offload.host_storage import resolve, resync
 from offload.matching import select_param_names
@@ -69,8 +73,11 @@ __all__ = ["ACL_FORMAT_ND", "ALIGN_BYTES", "CurrentPrefetchOffloader", "ParamKey
 
 logger = logging.getLogger("offload")
 
+COPY_PROTOCOLS = ("auto", "crossing", "captured_join")
+"""Values of ``copy_protocol`` (see :class:`CurrentPrefetchOffloader`)."""
 
-class CurrentPrefetchOffloader(BaseOffloader):
+
+class CurrentPrefetchOffloader(EvidenceMixin, BaseOffloader):
     """This project's prefetch offloader (implementation ``current``).
 
     Args:
@@ -80,9 +87,11 @@ class CurrentPrefetchOffloader(BaseOffloader):
         offload_params: dotted-name segments; empty = all parameters of a selected layer.
         backend_factory: device -> :class:`DeviceBackend`; default
             :func:`offload.backend.backend_for_device` (tests inject a fake).
+        copy_protocol: ``auto`` (crossing where the backend has external events, else the captured
+            join), ``crossing`` (same fallback; the evidence says what ran) or ``captured_join``.
 
     Raises:
-        ValueError: invalid G/N/prefetch_step (message names the values).
+        ValueError: invalid G/N/prefetch_step or copy_protocol (message names the values).
     """
 
     supports_tower_offload = False
@@ -96,8 +105,13 @@ class CurrentPrefetchOffloader(BaseOffloader):
         offload_params: Iterable[str] | None = None,
         *,
         backend_factory: Callable[[torch.device], DeviceBackend] | None = None,
+        copy_protocol: str = "auto",
     ) -> None:
         validate_offload_params(group_size, num_in_group, prefetch_step, "prefetch")
+        if copy_protocol not in COPY_PROTOCOLS:
+            raise ValueError(f"copy_protocol ({copy_protocol!r}) must be one of {', '.join(COPY_PROTOCOLS)}")
+        self.copy_protocol = copy_protocol
+        self.protocol: CapturedJoin | Crossing | None = None
         if group_size < 1 or num_in_group < 1:
             raise ValueError(
                 f"{type(self).__name__} needs offload_group_size ({group_size}) >= 1 and "
@@ -118,7 +132,6 @@ class CurrentPrefetchOffloader(BaseOffloader):
         self.device_type = ""
         self.fallback_loads = 0
         self.copies_issued = 0
-        self._slot_owner: list[int | None] = []
         self._use_ops = True
         self._op_id = ops.register(self)
         self._token = torch.empty(0)  # placeholder: post_init sets it before installing the hooks
@@ -203,21 +216,38 @@ class CurrentPrefetchOffloader(BaseOffloader):
                 self.backend.record_stream(arena, self.copy_stream)
         for idx, w in enumerate(self.wrapped):
             w.index = idx
-            w.slot = ring.slot_of(idx, m, self.prefetch_step) if k else 0
-            w.next_index = ring.next_refill(idx, m, self.prefetch_step)
+            w.slot, w.next_index = self._ring_position(idx, m)
             self._pack(w)
             w.done_event = self.backend.new_event()
             w.fork_event = self.backend.new_event()
-        self._slot_owner = [None] * k
+        self.protocol = self._make_protocol(k)
         for w in self.wrapped:
             self._hook(w)
         self._initial_loads()
         self.backend.release_host_cache()
         self._log_state()
 
+    def _ring_position(self, idx: int, m: int) -> tuple[int, int]:
+        """``(slot, next refill)`` of wrapped module ``idx`` of ``m`` (:mod:`offload.ring`)."""
+        return ring.slot_of(idx, m, self.prefetch_step), ring.next_refill(idx, m, self.prefetch_step)
+
+    def _make_protocol(self, k: int) -> CapturedJoin | Crossing:
+        assert self.backend is not None
+        if self.copy_protocol != "captured_join" and self.backend.asynchronous \
+                and self.backend.supports_external_events():
+            return Crossing(self.backend, self.copy_stream, self.wrapped, k, self.wrapped[0].device)
+        return CapturedJoin(self.backend, self.copy_stream, self.wrapped, k)
+
+    @property
+    def _slot_owner(self) -> list[int | None]:
+        """Module whose copy into each slot was issued last (host view)."""
+        return self.protocol.owner if self.protocol is not None else []
+
     def _initial_loads(self) -> None:
+        assert self.protocol is not None
         for j in ring.initial_loads(len(self.wrapped), self.prefetch_step):
-            self._start_prefetch(j)
+            self.protocol.load(j)
+            self.copies_issued += 1
 
     def _resync_host_storage(self) -> None:
         """Re-read parameters after ``process_weights_after_loading``; prune deleted ones."""
@@ -264,6 +294,8 @@ class CurrentPrefetchOffloader(BaseOffloader):
         ops.wait_prefetch(t if t is not None else self._token, self._op_id, w.index)
 
     def _after(self, w: Wrapped, out: Any) -> None:
+        if w.next_index == w.index:
+            return  # the slot serves only this module: nothing to copy, ever
         ops.start_prefetch(out if isinstance(out, torch.Tensor) else self._token, self._op_id, w.next_index)
 
     def _release(self, w: Wrapped) -> None:
@@ -272,81 +304,46 @@ class CurrentPrefetchOffloader(BaseOffloader):
     def _wait_for_layer(self, layer_idx: int) -> None:
         """Make the compute stream wait until module ``layer_idx``'s weights are in its slot."""
         w = self.wrapped[layer_idx]
-        assert self.backend is not None
-        if self._slot_owner[w.slot] != layer_idx:  # slot holds another module: load now
+        p = self.protocol
+        assert p is not None
+        if p.owner[w.slot] != layer_idx and not p.owes(layer_idx):  # slot holds another module: load now
             self.fallback_loads += 1
-            self._start_prefetch(layer_idx)
-        wait_copy(self.backend, self.copy_stream, w)
+            p.load(layer_idx)
+            self.copies_issued += 1
+        p.wait(layer_idx)
 
     def _start_prefetch(self, layer_idx: int) -> None:
-        """Copy module ``layer_idx`` into its slot on the copy stream, after queued compute."""
-        w = self.wrapped[layer_idx]
-        assert self.backend is not None
-        issue_copy(self.backend, self.copy_stream, w)
-        self._slot_owner[w.slot] = layer_idx
+        """Refill module ``layer_idx``'s slot now that the slot's previous user ran (the protocol's rule)."""
+        assert self.protocol is not None
+        self.protocol.refill(layer_idx)
         self.copies_issued += 1
 
     def sync_prev_onload(self) -> None:
-        """Compute stream waits for every queued copy (before graph capture/replay)."""
-        if self.backend is not None and self.copy_stream is not None:
-            self.backend.wait_stream(self.backend.current_stream(), self.copy_stream)
+        """Before graph capture / replay: the protocol's sync (captured join: wait for the copy stream;
+        crossing: issue the owed refills)."""
+        if self.protocol is not None and self.copy_stream is not None:
+            self.protocol.sync_prev_onload()
+
+    def expect_graph(self, key: Hashable) -> None:
+        """The next ``sync_prev_onload`` precedes the capture or replay of graph ``key`` (a graph wrapper's hint)."""
+        if self.protocol is not None:
+            self.protocol.expect_graph(key)
 
     def join_after_forward(self) -> None:
         """Join copies started during a graph capture but not yet waited on."""
-        if self.backend is None:
-            return
-        for w in self.wrapped:
-            if w.in_capture:
-                self.backend.wait_event(self.backend.current_stream(), w.done_event)
-                w.in_capture = False
+        if self.protocol is not None and self.copy_stream is not None:
+            self.protocol.join_after_forward()
+
+    @property
+    def stale_reads(self) -> int:
+        """Consumers that ran on another module's bytes, counted on the device (crossing protocol; syncs)."""
+        return self.protocol.stale_reads if self.protocol is not None else 0
 
     def shutdown(self) -> None:
         """Block until the copy stream has drained (teardown); idempotent."""
         if self.backend is not None and self.copy_stream is not None:
             self.backend.synchronize(self.copy_stream)
 
-    @property
-    def pinned_host_bytes(self) -> int:
-        """Host bytes this offloader still holds: the packed buffers (pinned where supported)."""
-        return sum(w.host_flat.numel() for w in self.wrapped if w.host_flat is not None)
-
-    # --------------------------------------------------------------- evidence
-    def evidence_state(self) -> dict[str, Any]:
-        """RuntimeEvidence fields minus ``schema_version``, ``implementation``, ``pid``."""
-        cls = type(self)
-        offloaded = sum(w.offloaded_bytes for w in self.wrapped)
-        static = self.buffer_pool.total_bytes if self.buffer_pool is not None else 0
-        wrapped_layers = tuple(w.layer for w in self.wrapped)
-        return {
-            "offloader_class": f"{cls.__module__}.{cls.__qualname__}",
-            "offload_group_size": self.group_size,
-            "offload_num_in_group": self.num_in_group,
-            "offload_prefetch_step": self.prefetch_step,
-            "offload_params": self.offload_params,
-            "num_layers": self.num_layers,
-            "selected_layers": self.selected_layers,
-            "wrapped_layers": wrapped_layers,
-            "wrapped_count": len(wrapped_layers),
-            "offloaded_bytes": offloaded,
-            "static_buffer_bytes": static,
-            "released_bytes": offloaded - static,
-            "post_init_called": self.post_init_called,
-            "device": self.device_type or "cpu",
-        }
-
-    def _log_state(self) -> None:
-        state = dict(self.evidence_state())
-        state["slots"] = len(self._slot_owner)
-        state["backend"] = self.backend.name if self.backend is not None else None
-        state["custom_ops"] = self._use_ops
-        state["pinned_host_bytes"] = self.pinned_host_bytes
-        state["released_host_bytes"] = self.released_host_bytes
-        state["weight_format"] = self.weight_format
-        line = "OFFLOAD_STATE " + json.dumps(state, sort_keys=True)
-        if logger.isEnabledFor(logging.INFO) and logger.hasHandlers():
-            logger.info(line)
-        else:
-            print(line, file=sys.stderr, flush=True)
 
 
 class SyncOffloader(CurrentPrefetchOffloader):
@@ -368,6 +365,11 @@ class SyncOffloader(CurrentPrefetchOffloader):
 
     def _initial_loads(self) -> None:
         return None
+
+    def _make_protocol(self, k: int) -> CapturedJoin | Crossing:
+        p = CapturedJoin(self.backend or DeviceBackend(), self.copy_stream, self.wrapped, k)
+        p.name = "compute_stream" if p.b.asynchronous else "synchronous"
+        return p
 
     def _after(self, w: Wrapped, out: Any) -> None:
         return None

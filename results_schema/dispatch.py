@@ -77,7 +77,8 @@ DEFAULT_FILE_KINDS: list[FileKind] = [
 """Built-in entries, consulted after contributed ones."""
 
 CONTRIBUTING_MODULES: tuple[str, ...] = ("results_schema.manifest", "results_schema.accuracy", "results_schema.serving",
-                                         "results_schema.placement")
+                                         "results_schema.placement", "results_schema.run_owner",
+                                         "results_schema.copy_bench")
 """Modules whose optional ``FILE_KINDS`` list is prepended to the table."""
 
 _EXTRA: list[FileKind] = []

@@ -39,20 +39,22 @@ def is_secret_name(name: str) -> bool:
 
 
 CREDENTIAL_VALUE = re.compile(
-    r"gh[pousr]_[A-Za-z0-9]{16,}"                 # GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_)
-    r"|github_pat_[A-Za-z0-9_]{16,}"              # GitHub fine-grained PAT
-    r"|glpat-[A-Za-z0-9_-]{16,}"                  # GitLab PAT
-    r"|\bhf_[A-Za-z0-9]{16,}"                     # Hugging Face token
-    r"|\bsk-[A-Za-z0-9_-]{16,}"                   # OpenAI-style secret key (sk-, sk-proj-)
+    r"gh[pousr]_[A-Za-z0-9]+"                     # GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_)
+    r"|github_pat_[A-Za-z0-9_]+"                  # GitHub fine-grained PAT
+    r"|glpat-[A-Za-z0-9_-]+"                      # GitLab PAT
+    r"|\bhf_[A-Za-z0-9]+"                         # Hugging Face token
+    r"|\bsk-[A-Za-z0-9_-]+"                       # OpenAI-style secret key (sk-, sk-proj-)
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"              # AWS access key id
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}"              # Slack token
-    r"|\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # JWT (header.payload.signature)
+    r"|xox[abprs]-[A-Za-z0-9-]+"                  # Slack token
+    r"|\beyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"  # JWT (header.payload.signature)
     r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"  # URL with user:password@
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
 )
 """Values that look like credentials whatever the variable's name (token formats as published by
 GitHub, GitLab, Hugging Face, OpenAI, AWS, Slack; RFC 7519 JWTs; RFC 3986 URLs with userinfo
-``user:password@``)."""
+``user:password@``). A known prefix followed by any number of token characters counts, however
+short (``ghp_abcdefSECRET7``): a value cut short is still a credential's secret part. The price is a
+rare false positive (a path component such as ``/data/hf_cache`` redacts its whole value), never a leak."""
 
 REDACTED = "<redacted: looks like a credential>"
 

@@ -106,6 +106,13 @@ class RuntimeEvidence(StrictModel):
     post_init_called: bool = Field(description="Whether post_init ran (weights re-synced after processing).")
     pid: NonNegInt = Field(description="PID of the process that loaded the model.")
     device: str = Field(description="Device type the model ran on: cpu, cuda, npu.")
+    copy_protocol: Literal["synchronous", "captured_join", "crossing", "compute_stream"] | None = Field(
+        default=None,
+        description="Event protocol of this project's offloader's copies: synchronous (CPU), captured_join "
+                    "(every refill captured and joined inside a graph, upstream's), crossing (refills whose "
+                    "consumer is in the next step issued before each replay behind external events), "
+                    "compute_stream (sync reference); null when not recorded (other offloaders, older records).",
+    )
 
     @model_validator(mode="after")
     def _check_counts(self) -> "RuntimeEvidence":

@@ -119,8 +119,10 @@ def end_orphaned_cases() -> list[int]:
 def end_recorded_cases(directory: Path) -> list[int]:
     """End what the pid files under ``directory`` (``<run>/processes``) name, then delete the files.
 
-    Every process carrying a recorded token is killed; a recorded process group is
-    signalled only while its leader still carries the token (a reused pgid is left alone).
+    Every process carrying a recorded token is killed, unless its recorded runner
+    (``runner``: ``<pid>:<start time>``) is still alive: a live runner's case is never
+    ended (its pid file is left too). A recorded process group is signalled only while
+    its leader still carries the token (a reused pgid is left alone).
 
     Returns:
         PIDs that were ended.
@@ -132,7 +134,10 @@ def end_recorded_cases(directory: Path) -> list[int]:
             token = str(rec["token"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        ended += end_case_processes(token)
+        if _runner_alive(str(rec.get("runner", ""))):
+            continue
+        ended += end_processes(processes_where(
+            lambda env, t=token: env.get(CASE_TOKEN_ENV) == t and not _runner_alive(env.get(CASE_RUNNER_ENV, ""))))
         pid_file.unlink(missing_ok=True)
     return ended
 

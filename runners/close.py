@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from runners.config import RunOptions
-from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INVALID, EXIT_OK,
+from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK,
                             RunnerError)
 from runners.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
@@ -196,3 +196,27 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
                   f"{timings.checksums:.1f} s); {state.run_dir}")
     for line in [*state.token_mismatches, *state.unexpected]:
         console.print(f"  [red]{line}[/]")
+
+
+def interrupted_line(items: Sequence[Any], run_dir: Path) -> str:
+    """The last line of an interrupted run: its verdict (none yet: incomplete), how many cases are recorded, how to resume."""
+    from runners.resume import complete_run
+
+    _, recorded = complete_run(run_dir, items)
+    return (f"validation: INTERRUPTED: incomplete run, no verdict ({recorded} of {len(items)} cases recorded, "
+            f"{len(items) - recorded} to run); resume with `python -m runners.matrix resume={run_dir}`; "
+            f"exit {EXIT_INTERRUPTED}")
+
+
+def recorded_verdict(run_dir: Path) -> str:
+    """The verdict a finished run recorded (``summary/validation.json``), or that its validation did not run."""
+    from results_schema.io import RecordError, read_json
+    from results_schema.models import ValidationReport
+
+    path = run_dir / "summary" / "validation.json"
+    if not path.is_file():
+        return f"validation: not run (analyze=false or stopped); run `python -m analysis validate {run_dir}`"
+    try:
+        return str(read_json(path, ValidationReport).verdict())
+    except RecordError as exc:
+        return f"validation: unreadable summary/validation.json ({exc}); run `python -m analysis validate {run_dir}`"

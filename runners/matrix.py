@@ -93,9 +93,12 @@ try:
 
         from conf.schema import ConfigError, checked_plain_config
 
+        from runners.compose_check import refuse_schema_choices
+
         global _EXIT_CODE
         overrides = list(HydraConfig.get().overrides.task)
         try:
+            refuse_schema_choices(dict(HydraConfig.get().runtime.choices))
             plain = checked_plain_config(cfg, overrides)
         except ConfigError as exc:
             _console().print(f"[bold red]error:[/] config: {exc}")
@@ -113,8 +116,15 @@ except ImportError:  # pragma: no cover - hydra is a core dependency
 
 
 def main() -> int:
-    """Console entry point: ``+pins=FILE`` expansion, then Hydra; compose errors exit 2 (not Hydra's 1)."""
+    """Console entry point: ``+pins=FILE`` expansion, then Hydra; compose errors exit 2 (not Hydra's 1).
+
+    The overrides are composed once first (``runners.compose_check``): a compose error is one
+    line naming the override, the nearest real key or option and the allowed ones, exit 2.
+    With a Hydra flag (``--help``, ``--cfg``, ``-m``, ...) Hydra handles everything.
+    """
     _install_signal_handlers()
+    from conf.schema import ConfigError
+    from runners.compose_check import compose_checked
     from runners.pins import PinsError, expand_pins_args
 
     try:
@@ -122,6 +132,12 @@ def main() -> int:
     except PinsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if not any(a.startswith("-") for a in sys.argv[1:]):
+        try:
+            compose_checked(sys.argv[1:])
+        except ConfigError as exc:
+            print(f"error: config: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     try:
         hydra_main()
     except SystemExit as exc:  # Hydra reports a config / override error (already printed) with exit 1

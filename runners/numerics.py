@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from results_schema.manifest import NumericsIdentity
+from results_schema.manifest import REDACTED, NumericsIdentity, looks_like_credential
 
 ISA_FLAG = re.compile(r"^(amx\w*|avx512\w*|avx2|avx|fma|f16c|avx_vnni\w*)$")
 """ISA flags recorded (the ones vLLM / oneDNN / sgl-kernel choose bf16 GEMM kernels by)."""
@@ -129,7 +129,8 @@ def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], 
         onednn_version=str(facts["onednn"]) if facts.get("onednn") else None,
         aten_cpu_capability=str(facts["cpu_capability"]) if facts.get("cpu_capability") else None,
         torch_num_threads=int(threads) if isinstance(threads, int) else None,
-        thread_env={k: str(case_env[k]) for k in THREAD_ENV if k in case_env},
+        thread_env={k: REDACTED if looks_like_credential(str(case_env[k])) else str(case_env[k])
+                    for k in THREAD_ENV if k in case_env},
         cpu_kernel_path=cpu_kernel_path, accelerator_model=accel_model, accelerator_driver=accel_driver,
     )
 

@@ -291,20 +291,17 @@ def compose(overrides: Sequence[str]) -> dict[str, Any]:
     """Compose ``conf`` with ``overrides`` like ``runners.matrix`` (resolved plain dict).
 
     Raises:
-        PinsError: the overrides do not compose (message from Hydra, one line).
+        PinsError: the overrides do not compose, or select a schema entry (one line naming the
+            override, the nearest real key or option and the allowed ones: ``runners.compose_check``).
     """
-    from hydra import compose as hydra_compose, initialize_config_module
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    import conf  # noqa: F401
+    from conf.schema import ConfigError
+    from runners.compose_check import compose_checked
     from runners.config import to_plain
 
     try:
-        with initialize_config_module(config_module="conf", version_base="1.3"):
-            return to_plain(hydra_compose("config", overrides=list(overrides)))
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise PinsError(f"config: {' '.join(str(exc).split())}") from None
+        return to_plain(compose_checked(overrides))
+    except ConfigError as exc:
+        raise PinsError(f"config: {exc}") from None
 
 
 def _split_args(args: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -350,6 +347,7 @@ def _report(result: Mapping[str, Any], path: Path, experiment: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m runners.pins``: exit 0 every pin observed, 3 some not found/mismatched, 2 bad arguments."""
     from runners.errors import RunnerError
+    from runners.path_checks import output_file_problem
     from runners.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -360,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out, rest = _split_args(args)
         overrides = expand_pins_args(rest)
         cfg = compose(overrides)
+        path = Path(out or f"pins-{cfg.get('experiment_name')}.yaml")
+        if (problem := output_file_problem(path)) is not None:
+            raise PinsError(f"--out {path}: {problem}")
         result = observe_all(cfg)
     except RunnerError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -371,10 +372,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
     experiment = str(cfg.get("experiment_name"))
-    path = Path(out or f"pins-{experiment}.yaml")
     text = render(result, experiment=experiment, argv=args)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        print(f"error: --out {path}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_CONFIG
     return _report(result, path, experiment)
 
 

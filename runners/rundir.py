@@ -25,6 +25,7 @@ from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.gates import RunIdentity, numerics_of
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
+from runners.run_lock import RunLock
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -38,12 +39,20 @@ def yaml_text(data: Any) -> str:
 
 
 def write_sha256sums(run_dir: Path) -> Path:
-    """``SHA256SUMS`` over every file of the run directory (sorted relative paths; not ``cache/``)."""
+    """``SHA256SUMS`` over every file of the run directory (sorted relative paths).
+
+    Not covered: ``cache/``, and the lock of the runner writing the run (``runner.lock``, and
+    ``runner.json``, which names the live holder and is removed when it exits; the history of
+    holders, ``runner-history.jsonl``, is covered).
+    """
+    from results_schema.run_owner import HOLDER_FILE, LOCK_FILE
+
     out = run_dir / "SHA256SUMS"
     lines = []
+    skip = {"SHA256SUMS", HOLDER_FILE, LOCK_FILE}
     for p in sorted(run_dir.rglob("*")):
         rel = p.relative_to(run_dir).as_posix()
-        if p.is_file() and not p.is_symlink() and rel != "SHA256SUMS" and not rel.startswith("cache/"):
+        if p.is_file() and not p.is_symlink() and rel not in skip and not rel.startswith("cache/"):
             lines.append(f"{file_sha256(p)}  {rel}")
     write_text_atomic(out, "\n".join(lines) + "\n")
     return out
@@ -97,17 +106,27 @@ def load_resumed_config(resume: str, cfg: Mapping[str, Any],
                         overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     """The saved config (and overrides) of the run directory ``resume``; ``progress`` / ``analyze`` from ``cfg``.
 
+    A resume continues the run as it was started: ``overrides`` (the resume's own) must be
+    none, or the saved ones (``runners.resume.override_differences``).
+
     Raises:
-        RunnerError: (config) not a run directory, or its ``config.yaml`` does not check.
+        RunnerError: (config) not a writable run directory, its ``config.yaml`` does not check,
+            or ``overrides`` differ from the saved ones (each difference listed).
     """
     from omegaconf import OmegaConf
 
     from conf.schema import ConfigError, checked_saved_config
+    from runners.resume import override_differences
 
     run_dir = abs_path(resume, Path.cwd())
+    if not run_dir.is_dir():
+        raise RunnerError(f"config: resume={resume}: {run_dir} is {'a file' if run_dir.exists() else 'missing'}, "
+                          "not a run directory", EXIT_CONFIG)
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "environment-manifest.json").is_file():
         raise RunnerError(f"resume: {run_dir} is not a run directory (config.yaml / environment-manifest.json "
                           "missing)", EXIT_CONFIG)
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise RunnerError(f"config: resume={resume}: run directory {run_dir} is not writable", EXIT_CONFIG)
     loaded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True, throw_on_missing=False)
     try:
         saved = checked_saved_config(loaded)  # type: ignore[arg-type]  # a mapping: config.yaml is a dict
@@ -117,8 +136,14 @@ def load_resumed_config(resume: str, cfg: Mapping[str, Any],
     for key in ("progress", "analyze"):
         if key in cfg:
             saved[key] = cfg[key]
-    saved_overrides = run_dir / "overrides.json"
-    return saved, (list(json.loads(saved_overrides.read_text())) if saved_overrides.is_file() else list(overrides))
+    saved_file = run_dir / "overrides.json"
+    saved_overrides = list(json.loads(saved_file.read_text())) if saved_file.is_file() else []
+    diffs = override_differences(saved_overrides, overrides)
+    if diffs:
+        raise RunnerError(f"config: resume={resume}: a resume continues the run with its saved overrides "
+                          f"({run_dir / 'overrides.json'}); these differ: {'; '.join(diffs)}. Resume with no "
+                          "other override, or start a new run", EXIT_CONFIG)
+    return saved, (saved_overrides if saved_file.is_file() else list(overrides))
 
 
 def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[Any]:
@@ -262,12 +287,15 @@ def _make_dir(cfg: Mapping[str, Any]) -> tuple[Path, str]:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
     run_id = opts.run_id or new_run_id()
     run_dir = abs_path(opts.results_root) / opts.experiment_name / run_id
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
         run_dir.mkdir()
     except FileExistsError:
         raise RunnerError(f"run directory {run_dir} already exists; refusing to reuse it "
                           "(choose another run_id, or resume=<dir>)", EXIT_CONFIG) from None
+    except OSError as exc:
+        raise RunnerError(f"config: results_root={opts.results_root}: cannot create {run_dir} "
+                          f"({exc.strerror or exc})", EXIT_CONFIG) from None
     return run_dir, str(run_id)
 
 
@@ -285,8 +313,12 @@ def _write_reproduction(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequen
     os.chmod(repro / "run.sh", 0o755)
 
 
-def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunIdentity) -> tuple[Path, dict[str, Any]]:
+def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunIdentity,
+                   lock: RunLock | None = None) -> tuple[Path, dict[str, Any]]:
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
+
+    ``lock`` (a ``runners.run_lock.RunLock``) is acquired on the new directory before anything
+    is written in it.
 
     Returns:
         ``(run_dir, cfg)`` with ``run_id`` set in the returned config.
@@ -299,6 +331,8 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunI
     from runners.identity import build_manifest
 
     run_dir, run_id = _make_dir(cfg)
+    if lock is not None:
+        lock.acquire(run_dir, "created")
     cfg = dict(cfg)
     cfg["run_id"] = run_id
     ident = facts.identity

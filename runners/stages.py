@@ -7,8 +7,10 @@ Each stage is a small function taking and returning typed objects:
   input stops here (``RunnerError``, exit 2), before any process starts.
 - ``identity_gate(plan) -> RunIdentity``: every declared pin, the model, the offload tree; the
   devices, packages and git identity for the manifest (exit 3).
-- ``open_run(plan, facts, console) -> OpenRun``: a new run directory (refuses an existing one),
-  or the resumed one with its completed cases and quarantined leftovers.
+- ``open_run(plan, facts, console, lock) -> OpenRun``: a new run directory (refuses an existing one;
+  its lock taken before anything is written), or the resumed one with its completed cases and
+  quarantined leftovers. One runner per run directory (``runners.run_lock``): the lock is held
+  from creation (a resume: before the identity gate) to the end; a second runner exits 2.
 - ``execute(plan, run, console) -> Execution``: every phase's cases (``runners.execute``).
 - ``close(plan, run, execution, console) -> int``: last gates, analysis, ``SHA256SUMS``, the
   summary and the verdict line; returns the exit code.
@@ -31,6 +33,7 @@ from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.execute import RunState, Timings
 from runners.gates import RunIdentity
 from runners.rundir import Key
+from runners.run_lock import RunLock
 
 
 @dataclass(frozen=True)
@@ -167,14 +170,14 @@ def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
     return observe_run_identity(p.cfg, identity)
 
 
-def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any) -> OpenRun:
-    """Stage 3: a new run directory, or the resumed one with its completed cases."""
+def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
+    """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
     from runners.rundir import create_run_dir, reopen_run_dir
 
     if p.resume_dir is not None:
         done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, facts, console)
         return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, facts=facts, done=frozenset(done), timings=timings)
-    run_dir, cfg = create_run_dir(p.cfg, p.overrides, facts)
+    run_dir, cfg = create_run_dir(p.cfg, p.overrides, facts, lock)
     console.print(f"run directory: {run_dir}")
     return OpenRun(run_dir=run_dir, cfg=cfg, facts=facts, done=frozenset(), timings=timings)
 
@@ -211,7 +214,9 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
     from runners.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
 
     if ex.interrupted:
-        console.print(f"[bold red]interrupted[/]: resume with `python -m runners.matrix resume={run.run_dir}`")
+        from runners.close import interrupted_line
+
+        console.print(interrupted_line(p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.facts.identity, run.timings)
     analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
@@ -221,20 +226,55 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
     return code
 
 
+def resume_complete(p: Plan, console: Any) -> bool:
+    """A resume of a finished run: say so (its recorded verdict last) and return True; nothing is written.
+
+    Raises:
+        RunnerError: (config) another runner holds the run (``runners.run_lock``).
+    """
+    from runners.close import recorded_verdict
+    from runners.resume import complete_run
+
+    assert p.resume_dir is not None
+    RunLock().check_free(p.resume_dir)
+    complete, recorded = complete_run(p.resume_dir, p.items)
+    if not complete:
+        return False
+    console.print(f"resume: {p.resume_dir} is complete ({recorded} of {len(p.items)} cases recorded, SHA256SUMS "
+                  "written): nothing to do, nothing written; re-analyse into a new folder with `python -m analysis "
+                  f"report {p.resume_dir} --out <folder>`", markup=False)
+    console.print(f"{recorded_verdict(p.resume_dir)} (recorded by the run; this resume changed nothing); exit {EXIT_OK}",
+                  markup=False)
+    return True
+
+
 def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -> int:
-    """plan -> [dry run: print the schedule, exit 0] -> identity gate -> open -> execute -> close.
+    """plan -> [dry run: print the schedule, exit 0] -> paths -> [resume: lock] -> identity gate -> open -> execute -> close.
+
+    The run directory's lock (``runners.run_lock``) is held from its creation (or the resume's
+    start) to the end; a resume of a finished run changes nothing and exits 0.
 
     Raises:
         RunnerError: a stage stopped the run (its exit code is the run's).
     """
+    from runners.path_checks import check_run_paths
     from runners.progress import print_schedule
 
     p = make_plan(cfg, overrides)
     if p.options.dry_run:
         print_schedule(p.items, p.cfg)
         return EXIT_OK
-    p = with_accuracy_inputs(p)
-    timings = Timings(t_start=time.monotonic())
-    facts = identity_gate(p, timings)
-    run = open_run(p, facts, timings, console)
-    return close(p, run, execute(p, run, console), console)
+    if p.resume_dir is not None and resume_complete(p, console):  # a finished run needs no other path
+        return EXIT_OK
+    check_run_paths(p.cfg, resuming=p.resume_dir is not None)
+    lock = RunLock()
+    try:
+        if p.resume_dir is not None:
+            lock.acquire(p.resume_dir, "resumed", console)
+        p = with_accuracy_inputs(p)
+        timings = Timings(t_start=time.monotonic())
+        facts = identity_gate(p, timings)
+        run = open_run(p, facts, timings, console, lock)
+        return close(p, run, execute(p, run, console), console)
+    finally:
+        lock.release()

@@ -75,6 +75,13 @@ HEAVY_TESTS: dict[str, str] = {
     "tests/runners/test_serving.py::test_fake_server_killed_mid_sweep_is_server_died": "(13 s CPU)",
     "tests/runners/test_proof_verdict.py::test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_case": "(8 s CPU)",
     "tests/runners/test_processes.py::test_resume_completes_a_run_whose_runner_was_sigkilled": "(5 s CPU)",
+    "tests/runners/test_run_lock.py::test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over":
+        "two fake-bench runners with analysis, a refused resume, a SIGKILL and a resume (20 s CPU)",
+    "tests/runners/test_resume_rules.py::test_resume_with_other_overrides_exits_2_and_a_complete_run_is_left_untouched":
+        "a fake-bench run and four resumes, two as processes (6 s CPU)",
+    "tests/runners/test_exit_codes.py::test_bad_paths_exit_2_in_one_line_before_any_process": "4 runner processes (4 s CPU)",
+    "tests/runners/test_secrets.py::test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_failure":
+        "a fake-bench run (3 s CPU)",
     "tests/offload/test_selection.py::test_offload_package_imports_no_hydra_pandas_or_runners": "imports vLLM in a child (5 s CPU)",
     "tests/runners/test_proof_verdict.py::test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels": "(4 s CPU)",
     "tests/runners/test_experiments_run.py::test_reproduction_run_sh_is_executable_and_uses_the_run_interpreter": "(4 s CPU)",

@@ -46,9 +46,10 @@ class FakeBackend(DeviceBackend):
     name = "fake"
     asynchronous = True
 
-    def __init__(self, mode: str = "lazy", ns_name: str = "fake") -> None:
+    def __init__(self, mode: str = "lazy", ns_name: str = "fake", external: bool = False) -> None:
         assert mode in ("eager", "lazy")
         self.mode = mode
+        self.external = external
         self.compute = FakeStream("compute")
         self.cur = self.compute
         self.trace: list[tuple] = []
@@ -61,7 +62,11 @@ class FakeBackend(DeviceBackend):
         self.streams.append(s)
         return s
 
-    def new_event(self) -> FakeEvent:
+    def supports_external_events(self) -> bool:
+        return self.external
+
+    def new_event(self, external: bool = False) -> FakeEvent:
+        assert self.external or not external, "external event asked of a backend without them"
         e = FakeEvent()
         self.events.append(e)
         return e

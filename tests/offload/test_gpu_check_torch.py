@@ -47,14 +47,37 @@ def test_cpu_run_prints_summary_and_outputs_are_bitwise_equal_in_eager_and_compi
     assert set(pts) == {(4, 1), (2, 1), (1, 1)}
     assert pts[(2, 1)]["offloaded_layers"] == [1, 3]
     assert pts[(2, 1)]["offloaded_bytes"] == 2 * s["bytes_per_layer"]
-    assert pts[(1, 1)]["pinned_host_bytes"] >= 4 * s["bytes_per_layer"]
-    assert set(pts[(2, 1)]["modes"]) == {"eager", "compile"} and set(pts[(4, 1)]["modes"]) == {"eager"}
-    for p in pts.values():
+    cur = {k: p["protocols"]["current"] for k, p in pts.items()}
+    assert cur[(1, 1)]["pinned_host_bytes"] >= 4 * s["bytes_per_layer"]
+    assert cur[(1, 1)]["copy_protocol"] == "synchronous"  # the CPU backend: copies block
+    assert set(cur[(2, 1)]["modes"]) == {"eager", "compile"} and set(cur[(4, 1)]["modes"]) == {"eager"}
+    for p in cur.values():
         for m in p["modes"].values():
-            assert m["bitwise_equal"] is True and m["fallback_loads"] == 0
+            assert m["bitwise_equal"] is True and m["fallback_loads"] == 0 and m["stale_reads"] == 0
             assert m["ceiling_step_s"] == max(m["baseline_step_s"], m["transfer_s"])
-            assert m["ratio"] == pytest.approx(m["ceiling_step_s"] / m["step_s"])
+            assert m["ratio"] == pytest.approx(m["bound_step_s"] / m["step_s"])
             assert m["meets_goal"] is None
+
+
+def test_both_protocols_run_in_abba_order_bitwise_equal_with_speedups(capsys, tmp_path):
+    out_file = tmp_path / "both.json"
+    rc = chk.main([*SMALL, "--points", "4,1", "2,1", "--modes", "eager", "--protocols", "current", "upstream",
+                   "--out", str(out_file)])
+    s = json.loads(out_file.read_text())
+    assert rc == 0 and s["ok"] is True and s["all_bitwise_equal"] is True and s["protocols"] == ["current", "upstream"]
+    assert [p["order"] for p in s["points"]] == [["current", "upstream"], ["upstream", "current"]]
+    for p in s["points"]:
+        assert p["protocols"]["upstream"]["offloader_class"].endswith("UpstreamProtocolOffloader")
+        for proto in ("current", "upstream"):
+            assert p["protocols"][proto]["modes"]["eager"]["bitwise_equal"] is True
+        assert p["speedup"]["eager"] == pytest.approx(p["protocols"]["upstream"]["modes"]["eager"]["step_s"]
+                                                      / p["protocols"]["current"]["modes"]["eager"]["step_s"])
+    capsys.readouterr()
+    rc = chk.main([*SMALL, "--points", "2,1", "--modes", "eager", "--protocols", "current", "upstream",
+                   "--negative-control"])
+    s = _summary(capsys.readouterr().out)
+    assert rc == 1 and s["all_bitwise_equal"] is False
+    assert all(not p["modes"]["eager"]["bitwise_equal"] for p in s["points"][0]["protocols"].values())
 
 
 def test_negative_control_corrupted_host_copy_fails_the_check(capsys):
@@ -64,7 +87,7 @@ def test_negative_control_corrupted_host_copy_fails_the_check(capsys):
     rc = chk.main([*SMALL, "--points", "2,1", "--modes", "eager", "--negative-control"])
     s = _summary(capsys.readouterr().out)
     assert rc == 1 and s["ok"] is False and s["all_bitwise_equal"] is False
-    assert s["points"][0]["modes"]["eager"]["bitwise_equal"] is False
+    assert s["points"][0]["protocols"]["current"]["modes"]["eager"]["bitwise_equal"] is False
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -72,6 +95,8 @@ def test_negative_control_corrupted_host_copy_fails_the_check(capsys):
     (["--points", "x"], "must be G,N"),
     (["--layers", "0"], "--layers (0) must be >= 1"),
     (["--width-divisor", "256"], "--width-divisor (256) must be <= 128"),
+    (["--protocols", "current", "current"], "each protocol at most once"),
+    (["--step-sync", "host"], "invalid choice: 'host'"),
 ])
 def test_bad_arguments_exit_2_with_a_message_and_no_traceback(args, needle):
     proc = subprocess.run([sys.executable, "-m", "offload.gpu_check_torch", "--device", "cpu", *args],

@@ -200,6 +200,9 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 130, out
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]  # the verdict of an interrupted run, and how to resume
+    assert last.startswith("validation: INTERRUPTED: incomplete run, no verdict (") and last.endswith("exit 130"), out
+    assert f"resume with `python -m runners.matrix resume={run_dir}`" in last
     n_before = _lines(runs)
     assert 3 <= n_before < 10
     resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],

@@ -201,10 +201,15 @@ def test_recorded_case_is_ended_and_its_pid_file_removed(tmp_path: Path, marker:
 
 @pytest.mark.slow
 def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: str) -> None:
-    """Real vLLM (CPU): bench process, EngineCore and resource tracker all die with a SIGKILLed runner."""
+    """Real vLLM (CPU): bench process, EngineCore and resource tracker all die with a SIGKILLed runner.
+
+    The baseline-only run also carries a short credential (``TORCH_FOO=ghp_abcdefSECRET7``): the real
+    engine's log, the manifest and every other file of the run hold it nowhere.
+    """
     base = [f"results_root={tmp_path}", "run_id=real", "analyze=false", "progress=false",
             "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300"]
-    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT,
+    env = dict(os.environ, TORCH_FOO="ghp_abcdefSECRET7")
+    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     run_dir = tmp_path / "default" / "real"
     log = run_dir / "logs" / "same_runtime" / "baseline-r0.log"
@@ -222,7 +227,11 @@ def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: s
     left = _wait_none(marker, 20.0)
     assert left == [], [(p.pid, p.name(), p.cmdline()[:3]) for p in left]
     resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=400)
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "run lock: took over" in resumed.stdout  # the killed runner's lock
     assert [r.record.label for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)] == ["baseline"]
     assert _wait_none(marker, 5.0) == []
+    assert "# env: TORCH_FOO=<redacted" in (run_dir / "logs" / "same_runtime" / "baseline-r0.log").read_text()
+    leaks = [p for p in run_dir.rglob("*") if p.is_file() and b"abcdefSECRET7" in p.read_bytes()]
+    assert leaks == []

@@ -27,6 +27,13 @@ SECRETS = [
     ("HCCL_MIRROR", "ftp://bob:hunter2hunter2@mirror.example.org", REDACTED),
     ("VLLM_API_KEY", "plain-looking-value-42", None),                       # allowed prefix, secret name
     ("ASCEND_SLACK", "xoxb-1234567890-abcdefghij", REDACTED),
+    # short forms: a known prefix followed by any number of token characters
+    ("TORCH_FOO", "ghp_abcdefSECRET7", REDACTED),
+    ("VLLM_SHORT_HF", "hf_Ab12", REDACTED),
+    ("OMP_SHORT_SK", "sk-x9", REDACTED),
+    ("CUDA_SHORT_PAT", "github_pat_1A", REDACTED),
+    ("MKL_SHORT_GL", "glpat-Z", REDACTED),
+    ("KMP_SHORT_SLACK", "xoxp-7", REDACTED),
 ]
 KEPT = [("VLLM_CPU_KVCACHE_SPACE", "1"), ("OMP_NUM_THREADS", "2"), ("HF_HUB_OFFLINE", "1"),
         ("VLLM_PLAIN_URL", "https://models.example.com/repo"), ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")]
@@ -80,3 +87,28 @@ def test_credential_value_in_the_runtime_env_config_is_refused():
 
     with pytest.raises(PlanError, match="VLLM_MIRROR"):
         plan(compose_cfg("+runtime.env.VLLM_MIRROR='https://u:hunter2hunter2@x.org'"))
+
+
+SHORT_TOKEN = "ghp_abcdefSECRET7"
+
+
+def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_failure(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
+    from results_schema.io import read_jsonl
+    from results_schema.models import CaseFailure
+
+    monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[]", "+runtime.env.FAKE_BEHAVIOUR=\"baseline=crash\"")
+    assert code == 1  # the crashed baseline is a failure record with the log's tail
+    (failure,) = read_jsonl(run_dir / "same_runtime-failures.jsonl", CaseFailure)
+    assert failure.log_tail  # the log's tail is recorded with the failure
+    log = run_dir / "logs" / "same_runtime" / "baseline-r0.log"
+    assert f"# env: TORCH_FOO={REDACTED}" in log.read_text()
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert {"environment-manifest.json", "same_runtime-failures.jsonl"} <= {p.name for p in files}
+    for path in files:
+        assert SHORT_TOKEN.encode() not in path.read_bytes(), path
+        assert b"abcdefSECRET7" not in path.read_bytes(), path
+    assert f'"TORCH_FOO": "{REDACTED}"' in (run_dir / "environment-manifest.json").read_text()
