@@ -224,7 +224,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _recommend(args: argparse.Namespace) -> int:
     from analysis.layer_bytes import kv_bytes_per_token, load_config
     from analysis.model import ChoiceError, recommend
-    from analysis.tables import CPU_NOTE, build, is_cpu_run
+    from analysis.tables import CPU_NOTE, build, copy_bench_bandwidth, is_cpu_run
     from analysis.validate import find_model_dir
 
     kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
@@ -239,7 +239,7 @@ def _recommend(args: argparse.Namespace) -> int:
                         phase=args.phase, implementation=args.implementation,
                         bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
                         valid=tables["validation"].valid, kv_bytes_per_token=kvb,
-                        margin_pct=tables["margin_pct"])
+                        margin_pct=tables["margin_pct"], bench_bandwidth_bytes_s=copy_bench_bandwidth(args.run_dir))
     except ChoiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

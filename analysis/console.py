@@ -19,6 +19,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.model_trust import model_lines
+from analysis.noise_floor import floor_lines
+from analysis.released import released_cell
 from results_schema.io import read_json
 from results_schema.models import ValidationReport
 from results_schema.summary import ComparisonSummary
@@ -54,7 +57,7 @@ def decision_table(cs: ComparisonSummary) -> Table:
         style = VERDICT_STYLE.get(r.verdict, "")
         cells = ([r.phase] if multi else []) + [
             r.label, str(r.group_size), str(r.num_in_group), r.selected_layers or "–",
-            f"{r.released_gib:.4g}", _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
+            released_cell(r.released_bytes), _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
             _f(r.retention, 3), ci, r.tokens, front.strip(),
             f"[{style}]{r.verdict}[/]" if style else r.verdict, r.issues.replace(",", ", ")]
         t.add_row(*cells)
@@ -84,6 +87,12 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print("no case produced a record")
     for n in cs.notes:
         console.print(f"note: {n}", style="dim", markup=False)
+    for line in model_lines(cs.models, cs.model_table):
+        console.print(line, markup=False, style="yellow" if "UNTRUSTED" in line else "")
+    for line in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct):
+        console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
+    if any(r.knee for r in cs.decision):
+        console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"

@@ -139,7 +139,8 @@ GLOSSARY: dict[str, str] = {
                "and 'Available KV cache memory: X GiB' log lines (tokens / GiB). Empty when a log line is absent.",
     "knee": "The planner's knee: the largest release on the Pareto front before the marginal throughput cost "
             "per released byte jumps (more than 2x the average cost per byte of the steps before it, and more "
-            "than the front's average); the full rule is printed with every report (analysis.pareto."
+            "than the front's average); never the baseline (a knee releases memory: on a front falling fast from "
+            "the first step it is the first release); the full rule is printed with every report (analysis.pareto."
             "knee_rule_text). Only valid, token-identical points can be the knee. Defined for fronts of 3 or "
             "more points.",
     "Pareto front": "Settings not beaten on both released bytes and median throughput by another setting of the "

@@ -33,6 +33,9 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from analysis.decision import GLOSSARY
+from analysis.model_trust import model_lines
+from analysis.noise_floor import floor_lines
+from analysis.released import released_cell
 from analysis.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
 from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
@@ -161,7 +164,7 @@ def decision_section(cs: ComparisonSummary) -> str:
         ci = (f"{r.retention_ci_low:.4f} – {r.retention_ci_high:.4f}"
               if r.retention_ci_low is not None and r.retention_ci_high is not None else "no interval")
         rows.append([_e(r.phase), _e(r.label), _e(r.implementation), _n(r.group_size), _n(r.num_in_group),
-                     _e(r.selected_layers or "–"), _n(r.released_gib, 6), _n(r.kv_gain_tokens, 0),
+                     _e(r.selected_layers or "–"), _e(released_cell(r.released_bytes, 6)), _n(r.kv_gain_tokens, 0),
                      _n(r.kv_gain_gib, 4), _n(r.throughput_median_tok_s), _n(r.retention, 4), "\x00num" + _e(ci),
                      f'\x00keep<span class="v-{_e(r.verdict)}">{_e(r.verdict)}</span>', _e(r.tokens),
                      "yes" if r.pareto else "", "yes" if r.knee else "", "\x00keep" + _e(r.issues)])
@@ -169,7 +172,14 @@ def decision_section(cs: ComparisonSummary) -> str:
     out = _table(header, rows, row_class=cls, tid="decision")
     for n in cs.notes:
         out += f'<p class="note">{_e(n)}</p>'
-    return out
+    return out + noise_floor_html(cs)
+
+
+def noise_floor_html(cs: ComparisonSummary) -> str:
+    """The model fit vs the copy bench, the run's noise floor and the verdicts below it, and the knee rule
+    (``analysis.model_trust.model_lines``, ``analysis.noise_floor.floor_lines``), one paragraph each."""
+    lines = model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision, cs.margin_pct)
+    return "".join(f'<p class="note noise-floor">{_e(ln)}</p>' for ln in [*lines, f"knee rule: {cs.knee_rule}"])
 
 
 def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:

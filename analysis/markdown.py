@@ -9,9 +9,13 @@ What is deliberately not modelled: computing the tables (``analysis.tables``), w
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from analysis.compare import DEFAULT_MARGIN_PCT
+from analysis.model_trust import CACHE_NOTE
+from analysis.noise_floor import floor_lines, noise_floors
 from analysis.pareto import knee_rule_text
 from analysis.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
 from results_schema.models import ValidationReport
@@ -94,12 +98,15 @@ def cpu_cost_lines(tables: dict) -> str:
             continue
         fitted = m["bandwidth_bytes_s"]
         bench = m.get("copy_bench_bandwidth_bytes_s")
-        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (model / plain = {fitted / bench:.3g})"
+        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (model / plain = {fitted / bench:.3g}; {CACHE_NOTE})"
                 if bench else "offload.bench plain copy_ not measured")
         source = str(m.get("bandwidth") or "fitted")  # "grid edge (...)" when the fit hit its search bound
         what = "fitted" if source == "fitted" else f"{source}, not a fit:"
         lines.append(f"- {key}: CPU copy bandwidth {what} {fitted / 1e9:.4g} GB/s; {cmp_}; "
                      f"{m['bytes_per_layer']:,.0f} bytes/layer, baseline {m['baseline_tok_s']:.2f} tok/s")
+        lines.append(f"- {key}: model " + ("trusted (every point within 10%, within 2x of the copy bench)"
+                                           if m.get("trusted") else
+                                           f"UNTRUSTED: {m.get('untrusted_reason')}; no prediction shown"))
     ret = summary.set_index(["phase", "label"])["retention"] if "retention" in summary else None
     t = mt.copy()
     if ret is not None:
@@ -109,6 +116,21 @@ def cpu_cost_lines(tables: dict) -> str:
                                      ("predicted_tok_s", "predicted tok/s"), ("error_pct", "error %")],
                                  {"retention": 4, "measured_tok_s": 2, "predicted_tok_s": 2, "error_pct": 1})]
     return "\n".join(lines)
+
+
+def noise_floor_markdown(tables: dict, margin_pct: float) -> str:
+    """The run's noise floor (``analysis.noise_floor.floor_lines``) as a Markdown list ('' without a baseline)."""
+    summary = tables["summary"]
+    rows = []
+    if "vs_baseline_verdict" in summary:
+        for _, r in summary.iterrows():
+            lo, hi = r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct")
+            ok = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (lo, hi))
+            rows.append({"phase": r["phase"], "label": r["label"], "verdict": str(r["vs_baseline_verdict"]),
+                         "retention_ci_low": 1 + lo / 100 if ok else None,
+                         "retention_ci_high": 1 + hi / 100 if ok else None})
+    lines = floor_lines(noise_floors(tables["data"].runs), rows, margin_pct)
+    return "\n".join(f"- {ln}" for ln in lines)
 
 
 def _main_table(tables: dict) -> str:
@@ -121,6 +143,9 @@ def _main_table(tables: dict) -> str:
         if cost:
             main += "\n\n" + cost
     margin = tables.get("margin_pct", DEFAULT_MARGIN_PCT)
+    floor = noise_floor_markdown(tables, margin)
+    if floor:
+        main += "\n\n" + floor
     main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
              f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "
              f"token-identical points only (notes say why a point is excluded). "
@@ -209,7 +234,8 @@ def _model_section(tables: dict) -> list[str]:
             parts.append(f"- {key}: {m['mode']}, {m['bytes_per_layer']:,.0f} bytes/layer, bandwidth "
                          f"{m['bandwidth_bytes_s'] / 1e9:.4g} GB/s ({m['bandwidth']}), RMS fit error "
                          f"{'–' if err is None else f'{err:.1f}%'} over {m.get('fit_points', 0)} point(s), "
-                         f"baseline {m['baseline_tok_s']:.2f} tok/s")
+                         f"baseline {m['baseline_tok_s']:.2f} tok/s; " + ("trusted" if m.get("trusted") else
+                                                                         f"UNTRUSTED: {m.get('untrusted_reason')}"))
     return parts + ["", markdown_table(mt, [("phase", "phase"), ("implementation", "implementation"),
                                             ("label", "label"), ("measured_tok_s", "measured"),
                                             ("predicted_tok_s", "predicted"), ("error_pct", "error %")]), ""]

@@ -27,9 +27,9 @@ candidates that are valid (no validation error concerns them) and generated
 the baseline's tokens (``front_excluded`` empty), of the requested
 implementation (or the baseline); it states the chosen point's verdict against
 the baseline and against the runner-up (``analysis.compare.decide``, with the
-margin). Model predictions for settings not measured are shown only when the
-fit's RMS error is within ``MAX_FIT_ERROR_PCT`` and the bandwidth is not at a
-grid edge.
+margin). Model predictions (of measured and unmeasured settings) are shown only
+for a trusted model (``analysis.model_trust``: real fit, every point within 10%,
+within 2x of the run's own copy bench).
 
 What is deliberately not modelled: prefill cost separately from decode,
 bandwidth contention between the copy and compute, KV growth as a function of
@@ -52,8 +52,7 @@ BANDWIDTH_GRID = np.logspace(6, 13, 1401)
 """Bandwidths tried by the fit (bytes/s): 1 MB/s .. 10 TB/s, 200 per decade."""
 
 MAX_FIT_ERROR_PCT = 10.0
-"""Largest RMS relative throughput error (percent, over the measured offloaded points) for which the
-recommender shows predictions for unmeasured settings."""
+"""Largest RMS relative throughput error (percent) of a trusted model (``analysis.model_trust``)."""
 
 
 class ChoiceError(ValueError):
@@ -73,6 +72,8 @@ class TransferModel:
     bandwidth_source: str = "given"  # "given", "fitted", "grid edge (lowest)", "grid edge (highest)"
     fit_rms_error_pct: float | None = None  # RMS of (predicted - measured) / measured over the fitted points
     fit_points: int = 0
+    max_point_error_pct: float | None = None  # largest |predicted - measured| / measured over the fitted points
+    bench_bandwidth_bytes_s: float | None = None  # the run's in-run copy bench (analysis.model_trust), if any
 
     def fit_note(self) -> str:
         """One line on the bandwidth and the fit quality, e.g. ``bandwidth 1.23 GB/s (fitted; RMS error 3.1% over 4 points)``."""
@@ -82,9 +83,9 @@ class TransferModel:
 
     @property
     def predictions_trusted(self) -> bool:
-        """True when the fit error is within ``MAX_FIT_ERROR_PCT`` and the bandwidth is not at a grid edge."""
-        return (not self.bandwidth_source.startswith("grid edge") and self.fit_rms_error_pct is not None
-                and self.fit_rms_error_pct <= MAX_FIT_ERROR_PCT)
+        """True when ``analysis.model_trust.untrusted_reason`` finds no reason (fit, point errors, copy bench)."""
+        from analysis.model_trust import untrusted_reason
+        return untrusted_reason(self) is None
 
     @property
     def t0(self) -> float:
@@ -119,7 +120,8 @@ def _points(summary: pd.DataFrame, phase: str) -> pd.DataFrame:
 
 
 def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implementation: str = "current",
-              bandwidth_bytes_s: float | None = None, mode: str | None = None) -> TransferModel | None:
+              bandwidth_bytes_s: float | None = None, mode: str | None = None,
+              bench_bandwidth_bytes_s: float | None = None) -> TransferModel | None:
     """Build (and fit unless ``bandwidth_bytes_s`` is given) the model for one phase.
 
     Returns None when the phase has no baseline or no offloaded point with evidence. Points that
@@ -143,7 +145,7 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     t_base = float(base["throughput_median_tok_s"].iloc[0])
     if bandwidth_bytes_s is not None:
         m = TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
-        return replace(m, fit_rms_error_pct=_rms_error(m, pts), fit_points=len(pts))
+        return _with_errors(m, pts, bench_bandwidth_bytes_s)
     grid = BANDWIDTH_GRID
     t0 = num_prompts / t_base
     c = t0 / num_layers
@@ -162,14 +164,17 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     i = int(np.argmin(err))
     source = "grid edge (lowest)" if i == 0 else "grid edge (highest)" if i == len(grid) - 1 else "fitted"
     m = TransferModel(t_base, num_prompts, num_layers, bpl, float(grid[i]), mode, bandwidth_source=source)
-    return replace(m, fit_rms_error_pct=_rms_error(m, pts), fit_points=len(pts))
+    return _with_errors(m, pts, bench_bandwidth_bytes_s)
 
 
-def _rms_error(m: TransferModel, pts: pd.DataFrame) -> float:
+def _with_errors(m: TransferModel, pts: pd.DataFrame, bench: float | None) -> TransferModel:
+    """``m`` with its RMS and worst relative error (percent) over ``pts`` and the bench bandwidth."""
     errs = [(m.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
              - float(r["throughput_median_tok_s"])) / float(r["throughput_median_tok_s"]) * 100.0
             for _, r in pts.iterrows()]
-    return float(np.sqrt(np.mean(np.square(errs)))) if errs else float("nan")
+    rms = float(np.sqrt(np.mean(np.square(errs)))) if errs else float("nan")
+    return replace(m, fit_rms_error_pct=rms, fit_points=len(pts), bench_bandwidth_bytes_s=bench,
+                   max_point_error_pct=max(abs(e) for e in errs) if errs else None)
 
 
 def _num_prompts(runs: pd.DataFrame, phase: str) -> int:
@@ -204,7 +209,8 @@ class Recommendation:
 def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | None = None,
               need_kv_gib: float | None = None, phase: str | None = None, implementation: str = "current",
               bandwidth_bytes_s: float | None = None, valid: bool = True, top: int = 3,
-              kv_bytes_per_token: int | None = None, margin_pct: float | None = None) -> Recommendation:
+              kv_bytes_per_token: int | None = None, margin_pct: float | None = None,
+              bench_bandwidth_bytes_s: float | None = None) -> Recommendation:
     """Highest-throughput valid measured point meeting the capacity need, plus model predictions.
 
     Args:
@@ -223,6 +229,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         kv_bytes_per_token: KV-cache bytes per token (``analysis.layer_bytes.kv_bytes_per_token``);
             converts token-only KV logs (the CPU runtime) to GiB for ``need_kv_gib``.
         margin_pct: equivalence margin of the verdicts printed (default ``DEFAULT_MARGIN_PCT``).
+        bench_bandwidth_bytes_s: the run's in-run copy bench (bytes/s), checked against the fit.
 
     Raises:
         ValueError: neither or both needs given, or a negative need.
@@ -244,7 +251,8 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
              f"candidates: valid {implementation} points and the baseline whose tokens match the baseline's"]
     cap = _capacity(ph, need_gib, need_kv_gib, kv_bytes_per_token, lines)
     best, vs_base = _best_point(ph, cap, need, runs[runs["phase"] == phase], implementation, margin_pct, lines)
-    model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s)
+    model = fit_model(summary, runs, phase, implementation=implementation, bandwidth_bytes_s=bandwidth_bytes_s,
+                      bench_bandwidth_bytes_s=bench_bandwidth_bytes_s)
     preds = _model_lines(model, summary, ph, implementation, need, lines,
                          top=top, kv_note=need_kv_gib is not None)
     return Recommendation(need_bytes=None if need_gib is None else need_gib * GIB, need_kv_gib=need_kv_gib,
@@ -254,6 +262,9 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
 def _model_lines(model: TransferModel | None, summary: pd.DataFrame, ph: pd.DataFrame, implementation: str,
                  need: float, lines: list[str], *, top: int, kv_note: bool) -> list[dict]:
     """Append the model's fit and its ``top`` predictions for unmeasured settings to ``lines``; return those."""
+    from analysis.model_predict import predict_unmeasured
+    from analysis.model_trust import untrusted_reason
+
     preds: list[dict] = []
     phase = str(ph["phase"].iloc[0])
     if model is None:
@@ -263,14 +274,14 @@ def _model_lines(model: TransferModel | None, summary: pd.DataFrame, ph: pd.Data
                      f"bytes/layer, {model.fit_note()}")
         mt = model_table(summary, model, phase)
         fitted = set(_points(summary, phase).query("implementation == @implementation")["label"])
+        ok = model.predictions_trusted
         for _, r in mt[mt["label"].isin(fitted)].iterrows():
-            lines.append(f"model fit {r['label']}: measured {r['measured_tok_s']:.2f} tok/s, predicted "
-                         f"{r['predicted_tok_s']:.2f} tok/s, error {r['error_pct']:+.1f}%")
-        if not model.predictions_trusted:
-            lines.append(f"model: no predictions for unmeasured settings (shown only when the RMS fit error is "
-                         f"<= {MAX_FIT_ERROR_PCT:g}% and the bandwidth is not at a grid edge)")
+            lines.append(f"model fit {r['label']}: measured {r['measured_tok_s']:.2f} tok/s, " + (
+                f"predicted {r['predicted_tok_s']:.2f} tok/s, error {r['error_pct']:+.1f}%" if ok else "no prediction"))
+        if not ok:
+            lines.append(f"model: UNTRUSTED ({untrusted_reason(model)}); no predictions for unmeasured settings")
         else:
-            preds = _predict_unmeasured(model, ph, implementation, need)[:top]
+            preds = predict_unmeasured(model, ph, implementation, need)[:top]
             for p in preds:
                 lines.append(f"unmeasured {implementation} G={p['group_size']} N={p['num_in_group']} "
                              f"prefetch_step={p['prefetch_step']}: predicted {p['predicted_tok_s']:.2f} tok/s, "
@@ -366,31 +377,3 @@ def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict
         lines.append(f"{best['label']} vs runner-up {r2['label']}: {d.text} (n={d.n_a} vs {d.n_b})"
                      + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data"))
     return vs_base
-
-
-def _predict_unmeasured(model: TransferModel, ph: pd.DataFrame, implementation: str, need: float) -> list[dict]:
-    """Model predictions of every unmeasured (G, N, prefetch_step in 1..3) of ``implementation`` releasing
-    at least ``need`` GiB, best predicted throughput first (ties: less released)."""
-    measured = {(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
-                for _, r in ph.iterrows() if r["implementation"] == implementation}
-    static_per_slot = _static_per_slot(ph, model.bytes_per_layer)
-    preds = []
-    for g in range(1, model.num_layers + 1):
-        for n in range(1, g + 1):
-            L = len(select_offload_layers(model.num_layers, g, n))
-            for k in (1, 2, 3) if L else ():
-                released = L * model.bytes_per_layer - k * static_per_slot
-                if (g, n, k) in measured or released / GIB < need - 1e-12:
-                    continue
-                preds.append({"group_size": g, "num_in_group": n, "prefetch_step": k, "offloaded_layers": L,
-                              "predicted_released_gib": released / GIB,
-                              "predicted_tok_s": model.predict(g, n, k)})
-    preds.sort(key=lambda d: (-d["predicted_tok_s"], d["predicted_released_gib"]))
-    return preds
-
-
-def _static_per_slot(ph: pd.DataFrame, default: float) -> float:
-    s = ph[(ph["static_buffer_bytes"] > 0) & (ph["prefetch_step"] > 0)]
-    if s.empty:
-        return default
-    return float((s["static_buffer_bytes"] / s["prefetch_step"]).median())

@@ -4,8 +4,8 @@ What is modelled: two objectives, both maximised -- capacity (released bytes,
 or KV-cache gain) and throughput. Point p dominates q iff p >= q in both and
 p > q in at least one; the front is every non-dominated point (ties on both
 objectives are all kept). The knee is the planner's knee (``KNEE_RULE``): the
-largest release before the marginal throughput cost per released byte jumps
-above the front's average cost per byte. ``python -m analysis pareto FILE.csv``
+largest release before the marginal throughput cost per released byte jumps;
+it always releases memory (never the baseline). ``python -m analysis pareto FILE.csv``
 applies it to any table (``label,capacity_bytes,throughput_tok_s``).
 
 What is deliberately not modelled: noise. Dominance is on medians; whether a
@@ -53,14 +53,16 @@ per byte paid so far (for the first step: of the whole front) and also the front
 
 KNEE_RULE = (
     "knee = the largest release before the marginal throughput cost per released byte jumps: walk the "
-    "Pareto front from the smallest release (the baseline) to the largest; a step's marginal cost is the "
-    "throughput lost per byte released between consecutive front points; the front's average cost is the "
-    "throughput lost per byte from the smallest to the largest release; a step jumps when its marginal cost "
-    "exceeds {jump:g} x the average cost per byte of the steps before it (for the first step: {jump:g} x the "
-    "front's average) and also the front's average; the knee is the point before the first jump (the "
-    "smallest release when the very first step jumps, as on a front that falls fast from the start). No "
-    "jump, or a front losing less than the {flat:g}% equivalence margin of its first point's throughput: "
-    "the largest release. Defined for fronts of 3 or more points."
+    "Pareto front from the smallest release (the baseline, the reference) to the largest; a step's marginal "
+    "cost is the throughput lost per byte released between consecutive front points; the front's average "
+    "cost is the throughput lost per byte from the smallest to the largest release; a step jumps when its "
+    "marginal cost exceeds {jump:g} x the average cost per byte of the steps before it (for the first step: "
+    "{jump:g} x the front's average) and also the front's average; the knee is the point before the first "
+    "jump. The knee always releases memory: it is never the smallest release (the baseline). When the very "
+    "first step jumps (a front that falls fast from the start) the knee is the first release (the least "
+    "throughput given up for any memory released). No jump, or a front losing less than the "
+    "{flat:g}% equivalence margin of its first point's throughput: the largest release. Defined for fronts of "
+    "3 or more points."
 )
 """The knee rule in words (``str.format(jump=..., flat=...)``); stated in every report."""
 
@@ -89,9 +91,10 @@ def knee_index(capacity: Sequence[float], throughput: Sequence[float], mask: Seq
             point's throughput has no measurable cost; default ``analysis.compare.DEFAULT_MARGIN_PCT``.
 
     Returns:
-        The knee's index, or None when the front has fewer than 3 distinct points. Points with
-        equal capacity on the front (equal throughput too, else one would dominate) count once;
-        the first of them is returned.
+        The knee's index, or None when the front has fewer than 3 distinct points. Never the
+        front's smallest release (the baseline): a knee releases memory. Points with equal capacity
+        on the front (equal throughput too, else one would dominate) count once; the first of them
+        is returned.
 
     Why not the distance to the chord (Kneedle, Satopaa et al. 2011): on a convex front that falls
     fast (throughput halving each time the offloaded layers double) the point farthest from the
@@ -120,7 +123,7 @@ def knee_index(capacity: Sequence[float], throughput: Sequence[float], mask: Seq
         step = (ts[k - 1] - ts[k]) / (cs[k] - cs[k - 1])
         so_far = average if k == 1 else (ts[0] - ts[k - 1]) / (cs[k - 1] - cs[0])
         if step > jump_factor * so_far * tol and step > average * tol:
-            return order[k - 1][1]
+            return order[max(k - 1, 1)][1]  # never the reference (smallest release): a knee releases memory
     return order[-1][1]
 
 

@@ -58,9 +58,7 @@ def provenance(run_dir: Path | str, data: RunData | None = None) -> Provenance:
     if m is None:
         return Provenance(run_id=run_dir.name, vllm_versions=vllm, torch_versions=torch, manifest=False)
     devices = tuple(f"{d.kind}: {d.name} x{d.count}" for d in m.devices)
-    isa = None
-    for d in m.devices:
-        isa = getattr(d, "isa", None) or isa
+    isa = _isa(m)
     return Provenance(
         run_id=m.run_id, experiment=m.experiment, created_utc=m.created_utc, model_name=m.model.name,
         model_path=m.model.path, model_num_layers=m.model.num_layers,
@@ -69,6 +67,20 @@ def provenance(run_dir: Path | str, data: RunData | None = None) -> Provenance:
         python_version=m.python_version.split()[0], vllm_versions=vllm, torch_versions=torch,
         packages=dict(m.packages), git_revision=m.git.revision, git_dirty=m.git.dirty,
         config_sha256=m.config_sha256, manifest=True)
+
+
+def _isa(m: EnvironmentManifest) -> str | None:
+    """The ISA row: per runtime of the manifest's ``numerics``, ``<device>: <CPU model>: <flags>
+    (ATen <capability>)``, runtimes joined by ``; ``; None when the manifest has no numerics.
+
+    Example: ``cpu: AMD EPYC: avx, avx2, avx512_bf16, ... (ATen AVX512)``.
+    """
+    rows = []
+    for n in m.numerics:
+        flags = ", ".join(n.cpu_isa_flags) or "no ISA flags recorded"
+        aten = f" (ATen {n.aten_cpu_capability})" if n.aten_cpu_capability else ""
+        rows.append(f"{n.device}: {n.cpu_model}: {flags}{aten}")
+    return "; ".join(rows) or None
 
 
 def one_line(p: Provenance) -> str:

@@ -37,6 +37,7 @@ from analysis.compare import DEFAULT_MARGIN_PCT
 from analysis.decision import decision_table
 from analysis.html_report import write_report_html
 from analysis.markdown import render_markdown, verdict_legend
+from analysis.noise_floor import noise_floors
 from analysis.pareto import knee_rule_text
 from analysis.plots import plot_pareto, plot_retention, save_png
 from analysis.provenance import one_line, provenance
@@ -116,6 +117,7 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
                           for (p, lb, rep), st in sorted(token_digest_status(tables["data"]).items())],
         "models": tables["models"],
         "model_table": records(tables["model_table"]),
+        "noise_floor": noise_floors(tables["data"].runs),
     })
 
 

@@ -32,6 +32,7 @@ from analysis.compare import (
 )
 from analysis.load import RunData, load_run
 from analysis.model import fit_model, model_table
+from analysis.model_trust import trust_fields
 from analysis.validate import point_exclusions, validate_run
 from analysis.validate_checks import token_digest_status
 
@@ -157,21 +158,25 @@ def model_fits(run_dir: Path, data: RunData, summary: pd.DataFrame) -> tuple[dic
     it cannot be fitted) and the predicted-vs-measured table of the fitted ones."""
     models: dict[str, dict | None] = {}
     mtables = []
+    bench = copy_bench_bandwidth(run_dir)
     for phase in summary["phase"].unique():
         ph = summary[summary["phase"] == phase]
         for impl in ph["implementation"].unique():
             if impl == "baseline":
                 continue
-            m = fit_model(summary, data.runs, phase, implementation=impl)
+            m = fit_model(summary, data.runs, phase, implementation=impl, bench_bandwidth_bytes_s=bench)
             models[f"{phase}/{impl}"] = None if m is None else {
                 "phase": phase, "implementation": impl, "mode": m.mode, "baseline_tok_s": m.baseline_tok_s,
                 "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
                 "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": m.bandwidth_source,
                 "fit_rms_error_pct": m.fit_rms_error_pct, "fit_points": m.fit_points,
-                "predictions_trusted": m.predictions_trusted,
-                "copy_bench_bandwidth_bytes_s": copy_bench_bandwidth(run_dir)}
+                "predictions_trusted": m.predictions_trusted, **trust_fields(m),
+                "copy_bench_bandwidth_bytes_s": bench}
             if m is not None:
                 t = model_table(summary, m, phase)
+                if not m.predictions_trusted:  # an untrusted model predicts nothing, in every output
+                    t["predicted_tok_s"] = float("nan")
+                    t["error_pct"] = float("nan")
                 t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]
                 t.insert(1, "implementation", impl)
                 mtables.append(t)

@@ -151,6 +151,9 @@ class MatrixConfig:
             this, per task. Default 0 (no drop allowed); identity with the baseline is required regardless.
             Outside [0, 1]: a config error (exit 2) before any process starts.
         serving: settings of ``kind=serving`` phases (ignored by other kinds).
+        expected_case_s: typical wall seconds of one case process of this phase on the machine the
+            matrix was sized on (printed before the first case as the run's expected duration);
+            null = unknown (the ETA after each case is the estimate).
     """
 
     name: str = MISSING
@@ -184,4 +187,5 @@ class MatrixConfig:
     accuracy_model: Optional[str] = None
     accuracy_protocol: str = "qwen-chat-v1"
     max_accuracy_drop: float = 0.0
+    expected_case_s: Optional[float] = None
     serving: ServingConfig = field(default_factory=ServingConfig)

@@ -160,6 +160,18 @@ class ModelFit(_Strict):
     bandwidth: str
 
 
+class NoiseFloor(_Strict):
+    """Baseline vs baseline of one phase: the run's noise floor (``analysis.noise_floor``)."""
+
+    phase: str
+    processes: int = Field(ge=0, description="Baseline processes of the phase.")
+    throughputs_tok_s: tuple[Float, ...] = Field(description="Each baseline process's throughput (tok/s), run order.")
+    spread_pct: Float | None = Field(
+        description="(max - min) / median of those throughputs, percent; null with fewer than 2 processes.")
+    tokens_identical: bool | None = Field(
+        description="All baseline processes generated the same token digest; null with fewer than 2 processes.")
+
+
 class ComparisonSummary(_Strict):
     """``summary/comparison-summary.json``."""
 
@@ -182,3 +194,6 @@ class ComparisonSummary(_Strict):
     token_digests: tuple[TokenDigest, ...]
     models: dict[str, ModelFit | None]
     model_table: tuple[dict[str, Scalar], ...]
+    noise_floor: tuple[NoiseFloor, ...] = Field(
+        default=(), description="Per phase: baseline-vs-baseline throughput spread and token identity (empty in "
+        "summaries written before this field).")

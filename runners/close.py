@@ -43,10 +43,11 @@ class Findings:
 
 def copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any) -> None:
-    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report."""
-    rt = cfg["runtime"]
-    if str(rt.get("device")) != "cpu" or not any(sc.case.offload_requested for sc in items) \
-            or cfg["bench_command"]:
+    """CPU runs with offload cases: plain copy bandwidth (``runners.copy_bench``) for the report, measured
+    in the environment of the first offload case's runtime (a phase may set its own: thread count)."""
+    offload = [sc for sc in items if sc.case.offload_requested]
+    rt = offload[0].case.runtime if offload else cfg["runtime"]
+    if str(rt.get("device")) != "cpu" or not offload or cfg["bench_command"]:
         return
     from runners.copy_bench import run_copy_bench
 
@@ -128,7 +129,10 @@ def analyse_and_checksum(cfg: Mapping[str, Any], options: RunOptions, items: Seq
     t = time.monotonic()
     try:
         if options.analyze and not state.stopped:
+            t_bench = time.monotonic()
             copy_bench(cfg, items, run_dir, state.model_dir, base_env, console)
+            timings.copy_bench += time.monotonic() - t_bench
+            t += timings.copy_bench  # a measurement process, counted apart from the analysis
             found.validation, found.serving_valid = analyze(run_dir, console)
             if accuracy_phases:
                 found.accuracy_failed = verify_accuracy(run_dir, accuracy_phases, console)
@@ -188,9 +192,13 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
     wall = time.monotonic() - timings.t_start
     differ = f"{len(state.token_mismatches)} with tokens differing from the baseline, " \
         if state.token_mismatches else ""
+    n = max(1, state.successes + state.expected_failures + len(state.unexpected))
+    over = wall - state.case_wall_s - timings.copy_bench - timings.model_build
     console.print(f"done: {state.successes} ok, {differ}{state.expected_failures} expected failure(s), "
                   f"{len(state.unexpected)} unexpected, runner wall {wall:.1f} s, case processes "
-                  f"{state.case_wall_s:.1f} s (identity {timings.identity:.1f} s, spawn+reap "
+                  f"{state.case_wall_s:.1f} s, copy bench {timings.copy_bench:.1f} s, model build "
+                  f"{timings.model_build:.1f} s (first run only), runner overhead {over:.1f} s "
+                  f"= {over / n:.2f} s/case (identity {timings.identity:.1f} s, spawn+reap "
                   f"{timings.launch:.1f} s, finalize {state.finalize_s:.1f} s, cooldown "
                   f"{timings.cooldown:.1f} s, analysis {timings.analysis:.1f} s, checksums "
                   f"{timings.checksums:.1f} s); {state.run_dir}")

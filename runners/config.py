@@ -1,7 +1,7 @@
 """Config helpers of the runner: the resolved plain config and the runtimes a run uses.
 
 What is modelled: ``RunOptions`` (the run-level switches, typed), ``to_plain`` (a composed ``DictConfig`` as a resolved plain dict, ``???`` kept)
-and ``runtimes_used`` (the run's runtime and every phase-specific one, distinct by name).
+and ``runtimes_used`` (the run's runtime and every phase-specific one, distinct by content).
 """
 
 from __future__ import annotations
@@ -22,11 +22,14 @@ def to_plain(cfg: Any) -> dict[str, Any]:
 
 
 def runtimes_used(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The run's runtime and every phase-specific runtime (distinct by name, in order)."""
-    out: dict[str, dict[str, Any]] = {cfg["runtime"]["name"]: cfg["runtime"]}
-    for ph in (cfg.get("phases") or {}).values():
-        if ph.get("runtime"):
-            out.setdefault(ph["runtime"]["name"], ph["runtime"])
+    """The run's runtime and every phase-specific runtime (distinct by content, in order: a phase runtime
+    may keep the run runtime's name with another environment, e.g. the embedded default's thread count)."""
+    import json
+
+    out: dict[str, dict[str, Any]] = {}
+    for rt in [cfg["runtime"], *((ph.get("runtime") for ph in (cfg.get("phases") or {}).values()))]:
+        if rt:
+            out.setdefault(json.dumps(rt, sort_keys=True, default=str), rt)
     return list(out.values())
 
 

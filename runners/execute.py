@@ -54,6 +54,8 @@ class Timings:
     checksums: float = 0.0
     launch: float = 0.0
     cooldown: float = 0.0
+    copy_bench: float = 0.0  # the CPU copy measurement: a process of its own, not runner overhead
+    model_build: float = 0.0  # building the tiny model once (cached afterwards): set-up, not per-case overhead
 
 
 def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> str:

@@ -228,11 +228,17 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
 
 
 def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
-    """``NumericsIdentity`` per runtime used (CPU ISA, torch / oneDNN, threads, kernel path, accelerator)."""
+    """``NumericsIdentity`` per runtime the phases' cases run under (CPU ISA, torch / oneDNN, threads, kernel
+    path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
+    the run runtime's name with another thread environment)."""
+    import json
+
     from runners.numerics import numerics_identity
 
+    used = [ph.get("runtime") or cfg["runtime"] for ph in (cfg.get("phases") or {}).values()] or [cfg["runtime"]]
+    distinct = {json.dumps(rt, sort_keys=True, default=str): rt for rt in reversed(used)}
     out = []
-    for rt in runtimes_used(cfg):
+    for rt in reversed(list(distinct.values())):
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
         out.append(numerics_identity(device=str(rt.get("device", "cpu")), python=sys.executable, case_env=env,

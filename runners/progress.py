@@ -152,3 +152,35 @@ def _manifest_state(configured: str | None) -> str:
     from runners.paths import accuracy_manifest_path
 
     return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"
+
+
+def expected_duration_line(items: Sequence[Any], phases: Mapping[str, Mapping[str, Any]]) -> str:
+    """The run's expected duration, printed before the first case.
+
+    Args:
+        items: the scheduled processes (``ScheduledCase``) still to run.
+        phases: ``cfg["phases"]``; each phase's ``expected_case_s`` (seconds per process on the machine
+            the matrix was sized on) and ``cooldown_s``.
+
+    Returns:
+        ``expected duration: ~5.5 min (10 processes x ~33 s in same_runtime), then the close stage
+        (copy bench, analysis); ...`` or, when a phase has no ``expected_case_s``, a line saying the ETA
+        after each case is the estimate.
+    """
+    counts: dict[str, int] = {}
+    for sc in items:
+        counts[sc.case.phase] = counts.get(sc.case.phase, 0) + 1
+    unknown = [ph for ph in counts if not (phases.get(ph) or {}).get("expected_case_s")]
+    if not counts:
+        return "expected duration: no case to run"
+    if unknown:
+        return (f"expected duration: unknown (no expected_case_s for phase(s) {', '.join(unknown)}); "
+                "the ETA printed after each case is the estimate")
+    total = 0.0
+    parts = []
+    for ph, n in counts.items():
+        e = float(phases[ph]["expected_case_s"])
+        total += n * e + max(0, n - 1) * float(phases[ph].get("cooldown_s") or 0.0)
+        parts.append(f"{n} processes x ~{e:.0f} s in {ph}")
+    return (f"expected duration: ~{total / 60:.1f} min ({'; '.join(parts)}), then the close stage (copy bench, "
+            "analysis); per-process times as seen on the 2-core machine the matrix was sized on, longer under other load")

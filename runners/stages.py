@@ -162,12 +162,34 @@ def with_accuracy_inputs(p: Plan) -> Plan:
 
 
 def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
-    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest."""
+    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
+
+    A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
+    a one-time cost, the model is cached).
+    """
     from runners.gates import gather_identity, observe_run_identity
 
+    timings.model_build = build_model_once(p.cfg["model"])
     identity = gather_identity(p.cfg, when="before the first case")
-    timings.identity += time.monotonic() - timings.t_start
+    timings.identity += time.monotonic() - timings.t_start - timings.model_build
     return observe_run_identity(p.cfg, identity)
+
+
+def build_model_once(model: Mapping[str, Any]) -> float:
+    """Build a ``source: tiny`` model that is not in its cache yet; return the seconds it took (0: cached or a path)."""
+    if model.get("source") != "tiny":
+        return 0.0
+    from runners.gates import resolve_model_dir
+    from runners.paths import abs_path
+    from runners.tiny_model import tiny_model_name
+
+    t = model.get("tiny") or {}
+    name = tiny_model_name(int(t.get("num_layers", 8)), int(t.get("hidden_size", 128)), int(t.get("seed", 0)))
+    if (abs_path(model.get("cache_dir", ".cache/models")) / name / "SHA256SUMS").is_file():
+        return 0.0
+    start = time.monotonic()
+    resolve_model_dir(model)
+    return time.monotonic() - start
 
 
 def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
@@ -186,7 +208,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
     from runners.execute import run_phases, seed_baseline_digests
     from runners.launch import end_orphaned_cases
-    from runners.progress import Progress
+    from runners.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
@@ -195,6 +217,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.launch._die_with_parent). The analysis imports when it runs.
+    console.print(expected_duration_line(todo, run.cfg["phases"]), markup=False)
     progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(len(p.items) - len(todo))
     opts = p.options

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from analysis.pareto import knee_index, pareto_mask
 
 
@@ -53,11 +55,26 @@ def test_convex_fast_falling_7b_like_front_knee_is_before_the_cliff():
     assert layers[k] == 1 and thr[k] == 90.0  # 10 %/layer, then 38 %/layer: the cost jumps after (28,1)
 
 
-def test_front_falling_fast_from_the_first_release_has_its_knee_at_the_baseline():
+def test_front_falling_fast_from_the_first_release_has_its_knee_at_the_first_release():
     layers = [0, 1, 2, 4, 7, 14]
     thr = [100.0 / (1 + n) for n in layers]  # the first layer already halves throughput
     cap = [n * LAYER for n in layers]
-    assert knee_index(cap, thr, pareto_mask(cap, thr)) == 0
+    assert layers[knee_index(cap, thr, pareto_mask(cap, thr))] == 1  # never the baseline: a knee releases memory
+
+
+def test_knee_is_the_first_release_when_the_second_step_costs_three_times_more_per_byte():
+    """The published front's shape: a cheap first step, a second about 3x dearer per byte, then a flat tail
+    of nearly-zero-throughput points that drags the front's average cost per byte down."""
+    layers = [0, 1, 2, 4, 7, 14, 28]
+    thr = [100.0, 96.0, 84.0, 40.0, 5.0, 3.0, 2.0]
+    cap = [n * LAYER for n in layers]
+    assert layers[knee_index(cap, thr, pareto_mask(cap, thr))] == 1
+
+
+def test_linear_front_has_its_knee_at_the_largest_release():
+    cap = [0, 1, 2, 3, 4]
+    thr = [100.0, 90.0, 80.0, 70.0, 60.0]  # the same cost per byte at every step: no jump
+    assert knee_index(cap, thr, pareto_mask(cap, thr)) == 4
 
 
 def test_concave_front_knee_agrees_with_the_chord():
@@ -108,6 +125,29 @@ def test_pareto_cli_drops_dominated_rows_and_rejects_bad_input(tmp_path, capsys)
     assert main(["pareto", str(tmp_path / "missing.csv")]) == 2
 
 
+FRONTS = {  # name -> (csv rows label:layers:tok/s, expected knee): the four fronts a planner reads
+    "second_step_three_times_dearer": ("base:0:100 g8n1:1:95 g4n1:2:80 g2n1:4:40 g4n3:6:30", "g8n1"),
+    "concave": ("base:0:100 a:1:99.49 b:2:97.96 c:4:91.84 d:7:75 e:14:0", "d"),
+    "linear": ("base:0:100 a:1:90 b:2:80 c:3:70 d:4:60", "d"),
+    "falls_fast_from_the_first_step": ("base:0:100 a:1:50 b:2:33.3 c:4:20 d:7:12.5", "a"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRONTS))
+def test_pareto_cli_knee_of_the_four_planner_fronts_is_never_the_baseline(name, tmp_path, capsys):
+    import json
+
+    from analysis.cli import main
+
+    rows, knee = FRONTS[name]
+    f = tmp_path / f"{name}.csv"
+    f.write_text("label,capacity_bytes,throughput_tok_s\n" + "".join(
+        f"{lb},{int(n) * LAYER},{t}\n" for lb, n, t in (r.split(":") for r in rows.split())))
+    assert main(["pareto", str(f)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["knee"] == knee and out["knee"] != "base"
+
+
 def test_no_knee_with_fewer_than_three_front_points():
     assert knee_index([0, 1], [2, 1], [True, True]) is None
 
@@ -133,3 +173,4 @@ def test_front_is_exactly_the_non_dominated_set(pts):
     assert any(mask)
     k = knee_index(cap, thr, mask)
     assert k is None or mask[k]
+    assert k is None or cap[k] > min(c for c, m in zip(cap, mask, strict=True) if m)  # a knee releases memory

@@ -9,12 +9,12 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from runners.plan import PlanError, plan
-from tests.runners.helpers import compose_cfg
+from tests.runners.helpers import compose_cfg, compose_real
 
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
-    None: 5,  # embedded default: baseline + current (8,1) (4,1) (4,2) (2,1), 1 repeat
+    None: 10,  # embedded default: baseline + current (4,1) (2,1) (4,3) (1,1), 2 repeats
     "qwen7b": 108,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 3 (issue 15)
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
     "qwen1_5b": 55,  # 5x5 + 6x3 + 3x3 + published accuracy 3 (issue 15)
@@ -32,7 +32,7 @@ PROCESS_COUNTS = {
 
 def _plan(experiment: str | None, *overrides: str):
     args = ([f"+experiment={experiment}"] if experiment else []) + list(overrides)
-    return plan(compose_cfg(*args))
+    return plan(compose_real(*args))
 
 
 def test_every_experiment_file_has_a_declared_process_count() -> None:
@@ -79,9 +79,15 @@ def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
 
 def test_default_matrix_is_baseline_plus_four_current_points_on_cpu() -> None:
     items = _plan(None)
-    assert [(sc.case.implementation, sc.case.group_size, sc.case.num_in_group) for sc in items] == [
-        ("baseline", 0, 0), ("current", 8, 1), ("current", 4, 1), ("current", 4, 2), ("current", 2, 1)]
+    assert [(sc.case.implementation, sc.case.group_size, sc.case.num_in_group, sc.repeat) for sc in items] == [
+        ("baseline", 0, 0, 0), ("current", 4, 1, 0), ("current", 2, 1, 0), ("current", 4, 3, 0), ("current", 1, 1, 0),
+        ("current", 4, 1, 1), ("current", 2, 1, 1), ("current", 4, 3, 1), ("current", 1, 1, 1), ("baseline", 0, 0, 1)]
     assert {sc.case.runtime_name for sc in items} == {"cpu"}
+    # one GEMM thread, the engine core in the case process; the model is the wide one (hidden 1024)
+    assert {(sc.case.runtime["env"]["OMP_NUM_THREADS"], sc.case.runtime["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"])
+            for sc in items} == {("1", "0")}
+    assert compose_real()["model"]["tiny"]["hidden_size"] == 1024
+    assert compose_cfg()["model"]["tiny"]["hidden_size"] == 128  # what the other tests run
 
 
 def test_misspelt_key_fails_at_compose_time() -> None:
@@ -119,8 +125,9 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     from runners.case_command import CasePaths, case_argv
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
-    items = _plan(None)
+    items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")
     assert {sc.case.workload["min_measured_s"] for sc in items} == {3.0}
+    assert {sc.case.workload["min_measured_s"] for sc in _plan(None)} == {6.0}  # the default phase measures 6 s
     assert {sc.case.workload["min_measured_s"] for sc in _plan("qwen7b") if sc.case.kind != "accuracy"} == {10.0}
     # a phase can override it; the stability phase counts exactly 100 requests
     assert {sc.case.workload["min_measured_s"] for sc in _plan("stability")

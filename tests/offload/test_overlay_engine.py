@@ -28,6 +28,7 @@ from runners.probe import tree_sha256
 from results_schema.io import read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseRun
+from tests.runners.helpers import TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "tests" / "fixtures" / "overlay_src"
@@ -36,7 +37,8 @@ LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer
 
 def _run(tmp_path: Path, run_id: str, cls: str, points: str) -> tuple[int, str, dict[str, CaseRun]]:
     proc = subprocess.run(
-        [sys.executable, "-m", "runners.matrix", f"results_root={tmp_path}", f"run_id={run_id}", "progress=false",
+        [sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, f"results_root={tmp_path}", f"run_id={run_id}",
+         "progress=false",
          "phases.same_runtime.implementations=[overlay]", f"phases.same_runtime.points={points}",
          f"runtime.overlay_source_root={ROOT}", f"runtime.overlay_class=overlay_emulation.prefetch:{cls}",
          f"++runtime.pins.source_trees={{{ROOT}:{tree_sha256(ROOT)}}}"],

@@ -14,16 +14,37 @@ from runners.matrix import run_matrix
 FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
 
 
-def compose_cfg(*overrides: str) -> dict[str, Any]:
-    """Resolved plain config composed from ``conf`` with ``overrides``, checked as the CLI checks it."""
+TINY_DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_tiny")
+"""Overrides that give a test the small default (8-layer hidden-128 model, 5 cases, the run's runtime)
+instead of the embedded default's measurement design (hidden 1024, 10 processes): model size and
+repeats do not matter to these tests, only their speed does."""
+
+
+def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
+    """``overrides`` with ``TINY_DEFAULT`` first when they select no experiment and no model / default matrix."""
+    ov = list(overrides)
+    if any(o.startswith(("+experiment=", "experiment=", "resume=")) for o in ov):
+        return ov
+    return [t for t in TINY_DEFAULT if not any(t.split("=")[0] in o for o in ov)] + ov
+
+
+def compose_real(*overrides: str) -> dict[str, Any]:
+    """As ``compose_cfg`` without ``TINY_DEFAULT``: the config exactly as the CLI composes it."""
     with initialize_config_module(config_module="conf", version_base="1.3"):
         return checked_plain_config(compose("config", overrides=list(overrides)), list(overrides))
 
 
+def compose_cfg(*overrides: str) -> dict[str, Any]:
+    """Resolved plain config composed from ``conf`` with ``overrides`` (``tiny``), checked as the CLI checks it."""
+    ov = tiny(overrides)
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        return checked_plain_config(compose("config", overrides=ov), ov)
+
+
 def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[str]:
     """Overrides that run the default tiny matrix with the fake bench into ``results_root``."""
-    return [f"results_root={results_root}", f"run_id={run_id}", f"bench_command=[{sys.executable},{FAKE_BENCH}]",
-            "analyze=false", "progress=false", *extra]
+    return tiny([f"results_root={results_root}", f"run_id={run_id}", f"bench_command=[{sys.executable},{FAKE_BENCH}]",
+                 "analyze=false", "progress=false", *extra])
 
 
 def run_fake(results_root: Path, *extra: str, run_id: str = "t") -> tuple[int, Path]:

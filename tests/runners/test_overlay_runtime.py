@@ -18,6 +18,7 @@ from runners.case_command import CasePaths, case_env
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 from runners.plan import PlanError, expand_phase
 from tests.runners.test_plan import WORKLOAD, matrix
+from tests.runners.helpers import TINY_DEFAULT
 
 ROOT = str(REPO_ROOT / "tests" / "fixtures" / "overlay_src")
 CLS = "overlay_emulation.prefetch:StaleRingOffloader"
@@ -55,8 +56,8 @@ def test_the_cpu_default_has_no_overlay_and_other_implementations_do_not_need_on
 
 
 def test_matrix_with_overlay_cases_and_no_source_root_exits_2_before_any_process(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "runners.matrix", f"results_root={tmp_path}", "progress=false",
-                        "phases.same_runtime.implementations=[overlay]"],
+    r = subprocess.run([sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, f"results_root={tmp_path}",
+                        "progress=false", "phases.same_runtime.implementations=[overlay]"],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 2, out

@@ -17,13 +17,15 @@ import pytest
 
 from results_schema.io import read_jsonl
 from results_schema.models import CaseRun
+from tests.runners.helpers import TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.engine
 def test_published_workload_reaches_the_engine_and_the_record(tmp_path: Path, tiny_model_dir: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", "workload=published", "workload.dtype=bfloat16",
+    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, "workload=published",
+                           "workload.dtype=bfloat16",
                            "workload.min_measured_s=0", "phases.same_runtime.points=[]", f"model.path={tiny_model_dir}",
                            f"results_root={tmp_path}", "run_id=pub", "analyze=false", "progress=false"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
