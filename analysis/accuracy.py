@@ -74,6 +74,7 @@ from analysis.accuracy_checks import (
     load_examples,
     planned_backends,
     refuse_mixed_protocols,
+    wilson_interval,
 )
 from analysis.accuracy_baselines import NOISE_NOTE, add_agreement_check, agreement, check_vs_floor
 from analysis.accuracy_csv import REPORT_CSV, write_csv
@@ -313,13 +314,14 @@ def render_markdown(report: AccuracyVerification) -> str:
              "Backends: " + (f"checked against {report.plan_path}" if report.plan_path else
                              "not checked (no plan.json: stand-alone directory)"), "",
              *baseline_lines(report),
-             "| task | case | impl | backend | protocol | n | correct | unparsable | accuracy | drop | identical "
-             "| verdict |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+             "| task | case | impl | backend | protocol | n | correct | unparsable | accuracy | 95% interval (Wilson) "
+             "| drop | identical | verdict |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---|---|"]
     for c in report.cases:
+        low, high = wilson_interval(c.correct, c.num_examples)
         lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.offload_backend} | {c.protocol_name} "
                      f"`{c.protocol_sha256[:12]}` | {c.num_examples} | {c.correct} | "
-                     f"{c.unparsable} | {c.accuracy:.4f} | {c.drop_vs_baseline:+.4f} | "
+                     f"{c.unparsable} | {c.accuracy:.4f} | [{low:.4f}, {high:.4f}] | {c.drop_vs_baseline:+.4f} | "
                      f"{'yes' if c.identical_to_baseline else 'NO'} | {c.verdict.upper()} |")
     failed = [c for c in report.checks if c.status == "fail"]
     skipped = [c for c in report.checks if c.status == "skipped"]

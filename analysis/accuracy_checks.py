@@ -10,6 +10,8 @@ What is deliberately not modelled: grouping cases by task and choosing the basel
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -322,3 +324,25 @@ def check_drop(checks: Checks, result: AccuracyResult, base: AccuracyResult, max
                f"accuracy {result.accuracy:.4f} vs baseline {base.accuracy:.4f}: drop {drop:+.4f}"
                + (f" <= max_accuracy_drop {max_accuracy_drop:.4f}" if ok and max_accuracy_drop else "")
                + ("" if ok else f" ({rule})"))
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``correct / n`` (default 95%: z = 1.959964).
+
+    Source: E. B. Wilson (1927), "Probable inference, the law of succession, and statistical
+    inference", JASA 22(158): ``(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``.
+
+    Returns:
+        ``(low, high)`` in [0, 1]; ``(0.0, 1.0)`` for ``n == 0``.
+
+    Raises:
+        ValueError: ``correct`` outside ``[0, n]``.
+    """
+    if not 0 <= correct <= n:
+        raise ValueError(f"correct ({correct}) must be in [0, n={n}]")
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = correct / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -11,7 +11,7 @@ equal to those strings.
 Sets that another layer already defines are copied here and kept equal to it by
 ``tests/conf/test_choices.py``: ``Implementation`` and ``OffloadBackend``
 (``results_schema.base``), ``PromptMode`` (``results_schema.models.WorkloadSpec.prompt_mode``),
-``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``PhaseKind`` (``runners.plan.KINDS``),
+``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``OffloadFault`` (``offload.faults.FAULTS``), ``PhaseKind`` (``runners.plan.KINDS``),
 ``PerformanceSharing`` / ``NodeFailureAction`` (``runners.executors``).
 Accuracy protocols are not an enum: they are the names registered in
 ``results_schema.protocols`` (checked by the runner with that registry's message).
@@ -67,6 +67,12 @@ class OffloadBackend(StrEnum):
     auto = "auto"
     prefetch = "prefetch"
     uva = "uva"
+
+
+class OffloadFault(StrEnum):
+    """Negative-control fault of one case (``offload.faults.FAULTS``): tests only, never a measurement."""
+
+    zero_host_copy = "zero_host_copy"
 
 
 class PhaseKind(StrEnum):

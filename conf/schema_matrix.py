@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from conf.choices import Implementation, OffloadBackend, PhaseKind
+from conf.choices import Implementation, OffloadBackend, OffloadFault, PhaseKind
 from conf.schema_stack import RuntimeConfig
 
 
@@ -39,6 +39,10 @@ class CaseConfig:
         engine_validates: bench phases only: the case process skips its own offload pre-check and
             gives the setting to vLLM's engine as configured (``runners.engine_path``), so the
             engine's own rejection is what is tested (smoke: ``engine_invalid_g2_n3``).
+        fault: negative control only: a named corruption of this project's offloader applied in the case
+            process after ``post_init`` (``offload.faults``; ``zero_host_copy``), for implementations
+            ``current`` / ``sync`` with offload. The case must then fail its comparison
+            (``+experiment=negative_control``). Null = none.
     """
 
     implementation: Implementation = MISSING
@@ -50,6 +54,7 @@ class CaseConfig:
     backend: OffloadBackend = OffloadBackend.auto
     expect_error: Optional[str] = None
     engine_validates: bool = False
+    fault: Optional[OffloadFault] = None
 
 
 @dataclass
@@ -133,6 +138,11 @@ class MatrixConfig:
         accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
             default: the committed fixtures (limited-mode evidence only). The runner checks it, the
             entry of every task and each file's SHA-256 / row count before any process starts.
+        accuracy_model: model directory (with ``SHA256SUMS``; relative = repository root) the cases of an
+            accuracy phase load instead of the run's model (``+experiment=reproduce``: the committed
+            ``eval_models/tiny-answering-qwen2-l4-h128``, trained by ``python -m runners.answering_model``).
+            Verified against its ``SHA256SUMS`` before any process starts; its ``config.json``
+            ``num_hidden_layers`` sizes the phase's points. Null = the run's model.
         accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
             accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
             unknown name is a config error before any process starts.
@@ -174,6 +184,7 @@ class MatrixConfig:
     accuracy_tasks: List[str] = field(default_factory=list)
     accuracy_limit: Optional[int] = None
     accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
+    accuracy_model: Optional[str] = None
     accuracy_protocol: str = "qwen-chat-v1"
     max_accuracy_drop: float = 0.0
     expected_case_s: Optional[float] = None

@@ -135,8 +135,12 @@ def ensure_post_init() -> None:
     from offload import overlay
 
     off = get_offloader()
-    if _is_ours(off) and not off.post_init_called:
-        off.post_init()
+    if _is_ours(off):
+        if not off.post_init_called:
+            off.post_init()
+        from offload.faults import apply_fault_from_env
+
+        apply_fault_from_env(off)  # negative control only: OFFLOAD_FAULT names a fault (applied once)
     overlay.ensure_post_init(off)
 
 

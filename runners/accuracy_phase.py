@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from runners.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, accuracy_manifest_path
 
@@ -75,6 +76,7 @@ def _check_phase(phase: str, c: Any) -> AccuracyPhase:
             entries.append(entry)
     except DatasetError as exc:
         raise RunnerError(f"{where}: {exc}", EXIT_CONFIG) from None
+    check_accuracy_model(phase, c.accuracy_model)
     formal = c.accuracy_limit is None and all(e.kind == "full" for e in entries)
     if formal:
         limit = None

@@ -34,6 +34,10 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     offload = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
                                offload_backend=c.backend)
+    if c.kind == "accuracy" and c.accuracy_model:  # the phase's own model (verified before launch)
+        from runners.accuracy_model import accuracy_model_dir
+
+        model_dir = accuracy_model_dir(c.accuracy_model)
     common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                   runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
                   offload=offload, record=str(paths.record))
@@ -143,6 +147,7 @@ def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str,
         "OFFLOAD_IMPL": sc.case.implementation,
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
         "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
+        "OFFLOAD_FAULT": str(sc.case.fault or ""),  # negative control only (offload.faults)
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",

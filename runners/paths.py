@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "evidence_hook"
 DEFAULT_ACCURACY_MANIFEST = "eval_datasets/fixtures/manifest.json"
 CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP",
-                  "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT")
+                  "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT", "OFFLOAD_FAULT")
 """Variables the runner sets for every case process (never inherited from the runner's environment)."""
 
 

@@ -1,11 +1,10 @@
 """Matrix expansion and schedule: composed config -> ordered list of case launches.
 
-What is modelled: the cases of each phase (baseline + points x implementations +
-explicit cases), their validation before any process starts (offload parameters
-through ``offload.selection``, labels, repeats, kinds; the per-phase effective
-workload against ``results_schema.models.WorkloadSpec`` and input_len + max_tokens
-<= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the case order
-starts at index ``r``, as the seed did).
+What is modelled: the cases of each phase (baseline + points x implementations + explicit cases), their
+validation before any process starts (offload parameters through ``offload.selection``, labels, repeats, kinds;
+the per-phase effective workload against ``results_schema.models.WorkloadSpec`` and input_len + max_tokens
+<= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the
+case order starts at index ``r``, as the seed did).
 
 What is deliberately not modelled: launching, identity, statistics.
 """
@@ -19,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
 from results_schema.models import IMPLEMENTATIONS
+from runners.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.workload_check import _effective_workload, validate_workload
 
@@ -27,11 +27,10 @@ __all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase
 
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
 BENCH_KINDS = ("throughput", "ttft", "stability")
-ACCURACY_BASELINE_RUNS = 2
-"""An accuracy phase runs its baseline at least this often (repeat-major order, so the runs bracket the offload
-cases): the verifier compares the baseline runs with each other before it blames an offloader for a difference
-(``analysis.accuracy_baselines``)."""
 """Phase kinds whose cases run ``runners.bench_one`` (the only ones with ``engine_validates``)."""
+ACCURACY_BASELINE_RUNS = 2
+"""An accuracy phase's baseline runs at least this often (repeat-major: the runs bracket the offload cases), so
+the verifier compares them with each other before it blames an offloader (``analysis.accuracy_baselines``)."""
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -55,6 +54,8 @@ class CaseSpec:
         accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
         accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
         accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
+        accuracy_model: accuracy phases: model directory loaded instead of the run's (as configured), None = the run's.
+        fault: negative-control fault applied in the case process (``offload.faults``), None = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
             ``kind=serving``, else None.
@@ -83,6 +84,8 @@ class CaseSpec:
     max_accuracy_drop: float = 0.0
     serving: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
     engine_validates: bool = False
+    accuracy_model: str | None = None
+    fault: str | None = None
 
     @property
     def offload_requested(self) -> bool:
@@ -156,7 +159,7 @@ def _raw_cases(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
                         num_in_group=case.get("num_in_group", 0), prefetch_step=case.get("prefetch_step", 1),
                         params=tuple(case.get("params", ())), backend=case.get("backend", "auto"),
                         label=case.get("label"), expect_error=case.get("expect_error"),
-                        engine_validates=bool(case.get("engine_validates", False))))
+                        engine_validates=bool(case.get("engine_validates", False)), fault=case.get("fault")))
     _apply_phase_backend(raw, matrix.get("offload_backend"))
     return raw
 
@@ -167,6 +170,9 @@ def _check_offload(where: str, impl: str, r: Mapping[str, Any], num_layers: int)
         check_offload_setting(impl, r["group_size"], r["num_in_group"], r["prefetch_step"], r["backend"])
     except ValueError as exc:
         raise PlanError(f"{where}: {exc}") from None
+    if r.get("fault") is not None and (impl not in ("current", "sync") or not r["group_size"]):
+        raise PlanError(f"{where}: fault {r['fault']!r} corrupts this project's offloader: it needs implementation "
+                        f"current or sync with offload, not {impl!r} with offload_group_size {r['group_size']}")
     if impl == "baseline":
         return
     if not select_offload_layers(num_layers, r["group_size"], r["num_in_group"]):
@@ -305,9 +311,8 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
 def _apply_phase_backend(raw: list[dict[str, Any]], backend: Any) -> None:
     """A phase's ``offload_backend`` (published: ``prefetch``) given explicitly to every offload case.
 
-    Cases whose own backend is ``auto`` take it; their generated labels stay those of
-    ``auto`` (``current_g28_n1``), so ``repeats_by_label`` and reports keep their names.
-    """
+    Cases whose own backend is ``auto`` take it; their generated labels stay those of ``auto``
+    (``current_g28_n1``), so ``repeats_by_label`` and reports keep their names."""
     if backend is None or backend == "auto":
         return
     for r in raw:
@@ -331,6 +336,8 @@ def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_
         max_accuracy_drop=float(matrix.get("max_accuracy_drop", 0.0)) if kind == "accuracy" else 0.0,
         serving=dict(matrix.get("serving") or {}) if kind == "serving" else None,
         engine_validates=bool(r.get("engine_validates", False)),
+        accuracy_model=str(matrix["accuracy_model"]) if kind == "accuracy" and matrix.get("accuracy_model") else None,
+        fault=str(r["fault"]) if r.get("fault") is not None else None,
     )
 
 
@@ -351,7 +358,7 @@ def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str
         raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
     layers = int(num_layers if num_layers is not None else cfg["model"]["num_layers"])
     return {name: expand_phase(name, phases[name], workload=cfg["workload"], runtime=cfg["runtime"],
-                               num_layers=layers)
+                               num_layers=phase_layers(name, phases[name], layers))
             for name in phase_order(phases)}
 
 

@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,16 +83,28 @@ def _byte_to_unicode() -> dict[int, str]:
     return dict(zip(bs, (chr(c) for c in cs), strict=True))
 
 
-def _learn_merges(num_merges: int) -> list[tuple[str, str]]:
-    """Greedy BPE merges over the fixed corpus; ties broken lexicographically (deterministic)."""
+def _corpus_words(corpus: str) -> list[list[str]]:
+    """The corpus split at spaces, each word after the first with its leading space (byte-level symbols)."""
     b2u = _byte_to_unicode()
-    words = [[b2u[b] for b in w.encode("utf-8")] for w in _CORPUS.split(" ") if w]
-    words = [[b2u[ord(" ")]] + w if k else w for k, w in enumerate(words)]
+    words = [[b2u[b] for b in w.encode("utf-8")] for w in corpus.split(" ") if w]
+    return [[b2u[ord(" ")]] + w if k else w for k, w in enumerate(words)]
+
+
+def _learn_merges(num_merges: int, words: list[list[str]] | None = None,
+                  mergeable: Callable[[str], bool] | None = None) -> list[tuple[str, str]]:
+    """Greedy BPE merges over ``words`` (default: the fixed corpus); ties broken lexicographically.
+
+    ``mergeable(symbol)`` false for either symbol of a pair keeps that pair from ever merging
+    (the answering model keeps digits as single-byte tokens this way).
+    """
+    counts = Counter(tuple(w) for w in (_corpus_words(_CORPUS) if words is None else words))
     merges: list[tuple[str, str]] = []
     for _ in range(num_merges):
         pairs: Counter[tuple[str, str]] = Counter()
-        for w in words:
-            pairs.update(zip(w, w[1:], strict=False))
+        for w, n in counts.items():
+            for p in zip(w, w[1:], strict=False):
+                if mergeable is None or (mergeable(p[0]) and mergeable(p[1])):
+                    pairs[p] += n
         if not pairs:
             break
         best = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
@@ -100,8 +112,8 @@ def _learn_merges(num_merges: int) -> list[tuple[str, str]]:
             break
         merges.append(best)
         merged = best[0] + best[1]
-        new_words = []
-        for w in words:
+        new_counts: Counter[tuple[str, ...]] = Counter()
+        for w, n in counts.items():
             out, j = [], 0
             while j < len(w):
                 if j + 1 < len(w) and (w[j], w[j + 1]) == best:
@@ -110,18 +122,25 @@ def _learn_merges(num_merges: int) -> list[tuple[str, str]]:
                 else:
                     out.append(w[j])
                     j += 1
-            new_words.append(out)
-        words = new_words
+            new_counts[tuple(out)] += n
+        counts = new_counts
     return merges
 
 
-def build_tokenizer_json(num_merges: int = 64) -> tuple[str, int]:
-    """Return (tokenizer.json text, vocab size incl. special tokens)."""
+def build_tokenizer_json(num_merges: int = 64, words: list[list[str]] | None = None,
+                         mergeable: Callable[[str], bool] | None = None) -> tuple[str, int]:
+    """Return (tokenizer.json text, vocab size incl. special tokens).
+
+    Args:
+        num_merges: most BPE merges learnt.
+        words: pre-tokenised corpus as byte-level symbol lists (default: the fixed built-in corpus).
+        mergeable: see :func:`_learn_merges`.
+    """
     b2u = _byte_to_unicode()
     vocab: dict[str, int] = {}
     for b in range(256):
         vocab[b2u[b]] = b
-    merges = _learn_merges(num_merges)
+    merges = _learn_merges(num_merges, words, mergeable)
     for left, right in merges:
         tok = left + right
         if tok not in vocab:
@@ -239,7 +258,7 @@ def _tokenizer_config(max_position_embeddings: int) -> dict[str, Any]:
     }
 
 
-def _write_model_dir(out: Path, tensors: dict[str, torch.Tensor], texts: dict[str, str]) -> None:
+def write_model_dir(out: Path, tensors: dict[str, torch.Tensor], texts: dict[str, str]) -> None:
     """Write the files into a temporary sibling directory, add ``SHA256SUMS``, then rename it to ``out``."""
     from safetensors.torch import save_file
 
@@ -298,7 +317,7 @@ def build_tiny_model(out_dir: str | os.PathLike[str], *, num_layers: int = 8, hi
     tensors = _weights(config, seed=seed, init_std=init_std)
     pad_id, eos_id = vocab_size - 3, vocab_size - 1  # <|endoftext|>, <|im_end|>
     gen_config = {"bos_token_id": pad_id, "eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}
-    _write_model_dir(out, tensors, {
+    write_model_dir(out, tensors, {
         "config.json": json.dumps(config, indent=2, sort_keys=True) + "\n",
         "generation_config.json": json.dumps(gen_config, indent=2, sort_keys=True) + "\n",
         "tokenizer.json": tok_text,

@@ -105,6 +105,10 @@ HEAVY_TESTS: dict[str, str] = {
     "tests/runners/test_serving.py::test_server_that_never_becomes_healthy_is_a_fault_and_is_stopped": "(3 s)",
     "tests/runners/test_faults.py::test_child_that_leaves_the_process_group_is_still_reaped": "(3 s)",
     "tests/runners/test_experiments_run.py::test_stability_requires_output_in_every_round": "(2.5 s CPU)",
+    "tests/runners/test_answering_model.py::test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights":
+        "imports transformers' Qwen2 (5 s CPU)",
+    "tests/runners/test_answering_model.py::test_training_twice_from_scratch_gives_identical_weights":
+        "three tiny trainings with torch (3 s CPU)",
     "tests/runners/test_compile_cache_per_implementation.py::test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets":
         "a vLLM import in a child process (4 s CPU)",
     "tests/runners/test_compile_cache_per_implementation.py::test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_environment":

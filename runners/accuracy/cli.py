@@ -9,6 +9,8 @@ Subcommands:
   is ``python -m runners.matrix +experiment=accuracy`` (phases of the one matrix runner).
 * ``materialize``: write a dataset JSONL + manifest entry from a local file or,
   on a machine with hub access and the optional ``datasets`` package, the hub.
+* ``synthesize``: generate the held-out GSM8K / GPQA-format sets of ``runners.accuracy.synthetic``
+  (answerable by ``runners.answering_model``) and materialize them (JSONL + manifest entries).
 * ``verify``: same as ``python -m analysis.accuracy``.
 """
 
@@ -162,9 +164,18 @@ def _cmd_materialize(ns: argparse.Namespace) -> int:
     from runners.accuracy.materialize import materialize
 
     entry = materialize(
-        ns.task, ns.out_dir, from_file=ns.from_file, revision=ns.revision, name=ns.name, kind=ns.kind
+        ns.task, ns.out_dir, from_file=ns.from_file, revision=ns.revision, name=ns.name, kind=ns.kind,
+        source=ns.source,
     )
     print(entry.model_dump_json())
+    return 0
+
+
+def _cmd_synthesize(ns: argparse.Namespace) -> int:
+    from runners.accuracy.synthetic import write_eval_sets
+
+    for entry in write_eval_sets(ns.out_dir, seed=ns.seed, rows=ns.rows):
+        print(entry.model_dump_json())
     return 0
 
 
@@ -229,7 +240,16 @@ def _add_dataset_parsers(sub: Any) -> None:
     mz.add_argument("--revision", default=None, help="hub commit of the source (resolved automatically from the hub)")
     mz.add_argument("--name", default=None, help="entry name (default gsm8k / gpqa_diamond)")
     mz.add_argument("--kind", default="full", choices=["full", "fixture"])
+    mz.add_argument("--source", default=None, help="kind fixture: the entry's source (default 'fixture')")
     mz.set_defaults(func=_cmd_materialize)
+
+    from runners.accuracy.synthetic import EVAL_ROWS, EVAL_SEED
+
+    sy = sub.add_parser("synthesize", help="generate + materialize the held-out sets the trained tiny model answers")
+    sy.add_argument("--out-dir", required=True, help="directory of manifest.json and the JSONL files")
+    sy.add_argument("--seed", type=int, default=EVAL_SEED, help="generator seed (training uses other seeds)")
+    sy.add_argument("--rows", type=int, default=EVAL_ROWS, help="rows per task")
+    sy.set_defaults(func=_cmd_synthesize)
 
     ver = sub.add_parser("verify", help="verify an accuracy run directory (= python -m analysis.accuracy)")
     ver.add_argument("run_dir")

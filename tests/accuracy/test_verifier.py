@@ -378,3 +378,15 @@ def test_every_case_drifting_together_still_fails_against_the_registry(run: Path
     msgs = _fails(verify(run, limit=50))
     assert any(m.startswith("registered: case baseline (gsm8k) claims protocol qwen-chat-v1")
                and "sampling.max_tokens registered=512 recorded=64" in m for m in msgs), msgs
+
+
+def test_wilson_interval_matches_the_closed_form_and_the_report_prints_it() -> None:
+    import pytest as _pytest
+
+    from analysis.accuracy_checks import wilson_interval
+
+    assert wilson_interval(32, 64) == _pytest.approx((0.38102, 0.61898), abs=1e-5)
+    assert wilson_interval(0, 8) == _pytest.approx((0.0, 0.32441), abs=1e-5)
+    assert wilson_interval(8, 8) == _pytest.approx((0.67559, 1.0), abs=1e-5)
+    with _pytest.raises(ValueError, match=r"correct \(9\) must be in \[0, n=8\]"):
+        wilson_interval(9, 8)

@@ -26,6 +26,7 @@ PROCESS_COUNTS = {
     "official_cpu": 3,
     "serving": 3,  # baseline + current (4,1) (2,1), one API server each
     "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.accuracy run` process each
+    "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)
 }
 
 

@@ -12,6 +12,9 @@ smoke's ``engine_invalid_g2_n3`` case; and (wheel-vs-installed tree) only ``pack
 runtime's ``pins``.
 Issue 15 (implementation ``overlay``) added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
 (null; the published ``AscendPrefetchOffloader`` pattern on the Ascend runtimes) to every runtime.
+The trained accuracy model added, and only added, ``accuracy_model`` to every phase (null; ``reproduce``:
+``eval_models/tiny-answering-qwen2-l4-h128``) and ``fault: null`` to every explicit case, and ``reproduce``'s
+``accuracy_manifest`` became the generated held-out sets (``eval_datasets/synthetic/manifest.json``).
 The embedded default's measurement design then changed the default (``None``) only: model ``cpu_default``
 (hidden 1024), matrix ``same_runtime_cpu`` (points (4,1) (2,1) (4,3) (1,1), 2 repeats, input 8 / 64 output
 tokens, min window 6 s, its own runtime ``cpu_measure``); every phase gained ``expected_case_s`` (null unless set).
