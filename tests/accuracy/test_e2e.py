@@ -1,8 +1,8 @@
 """End to end on this machine: tiny model, fixture datasets, real vLLM, one fresh process per case.
 
-``python -m runners.matrix +experiment=accuracy`` runs baseline + current (4,1) + current (2,1),
+``python -m runners.matrix +experiment=accuracy`` runs baseline + current (4,1) + current (2,1) + baseline again,
 each in a fresh ``python -m runners.accuracy run --case ...`` process evaluating the GSM8K and
-GPQA fixtures on one engine (3 processes, ~50 s each on 2 idle CPU cores), then the verifier,
+GPQA fixtures on one engine (4 processes, ~50 s each on 2 idle CPU cores), then the verifier,
 which must report zero drop and identical example hashes (limited mode: fixtures).
 """
 
@@ -35,21 +35,21 @@ def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Pat
     out = tmp_path / "accuracy" / "e2e"
     report = read_json(out / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert report.passed and report.mode == "limited"
-    assert len(report.cases) == 6
+    assert len(report.cases) == 8  # 4 processes (baseline twice) x 2 tasks
     assert all(c.identical_to_baseline and c.drop_vs_baseline == 0.0 for c in report.cases)
     assert "LIMITED" in (out / "summary" / "accuracy-verification.md").read_text().splitlines()[0]
     assert not (out / "accuracy-failures.jsonl").exists()
     assert [x.label for x in read_jsonl(out / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)] == [
-        "baseline", "current_g4_n1", "current_g2_n1"]
+        "baseline", "current_g4_n1", "current_g2_n1", "baseline"]  # the baseline runs twice
     paths = sorted((out / "records" / "accuracy").glob("*/*.result.json"))
     results = [read_json(p, AccuracyResult) for p in paths]
     assert {r.engine_name for r in results} == {"vllm"}
     assert {r.protocol_name for r in results} == {"qwen-chat-v1"}  # the default: the published protocol
     assert {tuple(sorted(r.engine.vllm_kwargs().items())) for r in results} == {
         (("enforce_eager", True), ("gpu_memory_utilization", 0.5), ("max_model_len", 4096))}
-    assert len({r.pid for r in results}) == 3  # one fresh process per case
-    for label in ("baseline", "current_g4_n1", "current_g2_n1"):
-        assert len({r.pid for r in results if r.label == label}) == 1
+    assert len({r.pid for r in results}) == 4  # one fresh process per case run
+    for label, runs in (("baseline", 2), ("current_g4_n1", 1), ("current_g2_n1", 1)):
+        assert len({r.pid for r in results if r.label == label}) == runs
     for task, n in (("gsm8k", 8), ("gpqa", 12)):
         hashes = {r.examples_sha256 for r in results if r.task == task}
         assert len(hashes) == 1

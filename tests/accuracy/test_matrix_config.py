@@ -19,6 +19,8 @@ def test_accuracy_matrix_plans_baseline_and_two_offload_points_per_task() -> Non
         tasks.setdefault((sc.case.implementation, sc.case.group_size, sc.case.num_in_group), []).extend(
             sc.case.accuracy_tasks)
     assert {k: sorted(v) for k, v in tasks.items()} == {
-        ("baseline", 0, 0): ["gpqa", "gsm8k"], ("current", 4, 1): ["gpqa", "gsm8k"], ("current", 2, 1): ["gpqa", "gsm8k"]}
+        ("baseline", 0, 0): ["gpqa", "gpqa", "gsm8k", "gsm8k"],  # the baseline runs twice
+        ("current", 4, 1): ["gpqa", "gsm8k"], ("current", 2, 1): ["gpqa", "gsm8k"]}
     assert {sc.case.kind for sc in items} == {"accuracy"}
-    assert {sc.case.repeats for sc in items} == {1}
+    assert {(sc.case.label, sc.case.repeats) for sc in items} == {
+        ("baseline", 2), ("current_g4_n1", 1), ("current_g2_n1", 1)}

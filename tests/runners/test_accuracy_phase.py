@@ -49,7 +49,8 @@ def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Pat
     assert code == EXIT_OK, out
     lines = read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)
     assert [(x.label, x.repeat, x.tasks) for x in lines] == [("baseline", 0, ("gsm8k", "gpqa")),
-                                                              ("current_g4_n1", 0, ("gsm8k", "gpqa"))]
+                                                              ("current_g4_n1", 0, ("gsm8k", "gpqa")),
+                                                              ("baseline", 1, ("gsm8k", "gpqa"))]  # baseline twice
     for line in lines:
         assert line.dataset_manifest_path == str(FIXTURES / "manifest.json")
         case = read_json(line.command[line.command.index("--case") + 1], CaseSpec)  # the case file it ran
@@ -60,7 +61,7 @@ def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Pat
             assert read_json(run / o.result_path, AccuracyResult).examples_sha256 == o.examples_sha256
     assert not (run / "accuracy-failures.jsonl").exists()
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
-    assert report.passed and report.mode == "limited" and len(report.cases) == 4
+    assert report.passed and report.mode == "limited" and len(report.cases) == 6  # 3 processes x 2 tasks
     assert all(c.identical_to_baseline for c in report.cases)
     assert "LIMITED" in (run / "summary" / "accuracy-verification.md").read_text().splitlines()[0]
     assert "accuracy accuracy: PASSED (LIMITED" in out
@@ -154,7 +155,8 @@ def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
     code, run = run_accuracy(tmp_path)
     out = capsys.readouterr().out
     assert code == EXIT_CASE_FAILURES, out
-    assert [x.label for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)] == ["baseline"]
+    assert [x.label for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)] == [
+        "baseline", "baseline"]  # the baseline runs twice; the offload case crashed
     assert "current_g4_n1" in (run / "accuracy-failures.jsonl").read_text()
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert not report.passed  # the baseline has no offload case to compare with
@@ -165,7 +167,7 @@ def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))
     code, run = run_accuracy(tmp_path / "results")
     assert code == EXIT_OK
-    assert count.read_text().split() == ["baseline", "current_g4_n1"]
+    assert count.read_text().split() == ["baseline", "current_g4_n1", "baseline"]
     # as if interrupted after the second case's process wrote its files but before its line was recorded
     cases = run / "accuracy-accuracy-cases.jsonl"
     cases.write_text(cases.read_text().splitlines(keepends=True)[0])
@@ -175,9 +177,9 @@ def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pyte
     code = run_matrix(compose_cfg(*overrides), overrides)
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
-    assert "resume: 1 of 2 cases already recorded" in out
-    assert count.read_text().split() == ["current_g4_n1"]  # the completed baseline was not re-run
-    assert [x.label for x in read_jsonl(cases, AccuracyCaseRun)] == ["baseline", "current_g4_n1"]
+    assert "resume: 1 of 3 cases already recorded" in out
+    assert count.read_text().split() == ["current_g4_n1", "baseline"]  # the completed baseline r0 was not re-run
+    assert [x.label for x in read_jsonl(cases, AccuracyCaseRun)] == ["baseline", "current_g4_n1", "baseline"]
     assert list((run / "quarantine").rglob("current_g4_n1.gsm8k.result.json"))  # partial files moved aside
     assert read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification).passed
     assert check_paths([run]) == 0
@@ -225,10 +227,10 @@ def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_p
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert report.passed and report.max_accuracy_drop == 0.05 and report.plan_path == str(run / "plan.json")
     backend = [c for c in report.checks if c.name == "backend"]
-    assert len(backend) == 4 and {c.status for c in backend} == {"pass"}
+    assert len(backend) == 6 and {c.status for c in backend} == {"pass"}  # 3 processes (baseline twice) x 2 tasks
     assert {(c.label, c.offload_backend) for c in report.cases} == {("baseline", "auto"), ("current_g4_n1", "prefetch")}
     rows = (run / "summary" / "accuracy-verification.csv").read_text().splitlines()
-    assert rows[0].startswith("label,implementation,offload_group_size") and len(rows) == 5
+    assert rows[0].startswith("label,implementation,offload_group_size") and len(rows) == 7  # header + 3 processes x 2 tasks
     assert "current_g4_n1,current,4,1,1,prefetch,gsm8k," in "\n".join(rows)
     assert "  summary/accuracy-verification.csv\n" in (run / "SHA256SUMS").read_text()
 
