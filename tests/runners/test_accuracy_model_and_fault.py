@@ -44,8 +44,8 @@ def test_reproduce_loads_the_trained_model_on_the_generated_sets_and_performance
 
 def test_negative_control_plans_baseline_and_one_faulty_case_with_the_fault_in_its_environment(tmp_path: Path) -> None:
     items = plan(compose_cfg("+experiment=negative_control"))
-    assert [(s.case.label, s.case.fault) for s in items] == [("baseline", None),
-                                                             ("fault_zero_host_copy_g4_n1", "zero_host_copy")]
+    assert [(s.case.label, s.case.fault) for s in items] == [
+        ("baseline", None), ("fault_zero_host_copy_g4_n1", "zero_host_copy"), ("baseline", None)]  # baseline twice
     sc = items[1]
     env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem), base_env={})
     assert (env["OFFLOAD_IMPL"], env["OFFLOAD_FAULT"]) == ("current", "zero_host_copy")

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _env(tmp_path: Path, impl: str) -> dict[str, str]:
-    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime={"env": {}}))
+    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime={"env": {}}, fault=None))
     return case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, "p", f"{impl}-g4n1-r0"), base_env={})
 
 

@@ -18,13 +18,13 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; allowed: accuracy, official_cpu,"),
+    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; allowed: accuracy, negative_control, official_cpu,"),
     ("workloadx.num_prompts=2", "no key 'workloadx'; did you mean 'workload'; allowed keys of Config:"),
     ("workload.num_promts=2", "no key 'workload.num_promts'; did you mean 'workload.num_prompts'; allowed keys of "
                               "workload:"),
     ("phases.same_runtime.repeatz=2", "did you mean 'phases.same_runtime.repeats'"),
     ("runtime=base_runtime", "'base_runtime' is the schema of group 'runtime', not a config to select; allowed: "
-                             "ascend_latest, ascend_native_v018, cpu, cuda"),
+                             "ascend_latest, ascend_native_v018, cpu, cpu_measure, cuda"),
 ])
 def test_compose_errors_exit_2_in_one_line(override: str, needle: str) -> None:
     r = _run("-m", "runners.matrix", override, "dry_run=true")
@@ -40,7 +40,7 @@ def test_compose_error_lines_name_the_nearest_value_and_the_allowed_ones() -> No
     from runners.compose_check import compose_checked
 
     cases = {("runtime=cpux",): "runtime=cpux: 'cpux' is not an option of 'runtime'; did you mean 'cpu'; allowed: "
-                                "ascend_latest, ascend_native_v018, cpu, cuda",
+                                "ascend_latest, ascend_native_v018, cpu, cpu_measure, cuda",
              ("executor.ray.performance_sharing=per_nod",): "'per_nod' is not allowed; did you mean 'per_node'; "
                                                             "allowed: per_node, per_accelerator",
              ("experiment=smoke",): "select it with +experiment=smoke",

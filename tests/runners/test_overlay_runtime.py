@@ -66,7 +66,7 @@ def test_matrix_with_overlay_cases_and_no_source_root_exits_2_before_any_process
 
 
 def _env(impl, runtime, base=None):
-    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=runtime))
+    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=runtime, fault=None))
     return case_env(sc, run_dir=Path("/run"), paths=CasePaths.of(Path("/run"), "p", "x-r0"), base_env=base or {})
 
 
