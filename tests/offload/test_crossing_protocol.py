@@ -157,17 +157,7 @@ def test_captured_join_puts_the_boundary_refill_in_the_graph_and_crossing_does_n
 def test_the_guard_counts_on_real_tensors_when_an_owed_refill_is_skipped(monkeypatch):
     """Lazy copies on real tensors (tests/offload/fakes.py): the device counter itself, not the analysis."""
     log: list = []
-    fake = FakeBackend("lazy", external=True)
-    off = CurrentPrefetchOffloader(1, 1, 1, backend_factory=lambda d: fake)
-    layers = off.wrap_modules(ProbeLayer(i, log) for i in range(3))
-    off.post_init()
-
-    def step(capturing):
-        fake.is_capturing = lambda: capturing  # type: ignore[method-assign]
-        x = torch.zeros(())
-        for layer in layers:
-            x = layer(x)
-        fake.is_capturing = lambda: False  # type: ignore[method-assign]
+    off, step = _lazy_three_layer_step(log)
 
     step(False)
     off.sync_prev_onload()
@@ -188,18 +178,8 @@ def test_the_gpu_checks_skip_refill_control_skips_one_owed_refill_after_the_firs
     from offload.gpu_check_torch import _skip_one_owed_refill
 
     log: list = []
-    fake = FakeBackend("lazy", external=True)
-    off = CurrentPrefetchOffloader(1, 1, 1, backend_factory=lambda d: fake)
-    layers = off.wrap_modules(ProbeLayer(i, log) for i in range(3))
-    off.post_init()
+    off, step = _lazy_three_layer_step(log)
     _skip_one_owed_refill(off)
-
-    def step(capturing):
-        fake.is_capturing = lambda: capturing  # type: ignore[method-assign]
-        x = torch.zeros(())
-        for layer in layers:
-            x = layer(x)
-        fake.is_capturing = lambda: False  # type: ignore[method-assign]
 
     step(False)  # warm-up
     off.sync_prev_onload()  # 1: before capture
@@ -221,3 +201,20 @@ def test_fifty_replays_with_the_host_running_ahead_read_every_slots_own_module(l
     rep = analyse(b, off)
     assert rep.reads >= 50 * 2 * len(off.wrapped)
     assert rep.races == [] and rep.wrong == [] and rep.stale_tags == 0
+
+
+def _lazy_three_layer_step(log: list):
+    """One slot over three probe layers on a lazy fake with external events; ``step(capturing)`` runs them once."""
+    fake = FakeBackend("lazy", external=True)
+    off = CurrentPrefetchOffloader(1, 1, 1, backend_factory=lambda d: fake)
+    layers = off.wrap_modules(ProbeLayer(i, log) for i in range(3))
+    off.post_init()
+
+    def step(capturing):
+        fake.is_capturing = lambda: capturing  # type: ignore[method-assign]
+        x = torch.zeros(())
+        for layer in layers:
+            x = layer(x)
+        fake.is_capturing = lambda: False  # type: ignore[method-assign]
+
+    return off, step
