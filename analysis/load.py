@@ -13,7 +13,7 @@ Frames (one row per ...):
     failures: failed case (a ``CaseFailure``).
 
 What is deliberately not modelled: statistics (``analysis.aggregate``) and
-cross-file checks (``analysis.validate``).
+cross-file checks (``analysis.validation.validate``).
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def check_offload_setting(
 ) -> None:
     """Validate one case's offload setting: the vLLM parameters and what the implementation needs.
 
-    The one validation every caller uses (``runners.plan`` before any process starts,
-    ``runners.bench_one`` and ``runners.accuracy`` in the case process).
+    The one validation every caller uses (``runners.planning.plan`` before any process starts,
+    ``runners.incase.bench_one`` and ``runners.incase.accuracy`` in the case process).
 
     Args:
         implementation: one of ``results_schema.models.IMPLEMENTATIONS``.

@@ -14,7 +14,7 @@ Protocol specs (:class:`ProtocolSpec`) are defined here; the registered ones liv
 the data ``row``; version-1 files (the old protocol layout) are refused.
 
 What is deliberately not modelled: answer extraction and prompt rendering
-(``runners.accuracy``), statistics (``analysis.accuracy``). This module must
+(``runners.incase.accuracy``), statistics (``analysis.accuracy.verifier``). This module must
 not import vLLM or torch.
 """
 

@@ -20,8 +20,8 @@ values:
 * device memory values name their source, and a reason why device memory is missing
   (``device_memory_error``) never comes with values (a source without values needs that reason).
 
-What is deliberately not modelled: how the values are sampled (``runners.memory_sampler``,
-``runners.device_memory``).
+What is deliberately not modelled: how the values are sampled (``runners.incase.memory_sampler``,
+``runners.incase.device_memory``).
 """
 
 from __future__ import annotations

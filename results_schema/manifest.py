@@ -10,12 +10,12 @@ SHA-256 + commit, driver/toolkit file SHA-256, tools), the model manifest
 identity, what the numerics depend on (``numerics``: CPU model and ISA flags, torch /
 oneDNN versions, threads and binding, CPU GEMM kernel path, accelerator model and driver),
 the resolved config and its hash, the overrides, and the process
-environment restricted to variables that affect a run (``runners.identity.recordable_env``:
+environment restricted to variables that affect a run (``runners.incase.recorded_env.recordable_env``:
 an allow-list of prefixes; names containing TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL or
 AUTH are never written; credential-shaped values are redacted whatever the name).
 
 What is deliberately not modelled: per-case data (``results_schema.models``),
-how pins are computed (``runners.identity``).
+how pins are computed (``runners.identity.pin_checks``).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class DeviceIdentity(_Strict):
 
 
 class NumericsIdentity(_Strict):
-    """What greedy tokens and CPU throughput depend on, for one runtime (``runners.numerics``)."""
+    """What greedy tokens and CPU throughput depend on, for one runtime (``runners.identity.numerics``)."""
 
     device: Literal["cpu", "cuda", "npu"] = Field(description="Device kind of the runtime.")
     cpu_model: str = Field(description="CPU model name (/proc/cpuinfo 'model name').")

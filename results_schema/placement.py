@@ -11,7 +11,7 @@ What is modelled:
   session: the same pins as the driver's gate, observed in that node's runtime, and
   whether the node was used or excluded.
 
-What is deliberately not modelled: the overlap rule itself (``analysis.placement``).
+What is deliberately not modelled: the overlap rule itself (``analysis.validation.placement``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Metric definitions are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics
 * Goodput: completed requests per second whose TTFT and TPOT both meet the SLO (vLLM's
   ``--goodput ttft:<ms> tpot:<ms>``; a request with one output token has TPOT 0).
 
-What is deliberately not modelled: statistics across cases or repeats (``analysis.serving``).
+What is deliberately not modelled: statistics across cases or repeats (``analysis.serving.summary``).
 This module must not import vLLM or torch.
 """
 

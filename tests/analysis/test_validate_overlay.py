@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.validate_records import EXPECTED_OFFLOADER_CLASS, _expected_class
+from analysis.validation.records import EXPECTED_OFFLOADER_CLASS, _expected_class
 from results_schema.plan import PlannedCase
 
 KEY = ("same_runtime", "overlay_g8_n3_p2")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conf.schema import ConfigError
-from runners.identity import check_pins
-from runners.case_command import CasePaths, case_env
-from runners.plan import plan
+from runners.identity.pin_checks import check_pins
+from runners.launching.case_command import CasePaths, case_env
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg, run_fake
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseFailure, CaseRun
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer default, bf16
+TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
 
 
 @pytest.mark.slow

@@ -90,12 +90,12 @@ def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> N
 def test_invalid_workload_stops_before_any_run_dir_or_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str], override: str,
                                                              message: str) -> None:
-    import runners.launch
+    import runners.incase.process_group
 
     def no_launch(*a: object, **k: object) -> None:
         raise AssertionError("a case process was started")
 
-    monkeypatch.setattr(runners.launch.CaseProcess, "__enter__", no_launch)
+    monkeypatch.setattr(runners.incase.process_group.CaseProcess, "__enter__", no_launch)
     code, run_dir = run_fake(tmp_path, override)
     out = capsys.readouterr().out
     assert code == EXIT_CONFIG, out

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from results_schema.manifest import EnvironmentManifest, is_secret_name
-from runners.identity import (
+from runners.identity.pin_checks import (
     IdentityError,
     check_pins,
     enforce,

@@ -13,10 +13,10 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config
-from runners.case_checks import CheckFailed, _check_overlay_class
-from runners.case_command import CasePaths, case_env
+from runners.outcome.case_checks import CheckFailed, _check_overlay_class
+from runners.launching.case_command import CasePaths, case_env
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
-from runners.plan import PlanError, expand_phase
+from runners.planning.plan import PlanError, expand_phase
 from tests.runners.test_plan import WORKLOAD, matrix
 from tests.runners.helpers import TINY_DEFAULT
 
@@ -114,7 +114,7 @@ def test_runner_refuses_evidence_of_another_class_than_the_runtimes_overlay_clas
 
 def test_pins_tool_writes_an_overlay_tree_override_the_runner_accepts():
     from runners.pins import override_for
-    from runners.probe import tree_sha256
+    from runners.identity.probe import tree_sha256
 
     sha = tree_sha256(ROOT)
     ov = override_for("runtime", "source_trees", ROOT, sha)

@@ -12,7 +12,7 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseFailure, CaseRun
 from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError, run_matrix
-from runners.numerics import parse_cpuinfo
+from runners.identity.numerics import parse_cpuinfo
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
