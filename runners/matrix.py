@@ -29,44 +29,32 @@ import signal
 import sys
 from typing import Any, Mapping, Sequence
 
-from runners.orchestration.accuracy_phase import AccuracyPhase, accuracy_cases_name, check_accuracy_inputs  # noqa: F401
-from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP,  # noqa: F401
-                            EXIT_HEALTH, EXIT_IDENTITY, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, RunnerError)
-from runners.config import runtimes_used, to_plain  # noqa: F401
-from runners.identity.gates import (Identity, gather_identity, health_gate, required_scalar_pins,  # noqa: F401
-                           resolve_model_dir)
-from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT, CasePaths, accuracy_manifest_path  # noqa: F401
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, RunnerError
 from runners.orchestration.progress import make_console as _console
-from runners.orchestration.progress import print_schedule, schedule_settings  # noqa: F401
-from runners.orchestration.rundir import write_sha256sums  # noqa: F401
-from runners.launching.case_command import case_argv, case_env  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- the run
 
 
 def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
-    """Run a resolved config (plain dict). Returns the exit code; prints one-line errors.
+    """Run a resolved config (plain dict): the stages of ``runners.orchestration.stages.run_stages``.
+
+    Returns the exit code; prints one-line errors.
 
     Args:
         cfg: resolved config (``Config`` schema as a plain dict).
         overrides: the command-line overrides (saved with the run).
     """
+    from runners.orchestration.stages import run_stages
+
     console = _console()
     try:
-        return _run(cfg, list(overrides), console)
+        return run_stages(cfg, list(overrides), console)
     except RunnerError as exc:
         from rich.markup import escape
 
         console.print(f"[bold red]error:[/] {escape(str(exc))}")  # messages hold [brackets]: not markup
         return exc.exit_code
-
-
-def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
-    """The stages (``runners.orchestration.stages.run_stages``); ``RunnerError`` propagates."""
-    from runners.orchestration.stages import run_stages
-
-    return run_stages(cfg, overrides, console)
 
 
 # ----------------------------------------------------------------------------- signals and entry

@@ -54,7 +54,7 @@ def resolve_model_dir(model: Mapping[str, Any]) -> Path:
 
 
 @dataclass
-class Identity:
+class GateObservation:
     """What the identity gate observed, reused for the manifest and later re-checks."""
 
     checks: list[Any]
@@ -143,7 +143,7 @@ def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
     return dict(sorted(out.items()))
 
 
-def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: Identity | None,
+def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None,
                 offload_tree: str) -> tuple[list[Any], Path]:
     """Runtime, model and offload-tree pin checks (enforced) and the model directory.
 
@@ -177,7 +177,7 @@ def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: Identity | None,
     return checks, model_dir
 
 
-def _changes(previous: Identity, ident: Identity) -> list[str]:
+def _changes(previous: GateObservation, ident: GateObservation) -> list[str]:
     """What differs between the first identity observation and a re-check."""
     pairs = zip(previous.checks, ident.checks, strict=False)
     diffs = [f"pin {c.kind} {c.name!r}: {p.actual!r} -> {c.actual!r}"
@@ -189,7 +189,7 @@ def _changes(previous: Identity, ident: Identity) -> list[str]:
     return diffs
 
 
-def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | None = None) -> Identity:
+def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None = None) -> GateObservation:
     """Check every declared pin of every runtime used, the model and the offload tree.
 
     The first call (``previous=None``) verifies every model file against ``SHA256SUMS``
@@ -217,7 +217,7 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: Identity | N
             raise RunnerError(f"identity gate ({when}): model files do not match SHA256SUMS: {exc}",
                               EXIT_IDENTITY) from None
     try:
-        ident = Identity(checks=checks, model_dir=model_dir, model_sums=file_sha256(model_dir / "SHA256SUMS"),
+        ident = GateObservation(checks=checks, model_dir=model_dir, model_sums=file_sha256(model_dir / "SHA256SUMS"),
                          offload_tree=offload_tree, model_stat=_model_stat(model_dir))
     except OSError as exc:
         raise RunnerError(f"identity gate ({when}): model files unreadable: {exc}", EXIT_IDENTITY) from None
@@ -293,7 +293,7 @@ class RunIdentity:
     """Everything the environment manifest records about the host, beyond the config.
 
     Attributes:
-        identity: the identity gate's first observation.
+        gate: the identity gate's first observation.
         devices: ``DeviceIdentity`` per runtime used.
         packages: ``report_packages`` versions.
         git: the repository's ``GitIdentity``.
@@ -301,7 +301,7 @@ class RunIdentity:
         declared_env: names of the environment variables the runtimes declare.
     """
 
-    identity: Identity
+    gate: GateObservation
     devices: tuple[Any, ...]
     packages: dict[str, str | None]
     git: Any
@@ -309,7 +309,7 @@ class RunIdentity:
     declared_env: tuple[str, ...]
 
 
-def observe_run_identity(cfg: Mapping[str, Any], identity: Identity) -> RunIdentity:
+def observe_run_identity(cfg: Mapping[str, Any], identity: GateObservation) -> RunIdentity:
     """Devices, package versions, git and case-code identity of the run (after the identity gate).
 
     Raises:
@@ -323,6 +323,6 @@ def observe_run_identity(cfg: Mapping[str, Any], identity: Identity) -> RunIdent
     except DeviceError as exc:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
     packages = report_packages(cfg)
-    return RunIdentity(identity=identity, devices=devices, packages=packages, git=git_identity(),
+    return RunIdentity(gate=identity, devices=devices, packages=packages, git=git_identity(),
                        case_code=case_code_sha256(),
                        declared_env=tuple(sorted({str(k) for rt in runtimes_used(cfg) for k in (rt.get("env") or {})})))

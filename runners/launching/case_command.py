@@ -24,7 +24,7 @@ from runners.paths import (CONTROLLED_ENV, DEFAULT_ACCURACY_MANIFEST, EVIDENCE_H
                            CasePaths, accuracy_manifest_path)
 
 def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
-    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.CaseSpec``).
+    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.PhaseCase``).
 
     Raises:
         pydantic.ValidationError: the planned case does not fit the model (the plan validated it).

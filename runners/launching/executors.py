@@ -88,7 +88,7 @@ class LocalExecutor:
         """Nothing to do: the driver's identity gate covered this host."""
 
     def health_gate(self, runtime: Mapping[str, Any], out_path: Path) -> None:
-        """The runtime's health command on this host (``runners.matrix.health_gate``)."""
+        """The runtime's health command on this host (``runners.identity.gates.health_gate``)."""
         from runners.identity.gates import health_gate
 
         health_gate(runtime, out_path)
@@ -165,7 +165,7 @@ class RayExecutor(RayScheduler):
         case code, model ``SHA256SUMS``) equals the driver's observation.
 
         Raises:
-            runners.matrix.RunnerError: (identity, exit 3) a node failed and ``on_node_failure=stop``,
+            runners.errors.RunnerError: (identity, exit 3) a node failed and ``on_node_failure=stop``,
                 or no node is left to run the cases.
         """
         from results_schema.manifest import PinCheck
@@ -222,7 +222,7 @@ class RayExecutor(RayScheduler):
         (``on_node_failure=stop``) or is excluded.
 
         Raises:
-            runners.matrix.RunnerError: (health, exit 42) a node failed and the run stops, or none is left.
+            runners.errors.RunnerError: (health, exit 42) a node failed and the run stops, or none is left.
         """
         from runners.errors import EXIT_HEALTH, RunnerError
 

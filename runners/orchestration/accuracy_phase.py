@@ -180,7 +180,8 @@ def finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[
         ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else a failure.
     """
     from results_schema.models import CaseFailure, FailureType
-    from runners.orchestration.finalize import Finalized, root_cause, tail
+    from runners.outcome.case_log import root_cause, tail
+    from runners.outcome.finalized import Finalized
 
     c = sc.case
     log_path = Path(spec.log_path)

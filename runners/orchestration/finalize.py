@@ -24,7 +24,6 @@ from typing import cast
 from results_schema.models import CaseFailure, CaseRun, FailureType, Implementation, KVCacheCapacity
 from runners.outcome.case_checks import (
     CheckFailed,
-    Finalized,
     check_evidence,
     check_kernels,
     check_kv_lines,
@@ -40,11 +39,11 @@ from runners.outcome.case_log import (
     tail,
     worker_signal,
 )
+from runners.outcome.finalized import Finalized
 from runners.incase.engine_path import engine_outcome
 from runners.incase.process_group import ProcessOutcome
 from runners.planning.plan import ScheduledCase
 
-__all__ = ["Finalized", "finalize", "kv_cache_change", "kv_cache_problem", "parse_kv_cache", "root_cause", "tail"]
 
 
 def _platform_note(sc: ScheduledCase) -> str:

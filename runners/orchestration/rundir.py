@@ -59,7 +59,7 @@ def write_sha256sums(run_dir: Path) -> Path:
 
 
 def _planned_case(c: Any) -> Any:
-    """``PlannedCase`` of one ``runners.planning.plan.CaseSpec``."""
+    """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
     from results_schema.plan import PlannedCase
@@ -189,7 +189,7 @@ def quarantine(paths: Sequence[Path], run_dir: Path, qdir: Path) -> None:
         shutil.move(str(p), str(dest))
 
 
-def _manifest_differences(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunIdentity,
+def _manifest_differences(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], run_identity: RunIdentity,
                           console: Any) -> list[str]:
     """What differs between the saved environment manifest and the identity observed now."""
     from results_schema.io import read_json
@@ -197,11 +197,11 @@ def _manifest_differences(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequ
     from runners.identity.pin_checks import build_manifest
 
     saved = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
-    ident = facts.identity
-    now = build_manifest(run_id=saved.run_id, experiment=saved.experiment, packages=facts.packages,
+    ident = run_identity.gate
+    now = build_manifest(run_id=saved.run_id, experiment=saved.experiment, packages=run_identity.packages,
                          checks=ident.checks, model=saved.model, offload_tree=ident.offload_tree,
-                         devices=facts.devices, config=cfg, overrides=overrides, case_code=facts.case_code,
-                         git=facts.git, declared_env=facts.declared_env)
+                         devices=run_identity.devices, config=cfg, overrides=overrides, case_code=run_identity.case_code,
+                         git=run_identity.git, declared_env=run_identity.declared_env)
     diffs = []
     if saved.packages != now.packages:
         diffs.append(f"packages {saved.packages} -> {now.packages}")
@@ -211,10 +211,10 @@ def _manifest_differences(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequ
         diffs.append("model SHA256SUMS changed")
     if [(c.kind, c.name, c.actual) for c in saved.pins] != [(c.kind, c.name, c.actual) for c in now.pins]:
         diffs.append("pinned values changed")
-    if saved.case_code_sha256 != facts.case_code:
+    if saved.case_code_sha256 != run_identity.case_code:
         diffs.append("case code (offload/, runners/incase/, results_schema/) changed")
-    if saved.git.revision != facts.git.revision:
-        console.print(f"[yellow]resume: git revision {saved.git.revision} -> {facts.git.revision} "
+    if saved.git.revision != run_identity.git.revision:
+        console.print(f"[yellow]resume: git revision {saved.git.revision} -> {run_identity.git.revision} "
                       "(case code unchanged)[/]")
     return diffs
 
@@ -238,7 +238,7 @@ def _leftovers(items: Sequence[Any], done: set[Key], run_dir: Path) -> list[Path
 
 
 def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], items: Sequence[Any],
-                   accuracy_phases: Sequence[Any], facts: RunIdentity, console: Any) -> set[Key]:
+                   accuracy_phases: Sequence[Any], run_identity: RunIdentity, console: Any) -> set[Key]:
     """Resume ``run_dir``: identity must equal the saved manifest; quarantine leftovers; return done keys.
 
     Raises:
@@ -247,7 +247,7 @@ def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[st
     from runners.orchestration.accuracy_phase import check_resumed_manifests
     from runners.incase.process_group import end_recorded_cases
 
-    diffs = _manifest_differences(run_dir, cfg, overrides, facts, console)
+    diffs = _manifest_differences(run_dir, cfg, overrides, run_identity, console)
     if diffs:
         raise RunnerError(f"resume: identity differs from the interrupted run: {'; '.join(diffs)}", EXIT_IDENTITY)
     ended = end_recorded_cases(run_dir / "processes")  # what a killed runner left running
@@ -313,7 +313,7 @@ def _write_reproduction(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequen
     os.chmod(repro / "run.sh", 0o755)
 
 
-def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunIdentity,
+def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], run_identity: RunIdentity,
                    lock: RunLock | None = None) -> tuple[Path, dict[str, Any]]:
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
 
@@ -335,19 +335,19 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunI
         lock.acquire(run_dir, "created")
     cfg = dict(cfg)
     cfg["run_id"] = run_id
-    ident = facts.identity
+    ident = run_identity.gate
     manifest = build_manifest(
-        run_id=run_id, experiment=str(cfg["experiment_name"]), packages=facts.packages, checks=ident.checks,
+        run_id=run_id, experiment=str(cfg["experiment_name"]), packages=run_identity.packages, checks=ident.checks,
         model=ModelIdentity(name=str(cfg["model"]["name"]), path=str(ident.model_dir),
                             sha256sums_sha256=str(ident.model_sums), revision=cfg["model"].get("revision"),
                             num_layers=int(cfg["model"]["num_layers"])),
-        offload_tree=ident.offload_tree, devices=facts.devices, config=cfg, overrides=overrides,
-        case_code=facts.case_code, git=facts.git, declared_env=facts.declared_env)
+        offload_tree=ident.offload_tree, devices=run_identity.devices, config=cfg, overrides=overrides,
+        case_code=run_identity.case_code, git=run_identity.git, declared_env=run_identity.declared_env)
     manifest = manifest.model_copy(update={"numerics": numerics_of(cfg)})
     write_text_atomic(run_dir / "config.yaml", yaml_text(cfg))
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
     write_json(run_dir / "environment-manifest.json", manifest)
     write_plan(run_dir, cfg)
-    _write_reproduction(run_dir, cfg, overrides, facts.git)
+    _write_reproduction(run_dir, cfg, overrides, run_identity.git)
     return run_dir, cfg

@@ -7,7 +7,7 @@ Each stage is a small function taking and returning typed objects:
   input stops here (``RunnerError``, exit 2), before any process starts.
 - ``identity_gate(plan) -> RunIdentity``: every declared pin, the model, the offload tree; the
   devices, packages and git identity for the manifest (exit 3).
-- ``open_run(plan, facts, console, lock) -> OpenRun``: a new run directory (refuses an existing one;
+- ``open_run(plan, run_identity, console, lock) -> OpenRun``: a new run directory (refuses an existing one;
   its lock taken before anything is written), or the resumed one with its completed cases and
   quarantined leftovers. One runner per run directory (``runners.orchestration.run_lock``): the lock is held
   from creation (a resume: before the identity gate) to the end; a second runner exits 2.
@@ -65,7 +65,7 @@ class OpenRun:
 
     run_dir: Path
     cfg: Mapping[str, Any]
-    facts: RunIdentity
+    run_identity: RunIdentity
     done: frozenset[Key]
     timings: Timings
 
@@ -192,16 +192,16 @@ def build_model_once(model: Mapping[str, Any]) -> float:
     return time.monotonic() - start
 
 
-def open_run(p: Plan, facts: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
+def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
     """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
     from runners.orchestration.rundir import create_run_dir, reopen_run_dir
 
     if p.resume_dir is not None:
-        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, facts, console)
-        return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, facts=facts, done=frozenset(done), timings=timings)
-    run_dir, cfg = create_run_dir(p.cfg, p.overrides, facts, lock)
+        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, run_identity, console)
+        return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, run_identity=run_identity, done=frozenset(done), timings=timings)
+    run_dir, cfg = create_run_dir(p.cfg, p.overrides, run_identity, lock)
     console.print(f"run directory: {run_dir}")
-    return OpenRun(run_dir=run_dir, cfg=cfg, facts=facts, done=frozenset(), timings=timings)
+    return OpenRun(run_dir=run_dir, cfg=cfg, run_identity=run_identity, done=frozenset(), timings=timings)
 
 
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
@@ -221,13 +221,13 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(len(p.items) - len(todo))
     opts = p.options
-    state = RunState(run_dir=run.run_dir, model_dir=run.facts.identity.model_dir, python=sys.executable,
+    state = RunState(run_dir=run.run_dir, model_dir=run.run_identity.gate.model_dir, python=sys.executable,
                      bench_command=opts.bench_command, formal=opts.formal, progress=progress,
                      accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
     if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
         seed_baseline_digests(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
     base_env = dict(os.environ)
-    interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.facts.identity,
+    interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.run_identity.gate,
                              resumed=p.resume_dir is not None, timings=run.timings)
     return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
 
@@ -241,7 +241,7 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
 
         console.print(interrupted_line(p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
-    found = final_checks(run.cfg, ex.todo, ex.state, run.facts.identity, run.timings)
+    found = final_checks(run.cfg, ex.todo, ex.state, run.run_identity.gate, run.timings)
     analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
@@ -296,8 +296,8 @@ def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -
             lock.acquire(p.resume_dir, "resumed", console)
         p = with_accuracy_inputs(p)
         timings = Timings(t_start=time.monotonic())
-        facts = identity_gate(p, timings)
-        run = open_run(p, facts, timings, console, lock)
+        run_identity = identity_gate(p, timings)
+        run = open_run(p, run_identity, timings, console, lock)
         return close(p, run, execute(p, run, console), console)
     finally:
         lock.release()

@@ -20,7 +20,6 @@ case's line (``runners.orchestration.finalize``, ``runners.planning.serving_spec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +28,12 @@ from pydantic import ValidationError
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.models import (
     BenchRecord,
-    CaseFailure,
-    CaseRun,
     CpuKernelEvidence,
     FailureType,
     RuntimeEvidence,
     WorkloadSpec,
 )
 from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
-
-
-@dataclass(frozen=True)
-class Finalized:
-    """Result of finalizing one case: exactly one of ``run`` / ``failure``.
-
-    ``expected`` is True when the outcome matches the case's expectation (a
-    success without ``expect_error``, or a failure matching it).
-    """
-
-    run: CaseRun | None
-    failure: CaseFailure | None
-    expected: bool
-    note: str = ""
 
 
 class CheckFailed(Exception):

@@ -22,7 +22,7 @@ from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.workload_check import _effective_workload, validate_workload
 
-__all__ = ["PlanError", "CaseSpec", "ScheduledCase", "case_label", "expand_phase", "expand", "schedule", "plan",
+__all__ = ["PlanError", "PhaseCase", "ScheduledCase", "case_label", "expand_phase", "expand", "schedule", "plan",
            "phase_order", "validate_workload", "IMPLEMENTATIONS", "KINDS"]
 
 KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
@@ -35,7 +35,7 @@ _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
 @dataclass(frozen=True)
-class CaseSpec:
+class PhaseCase:
     """One case of one phase (all repeats share it).
 
     Attributes:
@@ -102,7 +102,7 @@ class ScheduledCase:
     """One process to launch: a case and its repeat, at a position in the run."""
 
     index: int
-    case: CaseSpec
+    case: PhaseCase
     repeat: int
 
     @property
@@ -252,7 +252,7 @@ def _check_process_limits(phase: str, matrix: Mapping[str, Any]) -> None:
 
 
 def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str, Any],
-                 runtime: Mapping[str, Any], num_layers: int) -> list[CaseSpec]:
+                 runtime: Mapping[str, Any], num_layers: int) -> list[PhaseCase]:
     """Expand one phase's matrix into validated cases.
 
     Args:
@@ -283,7 +283,7 @@ def expand_phase(phase: str, matrix: Mapping[str, Any], *, workload: Mapping[str
         _check_serving(phase, matrix)
     repeats = int(matrix.get("repeats", 1))
     by_label = dict(matrix.get("repeats_by_label", {}) or {})
-    cases: list[CaseSpec] = []
+    cases: list[PhaseCase] = []
     seen: set[str] = set()
     for r in _raw_cases(matrix):
         label = _checked_label(phase, r, seen, num_layers)
@@ -321,8 +321,8 @@ def _apply_phase_backend(raw: list[dict[str, Any]], backend: Any) -> None:
 
 
 def _case(phase: str, label: str, impl: str, r: Mapping[str, Any], kind: str, n_rep: int, workload: Mapping[str, Any],
-          runtime: Mapping[str, Any], matrix: Mapping[str, Any], tasks: tuple[str, ...]) -> CaseSpec:
-    return CaseSpec(
+          runtime: Mapping[str, Any], matrix: Mapping[str, Any], tasks: tuple[str, ...]) -> PhaseCase:
+    return PhaseCase(
         phase=phase, label=label, implementation=impl, group_size=int(r["group_size"]),
         num_in_group=int(r["num_in_group"]), prefetch_step=int(r["prefetch_step"]),
         params=tuple(str(p) for p in r["params"]), backend=str(r["backend"]), kind=kind, repeats=n_rep,
@@ -347,7 +347,7 @@ def phase_order(phases: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return sorted(names, key=lambda n: (int(phases[n].get("order", 0)), names.index(n)))
 
 
-def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str, list[CaseSpec]]:
+def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str, list[PhaseCase]]:
     """Expand every phase of a resolved config (plain dict) into cases, in phase order.
 
     Raises:
@@ -362,7 +362,7 @@ def expand(cfg: Mapping[str, Any], *, num_layers: int | None = None) -> dict[str
             for name in phase_order(phases)}
 
 
-def schedule(cases_by_phase: Mapping[str, Sequence[CaseSpec]], *, rotate_by_phase: Mapping[str, bool] | None = None,
+def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_phase: Mapping[str, bool] | None = None,
              focus_first_by_phase: Mapping[str, bool] | None = None) -> list[ScheduledCase]:
     """Order every process of the run.
 

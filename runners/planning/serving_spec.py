@@ -37,7 +37,8 @@ from results_schema.serving import (
     ServingRun,
     ServingSLO,
 )
-from runners.outcome.case_checks import CheckFailed, Finalized, check_evidence
+from runners.outcome.case_checks import CheckFailed, check_evidence
+from runners.outcome.finalized import Finalized
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail
 
 DEFAULT_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -210,7 +211,7 @@ def _process_fault(sc: Any, outcome: Any, result: ServingCaseResult | None,
 
 
 def finalize_serving(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
-    """Check a finished serving case; return ``(runners.outcome.case_checks.Finalized, lines)``.
+    """Check a finished serving case; return ``(runners.outcome.finalized.Finalized, lines)``.
 
     ``lines`` holds one ``ServingRun`` per rate on success, nothing on failure (the
     ``Finalized.failure`` then names the cause).

@@ -111,7 +111,8 @@ def test_cli_exits_2_before_anything_starts(tmp_path, override, needle):
 
 
 def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
-    from runners.matrix import EXIT_CONFIG, run_matrix
+    from runners.errors import EXIT_CONFIG
+    from runners.matrix import run_matrix
 
     code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[]", "phases.same_runtime.implementations=[]")
     assert code == 0

@@ -10,7 +10,7 @@ import pytest
 
 from results_schema.io import read_jsonl
 from results_schema.models import CaseFailure, CaseRun
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
 from tests.runners.helpers import run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ import pytest
 from results_schema.io import read_jsonl
 from results_schema.models import CaseFailure, CaseRun
 from runners.incase.process_group import run_case_process
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY, run_matrix
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
+from runners.matrix import run_matrix
 from runners.identity.pin_checks import sha256_file
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 

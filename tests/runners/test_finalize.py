@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners.orchestration.finalize import parse_kv_cache, root_cause
+from runners.outcome.case_log import parse_kv_cache, root_cause
 
 
 @pytest.mark.parametrize("line, field, value", [
@@ -52,7 +52,8 @@ def test_root_cause_of_plain_error_line() -> None:
 
 from pathlib import Path  # noqa: E402
 
-from runners.orchestration.finalize import finalize, kv_cache_change, kv_cache_problem  # noqa: E402
+from runners.orchestration.finalize import finalize  # noqa: E402
+from runners.outcome.case_log import kv_cache_change, kv_cache_problem  # noqa: E402
 from runners.incase.process_group import ProcessOutcome  # noqa: E402
 
 

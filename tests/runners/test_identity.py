@@ -68,7 +68,8 @@ def test_failed_pins_shared_by_two_runtimes_are_listed_once() -> None:
 
 
 def test_qwen7b_identity_gate_lists_each_failed_pin_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.matrix import RunnerError, gather_identity
+    from runners.errors import RunnerError
+    from runners.identity.gates import gather_identity
     from tests.runners.helpers import compose_cfg
 
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)  # npu-smi absent even on an Ascend host

@@ -115,7 +115,7 @@ def test_the_probe_compares_inside_the_runtime_interpreter(tmp_path: Path) -> No
 
 
 def test_pins_cli_and_runner_gate(tmp_path: Path, site: Path) -> None:
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
     from runners.pins import compose, observe_all
     from tests.runners.helpers import run_fake
 

@@ -74,7 +74,8 @@ def test_msc_fails_closed(tmp_path):
 
 
 def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp_path):
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK, REPO_ROOT
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
+    from runners.paths import REPO_ROOT
     from tests.runners.helpers import run_fake
 
     right = PUBLISHED_PREFIX + sha256sum_tree(REPO_ROOT / "offload")
@@ -157,7 +158,7 @@ def test_pins_cli_writes_and_checks_a_published_source_tree_pin(tmp_path):
 
 
 def test_runner_gate_refuses_a_wrong_published_source_tree_pin(tmp_path):
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
     from tests.runners.helpers import run_fake
 
     root = _source_tree(tmp_path)
