@@ -39,7 +39,7 @@ EXIT_INVALID = 1
 
 def _read_validation(path: Path):
     from results_schema.io import read_json
-    from results_schema.models import ValidationReport
+    from results_schema.validation import ValidationReport
 
     return read_json(path, ValidationReport)
 

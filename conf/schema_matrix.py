@@ -59,7 +59,7 @@ class CaseConfig:
 
 @dataclass
 class ServingSLOConfig:
-    """Goodput SLO of a serving phase (``results_schema.serving.ServingSLO``).
+    """Goodput SLO of a serving phase (``results_schema.serving_spec.ServingSLO``).
 
     Attributes:
         ttft_ms: TTFT limit of one request (ms).

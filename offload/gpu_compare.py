@@ -103,7 +103,7 @@ def bootstrap_median_delta(a: Sequence[float], b: Sequence[float], *, samples: i
                            seed: int = SEED) -> tuple[float, float | None, float | None]:
     """``median(a) - median(b)`` and its percentile bootstrap interval (None with < 2 per side).
 
-    Same rule as ``analysis.comparison.compare.bootstrap_delta`` (Efron & Tibshirani 1993, ch. 13):
+    Same rule as ``analysis.comparison.verdict_rule.bootstrap_delta`` (Efron & Tibshirani 1993, ch. 13):
     each side resampled with replacement independently, seeded.
     """
     delta = statistics.median(a) - statistics.median(b)

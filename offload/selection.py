@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from results_schema.models import IMPLEMENTATIONS
+from results_schema.base import IMPLEMENTATIONS
 
 BACKENDS = ("auto", "prefetch", "uva")
 
@@ -64,7 +64,7 @@ def check_offload_setting(
     ``runners.incase.bench_one`` and ``runners.incase.accuracy`` in the case process).
 
     Args:
-        implementation: one of ``results_schema.models.IMPLEMENTATIONS``.
+        implementation: one of ``results_schema.base.IMPLEMENTATIONS``.
         group_size, num_in_group, prefetch_step, backend: see :func:`validate_offload_params`.
 
     Raises:

@@ -26,7 +26,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
+from results_schema.base import Implementation, SchemaVersion, NonNegInt, StrictModel
+from results_schema.models import OffloadSetting, RuntimeEvidence
 from results_schema.accuracy_report import AccuracyVerification as AccuracyVerification
 from results_schema.accuracy_report import BaselineAgreement as BaselineAgreement
 from results_schema.accuracy_report import CaseSummary as CaseSummary

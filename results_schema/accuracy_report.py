@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from results_schema.accuracy_types import Fraction, ProtocolName, Sha256Hex, Task, VerifyMode
-from results_schema.models import Implementation, NonNegInt, StrictModel
+from results_schema.base import Implementation, NonNegInt, StrictModel
 
 
 class VerifyCheck(StrictModel):

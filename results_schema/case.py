@@ -18,13 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import (
-    Implementation,
-    NonNegInt,
-    SchemaVersion,
-    StrictModel,
-    WorkloadSpec,
-)
+from results_schema.base import Implementation, NonNegInt, SchemaVersion, StrictModel
+from results_schema.models import WorkloadSpec
 
 CaseKind = Literal["bench", "accuracy"]
 Device = Literal["cpu", "cuda", "npu"]

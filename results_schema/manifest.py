@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from results_schema.dispatch import FileKind
-from results_schema.models import SchemaVersion
+from results_schema.base import SchemaVersion
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""

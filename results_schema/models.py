@@ -16,11 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from results_schema.base import (  # noqa: F401 - re-exported: the types' historic import path
-    REL_TOL,
+from results_schema.base import (
     Digest,
-    IMPLEMENTATIONS,
-    FiniteFloat,
     Implementation,
     NonNegFloat,
     NonNegInt,
@@ -29,25 +26,15 @@ from results_schema.base import (  # noqa: F401 - re-exported: the types' histor
     StrictModel,
     rel_close,
 )
-from results_schema.case_outcome import (  # noqa: F401 - re-exported: the types' historic import path
-    CaseFailure,
+from results_schema.case_outcome import (
     CpuKernelEvidence,
-    FailureType,
     KVCacheCapacity,
-    ServingFaultCause,
 )
 from results_schema.load_metrics import (
     check_before_peak_after,
     check_device_memory,
     check_requests,
     check_round_latency,
-)
-from results_schema.validation import (  # noqa: F401 - re-exported: historic import path
-    CaseCount,
-    CheckResult,
-    Severity,
-    ValidationIssue,
-    ValidationReport,
 )
 
 

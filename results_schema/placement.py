@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from results_schema.dispatch import FileKind
 from results_schema.manifest import PinCheck
-from results_schema.models import Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.base import Implementation, NonNegFloat, NonNegInt, StrictModel
 
 Sharing = Literal["sequential", "per_node", "per_accelerator"]
 """How performance cases may share a node: ``sequential`` (local executor: one case at a

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from results_schema.dispatch import FileKind
-from results_schema.models import Implementation, SchemaVersion
+from results_schema.base import Implementation, SchemaVersion
 
 PhaseKind = Literal["throughput", "ttft", "stability", "accuracy", "serving"]
 PLAN_FILE = "plan.json"

@@ -75,7 +75,7 @@ class SummaryRow(_Strict):
     front_excluded: str = Field(description="Why the point may not enter a front, knee or recommendation ('' = eligible).")
     pareto: bool
     knee: bool
-    vs_baseline_verdict: str | None = Field(default=None, description="Verdict vs the phase baseline (analysis.comparison.compare.verdict).")
+    vs_baseline_verdict: str | None = Field(default=None, description="Verdict vs the phase baseline (analysis.comparison.verdict_rule.verdict).")
     vs_baseline_ci_low_pct: Float | None = Field(default=None, description="95% CI low of the change vs baseline (%).")
     vs_baseline_ci_high_pct: Float | None = Field(default=None, description="95% CI high of the change vs baseline (%).")
     vs_baseline_margin_pct: Float | None = Field(default=None, description="Equivalence margin (%) used.")
@@ -180,7 +180,7 @@ class ComparisonSummary(_Strict):
     valid: bool = Field(description="Validation verdict (summary/validation.json).")
     notes: tuple[str, ...] = Field(description="Caveats printed with every table (e.g. the CPU note).")
     precision: dict[str, int] = Field(description="Decimals each statistic is printed with.")
-    margin_pct: Float = Field(description="Equivalence margin of every verdict, percent of the reference median (analysis.comparison.compare.verdict).")
+    margin_pct: Float = Field(description="Equivalence margin of every verdict, percent of the reference median (analysis.comparison.verdict_rule.verdict).")
     verdict_rule: str = Field(description="The verdict rule in words, with the margin.")
     knee_rule: str = Field(description="The knee rule in words (analysis.comparison.pareto.knee_rule_text).")
     provenance: Provenance

@@ -187,7 +187,7 @@ def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) ->
 
 def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Found) -> None:
     """Observe ``model.sha256sums_sha256`` and ``model.revision`` where the experiment declares them."""
-    from runners.identity.pin_checks import sha256_file
+    from runners.identity.probe import sha256_file
 
     mdir = _model_dir(cfg["model"], scalar)
     for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
@@ -217,7 +217,8 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         runners.identity.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
-    from runners.identity.pin_checks import REPO_ROOT, tree_sha256
+    from runners.identity.pin_checks import REPO_ROOT
+    from runners.identity.probe import tree_sha256
 
     found = _Found()
     runtimes = {loc: _observe_runtime(loc, rt, found) for loc, rt in runtime_locations(cfg)}

@@ -27,7 +27,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from results_schema.models import CaseFailure, CaseRun, RoundResult, RuntimeEvidence
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun, RoundResult, RuntimeEvidence
 from results_schema.serving import ServingRun
 
 SCALARS: dict[type, str] = {bool: "BOOLEAN", int: "BIGINT", float: "DOUBLE", str: "VARCHAR"}

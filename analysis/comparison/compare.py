@@ -52,25 +52,13 @@ import pandas as pd
 
 from analysis.load import RunData
 from analysis.comparison.verdict_rule import (
-    BOOTSTRAP_SAMPLES,
-    CONFIDENCE,
     DEFAULT_MARGIN_PCT,
-    SEED,
-    VERDICTS,
-    Decision,
     bootstrap_delta,
     check_margin,
     decide,
     verdict,
     verdict_text,
 )
-
-__all__ = [  # the verdict rule is re-exported: every caller names it analysis.comparison.compare.verdict etc.
-    "BOOTSTRAP_SAMPLES", "CONFIDENCE", "DEFAULT_MARGIN_PCT", "SEED", "VERDICTS", "Decision", "bootstrap_delta",
-    "check_margin", "decide", "verdict", "verdict_text", "POINT_KEY", "PAIR_COLUMNS", "SPACED_COLUMNS",
-    "CROSS_COLUMNS", "CONFIRM_COLUMNS", "CONFIRMATION_PHASES", "VS_BASELINE_COLUMNS", "compare_implementations",
-    "long_window_table", "spaced_vs_adjacent", "native_vs_same_runtime", "confirmation_table", "label_vs_baseline",
-]
 
 POINT_KEY = ["group_size", "num_in_group", "prefetch_step", "offload_params"]
 

@@ -4,9 +4,9 @@ What is modelled (per label, from the aggregated summary and the validated recor
     * released bytes (evidence-accounted, ``analysis.aggregate``) in bytes and GiB (2**30 bytes);
     * KV-cache gain vs the phase baseline (tokens and GiB, from the case logs);
     * throughput retention = median(label tok/s) / median(baseline tok/s) with a 95% percentile
-      bootstrap interval: ``analysis.comparison.compare.bootstrap_delta(label, baseline)`` gives the interval of
+      bootstrap interval: ``analysis.comparison.verdict_rule.bootstrap_delta(label, baseline)`` gives the interval of
       ``(median_a* - median_b*) / median_b*`` in percent, and retention bounds are ``1 + pct / 100``;
-    * the verdict vs the baseline from that interval, by ``analysis.comparison.compare.verdict`` (the project's
+    * the verdict vs the baseline from that interval, by ``analysis.comparison.verdict_rule.verdict`` (the project's
       one verdict function; its equivalence margin, where the installed version has one, is passed
       through as ``margin_pct``);
     * greedy token identity vs the baseline (``tokens``: identical / differs / no_baseline);
@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.comparison import compare
+from analysis.comparison import verdict_rule
 from analysis.load import RunData
 
 GIB = float(2**30)
@@ -41,15 +41,15 @@ DECISION_COLUMNS = [
 
 
 def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:
-    """``analysis.comparison.compare.verdict`` on a percent interval.
+    """``analysis.comparison.verdict_rule.verdict`` on a percent interval.
 
     Args:
         ci_low_pct, ci_high_pct: bounds of the interval of ``(A - B) / B`` in percent (NaN: none).
-        margin_pct: equivalence margin in percent; None = ``compare.DEFAULT_MARGIN_PCT``.
+        margin_pct: equivalence margin in percent; None = ``verdict_rule.DEFAULT_MARGIN_PCT``.
     """
     if margin_pct is None:
-        return compare.verdict(ci_low_pct, ci_high_pct)
-    return compare.verdict(ci_low_pct, ci_high_pct, margin_pct=margin_pct)
+        return verdict_rule.verdict(ci_low_pct, ci_high_pct)
+    return verdict_rule.verdict(ci_low_pct, ci_high_pct, margin_pct=margin_pct)
 
 
 def label_errors(validation, phase: str, label: str) -> list[str]:
@@ -98,7 +98,7 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
         elif base.empty or thr.empty:
             v = "inconclusive"
         else:
-            _d, _l, _h, lo_p, hi_p = compare.bootstrap_delta(thr.to_numpy(), base.to_numpy())
+            _d, _l, _h, lo_p, hi_p = verdict_rule.bootstrap_delta(thr.to_numpy(), base.to_numpy())
             v = call_verdict(lo_p, hi_p, margin_pct)
             if _finite(lo_p) and _finite(hi_p):
                 lo, hi = 1.0 + lo_p / 100.0, 1.0 + hi_p / 100.0

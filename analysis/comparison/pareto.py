@@ -70,7 +70,7 @@ KNEE_RULE = (
 def knee_rule_text(jump_factor: float = JUMP_FACTOR, flat_pct: float | None = None) -> str:
     """``KNEE_RULE`` with its parameters filled in."""
     if flat_pct is None:
-        from analysis.comparison.compare import DEFAULT_MARGIN_PCT
+        from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 
         flat_pct = DEFAULT_MARGIN_PCT
     return KNEE_RULE.format(jump=jump_factor, flat=flat_pct)
@@ -88,7 +88,7 @@ def knee_index(capacity: Sequence[float], throughput: Sequence[float], mask: Seq
             cost per byte paid before it (first step: of the whole front) and the front's average
             (``JUMP_FACTOR``).
         flat_pct: a front whose total throughput loss is below this percentage of its first
-            point's throughput has no measurable cost; default ``analysis.comparison.compare.DEFAULT_MARGIN_PCT``.
+            point's throughput has no measurable cost; default ``analysis.comparison.verdict_rule.DEFAULT_MARGIN_PCT``.
 
     Returns:
         The knee's index, or None when the front has fewer than 3 distinct points. Never the
@@ -102,7 +102,7 @@ def knee_index(capacity: Sequence[float], throughput: Sequence[float], mask: Seq
     rules agree (the first step steeper than the chord is where the distance peaks).
     """
     if flat_pct is None:
-        from analysis.comparison.compare import DEFAULT_MARGIN_PCT
+        from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 
         flat_pct = DEFAULT_MARGIN_PCT
     seen: dict[float, int] = {}

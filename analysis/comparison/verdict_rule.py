@@ -5,7 +5,7 @@ What is modelled: ``bootstrap_delta`` (difference of medians with a seeded perce
 an equivalence margin, Schuirmann 1987: inconclusive / equivalent / faster / slower), ``verdict_text``
 and ``decide`` (the rule applied to two groups of per-process values). The rule and its worked
 examples are stated in ``analysis.comparison.compare``'s docstring; every table, plot, report and recommendation
-calls these functions (also through ``analysis.comparison.compare``, which re-exports them).
+calls these functions.
 
 What is deliberately not modelled: which groups are compared (``analysis.comparison.compare``).
 """

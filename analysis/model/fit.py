@@ -26,7 +26,7 @@ The recommender returns the highest-throughput *measured* point whose capacity
 candidates that are valid (no validation error concerns them) and generated
 the baseline's tokens (``front_excluded`` empty), of the requested
 implementation (or the baseline); it states the chosen point's verdict against
-the baseline and against the runner-up (``analysis.comparison.compare.decide``, with the
+the baseline and against the runner-up (``analysis.comparison.verdict_rule.decide``, with the
 margin). Model predictions (of measured and unmeasured settings) are shown only
 for a trusted model (``analysis.model.trust``: real fit, every point within 10%,
 within 2x of the run's own copy bench).
@@ -235,7 +235,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         ValueError: neither or both needs given, or a negative need.
         ChoiceError: ``phase`` or ``implementation`` not in the run (the message lists the choices).
     """
-    from analysis.comparison.compare import DEFAULT_MARGIN_PCT
+    from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 
     margin_pct = DEFAULT_MARGIN_PCT if margin_pct is None else margin_pct
     if need_gib is not None and need_kv_gib is None:
@@ -359,7 +359,7 @@ def _best_point(ph: pd.DataFrame, cap: pd.Series, need: float, pr: pd.DataFrame,
 def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict[str, list],
                    margin_pct: float, lines: list[str]) -> str:
     """Append the best point's verdict vs the baseline and vs the runner-up; return the former ('' if none)."""
-    from analysis.comparison.compare import decide, verdict_text
+    from analysis.comparison.verdict_rule import decide, verdict_text
 
     vs_base = ""
     base = ph.loc[ph["implementation"] == "baseline", "label"].tolist()

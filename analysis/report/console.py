@@ -23,7 +23,7 @@ from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
 from results_schema.io import read_json
-from results_schema.models import ValidationReport
+from results_schema.validation import ValidationReport
 from results_schema.summary import ComparisonSummary
 
 VERDICT_STYLE = {"INVALID": "bold red", "slower": "yellow", "faster": "green", "equivalent": "cyan",

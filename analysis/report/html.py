@@ -39,7 +39,8 @@ from analysis.report.released import released_cell
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
 from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
-from results_schema.models import CaseFailure, ValidationReport
+from results_schema.case_outcome import CaseFailure
+from results_schema.validation import ValidationReport
 from results_schema.summary import ComparisonSummary
 
 REPORT_NAME = "report.html"

@@ -13,12 +13,12 @@ import math
 
 import pandas as pd
 
-from analysis.comparison.compare import DEFAULT_MARGIN_PCT
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
-from results_schema.models import ValidationReport
+from results_schema.validation import ValidationReport
 
 
 def _fmt(v, decimals: int | None = None) -> str:
@@ -71,7 +71,7 @@ COMPARISON_COLUMNS = [
 
 
 def verdict_legend(margin_pct: float) -> str:
-    """The verdict rule (``analysis.comparison.compare.verdict``) in words, with the margin in force."""
+    """The verdict rule (``analysis.comparison.verdict_rule.verdict``) in words, with the margin in force."""
     return (f"equivalence margin ±{margin_pct:g}% of the reference median. equivalent only when the whole "
             f"process-level 95% CI of the relative difference lies inside ±{margin_pct:g}% (also when it excludes "
             f"0: a difference smaller than the margin is never a speed-up); otherwise faster / slower when the CI "

@@ -7,7 +7,7 @@ and writes
     summary/comparison-summary.json   every table (full precision; NaN -> null)
     summary/comparison-summary.csv    the per-label table (full precision)
     summary/comparison-summary.md     every table at printed precision (``PRECISION``)
-    summary/validation.json           ``results_schema.models.ValidationReport``
+    summary/validation.json           ``results_schema.validation.ValidationReport``
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
     summary/report.html               self-contained interactive report (``analysis.report.html``)
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.comparison.compare import DEFAULT_MARGIN_PCT
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 from analysis.comparison.decision import decision_table
 from analysis.report.html import write_report_html
 from analysis.report.markdown import render_markdown, verdict_legend
@@ -64,7 +64,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         model_dir: model directory for the layer-byte checks; default ``<run_dir>/model`` or the
             records' ``model`` path.
         out_dir: where the files go (default ``<run_dir>/summary``).
-        margin_pct: equivalence margin of every verdict (``analysis.comparison.compare.verdict``).
+        margin_pct: equivalence margin of every verdict (``analysis.comparison.verdict_rule.verdict``).
 
     Returns:
         The validity line and the per-label Markdown table (label, G, N, selected layers,

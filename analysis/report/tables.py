@@ -20,16 +20,14 @@ import pandas as pd
 
 from analysis.aggregate import aggregate
 from analysis.comparison.compare import (
-    DEFAULT_MARGIN_PCT,
-    check_margin,
     compare_implementations,
     confirmation_table,
     label_vs_baseline,
     long_window_table,
     native_vs_same_runtime,
     spaced_vs_adjacent,
-    verdict_text,
 )
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, verdict_text
 from analysis.load import RunData, load_run
 from analysis.model.fit import fit_model, model_table
 from analysis.model.trust import trust_fields
@@ -123,7 +121,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     Args:
         run_dir: the run directory.
         model_dir: model directory for the layer-byte checks (see ``analysis.validation.validate.validate_run``).
-        margin_pct: equivalence margin of every verdict (``analysis.comparison.compare.verdict``), percent > 0.
+        margin_pct: equivalence margin of every verdict (``analysis.comparison.verdict_rule.verdict``), percent > 0.
 
     Returns:
         dict with frames ``summary``, ``comparison``, ``long_window``, ``spaced_vs_adjacent``,

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from results_schema.serving import RateResult, RequestOutcome, ServingSLO
+from results_schema.serving import RateResult, RequestOutcome
+from results_schema.serving_spec import ServingSLO
 
 MS_PER_S = 1000
 """vLLM's ``MILLISECONDS_TO_SECONDS_CONVERSION`` (``vllm/benchmarks/serve.py``)."""

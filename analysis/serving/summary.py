@@ -18,7 +18,7 @@ What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.servi
   completed, vLLM's goodput rule: TTFT <= limit and TPOT <= limit) reaches the SLO's target.
 * the front of (released bytes from evidence, SLO rate), both maximised (``analysis.comparison.pareto``).
 * verdicts current vs official per (G, N, prefetch, params) and rate on P99 TPOT, one value per
-  repeat and side, with the project's verdict rule (``analysis.comparison.compare.decide``, lower is
+  repeat and side, with the project's verdict rule (``analysis.comparison.verdict_rule.decide``, lower is
   better: "faster" = lower P99 TPOT).
 * outputs in ``summary/``: ``serving-summary.{json,md}``, ``serving-latency.png`` (curves),
   ``serving-front.png`` (released MiB vs SLO rate).
@@ -44,16 +44,10 @@ from analysis.report.plots import save_png
 from analysis.serving.report import plot_front, plot_latency, render_markdown
 from analysis.serving.request_checks import ServingValidation, check_requests
 from results_schema.io import scan_jsonl, write_json, write_text_atomic
-from results_schema.models import CaseFailure
-from results_schema.serving import (
-    SERVING_SUFFIX,
-    ServingRateRow,
-    ServingRun,
-    ServingSLO,
-    ServingSummary,
-    SLORateRow,
-    VerdictRow,
-)
+from results_schema.case_outcome import CaseFailure
+from results_schema.serving import SERVING_SUFFIX, ServingRun
+from results_schema.serving_summary import ServingRateRow, ServingSummary, SLORateRow, VerdictRow
+from results_schema.serving_spec import ServingSLO
 
 INF_RATE = float("inf")
 
@@ -239,19 +233,12 @@ def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _decide(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    """``analysis.comparison.compare.decide`` (lower is better) as a row; the rule lives there."""
-    from analysis.comparison import compare
+    """``analysis.comparison.verdict_rule.decide`` (lower is better) as a row; the rule lives there."""
+    from analysis.comparison.verdict_rule import decide
 
-    if hasattr(compare, "decide"):
-        d = compare.decide(list(a), list(b), higher_is_better=False)
-        return {"verdict": d.verdict, "delta_pct": d.delta_pct, "ci_low_pct": d.ci_low_pct,
-                "ci_high_pct": d.ci_high_pct, "verdict_text": d.text}
-    # Before the equivalence-margin rule lands in analysis.comparison.compare: its interval rule on the delta.
-    delta, lo, hi, lo_p, hi_p = compare.bootstrap_delta(list(a), list(b))
-    v = compare.verdict(-hi, -lo)
-    mb = float(np.median(b))
-    return {"verdict": v, "delta_pct": delta / mb * 100.0 if mb else float("nan"), "ci_low_pct": lo_p,
-            "ci_high_pct": hi_p, "verdict_text": f"{v} (interval rule of analysis.comparison.compare.verdict)"}
+    d = decide(list(a), list(b), higher_is_better=False)
+    return {"verdict": d.verdict, "delta_pct": d.delta_pct, "ci_low_pct": d.ci_low_pct,
+            "ci_high_pct": d.ci_high_pct, "verdict_text": d.text}
 
 
 def verdicts(frame: pd.DataFrame, a: str = "current", b: str = "official") -> pd.DataFrame:

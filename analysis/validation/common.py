@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 from analysis.load import RunData
-from results_schema.models import ValidationIssue
+from results_schema.validation import ValidationIssue
 
 
 class CaseRef(TypedDict):

@@ -69,11 +69,7 @@ from analysis.validation.records import (
 )
 from results_schema.io import read_json
 from results_schema.plan import PLAN_FILE, RunPlan
-from results_schema.models import (
-    CaseCount,
-    CheckResult,
-    ValidationReport,
-)
+from results_schema.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",

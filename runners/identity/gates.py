@@ -201,7 +201,8 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservat
         RunnerError: (identity) naming the first mismatch.
     """
     from results_schema.io import file_sha256
-    from runners.identity.pin_checks import IdentityError, tree_sha256
+    from runners.identity.pin_checks import IdentityError
+    from runners.identity.probe import tree_sha256
 
     offload_tree = tree_sha256(REPO_ROOT / "offload")
     try:

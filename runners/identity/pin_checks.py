@@ -39,8 +39,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from results_schema.io import file_sha256
-from runners.identity.probe import (PUBLISHED_PREFIX, git_commit, package_tree_sha256, package_version,  # noqa: F401
-                           sha256_file, tree_sha256)
+from runners.identity.probe import (PUBLISHED_PREFIX, package_version,
+                           tree_sha256)
 from results_schema.manifest import (
     DeviceIdentity,
     EnvironmentManifest,

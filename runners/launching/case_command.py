@@ -20,7 +20,7 @@ from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
 from results_schema.io import write_json
 from results_schema.models import WorkloadSpec
 from results_schema.protocols import DEFAULT_PROTOCOL
-from runners.paths import (CONTROLLED_ENV, DEFAULT_ACCURACY_MANIFEST, EVIDENCE_HOOK_DIR, REPO_ROOT,  # noqa: F401
+from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
 
 def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:

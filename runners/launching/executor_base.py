@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, cast
 
 from results_schema.io import append_jsonl
-from results_schema.models import Implementation
+from results_schema.base import Implementation
 from results_schema.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
 from runners.planning.plan import ScheduledCase

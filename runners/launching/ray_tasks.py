@@ -51,7 +51,8 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
 
 def ray_node_identity(pins: Sequence[Mapping[str, Any]], model_sums: str | None) -> dict[str, Any]:
     """Body of the per-node identity task: the driver's pins, evaluated in this node's runtime."""
-    from runners.identity.pin_checks import REPO_ROOT, case_code_sha256, check_pins, sha256_file, tree_sha256
+    from runners.identity.pin_checks import REPO_ROOT, case_code_sha256, check_pins
+    from runners.identity.probe import sha256_file, tree_sha256
 
     offload = tree_sha256(REPO_ROOT / "offload")
     checks = []

@@ -179,7 +179,7 @@ def finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[
     Returns:
         ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else a failure.
     """
-    from results_schema.models import CaseFailure, FailureType
+    from results_schema.case_outcome import CaseFailure, FailureType
     from runners.outcome.case_log import root_cause, tail
     from runners.outcome.finalized import Finalized
 

@@ -84,7 +84,7 @@ def analyze(run_dir: Path, console: Any) -> tuple[Any, bool]:
         console.print(md, markup=False)
         serving_valid = md.startswith("serving: VALID")
     from results_schema.io import read_json
-    from results_schema.models import ValidationReport
+    from results_schema.validation import ValidationReport
 
     return read_json(run_dir / "summary" / "validation.json", ValidationReport), serving_valid
 
@@ -219,7 +219,7 @@ def interrupted_line(items: Sequence[Any], run_dir: Path) -> str:
 def recorded_verdict(run_dir: Path) -> str:
     """The verdict a finished run recorded (``summary/validation.json``), or that its validation did not run."""
     from results_schema.io import RecordError, read_json
-    from results_schema.models import ValidationReport
+    from results_schema.validation import ValidationReport
 
     path = run_dir / "summary" / "validation.json"
     if not path.is_file():

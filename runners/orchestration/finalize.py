@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from results_schema.models import CaseFailure, CaseRun, FailureType, Implementation, KVCacheCapacity
+from results_schema.base import Implementation
+from results_schema.case_outcome import CaseFailure, FailureType, KVCacheCapacity
+from results_schema.models import CaseRun
 from runners.outcome.case_checks import (
     CheckFailed,
     check_evidence,

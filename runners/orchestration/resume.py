@@ -73,7 +73,8 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
     """
     from results_schema.accuracy import AccuracyCaseRun
     from results_schema.io import read_jsonl
-    from results_schema.models import CaseFailure, CaseRun
+    from results_schema.case_outcome import CaseFailure
+    from results_schema.models import CaseRun
     from results_schema.serving import ServingRun
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 

@@ -164,7 +164,8 @@ def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[
 def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[Key]:
     """``(phase, label, repeat)`` of every case with a run, accuracy-case, serving or failure line."""
     from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.models import CaseFailure, CaseRun
+    from results_schema.case_outcome import CaseFailure
+    from results_schema.models import CaseRun
     from results_schema.serving import ServingRun
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 

@@ -26,13 +26,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
-from results_schema.models import (
-    BenchRecord,
-    CpuKernelEvidence,
-    FailureType,
-    RuntimeEvidence,
-    WorkloadSpec,
-)
+from results_schema.case_outcome import CpuKernelEvidence, FailureType
+from results_schema.models import BenchRecord, RuntimeEvidence, WorkloadSpec
 from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
 
 

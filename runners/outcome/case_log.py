@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from results_schema.models import KVCacheCapacity
+from results_schema.case_outcome import KVCacheCapacity
 
 RESULT_PREFIX = "BENCH_RESULT "
 EVIDENCE_PREFIX = "OFFLOAD_EVIDENCE "

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from results_schema.models import CaseFailure, CaseRun
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 
 
 @dataclass(frozen=True)

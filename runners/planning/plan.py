@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
-from results_schema.models import IMPLEMENTATIONS
+from results_schema.base import IMPLEMENTATIONS
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.workload_check import _effective_workload, validate_workload

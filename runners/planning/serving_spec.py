@@ -27,16 +27,10 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, read_json, write_json
-from results_schema.models import CaseFailure, FailureType, OffloadSetting
-from results_schema.serving import (
-    ServingCaseResult,
-    ServingCaseSpec,
-    ServingEngine,
-    ServingLimits,
-    ServingLoad,
-    ServingRun,
-    ServingSLO,
-)
+from results_schema.case_outcome import CaseFailure, FailureType
+from results_schema.models import OffloadSetting
+from results_schema.serving import ServingCaseResult, ServingRun
+from results_schema.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
 from runners.outcome.case_checks import CheckFailed, check_evidence
 from runners.outcome.finalized import Finalized
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail

@@ -8,14 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.comparison.compare import (
-    DEFAULT_MARGIN_PCT,
-    bootstrap_delta,
-    compare_implementations,
-    decide,
-    spaced_vs_adjacent,
-    verdict,
-)
+from analysis.comparison.compare import compare_implementations, spaced_vs_adjacent
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, bootstrap_delta, decide, verdict
 from analysis.load import load_run
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 

@@ -14,7 +14,7 @@ from analysis.load import load_run
 from analysis.report.summary import write_summary
 from analysis.verify import verify
 from results_schema.io import read_json
-from results_schema.models import ValidationReport
+from results_schema.validation import ValidationReport
 
 
 @pytest.fixture(scope="module")

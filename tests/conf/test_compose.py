@@ -122,7 +122,8 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     from analysis.validation.validate import MIN_WINDOW_S
     from conf.schema import DEFAULT_MIN_MEASURED_S
     from runners.incase.bench_one import load_case
-    from runners.launching.case_command import CasePaths, case_argv
+    from runners.launching.case_command import case_argv
+    from runners.paths import CasePaths
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
     items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")

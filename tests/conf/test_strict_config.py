@@ -11,7 +11,8 @@ import pytest
 
 from conf.schema import ConfigError
 from runners.identity.pin_checks import check_pins
-from runners.launching.case_command import CasePaths, case_env
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg, run_fake
 

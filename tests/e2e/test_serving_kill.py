@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure
+from results_schema.case_outcome import CaseFailure
 from results_schema.serving import ServingCaseResult
 from runners.incase.serving.server import port_is_free
 

@@ -11,9 +11,10 @@ import pytest
 from offload.selection import case_label, check_offload_setting
 from results_schema.case import CaseSpec
 from results_schema.io import read_json
-from results_schema.models import IMPLEMENTATIONS, Implementation
+from results_schema.base import IMPLEMENTATIONS, Implementation
 from runners.incase.case_input import checked_offload
-from runners.launching.case_command import CasePaths, case_argv
+from runners.launching.case_command import case_argv
+from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
 

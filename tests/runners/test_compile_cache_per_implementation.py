@@ -18,7 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from offload.gpu_compare import engine_cache_root
-from runners.launching.case_command import CasePaths, case_env
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 
 REPO = Path(__file__).resolve().parents[2]
 

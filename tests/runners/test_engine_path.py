@@ -17,9 +17,10 @@ from pydantic import BaseModel, model_validator
 
 from results_schema.case import CaseSpec, RequestedOffload
 from results_schema.io import read_json, read_jsonl
-from results_schema.models import CaseFailure
+from results_schema.case_outcome import CaseFailure
 from runners.incase.bench_one import _specs
-from runners.launching.case_command import CasePaths, case_argv, case_env
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
 from runners.incase.engine_path import ACCEPTED_INVALID, REJECTED, EngineAcceptedInvalid, build, engine_outcome, raised_in
 from runners.errors import PlanError
 from runners.orchestration.finalize import finalize

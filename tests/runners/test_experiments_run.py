@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
 from tests.runners.helpers import run_fake
 

@@ -9,15 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from results_schema.manifest import EnvironmentManifest, is_secret_name
-from runners.identity.pin_checks import (
-    IdentityError,
-    check_pins,
-    enforce,
-    filter_environment,
-    package_version,
-    sha256_file,
-    tree_sha256,
-)
+from runners.identity.pin_checks import IdentityError, check_pins, enforce, filter_environment
+from runners.identity.probe import package_version, sha256_file, tree_sha256
 
 
 def _pins(**kw):

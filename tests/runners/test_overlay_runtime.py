@@ -14,7 +14,8 @@ from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config
 from runners.outcome.case_checks import CheckFailed, _check_overlay_class
-from runners.launching.case_command import CasePaths, case_env
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 from runners.planning.plan import PlanError, expand_phase
 from tests.runners.test_plan import WORKLOAD, matrix

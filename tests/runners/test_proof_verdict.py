@@ -10,7 +10,8 @@ import pytest
 
 from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
-from results_schema.models import CaseFailure, CaseRun
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError
 from runners.matrix import run_matrix
 from runners.identity.numerics import parse_cpuinfo

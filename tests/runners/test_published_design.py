@@ -14,7 +14,8 @@ import pytest
 from runners.incase.bench_one import _specs, engine_kwargs, load_case
 from runners.identity.health import health_argv, health_verdict
 from runners.incase.device_index import device_placeholders, parse_npu_chips
-from runners.launching.case_command import CasePaths, case_argv, case_env
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
 
@@ -92,7 +93,7 @@ ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSIT
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
 def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
-    from runners.launching.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     cann = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages:/usr/local/Ascend/tbe"
     for sc in _items(experiment):
@@ -103,7 +104,7 @@ def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
 
 
 def test_cpu_case_env_still_replaces_pythonpath(tmp_path):
-    from runners.launching.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     sc = plan(compose_cfg())[0]
     env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),

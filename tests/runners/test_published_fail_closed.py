@@ -16,7 +16,8 @@ from results_schema.case import CaseSpec
 from results_schema.io import read_json, write_json
 from runners.orchestration.finalize import finalize
 from runners.incase.process_group import run_case_process
-from runners.launching.case_command import CasePaths, case_argv, case_env
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 

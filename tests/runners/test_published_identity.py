@@ -106,7 +106,8 @@ def _source_tree(tmp_path: Path) -> Path:
 
 
 def test_source_tree_pin_takes_the_published_format_and_a_bare_hex(tmp_path):
-    from runners.identity.pin_checks import check_pins, tree_sha256
+    from runners.identity.pin_checks import check_pins
+    from runners.identity.probe import tree_sha256
 
     root = _source_tree(tmp_path)
     published = PUBLISHED_PREFIX + _shell_tree_hash(root)

