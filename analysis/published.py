@@ -1,4 +1,4 @@
-"""The published analyzer's view of a run: three capacity axes, selectable Pareto axis, its columns (issue 15).
+"""The published analyzer's view of a run: three capacity axes, selectable Pareto axis, its columns.
 
 What is modelled (one row per (phase, label), on top of ``analysis.aggregate.aggregate``):
 

@@ -169,10 +169,10 @@ class MatrixConfig:
     cooldown_s: float = 0.0
     case_timeout_s: float = 600.0
     kill_grace_s: float = 10.0
-    # issue 15: backend passed explicitly to every offload case whose point says auto (published:
+    # backend passed explicitly to every offload case whose point says auto (published:
     # prefetch); labels keep the auto names. null = each point's own backend.
     offload_backend: Optional[OffloadBackend] = None
-    # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
+    # run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
     focus_first: bool = False
     runtime: Optional[RuntimeConfig] = None
     num_prompts: Optional[int] = None

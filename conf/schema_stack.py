@@ -98,7 +98,7 @@ class RuntimeConfig:
     env: Dict[str, str] = field(default_factory=dict)
     health_command: Optional[List[str]] = None
     health_timeout_s: float = 60.0
-    # issue 15 (runners.identity.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
+    # (runners.identity.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
     health_expect: Optional[str] = None
     inherit_pythonpath: bool = False
     visible_devices_env: Optional[str] = None
@@ -109,7 +109,7 @@ class RuntimeConfig:
     command_prefix: List[str] = field(default_factory=list)
     path_map: Dict[str, str] = field(default_factory=dict)
     cpu_kernel_path: Optional[CpuKernelPath] = None
-    # issue 15: the published offloader as implementation ``overlay`` (offload/overlay.py)
+    # the published offloader as implementation ``overlay`` (offload/overlay.py)
     overlay_source_root: Optional[str] = None
     overlay_class: Optional[str] = None
 
@@ -181,7 +181,7 @@ class WorkloadConfig:
     enable_prefix_caching: Optional[bool] = False
     prompts_vary_per_round: bool = True
     temperature: float = 0.0
-    # published-workload options (issue 15; conf/workload/published.yaml): see WorkloadSpec
+    # published-workload options (conf/workload/published.yaml): see WorkloadSpec
     prompt_mode: PromptMode = PromptMode.random_ids
     prompt_seed_text: Optional[str] = None
     ignore_eos: bool = True

@@ -9,7 +9,7 @@ pid or timing), so two cases that produced the same outputs write
 byte-identical example files: their SHA-256 is the output-identity check.
 
 Protocol specs (:class:`ProtocolSpec`) are defined here; the registered ones live in
-``results_schema.protocols``. Schema version 2 (issue 11): results record
+``results_schema.protocols``. Schema version 2: results record
 ``protocol_name``, ``parsed``, ``length_limited``, ``finish_reasons``; example rows
 the data ``row``; version-1 files (the old protocol layout) are refused.
 

@@ -7,8 +7,8 @@ where the planned backends came from; :class:`BaselineAgreement`: the baseline r
 with each other). Re-exported by :mod:`results_schema.accuracy`; the CSV
 ``accuracy-verification.csv`` (``analysis.accuracy.table``) is one row per :class:`CaseSummary`.
 
-What is deliberately not modelled: the checks themselves (``analysis.accuracy.verifier``). Fields added by
-issue 15 have defaults, so reports written before it still validate.
+What is deliberately not modelled: the checks themselves (``analysis.accuracy.verifier``). Fields added after
+the first reports have defaults, so those reports still validate.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules of the per-process request, latency and load-memory fields of ``BenchRecord`` (issue 15).
+"""Rules of the per-process request, latency and load-memory fields of ``BenchRecord``.
 
 What is modelled: the published ``bench_one`` wrote, per case process, the request count,
 requests per second, the P50 / P95 latency of its measured rounds, and RSS / NPU HBM before,

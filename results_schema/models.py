@@ -145,7 +145,7 @@ class WorkloadSpec(StrictModel):
         description="vLLM enable_prefix_caching; null = not passed (vLLM's default, as the published runs).")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
-    # --- published-workload options (issue 15); defaults = the project's own workload
+    # --- published-workload options; defaults = the project's own workload
     prompt_mode: Literal["random_ids", "seed_text"] = Field(
         default="random_ids", description="random_ids: seeded token ids; seed_text: the published repeated seed "
         "text truncated to input_len tokens with the model's tokenizer (runners.incase.prompts).")
@@ -244,7 +244,7 @@ class BenchRecord(StrictModel):
     window: MeasurementWindow | None = Field(
         default=None, exclude_if=lambda v: v is None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
     )
-    # --- per-process metrics of the published bench_one (issue 15); rules in results_schema.load_metrics
+    # --- per-process metrics of the published bench_one; rules in results_schema.load_metrics
     requests: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Requests completed in the measured rounds = workload.num_prompts x len(rounds) (a round is one "

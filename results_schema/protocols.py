@@ -15,8 +15,8 @@ Registered:
   option shuffle, last-number / leading-letter extraction, temperature 0 only,
   ``enforce_eager``, ``max_model_len`` 4096, memory utilisation 0.5.
 * ``boxed-chat-v1``: this project's own protocol (``\\boxed{}`` answers, LaTeX-aware
-  number normalisation, a per-option SHA-256 option order). It was called ``qwen-chat-v1``
-  before issue 11; fractions and text written after the final answer are handled (see
+  number normalisation, a per-option SHA-256 option order). Records of the earlier protocol
+  registry call it ``qwen-chat-v1``; fractions and text written after the final answer are handled (see
   ``runners.incase.accuracy.scoring``).
 
 Freezing: a spec never changes under its name. Any change (one character of a prompt,

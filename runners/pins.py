@@ -175,7 +175,7 @@ def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) ->
     from runners.identity.published_identity import msc_revision
 
     try:
-        msc = msc_revision(mdir)  # ModelScope's .msc index (issue 15)
+        msc = msc_revision(mdir)  # ModelScope's .msc index
     except ValueError as exc:
         found.not_found.append({"key": key, "pin": ".msc", "reason": str(exc)})
         return True

@@ -164,7 +164,7 @@ def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation 
         if any(not c.ok for c in checks):
             enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
         raise
-    try:  # REVISION file, else ModelScope's .msc (issue 15)
+    try:  # REVISION file, else ModelScope's .msc
         observed_rev = model_revision(model_dir)
     except ValueError as exc:
         raise RunnerError(f"identity gate ({when}): model revision: {exc}", EXIT_IDENTITY) from None

@@ -1,4 +1,4 @@
-"""Health gate command and verdict of a runtime (the published Ascend gate, issue 15).
+"""Health gate command and verdict of a runtime (the published Ascend gate).
 
 What is modelled: a runtime's ``health_command`` may name the case device with the
 placeholders ``{physical_index}`` (``npu-smi`` NPU ID / ``nvidia-smi`` index) and ``{chip}``

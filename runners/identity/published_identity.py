@@ -1,4 +1,4 @@
-"""Identity values in the published runner's formats (issue 15), so its pins can be used here.
+"""Identity values in the published runner's formats, so its pins can be used here.
 
 What is modelled:
 

@@ -40,7 +40,7 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                   runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
                   offload=offload, record=str(paths.record))
-    if c.kind == "accuracy":  # the full setting, backend included (issue 15: the phase's offload_backend)
+    if c.kind == "accuracy":  # the full setting, backend included (the phase's offload_backend)
         acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
                                    protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
                                    out_dir=str(paths.record.parent / paths.record.stem))
@@ -113,7 +113,7 @@ def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str,
         env.update(overlay_env(sc.case.runtime))
         pythonpath += ":" + env["OFFLOAD_OVERLAY_SOURCE_ROOT"]
     if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
-        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours (issue 15)
+        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours
     env.update({
         "PYTHONPATH": pythonpath,
         "OFFLOAD_IMPL": sc.case.implementation,

@@ -96,7 +96,7 @@ def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
 
 def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]:
     """Dry-run lines naming what every case gets: per phase the offload backend(s), schedule and
-    process limits, the effective workload, and the runtime's case environment (issue 15)."""
+    process limits, the effective workload, and the runtime's case environment."""
     lines: list[str] = []
     firsts: dict[str, Any] = {}
     for sc in items:
@@ -117,7 +117,7 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
                      + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
                      + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
                      + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
-        if c.kind == "accuracy":  # issue 15: what the accuracy verifier holds the phase to
+        if c.kind == "accuracy":  # what the accuracy verifier holds the phase to
             lines.append(f"  accuracy: tasks={','.join(c.accuracy_tasks)} protocol={c.accuracy_protocol} "
                          f"manifest={c.accuracy_manifest} ({_manifest_state(c.accuracy_manifest)}) "
                          f"limit={c.accuracy_limit} max_accuracy_drop={c.max_accuracy_drop:g} (fraction); "

@@ -83,7 +83,7 @@ def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
 
 
 def check_plan_match(c: object, record: BenchRecord) -> None:
-    """Published rule: the record's workload and model are the plan's (issue 15)."""
+    """Published rule: the record's workload and model are the plan's."""
     want_w = dict(c.workload)  # type: ignore[attr-defined]
     try:
         planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})

@@ -1,4 +1,4 @@
-"""Protocol ``boxed-chat-v1``: this project's own protocol (``\\boxed{}`` answers; the name ``qwen-chat-v1`` before issue 11).
+"""Protocol ``boxed-chat-v1``: this project's own protocol (``\\boxed{}`` answers; records of the earlier protocol registry name it ``qwen-chat-v1``).
 
 What is modelled: prompts from the frozen spec (question and options stripped), a GPQA
 option order sorted by SHA-256 of ``"{seed}\\x1f{question}\\x1f{index}"`` (a pure function of
