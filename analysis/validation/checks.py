@@ -15,9 +15,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from analysis.load import RunData
-from analysis.validation.token_floor import NOISE_NOTE, phase_floors, token_status
 from analysis.validation.common import Collector
 from results_schema.io import RecordError, file_sha256, read_json
+from results_schema.token_rule import NOISE_NOTE, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
 """Shortest measured window (seconds of measured rounds per process) analysis accepts without a
@@ -28,33 +28,34 @@ design measured 3 rounds x 64 tokens, about 0.4 s against ~20 s of engine load, 
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     """``identical`` / ``differs`` / ``within_baseline_noise`` / ``no_baseline`` per (phase, label, repeat).
 
-    See ``analysis.validation.token_floor.token_status``: identity with the phase baseline digest while the baseline
-    processes agree; against their per-round floor when they do not.
+    The rule is ``results_schema.token_rule`` (the runner applies it live), over every baseline process of the phase.
     """
-    return token_status(data)
+    floors = phase_floors([cr.record for _p, _l, cr in data.case_runs])
+    return {(cr.record.phase, cr.record.label, cr.record.repeat): token_status(cr.record, floors.get(cr.record.phase))
+            for _p, _l, cr in data.case_runs}
 
 
 def check_tokens(data: RunData, col: Collector) -> None:
-    """``token_digest``: identity with the phase baseline, or the baseline-vs-baseline floor when baselines differ."""
-    floors = phase_floors(data)
+    """``token_digest``: the rule of ``results_schema.token_rule``; every case that differs is one issue."""
+    floors = phase_floors([cr.record for _p, _l, cr in data.case_runs])
     for phase, f in floors.items():
         if not f.deterministic:
             col.add("token_digest", "baseline_not_deterministic",
                     f"{phase}: {NOISE_NOTE}: baseline processes generated {len(f.digests)} different token digests; "
                     f"rounds differing between them: {f.floor_rounds}", severity="warning", phase=phase)
-    status = token_digest_status(data)
     for _p, _l, cr in data.case_runs:
         r = cr.record
-        if status[(r.phase, r.label, r.repeat)] == "differs" and r.implementation != "baseline":
-            greedy = r.workload.temperature == 0.0
-            f = floors[r.phase]
-            how = (f"from the phase baseline{' (greedy decoding: must be identical)' if greedy else ' (sampled workload)'}"
-                   if f.deterministic else
-                   f"beyond the baseline-vs-baseline floor ({NOISE_NOTE}): rounds {f.rounds_left(cr)} match no baseline "
-                   f"process vs floor {f.floor_rounds}")
-            col.add("token_digest", "token_digest_differs",
-                    f"{r.phase}/{r.label}-r{r.repeat}: generated tokens differ {how}",
-                    severity="error" if greedy else "warning", phase=r.phase, label=r.label, repeat=r.repeat)
+        f = floors.get(r.phase)
+        if f is None or r.implementation == "baseline" or token_status(r, f) != "differs":
+            continue
+        greedy = r.workload.temperature == 0.0
+        how = (f"from the phase baseline{' (greedy decoding: must be identical)' if greedy else ' (sampled workload)'}"
+               if f.deterministic else
+               f"beyond the baseline-vs-baseline floor ({NOISE_NOTE}): rounds {f.rounds_left(r)} match no baseline "
+               f"process vs floor {f.floor_rounds}")
+        col.add("token_digest", "token_digest_differs",
+                f"{r.phase}/{r.label}-r{r.repeat}: generated tokens differ {how}",
+                severity="error" if greedy else "warning", phase=r.phase, label=r.label, repeat=r.repeat)
 
 
 def check_cpu_kernels(data: RunData, col: Collector) -> None:

@@ -27,7 +27,7 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         baseline; a warning for sampled workloads; where the baseline processes
                         disagree, a case whose rounds leave every baseline process on more rounds
                         than the baselines disagree on), baseline_not_deterministic (warning:
-                        baseline processes generated different tokens; ``analysis.validation.token_floor``)
+                        baseline processes generated different tokens; ``results_schema.token_rule``)
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
     device_memory       missing_device_memory (warning): an accelerator case without device memory before /
                         peak / after load (``BenchRecord.device_memory_error`` names why)

@@ -38,7 +38,8 @@ class RunState:
     expected_failures: int = 0
     successes: int = 0
     stopped: bool = False
-    baseline_digests: dict[str, str] = field(default_factory=dict)
+    accuracy_baseline_digests: dict[str, str] = field(default_factory=dict)
+    baseline_records: dict[str, list[Any]] = field(default_factory=dict)
     token_mismatches: list[str] = field(default_factory=list)
     case_wall_s: float = 0.0
     finalize_s: float = 0.0
@@ -79,8 +80,8 @@ def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> st
     return status
 
 
-def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
-    """On resume: each phase's first baseline digest from the lines already in ``<phase>-runs.jsonl`` (and the
+def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
+    """On resume: each phase's baseline records from the lines already in ``<phase>-runs.jsonl`` (and the
     accuracy baselines' ``examples_sha256`` from ``<phase>-accuracy-cases.jsonl``).
 
     Without it a resumed case whose tokens differ from a baseline recorded before the interruption
@@ -96,7 +97,7 @@ def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
         path = state.run_dir / f"{phase}-runs.jsonl"
         for run in read_jsonl(path, CaseRun) if path.is_file() else ():
             if run.record.implementation == "baseline":
-                state.baseline_digests.setdefault(run.record.phase, run.record.token_digest)
+                state.baseline_records.setdefault(run.record.phase, []).append(run.record)
         acc = state.run_dir / accuracy_cases_name(phase)
         for line in read_jsonl(acc, AccuracyCaseRun) if acc.is_file() else ():
             if line.implementation == "baseline":
@@ -104,23 +105,33 @@ def seed_baseline_digests(state: RunState, phases: Sequence[str]) -> None:
 
 
 def token_check(state: RunState, rec: Any) -> str | None:
-    """Live greedy-identity check of one bench record against its phase's first baseline digest.
+    """Live greedy token check of one bench record: ``results_schema.token_rule`` over the baselines so far.
 
-    Mirrors ``analysis.validation.checks.check_tokens`` while the run goes, so that a case whose
-    tokens differ is never printed or counted as ``ok``: returns ``None`` (a baseline, a sampled
-    workload, or no baseline finished yet in this phase: nothing to say), ``"tokens identical to
-    baseline"``, or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
+    The rule is the validation's (``analysis.validation.checks.check_tokens``), applied to the phase's
+    baseline processes finished so far, so that a case whose tokens differ is never printed or counted
+    as ``ok``. Returns ``None`` (a baseline, a sampled workload, or no baseline finished yet in this
+    phase: nothing to say), ``"tokens identical to baseline"``, ``"tokens within the baseline-vs-baseline
+    floor"`` or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
     """
+    from results_schema.token_rule import PhaseFloor, token_status
+
     if rec.implementation == "baseline":
-        state.baseline_digests.setdefault(rec.phase, rec.token_digest)
+        state.baseline_records.setdefault(rec.phase, []).append(rec)
         return None
-    ref = state.baseline_digests.get(rec.phase)
-    if ref is None or rec.workload.temperature != 0.0:
+    if rec.workload.temperature != 0.0:
         return None
-    if rec.token_digest == ref:
+    floor = PhaseFloor.of(state.baseline_records.get(rec.phase, ()))
+    status = token_status(rec, floor)
+    if status == "no_baseline":
+        return None
+    if status == "identical":
         return "tokens identical to baseline"
+    if status == "within_baseline_noise":
+        return "tokens within the baseline-vs-baseline floor (baseline not deterministic on this runtime)"
+    how = (f"digest {rec.token_digest[:12]} vs {sorted(floor.digests)[0][:12]}" if floor.deterministic else
+           f"rounds {floor.rounds_left(rec)} match no baseline process vs floor {floor.floor_rounds}")
     line = (f"TOKENS DIFFER from the {rec.phase} baseline (greedy decoding: must be identical; "
-            f"digest {rec.token_digest[:12]} vs {ref[:12]}); validation will fail")
+            f"{how}); the validation judges it against every baseline process of the phase")
     state.token_mismatches.append(f"{rec.phase}/{rec.label}-r{rec.repeat}: {line}")
     return line
 
@@ -137,18 +148,18 @@ def accuracy_output_check(state: RunState, line: Any) -> str | None:
     """
     keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
     if line.implementation == "baseline":
-        again = [o.task for o in line.results if keys[o.task] in state.baseline_digests]
-        noisy = [o.task for o in line.results if state.baseline_digests.setdefault(keys[o.task], o.examples_sha256)
+        again = [o.task for o in line.results if keys[o.task] in state.accuracy_baseline_digests]
+        noisy = [o.task for o in line.results if state.accuracy_baseline_digests.setdefault(keys[o.task], o.examples_sha256)
                  != o.examples_sha256]
         if noisy:
             return (f"BASELINE NOT DETERMINISTIC on this runtime: this baseline run differs from the first on "
                     f"{', '.join(noisy)}; the verifier judges offload cases against the baseline-vs-baseline floor "
                     "(paired per example), not by identity")
         return "outputs identical to the first baseline run" if again else None
-    compared = [o for o in line.results if keys[o.task] in state.baseline_digests]
+    compared = [o for o in line.results if keys[o.task] in state.accuracy_baseline_digests]
     if not compared:
         return None
-    differ = [o.task for o in compared if o.examples_sha256 != state.baseline_digests[keys[o.task]]]
+    differ = [o.task for o in compared if o.examples_sha256 != state.accuracy_baseline_digests[keys[o.task]]]
     if not differ:
         return "outputs identical to baseline"
     status = (f"OUTPUTS DIFFER from the {line.phase} baseline on {', '.join(differ)} (greedy decoding: must be "

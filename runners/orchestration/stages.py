@@ -206,7 +206,7 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
-    from runners.orchestration.execute import run_phases, seed_baseline_digests
+    from runners.orchestration.execute import run_phases, seed_baselines
     from runners.incase.process_group import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
 
@@ -225,7 +225,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
                      bench_command=opts.bench_command, formal=opts.formal, progress=progress,
                      accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
     if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
-        seed_baseline_digests(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
+        seed_baselines(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
     base_env = dict(os.environ)
     interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.run_identity.gate,
                              resumed=p.resume_dir is not None, timings=run.timings)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from analysis.validation.token_floor import token_status
-from analysis.validation.checks import check_tokens
+from analysis.validation.checks import check_tokens, token_digest_status as token_status
 from analysis.validation.common import Collector
 from results_schema.models import CaseRun
 from tests.support.synthetic import SynthCase, digest, make_case_run
