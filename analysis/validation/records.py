@@ -24,20 +24,9 @@ from analysis.model.layer_bytes import (
 from analysis.load import RunData
 from analysis.validation.common import CaseRef, Collector, Where, rel_path
 from offload.selection import select_offload_layers
+from results_schema.evidence_rule import evidence_problems
 from results_schema.io import RecordError, parse_line, read_json
 from results_schema.models import BenchRecord, CaseRun, RuntimeEvidence
-
-EXPECTED_OFFLOADER_CLASS: dict[str, re.Pattern[str]] = {
-    "baseline": re.compile(r"^vllm\.model_executor\.offloader\.base\.NoopOffloader$"),
-    "current": re.compile(r"^offload\.[\w.]*CurrentPrefetchOffloader$"),
-    "sync": re.compile(r"^offload\.[\w.]*SyncOffloader$"),
-    "official": re.compile(
-        r"^(vllm\.model_executor\.offloader\.prefetch\.PrefetchOffloader"
-        r"|vllm\.model_executor\.offloader\.uva\.UVAOffloader"
-        r"|vllm_ascend\.[\w.]*NPUPrefetchOffloader)$"
-    ),
-}
-"""Offloader class each implementation must show in its evidence (fully qualified name)."""
 
 BENCH_RE = re.compile(r"(?:^|[\s)\]])BENCH_RESULT (\{.*\})\s*$")
 EVIDENCE_RE = re.compile(r"(?:^|[\s)\]])OFFLOAD_EVIDENCE (\{.*\})\s*$")
@@ -140,38 +129,27 @@ def _check_sidecar(data: RunData, cr: CaseRun, col: Collector, where: str, kw: C
                     path=rel_path(data, rec), **kw)
 
 
-def _expected_class(implementation: str, key: tuple[str, str],
-                    overlay_classes: Mapping[tuple[str, str], str]) -> re.Pattern[str] | None:
-    """The class pattern of an implementation; ``overlay``: the plan's ``overlay_class`` (``mod:Cls`` -> ``mod.Cls``),
-    or any class when the run has no ``plan.json`` naming one."""
-    if implementation == "overlay":
-        cls = overlay_classes.get(key)
-        return re.compile("^" + re.escape(cls.replace(":", ".")) + "$") if cls else None
-    return EXPECTED_OFFLOADER_CLASS.get(implementation)
-
-
 def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
                    overlay_classes: Mapping[tuple[str, str], str] | None = None) -> None:
     """Checks ``offloader_class``, ``evidence_agreement`` and ``non_empty_evidence`` of every case.
 
-    ``overlay_classes``: ``(phase, label) -> overlay_class`` of the run's ``overlay`` cases (``plan.json``).
+    The rule is ``results_schema.evidence_rule.evidence_problems`` (the runner applies it live and stops
+    at the first problem); here every problem is an issue. Repeats of a label must also agree on
+    their evidence (class, layers, bytes). ``overlay_classes``: ``(phase, label) -> overlay_class``
+    of the run's ``overlay`` cases (``plan.json``; without it an overlay case's class is not checked).
     """
     cfg_layers = None
     if model_dir is not None:
         cfg_layers = load_config(model_dir).get("num_hidden_layers")
     by_label: dict[tuple[str, str], list[CaseRun]] = defaultdict(list)
     for _p, _l, cr in data.case_runs:
-        r, e = cr.record, cr.evidence
+        r = cr.record
         by_label[(r.phase, r.label)].append(cr)
         kw: Where = {"phase": r.phase, "label": r.label, "repeat": r.repeat, "path": cr.evidence_path}
-        where = f"{r.phase}/{r.label}-r{r.repeat}"
-        pat = _expected_class(r.implementation, (r.phase, r.label), overlay_classes or {})
-        if pat is not None and not pat.match(e.offloader_class):
-            col.add("offloader_class", "wrong_offloader_class",
-                    f"{where}: implementation {r.implementation!r} ran offloader {e.offloader_class!r}, "
-                    f"expected one matching {pat.pattern!r}", **kw)
-        _check_agreement(cr, col, where, kw, cfg_layers)
-        _check_non_empty(cr, col, where, kw)
+        for pr in evidence_problems(cr.evidence, implementation=r.implementation, setting=r.offload,
+                                    overlay_class=(overlay_classes or {}).get((r.phase, r.label)),
+                                    select=select_offload_layers, config_layers=cfg_layers):
+            col.add(pr.check, pr.code, f"{r.phase}/{r.label}-r{r.repeat}: {pr.message}", **kw)
     for (phase, label), crs in by_label.items():
         sig = {(c.evidence.offloader_class, c.evidence.selected_layers, c.evidence.wrapped_layers,
                 c.evidence.offloaded_bytes, c.evidence.static_buffer_bytes) for c in crs}
@@ -179,47 +157,6 @@ def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
             col.add("evidence_agreement", "evidence_inconsistent",
                     f"{phase}/{label}: repeats disagree on evidence (class/layers/bytes): {sorted(map(str, sig))}",
                     phase=phase, label=label)
-
-
-def _check_agreement(cr: CaseRun, col: Collector, where: str, kw: Where, cfg_layers: int | None) -> None:
-    """Evidence vs the requested setting, the selection rule and ``config.json``'s layer count."""
-    r, e, off = cr.record, cr.evidence, cr.record.offload
-    pairs: list[tuple[str, object, object]] = [
-        ("implementation", r.implementation, e.implementation),
-        ("offload_group_size", off.offload_group_size, e.offload_group_size),
-        ("offload_num_in_group", off.offload_num_in_group, e.offload_num_in_group),
-        ("offload_params", tuple(sorted(off.offload_params)), tuple(sorted(e.offload_params)))]
-    if off.enabled and r.implementation != "baseline":
-        pairs.append(("offload_prefetch_step", off.offload_prefetch_step, e.offload_prefetch_step))
-    for name, want, got in pairs:
-        if want != got:
-            col.add("evidence_agreement", "evidence_mismatch",
-                    f"{where}: {name} requested {want!r}, evidence shows {got!r}", **kw)
-    if r.implementation == "baseline":
-        return
-    expect = select_offload_layers(e.num_layers, off.offload_group_size, off.offload_num_in_group)
-    if tuple(e.selected_layers) != expect:
-        col.add("evidence_agreement", "selection_mismatch",
-                f"{where}: evidence selected layers {list(e.selected_layers)}, the selection rule gives "
-                f"{list(expect)} for {e.num_layers} layers, G={off.offload_group_size}, "
-                f"N={off.offload_num_in_group}", **kw)
-    if cfg_layers is not None and e.num_layers != cfg_layers:
-        col.add("evidence_agreement", "num_layers_mismatch",
-                f"{where}: evidence saw {e.num_layers} layers, config.json has {cfg_layers}", **kw)
-
-
-def _check_non_empty(cr: CaseRun, col: Collector, where: str, kw: Where) -> None:
-    """An offload case wrapped something and moved bytes; a case without offload did neither."""
-    r, e, off = cr.record, cr.evidence, cr.record.offload
-    if off.enabled and r.implementation != "baseline":
-        if e.wrapped_count == 0 or e.offloaded_bytes == 0:
-            col.add("non_empty_evidence", "empty_offload_evidence",
-                    f"{where}: offload requested (G={off.offload_group_size}, N={off.offload_num_in_group}) but "
-                    f"evidence shows {e.wrapped_count} wrapped module(s) and {e.offloaded_bytes} bytes", **kw)
-    elif e.wrapped_count or e.offloaded_bytes:
-        col.add("non_empty_evidence", "unexpected_offload_evidence",
-                f"{where}: no offload requested but evidence shows {e.wrapped_count} wrapped module(s), "
-                f"{e.offloaded_bytes} bytes", **kw)
 
 
 def check_layer_bytes(data: RunData, col: Collector, model_dir: Path | None) -> None:

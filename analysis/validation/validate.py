@@ -11,7 +11,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         duplicate_evidence_line
     evidence_files      missing_evidence, evidence_mismatch (sidecar / log line / CaseRun disagree),
                         record_mismatch (``records/`` file disagrees)
-    offloader_class     wrong_offloader_class (``EXPECTED_OFFLOADER_CLASS`` per implementation; ``overlay``: the
+    offloader_class     wrong_offloader_class (``results_schema.evidence_rule.EXPECTED_OFFLOADER_CLASS`` per
+                        implementation; ``overlay``: the
                         ``overlay_class`` its ``plan.json`` case names)
     evidence_agreement  evidence_mismatch (evidence vs requested G/N/prefetch/params/implementation),
                         selection_mismatch (selected layers vs ``offload.selection``),
@@ -19,7 +20,10 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         evidence_inconsistent (repeats of one label disagree),
                         runtime_mismatch (record runtime / evidence device vs the plan's runtime)
     non_empty_evidence  empty_offload_evidence (offload requested, nothing wrapped or 0 bytes),
+                        no_post_init (offload requested, the offloader never ran ``post_init``),
                         unexpected_offload_evidence (baseline that offloaded something)
+                        (offloader_class, evidence_agreement and non_empty_evidence are one rule with the
+                        runner's live check: ``results_schema.evidence_rule``)
     layer_bytes         layer_bytes_mismatch (evidence bytes vs config.json arithmetic and vs
                         safetensors headers over the wrapped layers); layer_bytes_unverified
                         (warning) when the model directory cannot be found

@@ -25,9 +25,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from offload.selection import select_offload_layers
+from results_schema.evidence_rule import evidence_problems
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.case_outcome import CpuKernelEvidence, FailureType
-from results_schema.models import BenchRecord, RuntimeEvidence, WorkloadSpec
+from results_schema.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
 from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
 
 
@@ -120,16 +122,11 @@ def check_kv_lines(c: object, log_text: str) -> None:
                     "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
-def _check_overlay_class(c: Any, sidecar: RuntimeEvidence) -> None:
-    """An ``overlay`` offload case ran the runtime's ``overlay_class`` (``module.path:ClassName``)."""
-    overlay = str((c.runtime or {}).get("overlay_class") or "").replace(":", ".")
-    if c.implementation == "overlay" and c.offload_requested and sidecar.offloader_class != overlay:
-        raise CheckFailed("evidence_mismatch", f"overlay case ran offloader {sidecar.offloader_class!r}, "
-                          f"not the runtime's overlay_class {overlay!r}")
-
-
 def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
+
+    "Describing the case" is ``results_schema.evidence_rule.evidence_problems`` (the validation's rule);
+    the first problem is the failure.
 
     Raises:
         CheckFailed: ``missing_evidence``, ``evidence_mismatch`` or ``no_offload_evidence``.
@@ -149,27 +146,12 @@ def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEviden
         raise CheckFailed("evidence_mismatch", f"evidence does not validate: {exc}") from None
     if sidecar != logged:
         raise CheckFailed("evidence_mismatch", "evidence sidecar and OFFLOAD_EVIDENCE line disagree")
-    if sidecar.implementation != c.implementation:
-        raise CheckFailed("evidence_mismatch",
-                    f"evidence implementation {sidecar.implementation!r} != case {c.implementation!r}")
-    _check_overlay_class(c, sidecar)
-    if c.offload_requested:
-        if (sidecar.offload_group_size, sidecar.offload_num_in_group) != (c.group_size, c.num_in_group):
-            raise CheckFailed("evidence_mismatch",
-                        f"evidence G/N ({sidecar.offload_group_size}, {sidecar.offload_num_in_group}) != case "
-                        f"({c.group_size}, {c.num_in_group})")
-        if not sidecar.post_init_called:
-            raise CheckFailed("no_offload_evidence", f"the offloader ({sidecar.offloader_class}) never ran post_init: "
-                        "its weights were not re-synced after loading, the evidence is rejected")
-        if sidecar.wrapped_count == 0 or sidecar.offloaded_bytes == 0:
-            raise CheckFailed("no_offload_evidence",
-                        f"offload requested (G={c.group_size}, N={c.num_in_group}) but the evidence shows "
-                        f"{sidecar.wrapped_count} wrapped modules and {sidecar.offloaded_bytes} offloaded bytes "
-                        f"(offloader {sidecar.offloader_class})")
-    elif sidecar.wrapped_count or sidecar.offloaded_bytes:
-        raise CheckFailed("evidence_mismatch",
-                    f"baseline case but the evidence shows {sidecar.wrapped_count} wrapped modules / "
-                    f"{sidecar.offloaded_bytes} bytes")
+    setting = OffloadSetting.model_construct(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                                             offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params))
+    problems = evidence_problems(sidecar, implementation=c.implementation, setting=setting,
+                                 overlay_class=(c.runtime or {}).get("overlay_class"), select=select_offload_layers)
+    if problems:
+        raise CheckFailed(problems[0].failure_type, problems[0].message)
     return sidecar
 
 
