@@ -82,7 +82,7 @@ def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
     """``plan.json`` (``results_schema.plan.RunPlan``): the expanded plan and the counts analysis expects.
 
     Raises:
-        runners.planning.plan.PlanError: the config does not expand (checked before, so not expected here).
+        runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
     from results_schema.io import write_json
     from results_schema.plan import PLAN_FILE, PhaseKind, PlannedPhase, RunPlan

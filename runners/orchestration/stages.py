@@ -136,7 +136,8 @@ def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
     Raises:
         RunnerError: (config) the config describes cases that cannot run.
     """
-    from runners.planning.plan import PlanError, plan
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
     from runners.orchestration.rundir import load_resumed_config
 
     resume_dir = None

@@ -8,7 +8,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from runners.planning.plan import PlanError, plan
+from runners.errors import PlanError
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg, compose_real
 
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"

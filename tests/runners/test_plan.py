@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from offload.selection import case_label
-from runners.planning.plan import PlanError, expand_phase, schedule
+from runners.errors import PlanError
+from runners.planning.plan import expand_phase, schedule
 
 WORKLOAD = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
                 enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,

@@ -82,7 +82,8 @@ def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) ->
 
 
 def test_credential_value_in_the_runtime_env_config_is_refused():
-    from runners.planning.plan import PlanError, plan
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
     from tests.runners.helpers import compose_cfg
 
     with pytest.raises(PlanError, match="VLLM_MIRROR"):
