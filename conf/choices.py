@@ -63,7 +63,7 @@ class OffloadBackend(StrEnum):
 
 
 class PhaseKind(StrEnum):
-    """What a phase measures (``conf.schema.MatrixConfig.kind``)."""
+    """What a phase measures (``conf.schema_matrix.MatrixConfig.kind``)."""
 
     throughput = "throughput"
     ttft = "ttft"

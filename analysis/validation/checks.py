@@ -21,7 +21,7 @@ from results_schema.token_rule import NOISE_NOTE, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
 """Shortest measured window (seconds of measured rounds per process) analysis accepts without a
-warning; equal to the runner's default minimum (``conf.schema.DEFAULT_MIN_MEASURED_S``). The seed
+warning; equal to the runner's default minimum (``conf.schema_stack.DEFAULT_MIN_MEASURED_S``). The seed
 design measured 3 rounds x 64 tokens, about 0.4 s against ~20 s of engine load, and nothing flagged it."""
 
 

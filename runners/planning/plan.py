@@ -55,7 +55,7 @@ class PhaseCase:
         accuracy_model: accuracy phases: model directory loaded instead of the run's (as configured), None = the run's.
         fault: negative-control fault applied in the case process (``offload.faults``), None = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
-        serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
+        serving: the phase's ``serving`` settings (``conf.schema_matrix.ServingConfig`` as a dict) for
             ``kind=serving``, else None.
     """
 

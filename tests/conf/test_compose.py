@@ -121,7 +121,7 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     """Issue 12: the default run measures at least DEFAULT_MIN_MEASURED_S per case, passed to bench_one;
     analysis warns below the same value."""
     from analysis.validation.validate import MIN_WINDOW_S
-    from conf.schema import DEFAULT_MIN_MEASURED_S
+    from conf.schema_stack import DEFAULT_MIN_MEASURED_S
     from runners.incase.bench_one import load_case
     from runners.launching.case_command import case_argv
     from runners.paths import CasePaths
