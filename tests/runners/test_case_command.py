@@ -49,7 +49,7 @@ def test_accuracy_case_file(tmp_path: Path) -> None:
 
 
 def test_accuracy_case_file_carries_the_phase_backend(tmp_path: Path) -> None:
-    """issue 15: a phase's offload_backend (published: prefetch) reaches every offload accuracy case."""
+    """A phase's offload_backend (published: prefetch) reaches every offload accuracy case."""
     items = plan(compose_cfg("+experiment=accuracy", "+phases.accuracy.offload_backend=prefetch"))
     backends = {}
     for sc in items:

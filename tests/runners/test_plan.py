@@ -116,7 +116,7 @@ def test_rejects_secrets_in_the_config_environment() -> None:
     ("gpu_memory_utilization", -0.5, "a finite number > 0.0 and <= 1.0"),
     ("input_len", 0, "an integer >= 1"),
     ("warmup_rounds", -1, "an integer >= 0"),
-    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options (issue 15): Optional[Annotated[...]]
+    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options: Optional[Annotated[...]]
     ("max_num_batched_tokens_factor", 0, "an integer >= 1 or null"),
     ("min_measured_s", -1.0, "a finite number >= 0.0 or null"),
 ])

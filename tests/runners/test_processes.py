@@ -56,7 +56,7 @@ def marker(monkeypatch):
 
 
 def test_setsid_grandchild_of_a_timed_out_case_does_not_survive(tmp_path: Path, marker: str) -> None:
-    # issue 13: the case's child runs `( setsid sleep 300 & ); sleep 30` and the case times out.
+    # the case's child runs `( setsid sleep 300 & ); sleep 30` and the case times out.
     script = "import subprocess, time; subprocess.run(['/bin/sh', '-c', '( setsid sleep 300 & ); sleep 30'])"
     t0 = time.monotonic()
     out = run_case_process([sys.executable, "-c", script], dict(os.environ), tmp_path / "case.log", tmp_path,

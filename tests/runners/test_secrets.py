@@ -17,7 +17,7 @@ SECRETS = [
     ("MY_API_KEY", "k3y-value-1234567890-abcdef", None),
     ("DB_PASSWORD", "pa55w0rd-xyz-4711", None),
     ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", None),
-    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # issue 13: was written
+    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # was written
     ("NOT_A_SECRET_NAME", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", None),
     ("VLLM_REMOTE_URL", "https://alice:s3cr3tpw@models.example.com/repo", REDACTED),  # allowed name
     ("OMP_EXTRA", "sk-proj-abcdefghijklmnop1234", REDACTED),
