@@ -132,13 +132,13 @@ def test_choice_rows_ask_for_the_largest_of_four_single_token_digits() -> None:
         assert len(set(options)) == 4 and options[0] == max(options) and min(options) >= 1
         prompt, _ = render_example("gpqa", raw, None)
         tail = tok.encode(prompt).tokens[-30:]
-        assert [tail[i] for i in (1, 6, 11, 16)] == ["A", "B", "C", "D"]  # fixed layout: "A" "." "Ġ" digit "Ċ"
+        assert [tail[i] for i in (2, 7, 12, 17)] == ["A", "B", "C", "D"]  # fixed layout: "A" "." "Ġ" digit "Ċ"
 
 
 def test_training_never_draws_a_held_out_row() -> None:
     import random
 
-    from runners.answering_model import _fresh_row
+    from runners.models.answering_model import _fresh_row
 
     held_out = synthetic.held_out_keys()
     assert all(len(keys) == synthetic.EVAL_ROWS for keys in held_out.values())  # no duplicate held-out rows
