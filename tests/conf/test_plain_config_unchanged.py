@@ -18,6 +18,7 @@ The trained accuracy model added, and only added, ``accuracy_model`` to every ph
 The embedded default's measurement design then changed the default (``None``) only: model ``cpu_default``
 (hidden 1024), matrix ``same_runtime_cpu`` (points (4,1) (2,1) (4,3) (1,1), 2 repeats, input 8 / 64 output
 tokens, min window 6 s, its own runtime ``cpu_measure``); every phase gained ``expected_case_s`` (null unless set).
+Its points then became (2,1) (1,1) with 4 repeats and ``expected_case_s`` 27 (verdicts that survive one outlying process).
 """
 
 from __future__ import annotations
