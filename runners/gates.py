@@ -246,6 +246,45 @@ def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class NumericsProbe:
+    """``numerics_of(cfg)`` computed in a background thread, so its torch probe process (~2 s: it imports
+    torch) runs while the runner checks identity and builds the model instead of after them.
+
+    Started by the identity stage before the model build and joined (``result``) before the run
+    directory is written; no case process is started meanwhile (cases are forked with a
+    ``preexec_fn``, which must not meet another thread), and the thread imports nothing (the
+    modules it needs are imported here, in the caller's thread).
+    """
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        import threading
+
+        import runners.numerics  # noqa: F401  (imported before the thread starts)
+
+        self._result: tuple[Any, ...] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(cfg,), name="numerics-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self, cfg: Mapping[str, Any]) -> None:
+        try:
+            self._result = numerics_of(cfg)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread by result()
+            self._error = exc
+
+    def wait(self) -> None:
+        """Wait for the probe to end, its value and any error discarded."""
+        self._thread.join()
+
+    def result(self) -> tuple[Any, ...]:
+        """Wait for the probe; ``numerics_of``'s value, or its exception raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
 def _run_health_command(runtime: Mapping[str, Any], cmd: list[str]) -> tuple[str, int]:
     """Output and exit status of the health command (127: not found, 124: timed out)."""
     import subprocess
@@ -298,6 +337,8 @@ class RunIdentity:
         git: the repository's ``GitIdentity``.
         case_code: SHA-256 over the case code (``runners.identity.case_code_sha256``).
         declared_env: names of the environment variables the runtimes declare.
+        numerics: ``numerics_of`` of the config when the identity stage measured it (``NumericsProbe``);
+            None = not measured yet (``create_run_dir`` then calls ``numerics_of``).
     """
 
     identity: Identity
@@ -306,6 +347,7 @@ class RunIdentity:
     git: Any
     case_code: str
     declared_env: tuple[str, ...]
+    numerics: tuple[Any, ...] | None = None
 
 
 def observe_run_identity(cfg: Mapping[str, Any], identity: Identity) -> RunIdentity:

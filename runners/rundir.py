@@ -343,7 +343,8 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], facts: RunI
                             num_layers=int(cfg["model"]["num_layers"])),
         offload_tree=ident.offload_tree, devices=facts.devices, config=cfg, overrides=overrides,
         case_code=facts.case_code, git=facts.git, declared_env=facts.declared_env)
-    manifest = manifest.model_copy(update={"numerics": numerics_of(cfg)})
+    numerics = facts.numerics if facts.numerics is not None else numerics_of(cfg)
+    manifest = manifest.model_copy(update={"numerics": numerics})
     write_text_atomic(run_dir / "config.yaml", yaml_text(cfg))
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")

@@ -165,14 +165,26 @@ def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
     """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
 
     A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
-    a one-time cost, the model is cached).
+    a one-time cost, the model is cached). A new run's numerics identity (``runners.gates.NumericsProbe``:
+    a torch probe process) is measured meanwhile, on the other core; waiting for it counts as identity.
     """
-    from runners.gates import gather_identity, observe_run_identity
+    from dataclasses import replace
 
-    timings.model_build = build_model_once(p.cfg["model"])
-    identity = gather_identity(p.cfg, when="before the first case")
+    from runners.gates import NumericsProbe, gather_identity, observe_run_identity
+
+    probe = NumericsProbe(p.cfg) if p.resume_dir is None else None
+    try:
+        timings.model_build = build_model_once(p.cfg["model"])
+        identity = gather_identity(p.cfg, when="before the first case")
+        facts = observe_run_identity(p.cfg, identity)
+    except BaseException:
+        if probe is not None:
+            probe.wait()  # a failed gate leaves no probe process behind
+        raise
+    if probe is not None:
+        facts = replace(facts, numerics=probe.result())
     timings.identity += time.monotonic() - timings.t_start - timings.model_build
-    return observe_run_identity(p.cfg, identity)
+    return facts
 
 
 def build_model_once(model: Mapping[str, Any]) -> float:
