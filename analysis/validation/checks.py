@@ -16,7 +16,8 @@ from pathlib import Path
 
 from analysis.load import RunData
 from analysis.validation.common import Collector
-from results_schema.io import RecordError, file_sha256, read_json
+from results_schema.files import file_sha256
+from results_schema.io import RecordError, read_json
 from results_schema.token_rule import NOISE_NOTE, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
