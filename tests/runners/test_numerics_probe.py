@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from runners import gates
+from runners.identity import gates
 
 
 def test_probe_returns_what_numerics_of_returns_computed_in_another_thread(monkeypatch):
@@ -33,9 +33,9 @@ def test_probe_error_is_raised_by_result_and_discarded_by_wait(monkeypatch):
 
 
 def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
-    from runners import stages
+    from runners.orchestration import stages
     from runners.errors import EXIT_IDENTITY, RunnerError
-    from runners.execute import Timings
+    from runners.orchestration.execute import Timings
 
     ended = threading.Event()
 
