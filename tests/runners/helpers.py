@@ -16,7 +16,7 @@ FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
 
 TINY_DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_tiny")
 """Overrides that give a test the small default (8-layer hidden-128 model, 5 cases, the run's runtime)
-instead of the embedded default's measurement design (hidden 1024, 10 processes): model size and
+instead of the embedded default's measurement design (hidden 1024, 12 processes): model size and
 repeats do not matter to these tests, only their speed does."""
 
 
