@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any, cast
 
 import pytest
 
@@ -50,8 +51,9 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
     monkeypatch.setattr(gates, "numerics_of", slow)
     monkeypatch.setattr(gates, "gather_identity", failing_gate)
     monkeypatch.setattr(stages, "build_model_once", lambda model: 0.0)
-    plan = stages.Plan(cfg={"model": {}}, options=None, overrides=(), items=(), phases=(), accuracy_phases=(),
-                       resume_dir=None)  # type: ignore[arg-type]
+    options = cast(Any, None)  # the identity stage reads no option
+    plan = stages.Plan(cfg={"model": {}}, options=options, overrides=(), items=(), phases=(), accuracy_phases=(),
+                       resume_dir=None)
     with pytest.raises(RunnerError, match="pin differs"):
         stages.identity_gate(plan, Timings(t_start=0.0))
     assert ended.is_set()  # the probe ended before the failure propagated: no probe process left behind
