@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from pydantic import with_config
 
 from conf.schema_matrix import (  # noqa: F401 - re-exported: the schemas' import path
     CaseConfig,
@@ -33,6 +34,7 @@ from conf.schema_matrix import (  # noqa: F401 - re-exported: the schemas' impor
 )
 from conf.schema_stack import (  # noqa: F401 - re-exported: the schemas' import path
     DEFAULT_MIN_MEASURED_S,
+    FORBID_EXTRA,
     ExecutorConfig,
     ModelConfig,
     PinsConfig,
@@ -43,6 +45,7 @@ from conf.schema_stack import (  # noqa: F401 - re-exported: the schemas' import
 )
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class Config:
     """Root config of ``python -m runners.matrix``.

@@ -106,9 +106,10 @@ def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
 
 def check_plan_match(c: object, record: BenchRecord) -> None:
     """Published rule: the record's workload and model are the plan's (issue 15)."""
-    want_w = dict(c.workload)  # type: ignore[attr-defined]
+    from conf.typed import plain
+
     try:
-        planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})
+        planned = WorkloadSpec(**plain(c.workload))  # type: ignore[attr-defined]
     except ValidationError as exc:  # the plan validated it, so this is a corrupted case: fail closed
         raise CheckFailed("invalid_record", "the plan's workload of this case does not validate, so the record "
                           f"cannot be compared with it: {' '.join(str(exc).split())[:300]}") from None
@@ -133,7 +134,7 @@ def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
 
 def check_kv_lines(c: object, log_text: str) -> None:
     """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
-    device = str((c.runtime or {}).get("device", "cpu"))  # type: ignore[attr-defined]
+    device = str(c.runtime.device)  # type: ignore[attr-defined]
     if device == "cpu" or c.kind == "accuracy":  # type: ignore[attr-defined]
         return
     n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
@@ -144,7 +145,7 @@ def check_kv_lines(c: object, log_text: str) -> None:
 
 def _check_overlay_class(c: Any, sidecar: RuntimeEvidence) -> None:
     """An ``overlay`` offload case ran the runtime's ``overlay_class`` (``module.path:ClassName``)."""
-    overlay = str((c.runtime or {}).get("overlay_class") or "").replace(":", ".")
+    overlay = str(c.runtime.overlay_class or "").replace(":", ".")
     if c.implementation == "overlay" and c.offload_requested and sidecar.offloader_class != overlay:
         raise CheckFailed("evidence_mismatch", f"overlay case ran offloader {sidecar.offloader_class!r}, "
                           f"not the runtime's overlay_class {overlay!r}")
@@ -202,8 +203,8 @@ def check_kernels(sc: Any, log_text: str) -> CpuKernelEvidence | None:
     (the runner allows ``packed`` only without offload). No path configured: the line is
     recorded when present, never required.
     """
-    runtime = sc.case.runtime or {}
-    want = runtime.get("cpu_kernel_path") if str(runtime.get("device", "cpu")) == "cpu" else None
+    runtime = sc.case.runtime
+    want = runtime.cpu_kernel_path if runtime.device == "cpu" else None
     lines = list(dict.fromkeys(lines_with(log_text, KERNELS_PREFIX)))
     if len(lines) > 1:
         raise CheckFailed("kernel_mismatch", f"{len(lines)} different OFFLOAD_CPU_KERNELS lines (one expected)")

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
+
+from conf.schema import Config
 
 from runners.accuracy_phase import AccuracyPhase, accuracy_cases_name, check_accuracy_inputs  # noqa: F401
 from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP,  # noqa: F401
                             EXIT_HEALTH, EXIT_IDENTITY, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, RunnerError)
-from runners.config import runtimes_used, to_plain  # noqa: F401
+from runners.config import runtimes_used  # noqa: F401
 from runners.gates import (Identity, gather_identity, health_gate, required_scalar_pins,  # noqa: F401
                            resolve_model_dir)
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT, CasePaths, accuracy_manifest_path  # noqa: F401
@@ -45,11 +47,11 @@ from runners.case_command import case_argv, case_env  # noqa: F401
 # ----------------------------------------------------------------------------- the run
 
 
-def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
-    """Run a resolved config (plain dict). Returns the exit code; prints one-line errors.
+def run_matrix(cfg: Config, overrides: Sequence[str] = ()) -> int:
+    """Run a typed config. Returns the exit code; prints one-line errors.
 
     Args:
-        cfg: resolved config (``Config`` schema as a plain dict).
+        cfg: the config (``conf.typed.load_config``).
         overrides: the command-line overrides (saved with the run).
     """
     console = _console()
@@ -62,7 +64,7 @@ def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
         return exc.exit_code
 
 
-def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
+def _run(cfg: Config, overrides: list[str], console: Any) -> int:
     """The stages (``runners.stages.run_stages``); ``RunnerError`` propagates."""
     from runners.stages import run_stages
 
@@ -91,7 +93,8 @@ try:
     def hydra_main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from conf.schema import ConfigError, checked_plain_config
+        from conf.schema import ConfigError
+        from conf.typed import load_config
 
         from runners.compose_check import refuse_schema_choices
 
@@ -99,13 +102,13 @@ try:
         overrides = list(HydraConfig.get().overrides.task)
         try:
             refuse_schema_choices(dict(HydraConfig.get().runtime.choices))
-            plain = checked_plain_config(cfg, overrides)
+            config = load_config(cfg, overrides)
         except ConfigError as exc:
             _console().print(f"[bold red]error:[/] config: {exc}")
             _EXIT_CODE = EXIT_CONFIG
             return
         try:
-            _EXIT_CODE = run_matrix(plain, overrides)
+            _EXIT_CODE = run_matrix(config, overrides)
         except Exception:  # a bug, not a config error: show it, and keep exit 2 for Hydra's own errors
             import traceback
 

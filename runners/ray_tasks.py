@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
+from conf.schema import PinsConfig
 from results_schema.placement import NodeIdentity
 
 from runners.executor_base import LaunchSpec, launch_case
@@ -49,7 +50,7 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
     return outcome, info
 
 
-def ray_node_identity(pins: Sequence[Mapping[str, Any]], model_sums: str | None) -> dict[str, Any]:
+def ray_node_identity(pins: Sequence[PinsConfig], model_sums: str | None) -> dict[str, Any]:
     """Body of the per-node identity task: the driver's pins, evaluated in this node's runtime."""
     from runners.identity import REPO_ROOT, case_code_sha256, check_pins, sha256_file, tree_sha256
 

@@ -24,9 +24,9 @@ TRAINED = "eval_models/tiny-answering-qwen2-l4-h128"
 def test_reproduce_loads_the_trained_model_on_the_generated_sets_and_performance_keeps_the_tiny_model(
         tmp_path: Path) -> None:
     cfg = compose_cfg("+experiment=reproduce")
-    acc = cfg["phases"]["accuracy"]
-    assert (acc["accuracy_model"], acc["accuracy_manifest"]) == (TRAINED, "eval_datasets/synthetic/manifest.json")
-    assert cfg["model"]["source"] == "tiny"  # the performance phase's random-weight model
+    acc = cfg.phases["accuracy"]
+    assert (acc.accuracy_model, acc.accuracy_manifest) == (TRAINED, "eval_datasets/synthetic/manifest.json")
+    assert cfg.model.source == "tiny"  # the performance phase's random-weight model
     items = plan(cfg)
     acc_case = next(s for s in items if s.case.kind == "accuracy" and s.case.implementation != "baseline")
     perf_case = next(s for s in items if s.case.kind != "accuracy")

@@ -24,4 +24,4 @@ def test_a_phase_without_expected_case_seconds_says_the_eta_is_the_estimate():
 
 def test_the_embedded_default_states_its_expected_case_seconds():
     cfg = compose_real()
-    assert cfg["phases"]["same_runtime"]["expected_case_s"] == 30.0
+    assert cfg.phases["same_runtime"].expected_case_s == 30.0

@@ -1,0 +1,78 @@
+"""The typed config: one validation into the schema's dataclasses, unchanged saved bytes and hashes.
+
+``fixtures/config_golden_15270aa.json`` holds, for the default config, every experiment and two
+override sets with pins typed as text, the ``config.yaml`` text and the config hash the runner
+wrote at commit 15270aa, the last commit before configs were typed (``conf.schema.checked_plain_config``
+then ``runners.rundir.yaml_text`` / ``runners.identity.config_sha256``). The typed path
+(``conf.typed.load_config`` -> ``plain_config``) must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from conf.choices import Device
+from conf.schema import Config, ConfigError
+from conf.typed import load_config, load_saved_config, plain_config, typed_config
+from runners.identity import config_sha256
+from runners.rundir import yaml_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = json.loads((FIXTURES / "config_golden_15270aa.json").read_text())
+EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
+
+
+def _load(overrides: list[str]) -> Config:
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        return load_config(compose("config", overrides=overrides), overrides)
+
+
+def test_golden_covers_the_default_and_every_experiment() -> None:
+    assert set(EXPERIMENTS) | {"None"} <= set(GOLDEN)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_config_yaml_and_hash_are_byte_identical_to_before_typing(name: str) -> None:
+    want = GOLDEN[name]
+    config = _load(list(want["overrides"]))
+    assert isinstance(config, Config)
+    data = plain_config(config)
+    assert yaml_text(data) == want["config_yaml"]
+    assert config_sha256(data) == want["config_sha256"]
+    assert plain_config(load_saved_config(data)) == data  # a resume reads back the same config
+
+
+def test_choice_fields_are_enums_and_pins_keep_their_text() -> None:
+    config = _load(["runtime=cuda", "runtime.pins.packages.vllm=0.10"])
+    assert config.runtime.device is Device.cuda
+    assert config.runtime.pins.packages["vllm"] == "0.10"
+
+
+def test_missing_value_stays_a_string_where_the_identity_gate_reports_it() -> None:
+    config = _load(["+experiment=qwen7b"])
+    assert "???" in config.runtime.pins.packages.values()
+
+
+def test_missing_value_in_a_non_string_field_is_a_config_error_naming_the_key() -> None:
+    data = plain_config(_load([]))
+    data["phases"]["same_runtime"]["repeats"] = "???"
+    with pytest.raises(ConfigError, match=r"phases\.same_runtime\.repeats is \?\?\? \(required, not given\)"):
+        typed_config(data)
+
+
+def test_unknown_key_is_refused_naming_it() -> None:
+    data = plain_config(_load([]))
+    data["executor"]["ray"]["adress"] = "x"
+    with pytest.raises(ConfigError, match=r"unknown key 'executor\.ray\.adress'"):
+        typed_config(data)
+
+
+def test_wrong_type_names_key_and_value() -> None:
+    data = plain_config(_load([]))
+    data["workload"]["num_prompts"] = "many"
+    with pytest.raises(ConfigError, match=r"workload\.num_prompts='many'"):
+        typed_config(data)
