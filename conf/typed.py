@@ -79,14 +79,28 @@ def validate_as(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any
         key = ".".join(k for k in (where, _where(err["loc"])) if k)
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             raise ConfigError(f"unknown key {key!r}") from None
-        value = err.get("input")
+        value = err["input"]
         if value == "???":
             raise ConfigError(f"{key} is ??? (required, not given): {err['msg']}; set {key}=VALUE") from None
         raise ConfigError(f"{key}={value!r}: {err['msg']}") from None
 
 
+def declare_overlay_pins(config: Config) -> Config:
+    """Declare every ``runtime.overlay_source_root`` (the run's and each phase's) as a ``pins.source_trees`` pin.
+
+    The pin is ``???`` unless given, so the identity gate records which published code ran and
+    refuses to run until its tree hash is provided (fail closed; ``python -m runners.pins`` observes
+    it). Changes ``config`` in place and returns it; nothing changes when no root is set.
+    """
+    for rt in [config.runtime, *(ph.runtime for ph in config.phases.values())]:
+        if rt is not None and rt.overlay_source_root:
+            rt.pins.source_trees.setdefault(rt.overlay_source_root, "???")
+    return config
+
+
 def load_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Config:
-    """A composed config checked (``conf.schema.checked_plain_config``) and typed (:func:`typed_config`).
+    """A composed config checked (``conf.schema.checked_plain_config``), typed (:func:`typed_config`), its
+    overlay source roots declared as pins (:func:`declare_overlay_pins`).
 
     Every Hydra entry point (``runners.matrix``, ``runners.pins``) calls this once and passes the result on.
 
@@ -97,7 +111,7 @@ def load_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Config:
     Raises:
         ConfigError: naming the key (see both functions).
     """
-    return typed_config(checked_plain_config(cfg, overrides))
+    return declare_overlay_pins(typed_config(checked_plain_config(cfg, overrides)))
 
 
 def load_saved_config(saved: Mapping[str, Any]) -> Config:
@@ -106,7 +120,7 @@ def load_saved_config(saved: Mapping[str, Any]) -> Config:
     Raises:
         ConfigError: unknown key or a value of the wrong type, naming the key.
     """
-    return typed_config(checked_saved_config(saved))
+    return declare_overlay_pins(typed_config(checked_saved_config(saved)))
 
 
 def plain(obj: Any) -> Any:

@@ -40,7 +40,7 @@ from packaging.version import InvalidVersion, Version
 
 from conf.schema import Config, PinsConfig
 from results_schema.io import file_sha256
-from runners.probe import (PUBLISHED_PREFIX, git_commit, package_tree_sha256, package_version,  # noqa: F401
+from runners.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, git_commit, package_tree_sha256, package_version,  # noqa: F401
                            sha256_file, tree_sha256)
 from results_schema.manifest import (
     DeviceIdentity,
@@ -145,6 +145,14 @@ def observed_field(field_name: str, declared: Any) -> str:
     return field_name
 
 
+def observed_values(obs: Observation, key: str) -> Mapping[str, str | None]:
+    """The probe's observations of one ``SPEC_KEYS`` entry other than ``package_wheels`` (name -> value)."""
+    if key not in SPEC_KEYS or key == "package_wheels":
+        raise ValueError(f"probe key {key!r}: allowed {[k for k in SPEC_KEYS if k != 'package_wheels']}")
+    values: Mapping[str, str | None] = obs[key]  # type: ignore[literal-required]  # checked against SPEC_KEYS
+    return values
+
+
 def _declared_pins(pins: PinsConfig, field_name: str) -> dict[str, str]:
     """The pins of one kind (``PIN_KINDS``): ``tools`` as names (value ``""``), the others name -> declared value."""
     if field_name == "tools":
@@ -170,7 +178,7 @@ def probe_spec(pins: PinsConfig, path_of: Any = None) -> dict[str, list[str]]:
     return spec
 
 
-def package_wheel_check(dist: str, wheel: str, seen: Mapping[str, Any] | None, runtime: str | None) -> PinCheck:
+def package_wheel_check(dist: str, wheel: str, seen: WheelComparison | None, runtime: str | None) -> PinCheck:
     """The ``package_wheel`` check of one distribution from the probe's ``wheel_vs_installed`` observation.
 
     ``expected`` is the package tree hash of the wheel, ``actual`` that of the installed RECORD's package
@@ -181,17 +189,17 @@ def package_wheel_check(dist: str, wheel: str, seen: Mapping[str, Any] | None, r
     if seen is None:
         return PinCheck(kind="package_wheel", name=dist, expected=f"package tree of {wheel}", actual=None, ok=False,
                         runtime=runtime, detail=f"{dist} is not installed, or {wheel} is not a readable wheel")
-    n = int(seen.get("differing_count", 0))
-    ok = n == 0 and seen.get("wheel") == seen.get("installed")
-    detail = None if ok else (f"{n} of {seen.get('files')} package files differ from {wheel}; first: "
-                              + ", ".join(seen.get("differing") or ()))
-    return PinCheck(kind="package_wheel", name=dist, expected=str(seen.get("wheel")), actual=str(seen.get("installed")),
+    n = seen["differing_count"]
+    ok = n == 0 and seen["wheel"] == seen["installed"]
+    detail = None if ok else (f"{n} of {seen['files']} package files differ from {wheel}; first: "
+                              + ", ".join(seen["differing"]))
+    return PinCheck(kind="package_wheel", name=dist, expected=seen["wheel"], actual=seen["installed"],
                     ok=ok, runtime=runtime, detail=detail)
 
 
 def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | None, model_revision: str | None,
                observed_revision: str | None, offload_pin: str | None, offload_actual: str,
-               observed: Mapping[str, Any] | None = None, path_of: Any = None,
+               observed: Observation | None = None, path_of: Any = None,
                runtime: str | None = None) -> list[PinCheck]:
     """Evaluate every declared pin, in the documented order.
 
@@ -221,7 +229,7 @@ def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | Non
         declared = _declared_pins(pins, field_name)
         for name in declared:
             key = path_of(str(name)) if field_name in PATH_KEYS else str(name)
-            seen = obs.get(field_name if field_name == "tools" else observed_field(field_name, declared[name])) or {}
+            seen = observed_values(obs, field_name if field_name == "tools" else observed_field(field_name, declared[name]))
             actual = seen.get(key)
             actual = None if actual is None else str(actual)
             if field_name == "tools":
@@ -235,7 +243,7 @@ def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | Non
                 ok = want != MISSING_VALUE and actual == want
             out.append(PinCheck(kind=kind, name=str(name), expected=_declared(want), actual=actual, ok=ok,
                                 runtime=runtime))
-    out += [package_wheel_check(str(d), str(w), (obs.get("package_wheels") or {}).get(f"{d}={path_of(str(w))}"),
+    out += [package_wheel_check(str(d), str(w), obs["package_wheels"].get(f"{d}={path_of(str(w))}"),
                                 runtime) for d, w in pins.package_wheels.items()]
     if model_pin is not None:
         sums = model_dir / "SHA256SUMS" if model_dir is not None else None

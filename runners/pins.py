@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from conf.schema import Config, ModelConfig, RuntimeConfig
+from runners.probe import Observation
 
 EXIT_OK = 0
 EXIT_CONFIG = 2
@@ -65,7 +66,7 @@ def override_for(location: str, field: str, name: str, value: str) -> str:
     Path keys cannot be written as dotted keys (``/`` is not allowed there), so a path pin
     is merged into its dict: ``runtime.pins.files={/usr/local/x.cfg:'<sha>'}``. ``source_trees`` is
     merged with ``++``: it may name a tree declared only after composition (an overlay source root,
-    ``conf.schema.declare_overlay_pins``), which a plain ``=`` merge refuses as an unknown key.
+    ``conf.typed.declare_overlay_pins``), which a plain ``=`` merge refuses as an unknown key.
     """
     if field in _PATH_FIELDS:
         force = "++" if field == "source_trees" else ""
@@ -102,7 +103,7 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity import MISSING_VALUE, _declared_pins, _version_ok, observed_field, probe_spec
+    from runners.identity import MISSING_VALUE, _declared_pins, _version_ok, observed_field, observed_values, probe_spec
     from runners.probe import observe
     from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
@@ -111,12 +112,12 @@ def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, An
     spec = probe_spec(pins, path_of)
     obs = probe_runtime(rt, spec) if own_process(rt) else observe(spec)
     for tool in pins.tools:
-        if not (obs.get("tools") or {}).get(tool):
+        if not obs["tools"].get(tool):
             found.not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
     for fld, kind in _FIELDS:
         for name, declared in _declared_pins(pins, fld).items():
             key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
-            actual = (obs.get(observed_field(fld, declared)) or {}).get(key)  # sha256sum:<hex> source trees
+            actual = observed_values(obs, observed_field(fld, declared)).get(key)  # sha256sum:<hex> source trees
             where = f" (read at {key})" if key != str(name) else ""
             if actual is None:
                 found.not_found.append({"key": f"{loc}.pins.{fld}", "pin": str(name),
@@ -132,10 +133,10 @@ def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, An
             found.overrides.append(override_for(loc, fld, str(name), str(actual)))
     _observe_package_wheels(loc, rt, obs, path_of, found)
     return {"name": rt.name, "interpreter": " ".join(interpreter_argv(rt)),
-            "python": obs.get("python"), "python_version": obs.get("python_version")}
+            "python": obs["python"], "python_version": obs["python_version"]}
 
 
-def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Mapping[str, Any], path_of: Any,
+def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Observation, path_of: Any,
                             found: _Found) -> None:
     """``package_wheels``: the installed package files against the declared wheel (``runners.probe``).
 
@@ -146,7 +147,7 @@ def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Mapping[str, Any],
 
     key = f"{loc}.pins.package_wheels"
     for dist, wheel in rt.pins.package_wheels.items():
-        seen = (obs.get("package_wheels") or {}).get(f"{dist}={path_of(str(wheel))}")
+        seen = obs["package_wheels"].get(f"{dist}={path_of(str(wheel))}")
         check = package_wheel_check(str(dist), str(wheel), seen, rt.name)
         if wheel == MISSING_VALUE or check.actual is None:
             found.not_found.append({"key": key, "pin": str(dist), "reason": check.detail or

@@ -30,9 +30,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from conf.schema import RuntimeConfig
+from runners.probe import Observation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "evidence_hook"
@@ -101,7 +102,7 @@ def probe_env(runtime: RuntimeConfig) -> dict[str, str]:
 
 
 def probe_runtime(runtime: RuntimeConfig, spec: Mapping[str, Sequence[str]], *,
-                  timeout_s: float = 600.0) -> dict[str, Any]:
+                  timeout_s: float = 600.0) -> Observation:
     """Run ``runners.probe`` inside the runtime and return its observations.
 
     Raises:

@@ -66,7 +66,7 @@ def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            name = ".".join(str(x) for x in err.get("loc", ()))
+            name = ".".join(str(x) for x in err["loc"])
             where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and getattr(matrix, name) is not None
                      else f"workload.{name}")
             value = fields.get(name, "<missing>")
