@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conf.schema import Config, RuntimeConfig
+from conf.schema import Config
+from conf.schema_stack import RuntimeConfig
 
 
 def runtimes_used(cfg: Config) -> list[RuntimeConfig]:

@@ -1,10 +1,11 @@
 """The typed config: one validation into the schema's dataclasses, unchanged saved bytes and hashes.
 
-``fixtures/config_golden_15270aa.json`` holds, for the default config, every experiment and two
+``fixtures/config_golden_main.json`` holds, for the default config, every experiment and two
 override sets with pins typed as text, the ``config.yaml`` text and the config hash the runner
-wrote at commit 15270aa, the last commit before configs were typed (``conf.schema.checked_plain_config``
-then ``runners.rundir.yaml_text`` / ``runners.identity.config_sha256``). The typed path
-(``conf.typed.load_config`` -> ``plain_config``) must give the same bytes.
+wrote at main 03d4446, the last commit before configs were typed (``conf.schema.checked_plain_config``
+then ``yaml_text`` / ``config_sha256``; written by ``fixtures/make_config_golden.py``). The typed path
+(``conf.typed.load_config`` -> ``plain_config``) must give the same bytes. (Against 15270aa the only
+difference is ``bench_module: runners.incase.bench_one``, from the module move, not from typing.)
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from hydra import compose, initialize_config_module
 from conf.choices import Device
 from conf.schema import Config, ConfigError
 from conf.typed import load_config, load_saved_config, plain_config, typed_config
-from runners.identity import config_sha256
-from runners.rundir import yaml_text
+from runners.identity.pin_checks import config_sha256
+from runners.orchestration.rundir import yaml_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN = json.loads((FIXTURES / "config_golden_15270aa.json").read_text())
+GOLDEN = json.loads((FIXTURES / "config_golden_main.json").read_text())
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
 
 

@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
-from conf.schema import ConfigError, MatrixConfig, RuntimeConfig, WorkloadConfig
+from conf.schema import ConfigError
+from conf.schema_matrix import MatrixConfig
+from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from conf.typed import validate_as
 from offload.selection import case_label
-from runners.plan import PlanError, expand_phase, schedule
+from runners.errors import PlanError
+from runners.planning.plan import expand_phase, schedule
 
 WORKLOAD = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
                 enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
@@ -123,7 +126,7 @@ def test_rejects_secrets_in_the_config_environment() -> None:
     ("gpu_memory_utilization", -0.5, "a finite number > 0.0 and <= 1.0"),
     ("input_len", 0, "an integer >= 1"),
     ("warmup_rounds", -1, "an integer >= 0"),
-    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options (issue 15): Optional[Annotated[...]]
+    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options: Optional[Annotated[...]]
     ("max_num_batched_tokens_factor", 0, "an integer >= 1 or null"),
     ("min_measured_s", -1.0, "a finite number >= 0.0 or null"),
 ])
@@ -169,6 +172,6 @@ def test_vllm_dtypes_are_vllms_own() -> None:
 
     from vllm.config.model import ModelDType
 
-    from runners.workload_check import VLLM_DTYPES
+    from runners.planning.workload_check import VLLM_DTYPES
 
     assert VLLM_DTYPES == get_args(ModelDType)
