@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_module
 
 from conf.choices import Device
@@ -77,3 +78,24 @@ def test_wrong_type_names_key_and_value() -> None:
     data["workload"]["num_prompts"] = "many"
     with pytest.raises(ConfigError, match=r"workload\.num_prompts='many'"):
         typed_config(data)
+
+
+def test_pins_entry_point_refuses_a_misspelt_key_naming_the_nearest_real_one(tmp_path, capsys) -> None:
+    from runners.pins import main
+
+    out = tmp_path / "pins.yaml"
+    assert main(["+phases.same_runtime.repeatz=2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'phases.same_runtime.repeatz'" in err and "did you mean 'repeats'?" in err
+    assert not out.exists()
+
+
+def test_a_version_pin_stays_text_through_every_entry_point() -> None:
+    from runners.pins import compose as pins_compose
+
+    overrides = ["runtime=cuda", "runtime.pins.packages.vllm=0.10"]
+    for config in (_load(overrides), pins_compose(overrides)):
+        assert config.runtime.pins.packages["vllm"] == "0.10"
+        saved = load_saved_config(yaml.safe_load(yaml_text(plain_config(config))))  # a resume reads config.yaml
+        assert saved.runtime.pins.packages["vllm"] == "0.10"
+    assert "vllm: '0.10'" in yaml_text(plain_config(_load(overrides)))
