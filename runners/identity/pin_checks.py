@@ -281,9 +281,12 @@ def case_code_sha256(repo: Path = REPO_ROOT) -> str:
     return h.hexdigest()
 
 
-def config_sha256(config: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a config's plain data (``conf.typed.plain_config``)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def config_sha256(config: Config) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces) of the config's plain data (``conf.typed.plain_config``)."""
+    from conf.typed import plain_config
+
+    data = plain_config(config)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
@@ -302,7 +305,7 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
         hostname=socket.gethostname(), python_version=sys.version, platform=platform.platform(),
         git=git or git_identity(),
         packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
-        model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(data),
+        model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
         config=data, overrides=tuple(overrides),
         environment=filter_environment(os.environ if env is None else env, declared_env),
     )

@@ -110,8 +110,9 @@ class LocalExecutor:
             t = time.monotonic()
             t_wall = time.time()
             outcome = launch_case(spec)
-            info = {"hostname": host, "node_id": f"local:{host}", "device": spec.accelerator or "cpu",
-                    "start_unix_s": t_wall, "end_unix_s": time.time(), "pid": outcome.pid}
+            info = {"hostname": host, "node_id": f"local:{host}", "node_ip": None, "device": spec.accelerator or "cpu",
+                    "accelerator_ids": (), "start_unix_s": t_wall, "end_unix_s": time.time(), "times_from": "node",
+                    "pid": outcome.pid}
             append_placement(self._run_dir, placement(sc, attempt=0, executor="local", sharing="sequential",
                                                       info=info))
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s

@@ -45,6 +45,8 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
     outcome = launch_case(spec)
     info["end_unix_s"] = time.time()
     info["pid"] = outcome.pid
+    info["times_from"] = "node"
+    info["node_ip"] = None  # the driver fills it from ray.nodes()
     if spec.cooldown_s > 0:
         time.sleep(spec.cooldown_s)
     return outcome, info

@@ -44,7 +44,7 @@ def test_config_yaml_and_hash_are_byte_identical_to_before_typing(name: str) -> 
     assert isinstance(config, Config)
     data = plain_config(config)
     assert yaml_text(data) == want["config_yaml"]
-    assert config_sha256(data) == want["config_sha256"]
+    assert config_sha256(config) == want["config_sha256"]
     assert plain_config(load_saved_config(data)) == data  # a resume reads back the same config
 
 

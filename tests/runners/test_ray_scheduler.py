@@ -72,8 +72,8 @@ class FakeRay:
             self._nodes[node]["Alive"] = getattr(self, "keep_alive", False)
             raise ray.exceptions.NodeDiedError(f"node {node} died")
         self.clock += 1.0
-        info = {"hostname": f"h-{node}", "node_id": node, "device": "cpu", "accelerator_ids": (),
-                "start_unix_s": self.clock, "end_unix_s": self.clock + 0.5, "pid": 1}
+        info = {"hostname": f"h-{node}", "node_id": node, "node_ip": None, "device": "cpu", "accelerator_ids": (),
+                "start_unix_s": self.clock, "end_unix_s": self.clock + 0.5, "times_from": "node", "pid": 1}
         return ProcessOutcome(0, None, False, 0.5, 1), info
 
     def cancel(self, ref, force=False):
