@@ -40,7 +40,7 @@ from packaging.version import InvalidVersion, Version
 
 from conf.schema import Config
 from conf.schema_stack import PinsConfig
-from results_schema.io import file_sha256
+from results_schema.files import file_sha256
 from runners.identity.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, package_version,
                                     tree_sha256)
 from results_schema.manifest import (

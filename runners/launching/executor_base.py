@@ -41,7 +41,7 @@ class LaunchSpec:
     cooldown_s: float
     accelerator: str | None
     pid_file: str | None = None
-    """Kept while the case runs (``runners.incase.process_group.end_recorded_cases`` ends leftovers at resume)."""
+    """Kept while the case runs (``runners.incase.case_processes.end_recorded_cases`` ends leftovers at resume)."""
     record_env: tuple[str, ...] = ()
     """The runtime's declared env names, recorded in the case log header besides the allow-list."""
 

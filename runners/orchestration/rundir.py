@@ -23,7 +23,7 @@ from typing import Any, Sequence, cast
 
 from conf.schema import Config
 from conf.typed import plain
-from results_schema.io import file_sha256, write_text_atomic
+from results_schema.files import file_sha256, write_text_atomic
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity, numerics_of
@@ -246,7 +246,7 @@ def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: 
         RunnerError: (identity) the identity or an accuracy dataset manifest differs from the run's.
     """
     from runners.orchestration.accuracy_phase import check_resumed_manifests
-    from runners.incase.process_group import end_recorded_cases
+    from runners.incase.case_processes import end_recorded_cases
 
     diffs = _manifest_differences(run_dir, cfg, overrides, run_identity, console)
     if diffs:

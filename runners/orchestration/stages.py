@@ -207,7 +207,7 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
     from runners.orchestration.execute import run_phases, seed_baselines
-    from runners.incase.process_group import end_orphaned_cases
+    from runners.incase.case_processes import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.identity.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
-                                        sha256sum_tree, tree_value_for_pin)
+from runners.identity.probe import PUBLISHED_PREFIX, sha256sum_lines, sha256sum_tree
+from runners.identity.published_identity import model_revision, msc_revision, tree_value_for_pin
 
 
 def _tree(root: Path) -> Path:
