@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from omegaconf import DictConfig
@@ -28,11 +27,16 @@ from omegaconf import DictConfig
 from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config
 
 
-@lru_cache(maxsize=None)
-def _adapter(cls: type) -> Any:
-    from pydantic import TypeAdapter
+_ADAPTERS: dict[type, Any] = {}
 
-    return TypeAdapter(cls)
+
+def _adapter(cls: type) -> Any:
+    """pydantic's ``TypeAdapter`` of a schema dataclass (built once per class)."""
+    if cls not in _ADAPTERS:
+        from pydantic import TypeAdapter
+
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def _where(loc: Sequence[Any]) -> str:
