@@ -22,8 +22,9 @@ from results_schema.io import write_json
 from results_schema.models import WorkloadSpec
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
+from runners.planning.plan import ScheduledCase
 
-def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
+def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.PhaseCase``).
 
     Raises:
@@ -37,7 +38,7 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
         from runners.models.accuracy_model import accuracy_model_dir
 
         model_dir = accuracy_model_dir(c.accuracy_model)
-    common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+    common: dict[str, Any] = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                   runtime=c.runtime_name, device=str(c.runtime.device), model=str(model_dir),
                   offload=offload, record=str(paths.record))
     if c.kind == "accuracy":  # the full setting, backend included (the phase's offload_backend)
@@ -55,7 +56,7 @@ def case_workload(w: WorkloadConfig) -> WorkloadSpec:
     return WorkloadSpec(**plain(w))
 
 
-def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
+def case_argv(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
               python: str, accuracy_command: Sequence[str] | None = None,
               bench_module: str = "runners.incase.bench_one") -> tuple[str, ...]:
     """Write the case's ``case.json`` (``paths.case``) and return the argv of its process.
@@ -93,7 +94,7 @@ def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:
     return {OVERLAY_CLASS_ENV: runtime.overlay_class or "", OVERLAY_ROOT_ENV: root}
 
 
-def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
+def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md).
 
     ``PYTHONPATH``: the evidence hook (its ``sitecustomize`` must load first), the repository, an

@@ -6,6 +6,7 @@ dry-run schedule table with the per-phase settings every case gets.
 """
 
 from __future__ import annotations
+from runners.planning.plan import PhaseCase, ScheduledCase
 
 import sys
 import time
@@ -73,7 +74,7 @@ class Progress:
             self._bar.stop()
 
 
-def print_schedule(items: Sequence[Any], cfg: Config) -> None:
+def print_schedule(items: Sequence[ScheduledCase], cfg: Config) -> None:
     """Dry run: the schedule table, processes per phase, then ``schedule_settings``."""
     from rich.markup import escape
     from rich.table import Table
@@ -86,7 +87,7 @@ def print_schedule(items: Sequence[Any], cfg: Config) -> None:
         c = sc.case
         table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
                       str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
-                      str(c.workload.measured_rounds) if c.kind != "serving" else
+                      str(c.workload.measured_rounds) if c.serving is None else
                       "serving: " + ", ".join(f"{r:g}" for r in c.serving.request_rates) + " req/s")
     console.print(table)
     per_phase: dict[str, int] = {}
@@ -98,7 +99,7 @@ def print_schedule(items: Sequence[Any], cfg: Config) -> None:
         console.print(escape(line))
 
 
-def schedule_settings(items: Sequence[Any], cfg: Config) -> list[str]:
+def schedule_settings(items: Sequence[ScheduledCase], cfg: Config) -> list[str]:
     """Dry-run lines naming what every case gets: per phase the offload backend(s), schedule and
     process limits, the effective workload, and the runtime's case environment."""
     lines: list[str] = []
@@ -128,7 +129,7 @@ def schedule_settings(items: Sequence[Any], cfg: Config) -> list[str]:
     return lines
 
 
-def _workload_line(c: Any) -> str:
+def _workload_line(c: PhaseCase) -> str:
     """The phase's workload as its cases really run it: the bench workload, or for accuracy phases the
     protocol's engine and sampling (the workload's prompts, dtype and lengths do not apply), or for
     serving phases the engine options passed to the API server and the serving benchmark's load."""

@@ -29,6 +29,7 @@ from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity, numerics_of
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
 from runners.orchestration.run_lock import RunLock
+from runners.planning.plan import PhaseCase
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -61,18 +62,19 @@ def write_sha256sums(run_dir: Path) -> Path:
     return out
 
 
-def _planned_case(c: Any) -> Any:
+def _planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
+    from results_schema.base import Implementation
     from results_schema.plan import PlannedCase
 
     rates = None
-    if c.kind == "serving":
+    if c.serving is not None:  # set for kind=serving only
         rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving.request_rates)
     failing = c.expect_error is not None
     return PlannedCase(
-        label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
+        label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
         offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         engine_validates=c.engine_validates,

@@ -36,6 +36,7 @@ from runners.orchestration.execute import RunState, Timings
 from runners.identity.gates import RunIdentity
 from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
+from runners.planning.plan import ScheduledCase
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Plan:
     cfg: Config
     options: RunOptions
     overrides: tuple[str, ...]
-    items: tuple[Any, ...]
+    items: tuple[ScheduledCase, ...]
     phases: tuple[str, ...]
     accuracy_phases: tuple[AccuracyPhase, ...]
     resume_dir: Path | None
@@ -76,13 +77,13 @@ class OpenRun:
 class Execution:
     """What the execute stage did: the cases it had to run, the accumulated state, an interrupt."""
 
-    todo: tuple[Any, ...]
+    todo: tuple[ScheduledCase, ...]
     state: RunState
     interrupted: bool
     base_env: Mapping[str, str]
 
 
-def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+def check_cpu_kernel_paths(items: Sequence[ScheduledCase]) -> None:
     """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
 
     Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
@@ -117,7 +118,7 @@ def _check_executor(executor: ExecutorConfig) -> None:
         raise RunnerError(f"config: {bad}", EXIT_CONFIG)
 
 
-def _accuracy_phases(items: Sequence[Any]) -> list[AccuracyPhase]:
+def _accuracy_phases(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]:
     if not any(sc.case.kind == "accuracy" for sc in items):
         return []
     import importlib.util
