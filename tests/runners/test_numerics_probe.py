@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -15,10 +16,10 @@ def test_probe_returns_what_numerics_of_returns_computed_in_another_thread(monke
 
     def fake(cfg):
         seen.append(threading.current_thread().name)
-        return ("numerics of", cfg["k"])
+        return ("numerics of", cfg.k)
 
     monkeypatch.setattr(gates, "numerics_of", fake)
-    assert gates.NumericsProbe({"k": 1}).result() == ("numerics of", 1)
+    assert gates.NumericsProbe(cast(Any, SimpleNamespace(k=1))).result() == ("numerics of", 1)
     assert seen == ["numerics-probe"]
 
 
@@ -27,7 +28,7 @@ def test_probe_error_is_raised_by_result_and_discarded_by_wait(monkeypatch):
         raise ValueError("probe broke")
 
     monkeypatch.setattr(gates, "numerics_of", broken)
-    probe = gates.NumericsProbe({})
+    probe = gates.NumericsProbe(cast(Any, SimpleNamespace()))
     probe.wait()
     with pytest.raises(ValueError, match="probe broke"):
         probe.result()
@@ -52,7 +53,8 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
     monkeypatch.setattr(gates, "gather_identity", failing_gate)
     monkeypatch.setattr(stages, "build_model_once", lambda model: 0.0)
     options = cast(Any, None)  # the identity stage reads no option
-    plan = stages.Plan(cfg={"model": {}}, options=options, overrides=(), items=(), phases=(), accuracy_phases=(),
+    cfg = cast(Any, SimpleNamespace(model=None))  # the stage reads cfg.model only (the build is faked)
+    plan = stages.Plan(cfg=cfg, options=options, overrides=(), items=(), phases=(), accuracy_phases=(),
                        resume_dir=None)
     with pytest.raises(RunnerError, match="pin differs"):
         stages.identity_gate(plan, Timings(t_start=0.0))
