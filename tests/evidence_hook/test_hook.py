@@ -95,6 +95,7 @@ def test_noop_offloader_publishes_explicit_empty_evidence_at_wrap_time(fresh, ca
     assert (ev.num_layers, ev.wrapped_count, ev.offloaded_bytes, ev.selected_layers) == (5, 0, 0, ())
 
 
+@pytest.mark.heavy  # imports vLLM's offloaders (3 s CPU)
 def test_upstream_prefetch_offloader_fails_on_cpu_with_its_assertion_and_publishes_nothing(fresh, capsys):
     import vllm.v1.worker.cpu.shm  # noqa: F401  (the CPU worker's torch.cuda Event/Stream placeholders)
     from vllm.model_executor.offloader.prefetch import PrefetchOffloader
