@@ -11,8 +11,8 @@ equal to those strings.
 Sets that another layer already defines are copied here and kept equal to it by
 ``tests/conf/test_choices.py``: ``Implementation`` and ``OffloadBackend``
 (``results_schema.base``), ``PromptMode`` (``results_schema.models.WorkloadSpec.prompt_mode``),
-``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``OffloadFault`` (``offload.faults.FAULTS``), ``PhaseKind`` (``runners.plan.KINDS``),
-``PerformanceSharing`` / ``NodeFailureAction`` (``runners.executors``).
+``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``OffloadFault`` (``offload.faults.FAULTS``), ``PhaseKind`` (``runners.planning.plan.KINDS``),
+``PerformanceSharing`` / ``NodeFailureAction`` (``runners.launching.executors``).
 Accuracy protocols are not an enum: they are the names registered in
 ``results_schema.protocols`` (checked by the runner with that registry's message).
 """

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runners.accuracy.scoring import (
+from runners.incase.accuracy.scoring import (
     canonical_number,
     parse_gpqa_letter,
     parse_gsm8k_gold,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.accuracy import check_max_accuracy_drop, main, render_markdown, verify, write_report
-from analysis.accuracy_csv import CSV_COLUMNS, REPORT_CSV
+from analysis.accuracy.verifier import check_max_accuracy_drop, main, render_markdown, verify, write_report
+from analysis.accuracy.table import CSV_COLUMNS, REPORT_CSV
 from results_schema.accuracy import AccuracyVerification
 from results_schema.io import read_json, write_json
 from results_schema.plan import PlannedCase, PlannedPhase, RunPlan

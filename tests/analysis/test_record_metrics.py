@@ -10,7 +10,7 @@ import pytest
 
 from analysis.load import load_run
 from analysis.published import published_summary
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 
 from .conftest import make_fixtures
 

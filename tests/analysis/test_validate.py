@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.support.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 
 from .conftest import make_fixtures, model_dir_for
 
@@ -147,8 +147,8 @@ def test_reached_window_is_not_warned(valid_run):
     from types import SimpleNamespace
 
     from analysis.load import load_run
-    from analysis.validate_checks import check_window as _check_window
-    from analysis.validate_common import Collector as _Collector
+    from analysis.validation.checks import check_window as _check_window
+    from analysis.validation.common import Collector as _Collector
     from results_schema.models import MeasurementWindow
 
     data = load_run(valid_run)

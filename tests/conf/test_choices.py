@@ -22,8 +22,8 @@ def test_member_names_are_their_values(enum_type: type[StrEnum]) -> None:
 
 def test_value_sets_equal_the_other_layers() -> None:
     from offload.cpu_kernels import CPU_KERNEL_PATHS
-    from runners.executors import NODE_FAILURE_ACTIONS, SHARING_MODES
-    from runners.plan import KINDS
+    from runners.launching.executors import NODE_FAILURE_ACTIONS, SHARING_MODES
+    from runners.planning.plan import KINDS
 
     assert tuple(choices.Implementation) == get_args(Implementation)
     assert tuple(choices.OffloadBackend) == get_args(OffloadBackend)

@@ -8,7 +8,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from runners.plan import PlanError, plan
+from runners.planning.plan import PlanError, plan
 from tests.runners.helpers import compose_cfg, compose_real
 
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
@@ -25,7 +25,7 @@ PROCESS_COUNTS = {
     "reproduce": 8,  # 5 performance + 3 accuracy (baseline twice)
     "official_cpu": 3,
     "serving": 3,  # baseline + current (4,1) (2,1), one API server each
-    "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.accuracy run` process each
+    "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.incase.accuracy run` process each
     "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)
 }
 
@@ -119,10 +119,11 @@ def test_rejects_negative_and_unknown_backend() -> None:
 def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     """Issue 12: the default run measures at least DEFAULT_MIN_MEASURED_S per case, passed to bench_one;
     analysis warns below the same value."""
-    from analysis.validate import MIN_WINDOW_S
+    from analysis.validation.validate import MIN_WINDOW_S
     from conf.schema import DEFAULT_MIN_MEASURED_S
-    from runners.bench_one import load_case
-    from runners.case_command import CasePaths, case_argv
+    from runners.incase.bench_one import load_case
+    from runners.launching.case_command import case_argv
+    from runners.paths import CasePaths
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
     items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")
@@ -173,7 +174,7 @@ def test_max_accuracy_drop_reaches_the_cases() -> None:
 
 
 def test_dry_run_names_what_the_accuracy_verifier_holds_the_phase_to() -> None:
-    from runners.progress import schedule_settings
+    from runners.orchestration.progress import schedule_settings
 
     cfg = compose_cfg("+experiment=qwen7b")
     lines = schedule_settings(plan(cfg), cfg)

@@ -30,7 +30,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config, checked_saved_config
-from runners.matrix import to_plain
+from runners.config import to_plain
 
 EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "plain_config_main.json").read_text())
 

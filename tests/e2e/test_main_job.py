@@ -19,10 +19,11 @@ import pytest
 from offload.selection import select_offload_layers
 from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
-from results_schema.models import CaseFailure, CaseRun, RuntimeEvidence
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun, RuntimeEvidence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer default, bf16
+TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
 
 
 @pytest.mark.slow

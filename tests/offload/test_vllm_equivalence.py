@@ -159,7 +159,7 @@ def test_compiled_mode_uses_the_custom_ops_and_keeps_greedy_tokens(tiny_model_di
 
 
 def _cpu_flags() -> set[str]:
-    from runners.numerics import cpu_facts
+    from runners.identity.numerics import cpu_facts
 
     return set(cpu_facts()[1])
 

@@ -14,7 +14,8 @@ from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVer
 from results_schema.case import CaseSpec
 from results_schema.cli import check_paths
 from results_schema.io import read_json, read_jsonl
-from runners.matrix import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, run_matrix
+from runners.errors import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK
+from runners.matrix import run_matrix
 
 from tests.runners.helpers import compose_cfg
 

@@ -20,7 +20,8 @@ from types import SimpleNamespace
 import pytest
 
 from offload.gpu_compare import engine_cache_root
-from runners.case_command import CasePaths, case_env
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,10 +14,12 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
-from runners.launch import run_case_process
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY, run_matrix
-from runners.identity import sha256_file
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.incase.process_group import run_case_process
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
+from runners.matrix import run_matrix
+from runners.identity.probe import sha256_file
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

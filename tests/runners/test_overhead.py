@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.overhead import measure
+from runners.orchestration.overhead import measure
 from tests.runners.helpers import FAKE_BENCH, TINY_DEFAULT
 
 

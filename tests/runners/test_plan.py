@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from offload.selection import case_label
-from runners.plan import PlanError, expand_phase, schedule
+from runners.planning.plan import PlanError, expand_phase, schedule
 
 WORKLOAD = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
                 enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
@@ -161,6 +161,6 @@ def test_vllm_dtypes_are_vllms_own() -> None:
 
     from vllm.config.model import ModelDType
 
-    from runners.workload_check import VLLM_DTYPES
+    from runners.planning.workload_check import VLLM_DTYPES
 
     assert VLLM_DTYPES == get_args(ModelDType)

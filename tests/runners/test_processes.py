@@ -15,8 +15,9 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
-from runners.launch import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.incase.process_group import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
                             run_case_process)
 from tests.runners.helpers import TINY_DEFAULT, fake_overrides, run_fake
 

@@ -1,6 +1,6 @@
 """Real-host rehearsal: the qwen7b / qwen7b_cuda experiments on a fake Ascend / CUDA host.
 
-The commands are the ones docs/real-host.md gives a user (``runners.model_manifest``,
+The commands are the ones docs/real-host.md gives a user (``runners.identity.model_manifest``,
 ``runners.pins``, ``runners.matrix +experiment=... +pins=...``), run as subprocesses.
 Only the device boundary is faked (``tests/runners/fake_host.py``: device tools,
 vendor environments with fake distributions, CANN files); cases are
@@ -33,10 +33,10 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subproce
 
 def _model(root: Path, env: dict[str, str]) -> Path:
     d = root / "Qwen2.5-7B-Instruct"
-    r = _run(["-m", "runners.tiny_model", "--out", str(d), "--num-layers", "28"], env)
+    r = _run(["-m", "runners.models.tiny_model", "--out", str(d), "--num-layers", "28"], env)
     assert r.returncode == 0, r.stdout + r.stderr
     (d / "SHA256SUMS").unlink()  # as downloaded: no manifest yet
-    r = _run(["-m", "runners.model_manifest", str(d), "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"], env)
+    r = _run(["-m", "runners.identity.model_manifest", str(d), "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"], env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "model.sha256sums_sha256=" in r.stdout
     return d

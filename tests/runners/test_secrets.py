@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.manifest import REDACTED, looks_like_credential
-from runners.identity import recordable_env
+from runners.incase.recorded_env import recordable_env
 from tests.runners.helpers import run_fake
 
 # name, value, recorded as: None = not recorded at all, REDACTED = name kept, value redacted
@@ -82,7 +82,7 @@ def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) ->
 
 
 def test_credential_value_in_the_runtime_env_config_is_refused():
-    from runners.plan import PlanError, plan
+    from runners.planning.plan import PlanError, plan
     from tests.runners.helpers import compose_cfg
 
     with pytest.raises(PlanError, match="VLLM_MIRROR"):
@@ -97,7 +97,7 @@ def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_fai
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
     from results_schema.io import read_jsonl
-    from results_schema.models import CaseFailure
+    from results_schema.case_outcome import CaseFailure
 
     monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
