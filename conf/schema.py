@@ -24,21 +24,13 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from conf.schema_matrix import (  # noqa: F401 - re-exported: the schemas' import path
-    CaseConfig,
+from conf.schema_matrix import (
     MatrixConfig,
-    PointConfig,
-    ServingConfig,
-    ServingSLOConfig,
 )
-from conf.schema_stack import (  # noqa: F401 - re-exported: the schemas' import path
-    DEFAULT_MIN_MEASURED_S,
+from conf.schema_stack import (
     ExecutorConfig,
     ModelConfig,
-    PinsConfig,
-    RayConfig,
     RuntimeConfig,
-    TinyModelConfig,
     WorkloadConfig,
 )
 

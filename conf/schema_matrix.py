@@ -11,7 +11,8 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from conf.choices import Implementation, OffloadBackend, OffloadFault, PhaseKind
+from conf.choices import Implementation, OffloadBackend, PhaseKind
+from offload.faults import OffloadFault
 from conf.schema_stack import RuntimeConfig
 
 

@@ -12,15 +12,8 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from conf.choices import (
-    CpuKernelPath,
-    Device,
-    ExecutorKind,
-    ModelSource,
-    NodeFailureAction,
-    PerformanceSharing,
-    PromptMode,
-)
+from conf.choices import Device, ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing, PromptMode
+from offload.cpu_kernels import CpuKernelPath
 
 
 @dataclass

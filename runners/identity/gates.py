@@ -200,7 +200,7 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservat
     Raises:
         RunnerError: (identity) naming the first mismatch.
     """
-    from results_schema.io import file_sha256
+    from results_schema.files import file_sha256
     from runners.identity.pin_checks import IdentityError
     from runners.identity.probe import tree_sha256
 

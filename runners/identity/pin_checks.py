@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from results_schema.io import file_sha256
+from results_schema.files import file_sha256
 from runners.identity.probe import (PUBLISHED_PREFIX, package_version,
                            tree_sha256)
 from results_schema.manifest import (

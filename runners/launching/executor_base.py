@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, cast
 
+from conf.choices import NodeFailureAction, PerformanceSharing
 from results_schema.io import append_jsonl
 from results_schema.base import Implementation
 from results_schema.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
 from runners.planning.plan import ScheduledCase
 
-SHARING_MODES = ("per_node", "per_accelerator")
-NODE_FAILURE_ACTIONS = ("stop", "exclude")
+SHARING_MODES = tuple(m.value for m in PerformanceSharing)
+NODE_FAILURE_ACTIONS = tuple(a.value for a in NodeFailureAction)
+
 
 @dataclass(frozen=True)
 class LaunchSpec:
@@ -39,7 +41,7 @@ class LaunchSpec:
     cooldown_s: float
     accelerator: str | None
     pid_file: str | None = None
-    """Kept while the case runs (``runners.incase.process_group.end_recorded_cases`` ends leftovers at resume)."""
+    """Kept while the case runs (``runners.incase.case_processes.end_recorded_cases`` ends leftovers at resume)."""
     record_env: tuple[str, ...] = ()
     """The runtime's declared env names, recorded in the case log header besides the allow-list."""
 

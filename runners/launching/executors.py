@@ -70,7 +70,7 @@ from runners.launching.ray_tasks import (
     unanswered,
 )
 
-__all__ = ["LaunchSpec", "LocalExecutor", "OnDone", "RayExecutor", "check_executor_config", "make_executor"]
+__all__ = ["LocalExecutor", "RayExecutor", "check_executor_config", "make_executor"]
 
 
 class LocalExecutor:

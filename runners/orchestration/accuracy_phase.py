@@ -109,7 +109,8 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
         RunnerError: (identity) naming the phase, the case and the manifest hashes.
     """
     from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.io import file_sha256, read_jsonl
+    from results_schema.files import file_sha256
+    from results_schema.io import read_jsonl
 
     for p in phases:
         path = run_dir / accuracy_cases_name(p.phase)
@@ -131,7 +132,8 @@ def _task_outcomes(c: Any, results: Sequence[Path], run_dir: Path) -> list[Any]:
         ValueError: a result file does not validate or is for another case.
     """
     from results_schema.accuracy import AccuracyResult, AccuracyTaskOutcome
-    from results_schema.io import file_sha256, read_json
+    from results_schema.files import file_sha256
+    from results_schema.io import read_json
 
     outcomes = []
     for result in results:
@@ -154,7 +156,7 @@ def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir
         ValueError, OSError: a result file is unreadable, invalid or for another case.
     """
     from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.io import file_sha256
+    from results_schema.files import file_sha256
     from results_schema.models import OffloadSetting
 
     c = sc.case

@@ -244,7 +244,7 @@ def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
 
 def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
-    from runners.launching.executors import LaunchSpec
+    from runners.launching.executor_base import LaunchSpec
     from runners.launching.case_command import case_argv, case_env
 
     run_dir, phase = state.run_dir, sc.case.phase

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence, cast
 
-from results_schema.io import file_sha256, write_text_atomic
+from results_schema.files import file_sha256, write_text_atomic
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity, numerics_of
@@ -82,7 +82,7 @@ def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
     """``plan.json`` (``results_schema.plan.RunPlan``): the expanded plan and the counts analysis expects.
 
     Raises:
-        runners.planning.plan.PlanError: the config does not expand (checked before, so not expected here).
+        runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
     from results_schema.io import write_json
     from results_schema.plan import PLAN_FILE, PhaseKind, PlannedPhase, RunPlan
@@ -246,7 +246,7 @@ def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[st
         RunnerError: (identity) the identity or an accuracy dataset manifest differs from the run's.
     """
     from runners.orchestration.accuracy_phase import check_resumed_manifests
-    from runners.incase.process_group import end_recorded_cases
+    from runners.incase.case_processes import end_recorded_cases
 
     diffs = _manifest_differences(run_dir, cfg, overrides, run_identity, console)
     if diffs:

@@ -136,7 +136,8 @@ def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
     Raises:
         RunnerError: (config) the config describes cases that cannot run.
     """
-    from runners.planning.plan import PlanError, plan
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
     from runners.orchestration.rundir import load_resumed_config
 
     resume_dir = None
@@ -207,7 +208,7 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
     from runners.orchestration.execute import run_phases, seed_baselines
-    from runners.incase.process_group import end_orphaned_cases
+    from runners.incase.case_processes import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)

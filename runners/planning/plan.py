@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from conf.choices import PhaseKind
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.manifest import is_secret_name, looks_like_credential
 from results_schema.base import IMPLEMENTATIONS
@@ -22,10 +23,7 @@ from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.workload_check import _effective_workload, validate_workload
 
-__all__ = ["PlanError", "PhaseCase", "ScheduledCase", "case_label", "expand_phase", "expand", "schedule", "plan",
-           "phase_order", "validate_workload", "IMPLEMENTATIONS", "KINDS"]
-
-KINDS = ("throughput", "ttft", "stability", "accuracy", "serving")
+KINDS = tuple(k.value for k in PhaseKind)
 BENCH_KINDS = ("throughput", "ttft", "stability")
 """Phase kinds whose cases run ``runners.incase.bench_one`` (the only ones with ``engine_validates``)."""
 ACCURACY_BASELINE_RUNS = 2
@@ -57,7 +55,7 @@ class PhaseCase:
         accuracy_model: accuracy phases: model directory loaded instead of the run's (as configured), None = the run's.
         fault: negative-control fault applied in the case process (``offload.faults``), None = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
-        serving: the phase's ``serving`` settings (``conf.schema.ServingConfig`` as a dict) for
+        serving: the phase's ``serving`` settings (``conf.schema_matrix.ServingConfig`` as a dict) for
             ``kind=serving``, else None.
     """
 

@@ -179,7 +179,7 @@ def test_parsers_never_raise_and_return_canonical_values(text: str) -> None:
     assert parse_gpqa_letter(text) in (None, "A", "B", "C", "D")
 
 
-# ----------------------------------------------------------------------------- fractions (issue 11)
+# ----------------------------------------------------------------------------- fractions
 
 
 @pytest.mark.parametrize(("text", "parsed"), [

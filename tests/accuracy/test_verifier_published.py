@@ -1,4 +1,4 @@
-"""Issue 15 (published accuracy): each case's recorded backend is checked against plan.json, the
+"""Published accuracy: each case's recorded backend is checked against plan.json, the
 ``max_accuracy_drop`` tolerance of the drop rule, and ``accuracy-verification.csv``."""
 
 from __future__ import annotations

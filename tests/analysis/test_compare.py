@@ -170,7 +170,7 @@ def test_long_window_and_cross_stack_tables(tmp_path):
 
 
 def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
-    """Issue 12: the smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
+    """The smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
     from analysis.report.markdown import render_markdown
     from analysis.report.plots import plot_retention
     from analysis.report.tables import build, display_columns

@@ -74,7 +74,7 @@ def test_need_kv_gib_uses_token_counts_when_logs_give_no_gib(valid_run, capsys):
         or "recommendation: official_g4_n2" in out or "recommendation: official_g2_n1" in out
 
 
-# ----------------------------------------------------------------------------- issue 12: honest recommender
+# ----------------------------------------------------------------------------- honest recommender
 def _cli(argv, capsys):
     from analysis.cli import main
 

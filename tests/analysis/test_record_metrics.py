@@ -1,4 +1,4 @@
-"""The published per-process record fields in analysis (issue 15): published-summary medians, missing device memory."""
+"""The published per-process record fields in analysis: published-summary medians, missing device memory."""
 
 from __future__ import annotations
 

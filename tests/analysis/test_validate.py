@@ -133,7 +133,7 @@ def test_record_in_the_wrong_phase_file_is_invalid(tmp_path, valid_run):
 
 
 def test_short_measurement_windows_are_warned_per_label(valid_run):
-    """Issue 12: 3 rounds of ~0.6 s (no minimum recorded) is a short window: a warning naming it."""
+    """3 rounds of ~0.6 s (no minimum recorded) is a short window: a warning naming it."""
     rep = validate_run(valid_run)
     short = [i for i in rep.warnings if i.code == "short_measurement_window"]
     labels = {i.label for i in short}

@@ -1,4 +1,4 @@
-"""Accelerator-path defects of issue 16, each caught at the mocked device boundary.
+"""Accelerator-path defects, each caught at the mocked device boundary.
 
 * ACL graph replay (item 5): vLLM-Ascend 0.23's ``ACLGraphWrapper`` syncs the offloader
   before capture only; after an eager pass, a replay reads module 0's slot while its refill
@@ -25,7 +25,8 @@ import torch
 
 from offload import gpu_compare, plugin, ring
 from offload.factory import make_factory
-from offload.prefetch import ALIGN_BYTES, CurrentPrefetchOffloader, ParamKey, StaticBufferPool, SyncOffloader
+from offload.arena import ALIGN_BYTES, ParamKey, StaticBufferPool
+from offload.prefetch import CurrentPrefetchOffloader, SyncOffloader
 from tests.offload.fakes import FakeBackend, ProbeLayer
 
 HERE = Path(__file__).resolve().parent

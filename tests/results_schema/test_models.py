@@ -142,7 +142,7 @@ def test_every_model_rejects_non_finite_floats_by_config(cls):
     assert cls.model_config["allow_inf_nan"] is False
 
 
-# ----------------------------------------------------------------------------- measurement window (issue 12)
+# ----------------------------------------------------------------------------- measurement window
 def _with_rounds(n: int, elapsed: float, measured_rounds: int = 3, min_s: float | None = 3.0, window: bool = True):
     rec = case_run().record
     rd = rec.rounds[0]

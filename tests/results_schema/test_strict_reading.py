@@ -159,8 +159,8 @@ WORKLOAD = {"num_prompts": 4, "input_len": 32, "max_tokens": 16, "max_model_len"
 
 
 @pytest.mark.parametrize("field,value,valid", [
-    ("enforce_eager", "NO", False),       # issue 13: coerced to False before
-    ("max_tokens", "16", False),          # issue 13: coerced to 16 before
+    ("enforce_eager", "NO", False),       # coerced to False before
+    ("max_tokens", "16", False),          # coerced to 16 before
     ("enforce_eager", 0, False),
     ("enforce_eager", "false", False),
     ("num_prompts", 4.5, False),

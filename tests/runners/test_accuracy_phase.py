@@ -224,7 +224,7 @@ def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> No
 
 @pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (15 s CPU)
 def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_path: Path, capsys) -> None:
-    """issue 15: offload_backend=prefetch (as published) is recorded by each offload case and checked by the
+    """Offload_backend=prefetch (as published) is recorded by each offload case and checked by the
     verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown."""
     code, run = run_accuracy(tmp_path, "phases.accuracy.offload_backend=prefetch",
                              "phases.accuracy.max_accuracy_drop=0.05")

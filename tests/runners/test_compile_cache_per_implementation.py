@@ -1,4 +1,4 @@
-"""Compile caches are per implementation (issue 16, item 3).
+"""Compile caches are per implementation.
 
 vLLM's compile-cache key covers its config (the offload config included) and some
 environment variables, not ``OFFLOAD_IMPL``: two cases with the same (G, N) but different

@@ -1,4 +1,4 @@
-"""The engine path (issue 15): a case with ``engine_validates`` gives its offload setting to vLLM's engine.
+"""The engine path: a case with ``engine_validates`` gives its offload setting to vLLM's engine.
 
 Unit tests of ``runners.incase.engine_path``, the plan and case file, the judgement of real fake-bench
 processes, and (marked ``engine``) the smoke experiment's two invalid cases on the real vLLM CPU engine.

@@ -152,7 +152,7 @@ def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: P
 
 @pytest.mark.heavy  # a fake-bench matrix with analysis (4 s CPU)
 def test_health_gate_failing_after_the_last_phase_exits_42_and_never_ends_valid(tmp_path: Path, capsys) -> None:
-    """Published rule (issue 15): the device is healthy after the last phase too; healthy before, then not."""
+    """Published rule: the device is healthy after the last phase too; healthy before, then not."""
     script = tmp_path / "health.sh"
     script.write_text('n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"\n'
                       'if [ "$n" -ge 1 ]; then echo "Health Status : Warning"; exit 0; fi\n'
@@ -232,7 +232,7 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
 
 @pytest.mark.heavy  # a fake-bench matrix, then its resume with analysis (6 s CPU)
 def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(tmp_path: Path) -> None:
-    """The live token check (issue 15) also holds after a resume: the baseline ran before the interruption."""
+    """The live token check also holds after a resume: the baseline ran before the interruption."""
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"))
     assert code == 0
     runs = run_dir / "same_runtime-runs.jsonl"  # as if interrupted after the baseline: its line only

@@ -48,7 +48,7 @@ def test_root_cause_of_plain_error_line() -> None:
     assert root_cause("all good\n") == (None, None)
 
 
-# ------------------------------------------------------------------ logs with values out of range (issue 13)
+# ------------------------------------------------------------------ logs with values out of range
 
 from pathlib import Path  # noqa: E402
 

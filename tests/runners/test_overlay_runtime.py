@@ -20,7 +20,8 @@ from tests.support.synthetic import SynthCase, make_case_run
 from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
-from runners.planning.plan import PlanError, expand_phase
+from runners.errors import PlanError
+from runners.planning.plan import expand_phase
 from tests.runners.test_plan import WORKLOAD, matrix
 from tests.runners.helpers import TINY_DEFAULT
 

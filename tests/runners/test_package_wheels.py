@@ -1,4 +1,4 @@
-"""``runtime.pins.package_wheels`` (issue 15): an installed distribution's package tree against its wheel.
+"""``runtime.pins.package_wheels``: an installed distribution's package tree against its wheel.
 
 A small wheel is written with ``zipfile`` and a small "installed" site directory (package files, a
 ``.dist-info`` with the installer's RECORD, a compiled cache, a script outside site-packages) next to it.

@@ -1,4 +1,4 @@
-"""The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured (issue 15).
+"""The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured.
 
 Each test pins one published behaviour through the real code path: config composition ->
 plan -> the case.json the runner writes -> bench_one's reader -> the ``vllm.LLM`` kwargs;

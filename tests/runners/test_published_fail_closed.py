@@ -1,4 +1,4 @@
-"""Fail-closed rules of the published runner (issue 15), through real fake-bench processes + finalize.
+"""Fail-closed rules of the published runner, through real fake-bench processes + finalize.
 
 * On accelerators exactly one ``Available KV cache memory`` line per case log.
 * Evidence whose offloader never ran ``post_init`` is rejected.

@@ -1,4 +1,4 @@
-"""Published identity formats (issue 15): the sha256sum tree hash and ModelScope's ``.msc`` revision."""
+"""Published identity formats: the sha256sum tree hash and ModelScope's ``.msc`` revision."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.identity.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
-                                        sha256sum_tree, tree_value_for_pin)
+from runners.identity.probe import PUBLISHED_PREFIX, sha256sum_lines, sha256sum_tree
+from runners.identity.published_identity import model_revision, msc_revision, tree_value_for_pin
 
 
 def _tree(root: Path) -> Path:
@@ -87,7 +87,7 @@ def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp
     assert code == EXIT_IDENTITY and not (run_dir / "records").exists()
 
 
-# --- runtime.pins.source_trees in the published format (issue 15) ---------------------------------------------
+# --- runtime.pins.source_trees in the published format ---------------------------------------------
 
 _SHA256SUM_RECIPE = ("find . -type f ! -path '*/__pycache__/*' ! -name '*.py[co]' -print0 "
                      "| xargs -0 sha256sum | LC_ALL=C sort | sha256sum")

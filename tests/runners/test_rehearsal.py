@@ -65,7 +65,7 @@ def _check_phase(run_dir: Path, phase: str, python: Path, stack: Mapping[str, st
 def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     host, p = ascend_host(tmp_path / "host")
     model = _model(tmp_path, host.env)
-    # "~phases.accuracy": qwen7b's published accuracy phase (issue 15) is rehearsed by test_accuracy_phase.py
+    # "~phases.accuracy": qwen7b's published accuracy phase is rehearsed by test_accuracy_phase.py
     setup = ["+experiment=qwen7b", f"model.path={model}", *TRIM, "~phases.accuracy", "phases.native.repeats=1",
              "phases.native.cooldown_s=0",
              f"runtime.python={p['latest']}", f"++runtime.path_map={{/usr/local/Ascend:{p['ascend']}}}",
@@ -107,7 +107,7 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     _check_phase(run_dir, "same_runtime", p["latest"], latest, 5)
     _check_phase(run_dir, "long_window", p["latest"], latest, 5)
     _check_phase(run_dir, "native", p["v018"], {"vllm": "0.9.1", "vllm-ascend": "0.18.0", "torch-npu": "2.5.1"}, 4)
-    # published health gate (issue 15): the case NPU and chip, before every phase and after the last
+    # published health gate: the case NPU and chip, before every phase and after the last
     health = sorted((run_dir / "health").glob("*.txt"))
     assert [h.name.split("-")[0] for h in health].count("after") == 1 and len(health) == 4
     assert all(h.read_text().startswith("$ npu-smi info -t health -i 0 -c 0\n# exit 0\n") for h in health)

@@ -17,7 +17,7 @@ SECRETS = [
     ("MY_API_KEY", "k3y-value-1234567890-abcdef", None),
     ("DB_PASSWORD", "pa55w0rd-xyz-4711", None),
     ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", None),
-    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # issue 13: was written
+    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # was written
     ("NOT_A_SECRET_NAME", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", None),
     ("VLLM_REMOTE_URL", "https://alice:s3cr3tpw@models.example.com/repo", REDACTED),  # allowed name
     ("OMP_EXTRA", "sk-proj-abcdefghijklmnop1234", REDACTED),
@@ -82,7 +82,8 @@ def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) ->
 
 
 def test_credential_value_in_the_runtime_env_config_is_refused():
-    from runners.planning.plan import PlanError, plan
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
     from tests.runners.helpers import compose_cfg
 
     with pytest.raises(PlanError, match="VLLM_MIRROR"):

@@ -220,7 +220,7 @@ def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
 
 def test_published_serving_phase_passes_the_published_engine_options_to_the_server(tmp_path):
     """qwen7b's serving phase: float16, trust_remote_code, max_num_seqs 8, max_num_batched_tokens = 512 x 8 and
-    prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser (issue 15)."""
+    prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser."""
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
