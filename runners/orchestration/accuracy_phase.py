@@ -19,7 +19,6 @@ from runners.models.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, accuracy_manifest_path
 
-DEFAULT_PROTOCOL = "qwen-chat-v1"
 
 
 def accuracy_cases_name(phase: str) -> str:
@@ -58,10 +57,10 @@ def _check_phase(phase: str, c: Any) -> AccuracyPhase:
     from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
     try:
-        check_protocol(str(c.accuracy_protocol or DEFAULT_PROTOCOL))
+        check_protocol(str(c.accuracy_protocol))
     except UnknownProtocolError as exc:
         raise RunnerError(f"config: accuracy phase {phase!r}: accuracy_protocol: {exc}", EXIT_CONFIG) from None
-    manifest = accuracy_manifest_path(c.accuracy_manifest)
+    manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
     if not manifest.is_file():
         raise RunnerError(f"{where}: dataset manifest {manifest} does not exist (relative paths are resolved "
@@ -161,7 +160,7 @@ def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir
 
     c = sc.case
     outcomes = _task_outcomes(c, results, run_dir)
-    manifest = accuracy_manifest_path(c.accuracy_manifest)
+    manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
                else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                    offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
