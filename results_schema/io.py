@@ -18,10 +18,12 @@ schema migration (``schema_version`` is ``Literal[1]``), compression.
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import math
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -311,6 +313,24 @@ class LineError:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a file of records is read, then restore its state.
+
+    Reading builds no reference cycle (records are trees of frozen models, tuples, dicts and scalars), so
+    reference counting frees everything and the cyclic collector only traverses, at each of its passes,
+    every record read so far: on 100,000 ``CaseRun`` lines that traversal was about half of the read
+    time (``python -m tests.support.bench``). Collection resumes, if it was enabled, when the block ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def scan_jsonl(path: Path | str, model_cls: type[M]) -> tuple[list[tuple[int, M]], list[LineError]]:
     """Parse every line of ``path``; collect all bad lines instead of stopping at the first.
 
@@ -322,7 +342,7 @@ def scan_jsonl(path: Path | str, model_cls: type[M]) -> tuple[list[tuple[int, M]
     path = Path(path)
     good: list[tuple[int, M]] = []
     errors: list[LineError] = []
-    with open(path, "rb") as fh:
+    with open(path, "rb") as fh, gc_paused():
         for lineno, raw in enumerate(fh, start=1):
             if not raw.endswith(b"\n"):
                 errors.append(LineError(str(path), lineno, "", "last line is not newline-terminated (torn write)"))
