@@ -10,21 +10,21 @@ What is modelled (one row per (phase, label)):
     * medians of load seconds, KV cache tokens / GiB, peak RSS, device memory;
     * from *evidence only* (never from labels): selected layers, wrapped count,
       offloaded, static-buffer and released bytes (taken from the first process;
-      ``analysis.validate`` checks the repeats agree);
+      ``analysis.validation.validate`` checks the repeats agree);
     * vs the phase baseline (``implementation == "baseline"``): retention =
       median / baseline median, change in percent, KV gain (tokens, GiB);
     * Pareto flag per implementation (capacity = released bytes by default, or offloaded
       bytes / measured KV gain: ``capacity_axis``; maximise both,
       the baseline included as the zero-capacity point) and the planner's knee
-      (``analysis.pareto.KNEE_RULE``), over *eligible* points only: a label whose
+      (``analysis.comparison.pareto.KNEE_RULE``), over *eligible* points only: a label whose
       generated tokens differ from the phase baseline, or that ``excluded`` names
       (validation errors of its evidence, logs, counts...), is never on the front
       nor the knee; ``front_excluded`` says why (empty when eligible).
     * the measured window: shortest measured seconds and fewest measured rounds of any
       process of the label (``window_measured_s_min``, ``window_rounds_min``);
 
-What is deliberately not modelled: significance (``analysis.compare``) and
-validity (``analysis.validate``); rows are produced even for invalid runs.
+What is deliberately not modelled: significance (``analysis.comparison.compare``) and
+validity (``analysis.validation.validate``); rows are produced even for invalid runs.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import pandas as pd
 from collections.abc import Mapping
 
 from analysis.load import RunData
-from analysis.pareto import knee_index, pareto_mask
+from analysis.comparison.pareto import knee_index, pareto_mask
 
 KEY = ["phase", "label"]
 
@@ -64,7 +64,7 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     Args:
         data: ``analysis.load.load_run`` output.
         excluded: ``{(phase, label): reason}`` of points that must not enter a front or a knee
-            (``analysis.validate.point_exclusions``); token differences are always checked here.
+            (``analysis.validation.validate.point_exclusions``); token differences are always checked here.
         capacity_axis: Pareto capacity axis, one of ``CAPACITY_AXES``.
 
     Raises:
@@ -181,7 +181,7 @@ def _mark_fronts(out: pd.DataFrame, capacity_axis: str) -> None:
 
 
 def _exclusions(data: RunData, excluded: Mapping[tuple[str, str], str] | None) -> dict[tuple[str, str], list[str]]:
-    from analysis.validate_checks import token_digest_status
+    from analysis.validation.checks import token_digest_status
 
     reasons: dict[tuple[str, str], list[str]] = {}
     for (phase, label), why in (excluded or {}).items():

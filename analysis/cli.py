@@ -19,9 +19,9 @@ Subcommands:
     pareto FILE.csv                     Pareto front and planner's knee of any table with columns
                                         label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
     accuracy-verify DIR [--limit N] [--manifest PATH] [--max-accuracy-drop F] [--report-dir DIR] [--no-write]
-                                        accuracy-equivalence verifier (= python -m analysis.accuracy);
+                                        accuracy-equivalence verifier (= python -m analysis.accuracy.verifier);
                                         exit 0 passed, 1 failed, 2 unreadable input
-    catalog build|compare|query ...     DuckDB catalog across run directories (analysis.catalog_cli, docs/catalog.md)
+    catalog build|compare|query ...     DuckDB catalog across run directories (analysis.catalog.cli, docs/catalog.md)
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ EXIT_INVALID = 1
 
 def _read_validation(path: Path):
     from results_schema.io import read_json
-    from results_schema.models import ValidationReport
+    from results_schema.validation import ValidationReport
 
     return read_json(path, ValidationReport)
 
 
 def _add_accuracy_verify(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """The ``accuracy-verify`` subcommand's parser (options of ``python -m analysis.accuracy``)."""
+    """The ``accuracy-verify`` subcommand's parser (options of ``python -m analysis.accuracy.verifier``)."""
     p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
                        description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
                                    "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
-                                   "analysis.accuracy; formal mode unless --limit is given.")
+                                   "analysis.accuracy.verifier; formal mode unless --limit is given.")
     p.add_argument("run_dir", type=Path, metavar="DIR")
     p.add_argument("--limit", type=int, default=None,
                    help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
@@ -92,12 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="equivalence margin of the verdicts printed, percent (default 5)")
     p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
     p.add_argument("csv", type=Path, metavar="FILE.csv")
-    p = sub.add_parser("transfer-check", help="step model vs a GPU check JSON (analysis.transfer_check)")
+    p = sub.add_parser("transfer-check", help="step model vs a GPU check JSON (analysis.model.transfer_check)")
     p.add_argument("file", type=Path, metavar="FILE.json")
     p.add_argument("--modes", nargs="+", default=None, help="modes to compare (eager graph compile; default all)")
     p.add_argument("--threshold-pct", type=float, default=5.0, help="largest |error| in percent for exit 0")
     _add_accuracy_verify(sub)
-    from analysis.catalog_cli import add_parser as add_catalog
+    from analysis.catalog.cli import add_parser as add_catalog
 
     add_catalog(sub)
     args = parser.parse_args(argv)
@@ -124,13 +124,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _transfer_check(args: argparse.Namespace) -> int:
-    from analysis.transfer_check import main as transfer_main
+    from analysis.model.transfer_check import main as transfer_main
 
     return transfer_main(args.file, args.modes, args.threshold_pct)
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from analysis.catalog_cli import run as catalog_run
+    from analysis.catalog.cli import run as catalog_run
 
     return catalog_run(args)
 
@@ -138,7 +138,7 @@ def _catalog(args: argparse.Namespace) -> int:
 def _pareto(args: argparse.Namespace) -> int:
     import json
 
-    from analysis.pareto import front_and_knee, read_front_csv
+    from analysis.comparison.pareto import front_and_knee, read_front_csv
 
     try:
         labels, cap, thr = read_front_csv(args.csv)
@@ -151,7 +151,7 @@ def _pareto(args: argparse.Namespace) -> int:
 
 
 def _accuracy_verify(args: argparse.Namespace) -> int:
-    from analysis.accuracy import main as accuracy_main
+    from analysis.accuracy.verifier import main as accuracy_main
 
     argv = [str(args.run_dir)]
     for flag, value in (("--limit", args.limit), ("--manifest", args.manifest), ("--report-dir", args.report_dir),
@@ -176,7 +176,7 @@ def _report_target_error(args: argparse.Namespace) -> str | None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from analysis.report import write_summary
+    from analysis.report.summary import write_summary
 
     refusal = _report_target_error(args)
     if refusal is not None:
@@ -195,7 +195,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from analysis.validate import validate_run
+    from analysis.validation.validate import validate_run
 
     rep = validate_run(args.run_dir, model_dir=args.model_dir)
     for c in rep.counts:
@@ -222,10 +222,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _recommend(args: argparse.Namespace) -> int:
-    from analysis.layer_bytes import kv_bytes_per_token, load_config
-    from analysis.model import ChoiceError, recommend
-    from analysis.tables import CPU_NOTE, build, copy_bench_bandwidth, is_cpu_run
-    from analysis.validate import find_model_dir
+    from analysis.model.layer_bytes import kv_bytes_per_token, load_config
+    from analysis.model.fit import ChoiceError, recommend
+    from analysis.report.tables import CPU_NOTE, build, copy_bench_bandwidth, is_cpu_run
+    from analysis.validation.validate import find_model_dir
 
     kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
     tables = build(args.run_dir, **kw)

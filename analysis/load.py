@@ -13,7 +13,7 @@ Frames (one row per ...):
     failures: failed case (a ``CaseFailure``).
 
 What is deliberately not modelled: statistics (``analysis.aggregate``) and
-cross-file checks (``analysis.validate``).
+cross-file checks (``analysis.validation.validate``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from results_schema.io import LineError, scan_jsonl
-from results_schema.models import CaseFailure, CaseRun
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 
 RUNS_SUFFIX = "-runs.jsonl"
 FAILURES_SUFFIX = "-failures.jsonl"

@@ -1,4 +1,4 @@
-"""The published analyzer's view of a run: three capacity axes, selectable Pareto axis, its columns (issue 15).
+"""The published analyzer's view of a run: three capacity axes, selectable Pareto axis, its columns.
 
 What is modelled (one row per (phase, label), on top of ``analysis.aggregate.aggregate``):
 
@@ -25,7 +25,7 @@ What is modelled (one row per (phase, label), on top of ``analysis.aggregate.agg
   (``*_load_bytes_median``) and ``device_memory_source``; NaN where the records lack them (CPU device
   memory, records written before the fields), never 0.
 
-What is deliberately not modelled: verdicts (``analysis.compare``), the report layout.
+What is deliberately not modelled: verdicts (``analysis.comparison.compare``), the report layout.
 
 ``python -m analysis.published RUN_DIR [--capacity-axis AXIS] [--out FILE.csv]`` prints / writes it.
 """

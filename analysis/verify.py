@@ -7,7 +7,7 @@ standard library only (``json`` with a strict ``parse_constant``,
 ``<phase>-runs.jsonl`` -- no pandas, no ``analysis.aggregate`` code path. Lines
 are accepted when they validate as ``CaseRun`` (the shared contract), as the
 loader does. Each value is compared with the summary at the precision the
-report prints (``analysis.tables.PRECISION``; integers exactly); the maximum
+report prints (``analysis.report.tables.PRECISION``; integers exactly); the maximum
 absolute difference is reported both raw and at printed precision, and the
 latter must be 0.
 
@@ -166,8 +166,8 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
     Args:
         run_dir: run directory.
         summary_rows: rows to check; default: ``summary/comparison-summary.json``'s ``rows``
-            (computed in memory by ``analysis.tables.build`` when the file does not exist).
-        precision: decimals per column; default: the file's ``precision`` (or ``analysis.tables.PRECISION``).
+            (computed in memory by ``analysis.report.tables.build`` when the file does not exist).
+        precision: decimals per column; default: the file's ``precision`` (or ``analysis.report.tables.PRECISION``).
     """
     run_dir = Path(run_dir)
     path = run_dir / "summary" / "comparison-summary.json"
@@ -177,13 +177,13 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
             summary_rows, file_precision, comparison_rows = _read_summary(path)
             precision = precision or file_precision
         else:
-            from analysis.tables import PRECISION, build, records
+            from analysis.report.tables import PRECISION, build, records
 
             tables = build(run_dir)
             summary_rows, precision = records(tables["summary"]), precision or PRECISION
             comparison_rows = records(tables["comparison"])
     if precision is None:
-        from analysis.tables import PRECISION
+        from analysis.report.tables import PRECISION
 
         precision = PRECISION
     ref = recompute(run_dir)

@@ -8,11 +8,11 @@ hashes (``OmegaConf.to_container(..., enum_to_str=True)``, see ``conf.schema.che
 is therefore the same strings as before the fields were typed, and ``StrEnum`` members compare
 equal to those strings.
 
-Sets that another layer already defines are copied here and kept equal to it by
-``tests/conf/test_choices.py``: ``Implementation`` and ``OffloadBackend``
-(``results_schema.base``), ``PromptMode`` (``results_schema.models.WorkloadSpec.prompt_mode``),
-``CpuKernelPath`` (``offload.cpu_kernels.CPU_KERNEL_PATHS``), ``OffloadFault`` (``offload.faults.FAULTS``), ``PhaseKind`` (``runners.plan.KINDS``),
-``PerformanceSharing`` / ``NodeFailureAction`` (``runners.executors``).
+``CpuKernelPath`` and ``OffloadFault`` are defined by ``offload`` (``offload.cpu_kernels``,
+``offload.faults``) and imported from there by the schema; ``runners`` takes ``PhaseKind``,
+``PerformanceSharing`` and ``NodeFailureAction`` from here. ``Implementation``, ``OffloadBackend``
+and ``PromptMode`` are also ``Literal`` types of ``results_schema`` (which imports nothing of
+``conf``); ``tests/conf/test_choices.py`` keeps those three equal.
 Accuracy protocols are not an enum: they are the names registered in
 ``results_schema.protocols`` (checked by the runner with that registry's message).
 """
@@ -28,13 +28,6 @@ class Device(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
     npu = "npu"
-
-
-class CpuKernelPath(StrEnum):
-    """GEMM kernel path of a CPU runtime (``offload/cpu_kernels.py``)."""
-
-    plain = "plain"
-    packed = "packed"
 
 
 class ModelSource(StrEnum):
@@ -69,14 +62,8 @@ class OffloadBackend(StrEnum):
     uva = "uva"
 
 
-class OffloadFault(StrEnum):
-    """Negative-control fault of one case (``offload.faults.FAULTS``): tests only, never a measurement."""
-
-    zero_host_copy = "zero_host_copy"
-
-
 class PhaseKind(StrEnum):
-    """What a phase measures (``conf.schema.MatrixConfig.kind``)."""
+    """What a phase measures (``conf.schema_matrix.MatrixConfig.kind``)."""
 
     throughput = "throughput"
     ttft = "ttft"

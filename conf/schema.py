@@ -6,7 +6,7 @@ one matrix of cases. Experiments (``conf/experiment/*.yaml``) are global
 overlays that pick group options and add phases (``/matrix@phases.<name>``).
 
 What is deliberately not modelled here: case expansion, validation of offload
-parameters, scheduling (``runners.plan``); identity checks (``runners.identity``).
+parameters, scheduling (``runners.planning.plan``); identity checks (``runners.identity.pin_checks``).
 This module holds schemas only.
 
 Conventions: a pin whose value is ``???`` is *declared but not provided*; the
@@ -24,21 +24,13 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from conf.schema_matrix import (  # noqa: F401 - re-exported: the schemas' import path
-    CaseConfig,
+from conf.schema_matrix import (
     MatrixConfig,
-    PointConfig,
-    ServingConfig,
-    ServingSLOConfig,
 )
-from conf.schema_stack import (  # noqa: F401 - re-exported: the schemas' import path
-    DEFAULT_MIN_MEASURED_S,
+from conf.schema_stack import (
     ExecutorConfig,
     ModelConfig,
-    PinsConfig,
-    RayConfig,
     RuntimeConfig,
-    TinyModelConfig,
     WorkloadConfig,
 )
 
@@ -61,9 +53,9 @@ class Config:
         bench_command: argv prefix of one case process; null = ``[<runtime python>, -m, <bench_module>]``.
         bench_module: module a case process runs with its runtime's interpreter (tests: a fake bench).
         accuracy_command: argv prefix of one accuracy case process (followed by ``run ...``);
-            null = ``[<python>, -m, runners.accuracy]`` (tests substitute a fake engine here).
-        analyze: call ``analysis.report.write_summary`` at the end (and, when the run has accuracy
-            phases, the accuracy verifier ``analysis.accuracy``, report in ``summary/``).
+            null = ``[<python>, -m, runners.incase.accuracy]`` (tests substitute a fake engine here).
+        analyze: call ``analysis.report.summary.write_summary`` at the end (and, when the run has accuracy
+            phases, the accuracy verifier ``analysis.accuracy.verifier``, report in ``summary/``).
         progress: show a live progress bar (plain lines are always printed).
     """
 
@@ -81,7 +73,7 @@ class Config:
     offload_tree_sha256: Optional[str] = None
     required_pins: List[str] = field(default_factory=list)
     bench_command: Optional[List[str]] = None
-    bench_module: str = "runners.bench_one"
+    bench_module: str = "runners.incase.bench_one"
     accuracy_command: Optional[List[str]] = None
     analyze: bool = True
     progress: bool = True

@@ -11,7 +11,8 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from conf.choices import Implementation, OffloadBackend, OffloadFault, PhaseKind
+from conf.choices import Implementation, OffloadBackend, PhaseKind
+from offload.faults import OffloadFault
 from conf.schema_stack import RuntimeConfig
 
 
@@ -37,7 +38,7 @@ class CaseConfig:
             (``ValueError: offload_num_in_group``, ``AssertionError``). It is then
             exempt from the pre-launch validation and its failure record is expected.
         engine_validates: bench phases only: the case process skips its own offload pre-check and
-            gives the setting to vLLM's engine as configured (``runners.engine_path``), so the
+            gives the setting to vLLM's engine as configured (``runners.incase.engine_path``), so the
             engine's own rejection is what is tested (smoke: ``engine_invalid_g2_n3``).
         fault: negative control only: a named corruption of this project's offloader applied in the case
             process after ``post_init`` (``offload.faults``; ``zero_host_copy``), for implementations
@@ -59,7 +60,7 @@ class CaseConfig:
 
 @dataclass
 class ServingSLOConfig:
-    """Goodput SLO of a serving phase (``results_schema.serving.ServingSLO``).
+    """Goodput SLO of a serving phase (``results_schema.serving_spec.ServingSLO``).
 
     Attributes:
         ttft_ms: TTFT limit of one request (ms).
@@ -118,7 +119,7 @@ class MatrixConfig:
         name: matrix name (report only).
         kind: ``throughput`` (bench_one), ``ttft`` (bench_one, max_tokens=1 proxy),
             ``stability`` (bench_one, many sequential 1-prompt rounds, every output
-            non-empty), ``accuracy`` (``runners.accuracy``), ``serving`` (``runners.serving``:
+            non-empty), ``accuracy`` (``runners.incase.accuracy``), ``serving`` (``runners.incase.serving``:
             an OpenAI-compatible API server per case, vLLM's serving benchmark over ``serving.request_rates``).
         order: phases run in ascending order (ties: composition order).
         repeats: repeats per case.
@@ -132,7 +133,7 @@ class MatrixConfig:
             the focus labels x5, then the capacity labels x3); false = all labels interleaved.
         runtime: phase-specific runtime (e.g. the native stack); null = the run's runtime.
         num_prompts ... max_tokens: workload overrides for this phase; null = workload's.
-        accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.accuracy run`` process per case
+        accuracy_tasks: tasks for ``kind=accuracy`` phases (one ``runners.incase.accuracy run`` process per case
             evaluates all of them).
         accuracy_limit: first N rows per task (null = all rows; the verifier then reports "limited").
         accuracy_manifest: dataset ``manifest.json`` of an accuracy phase (relative = repository root);
@@ -140,7 +141,7 @@ class MatrixConfig:
             entry of every task and each file's SHA-256 / row count before any process starts.
         accuracy_model: model directory (with ``SHA256SUMS``; relative = repository root) the cases of an
             accuracy phase load instead of the run's model (``+experiment=reproduce``: the committed
-            ``eval_models/tiny-answering-qwen2-l4-h128``, trained by ``python -m runners.answering_model``).
+            ``eval_models/tiny-answering-qwen2-l4-h128``, trained by ``python -m runners.models.answering_model``).
             Verified against its ``SHA256SUMS`` before any process starts; its ``config.json``
             ``num_hidden_layers`` sizes the phase's points. Null = the run's model.
         accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
@@ -169,10 +170,10 @@ class MatrixConfig:
     cooldown_s: float = 0.0
     case_timeout_s: float = 600.0
     kill_grace_s: float = 10.0
-    # issue 15: backend passed explicitly to every offload case whose point says auto (published:
+    # backend passed explicitly to every offload case whose point says auto (published:
     # prefetch); labels keep the auto names. null = each point's own backend.
     offload_backend: Optional[OffloadBackend] = None
-    # issue 15: run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
+    # run the labels with the most repeats first (published 1.5B: focus x5, then capacity x3)
     focus_first: bool = False
     runtime: Optional[RuntimeConfig] = None
     num_prompts: Optional[int] = None

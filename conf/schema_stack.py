@@ -12,15 +12,8 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from conf.choices import (
-    CpuKernelPath,
-    Device,
-    ExecutorKind,
-    ModelSource,
-    NodeFailureAction,
-    PerformanceSharing,
-    PromptMode,
-)
+from conf.choices import Device, ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing, PromptMode
+from offload.cpu_kernels import CpuKernelPath
 
 
 @dataclass
@@ -33,10 +26,10 @@ class PinsConfig:
         package_trees: distribution name -> SHA-256 of its installed file tree (RECORD files).
         wheels: wheel path -> SHA-256 of the file.
         package_wheels: distribution name -> path of the wheel it was installed from (in the runtime): the
-            package files of the installed RECORD must equal the wheel's (``runners.probe.wheel_vs_installed``;
+            package files of the installed RECORD must equal the wheel's (``runners.identity.probe.wheel_vs_installed``;
             ``*.dist-info/``, scripts and caches excluded); a difference fails the identity gate, naming files.
         source_trees: source checkout path -> SHA-256 of its file tree: bare hex = the project's tree hash
-            (``runners.probe.tree_sha256``), ``sha256sum:<hex>`` = the published one (``runners.probe.sha256sum_tree``).
+            (``runners.identity.probe.tree_sha256``), ``sha256sum:<hex>`` = the published one (``runners.identity.probe.sha256sum_tree``).
         source_commits: source checkout path -> git commit (``git rev-parse HEAD``).
         files: driver / toolkit file path -> SHA-256 (e.g. CANN ``version.info``).
     """
@@ -63,18 +56,18 @@ class RuntimeConfig:
         health_timeout_s: seconds before the health command counts as failed.
         health_expect: regular expression the health output must match besides exit 0 (Ascend:
             ``Health Status\\s*:\\s*OK``); ``{physical_index}`` / ``{chip}`` in ``health_command`` name
-            the case device (``runners.health``). Null = exit 0 suffices.
+            the case device (``runners.identity.health``). Null = exit 0 suffices.
         inherit_pythonpath: append the runner's inherited ``PYTHONPATH`` (CANN's ``set_env.sh`` entries)
             after the evidence hook and the repository in every case (Ascend); false = replaced.
         visible_devices_env: variable naming the visible logical devices
             (``CUDA_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``); null on CPU.
         ray_resource: Ray resource one case asks for: ``GPU`` (num_gpus=1), a custom
             resource name (``NPU``), or null (CPU: num_cpus only).
-        pins: identity pins of this stack (observed inside it by ``runners.probe``).
+        pins: identity pins of this stack (observed inside it by ``runners.identity.probe``).
         report_packages: distributions whose versions are recorded in the manifest.
         python: interpreter of this stack (a virtual environment's ``bin/python``, or the path
             inside a container); null = the runner's own interpreter. Cases, pin probes and
-            ``runners.pins`` start it; see ``runners.runtimes``.
+            ``runners.pins`` start it; see ``runners.identity.runtimes``.
         command_prefix: argv before the interpreter and the health command (``[docker, exec,
             -i, ctr]``); the case's variables are then passed as ``env K=V`` after it.
         path_map: declared pin path prefix -> where it is on this host (``{/opt/vllm-ascend-v0.18.0:
@@ -98,7 +91,7 @@ class RuntimeConfig:
     env: Dict[str, str] = field(default_factory=dict)
     health_command: Optional[List[str]] = None
     health_timeout_s: float = 60.0
-    # issue 15 (runners.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
+    # (runners.identity.health): regex the health output must match besides exit 0; PYTHONPATH inheritance
     health_expect: Optional[str] = None
     inherit_pythonpath: bool = False
     visible_devices_env: Optional[str] = None
@@ -109,14 +102,14 @@ class RuntimeConfig:
     command_prefix: List[str] = field(default_factory=list)
     path_map: Dict[str, str] = field(default_factory=dict)
     cpu_kernel_path: Optional[CpuKernelPath] = None
-    # issue 15: the published offloader as implementation ``overlay`` (offload/overlay.py)
+    # the published offloader as implementation ``overlay`` (offload/overlay.py)
     overlay_source_root: Optional[str] = None
     overlay_class: Optional[str] = None
 
 
 @dataclass
 class TinyModelConfig:
-    """Arguments of ``runners.tiny_model.ensure_tiny_model`` (random-weight Qwen2)."""
+    """Arguments of ``runners.models.tiny_model.ensure_tiny_model`` (random-weight Qwen2)."""
 
     num_layers: int = 8
     hidden_size: int = 128
@@ -181,7 +174,7 @@ class WorkloadConfig:
     enable_prefix_caching: Optional[bool] = False
     prompts_vary_per_round: bool = True
     temperature: float = 0.0
-    # published-workload options (issue 15; conf/workload/published.yaml): see WorkloadSpec
+    # published-workload options (conf/workload/published.yaml): see WorkloadSpec
     prompt_mode: PromptMode = PromptMode.random_ids
     prompt_seed_text: Optional[str] = None
     ignore_eos: bool = True

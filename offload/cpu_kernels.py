@@ -38,13 +38,21 @@ import json
 import os
 import sys
 from collections import Counter
+from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
 CPU_KERNEL_ENV = "OFFLOAD_CPU_KERNEL_PATH"
 """Environment variable naming the CPU GEMM kernel path of a case: ``plain`` or ``packed``."""
 
-CPU_KERNEL_PATHS = ("plain", "packed")
+class CpuKernelPath(StrEnum):
+    """GEMM kernel path of a CPU runtime (see module docstring); also the config's value set."""
+
+    plain = "plain"
+    packed = "packed"
+
+
+CPU_KERNEL_PATHS = tuple(p.value for p in CpuKernelPath)
 """Selectable CPU kernel paths (see module docstring)."""
 
 REPORT_PREFIX = "OFFLOAD_CPU_KERNELS "

@@ -17,12 +17,19 @@ What is deliberately not modelled: faults of other offloaders (the overlay, upst
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Any
 
 FAULT_ENV = "OFFLOAD_FAULT"
 """Environment variable naming the fault of a case (empty or unset: none)."""
 
-FAULTS = ("zero_host_copy",)
+class OffloadFault(StrEnum):
+    """Negative-control fault of one case: tests only, never a measurement; also the config's value set."""
+
+    zero_host_copy = "zero_host_copy"
+
+
+FAULTS = tuple(f.value for f in OffloadFault)
 """Names of the faults :func:`apply_fault` knows."""
 
 

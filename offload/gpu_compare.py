@@ -11,7 +11,7 @@ implementation goes first at each point and repeat (drift hits both sides alike)
 ``python -m offload.gpu_compare summarize FILE.jsonl`` prints, per (G, N), the median
 throughput of each side, the difference of medians with the project's interval rule
 (percentile bootstrap 95% interval of ``median(current) - median(official)``, as
-``analysis/compare.py``, re-implemented here because ``offload`` must not import
+``analysis/comparison/compare.py``, re-implemented here because ``offload`` must not import
 ``analysis``): ``faster``/``slower`` only when the whole interval is above/below zero,
 ``equivalent`` when it contains zero, ``inconclusive`` with fewer than two engines a side.
 A point is ``ok`` when current is ``faster`` or ``equivalent``. Generated tokens are
@@ -103,7 +103,7 @@ def bootstrap_median_delta(a: Sequence[float], b: Sequence[float], *, samples: i
                            seed: int = SEED) -> tuple[float, float | None, float | None]:
     """``median(a) - median(b)`` and its percentile bootstrap interval (None with < 2 per side).
 
-    Same rule as ``analysis.compare.bootstrap_delta`` (Efron & Tibshirani 1993, ch. 13):
+    Same rule as ``analysis.comparison.verdict_rule.bootstrap_delta`` (Efron & Tibshirani 1993, ch. 13):
     each side resampled with replacement independently, seeded.
     """
     delta = statistics.median(a) - statistics.median(b)

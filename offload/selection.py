@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from results_schema.models import IMPLEMENTATIONS
+from results_schema.base import IMPLEMENTATIONS
 
 BACKENDS = ("auto", "prefetch", "uva")
 
@@ -60,11 +60,11 @@ def check_offload_setting(
 ) -> None:
     """Validate one case's offload setting: the vLLM parameters and what the implementation needs.
 
-    The one validation every caller uses (``runners.plan`` before any process starts,
-    ``runners.bench_one`` and ``runners.accuracy`` in the case process).
+    The one validation every caller uses (``runners.planning.plan`` before any process starts,
+    ``runners.incase.bench_one`` and ``runners.incase.accuracy`` in the case process).
 
     Args:
-        implementation: one of ``results_schema.models.IMPLEMENTATIONS``.
+        implementation: one of ``results_schema.base.IMPLEMENTATIONS``.
         group_size, num_in_group, prefetch_step, backend: see :func:`validate_offload_params`.
 
     Raises:

@@ -3,7 +3,7 @@
 Modules:
     base       shared field types and ``StrictModel`` (frozen, extra forbidden, finite floats)
     models     bench record, runtime evidence, case run, case failure (re-exports base and validation)
-    validation validation report of ``analysis.validate``
+    validation validation report of ``analysis.validation.validate``
     serving    serving case result, run lines (re-exports serving_spec and serving_summary)
     serving_spec, serving_summary   serving case specification; serving summary rows
     manifest   environment manifest (runner)

@@ -9,12 +9,12 @@ pid or timing), so two cases that produced the same outputs write
 byte-identical example files: their SHA-256 is the output-identity check.
 
 Protocol specs (:class:`ProtocolSpec`) are defined here; the registered ones live in
-``results_schema.protocols``. Schema version 2 (issue 11): results record
+``results_schema.protocols``. Schema version 2: results record
 ``protocol_name``, ``parsed``, ``length_limited``, ``finish_reasons``; example rows
 the data ``row``; version-1 files (the old protocol layout) are refused.
 
 What is deliberately not modelled: answer extraction and prompt rendering
-(``runners.accuracy``), statistics (``analysis.accuracy``). This module must
+(``runners.incase.accuracy``), statistics (``analysis.accuracy.verifier``). This module must
 not import vLLM or torch.
 """
 
@@ -26,7 +26,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import Implementation, SchemaVersion, NonNegInt, OffloadSetting, RuntimeEvidence, StrictModel
+from results_schema.base import Implementation, SchemaVersion, NonNegInt, StrictModel
+from results_schema.models import OffloadSetting, RuntimeEvidence
 from results_schema.accuracy_report import AccuracyVerification as AccuracyVerification
 from results_schema.accuracy_report import BaselineAgreement as BaselineAgreement
 from results_schema.accuracy_report import CaseSummary as CaseSummary

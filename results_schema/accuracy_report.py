@@ -5,10 +5,10 @@ saw it (:class:`CaseSummary`: offload setting and backend, counts, accuracy, dro
 verdict) and the report (:class:`AccuracyVerification`: mode, the ``max_accuracy_drop`` tolerance and
 where the planned backends came from; :class:`BaselineAgreement`: the baseline runs of a task compared
 with each other). Re-exported by :mod:`results_schema.accuracy`; the CSV
-``accuracy-verification.csv`` (``analysis.accuracy_csv``) is one row per :class:`CaseSummary`.
+``accuracy-verification.csv`` (``analysis.accuracy.table``) is one row per :class:`CaseSummary`.
 
-What is deliberately not modelled: the checks themselves (``analysis.accuracy``). Fields added by
-issue 15 have defaults, so reports written before it still validate.
+What is deliberately not modelled: the checks themselves (``analysis.accuracy.verifier``). Fields added after
+the first reports have defaults, so those reports still validate.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from results_schema.accuracy_types import Fraction, ProtocolName, Sha256Hex, Task, VerifyMode
-from results_schema.models import Implementation, NonNegInt, StrictModel
+from results_schema.base import Implementation, NonNegInt, StrictModel
 
 
 class VerifyCheck(StrictModel):

@@ -1,15 +1,15 @@
 """The case specification: everything one case process needs, written by the runner as ``case.json``.
 
 What is modelled: one process of a matrix (``runners.matrix``) -- a bench case
-(``python -m runners.bench_one --case PATH``) or an accuracy case
-(``python -m runners.accuracy run --case PATH``). The runner writes the model with
+(``python -m runners.incase.bench_one --case PATH``) or an accuracy case
+(``python -m runners.incase.accuracy run --case PATH``). The runner writes the model with
 ``results_schema.io.write_json`` to ``records/<phase>/<label>-r<repeat>.case.json``,
 next to the case's record; the case process reads it back with ``read_json``, so the
 two sides share one typed description instead of a hand-mirrored command line.
 Field names are vLLM's (``OffloadSetting``) and the record's (``WorkloadSpec``).
 
-What is deliberately not modelled: the process environment (``runners.case_command.case_env``),
-limits and scheduling (the runner's), serving cases (``runners.serving.spec``).
+What is deliberately not modelled: the process environment (``runners.launching.case_command.case_env``),
+limits and scheduling (the runner's), serving cases (``runners.planning.serving_spec``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.models import (
-    Implementation,
-    NonNegInt,
-    SchemaVersion,
-    StrictModel,
-    WorkloadSpec,
-)
+from results_schema.base import Implementation, NonNegInt, SchemaVersion, StrictModel
+from results_schema.models import WorkloadSpec
 
 CaseKind = Literal["bench", "accuracy"]
 Device = Literal["cpu", "cuda", "npu"]
@@ -47,7 +42,7 @@ class RequestedOffload(StrictModel):
 
 
 class AccuracyCaseSettings(StrictModel):
-    """What an accuracy case evaluates and where it writes (``runners.accuracy.case.run_cases``)."""
+    """What an accuracy case evaluates and where it writes (``runners.incase.accuracy.case.run_cases``)."""
 
     tasks: Annotated[tuple[str, ...], Field(min_length=1)] = Field(
         description="Dataset tasks or manifest entry names, evaluated by one engine in this order.")
@@ -66,7 +61,7 @@ class CaseSpec(StrictModel):
     """
 
     schema_version: SchemaVersion = Field(default=1, description="Schema version of this file (always 1).")
-    kind: CaseKind = Field(description="bench: runners.bench_one; accuracy: runners.accuracy run.")
+    kind: CaseKind = Field(description="bench: runners.incase.bench_one; accuracy: runners.incase.accuracy run.")
     phase: str = Field(description="Phase name of the run.")
     label: str = Field(description="Case label, unique within the phase (names the case's files).")
     implementation: Implementation = Field(description="Which offloader runs (OFFLOAD_IMPL).")
@@ -81,7 +76,7 @@ class CaseSpec(StrictModel):
     engine_validates: bool = Field(
         default=False, exclude_if=lambda v: not v,
         description="Bench only: skip the case process's own offload pre-check and give the setting to the "
-                    "engine as configured (runners.engine_path; the engine's own rejection is tested).")
+                    "engine as configured (runners.incase.engine_path; the engine's own rejection is tested).")
 
     @model_validator(mode="after")
     def _check_kind(self) -> "CaseSpec":
@@ -90,5 +85,5 @@ class CaseSpec(StrictModel):
         if self.kind == "accuracy" and (self.accuracy is None or self.workload is not None):
             raise ValueError("kind 'accuracy' needs accuracy settings and no workload")
         if self.kind == "accuracy" and self.engine_validates:
-            raise ValueError("engine_validates is a bench-case switch (runners.bench_one); accuracy cases have none")
+            raise ValueError("engine_validates is a bench-case switch (runners.incase.bench_one); accuracy cases have none")
         return self

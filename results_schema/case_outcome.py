@@ -1,6 +1,6 @@
 """What the runner reads from a case log, and how a case failed.
 
-``KVCacheCapacity`` and ``CpuKernelEvidence`` are parsed from the case log (``runners.case_log``);
+``KVCacheCapacity`` and ``CpuKernelEvidence`` are parsed from the case log (``runners.outcome.case_log``);
 ``CaseFailure`` is one line of ``<phase>-failures.jsonl`` per case that produced no data point.
 Moved out of ``results_schema.models``, which re-exports every name here (the historic import path).
 """

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_schema import models, summary
+from results_schema import case_outcome, models, summary, validation
 from results_schema.dispatch import FileKind, file_kinds, kind_for
 from results_schema.io import RecordError, check_jsonl, read_json
 
@@ -23,8 +23,8 @@ EXPORTED_MODELS = (
     models.BenchRecord,
     models.RuntimeEvidence,
     models.CaseRun,
-    models.CaseFailure,
-    models.ValidationReport,
+    case_outcome.CaseFailure,
+    validation.ValidationReport,
     summary.ComparisonSummary,
 )
 

@@ -9,7 +9,7 @@ onload bandwidth measured in the same repeat by more than ``max_disagreement`` i
 with their spread; null when no reading is usable.
 
 What is deliberately not modelled: how the bench measures (``offload.bench``), what analysis
-makes of the figure (``analysis.tables.copy_bench_bandwidth``).
+makes of the figure (``analysis.report.tables.copy_bench_bandwidth``).
 """
 
 from __future__ import annotations

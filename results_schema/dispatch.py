@@ -63,11 +63,11 @@ class FileKind:
 
 DEFAULT_FILE_KINDS: list[FileKind] = [
     FileKind("*-runs.jsonl", "results_schema.models:CaseRun", jsonl=True),
-    FileKind("*-failures.jsonl", "results_schema.models:CaseFailure", jsonl=True),
+    FileKind("*-failures.jsonl", "results_schema.case_outcome:CaseFailure", jsonl=True),
     FileKind("records/*/*.case.json", "results_schema.case:CaseSpec", jsonl=False),  # before the records
     FileKind("records/*/*.json", "results_schema.models:BenchRecord", jsonl=False),
     FileKind("evidence/*/*.json", "results_schema.models:RuntimeEvidence", jsonl=False),
-    FileKind("summary/validation.json", "results_schema.models:ValidationReport", jsonl=False),
+    FileKind("summary/validation.json", "results_schema.validation:ValidationReport", jsonl=False),
     FileKind("environment-manifest.json", "results_schema.manifest:EnvironmentManifest", jsonl=False),
     FileKind("*.examples.jsonl", "results_schema.accuracy:AccuracyExample", jsonl=True),
     FileKind("*.result.json", "results_schema.accuracy:AccuracyResult", jsonl=False),

@@ -1,4 +1,4 @@
-"""Rules of the per-process request, latency and load-memory fields of ``BenchRecord`` (issue 15).
+"""Rules of the per-process request, latency and load-memory fields of ``BenchRecord``.
 
 What is modelled: the published ``bench_one`` wrote, per case process, the request count,
 requests per second, the P50 / P95 latency of its measured rounds, and RSS / NPU HBM before,
@@ -20,8 +20,8 @@ values:
 * device memory values name their source, and a reason why device memory is missing
   (``device_memory_error``) never comes with values (a source without values needs that reason).
 
-What is deliberately not modelled: how the values are sampled (``runners.memory_sampler``,
-``runners.device_memory``).
+What is deliberately not modelled: how the values are sampled (``runners.incase.memory_sampler``,
+``runners.incase.device_memory``).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ SHA-256 + commit, driver/toolkit file SHA-256, tools), the model manifest
 identity, what the numerics depend on (``numerics``: CPU model and ISA flags, torch /
 oneDNN versions, threads and binding, CPU GEMM kernel path, accelerator model and driver),
 the resolved config and its hash, the overrides, and the process
-environment restricted to variables that affect a run (``runners.identity.recordable_env``:
+environment restricted to variables that affect a run (``runners.incase.recorded_env.recordable_env``:
 an allow-list of prefixes; names containing TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL or
 AUTH are never written; credential-shaped values are redacted whatever the name).
 
 What is deliberately not modelled: per-case data (``results_schema.models``),
-how pins are computed (``runners.identity``).
+how pins are computed (``runners.identity.pin_checks``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from results_schema.dispatch import FileKind
-from results_schema.models import SchemaVersion
+from results_schema.base import SchemaVersion
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""
@@ -118,7 +118,7 @@ class DeviceIdentity(_Strict):
 
 
 class NumericsIdentity(_Strict):
-    """What greedy tokens and CPU throughput depend on, for one runtime (``runners.numerics``)."""
+    """What greedy tokens and CPU throughput depend on, for one runtime (``runners.identity.numerics``)."""
 
     device: Literal["cpu", "cuda", "npu"] = Field(description="Device kind of the runtime.")
     cpu_model: str = Field(description="CPU model name (/proc/cpuinfo 'model name').")

@@ -16,11 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from results_schema.base import (  # noqa: F401 - re-exported: the types' historic import path
-    REL_TOL,
+from results_schema.base import (
     Digest,
-    IMPLEMENTATIONS,
-    FiniteFloat,
     Implementation,
     NonNegFloat,
     NonNegInt,
@@ -29,25 +26,15 @@ from results_schema.base import (  # noqa: F401 - re-exported: the types' histor
     StrictModel,
     rel_close,
 )
-from results_schema.case_outcome import (  # noqa: F401 - re-exported: the types' historic import path
-    CaseFailure,
+from results_schema.case_outcome import (
     CpuKernelEvidence,
-    FailureType,
     KVCacheCapacity,
-    ServingFaultCause,
 )
 from results_schema.load_metrics import (
     check_before_peak_after,
     check_device_memory,
     check_requests,
     check_round_latency,
-)
-from results_schema.validation import (  # noqa: F401 - re-exported: historic import path
-    CaseCount,
-    CheckResult,
-    Severity,
-    ValidationIssue,
-    ValidationReport,
 )
 
 
@@ -81,7 +68,7 @@ class OffloadSetting(StrictModel):
 class RuntimeEvidence(StrictModel):
     """What the offloader really did, observed in the process that loaded the model.
 
-    Written by ``runners/evidence_hook/sitecustomize.py``. Layer indices come
+    Written by ``runners/incase/evidence_hook/sitecustomize.py``. Layer indices come
     from the modules actually passed through ``wrap_modules`` and actually
     wrapped, never from the selection formula. A baseline publishes explicit
     empty evidence (``offloader_class`` of the no-op offloader, zero bytes).
@@ -158,12 +145,12 @@ class WorkloadSpec(StrictModel):
         description="vLLM enable_prefix_caching; null = not passed (vLLM's default, as the published runs).")
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
-    # --- published-workload options (issue 15); defaults = the project's own workload
+    # --- published-workload options; defaults = the project's own workload
     prompt_mode: Literal["random_ids", "seed_text"] = Field(
         default="random_ids", description="random_ids: seeded token ids; seed_text: the published repeated seed "
-        "text truncated to input_len tokens with the model's tokenizer (runners.prompts).")
+        "text truncated to input_len tokens with the model's tokenizer (runners.incase.prompts).")
     prompt_seed_text: str | None = Field(default=None, description="Seed text of prompt_mode=seed_text "
-                                         "(null = runners.prompts.DEFAULT_SEED_TEXT).")
+                                         "(null = runners.incase.prompts.DEFAULT_SEED_TEXT).")
     ignore_eos: bool = Field(default=True, description="SamplingParams.ignore_eos (published runs: false).")
     trust_remote_code: bool = Field(default=False, description="vLLM trust_remote_code.")
     max_num_seqs: Annotated[int, Field(ge=1)] | None = Field(
@@ -228,7 +215,7 @@ class MeasurementWindow(StrictModel):
 
 
 class BenchRecord(StrictModel):
-    """One case, one process: what ``runners.bench_one`` measured and printed."""
+    """One case, one process: what ``runners.incase.bench_one`` measured and printed."""
 
     schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
     phase: str = Field(description="Matrix phase (same_runtime, long_window, ...).")
@@ -257,7 +244,7 @@ class BenchRecord(StrictModel):
     window: MeasurementWindow | None = Field(
         default=None, exclude_if=lambda v: v is None, description="The measured window (seconds, rounds, minimum asked); null: written before the window rule."
     )
-    # --- per-process metrics of the published bench_one (issue 15); rules in results_schema.load_metrics
+    # --- per-process metrics of the published bench_one; rules in results_schema.load_metrics
     requests: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Requests completed in the measured rounds = workload.num_prompts x len(rounds) (a round is one "
@@ -278,7 +265,7 @@ class BenchRecord(StrictModel):
     rss_peak_load_bytes: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Peak RSS of this process and its descendants while LLM(...) ran: the maximum of samples every "
-                    "runners.memory_sampler.RSS_INTERVAL_S and of the before / after samples (bytes). peak_rss_bytes "
+                    "runners.incase.memory_sampler.RSS_INTERVAL_S and of the before / after samples (bytes). peak_rss_bytes "
                     "is the peak over the whole process (load and measurement), hence >= this.")
     rss_after_load_bytes: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
@@ -290,7 +277,7 @@ class BenchRecord(StrictModel):
     device_memory_peak_load_bytes: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Peak used device memory while LLM(...) ran: samples every "
-                    "runners.memory_sampler.DEVICE_INTERVAL_S and the before / after samples (bytes).")
+                    "runners.incase.memory_sampler.DEVICE_INTERVAL_S and the before / after samples (bytes).")
     device_memory_after_load_bytes: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Used device memory just after LLM(...) returned (bytes).")
@@ -304,7 +291,7 @@ class BenchRecord(StrictModel):
     device_memory_error: str | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Why device memory before / peak / after is null on an accelerator runtime (npu-smi missing, "
-                    "unparsable, device not listed); analysis.validate warns (missing, never 0).")
+                    "unparsable, device not listed); analysis.validation.validate warns (missing, never 0).")
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")

@@ -11,7 +11,7 @@ What is modelled:
   session: the same pins as the driver's gate, observed in that node's runtime, and
   whether the node was used or excluded.
 
-What is deliberately not modelled: the overlap rule itself (``analysis.placement``).
+What is deliberately not modelled: the overlap rule itself (``analysis.validation.placement``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from results_schema.dispatch import FileKind
 from results_schema.manifest import PinCheck
-from results_schema.models import Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.base import Implementation, NonNegFloat, NonNegInt, StrictModel
 
 Sharing = Literal["sequential", "per_node", "per_accelerator"]
 """How performance cases may share a node: ``sequential`` (local executor: one case at a

@@ -7,12 +7,12 @@ counts analysis expects from them: per case ``expected_runs`` (``repeats``, or 0
 expected failure) and ``expected_failures`` (``repeats`` for an expected failure, else 0);
 per phase and per run the number of case processes.
 
-Analysis reads this file to know how many records a run should hold (``analysis.validate``,
-``analysis.serving``) instead of re-expanding ``config.yaml`` with ``runners.plan``.
+Analysis reads this file to know how many records a run should hold (``analysis.validation.validate``,
+``analysis.serving.summary``) instead of re-expanding ``config.yaml`` with ``runners.planning.plan``.
 
 What is deliberately not modelled: the workload, process limits and environment of a case
 (``config.yaml``, ``environment-manifest.json``); the order of processes (repeats rotate,
-``runners.plan.schedule``). The offload parameters are as requested, not validated here: an
+``runners.planning.plan.schedule``). The offload parameters are as requested, not validated here: an
 expected-failure case may ask for an invalid setting on purpose.
 """
 
@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from results_schema.dispatch import FileKind
-from results_schema.models import Implementation, SchemaVersion
+from results_schema.base import Implementation, SchemaVersion
 
 PhaseKind = Literal["throughput", "ttft", "stability", "accuracy", "serving"]
 PLAN_FILE = "plan.json"

@@ -1,11 +1,11 @@
 """Registry of accuracy protocols: named, versioned, frozen specs (pure data, no vLLM / torch).
 
 What is modelled: every protocol a run may select (``accuracy_protocol=`` of an accuracy
-phase, ``--protocol`` of ``python -m runners.accuracy``), per task, as a frozen
+phase, ``--protocol`` of ``python -m runners.incase.accuracy``), per task, as a frozen
 :class:`results_schema.accuracy.ProtocolSpec`. A result records the spec and its SHA-256;
-the verifier (``analysis.accuracy``) checks a recorded spec against this registry and
+the verifier (``analysis.accuracy.verifier``) checks a recorded spec against this registry and
 refuses to compare cases whose spec hashes differ. The behaviour of each protocol lives in
-``runners.accuracy`` and reads its texts and regexes from here, so the hash covers them.
+``runners.incase.accuracy`` and reads its texts and regexes from here, so the hash covers them.
 
 Registered:
 
@@ -15,9 +15,9 @@ Registered:
   option shuffle, last-number / leading-letter extraction, temperature 0 only,
   ``enforce_eager``, ``max_model_len`` 4096, memory utilisation 0.5.
 * ``boxed-chat-v1``: this project's own protocol (``\\boxed{}`` answers, LaTeX-aware
-  number normalisation, a per-option SHA-256 option order). It was called ``qwen-chat-v1``
-  before issue 11; fractions and text written after the final answer are handled (see
-  ``runners.accuracy.scoring``).
+  number normalisation, a per-option SHA-256 option order). Records of the earlier protocol
+  registry call it ``qwen-chat-v1``; fractions and text written after the final answer are handled (see
+  ``runners.incase.accuracy.scoring``).
 
 Freezing: a spec never changes under its name. Any change (one character of a prompt,
 one regex, one sampling value) is a new name or version; ``tests/accuracy`` pins every

@@ -2,7 +2,7 @@
 
 What is modelled:
 * ``RunnerHolder``: one runner process that holds (or held) a run directory's lock
-  (``runners.run_lock``): host, pid, process start time, command line, when it took the lock,
+  (``runners.orchestration.run_lock``): host, pid, process start time, command line, when it took the lock,
   and how (``created`` the run, ``resumed`` it after a clean exit, ``took_over`` from a
   holder that died without releasing it, named in ``previous``). ``<run>/runner.json`` names
   the live holder (removed when it exits cleanly); ``<run>/runner-history.jsonl`` keeps one

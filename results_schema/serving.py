@@ -8,7 +8,7 @@ Files (names are part of the contract; ``results_schema.dispatch`` maps them):
     records/<phase>/<label>-r<k>.serving.json       ``ServingCaseResult`` what it measured (or its fault)
     records/<phase>/<label>-r<k>/rate-<i>.requests.json  ``ServingRequests`` per-request raw data
     <phase>-serving.jsonl                           ``ServingRun``  one line per (case, repeat, rate)
-    <phase>-failures.jsonl                          ``results_schema.models.CaseFailure`` (faults)
+    <phase>-failures.jsonl                          ``results_schema.case_outcome.CaseFailure`` (faults)
 
 Metric definitions are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics``):
 
@@ -31,7 +31,7 @@ Metric definitions are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics
 * Goodput: completed requests per second whose TTFT and TPOT both meet the SLO (vLLM's
   ``--goodput ttft:<ms> tpot:<ms>``; a request with one output token has TPOT 0).
 
-What is deliberately not modelled: statistics across cases or repeats (``analysis.serving``).
+What is deliberately not modelled: statistics across cases or repeats (``analysis.serving.summary``).
 This module must not import vLLM or torch.
 """
 
@@ -43,42 +43,26 @@ from pydantic import Field, model_validator
 
 from results_schema.dispatch import FileKind
 from results_schema.base import REL_TOL, rel_close
-from results_schema.models import (
-    Implementation,
-    KVCacheCapacity,
-    NonNegFloat,
-    NonNegInt,
-    OffloadSetting,
-    RuntimeEvidence,
-    ServingFaultCause,
-    StrictModel,
-)
-from results_schema.serving_spec import (  # noqa: F401 - re-exported: historic import path
+from results_schema.base import Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.case_outcome import KVCacheCapacity, ServingFaultCause
+from results_schema.models import OffloadSetting, RuntimeEvidence
+from results_schema.serving_spec import (
     Fraction,
     PosFloat,
     PosInt,
-    ServingCaseSpec,
     ServingEngine,
-    ServingLimits,
     ServingLoad,
     ServingSLO,
     Sha256Hex,
 )
-from results_schema.serving_summary import (  # noqa: F401 - re-exported: historic import path
-    OptFloat,
-    ServingRateRow,
-    ServingSummary,
-    SLORateRow,
-    VerdictRow,
-)
 
 
 FILE_KINDS: list[FileKind] = [
-    FileKind("*.serving-case.json", "results_schema.serving:ServingCaseSpec", jsonl=False),
+    FileKind("*.serving-case.json", "results_schema.serving_spec:ServingCaseSpec", jsonl=False),
     FileKind("*.serving.json", "results_schema.serving:ServingCaseResult", jsonl=False),
     FileKind("*.requests.json", "results_schema.serving:ServingRequests", jsonl=False),
     FileKind("*-serving.jsonl", "results_schema.serving:ServingRun", jsonl=True),
-    FileKind("summary/serving-summary.json", "results_schema.serving:ServingSummary", jsonl=False),
+    FileKind("summary/serving-summary.json", "results_schema.serving_summary:ServingSummary", jsonl=False),
 ]
 """Dispatch entries contributed to ``results_schema.dispatch`` (they win over ``records/*/*.json``)."""
 

@@ -21,7 +21,7 @@ class ServingSLO(StrictModel):
 
     A request is *good* when its TTFT <= ``ttft_ms`` and its TPOT <= ``tpot_ms`` (vLLM's goodput
     rule). A rate *meets the SLO* when no request failed and at least ``attainment`` of the
-    completed requests were good (``analysis.serving``).
+    completed requests were good (``analysis.serving.summary``).
     """
 
     ttft_ms: PosFloat = Field(description="TTFT limit of one request (ms).")
@@ -83,7 +83,7 @@ class ServingLimits(StrictModel):
 class ServingCaseSpec(StrictModel):
     """``cases/<phase>/<stem>.serving-case.json``: everything one serving case process runs.
 
-    Written by ``runners.matrix``; read by ``python -m runners.serving --case FILE``.
+    Written by ``runners.matrix``; read by ``python -m runners.incase.serving --case FILE``.
     """
 
     schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")

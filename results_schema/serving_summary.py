@@ -1,6 +1,6 @@
 """``summary/serving-summary.json``: the serving phase's per-rate table, SLO rates and verdicts.
 
-Rows are medians over repeats (``analysis.serving`` computes them); metric definitions are
+Rows are medians over repeats (``analysis.serving.summary`` computes them); metric definitions are
 those of :mod:`results_schema.serving`.
 """
 
@@ -91,7 +91,7 @@ class VerdictRow(StrictModel):
     a_p99_tpot_ms: NonNegFloat = Field(description="Median over A's processes of P99 TPOT (ms).")
     b_p99_tpot_ms: NonNegFloat = Field(description="Median over B's processes of P99 TPOT (ms).")
     verdict: Literal["faster", "slower", "equivalent", "inconclusive"] = Field(
-        description="analysis.compare's rule; faster = A has the lower P99 TPOT.")
+        description="analysis.comparison.compare's rule; faster = A has the lower P99 TPOT.")
     delta_pct: OptFloat = Field(description="(median A - median B) / median B (%).")
     ci_low_pct: OptFloat = Field(description="Bootstrap CI low bound of that difference (%); null = no interval.")
     ci_high_pct: OptFloat = Field(description="Bootstrap CI high bound (%); null = no interval.")

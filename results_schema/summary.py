@@ -1,4 +1,4 @@
-"""Schema of ``summary/comparison-summary.json`` (written by ``analysis.report.write_summary``).
+"""Schema of ``summary/comparison-summary.json`` (written by ``analysis.report.summary.write_summary``).
 
 What is modelled: the document every report renders from (Markdown, HTML report, console table):
 validity, notes, printed precision, the per-label rows (``SummaryRow``), the decision table
@@ -8,7 +8,7 @@ line) are ``null``; NaN/inf are never written (``allow_inf_nan=False``).
 
 The auxiliary tables (``comparison``, ``long_window``, ``spaced_vs_adjacent``, ``cross_stack``,
 ``confirmation``, ``model_table``) are lists of flat rows of JSON scalars whose columns are defined by
-the analysis functions that make them (``analysis.compare``, ``analysis.model``); they are checked
+the analysis functions that make them (``analysis.comparison.compare``, ``analysis.model.fit``); they are checked
 for shape (flat, finite) here, not column by column.
 
 What is deliberately not modelled: how the numbers are computed (``analysis``). This module must not
@@ -75,7 +75,7 @@ class SummaryRow(_Strict):
     front_excluded: str = Field(description="Why the point may not enter a front, knee or recommendation ('' = eligible).")
     pareto: bool
     knee: bool
-    vs_baseline_verdict: str | None = Field(default=None, description="Verdict vs the phase baseline (analysis.compare.verdict).")
+    vs_baseline_verdict: str | None = Field(default=None, description="Verdict vs the phase baseline (analysis.comparison.verdict_rule.verdict).")
     vs_baseline_ci_low_pct: Float | None = Field(default=None, description="95% CI low of the change vs baseline (%).")
     vs_baseline_ci_high_pct: Float | None = Field(default=None, description="95% CI high of the change vs baseline (%).")
     vs_baseline_margin_pct: Float | None = Field(default=None, description="Equivalence margin (%) used.")
@@ -84,7 +84,7 @@ class SummaryRow(_Strict):
 
 
 class DecisionRow(_Strict):
-    """One row of the decision table (``analysis.decision.DECISION_COLUMNS``)."""
+    """One row of the decision table (``analysis.comparison.decision.DECISION_COLUMNS``)."""
 
     phase: str
     label: str
@@ -146,7 +146,7 @@ class TokenDigest(_Strict):
 
 
 class ModelFit(_Strict):
-    """Fitted transfer-bound model of one ``phase/implementation`` (``analysis.model``)."""
+    """Fitted transfer-bound model of one ``phase/implementation`` (``analysis.model.fit``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     phase: str
@@ -161,7 +161,7 @@ class ModelFit(_Strict):
 
 
 class NoiseFloor(_Strict):
-    """Baseline vs baseline of one phase: the run's noise floor (``analysis.noise_floor``)."""
+    """Baseline vs baseline of one phase: the run's noise floor (``analysis.comparison.noise_floor``)."""
 
     phase: str
     processes: int = Field(ge=0, description="Baseline processes of the phase.")
@@ -180,9 +180,9 @@ class ComparisonSummary(_Strict):
     valid: bool = Field(description="Validation verdict (summary/validation.json).")
     notes: tuple[str, ...] = Field(description="Caveats printed with every table (e.g. the CPU note).")
     precision: dict[str, int] = Field(description="Decimals each statistic is printed with.")
-    margin_pct: Float = Field(description="Equivalence margin of every verdict, percent of the reference median (analysis.compare.verdict).")
+    margin_pct: Float = Field(description="Equivalence margin of every verdict, percent of the reference median (analysis.comparison.verdict_rule.verdict).")
     verdict_rule: str = Field(description="The verdict rule in words, with the margin.")
-    knee_rule: str = Field(description="The knee rule in words (analysis.pareto.knee_rule_text).")
+    knee_rule: str = Field(description="The knee rule in words (analysis.comparison.pareto.knee_rule_text).")
     provenance: Provenance
     rows: tuple[SummaryRow, ...]
     decision: tuple[DecisionRow, ...]
@@ -199,4 +199,4 @@ class ComparisonSummary(_Strict):
         "summaries written before this field).")
     host_memory: tuple[dict[str, Scalar], ...] = Field(
         default=(), description="Per label: host memory (measured RSS vs the phase baseline's, with its source) per "
-        "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.host_memory).")
+        "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.report.host_memory).")

@@ -1,4 +1,4 @@
-"""``summary/validation.json``: the findings of ``analysis.validate`` over a run directory."""
+"""``summary/validation.json``: the findings of ``analysis.validation.validate`` over a run directory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ Severity = Literal["error", "warning"]
 
 
 class ValidationIssue(StrictModel):
-    """One finding of ``analysis.validate``; ``code`` is a stable machine-readable name."""
+    """One finding of ``analysis.validation.validate``; ``code`` is a stable machine-readable name."""
 
     code: str = Field(
         description=(

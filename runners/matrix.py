@@ -1,19 +1,19 @@
 """``python -m runners.matrix``: run a matrix of offload cases, one fresh process per case.
 
 This module is the thin entry: Hydra composes the config (``conf/``), ``+pins=FILE`` is
-expanded, signals are recorded, and ``run_matrix`` runs the stages of ``runners.stages``:
+expanded, signals are recorded, and ``run_matrix`` runs the stages of ``runners.orchestration.stages``:
 
-    plan (``runners.plan``; invalid parameters stop here, before any process; dry run: print, exit)
-    -> identity gate (``runners.gates``: declared pins, model, offload tree; fail closed)
-    -> open or resume the run directory (``runners.rundir``: config, overrides, environment
+    plan (``runners.planning.plan``; invalid parameters stop here, before any process; dry run: print, exit)
+    -> identity gate (``runners.identity.gates``: declared pins, model, offload tree; fail closed)
+    -> open or resume the run directory (``runners.orchestration.rundir``: config, overrides, environment
        manifest, reproduction copy, ``plan.json``; resume skips recorded cases, quarantines leftovers)
-    -> execute phases (``runners.execute``: identity re-check + health gate per phase, each case
+    -> execute phases (``runners.orchestration.execute``: identity re-check + health gate per phase, each case
        in a fresh process group via the executor, local or Ray; finalize; one JSONL line per case)
-    -> close (``runners.close``: identity at the end, analysis, accuracy verifier, ``SHA256SUMS``,
+    -> close (``runners.orchestration.close``: identity at the end, analysis, accuracy verifier, ``SHA256SUMS``,
        the verdict line).
 
 The case command line and environment (``case_argv``, ``case_env``) live in
-``runners.case_command`` (``case.json``), which ``runners.execute`` calls.
+``runners.launching.case_command`` (``case.json``), which ``runners.orchestration.execute`` calls.
 
 Exit codes (``runners.errors``): 0 all cases as expected; 1 some case failed unexpectedly
 (records kept); 2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier
@@ -29,44 +29,32 @@ import signal
 import sys
 from typing import Any, Mapping, Sequence
 
-from runners.accuracy_phase import AccuracyPhase, accuracy_cases_name, check_accuracy_inputs  # noqa: F401
-from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP,  # noqa: F401
-                            EXIT_HEALTH, EXIT_IDENTITY, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, RunnerError)
-from runners.config import runtimes_used, to_plain  # noqa: F401
-from runners.gates import (Identity, gather_identity, health_gate, required_scalar_pins,  # noqa: F401
-                           resolve_model_dir)
-from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT, CasePaths, accuracy_manifest_path  # noqa: F401
-from runners.progress import make_console as _console
-from runners.progress import print_schedule, schedule_settings  # noqa: F401
-from runners.rundir import write_sha256sums  # noqa: F401
-from runners.case_command import case_argv, case_env  # noqa: F401
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, RunnerError
+from runners.orchestration.progress import make_console as _console
 
 
 # ----------------------------------------------------------------------------- the run
 
 
 def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
-    """Run a resolved config (plain dict). Returns the exit code; prints one-line errors.
+    """Run a resolved config (plain dict): the stages of ``runners.orchestration.stages.run_stages``.
+
+    Returns the exit code; prints one-line errors.
 
     Args:
         cfg: resolved config (``Config`` schema as a plain dict).
         overrides: the command-line overrides (saved with the run).
     """
+    from runners.orchestration.stages import run_stages
+
     console = _console()
     try:
-        return _run(cfg, list(overrides), console)
+        return run_stages(cfg, list(overrides), console)
     except RunnerError as exc:
         from rich.markup import escape
 
         console.print(f"[bold red]error:[/] {escape(str(exc))}")  # messages hold [brackets]: not markup
         return exc.exit_code
-
-
-def _run(cfg: Mapping[str, Any], overrides: list[str], console: Any) -> int:
-    """The stages (``runners.stages.run_stages``); ``RunnerError`` propagates."""
-    from runners.stages import run_stages
-
-    return run_stages(cfg, overrides, console)
 
 
 # ----------------------------------------------------------------------------- signals and entry
@@ -76,7 +64,7 @@ _EXIT_CODE = EXIT_OK
 
 
 def _install_signal_handlers() -> None:
-    from runners.launch import install_interrupt_handlers
+    from runners.incase.process_group import install_interrupt_handlers
 
     install_interrupt_handlers((signal.SIGINT, signal.SIGTERM))  # recorded: never lost inside a fork callback
 

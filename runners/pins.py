@@ -1,8 +1,8 @@
 """``python -m runners.pins +experiment=NAME [overrides...] [--out FILE]``: observe every pin on this host.
 
-Composes the experiment exactly as ``runners.matrix`` would, runs ``runners.probe``
+Composes the experiment exactly as ``runners.matrix`` would, runs ``runners.identity.probe``
 inside each runtime it uses (the runtime's interpreter behind its command prefix,
-see ``runners.runtimes``), hashes the model's ``SHA256SUMS`` / reads its ``REVISION``
+see ``runners.identity.runtimes``), hashes the model's ``SHA256SUMS`` / reads its ``REVISION``
 and the ``offload/`` tree, and writes a YAML file::
 
     overrides:          # Hydra overrides, one per observed pin, in the runner's grammar
@@ -90,7 +90,7 @@ class _Found:
 
     def pin(self, key: str, pin: str, declared: Any, actual: str, override: str) -> None:
         """``override`` when ``actual`` satisfies ``declared`` (``???`` or equal), else a mismatch."""
-        from runners.identity import MISSING_VALUE
+        from runners.identity.pin_checks import MISSING_VALUE
 
         if declared not in (MISSING_VALUE, actual):
             self.mismatched.append({"key": key, "pin": pin, "expected": str(declared), "observed": actual})
@@ -100,9 +100,9 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity import MISSING_VALUE, _version_ok, observed_field, probe_spec
-    from runners.probe import observe
-    from runners.runtimes import interpreter_argv, map_path, own_process, probe_runtime
+    from runners.identity.pin_checks import MISSING_VALUE, _version_ok, observed_field, probe_spec
+    from runners.identity.probe import observe
+    from runners.identity.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
     pins = rt.get("pins") or {}
     path_of = (lambda p, _rt=rt: map_path(_rt, p))
@@ -135,12 +135,12 @@ def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str
 
 def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, Any], path_of: Any,
                             found: _Found) -> None:
-    """``package_wheels``: the installed package files against the declared wheel (``runners.probe``).
+    """``package_wheels``: the installed package files against the declared wheel (``runners.identity.probe``).
 
     The declared wheel path is kept (written back when the trees agree); a difference is listed under
     ``mismatched`` naming the first differing files, a missing wheel or distribution under ``not_found``.
     """
-    from runners.identity import MISSING_VALUE, package_wheel_check
+    from runners.identity.pin_checks import MISSING_VALUE, package_wheel_check
 
     key = f"{loc}.pins.package_wheels"
     for dist, wheel in ((rt.get("pins") or {}).get("package_wheels") or {}).items():
@@ -158,13 +158,13 @@ def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, A
 
 def _model_dir(model: Mapping[str, Any], scalar: Mapping[str, Any]) -> Path | None:
     """The model directory whose ``SHA256SUMS`` / ``REVISION`` are observed (None: ``model.path`` not given)."""
-    from runners.identity import MISSING_VALUE
+    from runners.identity.pin_checks import MISSING_VALUE
     from runners.paths import abs_path as _abs
 
     path = model.get("path")
     declared = any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision"))
     if model.get("source") == "tiny" and declared:
-        from runners.gates import resolve_model_dir
+        from runners.identity.gates import resolve_model_dir
 
         return resolve_model_dir(model)  # built (once) and verified, as the run will
     return None if path in (None, MISSING_VALUE) else _abs(str(path), Path.cwd())
@@ -172,10 +172,10 @@ def _model_dir(model: Mapping[str, Any], scalar: Mapping[str, Any]) -> Path | No
 
 def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) -> bool:
     """``model.revision`` from ModelScope's ``.msc`` index when there is no ``REVISION``; False: no index."""
-    from runners.published_identity import msc_revision
+    from runners.identity.published_identity import msc_revision
 
     try:
-        msc = msc_revision(mdir)  # ModelScope's .msc index (issue 15)
+        msc = msc_revision(mdir)  # ModelScope's .msc index
     except ValueError as exc:
         found.not_found.append({"key": key, "pin": ".msc", "reason": str(exc)})
         return True
@@ -187,7 +187,7 @@ def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) ->
 
 def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Found) -> None:
     """Observe ``model.sha256sums_sha256`` and ``model.revision`` where the experiment declares them."""
-    from runners.identity import sha256_file
+    from runners.identity.probe import sha256_file
 
     mdir = _model_dir(cfg["model"], scalar)
     for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
@@ -201,7 +201,7 @@ def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Fo
         if f is None or not f.is_file():
             why = f"{fname} missing in {mdir}" if mdir is not None else "model.path not given"
             if fname == "REVISION" and mdir is not None:
-                why += " (write it: python -m runners.model_manifest DIR --revision REV --force)"
+                why += " (write it: python -m runners.identity.model_manifest DIR --revision REV --force)"
             found.not_found.append({"key": key, "pin": fname, "reason": why})
             continue
         actual = sha256_file(f) if fname == "SHA256SUMS" else f.read_text().strip()
@@ -215,18 +215,19 @@ def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ``{"overrides": [...], "not_found": [...], "mismatched": [...], "runtimes": {...}}``.
 
     Raises:
-        runners.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
+        runners.identity.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
-    from runners.identity import REPO_ROOT, tree_sha256
+    from runners.identity.pin_checks import REPO_ROOT
+    from runners.identity.probe import tree_sha256
 
     found = _Found()
     runtimes = {loc: _observe_runtime(loc, rt, found) for loc, rt in runtime_locations(cfg)}
-    from runners.gates import required_scalar_pins
+    from runners.identity.gates import required_scalar_pins
 
     scalar = required_scalar_pins(cfg)
     _observe_model(cfg, scalar, found)
     if scalar["offload_tree_sha256"] is not None:
-        from runners.published_identity import tree_value_for_pin
+        from runners.identity.published_identity import tree_value_for_pin
 
         declared = str(scalar["offload_tree_sha256"])
         actual = tree_value_for_pin(declared, REPO_ROOT / "offload", tree_sha256(REPO_ROOT / "offload"))
@@ -347,8 +348,8 @@ def _report(result: Mapping[str, Any], path: Path, experiment: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m runners.pins``: exit 0 every pin observed, 3 some not found/mismatched, 2 bad arguments."""
     from runners.errors import RunnerError
-    from runners.path_checks import output_file_problem
-    from runners.runtimes import ProbeError
+    from runners.orchestration.path_checks import output_file_problem
+    from runners.identity.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):

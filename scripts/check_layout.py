@@ -1,4 +1,4 @@
-"""Layout limits of the product code: no module over 400 lines, no function over 60 lines.
+"""Layout limits of the product code: no module over 400 lines, no function over 60 lines, few top-level modules.
 
 What is modelled: every ``*.py`` file under the product packages (``offload``,
 ``results_schema``, ``analysis``, ``runners``, ``conf``; ``tests/`` is not
@@ -6,6 +6,9 @@ product code). A module's length is its physical line count; a function's is
 ``end_lineno - lineno + 1`` of its ``def`` (decorators excluded), nested
 functions counted on their own as well as inside their parent. Complexity
 (McCabe <= 12) is ruff's job (``[tool.ruff.lint.mccabe]`` in pyproject.toml).
+``runners`` and ``analysis`` hold at most ``TOP_LEVEL_LIMIT`` modules at their top level (a
+subpackage counts as one; ``__init__`` / ``__main__`` do not): the rest sits in subpackages
+named by concept.
 
 Usage: ``python scripts/check_layout.py [--max-module N] [--max-function N]``;
 prints every violation as ``path:line: ...`` and exits 1 if there is any, else
@@ -21,6 +24,14 @@ from pathlib import Path
 
 PACKAGES = ("offload", "results_schema", "analysis", "runners", "conf")
 ROOT = Path(__file__).resolve().parents[1]
+TOP_LEVEL_LIMIT = {"runners": 15, "analysis": 15}
+
+
+def top_level_modules(pkg_dir: Path) -> list[str]:
+    """Modules (``*.py`` but ``__init__`` / ``__main__``) and subpackages directly under ``pkg_dir``."""
+    return sorted(p.name for p in pkg_dir.iterdir()
+                  if (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))
+                  or (p.is_dir() and (p / "__init__.py").is_file()))
 
 
 def violations(root: Path, max_module: int, max_function: int) -> tuple[list[str], int, int]:
@@ -42,6 +53,10 @@ def violations(root: Path, max_module: int, max_function: int) -> tuple[list[str
                     if length > max_function:
                         out.append(f"{rel}:{node.lineno}: function {node.name}() has {length} lines "
                                    f"(limit {max_function})")
+    for pkg, limit in TOP_LEVEL_LIMIT.items():
+        top = top_level_modules(root / pkg)
+        if len(top) > limit:
+            out.append(f"{pkg}/__init__.py:1: {len(top)} top-level modules (limit {limit}): {', '.join(top)}")
     return out, n_mod, n_fn
 
 

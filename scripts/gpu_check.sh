@@ -4,7 +4,7 @@
 #
 #   scripts/gpu_check.sh [OUT_DIR]
 #
-# Builds a 28-layer Qwen2-shaped model locally (runners.tiny_model, Qwen2.5-1.5B widths:
+# Builds a 28-layer Qwen2-shaped model locally (runners.models.tiny_model, Qwen2.5-1.5B widths:
 # hidden 1536, intermediate 8960, 12 heads, 2 KV heads; random bf16 weights, no hub access),
 # then runs, in three processes, eager engines for the points (28,1) (8,1) (4,1) (4,2) and one
 # graph point (4,1) (torch.compile + CUDA graphs, model runner's production path), each with
@@ -52,7 +52,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 MODEL="$OUT/model-qwen2-l28-h1536"
 SECONDS=0
-"$PYTHON" -m runners.tiny_model --out "$MODEL" --num-layers 28 --hidden-size 1536 \
+"$PYTHON" -m runners.models.tiny_model --out "$MODEL" --num-layers 28 --hidden-size 1536 \
   --intermediate-size 8960 --num-heads 12 --num-kv-heads 2
 echo "model built in ${SECONDS}s"
 

@@ -181,6 +181,6 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """The default 8-layer tiny Qwen2 model, built once into ``.cache/models`` and verified."""
-    from runners.tiny_model import ensure_tiny_model
+    from runners.models.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(MODEL_CACHE)

@@ -3,9 +3,9 @@
 A test that runs ``runners.matrix.run_matrix`` in the pytest process pays, besides its cases, for
 two real measurements of this host that do not depend on the test:
 
-* ``runners.numerics.probe_torch``: a Python process that imports torch to read torch / oneDNN
+* ``runners.identity.numerics.probe_torch``: a Python process that imports torch to read torch / oneDNN
   versions, threads and ATen CPU capability (about 2 s of CPU);
-* ``runners.copy_bench.run_copy_bench``: ``python -m offload.bench`` on the model's layer shapes
+* ``runners.orchestration.copy_bench.run_copy_bench``: ``python -m offload.bench`` on the model's layer shapes
   (CPU runs with offload cases and ``analyze=true``; about 10 s of CPU).
 
 :func:`share_host_measurements` (autouse, ``tests/conftest.py``) runs each for real the first time
@@ -76,8 +76,8 @@ def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root
 def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Install :func:`shared_probe` and :func:`shared_copy_bench` for the session (no-op if the names moved)."""
     try:
-        import runners.copy_bench as copy_bench
-        import runners.numerics as numerics
+        import runners.orchestration.copy_bench as copy_bench
+        import runners.identity.numerics as numerics
     except ImportError:  # moved by a refactor: every test then measures for itself, as without this fixture
         yield
         return

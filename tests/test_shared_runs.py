@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import runners.copy_bench as copy_bench
-import runners.numerics as numerics
+import runners.orchestration.copy_bench as copy_bench
+import runners.identity.numerics as numerics
 from tests.shared_runs import shared_copy_bench, shared_probe
 
 TMP = "/tmp/pytest-of-x/pytest-1"

@@ -17,8 +17,8 @@ PY = "/usr/bin/python3"
 
 
 @pytest.mark.parametrize("argv,expected", [
-    ([PY, "-m", "runners.bench_one", "--phase", "x"], "the real bench (runners.bench_one)"),
-    ([PY, "-m", "runners.accuracy", "run", "--model", "m"], "a real accuracy case (runners.accuracy run)"),
+    ([PY, "-m", "runners.incase.bench_one", "--phase", "x"], "the real bench (runners.incase.bench_one)"),
+    ([PY, "-m", "runners.incase.accuracy", "run", "--model", "m"], "a real accuracy case (runners.incase.accuracy run)"),
     ([PY, "-m", "vllm.entrypoints.openai.api_server", "--port", "1"], "a vLLM server (vllm.entrypoints.openai.api_server)"),
     (["/venv/bin/vllm", "serve", "m"], "a vLLM server (vllm serve)"),
     ([PY, "/repo/tests/offload/vllm_driver.py", "spec.json"], "a real vLLM engine (tests/offload/vllm_driver.py)"),
@@ -35,9 +35,9 @@ def test_engine_commands_are_named(argv, expected) -> None:
 
 @pytest.mark.parametrize("argv", [
     [PY, "tests/runners/fake_bench.py", "--phase", "x"],          # the fake bench
-    [PY, "-m", "runners.accuracy", "verify", "run_dir"],           # no engine
+    [PY, "-m", "analysis.accuracy.verifier", "run_dir"],           # no engine
     [PY, "-m", "runners.matrix", "dry_run=true"],                   # its children are scanned
-    [PY, "-c", "print('runners.bench_one')"],                       # a mention is not a start
+    [PY, "-c", "print('runners.incase.bench_one')"],                       # a mention is not a start
     [PY, "-m", "pytest", "-m", "not engine"],
     [],
 ])
@@ -47,15 +47,15 @@ def test_other_commands_are_not_engines(argv) -> None:
 
 def test_an_engine_command_is_blocked_and_fails_the_guard(tier_guard, tmp_path: Path) -> None:
     flag = tmp_path / "started"
-    with pytest.raises(EngineStartBlocked, match="runners.bench_one"):
-        subprocess.run([sys.executable, "-c", f"open({str(flag)!r}, 'w')", "-m", "runners.bench_one"])
+    with pytest.raises(EngineStartBlocked, match="runners.incase.bench_one"):
+        subprocess.run([sys.executable, "-c", f"open({str(flag)!r}, 'w')", "-m", "runners.incase.bench_one"])
     assert not flag.exists()  # blocked before the process started
     found = tier_guard.take()
-    assert len(found) == 1 and found[0].startswith("started the real bench (runners.bench_one)"), found
+    assert len(found) == 1 and found[0].startswith("started the real bench (runners.incase.bench_one)"), found
 
 
 def test_an_engine_started_by_a_child_is_found_by_the_descendant_scan_and_killed(tier_guard) -> None:
-    grandchild = "[sys.executable, '-c', 'import time; time.sleep(300)', '-m', 'runners.bench_one']"
+    grandchild = "[sys.executable, '-c', 'import time; time.sleep(300)', '-m', 'runners.incase.bench_one']"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", f"import subprocess, sys; print(subprocess.run({grandchild}).returncode)"],
                        capture_output=True, text=True, check=True, timeout=120)
@@ -81,7 +81,7 @@ def test_unmarked_test_fails_and_engine_marked_test_passes(tmp_path: Path) -> No
         import pytest
 
         def start():  # what Popen reports for a real bench process (nothing is started)
-            sys.audit("subprocess.Popen", sys.executable, [sys.executable, "-m", "runners.bench_one"], None, None)
+            sys.audit("subprocess.Popen", sys.executable, [sys.executable, "-m", "runners.incase.bench_one"], None, None)
 
         def test_unmarked():
             try:
@@ -103,7 +103,7 @@ def test_unmarked_test_fails_and_engine_marked_test_passes(tmp_path: Path) -> No
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "1 failed, 3 passed" in out, out
-    assert "FAILED test_x.py::test_unmarked" in out and "started the real bench (runners.bench_one)" in out, out
+    assert "FAILED test_x.py::test_unmarked" in out and "started the real bench (runners.incase.bench_one)" in out, out
 
 
 OPT_IN_FILE = """

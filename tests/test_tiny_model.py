@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from runners.tiny_model import build_tiny_model, layer_param_count, verify_model_dir
+from runners.models.tiny_model import build_tiny_model, layer_param_count, verify_model_dir
 
 
 def test_same_seed_builds_byte_identical_files(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ checkable: while the setup, call or teardown of an *unmarked* test runs, it watc
 * every process the test starts (audit events ``subprocess.Popen``, ``os.posix_spawn``, ``os.exec``)
   and, once one was started, every descendant process (a ``psutil`` scan every
   :data:`POLL_S` seconds while the phase runs and once at its end), classified by its command line
-  (:func:`engine_command`): ``python -m runners.bench_one`` (the real bench), ``python -m
-  runners.accuracy run``, the test drivers that build a ``vllm.LLM`` (:data:`_DRIVER_SCRIPTS`),
+  (:func:`engine_command`): ``python -m runners.incase.bench_one`` (the real bench), ``python -m
+  runners.incase.accuracy run``, the test drivers that build a ``vllm.LLM`` (:data:`_DRIVER_SCRIPTS`),
   ``vllm.entrypoints.*`` / ``vllm serve``, a process titled ``VLLM::...``
   (vLLM's engine core and workers), Ray's ``raylet`` / ``gcs_server`` / ``ray start`` / ``ray::``
   workers, and Chromium;
@@ -64,7 +64,7 @@ POLL_S = 0.5
 
 MAX_REPORTED = 10
 
-_PYTHON_MODULES = {"runners.bench_one": "the real bench (runners.bench_one)"}
+_PYTHON_MODULES = {"runners.incase.bench_one": "the real bench (runners.incase.bench_one)"}
 _DRIVER_SCRIPTS = {"vllm_driver.py": "tests/offload/vllm_driver.py", "hook_driver.py": "tests/evidence_hook/hook_driver.py"}
 """Test drivers that build a real ``vllm.LLM`` in their own process (by file name)."""
 _RAY_BINARIES = {"raylet", "gcs_server", "plasma_store", "dashboard"}
@@ -91,8 +91,8 @@ def engine_command(argv: Sequence[str]) -> str | None:
         module = args[i + 1]
         if module in _PYTHON_MODULES:
             return _PYTHON_MODULES[module]
-        if module == "runners.accuracy" and "run" in args[i + 2:i + 3]:
-            return "a real accuracy case (runners.accuracy run)"
+        if module == "runners.incase.accuracy" and "run" in args[i + 2:i + 3]:
+            return "a real accuracy case (runners.incase.accuracy run)"
         if module.startswith("vllm.entrypoints"):
             return f"a vLLM server ({module})"
     if len(args) > 1 and os.path.basename(args[1]) in _DRIVER_SCRIPTS:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.accuracy import main, render_markdown, verify
-from analysis.accuracy_csv import render_csv
+from analysis.accuracy.verifier import main, render_markdown, verify
+from analysis.accuracy.table import render_csv
 
 from .conftest import FakeEngine, make_run, offload
 

@@ -12,9 +12,9 @@ import pytest
 
 from results_schema.accuracy import AccuracyResult
 from results_schema.io import read_json, write_json
-from runners.accuracy.case import CaseError, run_cases
-from runners.accuracy.cli import main, parse_offload
-from runners.accuracy.protocol import ChatTemplateMissing
+from runners.incase.accuracy.case import CaseError, run_cases
+from runners.incase.accuracy.cli import main, parse_offload
+from runners.incase.accuracy.protocol import ChatTemplateMissing
 
 from .conftest import FIXTURE_MANIFEST, FakeEngine, engine_settings, make_run, offload
 
@@ -89,7 +89,7 @@ def test_model_without_chat_template_fails_before_engine_start(tmp_path: Path, t
 
 
 def test_prompt_longer_than_context_fails_before_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from runners.accuracy.materialize import materialize
+    from runners.incase.accuracy.materialize import materialize
 
     src = tmp_path / "long.jsonl"
     src.write_text(json.dumps({"question": "How many? " * 2000, "answer": "#### 1"}) + "\n")
@@ -110,7 +110,7 @@ def test_run_option_contradicting_the_protocol_is_refused(tmp_path: Path, tiny_m
 
 def test_engine_is_the_protocol_pins_plus_run_options() -> None:
     from results_schema.protocols import protocol_spec
-    from runners.accuracy.case import resolve_engine
+    from runners.incase.accuracy.case import resolve_engine
 
     pins = protocol_spec("qwen-chat-v1", "gsm8k").engine
     got = resolve_engine(pins, engine_settings(max_num_seqs=8, max_model_len=4096), "qwen-chat-v1")
@@ -163,9 +163,9 @@ def test_run_needs_a_case_file_or_the_hand_flags_not_both(tmp_path: Path,
 
 
 def test_run_reads_the_case_file_the_runner_writes(tmp_path: Path) -> None:
-    """``run --case`` gives run_cases exactly what the case file says (runners.case_command writes it)."""
+    """``run --case`` gives run_cases exactly what the case file says (runners.launching.case_command writes it)."""
     from results_schema.case import AccuracyCaseSettings, CaseSpec
-    from runners.accuracy.cli import build_parser, run_kwargs
+    from runners.incase.accuracy.cli import build_parser, run_kwargs
 
     case = CaseSpec(kind="accuracy", phase="accuracy", label="current_g4_n1", implementation="current", repeat=0,
                     runtime="cpu", model="/m", offload=offload(4, 1).model_dump(), record=str(tmp_path / "x.json"),

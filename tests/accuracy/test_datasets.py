@@ -10,14 +10,14 @@ import pytest
 
 from results_schema.accuracy import DatasetManifest
 from results_schema.io import file_sha256 as sha256_file
-from runners.accuracy.datasets import (
+from runners.incase.accuracy.datasets import (
     DatasetError,
     GPQARow,
     load_dataset,
     normalize_row,
     read_rows,
 )
-from runners.accuracy.materialize import materialize
+from runners.incase.accuracy.materialize import materialize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 SHIPPED = Path(__file__).resolve().parents[2] / "eval_datasets" / "fixtures"
@@ -108,7 +108,7 @@ def test_malformed_gsm8k_row_names_file_and_line(tmp_path: Path) -> None:
 
 def test_gsm8k_gold_without_a_number_is_a_malformed_row_under_each_protocol() -> None:
     from results_schema.protocols import protocol_spec
-    from runners.accuracy.protocol import render_row
+    from runners.incase.accuracy.protocol import render_row
 
     row = normalize_row("gsm8k", 4, {"question": "q", "answer": "no number at all"})
     with pytest.raises(DatasetError, match="row 4: GSM8K answer has no number"):
@@ -143,7 +143,7 @@ def test_non_finite_constant_in_dataset_is_rejected(tmp_path: Path) -> None:
 
 
 def test_materialize_cli_writes_manifest(tmp_path: Path) -> None:
-    from runners.accuracy.cli import main
+    from runners.incase.accuracy.cli import main
 
     rc = main(["materialize", "--task", "gsm8k", "--out-dir", str(tmp_path), "--from-file",
                str(FIXTURES / "gsm8k_sample.jsonl"), "--kind", "fixture", "--name", "g"])

@@ -1,7 +1,7 @@
 """End to end on this machine: tiny model, fixture datasets, real vLLM, one fresh process per case.
 
 ``python -m runners.matrix +experiment=accuracy`` runs baseline + current (4,1) + current (2,1) + baseline again,
-each in a fresh ``python -m runners.accuracy run --case ...`` process evaluating the GSM8K and
+each in a fresh ``python -m runners.incase.accuracy run --case ...`` process evaluating the GSM8K and
 GPQA fixtures on one engine (4 processes, ~50 s each on 2 idle CPU cores), then the verifier,
 which must report zero drop and identical example hashes (limited mode: fixtures).
 """

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 def test_accuracy_matrix_plans_baseline_and_two_offload_points_per_task() -> None:
     from conf.schema import register_configs
-    from runners.plan import plan
+    from runners.planning.plan import plan
 
     register_configs()
     with initialize_config_module(config_module="conf", version_base="1.3"):

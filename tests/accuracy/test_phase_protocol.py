@@ -9,7 +9,7 @@ from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVer
 from results_schema.case import CaseSpec
 from results_schema.io import read_json, read_jsonl
 from results_schema.protocols import protocol_spec
-from runners.matrix import EXIT_CONFIG, EXIT_OK
+from runners.errors import EXIT_CONFIG, EXIT_OK
 
 from tests.runners.helpers import compose_cfg
 from tests.runners.test_accuracy_phase import run_accuracy

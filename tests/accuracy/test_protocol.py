@@ -21,10 +21,10 @@ from results_schema.protocols import (
     protocol_spec,
     registered_names,
 )
-from runners.accuracy.cli import main
-from runners.accuracy.datasets import DatasetError, normalize_row
-from runners.accuracy.protocol import IMPLEMENTATIONS, ChatTemplateMissing, parse_reply, render_prompt, render_row
-from runners.accuracy.qwen_chat import shuffle_order
+from runners.incase.accuracy.cli import main
+from runners.incase.accuracy.datasets import DatasetError, normalize_row
+from runners.incase.accuracy.protocol import IMPLEMENTATIONS, ChatTemplateMissing, parse_reply, render_prompt, render_row
+from runners.incase.accuracy.qwen_chat import shuffle_order
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN = "qwen-chat-v1"
@@ -219,7 +219,7 @@ def test_sampling_and_engine_are_the_published_ones() -> None:
 
 def test_default_protocol_is_qwen_chat_v1() -> None:
     assert DEFAULT_PROTOCOL == QWEN
-    from runners.accuracy.cli import build_parser
+    from runners.incase.accuracy.cli import build_parser
 
     assert build_parser().parse_args(["run", "--model", "m", "--dataset", "gsm8k", "--implementation", "baseline",
                                       "--out", "o"]).protocol == QWEN
@@ -278,10 +278,10 @@ def test_render_and_parse_refuse_bad_input_with_exit_2(capsys: pytest.CaptureFix
 
 
 def test_commands_run_as_modules() -> None:
-    ok = subprocess.run([sys.executable, "-m", "runners.accuracy", "parse", "--task", "gpqa", "--text", "ANSWER: b"],
+    ok = subprocess.run([sys.executable, "-m", "runners.incase.accuracy", "parse", "--task", "gpqa", "--text", "ANSWER: b"],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (ok.returncode, json.loads(ok.stdout)) == (0, {"parsed": "B"})
-    bad = subprocess.run([sys.executable, "-m", "runners.accuracy", "render", "--protocol", "x", "--task", "gpqa",
+    bad = subprocess.run([sys.executable, "-m", "runners.incase.accuracy", "render", "--protocol", "x", "--task", "gpqa",
                           "--row", "{}"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown accuracy protocol 'x'" in bad.stderr and "Traceback" not in bad.stderr
 

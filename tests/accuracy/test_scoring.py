@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runners.accuracy.scoring import (
+from runners.incase.accuracy.scoring import (
     canonical_number,
     parse_gpqa_letter,
     parse_gsm8k_gold,
@@ -179,7 +179,7 @@ def test_parsers_never_raise_and_return_canonical_values(text: str) -> None:
     assert parse_gpqa_letter(text) in (None, "A", "B", "C", "D")
 
 
-# ----------------------------------------------------------------------------- fractions (issue 11)
+# ----------------------------------------------------------------------------- fractions
 
 
 @pytest.mark.parametrize(("text", "parsed"), [

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from analysis.accuracy import (
+from analysis.accuracy.verifier import (
     main,
     render_markdown,
     verify,
     write_report,
 )
-from analysis.accuracy_checks import Checks as _Checks
-from analysis.accuracy_checks import check_gold_balance as _check_gold_balance
+from analysis.accuracy.checks import Checks as _Checks
+from analysis.accuracy.checks import check_gold_balance as _check_gold_balance
 from results_schema.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, ProtocolSpec
 from results_schema.io import read_json, write_json
 from results_schema.models import RuntimeEvidence
-from runners.accuracy.materialize import materialize
-from runners.accuracy.qwen_chat import shuffle_order
+from runners.incase.accuracy.materialize import materialize
+from runners.incase.accuracy.qwen_chat import shuffle_order
 
 from .conftest import FakeEngine, make_run, offload
 
@@ -383,7 +383,7 @@ def test_every_case_drifting_together_still_fails_against_the_registry(run: Path
 def test_wilson_interval_matches_the_closed_form_and_the_report_prints_it() -> None:
     import pytest as _pytest
 
-    from analysis.accuracy_checks import wilson_interval
+    from analysis.accuracy.checks import wilson_interval
 
     assert wilson_interval(32, 64) == _pytest.approx((0.38102, 0.61898), abs=1e-5)
     assert wilson_interval(0, 8) == _pytest.approx((0.0, 0.32441), abs=1e-5)

@@ -1,4 +1,4 @@
-"""Issue 15 (published accuracy): each case's recorded backend is checked against plan.json, the
+"""Published accuracy: each case's recorded backend is checked against plan.json, the
 ``max_accuracy_drop`` tolerance of the drop rule, and ``accuracy-verification.csv``."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.accuracy import check_max_accuracy_drop, main, render_markdown, verify, write_report
-from analysis.accuracy_csv import CSV_COLUMNS, REPORT_CSV
+from analysis.accuracy.verifier import check_max_accuracy_drop, main, render_markdown, verify, write_report
+from analysis.accuracy.table import CSV_COLUMNS, REPORT_CSV
 from results_schema.accuracy import AccuracyVerification
 from results_schema.io import read_json, write_json
 from results_schema.plan import PlannedCase, PlannedPhase, RunPlan

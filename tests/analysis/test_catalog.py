@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.catalog import CatalogError, build, query
-from analysis.catalog_compare import compare_runs
-from analysis.catalog_schema import TABLES, VIEWS
+from analysis.catalog.store import CatalogError, build, query
+from analysis.catalog.compare import compare_runs
+from analysis.catalog.schema import TABLES, VIEWS
 from analysis.cli import main
 from analysis.load import load_run
 

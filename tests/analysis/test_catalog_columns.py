@@ -9,10 +9,10 @@ import duckdb
 import pytest
 from pydantic import BaseModel
 
-from analysis.catalog import build, connect, query
-from analysis.catalog_columns import TABLE_MODELS, sql_type, table_columns
-from analysis.catalog_schema import SCHEMA_VERSION
-from analysis.catalog_columns import _unwrap
+from analysis.catalog.store import build, connect, query
+from analysis.catalog.columns import TABLE_MODELS, sql_type, table_columns
+from analysis.catalog.schema import SCHEMA_VERSION
+from analysis.catalog.columns import _unwrap
 
 from .conftest import FIXTURES
 
@@ -155,7 +155,7 @@ def test_an_annotation_without_a_column_type_is_an_error_not_a_dropped_field():
 def test_compare_covers_per_record_metrics_and_serving_results(tmp_path, capsys):
     import shutil
 
-    from analysis.catalog_compare_metrics import compare_metrics, metric_verdict
+    from analysis.catalog.compare_metrics import compare_metrics, metric_verdict
     from analysis.cli import main
 
     root = tmp_path / "results"

@@ -1,4 +1,4 @@
-"""``python -m analysis accuracy-verify DIR`` delegates to ``analysis.accuracy``."""
+"""``python -m analysis accuracy-verify DIR`` delegates to ``analysis.accuracy.verifier``."""
 
 from __future__ import annotations
 

@@ -8,14 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.compare import (
-    DEFAULT_MARGIN_PCT,
-    bootstrap_delta,
-    compare_implementations,
-    decide,
-    spaced_vs_adjacent,
-    verdict,
-)
+from analysis.comparison.compare import compare_implementations, spaced_vs_adjacent
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, bootstrap_delta, decide, verdict
 from analysis.load import load_run
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
@@ -81,8 +75,8 @@ def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
 
 
 def test_markdown_shows_inconclusive_note_and_n(tmp_path):
-    from analysis.markdown import render_markdown
-    from analysis.tables import build
+    from analysis.report.markdown import render_markdown
+    from analysis.report.tables import build
 
     cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
              SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=36.0, sd_tok_s=0.5),
@@ -136,7 +130,7 @@ def test_spaced_vs_adjacent_pairs_equal_layer_counts(valid_run):
 
 
 def test_long_window_and_cross_stack_tables(tmp_path):
-    from analysis.compare import long_window_table, native_vs_same_runtime
+    from analysis.comparison.compare import long_window_table, native_vs_same_runtime
     from tests.support.synthetic import default_cases
 
     phases = [
@@ -156,15 +150,15 @@ def test_long_window_and_cross_stack_tables(tmp_path):
     assert set(cross["comparison"]) == {"cross-stack"}
     assert set(cross["native_label"]) == {"baseline", "current_g8_n1", "current_g4_n1"}
     assert (cross["native_runtime"] == "ascend_native_v018").all()
-    from analysis.compare import confirmation_table
-    from analysis.validate import validate_run
+    from analysis.comparison.compare import confirmation_table
+    from analysis.validation.validate import validate_run
 
     conf = confirmation_table(s)
     assert set(conf["label"]) == {"baseline", "current_g8_n1", "official_g8_n1", "current_g4_n1", "official_g4_n1"}
     assert (conf["long_rounds_per_process"] == 10).all() and conf["confirms_direction"].all()
     assert validate_run(run).valid
     # with the per-label verdicts (as the report has them) "confirms" means the same decided verdict
-    from analysis.compare import label_vs_baseline
+    from analysis.comparison.compare import label_vs_baseline
 
     sv = pd.concat([s, label_vs_baseline(data, s)], axis=1)
     conf = confirmation_table(sv).set_index("label")
@@ -176,10 +170,10 @@ def test_long_window_and_cross_stack_tables(tmp_path):
 
 
 def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(tmp_path):
-    """Issue 12: the smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
-    from analysis.markdown import render_markdown
-    from analysis.plots import plot_retention
-    from analysis.tables import build, display_columns
+    """The smoke run showed an offload case at 1.19x and sync at 1.37x the baseline, called nothing."""
+    from analysis.report.markdown import render_markdown
+    from analysis.report.plots import plot_retention
+    from analysis.report.tables import build, display_columns
 
     cases = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
              SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=119.0, sd_tok_s=0.5),
@@ -210,8 +204,8 @@ def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(
 
 
 def test_margin_is_configurable_per_report(tmp_path):
-    from analysis.markdown import render_markdown
-    from analysis.tables import build
+    from analysis.report.markdown import render_markdown
+    from analysis.report.tables import build
 
     run = write_run_dir(tmp_path / "m", [SynthPhase("same_runtime", [
         SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),

@@ -1,4 +1,4 @@
-"""Claims about the end-of-run console table (analysis.console)."""
+"""Claims about the end-of-run console table (analysis.report.console)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from analysis.console import print_summary
-from analysis.report import write_summary
+from analysis.report.console import print_summary
+from analysis.report.summary import write_summary
 
 from .conftest import make_fixtures
 

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real_tiny_run"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 from results_schema.cli import check_paths
 
 from .conftest import FIXTURES, make_fixtures

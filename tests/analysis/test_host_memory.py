@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis.host_memory import CPU_HOST_NOTE, RSS_AFTER, RSS_PEAK, host_memory_lines, host_memory_table
-from analysis.report import write_summary
+from analysis.report.host_memory import CPU_HOST_NOTE, RSS_AFTER, RSS_PEAK, host_memory_lines, host_memory_table
+from analysis.report.summary import write_summary
 from results_schema.io import read_json
 from results_schema.models import CaseRun
 from results_schema.summary import ComparisonSummary

@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from analysis.html_figures import latency_figure, pareto_figure, retention_figure
-from analysis.report import write_summary
+from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
+from analysis.report.summary import write_summary
 from results_schema.io import read_json
 from results_schema.summary import ComparisonSummary
 

@@ -6,7 +6,7 @@ import pytest
 
 from analysis.aggregate import aggregate
 from analysis.load import load_run
-from analysis.model import GIB, TransferModel, fit_model, recommend
+from analysis.model.fit import GIB, TransferModel, fit_model, recommend
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
@@ -56,7 +56,7 @@ def test_recommend_requires_exactly_one_need(valid_run):
 
 
 def test_kv_bytes_per_token_of_qwen25_7b():
-    from analysis.layer_bytes import kv_bytes_per_token
+    from analysis.model.layer_bytes import kv_bytes_per_token
 
     cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
            "num_hidden_layers": 28, "torch_dtype": "bfloat16"}
@@ -74,7 +74,7 @@ def test_need_kv_gib_uses_token_counts_when_logs_give_no_gib(valid_run, capsys):
         or "recommendation: official_g4_n2" in out or "recommendation: official_g2_n1" in out
 
 
-# ----------------------------------------------------------------------------- issue 12: honest recommender
+# ----------------------------------------------------------------------------- honest recommender
 def _cli(argv, capsys):
     from analysis.cli import main
 
@@ -86,7 +86,7 @@ def _cli(argv, capsys):
 def test_point_whose_tokens_differ_is_never_recommended_nor_on_the_front(fixture_runs, tmp_path):
     import shutil
 
-    from analysis.tables import build
+    from analysis.report.tables import build
 
     from .conftest import make_fixtures
 
@@ -105,7 +105,7 @@ def test_point_whose_tokens_differ_is_never_recommended_nor_on_the_front(fixture
     assert rec.best is None or rec.best["label"] != label
     assert any(line.startswith(f"not a candidate: {label} (") for line in rec.lines)
     # the Markdown table says why
-    from analysis.markdown import render_markdown
+    from analysis.report.markdown import render_markdown
 
     row = next(r for r in render_markdown(t)[1].splitlines() if f"| {label} |" in r)
     assert "tokens differ from the phase baseline" in row
@@ -160,7 +160,7 @@ def test_fit_at_the_grid_edge_is_reported_and_gives_no_predictions(tmp_path):
 
 
 def test_predictions_only_when_the_fit_error_is_within_the_bound(tmp_path):
-    from analysis.model import MAX_FIT_ERROR_PCT
+    from analysis.model.fit import MAX_FIT_ERROR_PCT
 
     true = TransferModel(100.0, 4, 8, 18_688.0, 5e6, "serial")
     good = [SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.0)]

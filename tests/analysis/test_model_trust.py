@@ -7,9 +7,9 @@ import math
 
 from analysis.aggregate import aggregate
 from analysis.load import load_run
-from analysis.model import TransferModel, fit_model, recommend
-from analysis.model_trust import untrusted_reason
-from analysis.tables import model_fits
+from analysis.model.fit import TransferModel, fit_model, recommend
+from analysis.model.trust import untrusted_reason
+from analysis.report.tables import model_fits
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 TRUE = TransferModel(100.0, 4, 8, 18_688.0, 5e6, "serial")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.noise_floor import below_floor, floor_lines, noise_floors, verdict_margin_pct
+from analysis.comparison.noise_floor import below_floor, floor_lines, noise_floors, verdict_margin_pct
 
 
 def _runs(thr, digests):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from analysis.pareto import knee_index, pareto_mask
+from analysis.comparison.pareto import knee_index, pareto_mask
 
 
 def test_strictly_dominated_points_leave_the_front():

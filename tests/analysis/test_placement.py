@@ -1,11 +1,11 @@
-"""``analysis.placement``: overlap of two cases of one phase on one node (no Ray needed)."""
+"""``analysis.validation.placement``: overlap of two cases of one phase on one node (no Ray needed)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from analysis.placement import check_placements, placement_markdown
+from analysis.validation.placement import check_placements, placement_markdown
 from results_schema.placement import CasePlacement
 
 

@@ -1,4 +1,4 @@
-"""Published analyzer view (issue 15): three capacity axes, selectable Pareto axis, KV-over-released flag, columns."""
+"""Published analyzer view: three capacity axes, selectable Pareto axis, KV-over-released flag, columns."""
 
 from __future__ import annotations
 

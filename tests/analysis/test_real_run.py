@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.layer_bytes import layer_bytes_from_config, load_config
+from analysis.model.layer_bytes import layer_bytes_from_config, load_config
 from analysis.load import load_run
-from analysis.report import write_summary
-from analysis.validate import validate_run
+from analysis.report.summary import write_summary
+from analysis.validation.validate import validate_run
 from analysis.verify import verify
 from offload.selection import select_offload_layers
 

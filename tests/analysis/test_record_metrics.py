@@ -1,4 +1,4 @@
-"""The published per-process record fields in analysis (issue 15): published-summary medians, missing device memory."""
+"""The published per-process record fields in analysis: published-summary medians, missing device memory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from analysis.load import load_run
 from analysis.published import published_summary
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 
 from .conftest import make_fixtures
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from analysis.provenance import provenance
-from analysis.released import released_cell
+from analysis.report.provenance import provenance
+from analysis.report.released import released_cell
 
 from .conftest import FIXTURES
 

@@ -11,10 +11,10 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.cli import main
 from analysis.load import load_run
-from analysis.report import write_summary
+from analysis.report.summary import write_summary
 from analysis.verify import verify
 from results_schema.io import read_json
-from results_schema.models import ValidationReport
+from results_schema.validation import ValidationReport
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.cli import main
 from analysis.load import load_run
-from analysis.markdown import render_markdown
-from analysis.plots import plot_pareto, plot_retention
-from analysis.report import write_summary
-from analysis.tables import CPU_NOTE, build
+from analysis.report.markdown import render_markdown
+from analysis.report.plots import plot_pareto, plot_retention
+from analysis.report.summary import write_summary
+from analysis.report.tables import CPU_NOTE, build
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 from .conftest import FIXTURES

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.serving import slo_rates, verdicts
-from analysis.serving_requests import pooled_itl_s, request_tpot_s
+from analysis.serving.summary import slo_rates, verdicts
+from analysis.serving.request_checks import pooled_itl_s, request_tpot_s
 
 
 def test_tpot_excludes_the_first_token():

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.serving import load_serving, validate_serving
-from analysis.serving_recompute import compare_rate, good_requests, recompute_rate
+from analysis.serving.summary import load_serving, validate_serving
+from analysis.serving.recompute import compare_rate, good_requests, recompute_rate
 from results_schema.io import file_sha256
-from results_schema.serving import RequestOutcome, ServingSLO
+from results_schema.serving import RequestOutcome
+from results_schema.serving_spec import ServingSLO
 
 from .conftest import FIXTURES
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from analysis.token_floor import token_status
-from analysis.validate_checks import check_tokens
-from analysis.validate_common import Collector
+from analysis.validation.checks import check_tokens, token_digest_status as token_status
+from analysis.validation.common import Collector
 from results_schema.models import CaseRun
 from tests.support.synthetic import SynthCase, digest, make_case_run
 

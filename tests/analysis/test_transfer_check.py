@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from analysis.cli import main
-from analysis.transfer_check import check
+from analysis.model.transfer_check import check
 from offload.step_model import bound_step_s, simulate_step_s
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.support.synthetic import SynthCase, SynthPhase, default_cases, write_run_dir
-from analysis.validate import validate_run
+from analysis.validation.validate import validate_run
 
 from .conftest import make_fixtures, model_dir_for
 
@@ -133,7 +133,7 @@ def test_record_in_the_wrong_phase_file_is_invalid(tmp_path, valid_run):
 
 
 def test_short_measurement_windows_are_warned_per_label(valid_run):
-    """Issue 12: 3 rounds of ~0.6 s (no minimum recorded) is a short window: a warning naming it."""
+    """3 rounds of ~0.6 s (no minimum recorded) is a short window: a warning naming it."""
     rep = validate_run(valid_run)
     short = [i for i in rep.warnings if i.code == "short_measurement_window"]
     labels = {i.label for i in short}
@@ -147,8 +147,8 @@ def test_reached_window_is_not_warned(valid_run):
     from types import SimpleNamespace
 
     from analysis.load import load_run
-    from analysis.validate_checks import check_window as _check_window
-    from analysis.validate_common import Collector as _Collector
+    from analysis.validation.checks import check_window as _check_window
+    from analysis.validation.common import Collector as _Collector
     from results_schema.models import MeasurementWindow
 
     data = load_run(valid_run)

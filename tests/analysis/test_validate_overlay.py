@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from analysis.validate_records import EXPECTED_OFFLOADER_CLASS, _expected_class
+from results_schema.evidence_rule import EXPECTED_OFFLOADER_CLASS, expected_class
 from results_schema.plan import PlannedCase
 
 KEY = ("same_runtime", "overlay_g8_n3_p2")
 
 
 def test_overlay_class_comes_from_the_plan():
-    pat = _expected_class("overlay", KEY, {KEY: "overlay_emulation.prefetch:StaleRingOffloader"})
+    pat = expected_class("overlay", "overlay_emulation.prefetch:StaleRingOffloader")
     assert pat is not None and pat.match("overlay_emulation.prefetch.StaleRingOffloader")
     assert not pat.match("overlay_emulation.prefetch.CorrectRingOffloader")
     assert not pat.match("overlay_emulation.prefetchXStaleRingOffloader")  # the dot is literal
-    assert _expected_class("overlay", KEY, {}) is None  # no plan.json naming it: not checked here
-    assert _expected_class("current", KEY, {}) is EXPECTED_OFFLOADER_CLASS["current"]
+    assert expected_class("overlay", None) is None  # no plan.json naming it: not checked here
+    assert expected_class("current", None) is EXPECTED_OFFLOADER_CLASS["current"]
 
 
 def test_planned_case_omits_a_null_overlay_class_so_old_plans_keep_their_bytes():

@@ -4,13 +4,13 @@
 config and of every experiment, computed on main (72b25e4) before the schema was split and its
 choice fields became ``StrEnum``s. Records, config hashes and the saved ``config.yaml`` are made
 from this plain data, so it must stay the same plain strings (not enum members).
-Issue 15 (published accuracy) added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
+The published accuracy design added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
 ``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``, whose ``accuracy_manifest`` is the
 full splits (``eval_datasets/full/manifest.json``), as published.
-Issue 15 (engine path) added, and only added, ``engine_validates: false`` to every explicit case and
+The engine path added, and only added, ``engine_validates: false`` to every explicit case and
 smoke's ``engine_invalid_g2_n3`` case; and (wheel-vs-installed tree) only ``package_wheels: {}`` to every
 runtime's ``pins``.
-Issue 15 (implementation ``overlay``) added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
+Implementation ``overlay`` added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
 (null; the published ``AscendPrefetchOffloader`` pattern on the Ascend runtimes) to every runtime.
 The trained accuracy model added, and only added, ``accuracy_model`` to every phase (null; ``reproduce``:
 ``eval_models/tiny-answering-qwen2-l4-h128``) and ``fault: null`` to every explicit case, and ``reproduce``'s
@@ -30,7 +30,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config, checked_saved_config
-from runners.matrix import to_plain
+from runners.config import to_plain
 
 EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "plain_config_main.json").read_text())
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from conf.schema import ConfigError
-from runners.identity import check_pins
-from runners.case_command import CasePaths, case_env
-from runners.plan import plan
+from runners.identity.pin_checks import check_pins
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg, run_fake
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,7 +112,8 @@ def test_cli_exits_2_before_anything_starts(tmp_path, override, needle):
 
 
 def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
-    from runners.matrix import EXIT_CONFIG, run_matrix
+    from runners.errors import EXIT_CONFIG
+    from runners.matrix import run_matrix
 
     code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[]", "phases.same_runtime.implementations=[]")
     assert code == 0

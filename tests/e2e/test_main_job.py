@@ -19,10 +19,11 @@ import pytest
 from offload.selection import select_offload_layers
 from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
-from results_schema.models import CaseFailure, CaseRun
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer default, bf16
+TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
 
 
 @pytest.mark.slow
@@ -51,7 +52,7 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
         assert r.record.window is not None and r.record.window.reached
         assert r.record.elapsed_s >= w.min_measured_s == 3.0
         assert r.kv_cache.kv_cache_tokens is not None
-        rec = r.record  # the published per-process fields (issue 15): real on CPU, no device memory
+        rec = r.record  # the published per-process fields: real on CPU, no device memory
         assert rec.requests == w.num_prompts * len(rec.rounds) and rec.requests_per_s is not None
         assert rec.round_latency_p50_s is not None and rec.round_latency_p95_s is not None
         assert rec.rss_before_load_bytes is not None and rec.rss_after_load_bytes is not None

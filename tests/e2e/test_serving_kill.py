@@ -22,9 +22,9 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure
+from results_schema.case_outcome import CaseFailure
 from results_schema.serving import ServingCaseResult
-from runners.serving.server import port_is_free
+from runners.incase.serving.server import port_is_free
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

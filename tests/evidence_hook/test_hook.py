@@ -12,11 +12,11 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
-import runners.evidence_hook.offload_evidence_hook as hook
+import runners.incase.evidence_hook.offload_evidence_hook as hook
 from results_schema.models import RuntimeEvidence
 
 REPO = Path(__file__).resolve().parents[2]
-HOOK_DIR = REPO / "runners" / "evidence_hook"
+HOOK_DIR = REPO / "runners" / "incase" / "evidence_hook"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import runners.evidence_hook.offload_evidence_hook as hook
+import runners.incase.evidence_hook.offload_evidence_hook as hook
 from offload import overlay
 from results_schema.models import RuntimeEvidence
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HOOK_DIR = Path(__file__).resolve().parents[2] / "runners" / "evidence_hook"
+HOOK_DIR = Path(__file__).resolve().parents[2] / "runners" / "incase" / "evidence_hook"
 
 PROBE = ("import sys; m = sys.modules.get('_chained_sitecustomize'); "
          "print('chained', getattr(m, 'RAN', None), getattr(m, 'HOOK_LOADED_FIRST', None))")

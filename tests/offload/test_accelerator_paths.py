@@ -1,4 +1,4 @@
-"""Accelerator-path defects of issue 16, each caught at the mocked device boundary.
+"""Accelerator-path defects, each caught at the mocked device boundary.
 
 * ACL graph replay (item 5): vLLM-Ascend 0.23's ``ACLGraphWrapper`` syncs the offloader
   before capture only; after an eager pass, a replay reads module 0's slot while its refill

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.tables import copy_bench_bandwidth
+from analysis.report.tables import copy_bench_bandwidth
 from offload.bench import MAX_DISAGREEMENT, main, summarize
 from results_schema.copy_bench import CopyBench
 

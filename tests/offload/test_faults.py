@@ -42,9 +42,3 @@ def test_no_variable_no_fault(monkeypatch) -> None:
     assert apply_fault_from_env(off) is None
     monkeypatch.setenv(FAULT_ENV, "")
     assert apply_fault_from_env(off) is None and off.wrapped[0].host_flat.all() and off.reloads == 0
-
-
-def test_config_choices_are_the_known_faults() -> None:
-    from conf.choices import OffloadFault
-
-    assert tuple(OffloadFault) == FAULTS

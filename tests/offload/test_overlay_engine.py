@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.validate import validate_run
-from runners.probe import tree_sha256
+from analysis.validation.validate import validate_run
+from runners.identity.probe import tree_sha256
 from results_schema.io import read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseRun
@@ -32,7 +32,7 @@ from tests.runners.helpers import TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "tests" / "fixtures" / "overlay_src"
-LAYER_BYTES = 295_936  # runners/tiny_model.py: one decoder layer of the 8-layer default, bf16
+LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
 
 
 def _run(tmp_path: Path, run_id: str, cls: str, points: str) -> tuple[int, str, dict[str, CaseRun]]:

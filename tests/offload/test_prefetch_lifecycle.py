@@ -1,4 +1,4 @@
-"""Offloader lifecycle details of issue 16 (items 8, 10, 11) at the fake device boundary.
+"""Offloader lifecycle details at the fake device boundary.
 
 Claims: garbage collection of an offloader never synchronizes a stream (its arenas are
 marked used by the copy stream instead); wrap-time host copies are released after

@@ -146,7 +146,7 @@ def test_compiled_mode_uses_the_custom_ops_and_keeps_greedy_tokens(tiny_model_di
 
 
 def _cpu_flags() -> set[str]:
-    from runners.numerics import cpu_facts
+    from runners.identity.numerics import cpu_facts
 
     return set(cpu_facts()[1])
 
@@ -158,8 +158,8 @@ def _kernel_lines(stdout: str) -> list[dict]:
 
 # bench_one's prompts (seed 0, 4 prompts x 32 tokens per generate call: the default tiny workload).
 # Round 3 is the default workload's third measured round (warmup round 0 first), which flipped
-# greedy tokens between vLLM's packed sgl-kernel GEMM and the plain one on the AMX-BF16 Xeon of
-# issue 9. On an AVX-512-BF16 AMD EPYC without AMX (packed = oneDNN) baseline packed vs plain gave
+# greedy tokens between vLLM's packed sgl-kernel GEMM and the plain one on an AMX-BF16 Xeon.
+# On an AVX-512-BF16 AMD EPYC without AMX (packed = oneDNN) baseline packed vs plain gave
 # identical tokens on all 24 prompt sets tried (rounds 0..11 of 4x32, 0..5 of 8x16, 0..5 of 4x64,
 # 16 output tokens): there the two kernels agree on these shapes, so the difference is asserted
 # on AMX CPUs only.
@@ -173,7 +173,7 @@ def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_k
 
     The packed-vs-plain difference is what makes the plain-path identity meaningful (a test
     that passes because the prompts happen not to flip a token would not count). It is asserted
-    on AMX CPUs, where it was observed (issue 9); on AVX-512 / AVX2-only CPUs the two kernels
+    on AMX CPUs, where it was observed; on AVX-512 / AVX2-only CPUs the two kernels
     may agree on these prompts (they did on an AVX-512-BF16 EPYC), and the identities and the
     per-layer kernels are still checked.
     """

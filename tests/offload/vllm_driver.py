@@ -15,7 +15,7 @@ engine. G=0 points run the baseline (our factory keeps the runner's no-op offloa
 per point: generated token ids per prompt and the offloader's evidence state. A point's
 ``kernel_path`` sets ``OFFLOAD_CPU_KERNEL_PATH`` for that engine (plain / packed); spec
 ``bench_rounds`` ``[[seed, round, num_prompts, input_len], ...]`` replaces ``prompts`` by
-``runners.bench_one``'s prompts, one generate call per round.
+``runners.incase.bench_one``'s prompts, one generate call per round.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main() -> int:
         )
         if spec.get("bench_rounds"):
             # bench_one's prompts, one generate call per round (batch shape as in a real case)
-            from runners.bench_one import _vocab, make_prompt_ids
+            from runners.incase.bench_one import _vocab, make_prompt_ids
 
             vocab = _vocab(llm)
             outs = []

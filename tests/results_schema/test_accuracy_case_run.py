@@ -28,7 +28,7 @@ def line(**kw) -> AccuracyCaseRun:
                 offload=OffloadSetting(offload_group_size=0, offload_num_in_group=0), tasks=("gsm8k", "gpqa"),
                 results=(outcome("gsm8k"), outcome("gpqa")), limit=None, dataset_manifest_path="/m/manifest.json",
                 dataset_manifest_sha256=SHA, process_wall_s=1.5, log_path="logs/accuracy/baseline-r0.log",
-                evidence_path="evidence/accuracy/baseline-r0.json", command=("python", "-m", "runners.accuracy"))
+                evidence_path="evidence/accuracy/baseline-r0.json", command=("python", "-m", "runners.incase.accuracy"))
     base.update(kw)
     return AccuracyCaseRun(**base)
 

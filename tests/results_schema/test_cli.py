@@ -32,7 +32,7 @@ def test_dispatch_picks_model_by_file_name():
 
 def test_dispatch_is_extensible(monkeypatch):
     monkeypatch.setattr(dispatch, "_EXTRA", [])
-    register_file_kind(FileKind("*-custom.jsonl", "results_schema.models:KVCacheCapacity", jsonl=True))
+    register_file_kind(FileKind("*-custom.jsonl", "results_schema.case_outcome:KVCacheCapacity", jsonl=True))
     assert kind_for("a-custom.jsonl").load_model().__name__ == "KVCacheCapacity"
 
 

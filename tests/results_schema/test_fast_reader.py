@@ -9,7 +9,7 @@ import pytest
 from results_schema.case_outcome import CpuKernelEvidence
 from results_schema.fast_json import fast_parse as _fast_parse
 from results_schema.io import RecordError, parse_line
-from results_schema.models import CaseFailure
+from results_schema.case_outcome import CaseFailure
 
 FAILURE = {"phase": "p", "label": "l", "implementation": "current", "repeat": 0, "failure_type": "timeout",
            "exit_code": 1, "error_message": "m", "log_tail": [], "log_path": "x", "duration_s": 1.5}

@@ -24,7 +24,9 @@ import results_schema.fast_structs as fs
 import results_schema.io as rio
 from results_schema.dispatch import kind_for
 from results_schema.fast_json import fast_parse
-from results_schema.models import CaseFailure, CaseRun, StrictModel
+from results_schema.base import StrictModel
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

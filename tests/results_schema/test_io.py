@@ -16,7 +16,8 @@ from results_schema.io import (
     strict_json_loads,
     write_json,
 )
-from results_schema.models import KVCacheCapacity, OffloadSetting
+from results_schema.case_outcome import KVCacheCapacity
+from results_schema.models import OffloadSetting
 
 
 def test_append_then_read_returns_equal_models(tmp_path):

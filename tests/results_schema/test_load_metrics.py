@@ -1,4 +1,4 @@
-"""BenchRecord's published per-process fields (issue 15): each rule fails when violated; old records keep their bytes."""
+"""BenchRecord's published per-process fields: each rule fails when violated; old records keep their bytes."""
 
 from __future__ import annotations
 

@@ -10,13 +10,13 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.support.synthetic import SynthCase, make_case_run
-from results_schema import models
+from results_schema import case_outcome, models, validation
 from results_schema.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
     models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
-    models.KVCacheCapacity, models.CaseRun, models.CaseFailure, models.ValidationIssue, models.CaseCount,
-    models.CheckResult, models.ValidationReport,
+    case_outcome.KVCacheCapacity, models.CaseRun, case_outcome.CaseFailure, validation.ValidationIssue, validation.CaseCount,
+    validation.CheckResult, validation.ValidationReport,
 ]
 
 
@@ -34,8 +34,8 @@ def test_every_field_has_a_description_and_model_is_strict(cls):
     assert missing == []
 
 
-@pytest.mark.parametrize("cls", [models.RuntimeEvidence, models.BenchRecord, models.CaseRun, models.CaseFailure,
-                                 models.ValidationReport], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [models.RuntimeEvidence, models.BenchRecord, models.CaseRun, case_outcome.CaseFailure,
+                                 validation.ValidationReport], ids=lambda c: c.__name__)
 def test_top_level_models_carry_schema_version_1(cls):
     ann = cls.model_fields["schema_version"].annotation
     assert typing.get_args(ann) == (1,)
@@ -106,15 +106,15 @@ def test_token_digest_must_be_hex_sha256():
 
 
 def test_validation_report_valid_flag_must_match_issues():
-    issue = models.ValidationIssue(code="missing_log", severity="error", message="x")
+    issue = validation.ValidationIssue(code="missing_log", severity="error", message="x")
     with pytest.raises(ValidationError, match="contradicts"):
-        models.ValidationReport(run_dir="r", valid=True, checks=(), counts=(), issues=(issue,))
-    rep = models.ValidationReport(run_dir="r", valid=False, checks=(), counts=(), issues=(issue,))
+        validation.ValidationReport(run_dir="r", valid=True, checks=(), counts=(), issues=(issue,))
+    rep = validation.ValidationReport(run_dir="r", valid=False, checks=(), counts=(), issues=(issue,))
     assert rep.errors == (issue,) and rep.warnings == ()
 
 
 def test_kv_capacity_missing_is_null_not_zero():
-    kv = models.KVCacheCapacity()
+    kv = case_outcome.KVCacheCapacity()
     assert kv.kv_cache_tokens is None and kv.kv_cache_gib is None and kv.max_concurrency is None
 
 
@@ -142,7 +142,7 @@ def test_every_model_rejects_non_finite_floats_by_config(cls):
     assert cls.model_config["allow_inf_nan"] is False
 
 
-# ----------------------------------------------------------------------------- measurement window (issue 12)
+# ----------------------------------------------------------------------------- measurement window
 def _with_rounds(n: int, elapsed: float, measured_rounds: int = 3, min_s: float | None = 3.0, window: bool = True):
     rec = case_run().record
     rd = rec.rounds[0]

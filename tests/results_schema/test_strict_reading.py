@@ -14,7 +14,8 @@ import pytest
 from results_schema.cli import check_paths
 from results_schema.dispatch import kind_for
 from results_schema.io import RecordError, parse_line, strict_json_loads
-from results_schema.models import CaseFailure, CaseRun, WorkloadSpec
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun, WorkloadSpec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real_tiny_run"
 
@@ -158,8 +159,8 @@ WORKLOAD = {"num_prompts": 4, "input_len": 32, "max_tokens": 16, "max_model_len"
 
 
 @pytest.mark.parametrize("field,value,valid", [
-    ("enforce_eager", "NO", False),       # issue 13: coerced to False before
-    ("max_tokens", "16", False),          # issue 13: coerced to 16 before
+    ("enforce_eager", "NO", False),       # coerced to False before
+    ("max_tokens", "16", False),          # coerced to 16 before
     ("enforce_eager", 0, False),
     ("enforce_eager", "false", False),
     ("num_prompts", 4.5, False),

@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from analysis.aggregate import SUMMARY_COLUMNS
-from analysis.compare import VS_BASELINE_COLUMNS
-from analysis.decision import DECISION_COLUMNS
-from analysis.report import write_summary
+from analysis.comparison.compare import VS_BASELINE_COLUMNS
+from analysis.comparison.decision import DECISION_COLUMNS
+from analysis.report.summary import write_summary
 from results_schema.cli import export_schemas
 from results_schema.io import read_json
 from results_schema.summary import ComparisonSummary, DecisionRow, SummaryRow

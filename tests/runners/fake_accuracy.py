@@ -1,7 +1,7 @@
-"""A stand-in for ``python -m runners.accuracy`` that costs no vLLM start-up (runner accuracy-phase tests).
+"""A stand-in for ``python -m runners.incase.accuracy`` that costs no vLLM start-up (runner accuracy-phase tests).
 
 Takes the ``run`` subcommand's arguments (``--case PATH``), writes the evidence sidecar the evidence hook
-would (when ``OFFLOAD_EVIDENCE_PATH`` is set) and runs the real ``runners.accuracy.case``
+would (when ``OFFLOAD_EVIDENCE_PATH`` is set) and runs the real ``runners.incase.accuracy.case``
 pipeline (dataset checks, chat template, scoring, result + examples files) with a
 deterministic fake engine whose output depends only on the prompt.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from offload.selection import select_offload_layers
 from results_schema.io import write_json
 from results_schema.models import RuntimeEvidence
-from runners.accuracy.case import Generation, run_cases
-from runners.accuracy.cli import build_parser, run_kwargs
+from runners.incase.accuracy.case import Generation, run_cases
+from runners.incase.accuracy.cli import build_parser, run_kwargs
 
 LAYER_BYTES = 295_936
 

@@ -1,4 +1,4 @@
-"""A stand-in for ``runners.bench_one`` that costs no vLLM start-up (fault tests).
+"""A stand-in for ``runners.incase.bench_one`` that costs no vLLM start-up (fault tests).
 
 Accepts bench_one's arguments (``--case CASE_JSON``) and writes what bench_one and the evidence hook
 would: the record, one ``BENCH_RESULT`` line, the evidence sidecar, one
@@ -28,7 +28,7 @@ environment, ``label=behaviour,...``) selects a fault for a label:
   environment) are written to ``<record>.pids``; then sleep forever.
 
 * engine path (a case with ``engine_validates`` whose setting the project's check refuses): by default,
-  what vLLM 0.32.0 CPU printed for N > G (``runners.engine_path``'s ``ENGINE_REJECTED`` line and the
+  what vLLM 0.32.0 CPU printed for N > G (``runners.incase.engine_path``'s ``ENGINE_REJECTED`` line and the
   traceback of its ``OffloadConfig`` validation, recorded from a real run, the values substituted);
   ``engine_accepts``: the engine returns (``EngineAcceptedInvalid``); ``engine_crash``: an unrelated
   ``RuntimeError``; ``factory_rejects``: this project's factory validation raises (component ``offload``).
@@ -49,8 +49,8 @@ from pathlib import Path
 from offload.selection import select_offload_layers
 from results_schema.io import dumps_model, write_json
 from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
-from runners.bench_one import _specs, build_parser, load_case
-from runners.engine_path import REJECTED, build, project_verdict
+from runners.incase.bench_one import _specs, build_parser, load_case
+from runners.incase.engine_path import REJECTED, build, project_verdict
 
 LAYER_BYTES = 295_936
 OFFLOADER_CLASS = {
@@ -59,7 +59,7 @@ OFFLOADER_CLASS = {
     "sync": "offload.prefetch.SyncOffloader",
     "official": "vllm.model_executor.offloader.prefetch.PrefetchOffloader",
 }
-"""The classes the real runs report (analysis.validate checks them per implementation)."""
+"""The classes the real runs report (analysis.validation.validate checks them per implementation)."""
 
 
 def _version(metadata, dist: str) -> str | None:

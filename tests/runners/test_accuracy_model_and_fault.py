@@ -10,10 +10,11 @@ import pytest
 
 from results_schema.case import CaseSpec
 from results_schema.io import read_json
-from runners.accuracy_phase import check_accuracy_inputs
-from runners.case_command import CasePaths, case_argv, case_env
+from runners.orchestration.accuracy_phase import check_accuracy_inputs
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
 from runners.errors import EXIT_IDENTITY, PlanError, RunnerError
-from runners.plan import expand_phase, plan
+from runners.planning.plan import expand_phase, plan
 from tests.runners.helpers import compose_cfg
 from tests.runners.test_plan import RUNTIME, WORKLOAD, matrix
 

@@ -14,7 +14,8 @@ from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVer
 from results_schema.case import CaseSpec
 from results_schema.cli import check_paths
 from results_schema.io import read_json, read_jsonl
-from runners.matrix import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, run_matrix
+from runners.errors import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK
+from runners.matrix import run_matrix
 
 from tests.runners.helpers import compose_cfg
 
@@ -214,7 +215,7 @@ def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> No
 
 
 def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_path: Path, capsys) -> None:
-    """issue 15: offload_backend=prefetch (as published) is recorded by each offload case and checked by the
+    """Offload_backend=prefetch (as published) is recorded by each offload case and checked by the
     verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown."""
     code, run = run_accuracy(tmp_path, "phases.accuracy.offload_backend=prefetch",
                              "phases.accuracy.max_accuracy_drop=0.05")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 
 from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
-from runners.accuracy import synthetic
-from runners.accuracy.datasets import load_dataset, normalize_row
-from runners.accuracy.protocol import parse_reply, render_row
-from runners.answering_model import SHIPPED_DIR, TrainSettings, build_tokenizer, chatml, render_example, train
+from runners.incase.accuracy import synthetic
+from runners.incase.accuracy.datasets import load_dataset, normalize_row
+from runners.incase.accuracy.protocol import parse_reply, render_row
+from runners.models.answering_model import SHIPPED_DIR, TrainSettings, build_tokenizer, chatml, render_example, train
 
 REPO = Path(__file__).resolve().parents[2]
 SYNTHETIC = REPO / "eval_datasets" / "synthetic" / "manifest.json"
@@ -51,7 +51,7 @@ def test_training_prompt_is_the_chat_template_rendering_and_digits_stay_single_t
     assert tok.encode(" 1234").tokens == ["Ġ", "1", "2", "3", "4"]
     from jinja2 import Template
 
-    from runners.tiny_model import CHAT_TEMPLATE
+    from runners.models.tiny_model import CHAT_TEMPLATE
 
     raw = synthetic.generate_rows("gpqa", 3, 1)[0]
     prompt, gold = render_example("gpqa", raw, None)
@@ -73,12 +73,12 @@ def test_training_twice_from_scratch_gives_identical_weights() -> None:
 
 
 def test_committed_checkpoint_verifies_and_has_the_trained_shape() -> None:
-    from runners.tiny_model import verify_model_dir
+    from runners.models.tiny_model import verify_model_dir
 
     verify_model_dir(SHIPPED_DIR)
     cfg = json.loads((SHIPPED_DIR / "config.json").read_text())
     assert (cfg["architectures"], cfg["num_hidden_layers"], cfg["hidden_size"]) == (["Qwen2ForCausalLM"], 4, 128)
-    assert cfg["training"]["script"] == "python -m runners.answering_model"
+    assert cfg["training"]["script"] == "python -m runners.models.answering_model"
     assert (SHIPPED_DIR / "model.safetensors").stat().st_size < 4_000_000
 
 
@@ -86,7 +86,7 @@ def test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights() -> N
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from runners.answering_model import load_trained
+    from runners.models.answering_model import load_trained
 
     model, tok_json, vocab = load_trained(SHIPPED_DIR)
     cfg = {k: v for k, v in json.loads((SHIPPED_DIR / "config.json").read_text()).items() if k != "training"}
@@ -105,7 +105,7 @@ def test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights() -> N
 def test_offset_head_attends_two_tokens_back_from_the_start() -> None:
     import torch
 
-    from runners.qwen2_torch import Qwen2LM, Qwen2Shape, _rotate_half, rope_tables
+    from runners.models.qwen2_torch import Qwen2LM, Qwen2Shape, _rotate_half, rope_tables
 
     s = Qwen2Shape(vocab_size=50, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=1)

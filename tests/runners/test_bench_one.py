@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runners.bench_one import digest_ids, main, make_prompt_ids
+from runners.incase.bench_one import digest_ids, main, make_prompt_ids
 
 VOCAB = list(range(10, 300))
 
@@ -82,7 +82,7 @@ def _fake_round(elapsed_s: float, calls: list[int]):
 
 
 def test_rounds_repeat_until_the_minimum_window_is_reached() -> None:
-    from runners.bench_one import run_rounds
+    from runners.incase.bench_one import run_rounds
 
     calls: list[int] = []
     rounds = run_rounds(_fake_round(0.25, calls), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
@@ -95,7 +95,7 @@ def test_rounds_repeat_until_the_minimum_window_is_reached() -> None:
 
 
 def test_slow_rounds_keep_the_minimum_round_count() -> None:
-    from runners.bench_one import run_rounds
+    from runners.incase.bench_one import run_rounds
 
     rounds = run_rounds(_fake_round(2.0, []), warmup_rounds=0, min_rounds=3, min_measured_s=3.0)
     assert len(rounds) == 3  # 2 rounds reach 4 s, but measured_rounds asks 3
@@ -108,7 +108,7 @@ def test_negative_min_window_is_rejected_before_vllm(capsys, tmp_path) -> None:
 
 def test_identity_digest_covers_the_rounds_every_case_runs() -> None:
     """A slower case measures fewer extra rounds; its greedy digest must still equal the baseline's."""
-    from runners.bench_one import overall_digest, run_rounds
+    from runners.incase.bench_one import overall_digest, run_rounds
 
     fast = run_rounds(_fake_round(0.25, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
     slow = run_rounds(_fake_round(1.0, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)

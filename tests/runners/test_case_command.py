@@ -11,9 +11,11 @@ import pytest
 from offload.selection import case_label, check_offload_setting
 from results_schema.case import CaseSpec
 from results_schema.io import read_json
-from results_schema.models import IMPLEMENTATIONS, Implementation
-from runners.case_command import CasePaths, case_argv, checked_offload
-from runners.plan import plan
+from results_schema.base import IMPLEMENTATIONS, Implementation
+from runners.incase.case_input import checked_offload
+from runners.launching.case_command import case_argv
+from runners.paths import CasePaths
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
 
 
@@ -22,7 +24,7 @@ def test_case_argv_writes_the_case_file_next_to_the_record(tmp_path: Path) -> No
     sc = next(s for s in items if s.case.label == "current_g4_n1")
     paths = CasePaths.of(tmp_path, sc.case.phase, sc.stem)
     argv = case_argv(sc, model_dir=Path("/m"), paths=paths, bench_command=None, python="py")
-    assert argv == ("py", "-m", "runners.bench_one", "--case", str(paths.record.with_name(f"{sc.stem}.case.json")))
+    assert argv == ("py", "-m", "runners.incase.bench_one", "--case", str(paths.record.with_name(f"{sc.stem}.case.json")))
     case = read_json(argv[-1], CaseSpec)
     assert (case.kind, case.phase, case.label, case.implementation, case.repeat, case.model, case.record) == (
         "bench", sc.case.phase, "current_g4_n1", "current", 0, "/m", str(paths.record))
@@ -47,7 +49,7 @@ def test_accuracy_case_file(tmp_path: Path) -> None:
 
 
 def test_accuracy_case_file_carries_the_phase_backend(tmp_path: Path) -> None:
-    """issue 15: a phase's offload_backend (published: prefetch) reaches every offload accuracy case."""
+    """A phase's offload_backend (published: prefetch) reaches every offload accuracy case."""
     items = plan(compose_cfg("+experiment=accuracy", "+phases.accuracy.offload_backend=prefetch"))
     backends = {}
     for sc in items:
@@ -96,10 +98,9 @@ def test_one_label_format() -> None:
 def test_one_implementation_registry() -> None:
     from typing import Any, get_args
 
-    from runners.accuracy.cli import build_parser
-    from runners.plan import IMPLEMENTATIONS as PLAN_IMPLEMENTATIONS
+    from runners.incase.accuracy.cli import build_parser
 
-    assert IMPLEMENTATIONS == get_args(Implementation) == PLAN_IMPLEMENTATIONS
+    assert IMPLEMENTATIONS == get_args(Implementation)
     parser: Any = build_parser()  # argparse's private sub-parser table is untyped
     run = next(a for a in parser._subparsers._group_actions[0].choices["run"]._actions  # noqa: SLF001
                if a.dest == "implementation")

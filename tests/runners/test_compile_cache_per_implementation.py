@@ -1,4 +1,4 @@
-"""Compile caches are per implementation (issue 16, item 3).
+"""Compile caches are per implementation.
 
 vLLM's compile-cache key covers its config (the offload config included) and some
 environment variables, not ``OFFLOAD_IMPL``: two cases with the same (G, N) but different
@@ -18,7 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from offload.gpu_compare import engine_cache_root
-from runners.case_command import CasePaths, case_env
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 
 REPO = Path(__file__).resolve().parents[2]
 

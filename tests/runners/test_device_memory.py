@@ -1,4 +1,4 @@
-"""runners.device_memory: the npu-smi info HBM parser, and the bench's load window through a fake npu-smi on PATH.
+"""runners.incase.device_memory: the npu-smi info HBM parser, and the bench's load window through a fake npu-smi on PATH.
 
 The tables follow the layout of real ``npu-smi info`` outputs (Atlas A2 910B: one chip per NPU;
 Atlas A3 ``Ascend910``: two chips per NPU, the NPU row repeated per chip; e.g. the outputs posted in
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from results_schema.models import BenchRecord
-from runners.device_memory import MIB, DeviceMemoryError, device_probe, npu_hbm_probe, parse_npu_smi_hbm
+from runners.incase.device_memory import MIB, DeviceMemoryError, device_probe, npu_hbm_probe, parse_npu_smi_hbm
 
 A2_TABLE = """\
 +------------------------------------------------------------------------------------------------+
@@ -163,9 +163,9 @@ def _record_with(fields: dict) -> BenchRecord:
 
 
 def test_load_window_samples_hbm_before_peak_after_from_npu_smi(tmp_path, monkeypatch, capsys) -> None:
-    from runners.bench_one import LoadWindow
+    from runners.incase.bench_one import LoadWindow
 
-    monkeypatch.setattr("runners.bench_one.DEVICE_INTERVAL_S", 0.05)
+    monkeypatch.setattr("runners.incase.bench_one.DEVICE_INTERVAL_S", 0.05)
     monkeypatch.setenv("PATH", f"{_fake_npu_smi(tmp_path, [3000, 20000, 61000, 59000])}:{os.environ['PATH']}")
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3")
     monkeypatch.delenv("NPU_INDEX", raising=False)
@@ -183,7 +183,7 @@ def test_load_window_samples_hbm_before_peak_after_from_npu_smi(tmp_path, monkey
 
 
 def test_load_window_without_npu_smi_records_the_reason_not_zero(tmp_path, monkeypatch, capsys) -> None:
-    from runners.bench_one import LoadWindow
+    from runners.incase.bench_one import LoadWindow
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NPU_INDEX", raising=False)
@@ -198,7 +198,7 @@ def test_load_window_without_npu_smi_records_the_reason_not_zero(tmp_path, monke
 
 
 def test_load_window_on_cpu_has_rss_only() -> None:
-    from runners.bench_one import LoadWindow
+    from runners.incase.bench_one import LoadWindow
 
     with LoadWindow("cpu") as load:
         pass
@@ -207,7 +207,7 @@ def test_load_window_on_cpu_has_rss_only() -> None:
 
 
 def test_request_metrics_match_numpy() -> None:
-    from runners.bench_one import request_metrics
+    from runners.incase.bench_one import request_metrics
     from results_schema.models import RoundResult
 
     rounds = [RoundResult(index=i, elapsed_s=s, prompt_tokens=16, output_tokens=8, throughput_tok_s=8 / s,

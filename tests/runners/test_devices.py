@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners.devices import DeviceError, cpu_identity, cuda_identity, npu_identity, parse_npu_smi_mapping
+from runners.identity.devices import DeviceError, cpu_identity, cuda_identity, npu_identity, parse_npu_smi_mapping
 
 NPU_SMI_M = """\
         NPU ID                         Chip ID                        Chip Logic ID                  Chip Name

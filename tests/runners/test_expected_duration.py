@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from runners.progress import expected_duration_line
+from runners.orchestration.progress import expected_duration_line
 from tests.runners.helpers import compose_real
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
 from tests.runners.helpers import run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -90,12 +91,12 @@ def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> N
 def test_invalid_workload_stops_before_any_run_dir_or_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str], override: str,
                                                              message: str) -> None:
-    import runners.launch
+    import runners.incase.process_group
 
     def no_launch(*a: object, **k: object) -> None:
         raise AssertionError("a case process was started")
 
-    monkeypatch.setattr(runners.launch.CaseProcess, "__enter__", no_launch)
+    monkeypatch.setattr(runners.incase.process_group.CaseProcess, "__enter__", no_launch)
     code, run_dir = run_fake(tmp_path, override)
     out = capsys.readouterr().out
     assert code == EXIT_CONFIG, out

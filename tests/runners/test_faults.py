@@ -14,10 +14,12 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
-from runners.launch import run_case_process
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY, run_matrix
-from runners.identity import sha256_file
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.incase.process_group import run_case_process
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
+from runners.matrix import run_matrix
+from runners.identity.probe import sha256_file
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +144,7 @@ def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: P
 
 
 def test_health_gate_failing_after_the_last_phase_exits_42_and_never_ends_valid(tmp_path: Path, capsys) -> None:
-    """Published rule (issue 15): the device is healthy after the last phase too; healthy before, then not."""
+    """Published rule: the device is healthy after the last phase too; healthy before, then not."""
     script = tmp_path / "health.sh"
     script.write_text('n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"\n'
                       'if [ "$n" -ge 1 ]; then echo "Health Status : Warning"; exit 0; fi\n'
@@ -220,7 +222,7 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
 
 
 def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(tmp_path: Path) -> None:
-    """The live token check (issue 15) also holds after a resume: the baseline ran before the interruption."""
+    """The live token check also holds after a resume: the baseline ran before the interruption."""
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"))
     assert code == 0
     runs = run_dir / "same_runtime-runs.jsonl"  # as if interrupted after the baseline: its line only

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners.finalize import parse_kv_cache, root_cause
+from runners.outcome.case_log import parse_kv_cache, root_cause
 
 
 @pytest.mark.parametrize("line, field, value", [
@@ -48,12 +48,13 @@ def test_root_cause_of_plain_error_line() -> None:
     assert root_cause("all good\n") == (None, None)
 
 
-# ------------------------------------------------------------------ logs with values out of range (issue 13)
+# ------------------------------------------------------------------ logs with values out of range
 
 from pathlib import Path  # noqa: E402
 
-from runners.finalize import finalize, kv_cache_change, kv_cache_problem  # noqa: E402
-from runners.launch import ProcessOutcome  # noqa: E402
+from runners.orchestration.finalize import finalize  # noqa: E402
+from runners.outcome.case_log import kv_cache_change, kv_cache_problem  # noqa: E402
+from runners.incase.process_group import ProcessOutcome  # noqa: E402
 
 
 @pytest.mark.parametrize("line, value", [
@@ -84,7 +85,7 @@ def test_several_kv_lines_record_the_last_and_report_the_change() -> None:
 
 def _sc():
     from tests.runners.helpers import compose_cfg
-    from runners.plan import plan
+    from runners.planning.plan import plan
 
     return plan(compose_cfg())[0]
 

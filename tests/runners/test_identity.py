@@ -9,15 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from results_schema.manifest import EnvironmentManifest, is_secret_name
-from runners.identity import (
-    IdentityError,
-    check_pins,
-    enforce,
-    filter_environment,
-    package_version,
-    sha256_file,
-    tree_sha256,
-)
+from runners.identity.pin_checks import IdentityError, check_pins, enforce, filter_environment
+from runners.identity.probe import package_version, sha256_file, tree_sha256
 
 
 def _pins(**kw):
@@ -68,7 +61,8 @@ def test_failed_pins_shared_by_two_runtimes_are_listed_once() -> None:
 
 
 def test_qwen7b_identity_gate_lists_each_failed_pin_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.matrix import RunnerError, gather_identity
+    from runners.errors import RunnerError
+    from runners.identity.gates import gather_identity
     from tests.runners.helpers import compose_cfg
 
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)  # npu-smi absent even on an Ascend host

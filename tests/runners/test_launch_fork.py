@@ -21,10 +21,10 @@ from typing import Any
 import psutil
 import pytest
 
-import runners.close
+import runners.orchestration.close
 import runners.matrix as matrix
-from runners import launch
-from runners.launch import CaseProcess
+from runners.incase import process_group as launch
+from runners.incase.process_group import CaseProcess
 from tests.runners.helpers import compose_cfg, fake_overrides
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ _STRESS = textwrap.dedent("""
     from pathlib import Path
 
     sys.path.insert(0, sys.argv[1])
-    from runners.launch import CaseProcess
+    from runners.incase.process_group import CaseProcess
 
     started = threading.Event()
 
@@ -132,7 +132,7 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
         real_start(self)
 
     monkeypatch.setattr(threading.Thread, "start", record)
-    monkeypatch.setattr(runners.close, "analyze", lambda run_dir, console: (None, True))
+    monkeypatch.setattr(runners.orchestration.close, "analyze", lambda run_dir, console: (None, True))
     overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
     code = matrix.run_matrix(compose_cfg(*overrides), overrides)
     assert code == 0

@@ -1,4 +1,4 @@
-"""runners.memory_sampler: before / peak / after windows, failure as missing, process-tree RSS."""
+"""runners.incase.memory_sampler: before / peak / after windows, failure as missing, process-tree RSS."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from runners.memory_sampler import PeakRSS, WindowSampler, tree_rss_bytes
+from runners.incase.memory_sampler import PeakRSS, WindowSampler, tree_rss_bytes
 
 
 def test_window_catches_a_peak_between_before_and_after() -> None:

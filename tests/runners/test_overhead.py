@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runners.overhead import measure
+from runners.orchestration.overhead import measure
 from tests.runners.helpers import FAKE_BENCH, TINY_DEFAULT
 
 

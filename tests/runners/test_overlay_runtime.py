@@ -4,6 +4,7 @@ the repository, the root becomes a required ``source_trees`` pin, and the eviden
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +14,14 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config
-from runners.case_checks import CheckFailed, _check_overlay_class
-from runners.case_command import CasePaths, case_env
+from offload.selection import select_offload_layers
+from results_schema.evidence_rule import evidence_problems
+from tests.support.synthetic import SynthCase, make_case_run
+from runners.launching.case_command import case_env
+from runners.paths import CasePaths
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
-from runners.plan import PlanError, expand_phase
+from runners.errors import PlanError
+from runners.planning.plan import expand_phase
 from tests.runners.test_plan import WORKLOAD, matrix
 from tests.runners.helpers import TINY_DEFAULT
 
@@ -106,15 +111,22 @@ def test_ascend_runtimes_default_to_the_published_class_name():
 
 
 def test_runner_refuses_evidence_of_another_class_than_the_runtimes_overlay_class():
-    c = SimpleNamespace(implementation="overlay", offload_requested=True, runtime=_runtime())
-    _check_overlay_class(c, SimpleNamespace(offloader_class="overlay_emulation.prefetch.StaleRingOffloader"))
-    with pytest.raises(CheckFailed, match="overlay case ran offloader 'vllm_ascend.x.NPUPrefetchOffloader'"):
-        _check_overlay_class(c, SimpleNamespace(offloader_class="vllm_ascend.x.NPUPrefetchOffloader"))
+    cr = make_case_run("p", SynthCase("overlay_g4_n1", "current", 4, 1), 0, random.Random(0))
+
+    def problems(cls: str) -> list:
+        ev = cr.evidence.model_copy(update={"implementation": "overlay", "offloader_class": cls})
+        return evidence_problems(ev, implementation="overlay", setting=cr.record.offload, overlay_class=CLS,
+                                 select=select_offload_layers)
+
+    assert problems("overlay_emulation.prefetch.StaleRingOffloader") == []
+    (p,) = problems("vllm_ascend.x.NPUPrefetchOffloader")
+    assert p.failure_type == "evidence_mismatch" and p.code == "wrong_offloader_class"
+    assert "ran offloader 'vllm_ascend.x.NPUPrefetchOffloader'" in p.message
 
 
 def test_pins_tool_writes_an_overlay_tree_override_the_runner_accepts():
     from runners.pins import override_for
-    from runners.probe import tree_sha256
+    from runners.identity.probe import tree_sha256
 
     sha = tree_sha256(ROOT)
     ov = override_for("runtime", "source_trees", ROOT, sha)

@@ -1,4 +1,4 @@
-"""``runtime.pins.package_wheels`` (issue 15): an installed distribution's package tree against its wheel.
+"""``runtime.pins.package_wheels``: an installed distribution's package tree against its wheel.
 
 A small wheel is written with ``zipfile`` and a small "installed" site directory (package files, a
 ``.dist-info`` with the installer's RECORD, a compiled cache, a script outside site-packages) next to it.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.identity import IdentityError, check_pins, enforce
-from runners.probe import parse_probe_output, tree_sha256, wheel_vs_installed
+from runners.identity.pin_checks import IdentityError, check_pins, enforce
+from runners.identity.probe import parse_probe_output, tree_sha256, wheel_vs_installed
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = {"mypkg/__init__.py": b"from .mod import f\n", "mypkg/mod.py": b"def f():\n    return 1\n",
@@ -108,14 +108,14 @@ def test_the_probe_compares_inside_the_runtime_interpreter(tmp_path: Path) -> No
     site = _installed(tmp_path / "rt-site")
     wheel = _wheel(tmp_path / "w.whl", {**FILES, "mypkg/mod.py": b"changed\n"})
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO}:{site}"}
-    out = subprocess.run([sys.executable, "-m", "runners.probe", json.dumps({"package_wheels": [f"mypkg={wheel}"]})],
+    out = subprocess.run([sys.executable, "-m", "runners.identity.probe", json.dumps({"package_wheels": [f"mypkg={wheel}"]})],
                          capture_output=True, text=True, check=True, env=env, cwd=tmp_path).stdout
     seen = parse_probe_output(out)["package_wheels"][f"mypkg={wheel}"]
     assert seen["differing"] == ["mypkg/mod.py (content differs)"] and seen["wheel"] != seen["installed"]
 
 
 def test_pins_cli_and_runner_gate(tmp_path: Path, site: Path) -> None:
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
     from runners.pins import compose, observe_all
     from tests.runners.helpers import run_fake
 

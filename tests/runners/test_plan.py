@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from offload.selection import case_label
-from runners.plan import PlanError, expand_phase, schedule
+from runners.errors import PlanError
+from runners.planning.plan import expand_phase, schedule
 
 WORKLOAD = dict(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
                 enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
@@ -115,7 +116,7 @@ def test_rejects_secrets_in_the_config_environment() -> None:
     ("gpu_memory_utilization", -0.5, "a finite number > 0.0 and <= 1.0"),
     ("input_len", 0, "an integer >= 1"),
     ("warmup_rounds", -1, "an integer >= 0"),
-    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options (issue 15): Optional[Annotated[...]]
+    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options: Optional[Annotated[...]]
     ("max_num_batched_tokens_factor", 0, "an integer >= 1 or null"),
     ("min_measured_s", -1.0, "a finite number >= 0.0 or null"),
 ])
@@ -161,6 +162,6 @@ def test_vllm_dtypes_are_vllms_own() -> None:
 
     from vllm.config.model import ModelDType
 
-    from runners.workload_check import VLLM_DTYPES
+    from runners.planning.workload_check import VLLM_DTYPES
 
     assert VLLM_DTYPES == get_args(ModelDType)

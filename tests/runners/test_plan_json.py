@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from results_schema.io import read_json
 from results_schema.plan import RunPlan
-from runners.plan import plan
-from runners.rundir import write_plan
+from runners.planning.plan import plan
+from runners.orchestration.rundir import write_plan
 from tests.runners.helpers import compose_cfg
 
 

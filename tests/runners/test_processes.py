@@ -15,8 +15,9 @@ import psutil
 import pytest
 
 from results_schema.io import read_jsonl
-from results_schema.models import CaseFailure, CaseRun
-from runners.launch import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.incase.process_group import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
                             run_case_process)
 from tests.runners.helpers import TINY_DEFAULT, fake_overrides, run_fake
 
@@ -55,7 +56,7 @@ def marker(monkeypatch):
 
 
 def test_setsid_grandchild_of_a_timed_out_case_does_not_survive(tmp_path: Path, marker: str) -> None:
-    # issue 13: the case's child runs `( setsid sleep 300 & ); sleep 30` and the case times out.
+    # the case's child runs `( setsid sleep 300 & ); sleep 30` and the case times out.
     script = "import subprocess, time; subprocess.run(['/bin/sh', '-c', '( setsid sleep 300 & ); sleep 30'])"
     t0 = time.monotonic()
     out = run_case_process([sys.executable, "-c", script], dict(os.environ), tmp_path / "case.log", tmp_path,

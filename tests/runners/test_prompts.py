@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompt, seed_text_prompts
+from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompt, seed_text_prompts
 
 
 @pytest.fixture(scope="module")

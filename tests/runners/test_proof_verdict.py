@@ -10,9 +10,11 @@ import pytest
 
 from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
-from results_schema.models import CaseFailure, CaseRun
-from runners.matrix import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError, run_matrix
-from runners.numerics import parse_cpuinfo
+from results_schema.case_outcome import CaseFailure
+from results_schema.models import CaseRun
+from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError
+from runners.matrix import run_matrix
+from runners.identity.numerics import parse_cpuinfo
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,9 +99,9 @@ def test_case_whose_kernels_differ_from_the_path_is_a_kernel_mismatch(tmp_path: 
 def test_bad_kernel_path_is_refused_before_any_process(tmp_path: Path, override: str, needle: str) -> None:
     overrides = fake_overrides(tmp_path, override)
     with pytest.raises(RunnerError) as exc:
-        from runners.matrix import _run
+        from runners.orchestration.stages import run_stages
 
-        _run(compose_cfg(*overrides), overrides, console=None)
+        run_stages(compose_cfg(*overrides), overrides, console=None)
     assert exc.value.exit_code == EXIT_CONFIG and needle in str(exc.value)
     assert not (tmp_path / "default").exists()
     assert run_matrix(compose_cfg(*overrides), overrides) == EXIT_CONFIG

@@ -1,4 +1,4 @@
-"""The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured (issue 15).
+"""The published designs (qwen7b, qwen1_5b and _cuda twins) measure what the published work measured.
 
 Each test pins one published behaviour through the real code path: config composition ->
 plan -> the case.json the runner writes -> bench_one's reader -> the ``vllm.LLM`` kwargs;
@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from runners.bench_one import _specs, engine_kwargs, load_case
-from runners.health import device_placeholders, health_argv, health_verdict, parse_npu_chips
-from runners.case_command import CasePaths, case_argv, case_env
-from runners.plan import plan
+from runners.incase.bench_one import _specs, engine_kwargs, load_case
+from runners.identity.health import health_argv, health_verdict
+from runners.incase.device_index import device_placeholders, parse_npu_chips
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
 
 PUBLISHED = ("qwen7b", "qwen1_5b", "qwen7b_cuda", "qwen1_5b_cuda")
@@ -91,7 +93,7 @@ ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSIT
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
 def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
-    from runners.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     cann = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages:/usr/local/Ascend/tbe"
     for sc in _items(experiment):
@@ -102,7 +104,7 @@ def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
 
 
 def test_cpu_case_env_still_replaces_pythonpath(tmp_path):
-    from runners.case_command import EVIDENCE_HOOK_DIR, REPO_ROOT
+    from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
     sc = plan(compose_cfg())[0]
     env = case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, sc.case.phase, sc.stem),
@@ -177,7 +179,7 @@ def test_workload_spec_serializes_published_options_only_when_set():
 def test_published_accuracy_phase_needs_the_full_splits(experiment):
     """The published verification ran the full GSM8K / GPQA Diamond splits: the published designs default to
     them and stop before any process without them (exit 2, naming the manifest); fixtures are a named choice."""
-    from runners.accuracy_phase import check_accuracy_inputs
+    from runners.orchestration.accuracy_phase import check_accuracy_inputs
     from runners.errors import EXIT_CONFIG, RunnerError
 
     items = [sc for sc in _items(experiment) if sc.case.kind == "accuracy"]
@@ -189,7 +191,7 @@ def test_published_accuracy_phase_needs_the_full_splits(experiment):
     with pytest.raises(RunnerError) as err:
         check_accuracy_inputs(items)
     assert err.value.exit_code == EXIT_CONFIG and "eval_datasets/full/manifest.json" in str(err.value)
-    assert "runners.accuracy materialize" in str(err.value)
+    assert "runners.incase.accuracy materialize" in str(err.value)
     rehearsal = _items(experiment, "phases.accuracy.accuracy_manifest=eval_datasets/fixtures/manifest.json")
     phases = check_accuracy_inputs([sc for sc in rehearsal if sc.case.kind == "accuracy"])
     assert [p.formal for p in phases] == [False]  # fixtures: limited mode, and the verifier says so
@@ -201,7 +203,7 @@ def test_round_sends_the_workloads_ignore_eos_and_the_same_text_prompts(ignore_e
     workload's ``ignore_eos`` (published: false), greedy, and the same seed-text prompts in every round."""
     from types import SimpleNamespace
 
-    from runners.bench_one import _round_fn
+    from runners.incase.bench_one import _round_fn
 
     base = next(sc for sc in _items("qwen7b") if sc.case.implementation == "baseline")
     _, w = _kwargs(base, tmp_path)

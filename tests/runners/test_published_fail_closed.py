@@ -1,4 +1,4 @@
-"""Fail-closed rules of the published runner (issue 15), through real fake-bench processes + finalize.
+"""Fail-closed rules of the published runner, through real fake-bench processes + finalize.
 
 * On accelerators exactly one ``Available KV cache memory`` line per case log.
 * Evidence whose offloader never ran ``post_init`` is rejected.
@@ -14,10 +14,11 @@ import pytest
 
 from results_schema.case import CaseSpec
 from results_schema.io import read_json, write_json
-from runners.finalize import finalize
-from runners.launch import run_case_process
-from runners.case_command import CasePaths, case_argv, case_env
-from runners.plan import plan
+from runners.orchestration.finalize import finalize
+from runners.incase.process_group import run_case_process
+from runners.launching.case_command import case_argv, case_env
+from runners.paths import CasePaths
+from runners.planning.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,7 +84,7 @@ def test_a_plan_workload_that_does_not_validate_fails_closed():
     from types import SimpleNamespace
 
     from results_schema.models import BenchRecord
-    from runners.case_checks import CheckFailed, check_plan_match
+    from runners.outcome.case_checks import CheckFailed, check_plan_match
 
     record = read_json(REPO / "tests/fixtures/synthetic_run/records/same_runtime/baseline-r0.json", BenchRecord)
     check_plan_match(SimpleNamespace(workload=record.workload.model_dump()), record)  # equal: passes

@@ -1,4 +1,4 @@
-"""Published identity formats (issue 15): the sha256sum tree hash and ModelScope's ``.msc`` revision."""
+"""Published identity formats: the sha256sum tree hash and ModelScope's ``.msc`` revision."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
+from runners.identity.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
                                         sha256sum_tree, tree_value_for_pin)
 
 
@@ -74,7 +74,8 @@ def test_msc_fails_closed(tmp_path):
 
 
 def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp_path):
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK, REPO_ROOT
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
+    from runners.paths import REPO_ROOT
     from tests.runners.helpers import run_fake
 
     right = PUBLISHED_PREFIX + sha256sum_tree(REPO_ROOT / "offload")
@@ -86,11 +87,11 @@ def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp
     assert code == EXIT_IDENTITY and not (run_dir / "records").exists()
 
 
-# --- runtime.pins.source_trees in the published format (issue 15) ---------------------------------------------
+# --- runtime.pins.source_trees in the published format ---------------------------------------------
 
 _SHA256SUM_RECIPE = ("find . -type f ! -path '*/__pycache__/*' ! -name '*.py[co]' -print0 "
                      "| xargs -0 sha256sum | LC_ALL=C sort | sha256sum")
-"""The published recipe, as runners.published_identity documents it (run by the real ``sha256sum``)."""
+"""The published recipe, as runners.identity.published_identity documents it (run by the real ``sha256sum``)."""
 
 
 def _shell_tree_hash(root: Path) -> str:
@@ -105,7 +106,8 @@ def _source_tree(tmp_path: Path) -> Path:
 
 
 def test_source_tree_pin_takes_the_published_format_and_a_bare_hex(tmp_path):
-    from runners.identity import check_pins, tree_sha256
+    from runners.identity.pin_checks import check_pins
+    from runners.identity.probe import tree_sha256
 
     root = _source_tree(tmp_path)
     published = PUBLISHED_PREFIX + _shell_tree_hash(root)
@@ -129,13 +131,13 @@ def test_probe_observes_the_published_source_tree_in_its_own_process(tmp_path):
     import json
     import sys
 
-    from runners.identity import probe_spec
-    from runners.probe import parse_probe_output
+    from runners.identity.pin_checks import probe_spec
+    from runners.identity.probe import parse_probe_output
 
     root = _source_tree(tmp_path)
     spec = probe_spec({"source_trees": {str(root): PUBLISHED_PREFIX + "0" * 64, "/nowhere": "ab" * 32}})
     assert spec["source_trees_sha256sum"] == [str(root)] and spec["source_trees"] == ["/nowhere"]
-    out = subprocess.run([sys.executable, "-m", "runners.probe", json.dumps(spec)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "runners.identity.probe", json.dumps(spec)], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2]).stdout
     obs = parse_probe_output(out)
     assert obs["source_trees_sha256sum"] == {str(root): PUBLISHED_PREFIX + _shell_tree_hash(root)}
@@ -157,7 +159,7 @@ def test_pins_cli_writes_and_checks_a_published_source_tree_pin(tmp_path):
 
 
 def test_runner_gate_refuses_a_wrong_published_source_tree_pin(tmp_path):
-    from runners.matrix import EXIT_IDENTITY, EXIT_OK
+    from runners.errors import EXIT_IDENTITY, EXIT_OK
     from tests.runners.helpers import run_fake
 
     root = _source_tree(tmp_path)

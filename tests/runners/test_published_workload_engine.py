@@ -1,4 +1,4 @@
-"""The published workload through ``runners.bench_one`` on the real vLLM CPU engine (issue 15).
+"""The published workload through ``runners.incase.bench_one`` on the real vLLM CPU engine.
 
 The published ``bench_one`` passed float16, ``trust_remote_code``, ``max_num_seqs`` 8 and
 ``max_num_batched_tokens`` = ``max_model_len`` x 8 to the engine, built its prompts from a seed text cut to

@@ -18,8 +18,8 @@ import ray  # noqa: E402
 
 from results_schema.io import read_jsonl  # noqa: E402
 from results_schema.placement import CasePlacement  # noqa: E402
-from runners.executors import LaunchSpec, RayExecutor, check_executor_config  # noqa: E402
-from runners.launch import ProcessOutcome  # noqa: E402
+from runners.launching.executors import LaunchSpec, RayExecutor, check_executor_config  # noqa: E402
+from runners.incase.process_group import ProcessOutcome  # noqa: E402
 
 
 class FakeRay:

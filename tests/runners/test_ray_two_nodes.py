@@ -22,8 +22,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from analysis.report import write_summary  # noqa: E402
-from analysis.validate import validate_run  # noqa: E402
+from analysis.report.summary import write_summary  # noqa: E402
+from analysis.validation.validate import validate_run  # noqa: E402
 from results_schema.io import read_jsonl  # noqa: E402
 from results_schema.models import CaseRun  # noqa: E402
 from results_schema.placement import CasePlacement, NodeIdentity  # noqa: E402

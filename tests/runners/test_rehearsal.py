@@ -1,6 +1,6 @@
 """Real-host rehearsal: the qwen7b / qwen7b_cuda experiments on a fake Ascend / CUDA host.
 
-The commands are the ones docs/real-host.md gives a user (``runners.model_manifest``,
+The commands are the ones docs/real-host.md gives a user (``runners.identity.model_manifest``,
 ``runners.pins``, ``runners.matrix +experiment=... +pins=...``), run as subprocesses.
 Only the device boundary is faked (``tests/runners/fake_host.py``: device tools,
 vendor environments with fake distributions, CANN files); cases are
@@ -33,10 +33,10 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subproce
 
 def _model(root: Path, env: dict[str, str]) -> Path:
     d = root / "Qwen2.5-7B-Instruct"
-    r = _run(["-m", "runners.tiny_model", "--out", str(d), "--num-layers", "28"], env)
+    r = _run(["-m", "runners.models.tiny_model", "--out", str(d), "--num-layers", "28"], env)
     assert r.returncode == 0, r.stdout + r.stderr
     (d / "SHA256SUMS").unlink()  # as downloaded: no manifest yet
-    r = _run(["-m", "runners.model_manifest", str(d), "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"], env)
+    r = _run(["-m", "runners.identity.model_manifest", str(d), "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"], env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "model.sha256sums_sha256=" in r.stdout
     return d
@@ -65,7 +65,7 @@ def _check_phase(run_dir: Path, phase: str, python: Path, stack: Mapping[str, st
 def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     host, p = ascend_host(tmp_path / "host")
     model = _model(tmp_path, host.env)
-    # "~phases.accuracy": qwen7b's published accuracy phase (issue 15) is rehearsed by test_accuracy_phase.py
+    # "~phases.accuracy": qwen7b's published accuracy phase is rehearsed by test_accuracy_phase.py
     setup = ["+experiment=qwen7b", f"model.path={model}", *TRIM, "~phases.accuracy", "phases.native.repeats=1",
              "phases.native.cooldown_s=0",
              f"runtime.python={p['latest']}", f"++runtime.path_map={{/usr/local/Ascend:{p['ascend']}}}",
@@ -107,7 +107,7 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     _check_phase(run_dir, "same_runtime", p["latest"], latest, 5)
     _check_phase(run_dir, "long_window", p["latest"], latest, 5)
     _check_phase(run_dir, "native", p["v018"], {"vllm": "0.9.1", "vllm-ascend": "0.18.0", "torch-npu": "2.5.1"}, 4)
-    # published health gate (issue 15): the case NPU and chip, before every phase and after the last
+    # published health gate: the case NPU and chip, before every phase and after the last
     health = sorted((run_dir / "health").glob("*.txt"))
     assert [h.name.split("-")[0] for h in health].count("after") == 1 and len(health) == 4
     assert all(h.read_text().startswith("$ npu-smi info -t health -i 0 -c 0\n# exit 0\n") for h in health)

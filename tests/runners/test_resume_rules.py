@@ -12,7 +12,7 @@ import pytest
 
 from runners.errors import EXIT_CONFIG, EXIT_OK
 from runners.matrix import run_matrix
-from runners.resume import override_differences
+from runners.orchestration.resume import override_differences
 from tests.runners.helpers import compose_cfg, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

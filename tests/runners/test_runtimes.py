@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.probe import main as probe_main, observe, package_version
-from runners.runtimes import ProbeError, map_path, probe_runtime, wrap_prefix
+from runners.identity.probe import main as probe_main, observe, package_version
+from runners.identity.runtimes import ProbeError, map_path, probe_runtime, wrap_prefix
 from tests.runners.helpers import run_fake
 
 

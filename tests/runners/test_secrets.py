@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.manifest import REDACTED, looks_like_credential
-from runners.identity import recordable_env
+from runners.incase.recorded_env import recordable_env
 from tests.runners.helpers import run_fake
 
 # name, value, recorded as: None = not recorded at all, REDACTED = name kept, value redacted
@@ -17,7 +17,7 @@ SECRETS = [
     ("MY_API_KEY", "k3y-value-1234567890-abcdef", None),
     ("DB_PASSWORD", "pa55w0rd-xyz-4711", None),
     ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", None),
-    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # issue 13: was written
+    ("GH_PAT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", None),           # was written
     ("NOT_A_SECRET_NAME", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", None),
     ("VLLM_REMOTE_URL", "https://alice:s3cr3tpw@models.example.com/repo", REDACTED),  # allowed name
     ("OMP_EXTRA", "sk-proj-abcdefghijklmnop1234", REDACTED),
@@ -82,7 +82,8 @@ def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) ->
 
 
 def test_credential_value_in_the_runtime_env_config_is_refused():
-    from runners.plan import PlanError, plan
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
     from tests.runners.helpers import compose_cfg
 
     with pytest.raises(PlanError, match="VLLM_MIRROR"):
@@ -96,7 +97,7 @@ def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_fai
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
     from results_schema.io import read_jsonl
-    from results_schema.models import CaseFailure
+    from results_schema.case_outcome import CaseFailure
 
     monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")

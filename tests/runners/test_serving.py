@@ -15,20 +15,12 @@ import psutil
 import pytest
 
 from results_schema.io import read_json, read_jsonl
-from results_schema.models import CaseFailure
-from results_schema.serving import (
-    ServingCaseResult,
-    ServingCaseSpec,
-    ServingEngine,
-    ServingLimits,
-    ServingLoad,
-    ServingRequests,
-    ServingRun,
-    ServingSLO,
-)
+from results_schema.case_outcome import CaseFailure
+from results_schema.serving import ServingCaseResult, ServingRequests, ServingRun
+from results_schema.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
 from results_schema.models import OffloadSetting
-from runners.serving import server as srv
-from runners.serving.driver import run_case
+from runners.incase.serving import server as srv
+from runners.incase.serving.driver import run_case
 from tests.runners.helpers import compose_cfg
 from runners.matrix import run_matrix
 
@@ -197,7 +189,7 @@ def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from runners.serving.driver import server_argv
+    from runners.incase.serving.driver import server_argv
 
     spec = _spec(tmp_path).model_copy(update={"offload": OffloadSetting(
         offload_group_size=4, offload_num_in_group=1, offload_prefetch_step=2, offload_params=("mlp",))})
@@ -211,7 +203,7 @@ def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
 
 
 def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
-    from runners.serving.driver import _parse, bench_argv
+    from runners.incase.serving.driver import _parse, bench_argv
 
     a = _parse(bench_argv(_spec(tmp_path), 12345, None))
     assert a.request_rate == float("inf") and a.endpoint == "/v1/completions" and a.ignore_eos
@@ -221,13 +213,13 @@ def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
 
 def test_published_serving_phase_passes_the_published_engine_options_to_the_server(tmp_path):
     """qwen7b's serving phase: float16, trust_remote_code, max_num_seqs 8, max_num_batched_tokens = 512 x 8 and
-    prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser (issue 15)."""
+    prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser."""
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from runners.plan import plan
-    from runners.serving.driver import server_argv
-    from runners.serving.spec import build_spec
+    from runners.planning.plan import plan
+    from runners.incase.serving.driver import server_argv
+    from runners.planning.serving_spec import build_spec
     from tests.runners.helpers import compose_cfg
 
     items = plan(compose_cfg("+experiment=qwen7b", "model.path=/models/q"))

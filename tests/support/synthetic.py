@@ -26,21 +26,13 @@ from typing import cast
 
 import yaml
 
-from analysis.layer_bytes import layer_param_shapes
+from analysis.model.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
 from results_schema.load_metrics import percentile_linear
-from results_schema.models import (
-    BenchRecord,
-    CaseFailure,
-    CaseRun,
-    Implementation,
-    KVCacheCapacity,
-    OffloadSetting,
-    RoundResult,
-    RuntimeEvidence,
-    WorkloadSpec,
-)
+from results_schema.base import Implementation
+from results_schema.case_outcome import CaseFailure, KVCacheCapacity
+from results_schema.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
 from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {
@@ -146,7 +138,7 @@ def default_cases(mean: float = 100.0, sd: float = 1.0, official_delta: float = 
 
 
 def layer_bytes(config: dict = TINY_CONFIG) -> int:
-    from analysis.layer_bytes import layer_bytes_from_config
+    from analysis.model.layer_bytes import layer_bytes_from_config
 
     return layer_bytes_from_config(config)
 
@@ -202,7 +194,7 @@ def make_case_run(phase: str, case: SynthCase, repeat: int, rng: random.Random, 
     return CaseRun(
         record=record, evidence=evidence, kv_cache=KVCacheCapacity(kv_cache_tokens=case.kv_cache_tokens),
         process_wall_s=el + 10.0, log_path=log_path or f"logs/{phase}/{stem}.log",
-        evidence_path=f"evidence/{phase}/{stem}.json", command=("python", "-m", "runners.bench_one", stem),
+        evidence_path=f"evidence/{phase}/{stem}.json", command=("python", "-m", "runners.incase.bench_one", stem),
     )
 
 

@@ -1,0 +1,304 @@
+"""Noise-aware comparisons: current vs official per (G, N), long window, spaced vs adjacent, cross-stack.
+
+What is modelled: the difference of medians between two groups of case
+processes, ``delta = median(A) - median(B)`` (tok/s), with a percentile
+bootstrap 95% confidence interval (Efron & Tibshirani 1993, ch. 13): each group
+is resampled with replacement independently (``BOOTSTRAP_SAMPLES`` draws,
+seeded, so reports are reproducible), the statistic is recomputed per draw,
+and the 2.5th / 97.5th percentiles bound it. The same is done over pooled
+measured rounds.
+
+The verdict rule (``verdict``; the only one: every table, plot, report and
+recommendation of this package calls it) works on the interval of the
+*relative* difference ``(A - B) / B`` in percent and an equivalence margin
+``m`` (``DEFAULT_MARGIN_PCT`` = 5%, configurable per comparison):
+
+1. no interval (fewer than two processes on a side) -> ``inconclusive``;
+2. the whole interval inside ``[-m, +m]`` -> ``equivalent`` (the two one-sided
+   tests idea of equivalence testing, Schuirmann 1987). This is checked first:
+   an interval that excludes 0 but lies inside the margin is ``equivalent``, a
+   real difference smaller than the margin is never called a speed-up;
+3. the interval above 0 -> ``faster``; below 0 -> ``slower``;
+4. otherwise (it contains 0 and reaches past the margin) -> ``inconclusive``,
+   printed with its interval.
+
+Processes [100, 140, 180] vs [90, 150, 200] tok/s give about -50%..+100%:
+``inconclusive``; [100, 101, 99] vs [100, 100, 100] give -1%..+1%:
+``equivalent`` under the default margin. Every printed verdict carries its
+margin (``verdict_text``). With three processes per side (the seed's designs) the
+percentile interval of a median difference spans from the smallest to the largest pairwise
+difference, so ``faster`` then means every process of A beat every process of
+B; the pooled-round interval is reported beside it as a second opinion (it
+treats rounds as independent although rounds of one process share its load
+and placement, so it is narrower than the truth and never decides the verdict).
+Per label, ``label_vs_baseline`` applies the same rule against the phase
+baseline and marks a single-process label or an offloaded label whose
+retention exceeds 1.0 ``inconclusive`` (an offload that measures faster than no
+offload is noise until repeated).
+"Paired" means paired by (G, N, prefetch_step, offload_params) within a phase;
+processes are resampled independently on each side.
+
+What is deliberately not modelled: multiple-comparison correction across
+(G, N) points; the intervals are per point. Cross-stack rows (native vs
+same-runtime) compare different software stacks and are labelled as such;
+they carry no verdict about the offloader alone.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import RunData
+from analysis.comparison.verdict_rule import (
+    DEFAULT_MARGIN_PCT,
+    bootstrap_delta,
+    check_margin,
+    decide,
+    verdict,
+    verdict_text,
+)
+
+POINT_KEY = ["group_size", "num_in_group", "prefetch_step", "offload_params"]
+
+
+def _pair_row(phase, a_label, b_label, a_thr, b_thr, a_rounds, b_rounds, margin_pct: float) -> dict:
+    delta, lo, hi, lo_p, hi_p = bootstrap_delta(a_thr, b_thr)
+    pdelta, plo, phi, plo_p, phi_p = bootstrap_delta(a_rounds, b_rounds)
+    b_med = float(np.median(b_thr))
+    v = verdict(lo_p, hi_p, margin_pct=margin_pct)
+    return {
+        "phase": phase, "a_label": a_label, "b_label": b_label, "a_processes": len(a_thr),
+        "b_processes": len(b_thr), "a_median_tok_s": float(np.median(a_thr)), "b_median_tok_s": b_med,
+        "delta_tok_s": delta, "delta_pct": delta / b_med * 100.0, "ci_low_tok_s": lo, "ci_high_tok_s": hi,
+        "ci_low_pct": lo_p, "ci_high_pct": hi_p, "margin_pct": float(margin_pct), "verdict": v,
+        "verdict_text": verdict_text(v, lo_p, hi_p, margin_pct=margin_pct),
+        "pooled_delta_tok_s": pdelta, "pooled_ci_low_tok_s": plo, "pooled_ci_high_tok_s": phi,
+        "pooled_verdict": verdict(plo_p, phi_p, margin_pct=margin_pct),
+        "note": "" if min(len(a_thr), len(b_thr)) >= 2 else
+        f"no CI: fewer than 2 processes on a side (n={len(a_thr)} vs {len(b_thr)})",
+    }
+
+
+def _samples(data: RunData, phase: str, label: str) -> tuple[list[float], list[float]]:
+    runs, rounds = data.runs, data.rounds
+    thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].tolist()
+    rnd = rounds.loc[(rounds["phase"] == phase) & (rounds["label"] == label), "throughput_tok_s"].tolist()
+    return thr, rnd
+
+
+PAIR_COLUMNS = [
+    "phase", "group_size", "num_in_group", "prefetch_step", "offload_params", "a_label", "b_label", "a_processes",
+    "b_processes", "a_median_tok_s", "b_median_tok_s", "delta_tok_s", "delta_pct", "ci_low_tok_s", "ci_high_tok_s",
+    "ci_low_pct", "ci_high_pct", "margin_pct", "verdict", "verdict_text", "pooled_delta_tok_s", "pooled_ci_low_tok_s", "pooled_ci_high_tok_s",
+    "pooled_verdict", "note",
+]
+
+
+def compare_implementations(data: RunData, summary: pd.DataFrame, a: str = "current", b: str = "official",
+                            phases=None, *, margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
+    """Paired A-vs-B rows per (phase, G, N, prefetch_step, offload_params) present for both.
+
+    ``verdict`` reads "A is faster/slower/equivalent than B, or inconclusive" (``verdict``, with
+    ``margin_pct``); ``verdict_text`` adds the interval and the margin.
+    """
+    check_margin(margin_pct)
+    rows = []
+    for phase, sub in summary.groupby("phase", sort=False):
+        if phases is not None and phase not in phases:
+            continue
+        sa = sub[sub["implementation"] == a]
+        sb = sub[sub["implementation"] == b]
+        for _, ra in sa.iterrows():
+            match = sb
+            for k in POINT_KEY:
+                match = match[match[k] == ra[k]]
+            for _, rb in match.iterrows():
+                at, ar = _samples(data, phase, ra["label"])
+                bt, br = _samples(data, phase, rb["label"])
+                row = _pair_row(phase, ra["label"], rb["label"], at, bt, ar, br, margin_pct)
+                row.update({k: ra[k] for k in POINT_KEY})
+                rows.append(row)
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def long_window_table(data: RunData, summary: pd.DataFrame, *, long_phase: str = "long_window",
+                      short_phase: str = "same_runtime", margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
+    """Current vs official in the long-window phase next to the same point's same-runtime verdict.
+
+    Columns: the pair columns of the long-window phase plus ``short_verdict`` and
+    ``confirms`` (True when both verdicts agree). Empty when the phase is absent.
+    """
+    if long_phase not in set(summary["phase"]):
+        return pd.DataFrame(columns=PAIR_COLUMNS + ["short_verdict", "confirms"])
+    lw = compare_implementations(data, summary, phases={long_phase}, margin_pct=margin_pct)
+    sr = compare_implementations(data, summary, phases={short_phase}, margin_pct=margin_pct)
+    short = {tuple(r[k] for k in POINT_KEY): r["verdict"] for _, r in sr.iterrows()}
+    lw["short_verdict"] = [short.get(tuple(r[k] for k in POINT_KEY), "absent") for _, r in lw.iterrows()]
+    lw["confirms"] = lw["short_verdict"] == lw["verdict"]
+    return lw
+
+
+def _adjacent(layers: str) -> bool:
+    idx = [int(x) for x in layers.split(",") if x != ""]
+    return any(b - a == 1 for a, b in zip(idx, idx[1:], strict=False))  # consecutive pairs
+
+
+SPACED_COLUMNS = ["phase", "implementation", "num_selected_layers", "adjacent_label", "spaced_label",
+                  "adjacent_layers", "spaced_layers", "adjacent_median_tok_s", "spaced_median_tok_s",
+                  "delta_tok_s", "delta_pct", "ci_low_tok_s", "ci_high_tok_s", "ci_low_pct", "ci_high_pct",
+                  "margin_pct", "verdict", "verdict_text", "note"]
+
+
+def spaced_vs_adjacent(data: RunData, summary: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
+    """Same layer count, adjacent (some consecutive selected layers) vs spaced (none consecutive).
+
+    Layer sets come from evidence. ``verdict`` reads "adjacent is faster/slower/equivalent than spaced".
+    """
+    rows = []
+    offl = summary[(summary["implementation"] != "baseline") & (summary["num_selected_layers"] > 0)]
+    for (phase, impl, n), sub in offl.groupby(["phase", "implementation", "num_selected_layers"], sort=False):
+        adj = [r for _, r in sub.iterrows() if _adjacent(r["selected_layers"])]
+        spa = [r for _, r in sub.iterrows() if not _adjacent(r["selected_layers"])]
+        for ra in adj:
+            for rs in spa:
+                at, ar = _samples(data, phase, ra["label"])
+                st, sr = _samples(data, phase, rs["label"])
+                p = _pair_row(phase, ra["label"], rs["label"], at, st, ar, sr, margin_pct)
+                rows.append({
+                    "phase": phase, "implementation": impl, "num_selected_layers": int(n),
+                    "adjacent_label": ra["label"], "spaced_label": rs["label"],
+                    "adjacent_layers": ra["selected_layers"], "spaced_layers": rs["selected_layers"],
+                    "adjacent_median_tok_s": p["a_median_tok_s"], "spaced_median_tok_s": p["b_median_tok_s"],
+                    "delta_tok_s": p["delta_tok_s"], "delta_pct": p["delta_pct"], "ci_low_tok_s": p["ci_low_tok_s"],
+                    "ci_high_tok_s": p["ci_high_tok_s"], "ci_low_pct": p["ci_low_pct"],
+                    "ci_high_pct": p["ci_high_pct"], "margin_pct": p["margin_pct"], "verdict": p["verdict"],
+                    "verdict_text": p["verdict_text"], "note": p["note"],
+                })
+    return pd.DataFrame(rows, columns=SPACED_COLUMNS)
+
+
+CROSS_COLUMNS = ["comparison", "implementation", "group_size", "num_in_group", "native_phase", "native_runtime",
+                 "native_label", "native_median_tok_s", "native_retention", "same_runtime_phase",
+                 "same_runtime_runtime", "same_runtime_label", "same_runtime_median_tok_s", "same_runtime_retention",
+                 "retention_difference"]
+
+
+def native_vs_same_runtime(summary: pd.DataFrame, *, native_phase: str = "native",
+                           same_phase: str = "same_runtime") -> pd.DataFrame:
+    """Auxiliary cross-stack table: each native-phase label next to the same (impl, G, N) on the same runtime.
+
+    Retention is vs each phase's own baseline; ``comparison`` is always ``cross-stack``.
+    """
+    nat = summary[summary["phase"] == native_phase]
+    same = summary[summary["phase"] == same_phase]
+    rows = []
+    for _, rn in nat.iterrows():
+        m = same[(same["implementation"] == rn["implementation"]) & (same["group_size"] == rn["group_size"])
+                 & (same["num_in_group"] == rn["num_in_group"])]
+        for _, rs in m.iterrows():
+            rows.append({
+                "comparison": "cross-stack", "implementation": rn["implementation"], "group_size": rn["group_size"],
+                "num_in_group": rn["num_in_group"], "native_phase": native_phase, "native_runtime": rn["runtime"],
+                "native_label": rn["label"], "native_median_tok_s": rn["throughput_median_tok_s"],
+                "native_retention": rn["retention"], "same_runtime_phase": same_phase,
+                "same_runtime_runtime": rs["runtime"], "same_runtime_label": rs["label"],
+                "same_runtime_median_tok_s": rs["throughput_median_tok_s"], "same_runtime_retention": rs["retention"],
+                "retention_difference": rn["retention"] - rs["retention"],
+            })
+    return pd.DataFrame(rows, columns=CROSS_COLUMNS)
+
+
+CONFIRM_COLUMNS = ["long_phase", "short_phase", "label", "implementation", "group_size", "num_in_group",
+                   "long_rounds_per_process", "long_median_tok_s", "short_median_tok_s", "long_retention",
+                   "short_retention", "retention_difference", "long_verdict", "short_verdict", "margin_pct",
+                   "confirms_direction"]
+
+CONFIRMATION_PHASES = (("long_window", "same_runtime"), ("confirmation", "parameter_optimization"))
+"""(long-window phase, phase it confirms) pairs of the seed's designs."""
+
+
+def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.DataFrame:
+    """Each label of a long-window / confirmation phase next to the same label in the phase it confirms.
+
+    Retention is vs each phase's own baseline (phases ran at different times, so raw tok/s are not
+    compared across them). When ``summary`` carries the per-label verdicts (``label_vs_baseline``,
+    as ``analysis.report.tables.build`` adds them), ``long_verdict`` / ``short_verdict`` are those and
+    ``confirms_direction`` is True only when both are the same decided verdict (faster, slower or
+    equivalent; inconclusive confirms nothing). Without them it falls back to both retentions
+    lying on the same side of 1.0 and the verdict columns are empty.
+    """
+    rows = []
+    phases = set(summary["phase"])
+    for long_phase, short_phase in pairs:
+        if long_phase not in phases or short_phase not in phases:
+            continue
+        lp = summary[summary["phase"] == long_phase]
+        sp = summary[summary["phase"] == short_phase].set_index("label")
+        for _, r in lp.iterrows():
+            if r["label"] not in sp.index:
+                continue
+            s = sp.loc[r["label"]]
+            lr, sr = float(r["retention"]), float(s["retention"])
+            lv, sv = r.get("vs_baseline_verdict"), s.get("vs_baseline_verdict")
+            has_v = isinstance(lv, str) and isinstance(sv, str)
+            if has_v:
+                same = lv == sv and lv in ("faster", "slower", "equivalent", "reference")
+            else:
+                same = (lr > 1) == (sr > 1) and (lr < 1) == (sr < 1)
+            rows.append({
+                "long_phase": long_phase, "short_phase": short_phase, "label": r["label"],
+                "implementation": r["implementation"], "group_size": r["group_size"],
+                "num_in_group": r["num_in_group"],
+                "long_rounds_per_process": float(r["rounds"]) / float(r["processes"]),
+                "long_median_tok_s": r["throughput_median_tok_s"], "short_median_tok_s": s["throughput_median_tok_s"],
+                "long_retention": lr, "short_retention": sr, "retention_difference": lr - sr,
+                "long_verdict": lv if has_v else "", "short_verdict": sv if has_v else "",
+                "margin_pct": r.get("vs_baseline_margin_pct", math.nan) if has_v else math.nan,
+                "confirms_direction": bool(same),
+            })
+    return pd.DataFrame(rows, columns=CONFIRM_COLUMNS)
+
+
+VS_BASELINE_COLUMNS = ["vs_baseline_verdict", "vs_baseline_ci_low_pct", "vs_baseline_ci_high_pct",
+                       "vs_baseline_margin_pct", "vs_baseline_note"]
+
+
+def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
+                      margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
+    """Each label's processes vs its phase baseline's, under ``verdict`` (same index as ``summary``).
+
+    Columns ``VS_BASELINE_COLUMNS``: the verdict ("label is faster/slower/equivalent than the
+    baseline, or inconclusive"), the CI of the relative difference (percent), the margin and a note.
+    Forced to ``inconclusive`` (the note says why) when the label or the baseline ran a single
+    process (no interval), or when an offloaded label's retention exceeds 1.0 (an offload measured
+    faster than no offload is noise until repeated). Baseline rows get ``reference``.
+    """
+    check_margin(margin_pct)
+    out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
+    for i, r in summary.iterrows():
+        if r["implementation"] == "baseline":
+            out.loc[i, VS_BASELINE_COLUMNS] = ["reference", math.nan, math.nan, float(margin_pct), "phase baseline"]
+            continue
+        base = summary[(summary["phase"] == r["phase"]) & (summary["implementation"] == "baseline")]
+        at, _ar = _samples(data, r["phase"], r["label"])
+        bt = []
+        for lb in base["label"]:
+            bt += _samples(data, r["phase"], lb)[0]
+        if not at or not bt:
+            out.loc[i, VS_BASELINE_COLUMNS] = ["inconclusive", math.nan, math.nan, float(margin_pct),
+                                               "no baseline in this phase"]
+            continue
+        d = decide(at, bt, margin_pct=margin_pct)
+        v, notes = d.verdict, []
+        if min(d.n_a, d.n_b) < 2:
+            notes.append(f"single process (n={d.n_a} vs baseline n={d.n_b}): no CI")
+        ret = float(np.median(at)) / float(np.median(bt))
+        if ret > 1.0:
+            v = "inconclusive"
+            notes.append(f"retention {ret:.3f} > 1.0: offloading measured faster than no offload (noise until repeated)")
+        out.loc[i, VS_BASELINE_COLUMNS] = [v, d.ci_low_pct, d.ci_high_pct, float(margin_pct), "; ".join(notes)]
+    for c in ("vs_baseline_ci_low_pct", "vs_baseline_ci_high_pct", "vs_baseline_margin_pct"):
+        out[c] = out[c].astype(float)
+    return out

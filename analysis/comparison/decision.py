@@ -1,0 +1,159 @@
+"""The decision table: one row per (phase, label) with what a person decides an offload setting on.
+
+What is modelled (per label, from the aggregated summary and the validated records):
+    * released bytes (evidence-accounted, ``analysis.aggregate``) in bytes and GiB (2**30 bytes);
+    * KV-cache gain vs the phase baseline (tokens and GiB, from the case logs);
+    * throughput retention = median(label tok/s) / median(baseline tok/s) with a 95% percentile
+      bootstrap interval: ``analysis.comparison.verdict_rule.bootstrap_delta(label, baseline)`` gives the interval of
+      ``(median_a* - median_b*) / median_b*`` in percent, and retention bounds are ``1 + pct / 100``;
+    * the verdict vs the baseline from that interval, by ``analysis.comparison.verdict_rule.verdict`` (the project's
+      one verdict function; its equivalence margin, where the installed version has one, is passed
+      through as ``margin_pct``);
+    * greedy token identity vs the baseline (``tokens``: identical / differs / no_baseline);
+    * Pareto / knee flags (``analysis.aggregate`` / ``analysis.comparison.pareto``);
+    * validity per label: a label is invalid when a validation *error* names it, names its phase
+      without a label, or names neither (a run-level error): a failed check is never shown as ok.
+      ``verdict`` of an invalid label is ``INVALID`` and ``issues`` lists the error codes.
+
+What is deliberately not modelled: a recommendation (``analysis.model.fit.recommend``) and any
+cross-run comparison (``analysis.catalog.store``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.comparison import verdict_rule
+from analysis.load import RunData
+
+GIB = float(2**30)
+
+DECISION_COLUMNS = [
+    "phase", "label", "implementation", "group_size", "num_in_group", "prefetch_step", "selected_layers",
+    "num_selected_layers", "processes", "released_bytes", "released_gib", "kv_gain_tokens", "kv_gain_gib",
+    "throughput_median_tok_s", "baseline_throughput_median_tok_s", "retention", "retention_ci_low",
+    "retention_ci_high", "verdict", "tokens", "pareto", "knee", "valid", "issues",
+]
+"""Columns of ``decision_table`` (also the fields of ``results_schema.summary.DecisionRow``)."""
+
+
+def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:
+    """``analysis.comparison.verdict_rule.verdict`` on a percent interval.
+
+    Args:
+        ci_low_pct, ci_high_pct: bounds of the interval of ``(A - B) / B`` in percent (NaN: none).
+        margin_pct: equivalence margin in percent; None = ``verdict_rule.DEFAULT_MARGIN_PCT``.
+    """
+    if margin_pct is None:
+        return verdict_rule.verdict(ci_low_pct, ci_high_pct)
+    return verdict_rule.verdict(ci_low_pct, ci_high_pct, margin_pct=margin_pct)
+
+
+def label_errors(validation, phase: str, label: str) -> list[str]:
+    """Codes of the validation errors that concern ``(phase, label)`` (see module docstring), sorted, unique."""
+    codes = set()
+    for i in validation.errors:
+        if i.label is None and (i.phase is None or i.phase == phase):
+            codes.add(i.code)
+        elif i.label == label and (i.phase is None or i.phase == phase):
+            codes.add(i.code)
+    return sorted(codes)
+
+
+def _finite(x) -> bool:
+    try:
+        return x is not None and x is not pd.NA and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
+                   margin_pct: float | None = None) -> pd.DataFrame:
+    """One decision row per summary row (same order); columns ``DECISION_COLUMNS``.
+
+    Args:
+        data: the loaded run (per-process throughputs for the interval).
+        summary: ``analysis.aggregate.aggregate(data)`` plus the ``tokens`` column.
+        validation: the run's ``ValidationReport``.
+        margin_pct: equivalence margin passed to the verdict function (percent).
+
+    Returns:
+        DataFrame; NaN where a value is undefined (no baseline, no KV line, < 2 processes on a side).
+        ``verdict`` is ``baseline`` for baseline rows, ``INVALID`` for invalid labels, else
+        faster / slower / equivalent / inconclusive (label vs its phase baseline).
+    """
+    rows = []
+    runs = data.runs
+    for _, r in summary.iterrows():
+        phase, label = r["phase"], r["label"]
+        thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].astype(float)
+        base = runs.loc[(runs["phase"] == phase) & (runs["implementation"] == "baseline"),
+                        "throughput_tok_s"].astype(float)
+        lo = hi = float("nan")
+        if r["implementation"] == "baseline":
+            v = "baseline"
+        elif base.empty or thr.empty:
+            v = "inconclusive"
+        else:
+            _d, _l, _h, lo_p, hi_p = verdict_rule.bootstrap_delta(thr.to_numpy(), base.to_numpy())
+            v = call_verdict(lo_p, hi_p, margin_pct)
+            if _finite(lo_p) and _finite(hi_p):
+                lo, hi = 1.0 + lo_p / 100.0, 1.0 + hi_p / 100.0
+        codes = label_errors(validation, phase, label)
+        if codes:
+            v = "INVALID"
+        rel = r["released_bytes"]
+        rows.append({
+            "phase": phase, "label": label, "implementation": r["implementation"],
+            "group_size": int(r["group_size"]), "num_in_group": int(r["num_in_group"]),
+            "prefetch_step": int(r["prefetch_step"]), "selected_layers": r["selected_layers"],
+            "num_selected_layers": int(r["num_selected_layers"]), "processes": int(r["processes"]),
+            "released_bytes": int(rel), "released_gib": float(rel) / GIB,
+            "kv_gain_tokens": float(r["kv_gain_tokens"]) if _finite(r["kv_gain_tokens"]) else np.nan,
+            "kv_gain_gib": float(r["kv_gain_gib"]) if _finite(r["kv_gain_gib"]) else np.nan,
+            "throughput_median_tok_s": float(r["throughput_median_tok_s"]),
+            "baseline_throughput_median_tok_s": float(r["baseline_throughput_median_tok_s"])
+            if _finite(r["baseline_throughput_median_tok_s"]) else np.nan,
+            "retention": float(r["retention"]) if _finite(r["retention"]) else np.nan,
+            "retention_ci_low": lo, "retention_ci_high": hi, "verdict": v, "tokens": r.get("tokens", "no_baseline"),
+            "pareto": bool(r["pareto"]), "knee": bool(r["knee"]), "valid": not codes, "issues": ",".join(codes),
+        })
+    return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+
+
+GLOSSARY: dict[str, str] = {
+    "throughput tok/s": "Output tokens per second of one case process: generated tokens of all measured rounds "
+                        "divided by their wall seconds (one LLM.generate call per round over every prompt). The "
+                        "table shows the median over the label's processes.",
+    "retention": "Median throughput of the label divided by the median throughput of its phase's baseline "
+                 "(no offload). 1.0 = as fast as the baseline; 0.8 = 20% slower. The interval is a 95% "
+                 "percentile bootstrap over processes (none with fewer than 2 processes on a side).",
+    "released bytes": "Bytes the offloader moved out of the device-resident set minus its static prefetch "
+                      "buffers, as reported by runtime evidence (offloaded_bytes - static_buffer_bytes). "
+                      "Accounted, not measured: on the CPU runtime host and device memory are the same RAM and "
+                      "nothing is freed.",
+    "KV gain": "KV-cache capacity of the label minus the baseline's, from the engine's 'KV cache size: N tokens' "
+               "and 'Available KV cache memory: X GiB' log lines (tokens / GiB). Empty when a log line is absent.",
+    "knee": "The planner's knee: the largest release on the Pareto front before the marginal throughput cost "
+            "per released byte jumps (more than 2x the average cost per byte of the steps before it, and more "
+            "than the front's average); never the baseline (a knee releases memory: on a front falling fast from "
+            "the first step it is the first release); the full rule is printed with every report (analysis.comparison.pareto."
+            "knee_rule_text). Only valid, token-identical points can be the knee. Defined for fronts of 3 or "
+            "more points.",
+    "Pareto front": "Settings not beaten on both released bytes and median throughput by another setting of the "
+                    "same implementation (the baseline is the zero-capacity point).",
+    "verdict": "Label vs its phase baseline from the 95% interval of the throughput change: equivalent only "
+               "when the whole interval lies inside the equivalence margin (5% by default, printed with the "
+               "table); faster / slower when it excludes 0 and leaves the margin; inconclusive otherwise, and "
+               "always with a single process or retention above 1.0; INVALID when a validation error concerns "
+               "the label (never shown as ok).",
+    "tokens vs baseline": "Greedy token identity: 'identical' when every measured round generated the same "
+                          "token ids as the baseline's, 'differs' otherwise, 'no_baseline' without one; where the "
+                          "phase's baseline processes disagree with each other (baseline not deterministic on this "
+                          "runtime), 'within baseline noise' when its rounds leave every baseline process on no more "
+                          "rounds than the baselines disagree on.",
+}
+"""Plain-language meaning of the columns a person decides on (HTML report and docs)."""

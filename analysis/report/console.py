@@ -1,0 +1,127 @@
+"""End-of-run console output: a rich table of the columns a person decides on, the verdict last.
+
+What is modelled: one row per (phase, label) of the decision table in
+``summary/comparison-summary.json`` (read strictly as ``results_schema.summary.ComparisonSummary``):
+label, implementation, G, N, offloaded layers, released GiB, KV gain, median throughput (tok/s),
+retention with its 95% interval, tokens vs baseline, Pareto / knee, and last the verdict with its
+reasons (validation error codes of the label). Under the table: the run's validation verdict with
+every error (never summarised as ok), the caveats, and where the full Markdown and HTML are.
+
+What is deliberately not modelled: the full tables (they stay in ``summary/comparison-summary.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from analysis.model.trust import model_lines
+from analysis.comparison.noise_floor import floor_lines
+from analysis.report.released import released_cell
+from results_schema.io import read_json
+from results_schema.validation import ValidationReport
+from results_schema.summary import ComparisonSummary
+
+VERDICT_STYLE = {"INVALID": "bold red", "slower": "yellow", "faster": "green", "equivalent": "cyan",
+                 "inconclusive": "dim", "baseline": ""}
+
+
+def _f(v, d: int = 2) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:,.{d}f}"
+
+
+def decision_table(cs: ComparisonSummary) -> Table:
+    """The rich table of ``cs.decision`` (see module docstring)."""
+    multi = len({r.phase for r in cs.decision}) > 1
+    t = Table(title=f"{'VALID' if cs.valid else 'INVALID'} — run {cs.provenance.run_id}", title_justify="left",
+              show_lines=False, header_style="bold")
+    if multi:
+        t.add_column("phase")
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (("label", "left"), ("G", "right"), ("N", "right"), ("layers", "left"),
+                       ("released GiB", "right"), ("KV gain tok", "right"), ("tok/s", "right"),
+                       ("retention", "right"), ("95% CI", "right"), ("tokens", "left"), ("front", "left"),
+                       ("verdict", "left"))
+    for name, just in columns:
+        t.add_column(name, justify=just, no_wrap=True)
+    t.add_column("reasons", overflow="fold")
+    for r in cs.decision:
+        ci = (f"{r.retention_ci_low:.3f}–{r.retention_ci_high:.3f}"
+              if r.retention_ci_low is not None and r.retention_ci_high is not None else "–")
+        front = ("Pareto" if r.pareto else "") + (" knee" if r.knee else "")
+        style = VERDICT_STYLE.get(r.verdict, "")
+        cells = ([r.phase] if multi else []) + [
+            r.label, str(r.group_size), str(r.num_in_group), r.selected_layers or "–",
+            released_cell(r.released_bytes), _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
+            _f(r.retention, 3), ci, r.tokens, front.strip(),
+            f"[{style}]{r.verdict}[/]" if style else r.verdict, r.issues.replace(",", ", ")]
+        t.add_row(*cells)
+    return t
+
+
+def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
+    """One line per label: host bytes per offloaded / released byte, the sources, the > 1.2 flag, the CPU meaning."""
+    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+
+    if not cs.host_memory:
+        return
+    for r in cs.host_memory:
+        per_off, per_rel = r.get("host_per_offloaded"), r.get("host_per_released")
+        console.print(f"host memory {r['phase']}/{r['label']}: {_f(per_off, 3)} host B per offloaded B, "
+                      f"{_f(per_rel, 3)} per released B (host delta {_f(r.get('host_delta_bytes'), 0)} B over "
+                      f"{_f(r.get('offloaded_bytes'), 0)} B offloaded)"
+                      + (f"  FLAG: > {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""),
+                      markup=False)
+    sources = sorted({str(r["host_source"]) for r in cs.host_memory})
+    console.print(f"host memory sources: {'; '.join(sources)}; {EVIDENCE}", style="dim", markup=False)
+    if any(x.runtime == "cpu" for x in cs.rows):
+        console.print(f"note: {CPU_HOST_NOTE}", style="dim", markup=False)
+
+
+def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
+    """Print the decision table, then the validation verdict and its reasons; return ``valid``.
+
+    Args:
+        out_dir: a summary directory written by ``analysis.report.summary.write_summary``.
+        console: where to print (default: a new ``rich.console.Console``).
+
+    Raises:
+        FileNotFoundError / results_schema.io.RecordError: a summary file is missing or invalid.
+    """
+    out_dir = Path(out_dir)
+    console = console or Console()
+    cs = read_json(out_dir / "comparison-summary.json", ComparisonSummary)
+    val = read_json(out_dir / "validation.json", ValidationReport)
+    if cs.decision:
+        # a log file or pipe gets the whole table (rich assumes 80 columns when not on a terminal)
+        wide = console if console.is_terminal else Console(file=console.file, width=max(console.width, 170),
+                                                           color_system=None)
+        wide.print(decision_table(cs))
+    else:
+        console.print("no case produced a record")
+    print_host_memory(cs, console)
+    for n in cs.notes:
+        console.print(f"note: {n}", style="dim", markup=False)
+    for line in model_lines(cs.models, cs.model_table):
+        console.print(line, markup=False, style="yellow" if "UNTRUSTED" in line else "")
+    for line in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct):
+        console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
+    if any(r.knee for r in cs.decision):
+        console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
+    console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
+                  markup=False)
+    head = "VALID" if val.valid else "INVALID"
+    console.print(f"[{'bold green' if val.valid else 'bold red'}]validation: {head}[/] "
+                  f"({len(val.errors)} error(s), {len(val.warnings)} warning(s))")
+    for c in val.checks:
+        if not c.passed:
+            console.print(f"  failed check {c.name}: {c.errors} error(s)", style="red", markup=False)
+    for i in val.errors:
+        where = "/".join(str(x) for x in (i.phase, i.label, i.repeat) if x is not None)
+        console.print(f"  error {i.code}{f' [{where}]' if where else ''}: {i.message}", style="red", markup=False)
+    return val.valid

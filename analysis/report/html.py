@@ -1,0 +1,330 @@
+"""``summary/report.html``: one self-contained, interactive page per run.
+
+What is modelled: a page rendered only from the files the report step wrote
+(``comparison-summary.json`` -> ``results_schema.summary.ComparisonSummary``, ``validation.json`` ->
+``ValidationReport``, ``accuracy-verification.json`` -> ``AccuracyVerification`` where present) and
+the run's ``*-failures.jsonl``, in this order:
+
+    1. the validation verdict (VALID / INVALID) with every failing check, every error and every
+       failed case; warnings below it;
+    2. provenance (model, hardware, ISA, runtime versions, run id, config hash, git revision);
+    3. the decision table (released GiB, KV gain, retention with interval, verdict, tokens vs baseline);
+    4. the interactive Pareto plot, retention and latency plots (``analysis.report.html_figures``, SVG);
+    5. accuracy verification when present; current-vs-official verdicts when present;
+    6. a glossary (``analysis.comparison.decision.GLOSSARY``) and links to the raw files (relative paths).
+
+Self-contained: plotly.js is inlined once per page (``plotly.offline.get_plotlyjs``) and each figure
+is written without it (``include_plotlyjs=False``); no element has an outside ``src`` or ``href``,
+so the page renders offline (``include_plotlyjs="cdn"`` would render blank offline).
+
+What is deliberately not modelled: computing anything; every number is read from the files above.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from analysis.comparison.decision import GLOSSARY
+from analysis.model.trust import model_lines
+from analysis.comparison.noise_floor import floor_lines
+from analysis.report.released import released_cell
+from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
+from results_schema.accuracy import AccuracyVerification
+from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
+from results_schema.case_outcome import CaseFailure
+from results_schema.validation import ValidationReport
+from results_schema.summary import ComparisonSummary
+
+REPORT_NAME = "report.html"
+PLOT_IDS = ("pareto", "retention", "latency")
+"""``id`` of each figure's ``div`` (the browser test waits on ``#pareto``)."""
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:0 18px 40px;color:#1b1b1b}
+h1{font-size:1.5em;margin:18px 0 6px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.verdict{padding:12px 16px;border-radius:6px;margin:12px 0;font-size:1.05em}
+.verdict.valid{background:#e7f6e7;border:2px solid #2e7d32}.verdict.invalid{background:#fdecea;border:2px solid #c62828}
+.verdict strong{font-size:1.25em}
+table{border-collapse:collapse;font-size:.88em;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.invalid td{background:#fdecea;text-decoration:line-through}tr.invalid td.keep{text-decoration:none}
+.v-INVALID{color:#c62828;font-weight:bold}.v-slower{color:#b35c00}.v-faster{color:#2e7d32}.v-inconclusive{color:#666}
+.note{background:#fff8e1;border-left:4px solid #f9a825;padding:6px 10px;font-size:.9em}
+dt{font-weight:bold;margin-top:8px}dd{margin-left:18px}code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+def _e(v) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _num(v, d: int = 2) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.{d}f}"
+
+
+def _table(header: list[str], rows: list[list[str]], *, row_class: list[str] | None = None, tid: str = "") -> str:
+    """Rows are already-escaped cell HTML; a cell starting with ``\\x00num`` is right-aligned."""
+    out = [f"<table{f' id={chr(34)}{tid}{chr(34)}' if tid else ''}><thead><tr>"
+           + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    for i, r in enumerate(rows):
+        cls = f' class="{row_class[i]}"' if row_class and row_class[i] else ""
+        cells = []
+        for c in r:
+            if c.startswith("\x00num"):
+                cells.append(f'<td class="num">{c[4:]}</td>')
+            elif c.startswith("\x00keep"):
+                cells.append(f'<td class="keep">{c[5:]}</td>')
+            else:
+                cells.append(f"<td>{c}</td>")
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _n(v, d: int = 2) -> str:
+    return "\x00num" + _e(_num(v, d))
+
+
+def verdict_section(validation: ValidationReport, failures: list[CaseFailure]) -> str:
+    """The first block of the page: VALID/INVALID, failing checks, errors, failed cases, warnings."""
+    ok = validation.valid
+    parts = [f'<div class="verdict {"valid" if ok else "invalid"}" id="verdict">'
+             f'<strong>{"VALID" if ok else "INVALID"}</strong> — validation of this run: '
+             f"{len(validation.errors)} error(s), {len(validation.warnings)} warning(s), "
+             f"{len(failures)} failed case(s).</div>"]
+    bad = [c for c in validation.checks if not c.passed]
+    if bad:
+        parts.append("<h3>Failing checks</h3><ul id=\"failing-checks\">"
+                     + "".join(f"<li><code>{_e(c.name)}</code>: {c.errors} error(s)</li>" for c in bad) + "</ul>")
+    if validation.errors:
+        parts.append("<h3>Errors</h3>" + _table(
+            ["code", "phase", "label", "repeat", "message"],
+            [[f"<code>{_e(i.code)}</code>", _e(i.phase), _e(i.label), _e(i.repeat), _e(i.message)]
+             for i in validation.errors], tid="errors"))
+    if failures:
+        parts.append("<h3>Failed cases</h3>" + _table(
+            ["phase", "label", "repeat", "failure", "exit", "error type", "message", "log"],
+            [[_e(f.phase), _e(f.label), _e(f.repeat), _e(f.failure_type), _e(f.exit_code), _e(f.error_type),
+              _e(f.error_message), _e(f.log_path)] for f in failures], tid="failed-cases"))
+    if validation.warnings:
+        parts.append(f"<details><summary>{len(validation.warnings)} warning(s)</summary>" + _table(
+            ["code", "phase", "label", "message"],
+            [[f"<code>{_e(i.code)}</code>", _e(i.phase), _e(i.label), _e(i.message)] for i in validation.warnings])
+            + "</details>")
+    counts = [c for c in validation.counts if c.expected is not None and c.runs != c.expected]
+    if counts:
+        parts.append("<h3>Case counts that differ from the plan</h3>" + _table(
+            ["phase", "label", "expected", "runs", "failures"],
+            [[_e(c.phase), _e(c.label), _n(c.expected), _n(c.runs), _n(c.failures)] for c in counts]))
+    return "\n".join(parts)
+
+
+def provenance_section(cs: ComparisonSummary) -> str:
+    p = cs.provenance
+    rows = [
+        ("run id", p.run_id), ("experiment", p.experiment), ("created (UTC)", p.created_utc),
+        ("model", f"{p.model_name or '?'} ({p.model_num_layers} layers) — {p.model_path or '?'}"
+         if p.model_name else None),
+        ("model SHA256SUMS hash", p.model_sha256sums_sha256), ("host", p.hostname),
+        ("hardware", "; ".join(p.devices) or None), ("architecture", p.machine),
+        ("ISA extensions", p.isa or "not recorded by this run"), ("platform", p.platform),
+        ("vLLM (case processes)", ", ".join(p.vllm_versions) or None),
+        ("torch (case processes)", ", ".join(p.torch_versions) or None), ("Python", p.python_version),
+        ("packages", ", ".join(f"{k} {v}" for k, v in sorted(p.packages.items()) if v) or None),
+        ("git revision", f"{p.git_revision}{' (dirty)' if p.git_dirty else ''}" if p.git_revision else None),
+        ("config SHA-256", p.config_sha256), ("run directory", cs.run_dir),
+    ]
+    body = _table(["", ""], [[_e(k), f"<code>{_e(v)}</code>" if v is not None else "not recorded"]
+                             for k, v in rows], tid="provenance")
+    if not p.manifest:
+        body += '<p class="note">No valid <code>environment-manifest.json</code> in the run directory: ' \
+                "model, hardware and config identity are not recorded.</p>"
+    return body
+
+
+def decision_section(cs: ComparisonSummary) -> str:
+    header = ["phase", "label", "impl", "G", "N", "layers", "released GiB", "KV gain tok", "KV gain GiB",
+              "throughput tok/s", "retention", "retention 95% CI", "verdict", "tokens vs baseline", "Pareto", "knee",
+              "issues"]
+    rows, cls = [], []
+    for r in cs.decision:
+        ci = (f"{r.retention_ci_low:.4f} – {r.retention_ci_high:.4f}"
+              if r.retention_ci_low is not None and r.retention_ci_high is not None else "no interval")
+        rows.append([_e(r.phase), _e(r.label), _e(r.implementation), _n(r.group_size), _n(r.num_in_group),
+                     _e(r.selected_layers or "–"), _e(released_cell(r.released_bytes, 6)), _n(r.kv_gain_tokens, 0),
+                     _n(r.kv_gain_gib, 4), _n(r.throughput_median_tok_s), _n(r.retention, 4), "\x00num" + _e(ci),
+                     f'\x00keep<span class="v-{_e(r.verdict)}">{_e(r.verdict)}</span>', _e(r.tokens),
+                     "yes" if r.pareto else "", "yes" if r.knee else "", "\x00keep" + _e(r.issues)])
+        cls.append("" if r.valid else "invalid")
+    out = _table(header, rows, row_class=cls, tid="decision")
+    for n in cs.notes:
+        out += f'<p class="note">{_e(n)}</p>'
+    return out + noise_floor_html(cs)
+
+
+def noise_floor_html(cs: ComparisonSummary) -> str:
+    """The model fit vs the copy bench, the run's noise floor and the verdicts below it, and the knee rule
+    (``analysis.model.trust.model_lines``, ``analysis.comparison.noise_floor.floor_lines``), one paragraph each."""
+    lines = model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision, cs.margin_pct)
+    return "".join(f'<p class="note noise-floor">{_e(ln)}</p>' for ln in [*lines, f"knee rule: {cs.knee_rule}"])
+
+
+def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:
+    parts = []
+    for name, a in items:
+        parts.append(f'<p id="accuracy-verdict-{_e(name)}"><strong>{"PASSED" if a.passed else "FAILED"}</strong> '
+                     f"({_e(a.mode_note)}) — <code>{_e(name)}</code></p>")
+        parts.append(_table(["label", "impl", "task", "examples", "correct", "accuracy", "drop vs baseline",
+                             "identical to baseline"],
+                            [[_e(c.label), _e(c.implementation), _e(c.task), _n(c.num_examples), _n(c.correct),
+                              _n(c.accuracy, 4), _n(c.drop_vs_baseline, 4), "yes" if c.identical_to_baseline else "no"]
+                             for c in a.cases]))
+        bad = [c for c in a.checks if c.status == "fail"]
+        if bad:
+            parts.append("<ul>" + "".join(f"<li>FAIL <code>{_e(c.name)}</code> {_e(c.label or '')}: {_e(c.message)}"
+                                          "</li>" for c in bad) + "</ul>")
+    return "\n".join(parts)
+
+
+def comparison_section(cs: ComparisonSummary) -> str:
+    if not cs.comparison:
+        return ""
+    rows = [[_e(r.get("phase")), _n(r.get("group_size")), _n(r.get("num_in_group")), _n(r.get("a_median_tok_s")),
+             _n(r.get("b_median_tok_s")), _n(r.get("delta_pct")), _n(r.get("ci_low_pct")), _n(r.get("ci_high_pct")),
+             _e(r.get("verdict")), _e(r.get("note"))] for r in cs.comparison]
+    return "<h2>Current vs official (same (G,N))</h2>" + _table(
+        ["phase", "G", "N", "current tok/s", "official tok/s", "delta %", "CI95 low %", "CI95 high %", "verdict",
+         "note"], rows, tid="comparison")
+
+
+def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
+    """(text, relative href) for the raw files of the run and the other summary files."""
+    cands = sorted(run_dir.glob("*.jsonl")) + [run_dir / n for n in (
+        "environment-manifest.json", "config.yaml", "overrides.yaml", "SHA256SUMS", "reproduction/run.sh")]
+    cands += [run_dir / d for d in ("logs", "evidence", "records")]
+    cands += [out_dir / n for n in ("comparison-summary.md", "comparison-summary.json", "comparison-summary.csv",
+                                    "validation.json", "pareto.png", "retention.png", "accuracy-verification.md")]
+    out = []
+    for p in cands:
+        if p.exists():
+            rel = os.path.relpath(p, out_dir)
+            out.append((str(p.relative_to(run_dir)) if p.is_relative_to(run_dir) else p.name,
+                        rel + ("/" if p.is_dir() else "")))
+    return out
+
+
+def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
+    """Host memory per offloaded / released byte per label, with the source of each figure and the > 1.2 flag."""
+    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+
+    if not cs.host_memory:
+        return ""
+    rows = [[_e(r["phase"]), _e(r["label"]), _n(r.get("host_delta_bytes"), 0), _n(r.get("offloaded_bytes"), 0),
+             _n(r.get("released_bytes"), 0), _n(r.get("host_per_offloaded"), 3), _n(r.get("host_per_released"), 3),
+             f"&gt; {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""]
+            for r in cs.host_memory]
+    table = _table(["phase", "label", "host delta B", "offloaded B", "released B", "host B / offloaded B",
+                    "host B / released B", "flag"], rows, tid="host-memory")
+    sources = "; ".join(sorted({str(r["host_source"]) for r in cs.host_memory}))
+    note = f"<p>{_e(CPU_HOST_NOTE)}</p>" if cpu else ""
+    return (f"<h2>Host memory per offloaded byte</h2>{table}<p>Sources: host bytes = {_e(sources)}; "
+            f"{_e(EVIDENCE)}. Host delta = label median - phase baseline median.</p>{note}")
+
+
+def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
+           accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
+    """The page as one HTML string (see the module docstring for its order and guarantees)."""
+    from analysis.report.provenance import one_line
+
+    note = html.escape(one_line(cs.provenance))
+    cpu = any(r.runtime == "cpu" for r in cs.rows)
+    figs = {"pareto": pareto_figure(cs.decision, cpu=cpu, note=note) if cs.decision else None,
+            "retention": retention_figure(cs.decision, note=note) if cs.decision else None,
+            "latency": latency_figure(cs.rows, note=note)}
+    cfg = {"displaylogo": False, "responsive": True}
+    plots = {k: pio.to_html(f, full_html=False, include_plotlyjs=False, div_id=k, config=cfg)
+             for k, f in figs.items() if f is not None}
+    acc_failed = [name for name, a in accuracy if not a.passed]  # a failed verification never heads a VALID page
+    status = "VALID" if validation.valid and not acc_failed else "INVALID"
+    title = f"{status} — offload report {cs.provenance.run_id}"
+    acc_note = (f'<p class="verdict invalid" id="accuracy-failed"><strong>accuracy verification FAILED</strong>: '
+                f'{_e(", ".join(acc_failed))} (see Accuracy verification below)</p>' if acc_failed else "")
+    body = [f"<h1>{_e(title)}</h1>", acc_note, verdict_section(validation, list(failures)),
+            "<h2>Provenance</h2>", provenance_section(cs),
+            "<h2>Decision table</h2>", decision_section(cs) if cs.decision else "<p>No case produced a record.</p>"]
+    body.append("<h2>Capacity vs throughput</h2>")
+    body.append(plots.get("pareto", "<p>No data point to plot.</p>"))
+    if "retention" in plots:
+        body += ["<h2>Retention</h2>", plots["retention"]]
+    if "latency" in plots:
+        body += ["<h2>Latency</h2>", plots["latency"]]
+    if accuracy:
+        body += ["<h2>Accuracy verification</h2>", accuracy_section(list(accuracy))]
+    body.append(host_memory_section(cs, cpu=cpu))
+    body.append(comparison_section(cs))
+    body.append("<h2>Glossary</h2><dl id=\"glossary\">" + "".join(
+        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in GLOSSARY.items()) + "</dl>")
+    if links:
+        body.append("<h2>Raw files</h2><ul id=\"raw-files\">" + "".join(
+            f'<li><a href="{_e(h)}">{_e(t)}</a></li>' for t, h in links) + "</ul>")
+    data = json.dumps({"run_id": cs.provenance.run_id, "valid": validation.valid and not acc_failed,
+                       "cases": len(cs.decision)})
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style>\n<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
+            f"<script type=\"application/json\" id=\"report-data\">{html.escape(data, quote=False)}</script>"
+            "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def accuracy_reports(out_dir: Path) -> list[tuple[str, AccuracyVerification]]:
+    """``(relative name, report)`` for ``accuracy-verification.json`` in ``out_dir`` and its subfolders."""
+    items = []
+    for p in sorted(out_dir.rglob("accuracy-verification.json")):
+        try:
+            items.append((str(p.relative_to(out_dir)), read_json(p, AccuracyVerification)))
+        except RecordError:
+            continue
+    return items
+
+
+def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) -> Path:
+    """Render ``<out_dir>/report.html`` from the summary files already in ``out_dir``.
+
+    Args:
+        run_dir: the run directory (failures and raw-file links).
+        out_dir: the summary directory holding ``comparison-summary.json`` and ``validation.json``
+            (default ``<run_dir>/summary``).
+
+    Returns:
+        The path written (mode 0644, atomically replaced).
+
+    Raises:
+        FileNotFoundError: a summary file is missing. RecordError: one does not validate.
+    """
+    run_dir = Path(run_dir).resolve()
+    out_dir = (run_dir / "summary") if out_dir is None else Path(out_dir).resolve()
+    cs = read_json(out_dir / "comparison-summary.json", ComparisonSummary)
+    validation = read_json(out_dir / "validation.json", ValidationReport)
+    failures = []
+    for p in sorted(run_dir.glob("*-failures.jsonl")):
+        good, _errs = scan_jsonl(p, CaseFailure)
+        failures += [f for _l, f in good]
+    page = render(cs, validation, failures=failures, accuracy=accuracy_reports(out_dir),
+                  links=_links(run_dir, out_dir))
+    path = out_dir / REPORT_NAME
+    write_text_atomic(path, page)
+    return path

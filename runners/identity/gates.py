@@ -1,0 +1,329 @@
+"""Identity and health gates of a run: declared pins, model files, offload tree, device health.
+
+What is modelled: the identity gate (``gather_identity``: every declared pin of every runtime
+used, observed inside that runtime; the model directory against its ``SHA256SUMS``; the
+``offload/`` tree; re-checks without re-hashing the weights), the package versions and
+numerics identity reported in the environment manifest, and the health gate (a runtime's
+health command, ``runners.identity.health``).
+
+What is deliberately not modelled: when the gates run (``runners.orchestration.stages``) and what the
+pins mean (``runners.identity.pin_checks``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from runners.config import runtimes_used
+from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
+from runners.paths import REPO_ROOT, abs_path
+
+SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256")
+
+
+def resolve_model_dir(model: Mapping[str, Any]) -> Path:
+    """Model directory: the tiny model is built (once) and verified; a path must exist.
+
+    Raises:
+        RunnerError: (identity) missing or unverifiable model.
+    """
+    if model.get("source") == "tiny":
+        from runners.models.tiny_model import ensure_tiny_model
+
+        t = model.get("tiny") or {}
+        try:
+            return ensure_tiny_model(abs_path(model.get("cache_dir", ".cache/models")),
+                                     num_layers=int(t.get("num_layers", 8)), hidden_size=int(t.get("hidden_size", 128)),
+                                     seed=int(t.get("seed", 0)))
+        except (OSError, ValueError) as exc:
+            raise RunnerError(f"identity gate: tiny model cannot be built/verified: {exc}", EXIT_IDENTITY) from None
+    path = model.get("path")
+    if path in (None, "???"):
+        raise RunnerError(f"identity gate: model.path is required for model {model.get('name')!r} "
+                          "(declared ???); give model.path=<local dir>", EXIT_IDENTITY)
+    d = abs_path(str(path), Path.cwd())
+    if not d.is_dir():
+        raise RunnerError(f"identity gate: model directory {d} does not exist", EXIT_IDENTITY)
+    if not (d / "SHA256SUMS").is_file():
+        raise RunnerError(f"identity gate: model directory {d} has no SHA256SUMS manifest", EXIT_IDENTITY)
+    return d
+
+
+@dataclass
+class GateObservation:
+    """What the identity gate observed, reused for the manifest and later re-checks."""
+
+    checks: list[Any]
+    model_dir: Path
+    model_sums: str
+    offload_tree: str
+    model_stat: tuple[tuple[str, int, int], ...]
+
+
+def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """``(name, size, mtime_ns)`` of every file listed in ``SHA256SUMS`` (cheap re-check signature)."""
+    out = []
+    for line in (model_dir / "SHA256SUMS").read_text().splitlines():
+        name = line.split(maxsplit=1)[1]
+        st = (model_dir / name).stat()
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def required_scalar_pins(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """The model / offload-tree pins, with ``???`` for a null one the experiment lists in ``required_pins``.
+
+    Raises:
+        RunnerError: (config) ``required_pins`` names something else.
+    """
+    required = list(cfg.get("required_pins") or [])
+    bad = [r for r in required if r not in SCALAR_PINS]
+    if bad:
+        raise RunnerError(f"config: required_pins {bad} not allowed; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
+    values = {"model.sha256sums_sha256": cfg["model"].get("sha256sums_sha256"),
+              "model.revision": cfg["model"].get("revision"), "offload_tree_sha256": cfg.get("offload_tree_sha256")}
+    return {k: ("???" if v is None and k in required else v) for k, v in values.items()}
+
+
+def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
+    """Pins of every runtime used, observed inside each runtime (``runners.identity.probe``).
+
+    A runtime with its own interpreter or command prefix is probed in a subprocess started
+    through it; one without runs the probe in this interpreter (it is the runner's).
+
+    Raises:
+        RunnerError: (identity) a runtime's probe cannot run.
+    """
+    from runners.identity.pin_checks import check_pins, probe_spec
+    from runners.identity.runtimes import ProbeError, map_path, own_process, probe_runtime
+
+    checks: list[Any] = []
+    for rt in runtimes_used(cfg):
+        pins = rt.get("pins") or {}
+        path_of = (lambda p, _rt=rt: map_path(_rt, p))
+        observed = None
+        if own_process(rt):
+            try:
+                observed = probe_runtime(rt, probe_spec(pins, path_of))
+            except ProbeError as exc:
+                raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+        checks += check_pins(pins, model_dir=None, model_pin=None, model_revision=None, observed_revision=None,
+                             offload_pin=None, offload_actual=offload_tree, observed=observed, path_of=path_of,
+                             runtime=str(rt.get("name")))
+    return checks
+
+
+def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+    """Versions of every runtime's ``report_packages``, observed where that runtime runs.
+
+    Keys: the distribution name for a runtime on the runner's interpreter; ``<runtime>/<dist>``
+    for a runtime with its own interpreter or command prefix (its probe observed them).
+
+    Raises:
+        RunnerError: (identity) a runtime's probe cannot run.
+    """
+    from runners.identity.probe import package_version
+    from runners.identity.runtimes import ProbeError, own_process, probe_runtime
+
+    out: dict[str, str | None] = {}
+    for rt in runtimes_used(cfg):
+        names = [str(p) for p in (rt.get("report_packages") or [])]
+        if own_process(rt):
+            try:
+                seen = probe_runtime(rt, {"packages": names})["packages"]
+            except ProbeError as exc:
+                raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+            out.update({f"{rt['name']}/{n}": seen.get(n) for n in names})
+        else:
+            out.update({n: package_version(n) for n in names})
+    return dict(sorted(out.items()))
+
+
+def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None,
+                offload_tree: str) -> tuple[list[Any], Path]:
+    """Runtime, model and offload-tree pin checks (enforced) and the model directory.
+
+    Raises:
+        IdentityError: a pin failed (every failed pin listed once).
+        RunnerError: (identity) the model is missing or its revision unreadable.
+    """
+    from runners.identity.pin_checks import check_pins, enforce
+    from runners.identity.published_identity import model_revision, tree_value_for_pin
+
+    hint = (f"Write every observed value with `python -m runners.pins +experiment={cfg.get('experiment_name')} "
+            "[the same overrides] --out pins.yaml`, check it, then add `+pins=pins.yaml` (docs/real-host.md).")
+    checks = runtime_checks(cfg, offload_tree)
+    scalar = required_scalar_pins(cfg)
+    try:
+        model_dir = resolve_model_dir(cfg["model"]) if previous is None else previous.model_dir
+    except RunnerError as exc:  # list the model problem together with every failed runtime pin
+        if any(not c.ok for c in checks):
+            enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
+        raise
+    try:  # REVISION file, else ModelScope's .msc
+        observed_rev = model_revision(model_dir)
+    except ValueError as exc:
+        raise RunnerError(f"identity gate ({when}): model revision: {exc}", EXIT_IDENTITY) from None
+    checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
+                         model_revision=scalar["model.revision"], observed_revision=observed_rev,
+                         offload_pin=scalar["offload_tree_sha256"],
+                         offload_actual=tree_value_for_pin(scalar["offload_tree_sha256"], REPO_ROOT / "offload",
+                                                           offload_tree))
+    enforce(checks, when=when, hint=hint)
+    return checks, model_dir
+
+
+def _changes(previous: GateObservation, ident: GateObservation) -> list[str]:
+    """What differs between the first identity observation and a re-check."""
+    pairs = zip(previous.checks, ident.checks, strict=False)
+    diffs = [f"pin {c.kind} {c.name!r}: {p.actual!r} -> {c.actual!r}"
+             for p, c in pairs if (p.kind, p.name, p.actual) != (c.kind, c.name, c.actual)]
+    if ident.offload_tree != previous.offload_tree:
+        diffs.append("offload/ tree changed")
+    if ident.model_sums != previous.model_sums or ident.model_stat != previous.model_stat:
+        diffs.append(f"model files in {ident.model_dir} changed (SHA256SUMS / size / mtime)")
+    return diffs
+
+
+def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None = None) -> GateObservation:
+    """Check every declared pin of every runtime used, the model and the offload tree.
+
+    The first call (``previous=None``) verifies every model file against ``SHA256SUMS``
+    (full hash). Re-checks (before each phase, at the end) re-evaluate the pins and
+    require the observed values, the ``SHA256SUMS`` hash and the model files' size and
+    mtime to equal the first observation, without re-hashing the weights.
+
+    Raises:
+        RunnerError: (identity) naming the first mismatch.
+    """
+    from results_schema.io import file_sha256
+    from runners.identity.pin_checks import IdentityError
+    from runners.identity.probe import tree_sha256
+
+    offload_tree = tree_sha256(REPO_ROOT / "offload")
+    try:
+        checks, model_dir = _pin_checks(cfg, when=when, previous=previous, offload_tree=offload_tree)
+    except IdentityError as exc:
+        raise RunnerError(str(exc), EXIT_IDENTITY) from None
+    if previous is None and cfg["model"].get("source") != "tiny":  # ensure_tiny_model verified the tiny one
+        from runners.models.tiny_model import verify_model_dir
+
+        try:
+            verify_model_dir(model_dir)
+        except (OSError, ValueError) as exc:
+            raise RunnerError(f"identity gate ({when}): model files do not match SHA256SUMS: {exc}",
+                              EXIT_IDENTITY) from None
+    try:
+        ident = GateObservation(checks=checks, model_dir=model_dir, model_sums=file_sha256(model_dir / "SHA256SUMS"),
+                         offload_tree=offload_tree, model_stat=_model_stat(model_dir))
+    except OSError as exc:
+        raise RunnerError(f"identity gate ({when}): model files unreadable: {exc}", EXIT_IDENTITY) from None
+    if previous is not None and (diffs := _changes(previous, ident)):
+        raise RunnerError(f"identity gate ({when}): changed since the run started: {'; '.join(diffs)}",
+                          EXIT_IDENTITY)
+    return ident
+
+
+def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
+    """``NumericsIdentity`` per runtime the phases' cases run under (CPU ISA, torch / oneDNN, threads, kernel
+    path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
+    the run runtime's name with another thread environment)."""
+    import json
+
+    from runners.identity.numerics import numerics_identity
+
+    used = [ph.get("runtime") or cfg["runtime"] for ph in (cfg.get("phases") or {}).values()] or [cfg["runtime"]]
+    distinct = {json.dumps(rt, sort_keys=True, default=str): rt for rt in reversed(used)}
+    out = []
+    for rt in reversed(list(distinct.values())):
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+        out.append(numerics_identity(device=str(rt.get("device", "cpu")), python=sys.executable, case_env=env,
+                                     cpu_kernel_path=rt.get("cpu_kernel_path")))
+    return tuple(out)
+
+
+def _run_health_command(runtime: Mapping[str, Any], cmd: list[str]) -> tuple[str, int]:
+    """Output and exit status of the health command (127: not found, 124: timed out)."""
+    import subprocess
+
+    from runners.identity.runtimes import prefixed
+
+    try:
+        r = subprocess.run(prefixed(runtime, cmd), capture_output=True, text=True,
+                           timeout=float(runtime.get("health_timeout_s", 60)), check=False)
+        return r.stdout + r.stderr, r.returncode
+    except FileNotFoundError:
+        return f"{cmd[0]}: not found\n", 127
+    except subprocess.TimeoutExpired:
+        return "health command timed out\n", 124
+
+
+def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
+    """Run the runtime's health command; save its output; raise ``RunnerError`` (42) when not OK.
+
+    OK = exit 0 and, when ``health_expect`` is set, the output matches it; ``{physical_index}`` /
+    ``{chip}`` in the command name the case device (``runners.identity.health``).
+    """
+    from runners.identity.health import health_argv, health_verdict, needs_device
+    from runners.incase.device_index import device_placeholders
+
+    cmd = runtime.get("health_command")
+    if not cmd:
+        return
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if needs_device(cmd):
+        try:
+            cmd = health_argv(cmd, device_placeholders(str(runtime.get("device"))))
+        except ValueError as exc:
+            raise RunnerError(f"health gate for runtime {runtime['name']!r}: {exc}", EXIT_HEALTH) from None
+    text, rc = _run_health_command(runtime, list(cmd))
+    out_path.write_text(f"$ {' '.join(cmd)}\n# exit {rc}\n{text}")
+    why = health_verdict(rc, text, runtime.get("health_expect"))
+    if why is not None:
+        raise RunnerError(f"health gate for runtime {runtime['name']!r} failed: `{' '.join(cmd)}` {why} "
+                          f"(output in {out_path})", EXIT_HEALTH)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Everything the environment manifest records about the host, beyond the config.
+
+    Attributes:
+        gate: the identity gate's first observation.
+        devices: ``DeviceIdentity`` per runtime used.
+        packages: ``report_packages`` versions.
+        git: the repository's ``GitIdentity``.
+        case_code: SHA-256 over the case code (``runners.identity.pin_checks.case_code_sha256``).
+        declared_env: names of the environment variables the runtimes declare.
+    """
+
+    gate: GateObservation
+    devices: tuple[Any, ...]
+    packages: dict[str, str | None]
+    git: Any
+    case_code: str
+    declared_env: tuple[str, ...]
+
+
+def observe_run_identity(cfg: Mapping[str, Any], identity: GateObservation) -> RunIdentity:
+    """Devices, package versions, git and case-code identity of the run (after the identity gate).
+
+    Raises:
+        RunnerError: (identity) a device cannot be identified or a runtime's probe cannot run.
+    """
+    from runners.identity.devices import DeviceError, device_identity
+    from runners.identity.pin_checks import case_code_sha256, git_identity
+
+    try:
+        devices = tuple(device_identity(str(rt["device"])) for rt in runtimes_used(cfg))
+    except DeviceError as exc:
+        raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
+    packages = report_packages(cfg)
+    return RunIdentity(gate=identity, devices=devices, packages=packages, git=git_identity(),
+                       case_code=case_code_sha256(),
+                       declared_env=tuple(sorted({str(k) for rt in runtimes_used(cfg) for k in (rt.get("env") or {})})))

@@ -1,0 +1,135 @@
+"""The command line and environment of one case process, and the ``case.json`` it reads.
+
+What is modelled: for a scheduled bench or accuracy case (``runners.planning.plan.ScheduledCase``)
+the runner writes a ``results_schema.case.CaseSpec`` next to the case's record
+(``records/<phase>/<stem>.case.json``) and starts ``[python, -m, runners.incase.bench_one,
+--case, PATH]`` or ``[python, -m, runners.incase.accuracy, run, --case, PATH]`` (an explicit
+``bench_command`` / ``accuracy_command`` prefix replaces ``python -m <module>``) with the
+explicit environment of ``case_env`` (see docs/CONTRACTS.md).
+
+What is deliberately not modelled: launching (``runners.incase.process_group``), runtime command
+prefixes (``runners.identity.runtimes.wrap_prefix``), serving cases (``runners.planning.serving_spec``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
+from results_schema.io import write_json
+from results_schema.models import WorkloadSpec
+from results_schema.protocols import DEFAULT_PROTOCOL
+from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
+                           CasePaths, accuracy_manifest_path)
+
+def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
+    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.PhaseCase``).
+
+    Raises:
+        pydantic.ValidationError: the planned case does not fit the model (the plan validated it).
+    """
+    c = sc.case
+    offload = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                               offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
+                               offload_backend=c.backend)
+    if c.kind == "accuracy" and c.accuracy_model:  # the phase's own model (verified before launch)
+        from runners.models.accuracy_model import accuracy_model_dir
+
+        model_dir = accuracy_model_dir(c.accuracy_model)
+    common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+                  runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
+                  offload=offload, record=str(paths.record))
+    if c.kind == "accuracy":  # the full setting, backend included (the phase's offload_backend)
+        acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
+                                   protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
+                                   out_dir=str(paths.record.parent / paths.record.stem))
+        return CaseSpec(kind="accuracy", accuracy=acc, **common)
+    return CaseSpec(kind="bench", workload=case_workload(c.workload), engine_validates=c.engine_validates, **common)
+
+
+def case_workload(w: Mapping[str, Any]) -> WorkloadSpec:
+    """The planned workload as the record's ``WorkloadSpec`` (``min_measured_s`` absent = 0 s)."""
+    fields = {k: v for k, v in w.items() if k in WorkloadSpec.model_fields}
+    fields["min_measured_s"] = float(w.get("min_measured_s", 0.0) or 0.0)
+    fields["temperature"] = float(w.get("temperature", 0.0) or 0.0)
+    fields["gpu_memory_utilization"] = float(w["gpu_memory_utilization"])
+    return WorkloadSpec(**fields)
+
+
+def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
+              python: str, accuracy_command: Sequence[str] | None = None,
+              bench_module: str = "runners.incase.bench_one") -> tuple[str, ...]:
+    """Write the case's ``case.json`` (``paths.case``) and return the argv of its process.
+
+    Args:
+        sc: the scheduled case.
+        model_dir: model directory the case loads.
+        paths: the case's files.
+        bench_command / accuracy_command: explicit prefixes replacing ``[python, -m, <module>]``
+            (tests: fake engines).
+        python: the case runtime's interpreter.
+        bench_module: module a bench case runs (``runners.incase.bench_one``).
+
+    Returns:
+        ``(*prefix, --case, PATH)`` for bench cases, ``(*prefix, run, --case, PATH)`` for accuracy cases.
+    """
+    write_json(paths.case, case_spec(sc, model_dir=model_dir, paths=paths))
+    if sc.case.kind == "accuracy":
+        prefix = list(accuracy_command) if accuracy_command else [python, "-m", "runners.incase.accuracy"]
+        return (*prefix, "run", "--case", str(paths.case))
+    prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
+    return (*prefix, "--case", str(paths.case))
+
+
+def overlay_env(runtime: Mapping[str, Any]) -> dict[str, str]:
+    """``OFFLOAD_OVERLAY_CLASS`` / ``OFFLOAD_OVERLAY_SOURCE_ROOT`` of an ``overlay`` case (``offload.overlay``).
+
+    The root is where the declared ``runtime.overlay_source_root`` is on this host (``runtime.path_map``,
+    as for pins), so the tree on ``PYTHONPATH`` is the tree the identity gate hashed.
+    """
+    from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
+    from runners.identity.runtimes import map_path
+
+    root = map_path(runtime, str(runtime.get("overlay_source_root") or ""))
+    return {OVERLAY_CLASS_ENV: str(runtime.get("overlay_class") or ""), OVERLAY_ROOT_ENV: root}
+
+
+def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
+    """Explicit environment of one case process (see docs/CONTRACTS.md).
+
+    ``PYTHONPATH``: the evidence hook (its ``sitecustomize`` must load first), the repository, an
+    ``overlay`` case's source root, then (``inherit_pythonpath``) the inherited entries. The overlay
+    comes after the repository so a published tree can never shadow this project's ``offload`` /
+    ``runners`` packages, and before the inherited entries and the installed packages
+    (``site-packages`` follows ``PYTHONPATH``), so its ``vllm_ascend`` shadows the installed one;
+    ``offload.overlay`` refuses a class whose module was loaded from anywhere else.
+    """
+    env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
+    cache = run_dir / "cache"
+    env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
+    pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
+    if sc.case.implementation == "overlay":
+        env.update(overlay_env(sc.case.runtime))
+        pythonpath += ":" + env["OFFLOAD_OVERLAY_SOURCE_ROOT"]
+    if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
+        pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours
+    env.update({
+        "PYTHONPATH": pythonpath,
+        "OFFLOAD_IMPL": sc.case.implementation,
+        "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
+        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
+        "OFFLOAD_FAULT": str(sc.case.fault or ""),  # negative control only (offload.faults)
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(cache / "xdg"),
+        # one compile cache per implementation: vLLM's cache key covers the offload config,
+        # not OFFLOAD_IMPL, so cases sharing a root could load another offloader's graph
+        "VLLM_CACHE_ROOT": str(cache / "vllm" / sc.case.implementation),
+        "HF_HOME": str(cache / "hf"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env

@@ -1,0 +1,82 @@
+"""What every executor shares: the launch spec of a case, launching it, its placement record.
+
+What is modelled: ``LaunchSpec`` (everything needed to start one case process; picklable,
+it travels to Ray workers), ``launch_case`` (``runners.incase.process_group.run_case_process`` of a spec),
+and the ``CasePlacement`` line appended to ``<run_dir>/<phase>-placements.jsonl`` for every
+attempt (node, device, start/end wall time, sharing rule, outcome).
+
+What is deliberately not modelled: where a case runs (``runners.launching.executors``,
+``runners.launching.ray_scheduling``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, cast
+
+from conf.choices import NodeFailureAction, PerformanceSharing
+from results_schema.io import append_jsonl
+from results_schema.base import Implementation
+from results_schema.placement import CasePlacement, PlacementOutcome, Sharing
+from runners.incase.process_group import ProcessOutcome, run_case_process
+from runners.planning.plan import ScheduledCase
+
+SHARING_MODES = tuple(m.value for m in PerformanceSharing)
+NODE_FAILURE_ACTIONS = tuple(a.value for a in NodeFailureAction)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one case process (picklable: travels to Ray workers)."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+    log_path: str
+    evidence_path: str
+    record_path: str
+    timeout_s: float
+    kill_grace_s: float
+    cooldown_s: float
+    accelerator: str | None
+    pid_file: str | None = None
+    """Kept while the case runs (``runners.incase.process_group.end_recorded_cases`` ends leftovers at resume)."""
+    record_env: tuple[str, ...] = ()
+    """The runtime's declared env names, recorded in the case log header besides the allow-list."""
+
+
+OnDone = Callable[[ScheduledCase, LaunchSpec, ProcessOutcome], bool]
+"""Called once per finished case; returns False to stop launching further cases."""
+
+
+def launch_case(spec: LaunchSpec) -> ProcessOutcome:
+    """Run the case process of ``spec`` to its end (``runners.incase.process_group.run_case_process``)."""
+    return run_case_process(spec.argv, spec.env, Path(spec.log_path), Path(spec.cwd), timeout_s=spec.timeout_s,
+                            kill_grace_s=spec.kill_grace_s, pid_file=Path(spec.pid_file) if spec.pid_file else None,
+                            record_env=spec.record_env)
+
+
+def case_kind(sc: ScheduledCase) -> Literal["performance", "accuracy"]:
+    """``accuracy`` or ``performance`` (every other kind: timings are the result)."""
+    return "accuracy" if sc.case.kind == "accuracy" else "performance"
+
+
+def append_placement(run_dir: Path | None, placement: CasePlacement) -> None:
+    """Append ``placement`` to ``<run_dir>/<phase>-placements.jsonl`` (nothing when ``run_dir`` is None)."""
+    if run_dir is None:
+        return
+    append_jsonl(run_dir / f"{placement.phase}-placements.jsonl", placement)
+
+
+def placement(sc: ScheduledCase, *, attempt: int, executor: Literal["local", "ray"], sharing: Sharing,
+              info: Mapping[str, Any], outcome: PlacementOutcome = "finished",
+              cause: str | None = None) -> CasePlacement:
+    """The ``CasePlacement`` of one attempt; ``info`` holds hostname, node_id, device and start/end Unix seconds."""
+    c = sc.case
+    return CasePlacement(phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation),
+                         repeat=sc.repeat, attempt=attempt, kind=case_kind(sc), executor=executor, sharing=sharing,
+                         hostname=info["hostname"], node_id=info["node_id"], node_ip=info.get("node_ip"),
+                         device=info["device"], accelerator_ids=tuple(info.get("accelerator_ids", ())),
+                         start_unix_s=info["start_unix_s"], end_unix_s=max(info["end_unix_s"], info["start_unix_s"]),
+                         times_from=info.get("times_from", "node"), outcome=outcome, cause=cause, pid=info.get("pid"))

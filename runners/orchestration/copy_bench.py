@@ -1,0 +1,65 @@
+"""Run ``python -m offload.bench`` once per CPU run: the plain host copy bandwidth beside the fit.
+
+What is modelled: on a CPU runtime the transfer-bound model (``analysis.model.fit``) fits a copy
+bandwidth to the measured offload points. To say what that fitted figure means, the runner
+measures, in the same environment as the cases (the runtime's ``env``: thread count and
+binding), a plain ``Tensor.copy_`` of one wrapped layer's bytes with the model's shapes
+(``hidden_size``, ``intermediate_size``, layer count from the model's ``config.json``),
+``REPEATS`` times, and writes the ``OFFLOAD_BENCH`` JSON, checked as a
+``results_schema.copy_bench.CopyBench`` (every reading, the median over the used ones and its
+spread; a reading that disagrees with the onload of its own repeat by more than 10x is flagged
+and not used), to ``<run_dir>/copy-bench.json``; the report prints both.
+
+What is deliberately not modelled: accelerators (host-to-device bandwidth is measured by
+``scripts/gpu_check.sh``), cache effects beyond what ``offload.bench`` states.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from results_schema.copy_bench import FILE_NAME, CopyBench
+from results_schema.io import write_json
+
+BENCH_PREFIX = "OFFLOAD_BENCH "
+REPEATS = 5
+"""Repeats of the bench per run (each a fresh stack, one reading)."""
+
+
+def copy_bench_argv(model_dir: Path, python: str = sys.executable, forwards: int = 40,
+                    repeats: int = REPEATS) -> list[str]:
+    """argv of ``offload.bench`` with the model's layer shapes (tiny model: hidden 128)."""
+    cfg = json.loads((model_dir / "config.json").read_text())
+    return [python, "-m", "offload.bench", "--hidden", str(int(cfg["hidden_size"])),
+            "--intermediate", str(int(cfg["intermediate_size"])), "--layers", str(int(cfg["num_hidden_layers"])),
+            "--group-size", "2", "--num-in-group", "1", "--forwards", str(forwards), "--repeats", str(repeats)]
+
+
+def run_copy_bench(run_dir: Path, model_dir: Path, env: Mapping[str, str], cwd: Path,
+                   timeout_s: float = 300.0) -> dict | None:
+    """Run the bench, write ``<run_dir>/copy-bench.json``; return its dict, None when it failed.
+
+    A failure (the bench fails, or its line is not a valid ``CopyBench``) is reported by the
+    caller, never raised (the run's evidence is complete anyway).
+    """
+    try:
+        argv = copy_bench_argv(model_dir)
+        r = subprocess.run(argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                           check=False)
+    except (OSError, KeyError, ValueError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln[len(BENCH_PREFIX):] for ln in r.stdout.splitlines() if ln.startswith(BENCH_PREFIX)]
+    if r.returncode != 0 or len(lines) != 1:
+        return None
+    try:
+        data = json.loads(lines[0])
+        data["command"] = argv
+        record = CopyBench.model_validate(data)
+    except ValueError:
+        return None
+    write_json(run_dir / FILE_NAME, record)
+    return record.model_dump(mode="json")

@@ -1,0 +1,304 @@
+"""The stages of a matrix run: plan -> identity gate -> open or resume the run directory -> execute -> close.
+
+Each stage is a small function taking and returning typed objects:
+
+- ``make_plan(cfg, overrides) -> Plan``: the saved config when resuming, the expanded and
+  validated schedule (``runners.planning.plan``), CPU kernel paths, executor and accuracy inputs. Invalid
+  input stops here (``RunnerError``, exit 2), before any process starts.
+- ``identity_gate(plan) -> RunIdentity``: every declared pin, the model, the offload tree; the
+  devices, packages and git identity for the manifest (exit 3).
+- ``open_run(plan, run_identity, console, lock) -> OpenRun``: a new run directory (refuses an existing one;
+  its lock taken before anything is written), or the resumed one with its completed cases and
+  quarantined leftovers. One runner per run directory (``runners.orchestration.run_lock``): the lock is held
+  from creation (a resume: before the identity gate) to the end; a second runner exits 2.
+- ``execute(plan, run, console) -> Execution``: every phase's cases (``runners.orchestration.execute``).
+- ``close(plan, run, execution, console) -> int``: last gates, analysis, ``SHA256SUMS``, the
+  summary and the verdict line; returns the exit code.
+
+What is deliberately not modelled: Hydra and signals (``runners.matrix``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from runners.orchestration.accuracy_phase import AccuracyPhase
+from runners.config import RunOptions
+from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
+from runners.orchestration.execute import RunState, Timings
+from runners.identity.gates import RunIdentity
+from runners.orchestration.rundir import Key
+from runners.orchestration.run_lock import RunLock
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The run as planned, before any process starts.
+
+    Attributes:
+        cfg: resolved config (``conf.schema.Config`` as a plain dict; the saved one when resuming).
+        options: its run-level switches, typed.
+        overrides: the command-line overrides (the saved ones when resuming).
+        items: every case process in schedule order (``runners.planning.plan.ScheduledCase``).
+        phases: phase names in schedule order.
+        accuracy_phases: what the pre-launch check learnt about each accuracy phase.
+        resume_dir: the run directory to resume, or None for a new run.
+    """
+
+    cfg: Mapping[str, Any]
+    options: RunOptions
+    overrides: tuple[str, ...]
+    items: tuple[Any, ...]
+    phases: tuple[str, ...]
+    accuracy_phases: tuple[AccuracyPhase, ...]
+    resume_dir: Path | None
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """An open run directory: its path, the config it runs (``run_id`` set), the identity, done cases."""
+
+    run_dir: Path
+    cfg: Mapping[str, Any]
+    run_identity: RunIdentity
+    done: frozenset[Key]
+    timings: Timings
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What the execute stage did: the cases it had to run, the accumulated state, an interrupt."""
+
+    todo: tuple[Any, ...]
+    state: RunState
+    interrupted: bool
+    base_env: Mapping[str, str]
+
+
+def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+    """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
+
+    Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
+    packed kernels, which our offloader replaces by plain ones in the layers it wraps, so a
+    matrix with an offload case under ``packed`` would compare kernels, not residency.
+    """
+    from offload.cpu_kernels import CPU_KERNEL_PATHS
+
+    for sc in items:
+        rt = sc.case.runtime or {}
+        path = rt.get("cpu_kernel_path")
+        where = f"runtime {rt.get('name')!r} (case {sc.case.phase}/{sc.case.label})"
+        if path is None:
+            continue
+        if str(rt.get("device", "cpu")) != "cpu":
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r} applies to CPU runtimes only; "
+                              "set runtime.cpu_kernel_path=null", EXIT_CONFIG)
+        if path not in CPU_KERNEL_PATHS:
+            raise RunnerError(f"config: {where}: cpu_kernel_path={path!r}; allowed values are "
+                              f"{', '.join(CPU_KERNEL_PATHS)}", EXIT_CONFIG)
+        if path == "packed" and sc.case.offload_requested:
+            raise RunnerError(f"config: {where}: cpu_kernel_path='packed' with an offload case: the offloader "
+                              "runs its wrapped layers on plain weights, so the case would differ from the "
+                              "baseline in GEMM kernel, not only in weight residency; use "
+                              "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
+
+
+def _check_executor(cfg: Mapping[str, Any]) -> None:
+    from runners.launching.executors import check_executor_config
+
+    executor_name = cfg["executor"]["name"]
+    if executor_name not in ("local", "ray"):
+        raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
+    if (bad := check_executor_config(cfg["executor"])) is not None:
+        raise RunnerError(f"config: {bad}", EXIT_CONFIG)
+
+
+def _accuracy_phases(items: Sequence[Any]) -> list[AccuracyPhase]:
+    if not any(sc.case.kind == "accuracy" for sc in items):
+        return []
+    import importlib.util
+
+    from runners.orchestration.accuracy_phase import check_accuracy_inputs
+
+    if importlib.util.find_spec("runners.incase.accuracy") is None:
+        raise RunnerError("config: an accuracy phase needs runners.incase.accuracy, which is not installed", EXIT_CONFIG)
+    return check_accuracy_inputs(items)
+
+
+def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
+    """Stage 1: the schedule, checked before any process starts (accuracy inputs: not for a dry run).
+
+    Raises:
+        RunnerError: (config) the config describes cases that cannot run.
+    """
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
+    from runners.orchestration.rundir import load_resumed_config
+
+    resume_dir = None
+    if cfg.get("resume"):
+        cfg, overrides = load_resumed_config(str(cfg["resume"]), cfg, overrides)
+        resume_dir = Path(cfg["resume"])
+    try:
+        items = plan(cfg)
+    except PlanError as exc:
+        raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    check_cpu_kernel_paths(items)
+    _check_executor(cfg)
+    return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
+                phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
+                resume_dir=resume_dir)
+
+
+def with_accuracy_inputs(p: Plan) -> Plan:
+    """The plan with its accuracy phases' dataset manifests and files checked (``check_accuracy_inputs``)."""
+    from dataclasses import replace
+
+    return replace(p, accuracy_phases=tuple(_accuracy_phases(p.items)))
+
+
+def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
+    """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
+
+    A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
+    a one-time cost, the model is cached).
+    """
+    from runners.identity.gates import gather_identity, observe_run_identity
+
+    timings.model_build = build_model_once(p.cfg["model"])
+    identity = gather_identity(p.cfg, when="before the first case")
+    timings.identity += time.monotonic() - timings.t_start - timings.model_build
+    return observe_run_identity(p.cfg, identity)
+
+
+def build_model_once(model: Mapping[str, Any]) -> float:
+    """Build a ``source: tiny`` model that is not in its cache yet; return the seconds it took (0: cached or a path)."""
+    if model.get("source") != "tiny":
+        return 0.0
+    from runners.identity.gates import resolve_model_dir
+    from runners.paths import abs_path
+    from runners.models.tiny_model import tiny_model_name
+
+    t = model.get("tiny") or {}
+    name = tiny_model_name(int(t.get("num_layers", 8)), int(t.get("hidden_size", 128)), int(t.get("seed", 0)))
+    if (abs_path(model.get("cache_dir", ".cache/models")) / name / "SHA256SUMS").is_file():
+        return 0.0
+    start = time.monotonic()
+    resolve_model_dir(model)
+    return time.monotonic() - start
+
+
+def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
+    """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
+    from runners.orchestration.rundir import create_run_dir, reopen_run_dir
+
+    if p.resume_dir is not None:
+        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, run_identity, console)
+        return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, run_identity=run_identity, done=frozenset(done), timings=timings)
+    run_dir, cfg = create_run_dir(p.cfg, p.overrides, run_identity, lock)
+    console.print(f"run directory: {run_dir}")
+    return OpenRun(run_dir=run_dir, cfg=cfg, run_identity=run_identity, done=frozenset(), timings=timings)
+
+
+def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
+    """Stage 4: end leftover case processes of dead runners, then run every case not done."""
+    from runners.orchestration.execute import run_phases, seed_baselines
+    from runners.incase.process_group import end_orphaned_cases
+    from runners.orchestration.progress import Progress, expected_duration_line
+
+    orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
+    if orphans:
+        console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
+    todo = tuple(sc for sc in p.items if sc.key not in run.done)
+    # No background work (e.g. pre-importing the analysis stack in a thread) while cases
+    # are forked: a thread holding an import lock at fork time used to deadlock the child
+    # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
+    console.print(expected_duration_line(todo, run.cfg["phases"]), markup=False)
+    progress = Progress(len(p.items), live=p.options.progress)
+    progress.skip(len(p.items) - len(todo))
+    opts = p.options
+    state = RunState(run_dir=run.run_dir, model_dir=run.run_identity.gate.model_dir, python=sys.executable,
+                     bench_command=opts.bench_command, formal=opts.formal, progress=progress,
+                     accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
+    if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
+        seed_baselines(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
+    base_env = dict(os.environ)
+    interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.run_identity.gate,
+                             resumed=p.resume_dir is not None, timings=run.timings)
+    return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
+
+
+def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
+    """Stage 5: last gates, analysis, ``SHA256SUMS``, the summary and the verdict line; the exit code."""
+    from runners.orchestration.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
+
+    if ex.interrupted:
+        from runners.orchestration.close import interrupted_line
+
+        console.print(interrupted_line(p.items, run.run_dir), markup=False)
+        return EXIT_INTERRUPTED
+    found = final_checks(run.cfg, ex.todo, ex.state, run.run_identity.gate, run.timings)
+    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
+    print_done(ex.state, run.timings, console)
+    code = exit_code(ex.state, found, console)
+    console.print(f"{verdict_line(found, run.run_dir)}; exit {code}", markup=False)
+    return code
+
+
+def resume_complete(p: Plan, console: Any) -> bool:
+    """A resume of a finished run: say so (its recorded verdict last) and return True; nothing is written.
+
+    Raises:
+        RunnerError: (config) another runner holds the run (``runners.orchestration.run_lock``).
+    """
+    from runners.orchestration.close import recorded_verdict
+    from runners.orchestration.resume import complete_run
+
+    assert p.resume_dir is not None
+    RunLock().check_free(p.resume_dir)
+    complete, recorded = complete_run(p.resume_dir, p.items)
+    if not complete:
+        return False
+    console.print(f"resume: {p.resume_dir} is complete ({recorded} of {len(p.items)} cases recorded, SHA256SUMS "
+                  "written): nothing to do, nothing written; re-analyse into a new folder with `python -m analysis "
+                  f"report {p.resume_dir} --out <folder>`", markup=False)
+    console.print(f"{recorded_verdict(p.resume_dir)} (recorded by the run; this resume changed nothing); exit {EXIT_OK}",
+                  markup=False)
+    return True
+
+
+def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -> int:
+    """plan -> [dry run: print the schedule, exit 0] -> paths -> [resume: lock] -> identity gate -> open -> execute -> close.
+
+    The run directory's lock (``runners.orchestration.run_lock``) is held from its creation (or the resume's
+    start) to the end; a resume of a finished run changes nothing and exits 0.
+
+    Raises:
+        RunnerError: a stage stopped the run (its exit code is the run's).
+    """
+    from runners.orchestration.path_checks import check_run_paths
+    from runners.orchestration.progress import print_schedule
+
+    p = make_plan(cfg, overrides)
+    if p.options.dry_run:
+        print_schedule(p.items, p.cfg)
+        return EXIT_OK
+    if p.resume_dir is not None and resume_complete(p, console):  # a finished run needs no other path
+        return EXIT_OK
+    check_run_paths(p.cfg, resuming=p.resume_dir is not None)
+    lock = RunLock()
+    try:
+        if p.resume_dir is not None:
+            lock.acquire(p.resume_dir, "resumed", console)
+        p = with_accuracy_inputs(p)
+        timings = Timings(t_start=time.monotonic())
+        run_identity = identity_gate(p, timings)
+        run = open_run(p, run_identity, timings, console, lock)
+        return close(p, run, execute(p, run, console), console)
+    finally:
+        lock.release()

@@ -1,0 +1,190 @@
+"""The agreement checks of a finished case: record, plan, evidence, CPU kernels, KV cache lines.
+
+What is modelled: exactly one ``BENCH_RESULT`` line equal to the record file; record
+fields equal to the case; the record's workload and model equal the plan's; evidence
+sidecar present and equal to the single ``OFFLOAD_EVIDENCE`` log line; evidence
+describing the case's implementation and offload parameters (a requested offload with
+no wrapped module, zero bytes or no ``post_init`` is a failure, never a data point; a
+baseline that wrapped something is a mismatch); stability cases must produce output in
+every round; the CPU GEMM kernel line (``OFFLOAD_CPU_KERNELS``) against the runtime's
+``cpu_kernel_path``; on accelerators exactly one ``Available KV cache memory`` line per
+log (published runner rules). Each check raises ``CheckFailed`` naming the
+``failure_type`` of the case's ``CaseFailure``.
+
+The scheduled case (``runners.planning.plan.ScheduledCase``) is taken duck-typed so that this
+module imports nothing above it (the serving phase uses these checks too).
+
+What is deliberately not modelled: parsing the log (``runners.outcome.case_log``), building the
+case's line (``runners.orchestration.finalize``, ``runners.planning.serving_spec``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from offload.selection import select_offload_layers
+from results_schema.evidence_rule import evidence_problems
+from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
+from results_schema.case_outcome import CpuKernelEvidence, FailureType
+from results_schema.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
+from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
+
+
+class CheckFailed(Exception):
+    """A check of a finished case failed: ``failure_type`` (a ``FailureType``) and ``message``."""
+
+    def __init__(self, failure_type: FailureType, message: str) -> None:
+        super().__init__(message)
+        self.failure_type = failure_type
+        self.message = message
+
+
+def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
+    """The case's record: one ``BENCH_RESULT`` line equal to the record file, naming the case.
+
+    Raises:
+        CheckFailed: ``duplicate_result``, ``no_result`` or ``invalid_record``.
+    """
+    c = sc.case
+    results = lines_with(log_text, RESULT_PREFIX)
+    if len(results) > 1:
+        raise CheckFailed("duplicate_result", f"{len(results)} BENCH_RESULT lines in the log (exactly one expected)")
+    if not results:
+        raise CheckFailed("no_result", "no BENCH_RESULT line in the log")
+    try:
+        from_log = parse_line(results[0], BenchRecord, path="BENCH_RESULT", line=1)
+    except (RecordError, StrictJSONError) as exc:
+        raise CheckFailed("invalid_record", f"BENCH_RESULT line does not validate: {exc}") from None
+    if not record_path.is_file():
+        raise CheckFailed("no_result", f"record file {record_path.name} was not written")
+    try:
+        record = read_json(record_path, BenchRecord)
+    except (RecordError, StrictJSONError, ValidationError) as exc:
+        raise CheckFailed("invalid_record", f"record file does not validate: {exc}") from None
+    if record != from_log:
+        raise CheckFailed("invalid_record", "record file and BENCH_RESULT line disagree")
+    want = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat)
+    got = dict(phase=record.phase, label=record.label, implementation=record.implementation, repeat=record.repeat)
+    if want != got:
+        raise CheckFailed("invalid_record", f"record identifies {got}, the case is {want}")
+    o = record.offload
+    want_off = (c.group_size, c.num_in_group, c.prefetch_step, tuple(c.params), c.backend)
+    got_off = (o.offload_group_size, o.offload_num_in_group, o.offload_prefetch_step, tuple(o.offload_params),
+               o.offload_backend)
+    if want_off != got_off:
+        raise CheckFailed("invalid_record", f"record offload {got_off} != case offload {want_off}")
+    check_plan_match(c, record)
+    if c.kind == "stability":
+        empty = [r.index for r in record.rounds if r.output_tokens == 0]
+        if empty:
+            raise CheckFailed("invalid_record", f"stability: rounds {empty[:10]} produced no output token")
+    return record
+
+
+def check_plan_match(c: object, record: BenchRecord) -> None:
+    """Published rule: the record's workload and model are the plan's."""
+    want_w = dict(c.workload)  # type: ignore[attr-defined]
+    try:
+        planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})
+    except ValidationError as exc:  # the plan validated it, so this is a corrupted case: fail closed
+        raise CheckFailed("invalid_record", "the plan's workload of this case does not validate, so the record "
+                          f"cannot be compared with it: {' '.join(str(exc).split())[:300]}") from None
+    if record.workload != planned:
+        diff = {k: (getattr(record.workload, k), getattr(planned, k)) for k in WorkloadSpec.model_fields
+                if getattr(record.workload, k) != getattr(planned, k)}
+        raise CheckFailed("invalid_record", f"record workload differs from the plan's (record, plan): {diff}")
+
+
+def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
+    """The record's model is the model of the ``--case`` file the case was started with (raises ``CheckFailed``)."""
+    if "--case" in command[:-1]:
+        from results_schema.case import CaseSpec
+
+        try:
+            want = read_json(command[command.index("--case") + 1], CaseSpec).model
+        except (OSError, ValueError) as exc:
+            raise CheckFailed("invalid_record", f"case file of the command unreadable: {exc}") from None
+        if record.model != want:
+            raise CheckFailed("invalid_record", f"record model {record.model!r} != the plan's {want!r}")
+
+
+def check_kv_lines(c: object, log_text: str) -> None:
+    """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
+    device = str((c.runtime or {}).get("device", "cpu"))  # type: ignore[attr-defined]
+    if device == "cpu" or c.kind == "accuracy":  # type: ignore[attr-defined]
+        return
+    n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
+    if n != 1:
+        raise CheckFailed("kv_cache_lines", f"{n} 'Available KV cache memory' lines in the log of a {device} case "
+                    "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
+
+
+def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEvidence:
+    """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
+
+    "Describing the case" is ``results_schema.evidence_rule.evidence_problems`` (the validation's rule);
+    the first problem is the failure.
+
+    Raises:
+        CheckFailed: ``missing_evidence``, ``evidence_mismatch`` or ``no_offload_evidence``.
+    """
+    c = sc.case
+    lines = lines_with(log_text, EVIDENCE_PREFIX)
+    if not evidence_path.is_file():
+        raise CheckFailed("missing_evidence", f"evidence sidecar {evidence_path.name} was not written")
+    if not lines:
+        raise CheckFailed("missing_evidence", "no OFFLOAD_EVIDENCE line in the log")
+    if len(lines) > 1:
+        raise CheckFailed("evidence_mismatch", f"{len(lines)} OFFLOAD_EVIDENCE lines in the log (exactly one expected)")
+    try:
+        sidecar = read_json(evidence_path, RuntimeEvidence)
+        logged = parse_line(lines[0], RuntimeEvidence, path="OFFLOAD_EVIDENCE", line=1)
+    except (RecordError, StrictJSONError, ValidationError) as exc:
+        raise CheckFailed("evidence_mismatch", f"evidence does not validate: {exc}") from None
+    if sidecar != logged:
+        raise CheckFailed("evidence_mismatch", "evidence sidecar and OFFLOAD_EVIDENCE line disagree")
+    setting = OffloadSetting.model_construct(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
+                                             offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params))
+    problems = evidence_problems(sidecar, implementation=c.implementation, setting=setting,
+                                 overlay_class=(c.runtime or {}).get("overlay_class"), select=select_offload_layers)
+    if problems:
+        raise CheckFailed(problems[0].failure_type, problems[0].message)
+    return sidecar
+
+
+def check_kernels(sc: Any, log_text: str) -> CpuKernelEvidence | None:
+    """The case's ``OFFLOAD_CPU_KERNELS`` line, checked against the runtime's ``cpu_kernel_path``.
+
+    ``plain``: every processed linear layer must run ``torch_linear``; ``packed``: none may
+    (the runner allows ``packed`` only without offload). No path configured: the line is
+    recorded when present, never required.
+    """
+    runtime = sc.case.runtime or {}
+    want = runtime.get("cpu_kernel_path") if str(runtime.get("device", "cpu")) == "cpu" else None
+    lines = list(dict.fromkeys(lines_with(log_text, KERNELS_PREFIX)))
+    if len(lines) > 1:
+        raise CheckFailed("kernel_mismatch", f"{len(lines)} different OFFLOAD_CPU_KERNELS lines (one expected)")
+    if not lines:
+        if want:
+            raise CheckFailed("kernel_mismatch", f"cpu_kernel_path {want!r} asked for, but no OFFLOAD_CPU_KERNELS line "
+                                           "in the log (the offload plugin did not apply it)")
+        return None
+    try:
+        got = parse_line(lines[0], CpuKernelEvidence, path="OFFLOAD_CPU_KERNELS", line=1)
+    except (RecordError, StrictJSONError) as exc:
+        raise CheckFailed("kernel_mismatch", f"OFFLOAD_CPU_KERNELS line does not validate: {exc}") from None
+    if want and got.path != want:
+        raise CheckFailed("kernel_mismatch", f"case ran cpu_kernel_path {got.path!r}, the runtime asks for {want!r}")
+    plain = got.kernels.get("torch_linear", 0)
+    if got.path == "plain" and plain != got.layers:
+        raise CheckFailed("kernel_mismatch", f"cpu_kernel_path 'plain' but only {plain} of {got.layers} linear layers "
+                                       f"run torch_linear (kernels {got.kernels})")
+    if got.path == "packed" and plain:
+        raise CheckFailed("kernel_mismatch", f"cpu_kernel_path 'packed' but {plain} of {got.layers} linear layers run "
+                                       f"torch_linear (kernels {got.kernels}); packed is for cases without offload")
+    return got
+
+

@@ -1,7 +1,0 @@
-"""Serving phase: a real vLLM OpenAI-compatible API server per case, driven by vLLM's own serving benchmark.
-
-Modules: ``server`` (launch in a fresh process group, readiness, whole-tree teardown),
-``driver`` (the case process ``python -m runners.serving``: rate sweep with
-``vllm.benchmarks.serve``), ``spec`` (matrix side: config -> ``ServingCaseSpec``, finalize
--> ``ServingRun`` lines or a ``CaseFailure``). Records: ``results_schema.serving``.
-"""

@@ -1,0 +1,62 @@
+"""One evidence rule for the runner (first problem) and the validation (every problem)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from analysis.validation.common import Collector
+from analysis.validation.records import check_evidence as offline_check
+from offload.selection import select_offload_layers
+from results_schema.evidence_rule import evidence_problems
+from results_schema.io import write_json
+from runners.outcome.case_checks import CheckFailed, check_evidence as live_check
+from runners.outcome.case_log import EVIDENCE_PREFIX
+from tests.support.synthetic import SynthCase, make_case_run
+
+CR = make_case_run("p", SynthCase("current_g4_n1", "current", 4, 1), 0, random.Random(0))
+
+BROKEN = {  # evidence change -> (validation issue code, runner failure type)
+    "no_post_init": ({"post_init_called": False}, "no_post_init", "no_offload_evidence"),
+    "params": ({"offload_params": ("mlp",)}, "evidence_mismatch", "evidence_mismatch"),
+    "prefetch": ({"offload_prefetch_step": 3}, "evidence_mismatch", "evidence_mismatch"),
+    "class": ({"offloader_class": "offload.sync.SyncOffloader"}, "wrong_offloader_class", "evidence_mismatch"),
+    "selection": ({"selected_layers": (3, 7, 0)}, "selection_mismatch", "evidence_mismatch"),
+}
+
+
+def _live(ev, tmp_path: Path) -> None:
+    case = SimpleNamespace(implementation="current", group_size=4, num_in_group=1, prefetch_step=1, params=(),
+                           runtime={"name": "cpu"})
+    side = tmp_path / "ev.json"
+    write_json(side, ev)
+    live_check(SimpleNamespace(case=case), f"{EVIDENCE_PREFIX} {ev.model_dump_json()}\n", side)
+
+
+def test_the_synthetic_evidence_passes_both() -> None:
+    assert evidence_problems(CR.evidence, implementation="current", setting=CR.record.offload,
+                             select=select_offload_layers) == []
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_each_problem_is_found_live_and_offline(name: str, tmp_path: Path) -> None:
+    update, code, failure_type = BROKEN[name]
+    ev = CR.evidence.model_copy(update=update)
+    col = Collector()
+    offline_check(SimpleNamespace(case_runs=[(None, 1, CR.model_copy(update={"evidence": ev}))]), col, None)
+    assert code in [i.code for _c, i in col.issues]
+    with pytest.raises(CheckFailed) as exc:
+        _live(ev, tmp_path)
+    assert exc.value.failure_type == failure_type
+
+
+def test_offline_collects_every_problem_live_stops_at_the_first(tmp_path: Path) -> None:
+    ev = CR.evidence.model_copy(update={"post_init_called": False, "offload_prefetch_step": 3})
+    probs = evidence_problems(ev, implementation="current", setting=CR.record.offload, select=select_offload_layers)
+    assert [p.code for p in probs] == ["evidence_mismatch", "no_post_init"]
+    with pytest.raises(CheckFailed) as exc:
+        _live(ev, tmp_path)
+    assert exc.value.message == probs[0].message
