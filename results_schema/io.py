@@ -34,7 +34,7 @@ from results_schema.fast_json import fast_parse
 from results_schema.files import file_sha256, fsync_dir, write_bytes_atomic, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
-           "dumps_model", "file_sha256", "format_validation_error", "iter_jsonl", "parse_line", "read_json",
+           "dumps_model", "file_sha256", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
            "read_jsonl", "scan_jsonl", "strict_json_loads", "write_bytes_atomic", "write_json", "write_text_atomic"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -186,8 +186,9 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     invariants (sums, counts) are checked by the reader only, since JSON Schema cannot
     state them.
 
-    A line that certainly passes all of this is validated once, from its raw bytes (``results_schema.fast_json.fast_parse``);
-    every other line takes the steps above, which decide and name the error.
+    A line that certainly passes all of this is decoded once, from its raw bytes, by msgspec into a struct
+    derived field for field from ``model_cls`` (``results_schema.fast_json.fast_parse``,
+    ``results_schema.fast_structs``); every other line takes the steps above, which decide and name the error.
 
     Raises:
         RecordError: naming ``path:line`` and the offending field or key.
@@ -296,7 +297,8 @@ def read_jsonl(path: Path | str, model_cls: type[M]) -> list[M]:
     Raises:
         RecordError: first bad line, naming ``path:line`` and the field.
     """
-    return [m for _, m in iter_jsonl(path, model_cls)]
+    with gc_paused():
+        return [m for _, m in iter_jsonl(path, model_cls)]
 
 
 @dataclass(frozen=True)
