@@ -23,11 +23,13 @@ from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from pydantic import with_config
 
 from conf.schema_matrix import (
     MatrixConfig,
 )
 from conf.schema_stack import (
+    FORBID_EXTRA,
     ExecutorConfig,
     ModelConfig,
     RuntimeConfig,
@@ -35,6 +37,7 @@ from conf.schema_stack import (
 )
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class Config:
     """Root config of ``python -m runners.matrix``.
@@ -239,27 +242,8 @@ def checked_saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
     return _plain(merged)
 
 
-def declare_overlay_pins(plain: dict[str, Any]) -> dict[str, Any]:
-    """Declare every ``runtime.overlay_source_root`` (the run's and each phase's) as a ``pins.source_trees`` pin.
-
-    The pin is ``???`` unless given, so the identity gate records which published code ran and
-    refuses to run until its tree hash is provided (fail closed; ``python -m runners.pins`` observes
-    it). Changes ``plain`` in place and returns it; nothing changes when no root is set.
-    """
-    runtimes = [plain.get("runtime")] + [ph.get("runtime") for ph in (plain.get("phases") or {}).values()
-                                         if isinstance(ph, dict)]
-    for rt in runtimes:
-        if not isinstance(rt, dict):
-            continue
-        root = rt.get("overlay_source_root")
-        if isinstance(root, str) and root:
-            rt.setdefault("pins", {}).setdefault("source_trees", {}).setdefault(root, "???")
-    return plain
-
-
 def _plain(cfg: DictConfig) -> dict[str, Any]:
-    """Resolved plain dict of ``cfg``: choice fields as their strings, ``???`` kept as the string ``???``;
-    overlay source roots declared as pins (:func:`declare_overlay_pins`)."""
+    """Resolved plain dict of ``cfg``: choice fields as their strings, ``???`` kept as the string ``???``."""
     out = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)
     assert isinstance(out, dict)
-    return declare_overlay_pins({str(k): v for k, v in out.items()})
+    return {str(k): v for k, v in out.items()}

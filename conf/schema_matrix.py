@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from omegaconf import MISSING
+from pydantic import with_config
 
 from conf.choices import Implementation, OffloadBackend, PhaseKind
 from offload.faults import OffloadFault
-from conf.schema_stack import RuntimeConfig
+from conf.schema_stack import FORBID_EXTRA, RuntimeConfig
+from results_schema.protocols import DEFAULT_PROTOCOL
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class PointConfig:
     """One offload point ``(G, N)`` expanded once per implementation of the matrix."""
@@ -27,6 +30,7 @@ class PointConfig:
     backend: OffloadBackend = OffloadBackend.auto
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class CaseConfig:
     """One explicit case (appended after the generated ones).
@@ -58,6 +62,7 @@ class CaseConfig:
     fault: Optional[OffloadFault] = None
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class ServingSLOConfig:
     """Goodput SLO of a serving phase (``results_schema.serving_spec.ServingSLO``).
@@ -73,6 +78,7 @@ class ServingSLOConfig:
     attainment: float = 0.9
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class ServingConfig:
     """Settings of a ``kind: serving`` phase (one API server per case, vLLM's serving benchmark per rate).
@@ -108,6 +114,7 @@ class ServingConfig:
     server_command: Optional[List[str]] = None
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class MatrixConfig:
     """One phase: a list of cases, repeats, rounds and a schedule.
@@ -186,7 +193,7 @@ class MatrixConfig:
     accuracy_limit: Optional[int] = None
     accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
     accuracy_model: Optional[str] = None
-    accuracy_protocol: str = "qwen-chat-v1"
+    accuracy_protocol: str = DEFAULT_PROTOCOL
     max_accuracy_drop: float = 0.0
     expected_case_s: Optional[float] = None
     serving: ServingConfig = field(default_factory=ServingConfig)

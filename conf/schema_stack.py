@@ -11,11 +11,17 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from omegaconf import MISSING
+from pydantic import ConfigDict, with_config
 
 from conf.choices import Device, ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing, PromptMode
 from offload.cpu_kernels import CpuKernelPath
 
 
+FORBID_EXTRA = ConfigDict(extra="forbid")
+"""Pydantic config of every schema dataclass: validating a config (``conf.typed``) refuses unknown keys."""
+
+
+@with_config(FORBID_EXTRA)
 @dataclass
 class PinsConfig:
     """Identity pins declared by a runtime (checked where declared, fail closed).
@@ -44,6 +50,7 @@ class PinsConfig:
     files: Dict[str, str] = field(default_factory=dict)
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class RuntimeConfig:
     """One software stack on one device kind.
@@ -107,6 +114,7 @@ class RuntimeConfig:
     overlay_class: Optional[str] = None
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class TinyModelConfig:
     """Arguments of ``runners.models.tiny_model.ensure_tiny_model`` (random-weight Qwen2)."""
@@ -116,6 +124,7 @@ class TinyModelConfig:
     seed: int = 0
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class ModelConfig:
     """The model every case of the run loads.
@@ -149,6 +158,7 @@ at ~20 rounds per case for ~15 s of extra wall time; ``conf/workload/seed.yaml``
 ``analysis validate`` warns about records measured for less (``short_measurement_window``)."""
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class WorkloadConfig:
     """Offline-throughput workload (fields of ``results_schema.models.WorkloadSpec``).
@@ -183,6 +193,7 @@ class WorkloadConfig:
     max_num_batched_tokens_factor: Optional[int] = None
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class RayConfig:
     """Ray executor settings.
@@ -209,6 +220,7 @@ class RayConfig:
     max_node_retries: int = 2
 
 
+@with_config(FORBID_EXTRA)
 @dataclass
 class ExecutorConfig:
     """Where case processes run: ``local`` (one after another here) or ``ray`` (one task per case)."""

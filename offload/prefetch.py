@@ -57,19 +57,18 @@ import torch
 import torch.nn as nn
 
 from offload import ops, ring
-from offload.arena import ALIGN_BYTES, ParamKey, StaticBufferPool, pack_host
+from offload.arena import ParamKey, StaticBufferPool, pack_host
 from offload.backend import DeviceBackend, backend_for_device
 from offload.base import BaseOffloader
 from offload.copy_protocol import CapturedJoin
 from offload.crossing import Crossing
 from offload.evidence_state import EvidenceMixin
-from offload.host_storage import ACL_FORMAT_ND, UnsupportedWeightFormat, Wrapped, activation, move_to_host
+from offload.host_storage import Wrapped, activation, move_to_host
 from offload.host_storage import resolve, resync
 from offload.matching import select_param_names
 from offload.selection import is_layer_selected, select_offload_layers, validate_offload_params
 
-__all__ = ["ACL_FORMAT_ND", "ALIGN_BYTES", "CurrentPrefetchOffloader", "ParamKey", "StaticBufferPool", "SyncOffloader",
-           "UnsupportedWeightFormat"]
+__all__ = ["CurrentPrefetchOffloader", "SyncOffloader"]
 
 logger = logging.getLogger("offload")
 

@@ -31,11 +31,11 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from results_schema.fast_json import fast_parse
-from results_schema.files import file_sha256, fsync_dir, write_bytes_atomic, write_text_atomic
+from results_schema.files import fsync_dir, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
-           "dumps_model", "file_sha256", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
-           "read_jsonl", "scan_jsonl", "strict_json_loads", "write_bytes_atomic", "write_json", "write_text_atomic"]
+           "dumps_model", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
+           "read_jsonl", "scan_jsonl", "strict_json_loads", "write_json"]
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -10,7 +10,7 @@ entries (``base_<group>``, registered so the YAML files can extend them) are not
 (``refuse_schema_choices``) and never listed as allowed.
 
 What is deliberately not modelled: Hydra's own flags (``--help``, ``--cfg``, ``-m``), which
-``@hydra.main`` handles; the checks of a composed config (``conf.schema.checked_plain_config``).
+``@hydra.main`` handles; the checks and typing of a composed config (``conf.typed.load_config``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Sequence
+
+from conf.schema import Config
 
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, RunnerError
 from runners.orchestration.progress import make_console as _console
@@ -36,13 +38,13 @@ from runners.orchestration.progress import make_console as _console
 # ----------------------------------------------------------------------------- the run
 
 
-def run_matrix(cfg: Mapping[str, Any], overrides: Sequence[str] = ()) -> int:
-    """Run a resolved config (plain dict): the stages of ``runners.orchestration.stages.run_stages``.
+def run_matrix(cfg: Config, overrides: Sequence[str] = ()) -> int:
+    """Run a typed config: the stages of ``runners.orchestration.stages.run_stages``.
 
     Returns the exit code; prints one-line errors.
 
     Args:
-        cfg: resolved config (``Config`` schema as a plain dict).
+        cfg: the config (``conf.typed.load_config``).
         overrides: the command-line overrides (saved with the run).
     """
     from runners.orchestration.stages import run_stages
@@ -79,7 +81,8 @@ try:
     def hydra_main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from conf.schema import ConfigError, checked_plain_config
+        from conf.schema import ConfigError
+        from conf.typed import load_config
 
         from runners.compose_check import refuse_schema_choices
 
@@ -87,13 +90,13 @@ try:
         overrides = list(HydraConfig.get().overrides.task)
         try:
             refuse_schema_choices(dict(HydraConfig.get().runtime.choices))
-            plain = checked_plain_config(cfg, overrides)
+            config = load_config(cfg, overrides)
         except ConfigError as exc:
             _console().print(f"[bold red]error:[/] config: {exc}")
             _EXIT_CODE = EXIT_CONFIG
             return
         try:
-            _EXIT_CODE = run_matrix(plain, overrides)
+            _EXIT_CODE = run_matrix(config, overrides)
         except Exception:  # a bug, not a config error: show it, and keep exit 2 for Hydra's own errors
             import traceback
 

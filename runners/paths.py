@@ -14,7 +14,6 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "incase" / "evidence_hook"
-DEFAULT_ACCURACY_MANIFEST = "eval_datasets/fixtures/manifest.json"
 CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP",
                   "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT", "OFFLOAD_FAULT")
 """Variables the runner sets for every case process (never inherited from the runner's environment)."""
@@ -53,6 +52,6 @@ def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def accuracy_manifest_path(configured: str | None) -> Path:
-    """Absolute dataset manifest of an accuracy phase (relative = repository root)."""
-    return abs_path(str(configured or DEFAULT_ACCURACY_MANIFEST))
+def accuracy_manifest_path(configured: str) -> Path:
+    """Absolute dataset manifest of an accuracy phase (``MatrixConfig.accuracy_manifest``; relative = repository root)."""
+    return abs_path(configured)

@@ -38,6 +38,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from conf.schema import Config
+from conf.schema_stack import ModelConfig, RuntimeConfig
+from runners.identity.probe import Observation
+
 EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_MISSING = 3
@@ -63,7 +67,7 @@ def override_for(location: str, field: str, name: str, value: str) -> str:
     Path keys cannot be written as dotted keys (``/`` is not allowed there), so a path pin
     is merged into its dict: ``runtime.pins.files={/usr/local/x.cfg:'<sha>'}``. ``source_trees`` is
     merged with ``++``: it may name a tree declared only after composition (an overlay source root,
-    ``conf.schema.declare_overlay_pins``), which a plain ``=`` merge refuses as an unknown key.
+    ``conf.typed.declare_overlay_pins``), which a plain ``=`` merge refuses as an unknown key.
     """
     if field in _PATH_FIELDS:
         force = "++" if field == "source_trees" else ""
@@ -71,12 +75,12 @@ def override_for(location: str, field: str, name: str, value: str) -> str:
     return f"{location}.pins.{field}.{name}={_q(value)}"
 
 
-def runtime_locations(cfg: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def runtime_locations(cfg: Config) -> list[tuple[str, RuntimeConfig]]:
     """``(override prefix, runtime)`` of the run's runtime and every phase's own runtime."""
-    out = [("runtime", cfg["runtime"])]
-    for name, ph in (cfg.get("phases") or {}).items():
-        if ph and ph.get("runtime"):
-            out.append((f"phases.{name}.runtime", ph["runtime"]))
+    out = [("runtime", cfg.runtime)]
+    for name, ph in cfg.phases.items():
+        if ph.runtime is not None:
+            out.append((f"phases.{name}.runtime", ph.runtime))
     return out
 
 
@@ -98,27 +102,28 @@ class _Found:
             self.overrides.append(override)
 
 
-def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str, Any]:
+def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity.pin_checks import MISSING_VALUE, _version_ok, observed_field, probe_spec
+    from runners.identity.pin_checks import (MISSING_VALUE, _declared_pins, _version_ok, observed_field,
+                                             observed_values, probe_spec)
     from runners.identity.probe import observe
     from runners.identity.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
-    pins = rt.get("pins") or {}
+    pins = rt.pins
     path_of = (lambda p, _rt=rt: map_path(_rt, p))
     spec = probe_spec(pins, path_of)
     obs = probe_runtime(rt, spec) if own_process(rt) else observe(spec)
-    for tool in pins.get("tools") or ():
-        if not (obs.get("tools") or {}).get(tool):
+    for tool in pins.tools:
+        if not obs["tools"].get(tool):
             found.not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
     for fld, kind in _FIELDS:
-        for name, declared in (pins.get(fld) or {}).items():
+        for name, declared in _declared_pins(pins, fld).items():
             key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
-            actual = (obs.get(observed_field(fld, declared)) or {}).get(key)  # sha256sum:<hex> source trees
+            actual = observed_values(obs, observed_field(fld, declared)).get(key)  # sha256sum:<hex> source trees
             where = f" (read at {key})" if key != str(name) else ""
             if actual is None:
                 found.not_found.append({"key": f"{loc}.pins.{fld}", "pin": str(name),
-                                        "reason": f"{kind} not found in runtime {rt.get('name')!r}{where}"})
+                                        "reason": f"{kind} not found in runtime {rt.name!r}{where}"})
                 continue
             declared = str(declared)
             ok = (declared == MISSING_VALUE or (_version_ok(declared, str(actual)) if fld == "packages"
@@ -129,11 +134,11 @@ def _observe_runtime(loc: str, rt: Mapping[str, Any], found: _Found) -> dict[str
                 continue
             found.overrides.append(override_for(loc, fld, str(name), str(actual)))
     _observe_package_wheels(loc, rt, obs, path_of, found)
-    return {"name": rt.get("name"), "interpreter": " ".join(interpreter_argv(rt)),
-            "python": obs.get("python"), "python_version": obs.get("python_version")}
+    return {"name": rt.name, "interpreter": " ".join(interpreter_argv(rt)),
+            "python": obs["python"], "python_version": obs["python_version"]}
 
 
-def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, Any], path_of: Any,
+def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Observation, path_of: Any,
                             found: _Found) -> None:
     """``package_wheels``: the installed package files against the declared wheel (``runners.identity.probe``).
 
@@ -143,9 +148,9 @@ def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, A
     from runners.identity.pin_checks import MISSING_VALUE, package_wheel_check
 
     key = f"{loc}.pins.package_wheels"
-    for dist, wheel in ((rt.get("pins") or {}).get("package_wheels") or {}).items():
-        seen = (obs.get("package_wheels") or {}).get(f"{dist}={path_of(str(wheel))}")
-        check = package_wheel_check(str(dist), str(wheel), seen, str(rt.get("name")))
+    for dist, wheel in rt.pins.package_wheels.items():
+        seen = obs["package_wheels"].get(f"{dist}={path_of(str(wheel))}")
+        check = package_wheel_check(str(dist), str(wheel), seen, rt.name)
         if wheel == MISSING_VALUE or check.actual is None:
             found.not_found.append({"key": key, "pin": str(dist), "reason": check.detail or
                                     "declared without a wheel path (give the wheel it was installed from)"})
@@ -156,14 +161,14 @@ def _observe_package_wheels(loc: str, rt: Mapping[str, Any], obs: Mapping[str, A
             found.overrides.append(override_for(loc, "package_wheels", str(dist), str(wheel)))
 
 
-def _model_dir(model: Mapping[str, Any], scalar: Mapping[str, Any]) -> Path | None:
+def _model_dir(model: ModelConfig, scalar: Mapping[str, Any]) -> Path | None:
     """The model directory whose ``SHA256SUMS`` / ``REVISION`` are observed (None: ``model.path`` not given)."""
     from runners.identity.pin_checks import MISSING_VALUE
     from runners.paths import abs_path as _abs
 
-    path = model.get("path")
+    path = model.path
     declared = any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision"))
-    if model.get("source") == "tiny" and declared:
+    if model.source == "tiny" and declared:
         from runners.identity.gates import resolve_model_dir
 
         return resolve_model_dir(model)  # built (once) and verified, as the run will
@@ -185,11 +190,11 @@ def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) ->
     return True
 
 
-def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Found) -> None:
+def _observe_model(cfg: Config, scalar: Mapping[str, Any], found: _Found) -> None:
     """Observe ``model.sha256sums_sha256`` and ``model.revision`` where the experiment declares them."""
     from runners.identity.probe import sha256_file
 
-    mdir = _model_dir(cfg["model"], scalar)
+    mdir = _model_dir(cfg.model, scalar)
     for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
         declared = scalar[key]
         if declared is None:
@@ -208,7 +213,7 @@ def _observe_model(cfg: Mapping[str, Any], scalar: Mapping[str, Any], found: _Fo
         found.pin(key, fname, declared, actual, f"{key}={_q(actual)}")
 
 
-def observe_all(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def observe_all(cfg: Config) -> dict[str, Any]:
     """Observe every declared pin of the composed config.
 
     Returns:
@@ -288,19 +293,20 @@ def expand_pins_args(args: Sequence[str]) -> list[str]:
     return out
 
 
-def compose(overrides: Sequence[str]) -> dict[str, Any]:
-    """Compose ``conf`` with ``overrides`` like ``runners.matrix`` (resolved plain dict).
+def compose(overrides: Sequence[str]) -> Config:
+    """Compose ``conf`` with ``overrides`` and type it exactly as ``runners.matrix`` does (``conf.typed.load_config``).
 
     Raises:
-        PinsError: the overrides do not compose, or select a schema entry (one line naming the
-            override, the nearest real key or option and the allowed ones: ``runners.compose_check``).
+        PinsError: the overrides do not compose, select a schema entry, add an unknown key
+            (``+phases.same_runtime.repeatz=2``) or give a value of the wrong type: one line naming the
+            override or key, the nearest real one and the allowed ones (``runners.compose_check``, ``conf.schema``).
     """
     from conf.schema import ConfigError
+    from conf.typed import load_config
     from runners.compose_check import compose_checked
-    from runners.config import to_plain
 
     try:
-        return to_plain(compose_checked(overrides))
+        return load_config(compose_checked(overrides), overrides)
     except ConfigError as exc:
         raise PinsError(f"config: {exc}") from None
 
@@ -359,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out, rest = _split_args(args)
         overrides = expand_pins_args(rest)
         cfg = compose(overrides)
-        path = Path(out or f"pins-{cfg.get('experiment_name')}.yaml")
+        path = Path(out or f"pins-{cfg.experiment_name}.yaml")
         if (problem := output_file_problem(path)) is not None:
             raise PinsError(f"--out {path}: {problem}")
         result = observe_all(cfg)
@@ -372,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProbeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
-    experiment = str(cfg.get("experiment_name"))
+    experiment = cfg.experiment_name
     text = render(result, experiment=experiment, argv=args)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,8 @@ from results_schema.accuracy import (
     Task,
     VerifyCheck,
 )
-from results_schema.io import RecordError, file_sha256, iter_jsonl
+from results_schema.files import file_sha256
+from results_schema.io import RecordError, iter_jsonl
 from results_schema.protocols import REGISTRY, registered_names
 
 GOLD_BALANCE_MIN, GOLD_BALANCE_MAX = 0.15, 0.35

@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 
 from results_schema.accuracy import AccuracyVerification
-from results_schema.io import write_text_atomic
+from results_schema.files import write_text_atomic
 
 REPORT_CSV = "accuracy-verification.csv"
 

@@ -86,7 +86,8 @@ from results_schema.accuracy import (
     CaseSummary,
     Task,
 )
-from results_schema.io import RecordError, read_json, write_json, write_text_atomic
+from results_schema.files import write_text_atomic
+from results_schema.io import RecordError, read_json, write_json
 
 REPORT_JSON = "accuracy-verification.json"
 REPORT_MD = "accuracy-verification.md"

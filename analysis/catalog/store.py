@@ -42,7 +42,8 @@ from analysis.load import RunData, load_run
 from analysis.report.provenance import provenance
 from analysis.validation.validate import validate_run
 from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
-from results_schema.io import RecordError, file_sha256, read_json, scan_jsonl
+from results_schema.files import file_sha256
+from results_schema.io import RecordError, read_json, scan_jsonl
 from results_schema.serving import SERVING_SUFFIX, ServingRun
 from results_schema.summary import Provenance
 

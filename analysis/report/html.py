@@ -38,7 +38,8 @@ from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
-from results_schema.io import RecordError, read_json, scan_jsonl, write_text_atomic
+from results_schema.files import write_text_atomic
+from results_schema.io import RecordError, read_json, scan_jsonl
 from results_schema.case_outcome import CaseFailure
 from results_schema.validation import ValidationReport
 from results_schema.summary import ComparisonSummary

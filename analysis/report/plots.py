@@ -2,7 +2,7 @@
 
 What is modelled: ``plot_pareto`` and ``plot_retention`` draw a summary frame (``analysis.report.tables.build``'s
 ``summary``) with matplotlib (Agg backend); ``save_png`` writes a figure atomically
-(``results_schema.io.write_bytes_atomic``). Released bytes are accounted bytes (evidence), not measured memory.
+(``results_schema.files.write_bytes_atomic``). Released bytes are accounted bytes (evidence), not measured memory.
 
 What is deliberately not modelled: the interactive figures (``analysis.report.html_figures``).
 """
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.report.tables import is_cpu_run  # noqa: E402
 from offload.selection import case_label  # noqa: E402
-from results_schema.io import write_bytes_atomic  # noqa: E402
+from results_schema.files import write_bytes_atomic  # noqa: E402
 
 
 def save_png(fig: Figure, path: Path, *, bbox_inches: str | None = "tight") -> None:

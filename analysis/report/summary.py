@@ -44,7 +44,8 @@ from analysis.report.provenance import one_line, provenance
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
 from analysis.report.host_memory import host_memory_table
 from analysis.validation.checks import token_digest_status
-from results_schema.io import write_json, write_text_atomic
+from results_schema.files import write_text_atomic
+from results_schema.io import write_json
 from results_schema.summary import ComparisonSummary, Provenance
 
 SUMMARY_DIR = "summary"

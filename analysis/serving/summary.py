@@ -43,7 +43,8 @@ from analysis.comparison.pareto import pareto_mask
 from analysis.report.plots import save_png
 from analysis.serving.report import plot_front, plot_latency, render_markdown
 from analysis.serving.request_checks import ServingValidation, check_requests
-from results_schema.io import scan_jsonl, write_json, write_text_atomic
+from results_schema.files import write_text_atomic
+from results_schema.io import scan_jsonl, write_json
 from results_schema.case_outcome import CaseFailure
 from results_schema.serving import SERVING_SUFFIX, ServingRun
 from results_schema.serving_summary import ServingRateRow, ServingSummary, SLORateRow, VerdictRow

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from analysis.load import RunData
 from analysis.validation.common import Collector
-from results_schema.io import RecordError, file_sha256, read_json
+from results_schema.files import file_sha256
+from results_schema.io import RecordError, read_json
 from results_schema.token_rule import NOISE_NOTE, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
@@ -45,14 +46,14 @@ def check_tokens(data: RunData, col: Collector) -> None:
                     f"rounds differing between them: {f.floor_rounds}", severity="warning", phase=phase)
     for _p, _l, cr in data.case_runs:
         r = cr.record
-        f = floors.get(r.phase)
-        if f is None or r.implementation == "baseline" or token_status(r, f) != "differs":
+        floor = floors.get(r.phase)
+        if floor is None or r.implementation == "baseline" or token_status(r, floor) != "differs":
             continue
         greedy = r.workload.temperature == 0.0
         how = (f"from the phase baseline{' (greedy decoding: must be identical)' if greedy else ' (sampled workload)'}"
-               if f.deterministic else
-               f"beyond the baseline-vs-baseline floor ({NOISE_NOTE}): rounds {f.rounds_left(r)} match no baseline "
-               f"process vs floor {f.floor_rounds}")
+               if floor.deterministic else
+               f"beyond the baseline-vs-baseline floor ({NOISE_NOTE}): rounds {floor.rounds_left(r)} match no baseline "
+               f"process vs floor {floor.floor_rounds}")
         col.add("token_digest", "token_digest_differs",
                 f"{r.phase}/{r.label}-r{r.repeat}: generated tokens differ {how}",
                 severity="error" if greedy else "warning", phase=r.phase, label=r.label, repeat=r.repeat)

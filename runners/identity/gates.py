@@ -16,7 +16,10 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
+from conf.schema import Config
+from conf.schema_stack import ModelConfig, PinsConfig, RuntimeConfig
 
 from runners.config import runtimes_used
 from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
@@ -25,25 +28,24 @@ from runners.paths import REPO_ROOT, abs_path
 SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256")
 
 
-def resolve_model_dir(model: Mapping[str, Any]) -> Path:
+def resolve_model_dir(model: ModelConfig) -> Path:
     """Model directory: the tiny model is built (once) and verified; a path must exist.
 
     Raises:
         RunnerError: (identity) missing or unverifiable model.
     """
-    if model.get("source") == "tiny":
+    if model.source == "tiny":
         from runners.models.tiny_model import ensure_tiny_model
 
-        t = model.get("tiny") or {}
+        t = model.tiny
         try:
-            return ensure_tiny_model(abs_path(model.get("cache_dir", ".cache/models")),
-                                     num_layers=int(t.get("num_layers", 8)), hidden_size=int(t.get("hidden_size", 128)),
-                                     seed=int(t.get("seed", 0)))
+            return ensure_tiny_model(abs_path(model.cache_dir), num_layers=t.num_layers, hidden_size=t.hidden_size,
+                                     seed=t.seed)
         except (OSError, ValueError) as exc:
             raise RunnerError(f"identity gate: tiny model cannot be built/verified: {exc}", EXIT_IDENTITY) from None
-    path = model.get("path")
+    path = model.path
     if path in (None, "???"):
-        raise RunnerError(f"identity gate: model.path is required for model {model.get('name')!r} "
+        raise RunnerError(f"identity gate: model.path is required for model {model.name!r} "
                           "(declared ???); give model.path=<local dir>", EXIT_IDENTITY)
     d = abs_path(str(path), Path.cwd())
     if not d.is_dir():
@@ -74,22 +76,22 @@ def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def required_scalar_pins(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+def required_scalar_pins(cfg: Config) -> dict[str, str | None]:
     """The model / offload-tree pins, with ``???`` for a null one the experiment lists in ``required_pins``.
 
     Raises:
         RunnerError: (config) ``required_pins`` names something else.
     """
-    required = list(cfg.get("required_pins") or [])
+    required = list(cfg.required_pins)
     bad = [r for r in required if r not in SCALAR_PINS]
     if bad:
         raise RunnerError(f"config: required_pins {bad} not allowed; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
-    values = {"model.sha256sums_sha256": cfg["model"].get("sha256sums_sha256"),
-              "model.revision": cfg["model"].get("revision"), "offload_tree_sha256": cfg.get("offload_tree_sha256")}
+    values = {"model.sha256sums_sha256": cfg.model.sha256sums_sha256,
+              "model.revision": cfg.model.revision, "offload_tree_sha256": cfg.offload_tree_sha256}
     return {k: ("???" if v is None and k in required else v) for k, v in values.items()}
 
 
-def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
+def runtime_checks(cfg: Config, offload_tree: str) -> list[Any]:
     """Pins of every runtime used, observed inside each runtime (``runners.identity.probe``).
 
     A runtime with its own interpreter or command prefix is probed in a subprocess started
@@ -103,7 +105,7 @@ def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
 
     checks: list[Any] = []
     for rt in runtimes_used(cfg):
-        pins = rt.get("pins") or {}
+        pins = rt.pins
         path_of = (lambda p, _rt=rt: map_path(_rt, p))
         observed = None
         if own_process(rt):
@@ -113,11 +115,11 @@ def runtime_checks(cfg: Mapping[str, Any], offload_tree: str) -> list[Any]:
                 raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
         checks += check_pins(pins, model_dir=None, model_pin=None, model_revision=None, observed_revision=None,
                              offload_pin=None, offload_actual=offload_tree, observed=observed, path_of=path_of,
-                             runtime=str(rt.get("name")))
+                             runtime=rt.name)
     return checks
 
 
-def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
+def report_packages(cfg: Config) -> dict[str, str | None]:
     """Versions of every runtime's ``report_packages``, observed where that runtime runs.
 
     Keys: the distribution name for a runtime on the runner's interpreter; ``<runtime>/<dist>``
@@ -131,19 +133,19 @@ def report_packages(cfg: Mapping[str, Any]) -> dict[str, str | None]:
 
     out: dict[str, str | None] = {}
     for rt in runtimes_used(cfg):
-        names = [str(p) for p in (rt.get("report_packages") or [])]
+        names = [str(p) for p in rt.report_packages]
         if own_process(rt):
             try:
                 seen = probe_runtime(rt, {"packages": names})["packages"]
             except ProbeError as exc:
                 raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
-            out.update({f"{rt['name']}/{n}": seen.get(n) for n in names})
+            out.update({f"{rt.name}/{n}": seen.get(n) for n in names})
         else:
             out.update({n: package_version(n) for n in names})
     return dict(sorted(out.items()))
 
 
-def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None,
+def _pin_checks(cfg: Config, *, when: str, previous: GateObservation | None,
                 offload_tree: str) -> tuple[list[Any], Path]:
     """Runtime, model and offload-tree pin checks (enforced) and the model directory.
 
@@ -154,12 +156,12 @@ def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation 
     from runners.identity.pin_checks import check_pins, enforce
     from runners.identity.published_identity import model_revision, tree_value_for_pin
 
-    hint = (f"Write every observed value with `python -m runners.pins +experiment={cfg.get('experiment_name')} "
+    hint = (f"Write every observed value with `python -m runners.pins +experiment={cfg.experiment_name} "
             "[the same overrides] --out pins.yaml`, check it, then add `+pins=pins.yaml` (docs/real-host.md).")
     checks = runtime_checks(cfg, offload_tree)
     scalar = required_scalar_pins(cfg)
     try:
-        model_dir = resolve_model_dir(cfg["model"]) if previous is None else previous.model_dir
+        model_dir = resolve_model_dir(cfg.model) if previous is None else previous.model_dir
     except RunnerError as exc:  # list the model problem together with every failed runtime pin
         if any(not c.ok for c in checks):
             enforce(checks, when=when, hint=f"  - {exc}\n{hint}")
@@ -168,7 +170,7 @@ def _pin_checks(cfg: Mapping[str, Any], *, when: str, previous: GateObservation 
         observed_rev = model_revision(model_dir)
     except ValueError as exc:
         raise RunnerError(f"identity gate ({when}): model revision: {exc}", EXIT_IDENTITY) from None
-    checks += check_pins({}, model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
+    checks += check_pins(PinsConfig(), model_dir=model_dir, model_pin=scalar["model.sha256sums_sha256"],
                          model_revision=scalar["model.revision"], observed_revision=observed_rev,
                          offload_pin=scalar["offload_tree_sha256"],
                          offload_actual=tree_value_for_pin(scalar["offload_tree_sha256"], REPO_ROOT / "offload",
@@ -189,7 +191,7 @@ def _changes(previous: GateObservation, ident: GateObservation) -> list[str]:
     return diffs
 
 
-def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservation | None = None) -> GateObservation:
+def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None = None) -> GateObservation:
     """Check every declared pin of every runtime used, the model and the offload tree.
 
     The first call (``previous=None``) verifies every model file against ``SHA256SUMS``
@@ -200,7 +202,7 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservat
     Raises:
         RunnerError: (identity) naming the first mismatch.
     """
-    from results_schema.io import file_sha256
+    from results_schema.files import file_sha256
     from runners.identity.pin_checks import IdentityError
     from runners.identity.probe import tree_sha256
 
@@ -209,7 +211,7 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservat
         checks, model_dir = _pin_checks(cfg, when=when, previous=previous, offload_tree=offload_tree)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
-    if previous is None and cfg["model"].get("source") != "tiny":  # ensure_tiny_model verified the tiny one
+    if previous is None and cfg.model.source != "tiny":  # ensure_tiny_model verified the tiny one
         from runners.models.tiny_model import verify_model_dir
 
         try:
@@ -228,26 +230,27 @@ def gather_identity(cfg: Mapping[str, Any], *, when: str, previous: GateObservat
     return ident
 
 
-def numerics_of(cfg: Mapping[str, Any]) -> tuple[Any, ...]:
+def numerics_of(cfg: Config) -> tuple[Any, ...]:
     """``NumericsIdentity`` per runtime the phases' cases run under (CPU ISA, torch / oneDNN, threads, kernel
     path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
     the run runtime's name with another thread environment)."""
     import json
 
+    from conf.typed import plain
     from runners.identity.numerics import numerics_identity
 
-    used = [ph.get("runtime") or cfg["runtime"] for ph in (cfg.get("phases") or {}).values()] or [cfg["runtime"]]
-    distinct = {json.dumps(rt, sort_keys=True, default=str): rt for rt in reversed(used)}
+    used = [ph.runtime or cfg.runtime for ph in cfg.phases.values()] or [cfg.runtime]
+    distinct = {json.dumps(plain(rt), sort_keys=True, default=str): rt for rt in reversed(used)}
     out = []
     for rt in reversed(list(distinct.values())):
         env = dict(os.environ)
-        env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
-        out.append(numerics_identity(device=str(rt.get("device", "cpu")), python=sys.executable, case_env=env,
-                                     cpu_kernel_path=rt.get("cpu_kernel_path")))
+        env.update({str(k): str(v) for k, v in rt.env.items()})
+        out.append(numerics_identity(device=str(rt.device), python=sys.executable, case_env=env,
+                                     cpu_kernel_path=None if rt.cpu_kernel_path is None else str(rt.cpu_kernel_path)))
     return tuple(out)
 
 
-def _run_health_command(runtime: Mapping[str, Any], cmd: list[str]) -> tuple[str, int]:
+def _run_health_command(runtime: RuntimeConfig, cmd: list[str]) -> tuple[str, int]:
     """Output and exit status of the health command (127: not found, 124: timed out)."""
     import subprocess
 
@@ -255,7 +258,7 @@ def _run_health_command(runtime: Mapping[str, Any], cmd: list[str]) -> tuple[str
 
     try:
         r = subprocess.run(prefixed(runtime, cmd), capture_output=True, text=True,
-                           timeout=float(runtime.get("health_timeout_s", 60)), check=False)
+                           timeout=runtime.health_timeout_s, check=False)
         return r.stdout + r.stderr, r.returncode
     except FileNotFoundError:
         return f"{cmd[0]}: not found\n", 127
@@ -263,7 +266,7 @@ def _run_health_command(runtime: Mapping[str, Any], cmd: list[str]) -> tuple[str
         return "health command timed out\n", 124
 
 
-def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
+def health_gate(runtime: RuntimeConfig, out_path: Path) -> None:
     """Run the runtime's health command; save its output; raise ``RunnerError`` (42) when not OK.
 
     OK = exit 0 and, when ``health_expect`` is set, the output matches it; ``{physical_index}`` /
@@ -272,20 +275,20 @@ def health_gate(runtime: Mapping[str, Any], out_path: Path) -> None:
     from runners.identity.health import health_argv, health_verdict, needs_device
     from runners.incase.device_index import device_placeholders
 
-    cmd = runtime.get("health_command")
+    cmd = runtime.health_command
     if not cmd:
         return
     out_path.parent.mkdir(parents=True, exist_ok=True)
     if needs_device(cmd):
         try:
-            cmd = health_argv(cmd, device_placeholders(str(runtime.get("device"))))
+            cmd = health_argv(cmd, device_placeholders(str(runtime.device)))
         except ValueError as exc:
-            raise RunnerError(f"health gate for runtime {runtime['name']!r}: {exc}", EXIT_HEALTH) from None
+            raise RunnerError(f"health gate for runtime {runtime.name!r}: {exc}", EXIT_HEALTH) from None
     text, rc = _run_health_command(runtime, list(cmd))
     out_path.write_text(f"$ {' '.join(cmd)}\n# exit {rc}\n{text}")
-    why = health_verdict(rc, text, runtime.get("health_expect"))
+    why = health_verdict(rc, text, runtime.health_expect)
     if why is not None:
-        raise RunnerError(f"health gate for runtime {runtime['name']!r} failed: `{' '.join(cmd)}` {why} "
+        raise RunnerError(f"health gate for runtime {runtime.name!r} failed: `{' '.join(cmd)}` {why} "
                           f"(output in {out_path})", EXIT_HEALTH)
 
 
@@ -310,7 +313,7 @@ class RunIdentity:
     declared_env: tuple[str, ...]
 
 
-def observe_run_identity(cfg: Mapping[str, Any], identity: GateObservation) -> RunIdentity:
+def observe_run_identity(cfg: Config, identity: GateObservation) -> RunIdentity:
     """Devices, package versions, git and case-code identity of the run (after the identity gate).
 
     Raises:
@@ -320,10 +323,10 @@ def observe_run_identity(cfg: Mapping[str, Any], identity: GateObservation) -> R
     from runners.identity.pin_checks import case_code_sha256, git_identity
 
     try:
-        devices = tuple(device_identity(str(rt["device"])) for rt in runtimes_used(cfg))
+        devices = tuple(device_identity(str(rt.device)) for rt in runtimes_used(cfg))
     except DeviceError as exc:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
     packages = report_packages(cfg)
     return RunIdentity(gate=identity, devices=devices, packages=packages, git=git_identity(),
                        case_code=case_code_sha256(),
-                       declared_env=tuple(sorted({str(k) for rt in runtimes_used(cfg) for k in (rt.get("env") or {})})))
+                       declared_env=tuple(sorted({str(k) for rt in runtimes_used(cfg) for k in rt.env})))

@@ -38,9 +38,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from results_schema.io import file_sha256
-from runners.identity.probe import (PUBLISHED_PREFIX, package_version,
-                           tree_sha256)
+from conf.schema import Config
+from conf.schema_stack import PinsConfig
+from results_schema.files import file_sha256
+from runners.identity.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, package_version,
+                                    tree_sha256)
 from results_schema.manifest import (
     DeviceIdentity,
     EnvironmentManifest,
@@ -111,24 +113,40 @@ def observed_field(field_name: str, declared: Any) -> str:
     return field_name
 
 
-def probe_spec(pins: Mapping[str, Any], path_of: Any = None) -> dict[str, list[str]]:
+def observed_values(obs: Observation, key: str) -> Mapping[str, str | None]:
+    """The probe's observations of one ``SPEC_KEYS`` entry other than ``package_wheels`` (name -> value)."""
+    if key not in SPEC_KEYS or key == "package_wheels":
+        raise ValueError(f"probe key {key!r}: allowed {[k for k in SPEC_KEYS if k != 'package_wheels']}")
+    values: Mapping[str, str | None] = obs[key]  # type: ignore[literal-required]  # checked against SPEC_KEYS
+    return values
+
+
+def _declared_pins(pins: PinsConfig, field_name: str) -> dict[str, str]:
+    """The pins of one kind (``PIN_KINDS``): ``tools`` as names (value ``""``), the others name -> declared value."""
+    if field_name == "tools":
+        return {str(n): "" for n in pins.tools}
+    value: dict[str, str] = getattr(pins, field_name)
+    return value
+
+
+def probe_spec(pins: PinsConfig, path_of: Any = None) -> dict[str, list[str]]:
     """What ``runners.identity.probe`` must observe for ``pins`` (paths mapped through ``path_of``; each source tree
     in the format its pin is written in, see ``observed_field``)."""
-    spec: dict[str, list[str]] = {"tools": [str(n) for n in pins.get("tools") or ()]}
+    spec: dict[str, list[str]] = {"tools": [str(n) for n in pins.tools]}
     for field_name, _ in PIN_KINDS[1:]:  # tools: names only, above
         spec[field_name] = []
         if field_name == "source_trees":
             spec["source_trees_sha256sum"] = []
         if field_name == "wheels":
             spec["package_wheels"] = [f"{d}={path_of(str(w)) if path_of is not None else w}"
-                                      for d, w in (pins.get("package_wheels") or {}).items() if w != MISSING_VALUE]
-        for name, declared in (pins.get(field_name) or {}).items():
+                                      for d, w in pins.package_wheels.items() if w != MISSING_VALUE]
+        for name, declared in _declared_pins(pins, field_name).items():
             key = path_of(str(name)) if field_name in PATH_KEYS and path_of is not None else str(name)
             spec[observed_field(field_name, declared)].append(str(key))
     return spec
 
 
-def package_wheel_check(dist: str, wheel: str, seen: Mapping[str, Any] | None, runtime: str | None) -> PinCheck:
+def package_wheel_check(dist: str, wheel: str, seen: WheelComparison | None, runtime: str | None) -> PinCheck:
     """The ``package_wheel`` check of one distribution from the probe's ``wheel_vs_installed`` observation.
 
     ``expected`` is the package tree hash of the wheel, ``actual`` that of the installed RECORD's package
@@ -139,22 +157,22 @@ def package_wheel_check(dist: str, wheel: str, seen: Mapping[str, Any] | None, r
     if seen is None:
         return PinCheck(kind="package_wheel", name=dist, expected=f"package tree of {wheel}", actual=None, ok=False,
                         runtime=runtime, detail=f"{dist} is not installed, or {wheel} is not a readable wheel")
-    n = int(seen.get("differing_count", 0))
-    ok = n == 0 and seen.get("wheel") == seen.get("installed")
-    detail = None if ok else (f"{n} of {seen.get('files')} package files differ from {wheel}; first: "
-                              + ", ".join(seen.get("differing") or ()))
-    return PinCheck(kind="package_wheel", name=dist, expected=str(seen.get("wheel")), actual=str(seen.get("installed")),
+    n = seen["differing_count"]
+    ok = n == 0 and seen["wheel"] == seen["installed"]
+    detail = None if ok else (f"{n} of {seen['files']} package files differ from {wheel}; first: "
+                              + ", ".join(seen["differing"]))
+    return PinCheck(kind="package_wheel", name=dist, expected=seen["wheel"], actual=seen["installed"],
                     ok=ok, runtime=runtime, detail=detail)
 
 
-def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: str | None, model_revision: str | None,
+def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | None, model_revision: str | None,
                observed_revision: str | None, offload_pin: str | None, offload_actual: str,
-               observed: Mapping[str, Any] | None = None, path_of: Any = None,
+               observed: Observation | None = None, path_of: Any = None,
                runtime: str | None = None) -> list[PinCheck]:
     """Evaluate every declared pin, in the documented order.
 
     Args:
-        pins: a ``PinsConfig`` as a plain dict (``???`` values = declared, not provided).
+        pins: the declared pins (``???`` values = declared, not provided).
         model_dir: model directory (None when it does not exist).
         model_pin: declared SHA-256 of the model's SHA256SUMS; None = not pinned.
         model_revision: declared model revision; None = not pinned.
@@ -176,10 +194,10 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
     obs = observe(spec) if observed is None else observed
     out: list[PinCheck] = []
     for field_name, kind in PIN_KINDS:
-        declared = pins.get(field_name) or ()
+        declared = _declared_pins(pins, field_name)
         for name in declared:
             key = path_of(str(name)) if field_name in PATH_KEYS else str(name)
-            seen = obs.get(field_name if field_name == "tools" else observed_field(field_name, declared[name])) or {}
+            seen = observed_values(obs, field_name if field_name == "tools" else observed_field(field_name, declared[name]))
             actual = seen.get(key)
             actual = None if actual is None else str(actual)
             if field_name == "tools":
@@ -193,8 +211,8 @@ def check_pins(pins: Mapping[str, Any], *, model_dir: Path | None, model_pin: st
                 ok = want != MISSING_VALUE and actual == want
             out.append(PinCheck(kind=kind, name=str(name), expected=_declared(want), actual=actual, ok=ok,
                                 runtime=runtime))
-    out += [package_wheel_check(str(d), str(w), (obs.get("package_wheels") or {}).get(f"{d}={path_of(str(w))}"),
-                                runtime) for d, w in (pins.get("package_wheels") or {}).items()]
+    out += [package_wheel_check(str(d), str(w), obs["package_wheels"].get(f"{d}={path_of(str(w))}"),
+                                runtime) for d, w in pins.package_wheels.items()]
     if model_pin is not None:
         sums = model_dir / "SHA256SUMS" if model_dir is not None else None
         actual = file_sha256(sums) if sums is not None and sums.is_file() else None
@@ -263,18 +281,24 @@ def case_code_sha256(repo: Path = REPO_ROOT) -> str:
     return h.hexdigest()
 
 
-def config_sha256(config: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a resolved config."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def config_sha256(config: Config) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces) of the config's plain data (``conf.typed.plain_config``)."""
+    from conf.typed import plain_config
+
+    data = plain_config(config)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
                    checks: Sequence[PinCheck],
                    model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
-                   config: Mapping[str, Any], overrides: Sequence[str], case_code: str,
+                   config: Config, overrides: Sequence[str], case_code: str,
                    git: GitIdentity | None = None,
                    env: Mapping[str, str] | None = None, declared_env: Iterable[str] = ()) -> EnvironmentManifest:
-    """Assemble the environment manifest (environment restricted by ``recordable_env``)."""
+    """Assemble the environment manifest (environment restricted by ``recordable_env``; the config as its plain data)."""
+    from conf.typed import plain_config
+
+    data = plain_config(config)
     return EnvironmentManifest(
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -282,6 +306,6 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
         git=git or git_identity(),
         packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
         model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
-        config=dict(config), overrides=tuple(overrides),
+        config=data, overrides=tuple(overrides),
         environment=filter_environment(os.environ if env is None else env, declared_env),
     )

@@ -41,11 +41,40 @@ import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypedDict, cast
 
 PROBE_PREFIX = "PIN_PROBE "
 SPEC_KEYS = ("tools", "packages", "package_trees", "wheels", "package_wheels", "source_trees",
              "source_trees_sha256sum", "source_commits", "files")
+
+
+class WheelComparison(TypedDict):
+    """``wheel_vs_installed`` of one distribution (see there)."""
+
+    wheel: str
+    installed: str
+    files: int
+    differing: List[str]
+    differing_count: int
+
+
+class Observation(TypedDict):
+    """What the probe prints: each ``SPEC_KEYS`` entry (name -> observed value, None = absent; every key
+    present, empty when not asked) plus the interpreter that observed it."""
+
+    python: str
+    python_version: str
+    tools: Dict[str, Optional[str]]
+    packages: Dict[str, Optional[str]]
+    package_trees: Dict[str, Optional[str]]
+    wheels: Dict[str, Optional[str]]
+    package_wheels: Dict[str, Optional[WheelComparison]]
+    source_trees: Dict[str, Optional[str]]
+    source_trees_sha256sum: Dict[str, Optional[str]]
+    source_commits: Dict[str, Optional[str]]
+    files: Dict[str, Optional[str]]
+
+
 PUBLISHED_PREFIX = "sha256sum:"
 """Prefix of a tree pin in the published format (``sha256sum:<hex>``; a bare hex is the project's tree hash)."""
 
@@ -194,7 +223,7 @@ def _differences(wheel: Dict[str, str], installed: Dict[str, Optional[str]]) -> 
     return out
 
 
-def wheel_vs_installed(entry: str) -> Optional[Dict[str, Any]]:
+def wheel_vs_installed(entry: str) -> Optional[WheelComparison]:
     """Compare an installed distribution's package files with the wheel it should come from.
 
     Args:
@@ -219,8 +248,9 @@ def wheel_vs_installed(entry: str) -> Optional[Dict[str, Any]]:
         if rel is not None:
             installed[rel] = sha256_file(root / rel) if (root / rel).is_file() else None
     diff = _differences(wheel_files, installed)
-    return {"wheel": _tree_digest(wheel_files), "installed": _tree_digest({k: v or "" for k, v in installed.items()}),
-            "files": len(set(wheel_files) | set(installed)), "differing": diff[:10], "differing_count": len(diff)}
+    return WheelComparison(wheel=_tree_digest(wheel_files),
+                           installed=_tree_digest({k: v or "" for k, v in installed.items()}),
+                           files=len(set(wheel_files) | set(installed)), differing=diff[:10], differing_count=len(diff))
 
 
 def git_commit(path: str) -> Optional[str]:
@@ -261,7 +291,7 @@ _OBSERVERS: Dict[str, Callable[[str], Any]] = {
 }
 
 
-def observe(spec: Dict[str, List[str]]) -> Dict[str, Any]:
+def observe(spec: Dict[str, List[str]]) -> Observation:
     """Observe every name of ``spec`` in this interpreter (see the module docstring).
 
     Raises:
@@ -276,19 +306,23 @@ def observe(spec: Dict[str, List[str]]) -> Dict[str, Any]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError(f"probe key {key!r} must be a list of strings, got {names!r}")
         out[key] = {n: _OBSERVERS[key](n) for n in names}
-    return out
+    return cast(Observation, out)
 
 
-def parse_probe_output(text: str) -> Dict[str, Any]:
+def parse_probe_output(text: str) -> Observation:
     """The observations from a probe's stdout (the last ``PIN_PROBE`` line).
 
     Raises:
-        ValueError: no ``PIN_PROBE`` line, or it is not JSON.
+        ValueError: no ``PIN_PROBE`` line, it is not JSON, or it lacks a key of ``Observation``.
     """
     lines = [ln for ln in text.splitlines() if ln.startswith(PROBE_PREFIX)]
     if not lines:
         raise ValueError("the probe printed no PIN_PROBE line")
-    return json.loads(lines[-1][len(PROBE_PREFIX):])
+    data = json.loads(lines[-1][len(PROBE_PREFIX):])
+    missing = sorted(set(Observation.__annotations__) - set(data)) if isinstance(data, dict) else ["(not an object)"]
+    if missing:
+        raise ValueError(f"the probe's PIN_PROBE line lacks {missing}")
+    return cast(Observation, data)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

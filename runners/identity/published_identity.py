@@ -27,10 +27,9 @@ import os
 import pickle
 from pathlib import Path
 
-from runners.identity.probe import PUBLISHED_PREFIX, sha256sum_lines, sha256sum_tree
+from runners.identity.probe import PUBLISHED_PREFIX, sha256sum_tree
 
-__all__ = ["PUBLISHED_PREFIX", "sha256sum_lines", "sha256sum_tree", "tree_value_for_pin", "msc_revision",
-           "model_revision"]
+__all__ = ["tree_value_for_pin", "msc_revision", "model_revision"]
 
 
 def tree_value_for_pin(pin: str | None, root: "str | os.PathLike[str]", project_value: str) -> str:

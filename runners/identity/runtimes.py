@@ -30,7 +30,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
+
+from conf.schema_stack import RuntimeConfig
+from runners.identity.probe import Observation
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "incase" / "evidence_hook"
@@ -40,25 +43,25 @@ class ProbeError(RuntimeError):
     """A runtime's probe could not run or did not answer."""
 
 
-def own_process(runtime: Mapping[str, Any]) -> bool:
+def own_process(runtime: RuntimeConfig) -> bool:
     """True when the runtime declares its own interpreter or a command prefix."""
-    return bool(runtime.get("python")) or bool(runtime.get("command_prefix"))
+    return bool(runtime.python) or bool(runtime.command_prefix)
 
 
-def interpreter_argv(runtime: Mapping[str, Any]) -> list[str]:
+def interpreter_argv(runtime: RuntimeConfig) -> list[str]:
     """``command_prefix + [python]`` of a runtime (``sys.executable`` when ``python`` is null)."""
-    return [str(a) for a in (runtime.get("command_prefix") or [])] + [str(runtime.get("python") or sys.executable)]
+    return [str(a) for a in runtime.command_prefix] + [str(runtime.python or sys.executable)]
 
 
-def prefixed(runtime: Mapping[str, Any], argv: Sequence[str]) -> list[str]:
+def prefixed(runtime: RuntimeConfig, argv: Sequence[str]) -> list[str]:
     """``command_prefix + argv`` (health commands and other tools of the runtime)."""
-    return [str(a) for a in (runtime.get("command_prefix") or [])] + [str(a) for a in argv]
+    return [str(a) for a in runtime.command_prefix] + [str(a) for a in argv]
 
 
-def map_path(runtime: Mapping[str, Any], path: str) -> str:
+def map_path(runtime: RuntimeConfig, path: str) -> str:
     """Where the declared pin path ``path`` is read on this host (``path_map``, longest prefix)."""
     best, dest = "", None
-    for src, to in (runtime.get("path_map") or {}).items():
+    for src, to in runtime.path_map.items():
         s = str(src).rstrip("/") or "/"
         if (s == "/" or path == s or path.startswith(s + "/")) and (dest is None or len(s) > len(best)):
             best, dest = s, str(to)
@@ -68,7 +71,7 @@ def map_path(runtime: Mapping[str, Any], path: str) -> str:
     return str(Path(dest) / rest) if rest else dest
 
 
-def wrap_prefix(runtime: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str],
+def wrap_prefix(runtime: RuntimeConfig, argv: Sequence[str], env: Mapping[str, str],
                 base_env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     """Put a full command (``[python, ...]``) behind the runtime's command prefix.
 
@@ -83,7 +86,7 @@ def wrap_prefix(runtime: Mapping[str, Any], argv: Sequence[str], env: Mapping[st
         ``(argv, env)`` unchanged without a prefix; with one, ``prefix + [env, K=V..., *argv]``
         and ``base_env`` minus the forwarded names (the prefix command runs on this host).
     """
-    prefix = [str(a) for a in (runtime.get("command_prefix") or [])]
+    prefix = [str(a) for a in runtime.command_prefix]
     if not prefix:
         return list(argv), dict(env)
     own = {k: v for k, v in env.items() if base_env.get(k) != v}
@@ -91,15 +94,15 @@ def wrap_prefix(runtime: Mapping[str, Any], argv: Sequence[str], env: Mapping[st
     return [*prefix, "env", *(f"{k}={v}" for k, v in sorted(own.items())), *argv], host_env
 
 
-def probe_env(runtime: Mapping[str, Any]) -> dict[str, str]:
+def probe_env(runtime: RuntimeConfig) -> dict[str, str]:
     """Variables a probe runs with: the runtime's ``env`` + ``PYTHONPATH`` to this repository."""
-    out = {str(k): str(v) for k, v in (runtime.get("env") or {}).items()}
+    out = {str(k): str(v) for k, v in runtime.env.items()}
     out["PYTHONPATH"] = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
     return out
 
 
-def probe_runtime(runtime: Mapping[str, Any], spec: Mapping[str, Sequence[str]], *,
-                  timeout_s: float = 600.0) -> dict[str, Any]:
+def probe_runtime(runtime: RuntimeConfig, spec: Mapping[str, Sequence[str]], *,
+                  timeout_s: float = 600.0) -> Observation:
     """Run ``runners.identity.probe`` inside the runtime and return its observations.
 
     Raises:
@@ -108,9 +111,9 @@ def probe_runtime(runtime: Mapping[str, Any], spec: Mapping[str, Sequence[str]],
     """
     from runners.identity.probe import parse_probe_output
 
-    name = runtime.get("name")
+    name = runtime.name
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_IMPL")}
-    python = str(runtime.get("python") or sys.executable)
+    python = str(runtime.python or sys.executable)
     argv, env = wrap_prefix(runtime, [python, "-m", "runners.identity.probe", json.dumps(dict(spec), sort_keys=True)],
                             {**base, **probe_env(runtime)}, base)
     shown = " ".join(interpreter_argv(runtime))

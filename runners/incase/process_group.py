@@ -47,26 +47,21 @@ from typing import Any, BinaryIO, Mapping, Sequence
 
 import psutil
 
-from results_schema.io import write_text_atomic
+from results_schema.files import write_text_atomic
 from runners.incase.case_processes import (
     CASE_RUNNER_ENV,
     CASE_TOKEN_ENV,
     alive,
     case_environment,
-    end_case_processes,
-    end_orphaned_cases,
     end_processes,
-    end_recorded_cases,
     processes_where,
     reap_children,
-    runner_id,
     wait_gone,
 )
 from runners.incase.recorded_env import recordable_env
 
-__all__ = ["CASE_RUNNER_ENV", "CASE_TOKEN_ENV", "CaseProcess", "ProcessOutcome", "become_subreaper",
-           "case_environment", "end_case_processes", "end_orphaned_cases", "end_processes", "end_recorded_cases",
-           "install_interrupt_handlers", "raise_if_interrupted", "reap_children", "run_case_process", "runner_id"]
+__all__ = ["CaseProcess", "ProcessOutcome", "become_subreaper", "install_interrupt_handlers", "raise_if_interrupted",
+           "run_case_process"]
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
 from results_schema.io import write_json
 from results_schema.models import WorkloadSpec
-from results_schema.protocols import DEFAULT_PROTOCOL
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
+from runners.planning.plan import ScheduledCase
 
-def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
+def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.PhaseCase``).
 
     Raises:
@@ -37,27 +38,25 @@ def case_spec(sc: Any, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
         from runners.models.accuracy_model import accuracy_model_dir
 
         model_dir = accuracy_model_dir(c.accuracy_model)
-    common = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
-                  runtime=c.runtime_name, device=str(c.runtime.get("device", "cpu")), model=str(model_dir),
+    common: dict[str, Any] = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+                  runtime=c.runtime_name, device=str(c.runtime.device), model=str(model_dir),
                   offload=offload, record=str(paths.record))
     if c.kind == "accuracy":  # the full setting, backend included (the phase's offload_backend)
-        acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(c.accuracy_manifest)),
-                                   protocol=str(c.accuracy_protocol or DEFAULT_PROTOCOL), limit=c.accuracy_limit,
+        acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(str(c.accuracy_manifest))),
+                                   protocol=str(c.accuracy_protocol), limit=c.accuracy_limit,
                                    out_dir=str(paths.record.parent / paths.record.stem))
         return CaseSpec(kind="accuracy", accuracy=acc, **common)
     return CaseSpec(kind="bench", workload=case_workload(c.workload), engine_validates=c.engine_validates, **common)
 
 
-def case_workload(w: Mapping[str, Any]) -> WorkloadSpec:
-    """The planned workload as the record's ``WorkloadSpec`` (``min_measured_s`` absent = 0 s)."""
-    fields = {k: v for k, v in w.items() if k in WorkloadSpec.model_fields}
-    fields["min_measured_s"] = float(w.get("min_measured_s", 0.0) or 0.0)
-    fields["temperature"] = float(w.get("temperature", 0.0) or 0.0)
-    fields["gpu_memory_utilization"] = float(w["gpu_memory_utilization"])
-    return WorkloadSpec(**fields)
+def case_workload(w: WorkloadConfig) -> WorkloadSpec:
+    """The planned workload as the record's ``WorkloadSpec`` (the same fields)."""
+    from conf.typed import plain
+
+    return WorkloadSpec(**plain(w))
 
 
-def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
+def case_argv(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
               python: str, accuracy_command: Sequence[str] | None = None,
               bench_module: str = "runners.incase.bench_one") -> tuple[str, ...]:
     """Write the case's ``case.json`` (``paths.case``) and return the argv of its process.
@@ -82,7 +81,7 @@ def case_argv(sc: Any, *, model_dir: Path, paths: CasePaths, bench_command: Sequ
     return (*prefix, "--case", str(paths.case))
 
 
-def overlay_env(runtime: Mapping[str, Any]) -> dict[str, str]:
+def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:
     """``OFFLOAD_OVERLAY_CLASS`` / ``OFFLOAD_OVERLAY_SOURCE_ROOT`` of an ``overlay`` case (``offload.overlay``).
 
     The root is where the declared ``runtime.overlay_source_root`` is on this host (``runtime.path_map``,
@@ -91,11 +90,11 @@ def overlay_env(runtime: Mapping[str, Any]) -> dict[str, str]:
     from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
     from runners.identity.runtimes import map_path
 
-    root = map_path(runtime, str(runtime.get("overlay_source_root") or ""))
-    return {OVERLAY_CLASS_ENV: str(runtime.get("overlay_class") or ""), OVERLAY_ROOT_ENV: root}
+    root = map_path(runtime, runtime.overlay_source_root or "")
+    return {OVERLAY_CLASS_ENV: runtime.overlay_class or "", OVERLAY_ROOT_ENV: root}
 
 
-def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
+def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md).
 
     ``PYTHONPATH``: the evidence hook (its ``sitecustomize`` must load first), the repository, an
@@ -107,18 +106,18 @@ def case_env(sc: Any, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str,
     """
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
     cache = run_dir / "cache"
-    env.update({str(k): str(v) for k, v in (sc.case.runtime.get("env") or {}).items()})
+    env.update({str(k): str(v) for k, v in sc.case.runtime.env.items()})
     pythonpath = f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
     if sc.case.implementation == "overlay":
         env.update(overlay_env(sc.case.runtime))
         pythonpath += ":" + env["OFFLOAD_OVERLAY_SOURCE_ROOT"]
-    if sc.case.runtime.get("inherit_pythonpath") and base_env.get("PYTHONPATH"):
+    if sc.case.runtime.inherit_pythonpath and base_env.get("PYTHONPATH"):
         pythonpath += ":" + base_env["PYTHONPATH"]  # e.g. CANN's set_env.sh entries, after ours
     env.update({
         "PYTHONPATH": pythonpath,
         "OFFLOAD_IMPL": sc.case.implementation,
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
-        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.get("cpu_kernel_path") or ""),
+        "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.cpu_kernel_path or ""),
         "OFFLOAD_FAULT": str(sc.case.fault or ""),  # negative control only (offload.faults)
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",

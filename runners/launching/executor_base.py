@@ -41,7 +41,7 @@ class LaunchSpec:
     cooldown_s: float
     accelerator: str | None
     pid_file: str | None = None
-    """Kept while the case runs (``runners.incase.process_group.end_recorded_cases`` ends leftovers at resume)."""
+    """Kept while the case runs (``runners.incase.case_processes.end_recorded_cases`` ends leftovers at resume)."""
     record_env: tuple[str, ...] = ()
     """The runtime's declared env names, recorded in the case log header besides the allow-list."""
 
@@ -72,11 +72,16 @@ def append_placement(run_dir: Path | None, placement: CasePlacement) -> None:
 def placement(sc: ScheduledCase, *, attempt: int, executor: Literal["local", "ray"], sharing: Sharing,
               info: Mapping[str, Any], outcome: PlacementOutcome = "finished",
               cause: str | None = None) -> CasePlacement:
-    """The ``CasePlacement`` of one attempt; ``info`` holds hostname, node_id, device and start/end Unix seconds."""
+    """The ``CasePlacement`` of one attempt.
+
+    ``info``: where and when it ran, as every executor writes it: ``hostname``, ``node_id``, ``node_ip`` (None
+    when unknown), ``device``, ``accelerator_ids``, ``start_unix_s`` / ``end_unix_s``, ``times_from`` (``node``
+    or ``driver``: whose clock) and ``pid`` (None when no process ran).
+    """
     c = sc.case
     return CasePlacement(phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation),
                          repeat=sc.repeat, attempt=attempt, kind=case_kind(sc), executor=executor, sharing=sharing,
-                         hostname=info["hostname"], node_id=info["node_id"], node_ip=info.get("node_ip"),
-                         device=info["device"], accelerator_ids=tuple(info.get("accelerator_ids", ())),
+                         hostname=info["hostname"], node_id=info["node_id"], node_ip=info["node_ip"],
+                         device=info["device"], accelerator_ids=tuple(info["accelerator_ids"]),
                          start_unix_s=info["start_unix_s"], end_unix_s=max(info["end_unix_s"], info["start_unix_s"]),
-                         times_from=info.get("times_from", "node"), outcome=outcome, cause=cause, pid=info.get("pid"))
+                         times_from=info["times_from"], outcome=outcome, cause=cause, pid=info["pid"])

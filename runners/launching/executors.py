@@ -46,8 +46,10 @@ import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
+from conf.schema import Config
+from conf.schema_stack import ExecutorConfig, RuntimeConfig
 from results_schema.placement import Sharing
 from runners.launching.executor_base import (
     NODE_FAILURE_ACTIONS,
@@ -70,7 +72,7 @@ from runners.launching.ray_tasks import (
     unanswered,
 )
 
-__all__ = ["LaunchSpec", "LocalExecutor", "OnDone", "RayExecutor", "check_executor_config", "make_executor"]
+__all__ = ["LocalExecutor", "RayExecutor", "check_executor_config", "make_executor"]
 
 
 class LocalExecutor:
@@ -84,10 +86,10 @@ class LocalExecutor:
         self.cooldown_total_s = 0.0
         self.launch_overhead_s = 0.0  # spawn + reap time outside the case's own wall time
 
-    def prepare(self, cfg: Mapping[str, Any], identity: Any) -> None:
+    def prepare(self, cfg: Config, identity: Any) -> None:
         """Nothing to do: the driver's identity gate covered this host."""
 
-    def health_gate(self, runtime: Mapping[str, Any], out_path: Path) -> None:
+    def health_gate(self, runtime: RuntimeConfig, out_path: Path) -> None:
         """The runtime's health command on this host (``runners.identity.gates.health_gate``)."""
         from runners.identity.gates import health_gate
 
@@ -108,8 +110,9 @@ class LocalExecutor:
             t = time.monotonic()
             t_wall = time.time()
             outcome = launch_case(spec)
-            info = {"hostname": host, "node_id": f"local:{host}", "device": spec.accelerator or "cpu",
-                    "start_unix_s": t_wall, "end_unix_s": time.time(), "pid": outcome.pid}
+            info = {"hostname": host, "node_id": f"local:{host}", "node_ip": None, "device": spec.accelerator or "cpu",
+                    "accelerator_ids": (), "start_unix_s": t_wall, "end_unix_s": time.time(), "times_from": "node",
+                    "pid": outcome.pid}
             append_placement(self._run_dir, placement(sc, attempt=0, executor="local", sharing="sequential",
                                                       info=info))
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
@@ -158,7 +161,7 @@ class RayExecutor(RayScheduler):
 
     # -- gates
 
-    def prepare(self, cfg: Mapping[str, Any], identity: Any) -> None:
+    def prepare(self, cfg: Config, identity: Any) -> None:
         """Identity gate on every alive node that can run this run's cases; writes ``cluster-manifest.jsonl``.
 
         A node passes when every pin is ok and every observed value (pins, ``offload/`` tree,
@@ -174,13 +177,13 @@ class RayExecutor(RayScheduler):
         from runners.errors import EXIT_IDENTITY, RunnerError
 
         ray = self._ray
-        accels = {rt.get("ray_resource") for rt in runtimes_used(cfg)}
+        accels = {rt.ray_resource for rt in runtimes_used(cfg)}
         nodes = {nid: n for nid, n in self._alive_nodes().items()
                  if any(self._capacity(n, a, "accuracy") > 0 for a in accels)}
         if not nodes:
             raise RunnerError(f"identity gate: no alive Ray node offers {sorted(map(str, accels))} with "
                               f"{self.num_cpus_per_case} CPU(s) per case", EXIT_IDENTITY)
-        pins = [dict(rt.get("pins") or {}) for rt in runtimes_used(cfg)]
+        pins = [rt.pins for rt in runtimes_used(cfg)]
         sums = str(Path(identity.model_dir) / "SHA256SUMS")
         task = ray.remote(ray_node_identity)
         refs = {nid: task.options(num_cpus=0, max_retries=0, scheduling_strategy=self._affinity(nid)).remote(pins, sums)
@@ -215,7 +218,7 @@ class RayExecutor(RayScheduler):
         if len(self._excluded) == len(nodes):
             raise RunnerError("identity gate (cluster): every node failed: " + " | ".join(failed), EXIT_IDENTITY)
 
-    def health_gate(self, runtime: Mapping[str, Any], out_path: Path) -> None:
+    def health_gate(self, runtime: RuntimeConfig, out_path: Path) -> None:
         """Run the runtime's health command on every node that can run it (a Ray task per node).
 
         Output per node in ``<out_path stem>-<node id 12>.txt``. A failing node stops the run
@@ -226,15 +229,15 @@ class RayExecutor(RayScheduler):
         """
         from runners.errors import EXIT_HEALTH, RunnerError
 
-        cmd = runtime.get("health_command")
+        cmd = runtime.health_command
         if not cmd:
             return
         ray = self._ray
-        acc = runtime.get("ray_resource")
+        acc = runtime.ray_resource
         nodes = {nid: n for nid, n in self._alive_nodes().items()
                  if nid not in self._excluded and self._capacity(n, acc, "accuracy") > 0}
         task = ray.remote(ray_health)
-        timeout = float(runtime.get("health_timeout_s", 60))
+        timeout = runtime.health_timeout_s
         out_path.parent.mkdir(parents=True, exist_ok=True)
         failed = []
         for nid in nodes:
@@ -251,7 +254,7 @@ class RayExecutor(RayScheduler):
                 if self.on_node_failure == "exclude":
                     self._excluded.add(nid)
         if failed and (self.on_node_failure == "stop" or not set(nodes) - self._excluded):
-            raise RunnerError(f"health gate for runtime {runtime['name']!r} failed on " + "; ".join(failed),
+            raise RunnerError(f"health gate for runtime {runtime.name!r} failed on " + "; ".join(failed),
                               EXIT_HEALTH)
 
     def close(self) -> None:
@@ -259,39 +262,26 @@ class RayExecutor(RayScheduler):
         self._ray.shutdown()
 
 
-def make_executor(cfg: Mapping[str, Any], repo_root: Path, run_dir: Path | None = None) -> LocalExecutor | RayExecutor:
-    """Executor for an ``ExecutorConfig`` (plain dict); ``run_dir`` receives the placement evidence.
+def make_executor(cfg: ExecutorConfig, repo_root: Path, run_dir: Path | None = None) -> LocalExecutor | RayExecutor:
+    """Executor for ``cfg``; ``run_dir`` receives the placement evidence.
 
     Raises:
-        ValueError: unknown executor name or Ray option value (naming the value and what is allowed).
+        ValueError: a Ray option value out of range (naming the value and what is allowed).
     """
-    name = cfg.get("name", "local")
-    if name == "local":
+    if cfg.name == "local":
         return LocalExecutor(run_dir=run_dir)
-    if name == "ray":
-        r = cfg.get("ray", {}) or {}
-        return RayExecutor(address=r.get("address"), num_cpus_per_case=float(r.get("num_cpus_per_case", 1.0)),
-                           head_num_cpus=r.get("head_num_cpus"),
-                           object_store_memory_bytes=int(r.get("object_store_memory_bytes", 100_000_000)),
-                           repo_root=repo_root, performance_sharing=str(r.get("performance_sharing", "per_node")),
-                           on_node_failure=str(r.get("on_node_failure", "stop")),
-                           max_node_retries=int(r.get("max_node_retries", 2)), run_dir=run_dir)
-    raise ValueError(f"executor.name {name!r} must be 'local' or 'ray'")
+    r = cfg.ray
+    return RayExecutor(address=r.address, num_cpus_per_case=r.num_cpus_per_case, head_num_cpus=r.head_num_cpus,
+                       object_store_memory_bytes=r.object_store_memory_bytes, repo_root=repo_root,
+                       performance_sharing=str(r.performance_sharing), on_node_failure=str(r.on_node_failure),
+                       max_node_retries=r.max_node_retries, run_dir=run_dir)
 
 
-def check_executor_config(cfg: Mapping[str, Any]) -> str | None:
-    """The first invalid executor setting as a one-line message naming the value and what is allowed, else None."""
-    name = cfg.get("name", "local")
-    if name not in ("local", "ray"):
-        return f"executor.name {name!r} must be 'local' or 'ray'"
-    r = cfg.get("ray", {}) or {}
-    sharing = r.get("performance_sharing", "per_node")
-    if sharing not in SHARING_MODES:
-        return f"executor.ray.performance_sharing {sharing!r} must be one of {', '.join(SHARING_MODES)}"
-    action = r.get("on_node_failure", "stop")
-    if action not in NODE_FAILURE_ACTIONS:
-        return f"executor.ray.on_node_failure {action!r} must be one of {', '.join(NODE_FAILURE_ACTIONS)}"
-    retries = r.get("max_node_retries", 2)
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        return f"executor.ray.max_node_retries {retries!r} must be an integer >= 0"
+def check_executor_config(cfg: ExecutorConfig) -> str | None:
+    """The first invalid executor setting as a one-line message naming the value and what is allowed, else None.
+
+    The names and Ray modes are enums of the schema (refused when the config is composed); what is left is
+    the range of ``max_node_retries``."""
+    if cfg.ray.max_node_retries < 0:
+        return f"executor.ray.max_node_retries {cfg.ray.max_node_retries!r} must be an integer >= 0"
     return None

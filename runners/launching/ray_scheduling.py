@@ -201,5 +201,6 @@ class RayScheduler:
         node: dict[str, Any] = next((n for n in self._ray.nodes() if n["NodeID"] == r.node_id), {})
         return {"hostname": node.get("NodeManagerHostname", "?"), "node_id": r.node_id,
                 "node_ip": node.get("NodeManagerAddress"), "device": r.spec.accelerator or "cpu",
-                "start_unix_s": r.submitted_unix_s, "end_unix_s": time.time(), "times_from": "driver"}
+                "accelerator_ids": (), "start_unix_s": r.submitted_unix_s, "end_unix_s": time.time(),
+                "times_from": "driver", "pid": None}
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
+from conf.schema_stack import PinsConfig
 from results_schema.placement import NodeIdentity
 
 from runners.launching.executor_base import LaunchSpec, launch_case
@@ -44,12 +45,14 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
     outcome = launch_case(spec)
     info["end_unix_s"] = time.time()
     info["pid"] = outcome.pid
+    info["times_from"] = "node"
+    info["node_ip"] = None  # the driver fills it from ray.nodes()
     if spec.cooldown_s > 0:
         time.sleep(spec.cooldown_s)
     return outcome, info
 
 
-def ray_node_identity(pins: Sequence[Mapping[str, Any]], model_sums: str | None) -> dict[str, Any]:
+def ray_node_identity(pins: Sequence[PinsConfig], model_sums: str | None) -> dict[str, Any]:
     """Body of the per-node identity task: the driver's pins, evaluated in this node's runtime."""
     from runners.identity.pin_checks import REPO_ROOT, case_code_sha256, check_pins
     from runners.identity.probe import sha256_file, tree_sha256

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+
+from conf.schema_matrix import MatrixConfig
 
 from runners.errors import EXIT_IDENTITY, PlanError, RunnerError
 from runners.paths import abs_path
@@ -41,18 +42,18 @@ def check_accuracy_model(phase: str, configured: str | None) -> None:
                           EXIT_IDENTITY) from None
 
 
-def phase_layers(phase: str, matrix: Mapping[str, Any], run_layers: int) -> int:
+def phase_layers(phase: str, matrix: MatrixConfig, run_layers: int) -> int:
     """Decoder layers of the model the phase loads: an accuracy phase's ``accuracy_model`` (its ``config.json``
     ``num_hidden_layers``), else the run's model's.
 
     Raises:
         PlanError: the accuracy model's ``config.json`` is missing or has no ``num_hidden_layers``.
     """
-    if matrix.get("kind") != "accuracy" or not matrix.get("accuracy_model"):
+    if matrix.kind != "accuracy" or not matrix.accuracy_model:
         return run_layers
-    config = accuracy_model_dir(str(matrix["accuracy_model"])) / "config.json"
+    config = accuracy_model_dir(matrix.accuracy_model) / "config.json"
     try:
         return int(json.loads(config.read_text())["num_hidden_layers"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PlanError(f"phase {phase!r}: accuracy_model {matrix['accuracy_model']!r}: cannot read "
+        raise PlanError(f"phase {phase!r}: accuracy_model {matrix.accuracy_model!r}: cannot read "
                         f"num_hidden_layers from {config}: {exc}") from None

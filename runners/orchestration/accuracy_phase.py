@@ -19,7 +19,6 @@ from runners.models.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, accuracy_manifest_path
 
-DEFAULT_PROTOCOL = "qwen-chat-v1"
 
 
 def accuracy_cases_name(phase: str) -> str:
@@ -58,10 +57,10 @@ def _check_phase(phase: str, c: Any) -> AccuracyPhase:
     from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
     try:
-        check_protocol(str(c.accuracy_protocol or DEFAULT_PROTOCOL))
+        check_protocol(str(c.accuracy_protocol))
     except UnknownProtocolError as exc:
         raise RunnerError(f"config: accuracy phase {phase!r}: accuracy_protocol: {exc}", EXIT_CONFIG) from None
-    manifest = accuracy_manifest_path(c.accuracy_manifest)
+    manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
     if not manifest.is_file():
         raise RunnerError(f"{where}: dataset manifest {manifest} does not exist (relative paths are resolved "
@@ -109,7 +108,8 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
         RunnerError: (identity) naming the phase, the case and the manifest hashes.
     """
     from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.io import file_sha256, read_jsonl
+    from results_schema.files import file_sha256
+    from results_schema.io import read_jsonl
 
     for p in phases:
         path = run_dir / accuracy_cases_name(p.phase)
@@ -131,7 +131,8 @@ def _task_outcomes(c: Any, results: Sequence[Path], run_dir: Path) -> list[Any]:
         ValueError: a result file does not validate or is for another case.
     """
     from results_schema.accuracy import AccuracyResult, AccuracyTaskOutcome
-    from results_schema.io import file_sha256, read_json
+    from results_schema.files import file_sha256
+    from results_schema.io import read_json
 
     outcomes = []
     for result in results:
@@ -154,12 +155,12 @@ def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir
         ValueError, OSError: a result file is unreadable, invalid or for another case.
     """
     from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.io import file_sha256
+    from results_schema.files import file_sha256
     from results_schema.models import OffloadSetting
 
     c = sc.case
     outcomes = _task_outcomes(c, results, run_dir)
-    manifest = accuracy_manifest_path(c.accuracy_manifest)
+    manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
                else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                    offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from conf.schema import Config
 from runners.config import RunOptions
 from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK,
                             RunnerError)
@@ -41,18 +42,18 @@ class Findings:
     accuracy_failed: list[str] = field(default_factory=list)
 
 
-def copy_bench(cfg: Mapping[str, Any], items: Sequence[Any], run_dir: Path, model_dir: Path,
+def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any) -> None:
     """CPU runs with offload cases: plain copy bandwidth (``runners.orchestration.copy_bench``) for the report, measured
     in the environment of the first offload case's runtime (a phase may set its own: thread count)."""
     offload = [sc for sc in items if sc.case.offload_requested]
-    rt = offload[0].case.runtime if offload else cfg["runtime"]
-    if str(rt.get("device")) != "cpu" or not offload or cfg["bench_command"]:
+    rt = offload[0].case.runtime if offload else cfg.runtime
+    if rt.device != "cpu" or not offload or cfg.bench_command:
         return
     from runners.orchestration.copy_bench import run_copy_bench
 
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
-    env.update({str(k): str(v) for k, v in (rt.get("env") or {}).items()})
+    env.update({str(k): str(v) for k, v in rt.env.items()})
     env["PYTHONPATH"] = str(REPO_ROOT)
     if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
         console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
@@ -99,7 +100,7 @@ def refresh_html(run_dir: Path, console: Any) -> None:
     console.print(f"report: {path}", markup=False)
 
 
-def final_checks(cfg: Mapping[str, Any], todo: Sequence[Any], state: RunState, identity: Any,
+def final_checks(cfg: Config, todo: Sequence[Any], state: RunState, identity: Any,
                  timings: Timings) -> Findings:
     """Health gate after the last phase (failure kept in ``Findings``), then the identity check at the end.
 
@@ -120,7 +121,7 @@ def final_checks(cfg: Mapping[str, Any], todo: Sequence[Any], state: RunState, i
     return found
 
 
-def analyse_and_checksum(cfg: Mapping[str, Any], options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
+def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
                          found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any) -> None:
     """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
     from runners.orchestration.accuracy_phase import verify_accuracy

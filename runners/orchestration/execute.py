@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from conf.schema import Config
 from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
 
@@ -244,7 +245,7 @@ def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
 
 def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
-    from runners.launching.executors import LaunchSpec
+    from runners.launching.executor_base import LaunchSpec
     from runners.launching.case_command import case_argv, case_env
 
     run_dir, phase = state.run_dir, sc.case.phase
@@ -252,7 +253,7 @@ def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
     for p in (paths.log, paths.evidence, paths.record):
         p.parent.mkdir(parents=True, exist_ok=True)
     rt = sc.case.runtime
-    python = str(rt.get("python") or state.python)
+    python = str(rt.python or state.python)
     argv: Sequence[str]
     if sc.case.kind == "serving":
         from runners.planning.serving_spec import write_case_spec
@@ -272,11 +273,11 @@ def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
         argv=tuple(argv), env=env, cwd=str(REPO_ROOT),
         log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
         timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
-        accelerator=rt.get("ray_resource"), pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
-        record_env=tuple(str(k) for k in (rt.get("env") or {})))
+        accelerator=rt.ray_resource, pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
+        record_env=tuple(str(k) for k in rt.env))
 
 
-def run_phases(cfg: Mapping[str, Any], state: RunState, todo: Sequence[Any], *, phases: Sequence[str],
+def run_phases(cfg: Config, state: RunState, todo: Sequence[Any], *, phases: Sequence[str],
                identity: Any, resumed: bool, timings: Timings) -> bool:
     """Run ``todo`` phase by phase (identity re-check, health gate, cases); True when interrupted.
 
@@ -292,7 +293,7 @@ def run_phases(cfg: Mapping[str, Any], state: RunState, todo: Sequence[Any], *, 
     base_env = dict(os.environ)
     executor = None
     try:
-        executor = make_executor(cfg["executor"], REPO_ROOT, run_dir=state.run_dir)
+        executor = make_executor(cfg.executor, REPO_ROOT, run_dir=state.run_dir)
         executor.prepare(cfg, identity)  # ray: identity gate on every node that will run cases
         for phase in phases:
             phase_items = [sc for sc in todo if sc.case.phase == phase]

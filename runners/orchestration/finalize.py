@@ -52,8 +52,7 @@ def _platform_note(sc: ScheduledCase) -> str:
     from runners.identity.numerics import cpu_facts, describe
 
     _, flags = cpu_facts()
-    w = sc.case.workload or {}
-    return f"prompt length {w.get('input_len', '?')} tokens; CPU flags: {describe(flags)}"
+    return f"prompt length {sc.case.workload.input_len} tokens; CPU flags: {describe(flags)}"
 
 
 @dataclass(frozen=True)

@@ -61,14 +61,15 @@ def measure(results_root: Path, overrides: Sequence[str], *, run_id: str = "over
         for line in f.read_text().splitlines():
             d = json.loads(line)
             cases.append((f"{d['phase']}/{d['label']}-r{d['repeat']} (failed)", float(d["duration_s"])))
-    config = (run_dir / "config.yaml").read_text()
     import yaml
 
-    cfg = yaml.safe_load(config)
+    from conf.typed import load_saved_config
+
+    cfg = load_saved_config(yaml.safe_load((run_dir / "config.yaml").read_text()))
     cooldown = 0.0
-    for ph in (cfg.get("phases") or {}).values():
-        n = sum(1 for name, _ in cases if name.startswith(f"{ph['name']}/"))
-        cooldown += float(ph.get("cooldown_s", 0.0)) * max(n - 1, 0)
+    for ph in cfg.phases.values():
+        n = sum(1 for name, _ in cases if name.startswith(f"{ph.name}/"))
+        cooldown += ph.cooldown_s * max(n - 1, 0)
     case_sum = sum(w for _, w in cases)
     n = len(cases)
     overhead = wall - case_sum - cooldown

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
 
+from conf.schema import Config
 from runners.errors import EXIT_CONFIG, RunnerError
 from runners.paths import abs_path
 
@@ -56,31 +56,31 @@ def output_file_problem(path: Path) -> str | None:
     return None
 
 
-def check_run_paths(cfg: Mapping[str, Any], resuming: bool) -> None:
+def check_run_paths(cfg: Config, resuming: bool) -> None:
     """Refuse a bad results root, an existing run directory or a bad model path (exit 2, one line).
 
     Args:
-        cfg: the resolved config (``conf.schema.Config`` as a plain dict).
+        cfg: the typed config.
         resuming: True for a resume (the run directory exists and was checked when it was loaded).
 
     Raises:
         RunnerError: (config) naming the key, its value and the problem.
     """
     if not resuming:
-        root = abs_path(str(cfg["results_root"]))
+        root = abs_path(cfg.results_root)
         if (problem := folder_problem(root)) is not None:
-            raise RunnerError(f"config: results_root={cfg['results_root']} ({root}): {problem}", EXIT_CONFIG)
-        run_id = cfg.get("run_id")
-        if run_id and (root / str(cfg["experiment_name"]) / str(run_id)).exists():
-            raise RunnerError(f"config: run directory {root / str(cfg['experiment_name']) / str(run_id)} already "
+            raise RunnerError(f"config: results_root={cfg.results_root} ({root}): {problem}", EXIT_CONFIG)
+        run_id = cfg.run_id
+        if run_id and (root / cfg.experiment_name / run_id).exists():
+            raise RunnerError(f"config: run directory {root / cfg.experiment_name / run_id} already "
                               "exists; refusing to reuse it (choose another run_id, or resume=<dir>)", EXIT_CONFIG)
-    model = cfg["model"]
-    if model.get("source") == "tiny":
-        cache = abs_path(str(model.get("cache_dir", ".cache/models")))
+    model = cfg.model
+    if model.source == "tiny":
+        cache = abs_path(model.cache_dir)
         if (problem := folder_problem(cache)) is not None:
-            raise RunnerError(f"config: model.cache_dir={model.get('cache_dir')} ({cache}): {problem}", EXIT_CONFIG)
+            raise RunnerError(f"config: model.cache_dir={model.cache_dir} ({cache}): {problem}", EXIT_CONFIG)
         return
-    path = model.get("path")
+    path = model.path
     if path in (None, "???"):  # declared but not given: the identity gate refuses it (fail closed, exit 3)
         return
     d = abs_path(str(path), Path.cwd())

@@ -6,10 +6,15 @@ dry-run schedule table with the per-phase settings every case gets.
 """
 
 from __future__ import annotations
+from runners.planning.plan import PhaseCase, ScheduledCase
 
 import sys
 import time
 from typing import Any, Mapping, Sequence
+
+from conf.schema import Config
+from conf.schema_matrix import MatrixConfig
+from conf.typed import plain
 
 
 def make_console() -> Any:
@@ -69,21 +74,21 @@ class Progress:
             self._bar.stop()
 
 
-def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
+def print_schedule(items: Sequence[ScheduledCase], cfg: Config) -> None:
     """Dry run: the schedule table, processes per phase, then ``schedule_settings``."""
     from rich.markup import escape
     from rich.table import Table
 
     console = make_console()
-    table = Table(title=f"schedule: {cfg.get('experiment_name')} ({len(items)} processes)")
+    table = Table(title=f"schedule: {cfg.experiment_name} ({len(items)} processes)")
     for col in ("#", "phase", "repeat", "label", "impl", "G", "N", "P", "runtime", "rounds"):
         table.add_column(col)
     for sc in items:
         c = sc.case
         table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
                       str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
-                      str(c.workload["measured_rounds"]) if c.kind != "serving" else
-                      "serving: " + ", ".join(f"{r:g}" for r in c.serving["request_rates"]) + " req/s")
+                      str(c.workload.measured_rounds) if c.serving is None else
+                      "serving: " + ", ".join(f"{r:g}" for r in c.serving.request_rates) + " req/s")
     console.print(table)
     per_phase: dict[str, int] = {}
     for sc in items:
@@ -94,7 +99,7 @@ def print_schedule(items: Sequence[Any], cfg: Mapping[str, Any]) -> None:
         console.print(escape(line))
 
 
-def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]:
+def schedule_settings(items: Sequence[ScheduledCase], cfg: Config) -> list[str]:
     """Dry-run lines naming what every case gets: per phase the offload backend(s), schedule and
     process limits, the effective workload, and the runtime's case environment."""
     lines: list[str] = []
@@ -102,21 +107,20 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
     for sc in items:
         firsts.setdefault(sc.case.phase, sc.case)
     for phase, c in firsts.items():
-        m = (cfg.get("phases") or {}).get(phase) or {}
+        m = cfg.phases[phase]
         backends = sorted({sc.case.backend for sc in items if sc.case.phase == phase and sc.case.offload_requested})
         rt = c.runtime
-        lines.append(f"phase {phase}: runtime={rt['name']} offload_backend={','.join(backends) or '-'} "
-                     f"focus_first={bool(m.get('focus_first', False))} cooldown_s={c.cooldown_s:g} "
+        lines.append(f"phase {phase}: runtime={rt.name} offload_backend={','.join(backends) or '-'} "
+                     f"focus_first={m.focus_first} cooldown_s={c.cooldown_s:g} "
                      f"case_timeout_s={c.timeout_s:g} kill_grace_s={c.kill_grace_s:g}")
         lines.append(_workload_line(c))
-        env = " ".join(f"{k}={v}" for k, v in sorted((rt.get("env") or {}).items()))
+        env = " ".join(f"{k}={v}" for k, v in sorted(rt.env.items()))
         overlay = any(sc.case.phase == phase and sc.case.implementation == "overlay" for sc in items)
         lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
-                     + (f":{rt.get('overlay_source_root')} (overlay cases: {rt.get('overlay_class')})"
-                        if overlay else "")
-                     + (":<inherited PYTHONPATH>" if rt.get("inherit_pythonpath") else "")
-                     + f"; health: {' '.join(rt.get('health_command') or ['-'])}"
-                     + (f" (expect {rt['health_expect']!r})" if rt.get("health_expect") else ""))
+                     + (f":{rt.overlay_source_root} (overlay cases: {rt.overlay_class})" if overlay else "")
+                     + (":<inherited PYTHONPATH>" if rt.inherit_pythonpath else "")
+                     + f"; health: {' '.join(rt.health_command or ['-'])}"
+                     + (f" (expect {rt.health_expect!r})" if rt.health_expect else ""))
         if c.kind == "accuracy":  # what the accuracy verifier holds the phase to
             lines.append(f"  accuracy: tasks={','.join(c.accuracy_tasks)} protocol={c.accuracy_protocol} "
                          f"manifest={c.accuracy_manifest} ({_manifest_state(c.accuracy_manifest)}) "
@@ -125,7 +129,7 @@ def schedule_settings(items: Sequence[Any], cfg: Mapping[str, Any]) -> list[str]
     return lines
 
 
-def _workload_line(c: Any) -> str:
+def _workload_line(c: PhaseCase) -> str:
     """The phase's workload as its cases really run it: the bench workload, or for accuracy phases the
     protocol's engine and sampling (the workload's prompts, dtype and lengths do not apply), or for
     serving phases the engine options passed to the API server and the serving benchmark's load."""
@@ -139,7 +143,7 @@ def _workload_line(c: Any) -> str:
         return (f"  workload: the protocol's, not the bench workload: engine {engine or '{}'} (other engine "
                 f"arguments: vLLM's defaults); {sampling}")
     text = "  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
-                                     for k, v in sorted(c.workload.items()))
+                                     for k, v in sorted(plain(c.workload).items()))
     if c.kind == "serving":
         text += ("\n  serving load: `vllm bench serve`, random dataset of num_prompts x input_len / max_tokens, "
                  "ignore_eos (exact token counts), temperature; the workload's prompt_mode, prompts_vary_per_round "
@@ -147,19 +151,19 @@ def _workload_line(c: Any) -> str:
     return text
 
 
-def _manifest_state(configured: str | None) -> str:
+def _manifest_state(configured: str) -> str:
     """``present`` or ``missing: a real run stops before any process`` (a dry run does not check the files)."""
     from runners.paths import accuracy_manifest_path
 
     return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"
 
 
-def expected_duration_line(items: Sequence[Any], phases: Mapping[str, Mapping[str, Any]]) -> str:
+def expected_duration_line(items: Sequence[Any], phases: Mapping[str, MatrixConfig]) -> str:
     """The run's expected duration, printed before the first case.
 
     Args:
         items: the scheduled processes (``ScheduledCase``) still to run.
-        phases: ``cfg["phases"]``; each phase's ``expected_case_s`` (seconds per process on the machine
+        phases: the config's phases; each phase's ``expected_case_s`` (seconds per process on the machine
             the matrix was sized on) and ``cooldown_s``.
 
     Returns:
@@ -170,7 +174,7 @@ def expected_duration_line(items: Sequence[Any], phases: Mapping[str, Mapping[st
     counts: dict[str, int] = {}
     for sc in items:
         counts[sc.case.phase] = counts.get(sc.case.phase, 0) + 1
-    unknown = [ph for ph in counts if not (phases.get(ph) or {}).get("expected_case_s")]
+    unknown = [ph for ph in counts if ph not in phases or not phases[ph].expected_case_s]
     if not counts:
         return "expected duration: no case to run"
     if unknown:
@@ -179,8 +183,8 @@ def expected_duration_line(items: Sequence[Any], phases: Mapping[str, Mapping[st
     total = 0.0
     parts = []
     for ph, n in counts.items():
-        e = float(phases[ph]["expected_case_s"])
-        total += n * e + max(0, n - 1) * float(phases[ph].get("cooldown_s") or 0.0)
+        e = float(phases[ph].expected_case_s or 0.0)
+        total += n * e + max(0, n - 1) * phases[ph].cooldown_s
         parts.append(f"{n} processes x ~{e:.0f} s in {ph}")
     return (f"expected duration: ~{total / 60:.1f} min ({'; '.join(parts)}), then the close stage (copy bench, "
             "analysis); per-process times as seen on the 2-core machine the matrix was sized on, longer under other load")

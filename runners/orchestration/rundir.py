@@ -18,14 +18,18 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence, cast
+import dataclasses
+from typing import Any, Sequence, cast
 
-from results_schema.io import file_sha256, write_text_atomic
+from conf.schema import Config
+from conf.typed import plain
+from results_schema.files import file_sha256, write_text_atomic
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity, numerics_of
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
 from runners.orchestration.run_lock import RunLock
+from runners.planning.plan import PhaseCase
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -58,27 +62,28 @@ def write_sha256sums(run_dir: Path) -> Path:
     return out
 
 
-def _planned_case(c: Any) -> Any:
+def _planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
+    from results_schema.base import Implementation
     from results_schema.plan import PlannedCase
 
     rates = None
-    if c.kind == "serving":
-        rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving["request_rates"])
+    if c.serving is not None:  # set for kind=serving only
+        rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving.request_rates)
     failing = c.expect_error is not None
     return PlannedCase(
-        label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
+        label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
         offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         engine_validates=c.engine_validates,
-        device=str(c.runtime.get("device", "cpu")), request_rates_rps=rates, accuracy_tasks=tuple(c.accuracy_tasks),
-        overlay_class=str(c.runtime.get("overlay_class")) if c.implementation == "overlay" else None,
+        device=str(c.runtime.device), request_rates_rps=rates, accuracy_tasks=tuple(c.accuracy_tasks),
+        overlay_class=str(c.runtime.overlay_class) if c.implementation == "overlay" else None,
         expected_runs=0 if failing else c.repeats, expected_failures=c.repeats if failing else 0)
 
 
-def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
+def write_plan(run_dir: Path, cfg: Config) -> Path:
     """``plan.json`` (``results_schema.plan.RunPlan``): the expanded plan and the counts analysis expects.
 
     Raises:
@@ -93,7 +98,7 @@ def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
         planned = tuple(_planned_case(c) for c in cases)
         phases.append(PlannedPhase(name=name, kind=cast(PhaseKind, cases[0].kind), cases=planned,
                                    processes=sum(c.repeats for c in planned)))
-    doc = RunPlan(experiment=str(cfg["experiment_name"]), run_id=str(cfg["run_id"]), phases=tuple(phases),
+    doc = RunPlan(experiment=cfg.experiment_name, run_id=str(cfg.run_id), phases=tuple(phases),
                   processes=sum(p.processes for p in phases))
     write_json(run_dir / PLAN_FILE, doc)
     return run_dir / PLAN_FILE
@@ -102,8 +107,7 @@ def write_plan(run_dir: Path, cfg: Mapping[str, Any]) -> Path:
 # ----------------------------------------------------------------------------- resume
 
 
-def load_resumed_config(resume: str, cfg: Mapping[str, Any],
-                        overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+def load_resumed_config(resume: str, cfg: Config, overrides: Sequence[str]) -> tuple[Config, list[str]]:
     """The saved config (and overrides) of the run directory ``resume``; ``progress`` / ``analyze`` from ``cfg``.
 
     A resume continues the run as it was started: ``overrides`` (the resume's own) must be
@@ -115,7 +119,8 @@ def load_resumed_config(resume: str, cfg: Mapping[str, Any],
     """
     from omegaconf import OmegaConf
 
-    from conf.schema import ConfigError, checked_saved_config
+    from conf.schema import ConfigError
+    from conf.typed import load_saved_config
     from runners.orchestration.resume import override_differences
 
     run_dir = abs_path(resume, Path.cwd())
@@ -129,13 +134,10 @@ def load_resumed_config(resume: str, cfg: Mapping[str, Any],
         raise RunnerError(f"config: resume={resume}: run directory {run_dir} is not writable", EXIT_CONFIG)
     loaded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True, throw_on_missing=False)
     try:
-        saved = checked_saved_config(loaded)  # type: ignore[arg-type]  # a mapping: config.yaml is a dict
+        saved = load_saved_config(loaded)  # type: ignore[arg-type]  # a mapping: config.yaml is a dict
     except ConfigError as exc:
         raise RunnerError(f"resume: {run_dir / 'config.yaml'}: {exc}", EXIT_CONFIG) from None
-    saved["resume"] = str(run_dir)
-    for key in ("progress", "analyze"):
-        if key in cfg:
-            saved[key] = cfg[key]
+    saved = dataclasses.replace(saved, resume=str(run_dir), progress=cfg.progress, analyze=cfg.analyze)
     saved_file = run_dir / "overrides.json"
     saved_overrides = list(json.loads(saved_file.read_text())) if saved_file.is_file() else []
     diffs = override_differences(saved_overrides, overrides)
@@ -190,7 +192,7 @@ def quarantine(paths: Sequence[Path], run_dir: Path, qdir: Path) -> None:
         shutil.move(str(p), str(dest))
 
 
-def _manifest_differences(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], run_identity: RunIdentity,
+def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], run_identity: RunIdentity,
                           console: Any) -> list[str]:
     """What differs between the saved environment manifest and the identity observed now."""
     from results_schema.io import read_json
@@ -238,7 +240,7 @@ def _leftovers(items: Sequence[Any], done: set[Key], run_dir: Path) -> list[Path
     return out
 
 
-def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], items: Sequence[Any],
+def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: Sequence[Any],
                    accuracy_phases: Sequence[Any], run_identity: RunIdentity, console: Any) -> set[Key]:
     """Resume ``run_dir``: identity must equal the saved manifest; quarantine leftovers; return done keys.
 
@@ -246,7 +248,7 @@ def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[st
         RunnerError: (identity) the identity or an accuracy dataset manifest differs from the run's.
     """
     from runners.orchestration.accuracy_phase import check_resumed_manifests
-    from runners.incase.process_group import end_recorded_cases
+    from runners.incase.case_processes import end_recorded_cases
 
     diffs = _manifest_differences(run_dir, cfg, overrides, run_identity, console)
     if diffs:
@@ -272,7 +274,7 @@ def reopen_run_dir(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[st
 # ----------------------------------------------------------------------------- new run directory
 
 
-def _make_dir(cfg: Mapping[str, Any]) -> tuple[Path, str]:
+def _make_dir(cfg: Config) -> tuple[Path, str]:
     """Create ``<results_root>/<experiment_name>/<run_id>``; return it and the run id.
 
     Raises:
@@ -300,10 +302,10 @@ def _make_dir(cfg: Mapping[str, Any]) -> tuple[Path, str]:
     return run_dir, str(run_id)
 
 
-def _write_reproduction(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequence[str], git: Any) -> None:
+def _write_reproduction(run_dir: Path, cfg: Config, overrides: Sequence[str], git: Any) -> None:
     """``reproduction/``: the resolved config, the overrides and ``run.sh`` re-running them."""
     repro = run_dir / "reproduction"
-    write_text_atomic(repro / "config.yaml", yaml_text(cfg))
+    write_text_atomic(repro / "config.yaml", yaml_text(plain(cfg)))
     write_text_atomic(repro / "overrides.yaml", yaml_text(list(overrides)))
     keep = [shlex.quote(o) for o in overrides if not o.startswith(("run_id=", "resume="))]
     write_text_atomic(repro / "run.sh", (
@@ -314,8 +316,8 @@ def _write_reproduction(run_dir: Path, cfg: Mapping[str, Any], overrides: Sequen
     os.chmod(repro / "run.sh", 0o755)
 
 
-def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], run_identity: RunIdentity,
-                   lock: RunLock | None = None) -> tuple[Path, dict[str, Any]]:
+def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdentity,
+                   lock: RunLock | None = None) -> tuple[Path, Config]:
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
 
     ``lock`` (a ``runners.orchestration.run_lock.RunLock``) is acquired on the new directory before anything
@@ -334,18 +336,17 @@ def create_run_dir(cfg: Mapping[str, Any], overrides: Sequence[str], run_identit
     run_dir, run_id = _make_dir(cfg)
     if lock is not None:
         lock.acquire(run_dir, "created")
-    cfg = dict(cfg)
-    cfg["run_id"] = run_id
+    cfg = dataclasses.replace(cfg, run_id=run_id)
     ident = run_identity.gate
     manifest = build_manifest(
-        run_id=run_id, experiment=str(cfg["experiment_name"]), packages=run_identity.packages, checks=ident.checks,
-        model=ModelIdentity(name=str(cfg["model"]["name"]), path=str(ident.model_dir),
-                            sha256sums_sha256=str(ident.model_sums), revision=cfg["model"].get("revision"),
-                            num_layers=int(cfg["model"]["num_layers"])),
+        run_id=run_id, experiment=cfg.experiment_name, packages=run_identity.packages, checks=ident.checks,
+        model=ModelIdentity(name=cfg.model.name, path=str(ident.model_dir),
+                            sha256sums_sha256=str(ident.model_sums), revision=cfg.model.revision,
+                            num_layers=cfg.model.num_layers),
         offload_tree=ident.offload_tree, devices=run_identity.devices, config=cfg, overrides=overrides,
         case_code=run_identity.case_code, git=run_identity.git, declared_env=run_identity.declared_env)
     manifest = manifest.model_copy(update={"numerics": numerics_of(cfg)})
-    write_text_atomic(run_dir / "config.yaml", yaml_text(cfg))
+    write_text_atomic(run_dir / "config.yaml", yaml_text(plain(cfg)))
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
     write_json(run_dir / "environment-manifest.json", manifest)

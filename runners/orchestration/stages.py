@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from conf.schema import Config
+from conf.schema_stack import ExecutorConfig, ModelConfig
 from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
@@ -34,6 +36,7 @@ from runners.orchestration.execute import RunState, Timings
 from runners.identity.gates import RunIdentity
 from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
+from runners.planning.plan import ScheduledCase
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Plan:
     """The run as planned, before any process starts.
 
     Attributes:
-        cfg: resolved config (``conf.schema.Config`` as a plain dict; the saved one when resuming).
+        cfg: the typed config (the saved one when resuming).
         options: its run-level switches, typed.
         overrides: the command-line overrides (the saved ones when resuming).
         items: every case process in schedule order (``runners.planning.plan.ScheduledCase``).
@@ -50,10 +53,10 @@ class Plan:
         resume_dir: the run directory to resume, or None for a new run.
     """
 
-    cfg: Mapping[str, Any]
+    cfg: Config
     options: RunOptions
     overrides: tuple[str, ...]
-    items: tuple[Any, ...]
+    items: tuple[ScheduledCase, ...]
     phases: tuple[str, ...]
     accuracy_phases: tuple[AccuracyPhase, ...]
     resume_dir: Path | None
@@ -64,7 +67,7 @@ class OpenRun:
     """An open run directory: its path, the config it runs (``run_id`` set), the identity, done cases."""
 
     run_dir: Path
-    cfg: Mapping[str, Any]
+    cfg: Config
     run_identity: RunIdentity
     done: frozenset[Key]
     timings: Timings
@@ -74,13 +77,13 @@ class OpenRun:
 class Execution:
     """What the execute stage did: the cases it had to run, the accumulated state, an interrupt."""
 
-    todo: tuple[Any, ...]
+    todo: tuple[ScheduledCase, ...]
     state: RunState
     interrupted: bool
     base_env: Mapping[str, str]
 
 
-def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
+def check_cpu_kernel_paths(items: Sequence[ScheduledCase]) -> None:
     """Refuse a bad ``runtime.cpu_kernel_path`` before any process starts (``RunnerError``, exit 2).
 
     Allowed: ``plain`` / ``packed`` on a CPU runtime, null elsewhere. ``packed`` keeps vLLM's
@@ -90,12 +93,12 @@ def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
     from offload.cpu_kernels import CPU_KERNEL_PATHS
 
     for sc in items:
-        rt = sc.case.runtime or {}
-        path = rt.get("cpu_kernel_path")
-        where = f"runtime {rt.get('name')!r} (case {sc.case.phase}/{sc.case.label})"
+        rt = sc.case.runtime
+        path = rt.cpu_kernel_path
+        where = f"runtime {rt.name!r} (case {sc.case.phase}/{sc.case.label})"
         if path is None:
             continue
-        if str(rt.get("device", "cpu")) != "cpu":
+        if rt.device != "cpu":
             raise RunnerError(f"config: {where}: cpu_kernel_path={path!r} applies to CPU runtimes only; "
                               "set runtime.cpu_kernel_path=null", EXIT_CONFIG)
         if path not in CPU_KERNEL_PATHS:
@@ -108,17 +111,14 @@ def check_cpu_kernel_paths(items: Sequence[Any]) -> None:
                               "runtime.cpu_kernel_path=plain (packed is for runs without offload)", EXIT_CONFIG)
 
 
-def _check_executor(cfg: Mapping[str, Any]) -> None:
+def _check_executor(executor: ExecutorConfig) -> None:
     from runners.launching.executors import check_executor_config
 
-    executor_name = cfg["executor"]["name"]
-    if executor_name not in ("local", "ray"):
-        raise RunnerError(f"config: executor.name {executor_name!r} must be 'local' or 'ray'", EXIT_CONFIG)
-    if (bad := check_executor_config(cfg["executor"])) is not None:
+    if (bad := check_executor_config(executor)) is not None:
         raise RunnerError(f"config: {bad}", EXIT_CONFIG)
 
 
-def _accuracy_phases(items: Sequence[Any]) -> list[AccuracyPhase]:
+def _accuracy_phases(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]:
     if not any(sc.case.kind == "accuracy" for sc in items):
         return []
     import importlib.util
@@ -130,7 +130,7 @@ def _accuracy_phases(items: Sequence[Any]) -> list[AccuracyPhase]:
     return check_accuracy_inputs(items)
 
 
-def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
+def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
     """Stage 1: the schedule, checked before any process starts (accuracy inputs: not for a dry run).
 
     Raises:
@@ -141,15 +141,15 @@ def make_plan(cfg: Mapping[str, Any], overrides: Sequence[str]) -> Plan:
     from runners.orchestration.rundir import load_resumed_config
 
     resume_dir = None
-    if cfg.get("resume"):
-        cfg, overrides = load_resumed_config(str(cfg["resume"]), cfg, overrides)
-        resume_dir = Path(cfg["resume"])
+    if cfg.resume:
+        cfg, overrides = load_resumed_config(cfg.resume, cfg, overrides)
+        resume_dir = Path(str(cfg.resume))
     try:
         items = plan(cfg)
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
     check_cpu_kernel_paths(items)
-    _check_executor(cfg)
+    _check_executor(cfg.executor)
     return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
                 resume_dir=resume_dir)
@@ -170,23 +170,23 @@ def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
     """
     from runners.identity.gates import gather_identity, observe_run_identity
 
-    timings.model_build = build_model_once(p.cfg["model"])
+    timings.model_build = build_model_once(p.cfg.model)
     identity = gather_identity(p.cfg, when="before the first case")
     timings.identity += time.monotonic() - timings.t_start - timings.model_build
     return observe_run_identity(p.cfg, identity)
 
 
-def build_model_once(model: Mapping[str, Any]) -> float:
+def build_model_once(model: ModelConfig) -> float:
     """Build a ``source: tiny`` model that is not in its cache yet; return the seconds it took (0: cached or a path)."""
-    if model.get("source") != "tiny":
+    if model.source != "tiny":
         return 0.0
     from runners.identity.gates import resolve_model_dir
     from runners.paths import abs_path
     from runners.models.tiny_model import tiny_model_name
 
-    t = model.get("tiny") or {}
-    name = tiny_model_name(int(t.get("num_layers", 8)), int(t.get("hidden_size", 128)), int(t.get("seed", 0)))
-    if (abs_path(model.get("cache_dir", ".cache/models")) / name / "SHA256SUMS").is_file():
+    t = model.tiny
+    name = tiny_model_name(t.num_layers, t.hidden_size, t.seed)
+    if (abs_path(model.cache_dir) / name / "SHA256SUMS").is_file():
         return 0.0
     start = time.monotonic()
     resolve_model_dir(model)
@@ -208,7 +208,7 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done."""
     from runners.orchestration.execute import run_phases, seed_baselines
-    from runners.incase.process_group import end_orphaned_cases
+    from runners.incase.case_processes import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
@@ -218,7 +218,7 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
-    console.print(expected_duration_line(todo, run.cfg["phases"]), markup=False)
+    console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
     progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(len(p.items) - len(todo))
     opts = p.options
@@ -272,7 +272,7 @@ def resume_complete(p: Plan, console: Any) -> bool:
     return True
 
 
-def run_stages(cfg: Mapping[str, Any], overrides: Sequence[str], console: Any) -> int:
+def run_stages(cfg: Config, overrides: Sequence[str], console: Any) -> int:
     """plan -> [dry run: print the schedule, exit 0] -> paths -> [resume: lock] -> identity gate -> open -> execute -> close.
 
     The run directory's lock (``runners.orchestration.run_lock``) is held from its creation (or the resume's

@@ -86,9 +86,10 @@ def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
 
 def check_plan_match(c: object, record: BenchRecord) -> None:
     """Published rule: the record's workload and model are the plan's."""
-    want_w = dict(c.workload)  # type: ignore[attr-defined]
+    from conf.typed import plain
+
     try:
-        planned = WorkloadSpec(**{k: v for k, v in want_w.items() if k in WorkloadSpec.model_fields})
+        planned = WorkloadSpec(**plain(c.workload))  # type: ignore[attr-defined]
     except ValidationError as exc:  # the plan validated it, so this is a corrupted case: fail closed
         raise CheckFailed("invalid_record", "the plan's workload of this case does not validate, so the record "
                           f"cannot be compared with it: {' '.join(str(exc).split())[:300]}") from None
@@ -113,7 +114,7 @@ def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
 
 def check_kv_lines(c: object, log_text: str) -> None:
     """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
-    device = str((c.runtime or {}).get("device", "cpu"))  # type: ignore[attr-defined]
+    device = str(c.runtime.device)  # type: ignore[attr-defined]
     if device == "cpu" or c.kind == "accuracy":  # type: ignore[attr-defined]
         return
     n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
@@ -149,7 +150,7 @@ def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEviden
     setting = OffloadSetting.model_construct(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                              offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params))
     problems = evidence_problems(sidecar, implementation=c.implementation, setting=setting,
-                                 overlay_class=(c.runtime or {}).get("overlay_class"), select=select_offload_layers)
+                                 overlay_class=c.runtime.overlay_class, select=select_offload_layers)
     if problems:
         raise CheckFailed(problems[0].failure_type, problems[0].message)
     return sidecar
@@ -162,8 +163,8 @@ def check_kernels(sc: Any, log_text: str) -> CpuKernelEvidence | None:
     (the runner allows ``packed`` only without offload). No path configured: the line is
     recorded when present, never required.
     """
-    runtime = sc.case.runtime or {}
-    want = runtime.get("cpu_kernel_path") if str(runtime.get("device", "cpu")) == "cpu" else None
+    runtime = sc.case.runtime
+    want = runtime.cpu_kernel_path if runtime.device == "cpu" else None
     lines = list(dict.fromkeys(lines_with(log_text, KERNELS_PREFIX)))
     if len(lines) > 1:
         raise CheckFailed("kernel_mismatch", f"{len(lines)} different OFFLOAD_CPU_KERNELS lines (one expected)")

@@ -22,8 +22,10 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from conf.schema_matrix import ServingConfig, ServingSLOConfig
+from conf.schema_stack import WorkloadConfig
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, read_json, write_json
@@ -56,37 +58,35 @@ def _check_rates(where: str, rates: list[Any]) -> None:
         raise ValueError(f"{where}.request_rates {rates} repeats a rate: each rate once")
 
 
-def _check_slo(where: str, slo: Mapping[str, Any]) -> None:
-    for key in ("ttft_ms", "tpot_ms"):
-        v = slo.get(key)
-        if not isinstance(v, (int, float)) or not (v > 0) or math.isinf(v):
+def _check_slo(where: str, slo: ServingSLOConfig) -> None:
+    for key, v in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms)):
+        if not (v > 0) or math.isinf(v):
             raise ValueError(f"{where}.slo.{key} = {v!r}: must be a finite number > 0 (ms)")
-    att = slo.get("attainment")
-    if not isinstance(att, (int, float)) or not (0 < att <= 1):
+    att = slo.attainment
+    if not (0 < att <= 1):
         raise ValueError(f"{where}.slo.attainment = {att!r}: must be a fraction in (0, 1]")
 
 
-def validate_serving(phase: str, serving: Mapping[str, Any]) -> None:
+def validate_serving(phase: str, serving: ServingConfig) -> None:
     """Check a serving phase's settings before any process starts.
 
     Raises:
         ValueError: naming ``phases.<phase>.serving.<field>``, its value and what is allowed.
     """
     where = f"phases.{phase}.serving"
-    _check_rates(where, list(serving.get("request_rates") or []))
-    _check_slo(where, serving.get("slo") or {})
-    mc = serving.get("max_concurrency")
-    if mc is not None and (not isinstance(mc, int) or mc < 1):
+    _check_rates(where, list(serving.request_rates))
+    _check_slo(where, serving.slo)
+    mc = serving.max_concurrency
+    if mc is not None and mc < 1:
         raise ValueError(f"{where}.max_concurrency = {mc!r}: must be an integer >= 1 or null")
-    nw = serving.get("num_warmups")
-    if not isinstance(nw, int) or nw < 0:
-        raise ValueError(f"{where}.num_warmups = {nw!r}: must be an integer >= 0")
+    if serving.num_warmups < 0:
+        raise ValueError(f"{where}.num_warmups = {serving.num_warmups!r}: must be an integer >= 0")
     for key in ("burstiness", "health_timeout_s", "health_poll_s", "rate_timeout_s", "stop_grace_s"):
-        v = serving.get(key)
-        if not isinstance(v, (int, float)) or not (v > 0) or math.isinf(v):
+        v = getattr(serving, key)
+        if not (v > 0) or math.isinf(v):
             raise ValueError(f"{where}.{key} = {v!r}: must be a finite number > 0")
-    cmd = serving.get("server_command")
-    if cmd is not None and (not isinstance(cmd, (list, tuple)) or not cmd or not all(isinstance(x, str) for x in cmd)):
+    cmd = serving.server_command
+    if cmd is not None and not cmd:
         raise ValueError(f"{where}.server_command = {cmd!r}: must be a non-empty list of strings or null")
 
 
@@ -100,13 +100,15 @@ def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
     }
 
 
-def _engine_options(w: Mapping[str, Any]) -> dict[str, Any]:
+def _engine_options(w: WorkloadConfig) -> dict[str, Any]:
     """The workload's optional engine options as the API server gets them: the same ones ``vllm.LLM`` gets
     (``runners.incase.bench_one.optional_engine_kwargs``); prefix caching null = not passed."""
     from results_schema.models import WorkloadSpec
     from runners.incase.bench_one import optional_engine_kwargs
 
-    return {"enable_prefix_caching": None, **optional_engine_kwargs(WorkloadSpec(**w))}
+    from conf.typed import plain
+
+    return {"enable_prefix_caching": None, **optional_engine_kwargs(WorkloadSpec(**plain(w)))}
 
 
 def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> ServingCaseSpec:
@@ -114,6 +116,7 @@ def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> Servi
     c = sc.case
     w = c.workload
     s = c.serving
+    assert s is not None  # a serving case has its phase's settings (runners.plan)
     p = paths_of(run_dir, c.phase, sc.stem)
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline" else
                OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
@@ -121,22 +124,17 @@ def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> Servi
                               offload_backend=c.backend))
     return ServingCaseSpec(
         phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=c.runtime_name,
-        device=str(c.runtime.get("device", "cpu")), model=str(model_dir), offload=offload,
-        engine=ServingEngine(dtype=str(w["dtype"]), max_model_len=int(w["max_model_len"]),
-                             enforce_eager=bool(w["enforce_eager"]),
-                             gpu_memory_utilization=float(w["gpu_memory_utilization"]), seed=int(w["seed"]),
-                             **_engine_options(w)),
+        device=str(c.runtime.device), model=str(model_dir), offload=offload,
+        engine=ServingEngine(dtype=w.dtype, max_model_len=w.max_model_len, enforce_eager=w.enforce_eager,
+                             gpu_memory_utilization=w.gpu_memory_utilization, seed=w.seed, **_engine_options(w)),
         load=ServingLoad(backend="openai", endpoint="/v1/completions", dataset="random",
-                         num_prompts=int(w["num_prompts"]), input_len=int(w["input_len"]),
-                         output_len=int(w["max_tokens"]), seed=int(w["seed"]), num_warmups=int(s["num_warmups"]),
-                         burstiness=float(s["burstiness"]), max_concurrency=s.get("max_concurrency"),
-                         temperature=float(w.get("temperature", 0.0)), ignore_eos=True,
-                         request_rates_rps=_rates(s["request_rates"])),
-        slo=ServingSLO(ttft_ms=float(s["slo"]["ttft_ms"]), tpot_ms=float(s["slo"]["tpot_ms"]),
-                       attainment=float(s["slo"]["attainment"])),
-        limits=ServingLimits(health_timeout_s=float(s["health_timeout_s"]), health_poll_s=float(s["health_poll_s"]),
-                             rate_timeout_s=float(s["rate_timeout_s"]), stop_grace_s=float(s["stop_grace_s"])),
-        server_command=tuple(s.get("server_command") or (python, "-m", DEFAULT_SERVER_MODULE)),
+                         num_prompts=w.num_prompts, input_len=w.input_len, output_len=w.max_tokens, seed=w.seed,
+                         num_warmups=s.num_warmups, burstiness=s.burstiness, max_concurrency=s.max_concurrency,
+                         temperature=w.temperature, ignore_eos=True, request_rates_rps=_rates(s.request_rates)),
+        slo=ServingSLO(ttft_ms=s.slo.ttft_ms, tpot_ms=s.slo.tpot_ms, attainment=s.slo.attainment),
+        limits=ServingLimits(health_timeout_s=s.health_timeout_s, health_poll_s=s.health_poll_s,
+                             rate_timeout_s=s.rate_timeout_s, stop_grace_s=s.stop_grace_s),
+        server_command=tuple(s.server_command or (python, "-m", DEFAULT_SERVER_MODULE)),
         record_path=str(p["record"]), requests_dir=str(p["requests_dir"]), server_log_path=str(p["server_log"]))
 
 

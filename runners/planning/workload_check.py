@@ -9,8 +9,11 @@ accuracy phases, whose protocol fixes the engine).
 from __future__ import annotations
 
 from types import UnionType
-from typing import Annotated, Any, Mapping, Union, get_args, get_origin
+import dataclasses
+from typing import Annotated, Any, Union, get_args, get_origin
 
+from conf.schema_matrix import MatrixConfig
+from conf.schema_stack import WorkloadConfig
 from runners.errors import PlanError
 
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -19,12 +22,10 @@ VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 _WORKLOAD_OVERRIDES = ("num_prompts", "input_len", "max_tokens", "warmup_rounds", "measured_rounds", "min_measured_s")
 
 
-def _effective_workload(workload: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
-    eff = dict(workload)
-    for key in _WORKLOAD_OVERRIDES:
-        if matrix.get(key) is not None:
-            eff[key] = matrix[key]
-    return eff
+def _effective_workload(workload: WorkloadConfig, matrix: MatrixConfig) -> WorkloadConfig:
+    """The run's workload with the phase's non-null overrides (``_WORKLOAD_OVERRIDES``)."""
+    return dataclasses.replace(workload, **{k: getattr(matrix, k) for k in _WORKLOAD_OVERRIDES
+                                            if getattr(matrix, k) is not None})
 
 
 def _allowed(model: Any, name: str) -> str:
@@ -48,7 +49,7 @@ def _allowed(model: Any, name: str) -> str:
     return what + (" " + " and ".join(bounds) if bounds else "") + (" or null" if nullable else "")
 
 
-def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[str, Any], *, kind: str) -> None:
+def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig, *, kind: str) -> None:
     """Check a phase's effective workload against ``WorkloadSpec`` before any process starts.
 
     Raises:
@@ -57,26 +58,28 @@ def validate_workload(phase: str, workload: Mapping[str, Any], matrix: Mapping[s
     """
     from pydantic import ValidationError
 
+    from conf.typed import plain
     from results_schema.models import WorkloadSpec
 
+    fields = plain(workload)
     try:
-        WorkloadSpec(**dict(workload))
+        WorkloadSpec(**fields)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            name = ".".join(str(x) for x in err.get("loc", ()))
-            where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and matrix.get(name) is not None
+            name = ".".join(str(x) for x in err["loc"])
+            where = (f"phases.{phase}.{name}" if name in _WORKLOAD_OVERRIDES and getattr(matrix, name) is not None
                      else f"workload.{name}")
-            value = workload.get(name, "<missing>")
+            value = fields.get(name, "<missing>")
             if name not in WorkloadSpec.model_fields:
                 problems.append(f"{where} is not a workload field (fields: {', '.join(WorkloadSpec.model_fields)})")
             else:
                 problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
         raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
-    if kind != "accuracy" and workload.get("dtype") not in VLLM_DTYPES:
-        raise PlanError(f"phase {phase!r}: invalid workload: workload.dtype = {workload.get('dtype')!r} is invalid: "
+    if kind != "accuracy" and workload.dtype not in VLLM_DTYPES:
+        raise PlanError(f"phase {phase!r}: invalid workload: workload.dtype = {workload.dtype!r} is invalid: "
                         f"must be one of {', '.join(VLLM_DTYPES)} (vLLM's --dtype)")
-    if kind != "accuracy" and int(workload["input_len"]) + int(workload["max_tokens"]) > int(workload["max_model_len"]):
-        raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload['input_len']}) + max_tokens "
-                        f"({workload['max_tokens']}) exceeds max_model_len ({workload['max_model_len']}); "
+    if kind != "accuracy" and workload.input_len + workload.max_tokens > workload.max_model_len:
+        raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload.input_len}) + max_tokens "
+                        f"({workload.max_tokens}) exceeds max_model_len ({workload.max_model_len}); "
                         "allowed: input_len + max_tokens <= max_model_len")

@@ -12,7 +12,8 @@ import pytest
 
 from results_schema.accuracy import EngineSettings, SamplingSettings
 from results_schema.models import OffloadSetting
-from runners.incase.accuracy.case import Generation, run_cases
+from runners.incase.accuracy.case import run_cases
+from runners.incase.accuracy.engine import Generation
 
 FIXTURE_MANIFEST = Path(__file__).resolve().parents[2] / "eval_datasets" / "fixtures" / "manifest.json"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.accuracy import DatasetManifest
-from results_schema.io import file_sha256 as sha256_file
+from results_schema.files import file_sha256 as sha256_file
 from runners.incase.accuracy.datasets import (
     DatasetError,
     GPQARow,

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 
 
 def test_accuracy_matrix_plans_baseline_and_two_offload_points_per_task() -> None:
     from conf.schema import register_configs
+    from conf.typed import load_config
     from runners.planning.plan import plan
 
     register_configs()
+    overrides = ["~matrix@phases.same_runtime", "+matrix@phases.accuracy=accuracy"]
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = compose("config", overrides=["~matrix@phases.same_runtime", "+matrix@phases.accuracy=accuracy"])
-    items = plan(OmegaConf.to_container(cfg, resolve=True))
+        cfg = load_config(compose("config", overrides=overrides), overrides)
+    items = plan(cfg)
     tasks: dict[tuple[str, int, int], list[str]] = {}
     for sc in items:  # one process per case (all tasks) or per (case, task): both are fresh processes
         tasks.setdefault((sc.case.implementation, sc.case.group_size, sc.case.num_in_group), []).extend(

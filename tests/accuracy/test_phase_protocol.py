@@ -17,7 +17,7 @@ from tests.runners.test_accuracy_phase import run_accuracy
 
 def test_reproduce_defaults_to_the_published_protocol() -> None:
     cfg = compose_cfg("+experiment=reproduce")
-    assert cfg["phases"]["accuracy"]["accuracy_protocol"] == "qwen-chat-v1"
+    assert cfg.phases["accuracy"].accuracy_protocol == "qwen-chat-v1"
 
 
 def _protocols(run: Path) -> set[tuple[str, str, str]]:

@@ -48,22 +48,22 @@ def test_experiment_composes_with_its_process_count(experiment: str | None) -> N
 
 def test_qwen7b_reproduces_the_seed_design() -> None:
     cfg = compose_cfg("+experiment=qwen7b")
-    w = cfg["workload"]
-    assert (w["num_prompts"], w["input_len"], w["max_tokens"], w["max_model_len"]) == (8, 128, 64, 512)
-    assert (w["gpu_memory_utilization"], w["enforce_eager"], w["seed"], w["warmup_rounds"]) == (0.5, True, 0, 1)
+    w = cfg.workload
+    assert (w.num_prompts, w.input_len, w.max_tokens, w.max_model_len) == (8, 128, 64, 512)
+    assert (w.gpu_memory_utilization, w.enforce_eager, w.seed, w.warmup_rounds) == (0.5, True, 0, 1)
     items = plan(cfg)
     per_phase: dict[str, set[str]] = {}
     for sc in items:
         per_phase.setdefault(sc.case.phase, set()).add(sc.case.label)
     assert {k: len(v) for k, v in per_phase.items()} == {"same_runtime": 21, "long_window": 5, "native": 4,
                                                          "serving": 5, "accuracy": 3}
-    assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "long_window"} == {10}
-    assert {sc.case.workload["measured_rounds"] for sc in items if sc.case.phase == "same_runtime"} == {3}
+    assert {sc.case.workload.measured_rounds for sc in items if sc.case.phase == "long_window"} == {10}
+    assert {sc.case.workload.measured_rounds for sc in items if sc.case.phase == "same_runtime"} == {3}
     assert {sc.case.runtime_name for sc in items if sc.case.phase == "native"} == {"ascend_native_v018"}
     assert {sc.case.runtime_name for sc in items if sc.case.phase != "native"} == {"ascend_latest"}
     assert {sc.case.implementation for sc in items if sc.case.phase == "same_runtime"} == {
         "baseline", "current", "official"}
-    assert cfg["formal"] is True
+    assert cfg.formal is True
 
 
 def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
@@ -75,7 +75,7 @@ def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
     assert sorted(reps.values(), reverse=True) == [5] * 5 + [3] * 6
     assert [reps[k] for k in ("baseline", "current_g28_n1", "current_g14_n1", "current_g28_n2", "current_g8_n1")] == [5] * 5
     confirm = [sc for sc in items if sc.case.phase == "confirmation"]
-    assert len({sc.case.label for sc in confirm}) == 3 and {sc.case.workload["measured_rounds"] for sc in confirm} == {10}
+    assert len({sc.case.label for sc in confirm}) == 3 and {sc.case.workload.measured_rounds for sc in confirm} == {10}
 
 
 def test_default_matrix_is_baseline_plus_four_current_points_on_cpu() -> None:
@@ -85,10 +85,10 @@ def test_default_matrix_is_baseline_plus_four_current_points_on_cpu() -> None:
         ("current", 4, 1, 1), ("current", 2, 1, 1), ("current", 4, 3, 1), ("current", 1, 1, 1), ("baseline", 0, 0, 1)]
     assert {sc.case.runtime_name for sc in items} == {"cpu"}
     # one GEMM thread, the engine core in the case process; the model is the wide one (hidden 1024)
-    assert {(sc.case.runtime["env"]["OMP_NUM_THREADS"], sc.case.runtime["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"])
+    assert {(sc.case.runtime.env["OMP_NUM_THREADS"], sc.case.runtime.env["VLLM_ENABLE_V1_MULTIPROCESSING"])
             for sc in items} == {("1", "0")}
-    assert compose_real()["model"]["tiny"]["hidden_size"] == 1024
-    assert compose_cfg()["model"]["tiny"]["hidden_size"] == 128  # what the other tests run
+    assert compose_real().model.tiny.hidden_size == 1024
+    assert compose_cfg().model.tiny.hidden_size == 128  # what the other tests run
 
 
 def test_misspelt_key_fails_at_compose_time() -> None:
@@ -128,11 +128,11 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
 
     assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
     items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")
-    assert {sc.case.workload["min_measured_s"] for sc in items} == {3.0}
-    assert {sc.case.workload["min_measured_s"] for sc in _plan(None)} == {6.0}  # the default phase measures 6 s
-    assert {sc.case.workload["min_measured_s"] for sc in _plan("qwen7b") if sc.case.kind != "accuracy"} == {10.0}
+    assert {sc.case.workload.min_measured_s for sc in items} == {3.0}
+    assert {sc.case.workload.min_measured_s for sc in _plan(None)} == {6.0}  # the default phase measures 6 s
+    assert {sc.case.workload.min_measured_s for sc in _plan("qwen7b") if sc.case.kind != "accuracy"} == {10.0}
     # a phase can override it; the stability phase counts exactly 100 requests
-    assert {sc.case.workload["min_measured_s"] for sc in _plan("stability")
+    assert {sc.case.workload.min_measured_s for sc in _plan("stability")
             if sc.case.phase.startswith("stability")} == {0.0}
 
     argv = case_argv(items[0], model_dir=Path("/m"), paths=CasePaths.of(tmp_path, "p", "s"), bench_command=None,

@@ -30,7 +30,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config, checked_saved_config
-from runners.config import to_plain
+from conf.typed import load_config, plain_config
 
 EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "plain_config_main.json").read_text())
 
@@ -51,12 +51,11 @@ def _plain_types_only(node: object) -> None:
 def test_plain_config_is_what_it_was_on_main(experiment: str) -> None:
     overrides = [] if experiment == "None" else [f"+experiment={experiment}"]
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-        via_to_plain = to_plain(cfg)
-        plain = checked_plain_config(cfg, overrides)
+        plain = checked_plain_config(compose("config", overrides=overrides), overrides)
+        via_typed = plain_config(load_config(compose("config", overrides=overrides), overrides))
     assert plain == EXPECTED[experiment]
-    assert via_to_plain == EXPECTED[experiment]
+    assert via_typed == EXPECTED[experiment]
     assert checked_saved_config(plain) == EXPECTED[experiment]
-    for data in (plain, via_to_plain):
+    for data in (plain, via_typed):
         _plain_types_only(data)
         assert yaml.safe_load(yaml.safe_dump(data)) == data  # the saved config.yaml round-trips

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conf.schema import ConfigError
+from conf.schema_stack import PinsConfig
 from runners.identity.pin_checks import check_pins
 from runners.launching.case_command import case_env
 from runners.paths import CasePaths
@@ -30,21 +31,22 @@ REPO = Path(__file__).resolve().parents[2]
     ("+runtime.env.Q='0.10'", ("env", "Q"), "0.10"),                                   # quoted: Hydra's string
 ])
 def test_pins_and_env_keep_the_text_typed(override, key, text):
-    node = compose_cfg(override)["runtime"]
-    for part in key:
-        node = node[part]
+    node = compose_cfg(override).runtime
+    for part in key[:-1]:
+        node = getattr(node, part)
+    node = node[key[-1]]
     assert node == text
 
 
 def test_existing_pin_overridden_without_plus_keeps_text():
     cfg = compose_cfg("runtime=cuda", "runtime.pins.packages.vllm=0.10")
-    assert cfg["runtime"]["pins"]["packages"]["vllm"] == "0.10"
+    assert cfg.runtime.pins.packages["vllm"] == "0.10"
 
 
 def test_pin_text_reaches_the_identity_gate():
     # idna 3.20 is installed in the project venv; Hydra used to turn 3.20 into 3.2 and refuse it.
     cfg = compose_cfg("+runtime.pins.packages.idna=3.20")
-    checks = [c for c in check_pins({"packages": cfg["runtime"]["pins"]["packages"]}, model_dir=None, model_pin=None,
+    checks = [c for c in check_pins(PinsConfig(packages=cfg.runtime.pins.packages), model_dir=None, model_pin=None,
                                     model_revision=None, observed_revision=None, offload_pin=None,
                                     offload_actual="x") if c.name == "idna"]
     assert checks and checks[0].expected == "3.20"
@@ -92,7 +94,7 @@ def test_run_id_must_be_a_name(run_id):
 
 
 def test_good_run_id_is_accepted():
-    assert compose_cfg("run_id=2026-11-30T12.00_abc")["run_id"] == "2026-11-30T12.00_abc"
+    assert compose_cfg("run_id=2026-11-30T12.00_abc").run_id == "2026-11-30T12.00_abc"
 
 
 @pytest.mark.parametrize("override,needle", [
@@ -121,7 +123,7 @@ def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
     cfg_path.write_text(cfg_path.read_text().replace("  same_runtime:\n", "  same_runtime:\n    repeatz: 2\n", 1))
     assert "repeatz: 2" in cfg_path.read_text()
     capsys.readouterr()
-    assert run_matrix({"resume": str(run_dir), "progress": False}) == EXIT_CONFIG
+    assert run_matrix(compose_cfg(f"resume={run_dir}", "progress=false")) == EXIT_CONFIG
     assert "repeatz" in capsys.readouterr().out
 
 

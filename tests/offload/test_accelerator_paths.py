@@ -25,7 +25,8 @@ import torch
 
 from offload import gpu_compare, plugin, ring
 from offload.factory import make_factory
-from offload.prefetch import ALIGN_BYTES, CurrentPrefetchOffloader, ParamKey, StaticBufferPool, SyncOffloader
+from offload.arena import ALIGN_BYTES, ParamKey, StaticBufferPool
+from offload.prefetch import CurrentPrefetchOffloader, SyncOffloader
 from tests.offload.fakes import FakeBackend, ProbeLayer
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,8 @@ import torch
 import offload.host_storage as host_storage
 import offload.prefetch as prefetch
 from offload import ops
-from offload.prefetch import CurrentPrefetchOffloader, UnsupportedWeightFormat
+from offload.host_storage import UnsupportedWeightFormat
+from offload.prefetch import CurrentPrefetchOffloader
 from tests.offload.fakes import FakeBackend, ProbeLayer
 
 
@@ -90,7 +91,7 @@ def test_fractal_nz_parameters_are_refused_with_a_clear_error(monkeypatch):
     monkeypatch.setattr(host_storage, "npu_format", lambda t: 29)
     with pytest.raises(UnsupportedWeightFormat, match=r"layer 0 parameter 'weight' is stored in npu format 29"):
         off.post_init()
-    monkeypatch.setattr(host_storage, "npu_format", lambda t: prefetch.ACL_FORMAT_ND)
+    monkeypatch.setattr(host_storage, "npu_format", lambda t: host_storage.ACL_FORMAT_ND)
     off2, *_ = _build()
     off2.post_init()
     assert off2.weight_format == "ND"

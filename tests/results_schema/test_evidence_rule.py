@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from conf.choices import Device
+from conf.schema_stack import RuntimeConfig
 from analysis.validation.common import Collector
 from analysis.validation.records import check_evidence as offline_check
 from offload.selection import select_offload_layers
@@ -30,7 +32,7 @@ BROKEN = {  # evidence change -> (validation issue code, runner failure type)
 
 def _live(ev, tmp_path: Path) -> None:
     case = SimpleNamespace(implementation="current", group_size=4, num_in_group=1, prefetch_step=1, params=(),
-                           runtime={"name": "cpu"})
+                           runtime=RuntimeConfig(name="cpu", device=Device.cpu))
     side = tmp_path / "ev.json"
     write_json(side, ev)
     live_check(SimpleNamespace(case=case), f"{EVIDENCE_PREFIX} {ev.model_dump_json()}\n", side)

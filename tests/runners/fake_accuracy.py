@@ -22,7 +22,8 @@ from pathlib import Path
 from offload.selection import select_offload_layers
 from results_schema.io import write_json
 from results_schema.models import RuntimeEvidence
-from runners.incase.accuracy.case import Generation, run_cases
+from runners.incase.accuracy.case import run_cases
+from runners.incase.accuracy.engine import Generation
 from runners.incase.accuracy.cli import build_parser, run_kwargs
 
 LAYER_BYTES = 295_936

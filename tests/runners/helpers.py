@@ -8,7 +8,8 @@ from typing import Any
 
 from hydra import compose, initialize_config_module
 
-from conf.schema import checked_plain_config
+from conf.schema import Config
+from conf.typed import load_config
 from runners.matrix import run_matrix
 
 FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
@@ -28,17 +29,17 @@ def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
     return [t for t in TINY_DEFAULT if not any(t.split("=")[0] in o for o in ov)] + ov
 
 
-def compose_real(*overrides: str) -> dict[str, Any]:
+def compose_real(*overrides: str) -> Config:
     """As ``compose_cfg`` without ``TINY_DEFAULT``: the config exactly as the CLI composes it."""
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        return checked_plain_config(compose("config", overrides=list(overrides)), list(overrides))
+        return load_config(compose("config", overrides=list(overrides)), list(overrides))
 
 
-def compose_cfg(*overrides: str) -> dict[str, Any]:
-    """Resolved plain config composed from ``conf`` with ``overrides`` (``tiny``), checked as the CLI checks it."""
+def compose_cfg(*overrides: str) -> Config:
+    """The typed config composed from ``conf`` with ``overrides`` (``tiny``), checked and typed as the CLI does it."""
     ov = tiny(overrides)
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        return checked_plain_config(compose("config", overrides=ov), ov)
+        return load_config(compose("config", overrides=ov), ov)
 
 
 def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[str]:
@@ -52,4 +53,4 @@ def run_fake(results_root: Path, *extra: str, run_id: str = "t") -> tuple[int, P
     overrides = fake_overrides(results_root, *extra, run_id=run_id)
     cfg = compose_cfg(*overrides)
     code = run_matrix(cfg, overrides)
-    return code, results_root / str(cfg["experiment_name"]) / run_id
+    return code, results_root / cfg.experiment_name / run_id

@@ -14,9 +14,9 @@ from runners.orchestration.accuracy_phase import check_accuracy_inputs
 from runners.launching.case_command import case_argv, case_env
 from runners.paths import CasePaths
 from runners.errors import EXIT_IDENTITY, PlanError, RunnerError
-from runners.planning.plan import expand_phase, plan
+from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
-from tests.runners.test_plan import RUNTIME, WORKLOAD, matrix
+from tests.runners.test_plan import matrix, typed_expand
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINED = "eval_models/tiny-answering-qwen2-l4-h128"
@@ -25,9 +25,9 @@ TRAINED = "eval_models/tiny-answering-qwen2-l4-h128"
 def test_reproduce_loads_the_trained_model_on_the_generated_sets_and_performance_keeps_the_tiny_model(
         tmp_path: Path) -> None:
     cfg = compose_cfg("+experiment=reproduce")
-    acc = cfg["phases"]["accuracy"]
-    assert (acc["accuracy_model"], acc["accuracy_manifest"]) == (TRAINED, "eval_datasets/synthetic/manifest.json")
-    assert cfg["model"]["source"] == "tiny"  # the performance phase's random-weight model
+    acc = cfg.phases["accuracy"]
+    assert (acc.accuracy_model, acc.accuracy_manifest) == (TRAINED, "eval_datasets/synthetic/manifest.json")
+    assert cfg.model.source == "tiny"  # the performance phase's random-weight model
     items = plan(cfg)
     acc_case = next(s for s in items if s.case.kind == "accuracy" and s.case.implementation != "baseline")
     perf_case = next(s for s in items if s.case.kind != "accuracy")
@@ -60,8 +60,7 @@ def test_a_fault_needs_our_offloader_with_offload(case: dict) -> None:
     full = dict(label="bad", group_size=0, num_in_group=0, **case) if "group_size" not in case else dict(label="bad",
                                                                                                           **case)
     with pytest.raises(PlanError, match="fault 'zero_host_copy' corrupts this project's offloader"):
-        expand_phase("p", matrix(baseline=False, points=[], cases=[full]), workload=WORKLOAD, runtime=RUNTIME,
-                     num_layers=8)
+        typed_expand(matrix(baseline=False, points=[], cases=[full]))
 
 
 def test_the_accuracy_model_sizes_the_phase_points(tmp_path: Path) -> None:

@@ -32,16 +32,16 @@ def run_accuracy(results_root: Path, *extra: str, run_id: str = "a", analyze: bo
                  f"accuracy_command=[{sys.executable},{FAKE_ACCURACY}]", *extra]
     cfg = compose_cfg(*overrides)
     code = run_matrix(cfg, overrides)
-    return code, results_root / str(cfg["experiment_name"]) / run_id
+    return code, results_root / str(cfg.experiment_name) / run_id
 
 
 def test_default_manifest_is_the_committed_fixtures_and_reproduce_uses_the_generated_sets() -> None:
     cfg = compose_cfg("+matrix@phases.accuracy=accuracy_tiny")
-    assert cfg["phases"]["accuracy"]["accuracy_manifest"] == "eval_datasets/fixtures/manifest.json"
-    assert (REPO / cfg["phases"]["accuracy"]["accuracy_manifest"]).is_file()
+    assert cfg.phases["accuracy"].accuracy_manifest == "eval_datasets/fixtures/manifest.json"
+    assert (REPO / cfg.phases["accuracy"].accuracy_manifest).is_file()
     cfg = compose_cfg("+experiment=reproduce")
-    assert cfg["phases"]["accuracy"]["accuracy_manifest"] == "eval_datasets/synthetic/manifest.json"
-    assert (REPO / cfg["phases"]["accuracy"]["accuracy_manifest"]).is_file()
+    assert cfg.phases["accuracy"].accuracy_manifest == "eval_datasets/synthetic/manifest.json"
+    assert (REPO / cfg.phases["accuracy"].accuracy_manifest).is_file()
 
 
 def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Path, capsys) -> None:

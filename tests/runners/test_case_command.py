@@ -29,7 +29,7 @@ def test_case_argv_writes_the_case_file_next_to_the_record(tmp_path: Path) -> No
     assert (case.kind, case.phase, case.label, case.implementation, case.repeat, case.model, case.record) == (
         "bench", sc.case.phase, "current_g4_n1", "current", 0, "/m", str(paths.record))
     assert (case.offload.offload_group_size, case.offload.offload_num_in_group) == (4, 1)
-    assert case.workload is not None and case.workload.num_prompts == sc.case.workload["num_prompts"]
+    assert case.workload is not None and case.workload.num_prompts == sc.case.workload.num_prompts
     fake = case_argv(sc, model_dir=Path("/m"), paths=paths, bench_command=[sys.executable, "fake.py"], python="py")
     assert fake == (sys.executable, "fake.py", "--case", argv[-1])
 

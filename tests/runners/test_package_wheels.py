@@ -6,6 +6,8 @@ A small wheel is written with ``zipfile`` and a small "installed" site directory
 
 from __future__ import annotations
 
+from conf.schema_stack import PinsConfig
+
 import json
 import subprocess
 import sys
@@ -64,7 +66,7 @@ def test_the_wheel_and_its_installed_tree_agree(tmp_path: Path, site: Path) -> N
     seen = wheel_vs_installed(f"mypkg={wheel}")
     assert seen is not None and seen["differing_count"] == 0 and seen["files"] == 3
     assert seen["wheel"] == seen["installed"] == tree_sha256(site, list(FILES))  # the installed-tree hashing
-    (check,) = check_pins({"package_wheels": {"mypkg": str(wheel)}}, model_dir=None, model_pin=None,
+    (check,) = check_pins(PinsConfig(package_wheels={"mypkg": str(wheel)}), model_dir=None, model_pin=None,
                           model_revision=None, observed_revision=None, offload_pin=None, offload_actual="")
     assert check.ok and check.kind == "package_wheel" and check.detail is None
 
@@ -77,7 +79,7 @@ def test_a_mismatch_fails_the_gate_naming_the_first_differing_files(tmp_path: Pa
     assert seen is not None and seen["differing"] == [
         "mypkg/gone.py (in RECORD, missing on disk)", "mypkg/local.py (installed, not in the wheel)",
         "mypkg/mod.py (content differs)"]
-    checks = check_pins({"package_wheels": {"mypkg": str(wheel)}}, model_dir=None, model_pin=None,
+    checks = check_pins(PinsConfig(package_wheels={"mypkg": str(wheel)}), model_dir=None, model_pin=None,
                         model_revision=None, observed_revision=None, offload_pin=None, offload_actual="", runtime="cpu")
     assert not checks[0].ok and checks[0].expected == seen["wheel"] and checks[0].actual == seen["installed"]
     with pytest.raises(IdentityError) as exc:
@@ -96,10 +98,10 @@ def test_only_in_the_wheel_and_a_missing_distribution_or_wheel(tmp_path: Path, s
     assert wheel_vs_installed(f"mypkg={tmp_path / 'absent.whl'}") is None
     (tmp_path / "bad.whl").write_text("not a zip")
     assert wheel_vs_installed(f"mypkg={tmp_path / 'bad.whl'}") is None
-    (check,) = check_pins({"package_wheels": {"mypkg": str(tmp_path / "bad.whl")}}, model_dir=None, model_pin=None,
+    (check,) = check_pins(PinsConfig(package_wheels={"mypkg": str(tmp_path / "bad.whl")}), model_dir=None, model_pin=None,
                           model_revision=None, observed_revision=None, offload_pin=None, offload_actual="")
     assert not check.ok and check.actual is None and "not a readable wheel" in (check.detail or "")
-    (unset,) = check_pins({"package_wheels": {"mypkg": "???"}}, model_dir=None, model_pin=None, model_revision=None,
+    (unset,) = check_pins(PinsConfig(package_wheels={"mypkg": "???"}), model_dir=None, model_pin=None, model_revision=None,
                           observed_revision=None, offload_pin=None, offload_actual="")
     assert not unset.ok and unset.expected == "???"
 

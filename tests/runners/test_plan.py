@@ -6,6 +6,10 @@ from typing import Any
 
 import pytest
 
+from conf.schema import ConfigError
+from conf.schema_matrix import MatrixConfig
+from conf.schema_stack import RuntimeConfig, WorkloadConfig
+from conf.typed import validate_as
 from offload.selection import case_label
 from runners.errors import PlanError
 from runners.planning.plan import expand_phase, schedule
@@ -23,8 +27,14 @@ def matrix(**overrides: Any) -> dict[str, Any]:
     return m
 
 
+def typed_expand(m: dict[str, Any], workload: dict[str, Any] = WORKLOAD, runtime: dict[str, Any] = RUNTIME):
+    """``expand_phase`` of plain test data, typed first as the runner types a composed config."""
+    return expand_phase("p", validate_as(MatrixConfig, m), workload=validate_as(WorkloadConfig, workload),
+                        runtime=validate_as(RuntimeConfig, runtime), num_layers=8)
+
+
 def expand(**overrides: Any):
-    return expand_phase("p", matrix(**overrides), workload=WORKLOAD, runtime=RUNTIME, num_layers=8)
+    return typed_expand(matrix(**overrides))
 
 
 def test_labels_name_implementation_and_parameters() -> None:
@@ -40,8 +50,8 @@ def test_expands_baseline_then_points_times_implementations() -> None:
 
 def test_phase_workload_overrides_win() -> None:
     cases = expand(measured_rounds=10, max_tokens=1)
-    assert cases[0].workload["measured_rounds"] == 10 and cases[0].workload["max_tokens"] == 1
-    assert cases[0].workload["num_prompts"] == 4
+    assert cases[0].workload.measured_rounds == 10 and cases[0].workload.max_tokens == 1
+    assert cases[0].workload.num_prompts == 4
 
 
 def test_rotated_schedule_starts_repeat_r_at_index_r() -> None:
@@ -88,8 +98,8 @@ def test_rejects_point_that_selects_no_layer_of_the_model() -> None:
 def test_rejects_duplicate_labels_and_unknown_implementation() -> None:
     with pytest.raises(PlanError, match="duplicate label"):
         expand(cases=[dict(implementation="current", group_size=4, num_in_group=1)])
-    with pytest.raises(PlanError, match="implementation 'fast'"):
-        expand(implementations=["fast"])
+    with pytest.raises(ConfigError, match=r"implementations\[0\]='fast': Input should be 'baseline', 'current'"):
+        expand(implementations=["fast"])  # the schema's enum refuses it when the config is typed
 
 
 def test_expected_error_case_skips_validation() -> None:
@@ -106,7 +116,7 @@ def test_accuracy_phase_runs_every_task_in_one_process_per_case() -> None:
 
 def test_rejects_secrets_in_the_config_environment() -> None:
     with pytest.raises(PlanError, match="secret-looking variables"):
-        expand_phase("p", matrix(), workload=WORKLOAD, runtime=dict(RUNTIME, env={"HF_TOKEN": "x"}), num_layers=8)
+        typed_expand(matrix(), WORKLOAD, dict(RUNTIME, env={"HF_TOKEN": "x"}))
 
 
 @pytest.mark.parametrize("field, value, allowed", [
@@ -122,7 +132,7 @@ def test_rejects_secrets_in_the_config_environment() -> None:
 ])
 def test_invalid_workload_names_field_value_and_what_is_allowed(field: str, value: Any, allowed: str) -> None:
     with pytest.raises(PlanError) as exc:
-        expand_phase("p", matrix(), workload={**WORKLOAD, field: value}, runtime=RUNTIME, num_layers=8)
+        typed_expand(matrix(), {**WORKLOAD, field: value}, RUNTIME)
     assert f"workload.{field} = {value!r} is invalid: must be {allowed}" in str(exc.value)
 
 
@@ -150,10 +160,10 @@ def test_workload_that_does_not_fit_max_model_len_is_rejected() -> None:
 def test_workload_dtype_must_be_one_of_vllms(dtype: str, ok: bool) -> None:
     """A dtype vLLM would refuse inside the case process is refused before any process (exit 2)."""
     if ok:
-        expand_phase("p", matrix(), workload={**WORKLOAD, "dtype": dtype}, runtime=RUNTIME, num_layers=8)
+        typed_expand(matrix(), {**WORKLOAD, "dtype": dtype}, RUNTIME)
         return
     with pytest.raises(PlanError) as exc:
-        expand_phase("p", matrix(), workload={**WORKLOAD, "dtype": dtype}, runtime=RUNTIME, num_layers=8)
+        typed_expand(matrix(), {**WORKLOAD, "dtype": dtype}, RUNTIME)
     assert f"workload.dtype = {dtype!r} is invalid: must be one of auto, half, float16, bfloat16" in str(exc.value)
 
 

@@ -17,8 +17,8 @@ import pytest
 from results_schema.io import read_jsonl
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun
-from runners.incase.process_group import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
-                            run_case_process)
+from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases
+from runners.incase.process_group import run_case_process
 from tests.runners.helpers import TINY_DEFAULT, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

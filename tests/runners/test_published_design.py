@@ -124,8 +124,8 @@ NPU_SMI_M = """\
 def test_published_health_command_names_the_physical_device_and_chip(experiment):
     rt = _items(experiment)[0].case.runtime
     values = device_placeholders("npu", env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, npu_smi_output=NPU_SMI_M)
-    assert health_argv(rt["health_command"], values) == ["npu-smi", "info", "-t", "health", "-i", "6", "-c", "0"]
-    expect = rt["health_expect"]
+    assert health_argv(rt.health_command, values) == ["npu-smi", "info", "-t", "health", "-i", "6", "-c", "0"]
+    expect = rt.health_expect
     assert health_verdict(0, "        Health Status                  : OK\n", expect) is None
     assert "does not match" in health_verdict(0, "        Health Status                  : Warning\n", expect)
     assert health_verdict(3, "Health Status : OK", expect) == "exited 3"

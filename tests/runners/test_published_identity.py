@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from conf.schema_stack import PinsConfig
+
 import pickle
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from runners.identity.published_identity import (PUBLISHED_PREFIX, model_revision, msc_revision, sha256sum_lines,
-                                        sha256sum_tree, tree_value_for_pin)
+from runners.identity.probe import PUBLISHED_PREFIX, sha256sum_lines, sha256sum_tree
+from runners.identity.published_identity import model_revision, msc_revision, tree_value_for_pin
 
 
 def _tree(root: Path) -> Path:
@@ -114,7 +116,7 @@ def test_source_tree_pin_takes_the_published_format_and_a_bare_hex(tmp_path):
     assert published == PUBLISHED_PREFIX + sha256sum_tree(root)
 
     def check(value: str):
-        (c,) = check_pins({"source_trees": {str(root): value}}, model_dir=None, model_pin=None, model_revision=None,
+        (c,) = check_pins(PinsConfig(source_trees={str(root): value}), model_dir=None, model_pin=None, model_revision=None,
                           observed_revision=None, offload_pin=None, offload_actual="")
         return c
 
@@ -135,7 +137,7 @@ def test_probe_observes_the_published_source_tree_in_its_own_process(tmp_path):
     from runners.identity.probe import parse_probe_output
 
     root = _source_tree(tmp_path)
-    spec = probe_spec({"source_trees": {str(root): PUBLISHED_PREFIX + "0" * 64, "/nowhere": "ab" * 32}})
+    spec = probe_spec(PinsConfig(source_trees={str(root): PUBLISHED_PREFIX + "0" * 64, "/nowhere": "ab" * 32}))
     assert spec["source_trees_sha256sum"] == [str(root)] and spec["source_trees"] == ["/nowhere"]
     out = subprocess.run([sys.executable, "-m", "runners.identity.probe", json.dumps(spec)], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2]).stdout

@@ -16,9 +16,13 @@ pytest.importorskip("ray")
 
 import ray  # noqa: E402
 
+from conf.schema import ConfigError  # noqa: E402
+from conf.schema_stack import ExecutorConfig  # noqa: E402
+from conf.typed import validate_as  # noqa: E402
 from results_schema.io import read_jsonl  # noqa: E402
 from results_schema.placement import CasePlacement  # noqa: E402
-from runners.launching.executors import LaunchSpec, RayExecutor, check_executor_config  # noqa: E402
+from runners.launching.executor_base import LaunchSpec  # noqa: E402
+from runners.launching.executors import RayExecutor, check_executor_config  # noqa: E402
 from runners.incase.process_group import ProcessOutcome  # noqa: E402
 
 
@@ -69,8 +73,8 @@ class FakeRay:
             self._nodes[node]["Alive"] = getattr(self, "keep_alive", False)
             raise ray.exceptions.NodeDiedError(f"node {node} died")
         self.clock += 1.0
-        info = {"hostname": f"h-{node}", "node_id": node, "device": "cpu", "accelerator_ids": (),
-                "start_unix_s": self.clock, "end_unix_s": self.clock + 0.5, "pid": 1}
+        info = {"hostname": f"h-{node}", "node_id": node, "node_ip": None, "device": "cpu", "accelerator_ids": (),
+                "start_unix_s": self.clock, "end_unix_s": self.clock + 0.5, "times_from": "node", "pid": 1}
         return ProcessOutcome(0, None, False, 0.5, 1), info
 
     def cancel(self, ref, force=False):
@@ -143,13 +147,20 @@ def test_retries_are_bounded_then_a_launch_error(tmp_path: Path) -> None:
     assert outs["baseline"].launch_error and "max_node_retries=0" in outs["baseline"].launch_error
 
 
-@pytest.mark.parametrize("cfg,needle", [({"name": "ray", "ray": {"performance_sharing": "shared"}}, "per_node"),
-                                        ({"name": "ray", "ray": {"on_node_failure": "skip"}}, "exclude"),
-                                        ({"name": "ray", "ray": {"max_node_retries": -1}}, ">= 0")])
-def test_bad_ray_settings_are_named(cfg, needle) -> None:
-    msg = check_executor_config(cfg)
-    assert msg is not None and needle in msg
-    assert check_executor_config({"name": "ray", "ray": {}}) is None
+@pytest.mark.parametrize("cfg,needle", [({"name": "ray", "ray": {"performance_sharing": "shared"}},
+                                         "ray.performance_sharing='shared': Input should be 'per_node' or"),
+                                        ({"name": "ray", "ray": {"on_node_failure": "skip"}},
+                                         "ray.on_node_failure='skip': Input should be 'stop' or 'exclude'")])
+def test_bad_ray_modes_are_refused_by_the_schema_naming_key_and_allowed_values(cfg, needle) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate_as(ExecutorConfig, cfg)
+    assert needle in str(exc.value)
+
+
+def test_negative_retries_are_named() -> None:
+    msg = check_executor_config(validate_as(ExecutorConfig, {"name": "ray", "ray": {"max_node_retries": -1}}))
+    assert msg is not None and "max_node_retries -1 must be an integer >= 0" in msg
+    assert check_executor_config(validate_as(ExecutorConfig, {"name": "ray", "ray": {}})) is None
 
 
 def test_retry_waits_for_another_node_rather_than_the_one_that_lost_it(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.models import CaseRun
 from results_schema.run_owner import HISTORY_FILE, HOLDER_FILE, LOCK_FILE, RunnerHolder
 from runners.errors import EXIT_CONFIG, RunnerError
-from runners.incase.process_group import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_recorded_cases, runner_id
+from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_recorded_cases, runner_id
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.run_lock import RunLock
 from tests.runners.helpers import fake_overrides

@@ -8,29 +8,35 @@ from pathlib import Path
 
 import pytest
 
+from conf.schema_stack import RuntimeConfig
+from conf.typed import validate_as
 from runners.identity.probe import main as probe_main, observe, package_version
 from runners.identity.runtimes import ProbeError, map_path, probe_runtime, wrap_prefix
 from tests.runners.helpers import run_fake
 
 
+def _rt(**fields) -> RuntimeConfig:
+    return validate_as(RuntimeConfig, {"name": "t", "device": "cpu", **fields})
+
+
 def test_map_path_uses_the_longest_whole_component_prefix() -> None:
-    rt = {"path_map": {"/usr/local/Ascend": "/home/u/Ascend", "/usr/local/Ascend/driver": "/drv", "/opt/x/": "/src"}}
+    rt = _rt(path_map={"/usr/local/Ascend": "/home/u/Ascend", "/usr/local/Ascend/driver": "/drv", "/opt/x/": "/src"})
     assert map_path(rt, "/usr/local/Ascend/ascend-toolkit/latest/version.cfg") == \
         "/home/u/Ascend/ascend-toolkit/latest/version.cfg"
     assert map_path(rt, "/usr/local/Ascend/driver/version.info") == "/drv/version.info"
     assert map_path(rt, "/usr/local/AscendX/a") == "/usr/local/AscendX/a"  # not a component prefix
     assert map_path(rt, "/opt/x") == "/src"
-    assert map_path({}, "/a/b") == "/a/b"
+    assert map_path(_rt(), "/a/b") == "/a/b"
 
 
 def test_wrap_prefix_forwards_only_the_case_variables() -> None:
     base = {"PATH": "/bin", "HOME": "/h", "PYTHONPATH": "/old"}
     env = {"PATH": "/bin", "HOME": "/h", "PYTHONPATH": "/hook:/repo", "OFFLOAD_IMPL": "current"}
-    argv, host = wrap_prefix({"command_prefix": ["docker", "exec", "-i", "c"]}, ["/py", "-m", "m"], env, base)
+    argv, host = wrap_prefix(_rt(command_prefix=["docker", "exec", "-i", "c"]), ["/py", "-m", "m"], env, base)
     assert argv == ["docker", "exec", "-i", "c", "env", "OFFLOAD_IMPL=current", "PYTHONPATH=/hook:/repo",
                     "/py", "-m", "m"]
     assert host == {"PATH": "/bin", "HOME": "/h"}
-    assert wrap_prefix({}, ["/py"], env, base) == (["/py"], env)
+    assert wrap_prefix(_rt(), ["/py"], env, base) == (["/py"], env)
 
 
 def test_probe_observes_versions_files_and_absences(tmp_path: Path) -> None:
@@ -45,10 +51,10 @@ def test_probe_observes_versions_files_and_absences(tmp_path: Path) -> None:
 
 
 def test_probe_runs_through_the_runtime_interpreter_and_prefix(tmp_path: Path) -> None:
-    obs = probe_runtime({"name": "t", "python": sys.executable, "command_prefix": ["env"]}, {"packages": ["pydantic"]})
+    obs = probe_runtime(_rt(python=sys.executable, command_prefix=["env"]), {"packages": ["pydantic"]})
     assert obs["packages"]["pydantic"] == package_version("pydantic")
     with pytest.raises(ProbeError, match=r"runtime 't': cannot start .*not found"):
-        probe_runtime({"name": "t", "python": str(tmp_path / "no-python")}, {})
+        probe_runtime(_rt(python=str(tmp_path / "no-python")), {})
 
 
 def test_cases_start_behind_a_command_prefix_with_their_variables(tmp_path: Path) -> None:

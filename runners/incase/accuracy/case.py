@@ -38,13 +38,14 @@ from results_schema.accuracy import (
     canonical_json,
 )
 from offload.selection import case_label, check_offload_setting
-from results_schema.io import dumps_model, file_sha256, read_json, write_bytes_atomic, write_json
+from results_schema.files import file_sha256, write_bytes_atomic
+from results_schema.io import dumps_model, read_json, write_json
 from results_schema.models import OffloadSetting, RuntimeEvidence
 from results_schema.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.incase.accuracy.datasets import load_dataset
-from runners.incase.accuracy.engine import Engine, Generation, VllmEngine
+from runners.incase.accuracy.engine import Generation, VllmEngine
 
-__all__ = ["CaseError", "Engine", "Generation", "VllmEngine", "run_case", "run_cases", "summary_line"]
+__all__ = ["CaseError", "run_case", "run_cases", "summary_line"]
 from runners.incase.accuracy.protocol import render_prompt, render_row, score
 
 IMPL_ENV = "OFFLOAD_IMPL"

@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from results_schema.accuracy import DatasetEntry, DatasetManifest
-from results_schema.io import file_sha256
+from results_schema.files import file_sha256
 
 class DatasetError(ValueError):
     """A dataset file is missing, has the wrong hash or row count, or holds a malformed row."""

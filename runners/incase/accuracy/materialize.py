@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from results_schema.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
-from results_schema.io import write_bytes_atomic
+from results_schema.files import write_bytes_atomic
 from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy.datasets import DatasetError, load_manifest, normalize_row
 from runners.incase.accuracy.protocol import render_row

@@ -18,13 +18,12 @@ from types import MappingProxyType
 from typing import Any
 
 from results_schema.accuracy import ProtocolSpec
-from results_schema.protocols import DEFAULT_PROTOCOL, REGISTRY, UnknownProtocolError, protocol_spec, registered_names
+from results_schema.protocols import REGISTRY
 from runners.incase.accuracy import boxed_chat, qwen_chat
 from runners.incase.accuracy.datasets import Row
-from runners.incase.accuracy.rendered import LETTERS, Rendered
+from runners.incase.accuracy.rendered import Rendered
 
-__all__ = ["DEFAULT_PROTOCOL", "LETTERS", "ChatTemplateMissing", "Rendered", "UnknownProtocolError", "parse_reply",
-           "protocol_spec", "registered_names", "render_prompt", "render_row", "score"]
+__all__ = ["ChatTemplateMissing", "parse_reply", "render_prompt", "render_row", "score"]
 
 IMPLEMENTATIONS: Mapping[str, Any] = MappingProxyType({
     "qwen-chat-v1": qwen_chat,

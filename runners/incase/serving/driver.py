@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.io import file_sha256, write_json
+from results_schema.files import file_sha256
+from results_schema.io import write_json
 from results_schema.case_outcome import ServingFaultCause
 from results_schema.serving import (
     PROMPT_LEN_TOLERANCE,

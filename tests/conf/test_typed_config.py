@@ -1,0 +1,101 @@
+"""The typed config: one validation into the schema's dataclasses, unchanged saved bytes and hashes.
+
+``fixtures/config_golden_main.json`` holds, for the default config, every experiment and two
+override sets with pins typed as text, the ``config.yaml`` text and the config hash the runner
+wrote at main 03d4446, the last commit before configs were typed (``conf.schema.checked_plain_config``
+then ``yaml_text`` / ``config_sha256``; written by ``fixtures/make_config_golden.py``). The typed path
+(``conf.typed.load_config`` -> ``plain_config``) must give the same bytes. (Against 15270aa the only
+difference is ``bench_module: runners.incase.bench_one``, from the module move, not from typing.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+
+from conf.choices import Device
+from conf.schema import Config, ConfigError
+from conf.typed import load_config, load_saved_config, plain_config, typed_config
+from runners.identity.pin_checks import config_sha256
+from runners.orchestration.rundir import yaml_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = json.loads((FIXTURES / "config_golden_main.json").read_text())
+EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
+
+
+def _load(overrides: list[str]) -> Config:
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        return load_config(compose("config", overrides=overrides), overrides)
+
+
+def test_golden_covers_the_default_and_every_experiment() -> None:
+    assert set(EXPERIMENTS) | {"None"} <= set(GOLDEN)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_config_yaml_and_hash_are_byte_identical_to_before_typing(name: str) -> None:
+    want = GOLDEN[name]
+    config = _load(list(want["overrides"]))
+    assert isinstance(config, Config)
+    data = plain_config(config)
+    assert yaml_text(data) == want["config_yaml"]
+    assert config_sha256(config) == want["config_sha256"]
+    assert plain_config(load_saved_config(data)) == data  # a resume reads back the same config
+
+
+def test_choice_fields_are_enums_and_pins_keep_their_text() -> None:
+    config = _load(["runtime=cuda", "runtime.pins.packages.vllm=0.10"])
+    assert config.runtime.device is Device.cuda
+    assert config.runtime.pins.packages["vllm"] == "0.10"
+
+
+def test_missing_value_stays_a_string_where_the_identity_gate_reports_it() -> None:
+    config = _load(["+experiment=qwen7b"])
+    assert "???" in config.runtime.pins.packages.values()
+
+
+def test_missing_value_in_a_non_string_field_is_a_config_error_naming_the_key() -> None:
+    data = plain_config(_load([]))
+    data["phases"]["same_runtime"]["repeats"] = "???"
+    with pytest.raises(ConfigError, match=r"phases\.same_runtime\.repeats is \?\?\? \(required, not given\)"):
+        typed_config(data)
+
+
+def test_unknown_key_is_refused_naming_it() -> None:
+    data = plain_config(_load([]))
+    data["executor"]["ray"]["adress"] = "x"
+    with pytest.raises(ConfigError, match=r"unknown key 'executor\.ray\.adress'"):
+        typed_config(data)
+
+
+def test_wrong_type_names_key_and_value() -> None:
+    data = plain_config(_load([]))
+    data["workload"]["num_prompts"] = "many"
+    with pytest.raises(ConfigError, match=r"workload\.num_prompts='many'"):
+        typed_config(data)
+
+
+def test_pins_entry_point_refuses_a_misspelt_key_naming_the_nearest_real_one(tmp_path, capsys) -> None:
+    from runners.pins import main
+
+    out = tmp_path / "pins.yaml"
+    assert main(["+phases.same_runtime.repeatz=2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'phases.same_runtime.repeatz'" in err and "did you mean 'repeats'?" in err
+    assert not out.exists()
+
+
+def test_a_version_pin_stays_text_through_every_entry_point() -> None:
+    from runners.pins import compose as pins_compose
+
+    overrides = ["runtime=cuda", "runtime.pins.packages.vllm=0.10"]
+    for config in (_load(overrides), pins_compose(overrides)):
+        assert config.runtime.pins.packages["vllm"] == "0.10"
+        saved = load_saved_config(yaml.safe_load(yaml_text(plain_config(config))))  # a resume reads config.yaml
+        assert saved.runtime.pins.packages["vllm"] == "0.10"
+    assert "vllm: '0.10'" in yaml_text(plain_config(_load(overrides)))
