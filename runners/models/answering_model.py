@@ -9,16 +9,19 @@ initialisation on rows of ``runners.incase.accuracy.synthetic`` rendered exactly
 the loss on the reply tokens only: the GSM8K row's worked answer ending in ``#### N``, or the
 gold letter, each followed by ``<|im_end|>``. Training rows show their GPQA options in an
 order drawn by the training generator (not the protocol's text-seeded shuffle), so the
-letter must be read from the options. One attention head (layer 0, head 0) starts as a
-fixed-offset head (``Qwen2LM.init_offset_head``: q/k biases only, offset 2), so that in
-``\nB. word`` the word's position can read its letter from the start: a randomly initialised
-4-layer model did not learn that binding within the CPU budget (GPQA-format loss stayed at
-chance for 1500 steps). AdamW, linear warm-up then cosine decay, gradient
-clipping; fp32 training, bf16 checkpoint.
+letter must be read from the options; rows equal to a held-out row
+(``synthetic.held_out_keys``) are skipped. One attention head (layer 0, head 0) starts as a
+fixed-offset head (``Qwen2LM.init_offset_head``: q/k biases only, offset 3), so that in
+``\nB. 7`` (tokens ``B`` ``.`` ``Ġ`` ``7``) the digit's position can read its letter from the
+start. The multiple-choice task is "which number is the largest": a rule computed from
+the options, learnt in about 100 steps on its own; the earlier "which word is the
+<category> <word>" task (match a question word to an option) stayed at chance (loss
+ln 4 / 2) for 1600 steps. AdamW, linear warm-up then cosine decay, gradient clipping;
+fp32 training, bf16 checkpoint.
 
 Determinism: one seed for the initialisation, the data and the order; a fixed number of
 intra-op threads (``--threads``, recorded in ``config.json`` ``training``; the committed
-checkpoint used 2); ``torch.use_deterministic_algorithms(True)``; no data-loader workers. Same
+checkpoint used 1); ``torch.use_deterministic_algorithms(True)``; no data-loader workers. Same
 arguments, same torch build and CPU -> byte-identical ``model.safetensors`` (checked by
 training twice).
 
@@ -56,7 +59,7 @@ class TrainSettings:
     seed: int = 0
     steps: int = 1600
     batch_size: int = 16
-    choice_batch_size: int = 48
+    choice_batch_size: int = 32
     lr: float = 3e-3
     warmup_steps: int = 100
     weight_decay: float = 0.01
@@ -68,6 +71,7 @@ class TrainSettings:
     num_merges: int = 600
     threads: int = 1
     letter_head_scale: float = 6.0
+    letter_offset: int = 3
 
 
 def chatml(system: str, user: str) -> str:
@@ -132,6 +136,18 @@ def _task_prefix(tok: Any, task: str) -> list[int]:
     return list(tok.encode(chatml(spec.system_message, head + "\x00").split("\x00", 1)[0]).ids)
 
 
+def _fresh_row(rng: random.Random, task: str) -> dict[str, object]:
+    """The next generated ``task`` row that is not a held-out row (``synthetic.held_out_keys``)."""
+    held_out = _HELD_OUT.setdefault("keys", synthetic.held_out_keys())[task]
+    while True:
+        raw = synthetic.arithmetic_row(rng) if task == "gsm8k" else synthetic.choice_row(rng, "train")
+        if synthetic.row_key(task, raw) not in held_out:
+            return raw
+
+
+_HELD_OUT: dict[str, dict[str, frozenset[tuple[str, ...]]]] = {}
+
+
 def _batch(tok: Any, rng: random.Random, task: str, size: int, prefix: list[int], im_end: int,
            pad: int) -> tuple[Any, Any]:
     """``(ids, labels)`` of ``size`` fresh ``task`` rows after the shared ``prefix``, right-padded; labels -100
@@ -144,7 +160,7 @@ def _batch(tok: Any, rng: random.Random, task: str, size: int, prefix: list[int]
 
     seqs = []
     for _ in range(size):
-        raw = synthetic.arithmetic_row(rng) if task == "gsm8k" else synthetic.choice_row(rng, "train")
+        raw = _fresh_row(rng, task)
         prompt, reply = render_example(task, raw, rng)
         p, r = tok.encode(prompt).ids, tok.encode(reply).ids + [im_end]
         if p[:len(prefix)] != prefix:
@@ -199,8 +215,8 @@ def train(s: TrainSettings, tokenizer_json: str, vocab_size: int, log_every: int
                                num_hidden_layers=s.num_layers, num_attention_heads=s.num_heads,
                                num_key_value_heads=s.num_kv_heads))
     model.init_weights(torch.Generator().manual_seed(s.seed))
-    if s.letter_head_scale:  # "\nB. word": the word's position sees its letter two tokens back
-        model.init_offset_head(0, 0, 2, s.letter_head_scale)
+    if s.letter_head_scale:  # "\nB. 7": the digit's position sees its letter three tokens back
+        model.init_offset_head(0, 0, s.letter_offset, s.letter_head_scale)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98), weight_decay=s.weight_decay)
     rng = random.Random(f"train-{s.seed}")
     prefixes = {t: torch.tensor(_task_prefix(tok, t)) for t in synthetic.TASKS}

@@ -125,3 +125,32 @@ def test_offset_head_attends_two_tokens_back_from_the_start() -> None:
     q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
     scores = (q @ k.T).masked_fill(torch.ones(30, 30).triu(1).bool(), float("-inf"))
     assert (scores.argmax(-1)[2:] == torch.arange(0, 28)).all()
+
+
+def test_choice_rows_ask_for_the_largest_of_four_single_token_digits() -> None:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(build_tokenizer(TrainSettings().num_merges)[0])
+    for raw in synthetic.generate_rows("gpqa", 11, 50):
+        options = [int(str(raw[k])) for k in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+                                              "Incorrect Answer 3")]
+        assert len(set(options)) == 4 and options[0] == max(options) and min(options) >= 1
+        prompt, _ = render_example("gpqa", raw, None)
+        tail = tok.encode(prompt).tokens[-30:]
+        assert [tail[i] for i in (2, 7, 12, 17)] == ["A", "B", "C", "D"]  # fixed layout: "A" "." "Ġ" digit "Ċ"
+
+
+def test_training_never_draws_a_held_out_row() -> None:
+    import random
+
+    from runners.models.answering_model import _fresh_row
+
+    held_out = synthetic.held_out_keys()
+    assert all(len(keys) == synthetic.EVAL_ROWS for keys in held_out.values())  # no duplicate held-out rows
+    for task in synthetic.TASKS:
+        rng = random.Random("overlap-check")
+        unfiltered = [synthetic.arithmetic_row(rng) if task == "gsm8k" else synthetic.choice_row(rng, "train")
+                      for _ in range(3000)]
+        assert any(synthetic.row_key(task, r) in held_out[task] for r in unfiltered)  # the skip has work to do
+        rng = random.Random("overlap-check")
+        assert not {synthetic.row_key(task, _fresh_row(rng, task)) for _ in range(3000)} & held_out[task]

@@ -6,15 +6,19 @@ What is modelled: two tasks with known answers, drawn from one seeded ``random.R
 * ``gsm8k``: word problems of one addition or one subtraction of small whole numbers
   (operands 1..13, answers 1..24); the answer is one worked line and a final ``#### N``
   line (the columns ``question`` / ``answer`` of ``openai/gsm8k``).
-* ``gpqa``: "which of these is the <category> <word>?" with that word and three words of
-  three other categories as options (a reading task: find the named word, answer its letter) (GPQA Diamond's title-case columns ``Question``,
-  ``Correct Answer``, ``Incorrect Answer 1..3``, ``Record ID``). The question text carries
-  the asker's name and a phrasing, so the published protocol's option shuffle (seeded by
-  the question text) varies from row to row.
+* ``gpqa``: "which of these numbers is the largest?" with four distinct digits 1..9 as the
+  options (GPQA Diamond's title-case columns ``Question``, ``Correct Answer``,
+  ``Incorrect Answer 1..3``, ``Record ID``): the answer is computed from the options, so a
+  model of this size can learn it (a rule, not a fact); every option is one token, so the
+  prompt's layout is fixed. The question text carries the asker's name and a phrasing, so
+  the published protocol's option shuffle (seeded by the question text) varies from row to
+  row.
 
 The training set (``runners.models.answering_model``) and the held-out evaluation sets
 (``write_eval_sets``, materialised through ``runners.incase.accuracy.materialize`` with a hash
-manifest) come from this one generator with different seeds.
+manifest) come from this one generator with different seeds; training skips every row
+whose question (and, GPQA, option set) is a held-out row's (``held_out_keys``), so the
+held-out rows are never seen in training.
 
 What is deliberately not modelled: anything of the real benchmarks' difficulty. These
 sets exist so that an accuracy comparison can fail for a real reason (a model that
@@ -36,21 +40,11 @@ NAMES = ("Anna", "Ben", "Carl", "Dana", "Emma", "Finn", "Gina", "Hugo", "Ivy", "
          "Mia", "Nick", "Olga", "Paul", "Rosa", "Sam", "Tina", "Ugo")
 ITEMS = ("apples", "marbles", "stickers", "books", "pencils", "cookies", "coins", "cards", "shells", "stamps",
          "eggs", "toys")
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "fruit": ("apple", "banana", "cherry", "grape", "lemon", "mango", "peach", "pear", "plum", "melon"),
-    "animal": ("dog", "cat", "horse", "tiger", "rabbit", "mouse", "sheep", "goat", "lion", "zebra"),
-    "color": ("red", "blue", "green", "yellow", "purple", "brown", "black", "white", "pink", "gray"),
-    "tool": ("hammer", "saw", "drill", "wrench", "shovel", "rake", "chisel", "pliers", "axe", "file"),
-    "vehicle": ("car", "bus", "truck", "train", "boat", "plane", "bicycle", "tram", "ship", "taxi"),
-    "instrument": ("piano", "violin", "guitar", "drum", "flute", "trumpet", "harp", "cello", "organ", "banjo"),
-    "metal": ("iron", "copper", "silver", "gold", "zinc", "tin", "lead", "nickel", "cobalt", "chrome"),
-    "country": ("France", "Spain", "Italy", "Japan", "Brazil", "Canada", "Egypt", "Peru", "Chile", "Kenya"),
-}
 _CHOICE_PHRASES = (
-    "{name} is sorting words into groups. Which of the following words is the {cat} {word}?",
-    "{name} asks: which one of these is the {cat} {word}?",
-    "Which of the following is the {cat} {word}, according to {name}?",
-    "{name} wants to find the {cat} {word}. Which word should {name} pick?",
+    "{name} wrote four numbers on a card. Which number is the largest?",
+    "{name} asks: which of these numbers is the largest?",
+    "Which of the following numbers is the largest, according to {name}?",
+    "{name} picks the largest number. Which one does {name} pick?",
 )
 TASKS = ("gsm8k", "gpqa")
 
@@ -81,14 +75,31 @@ def arithmetic_row(rng: random.Random) -> dict[str, object]:
 
 
 def choice_row(rng: random.Random, record_id: str) -> dict[str, object]:
-    """One GPQA-Diamond-format row (title-case columns); ``Correct Answer`` is the word of the asked category."""
-    cats = rng.sample(sorted(CATEGORIES), 4)
-    cat = cats[0]
-    words = [rng.choice(CATEGORIES[c]) for c in cats]
-    question = rng.choice(_CHOICE_PHRASES).format(name=rng.choice(NAMES), cat=cat, word=words[0])
-    return {"Question": question, "Correct Answer": words[0], "Incorrect Answer 1": words[1],
-            "Incorrect Answer 2": words[2], "Incorrect Answer 3": words[3], "Record ID": record_id,
-            "High-level domain": "Synthetic", "Subdomain": cat}
+    """One GPQA-Diamond-format row (title-case columns): four distinct digits 1..9, ``Correct Answer`` the largest."""
+    digits = rng.sample(range(1, 10), 4)
+    best = max(digits)
+    others = [d for d in digits if d != best]
+    question = rng.choice(_CHOICE_PHRASES).format(name=rng.choice(NAMES))
+    return {"Question": question, "Correct Answer": str(best), "Incorrect Answer 1": str(others[0]),
+            "Incorrect Answer 2": str(others[1]), "Incorrect Answer 3": str(others[2]), "Record ID": record_id,
+            "High-level domain": "Synthetic", "Subdomain": "largest number"}
+
+
+def row_key(task: str, raw: dict[str, object]) -> tuple[str, ...]:
+    """What makes two generated rows the same question: GSM8K question text; GPQA question and option set.
+
+    (A GPQA row's shown option order is the protocol's, a function of the question text, so the set suffices.)
+    """
+    if task == "gsm8k":
+        return (str(raw["question"]),)
+    options = sorted(str(raw[k]) for k in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+                                           "Incorrect Answer 3"))
+    return (str(raw["Question"]), str(raw["Correct Answer"]), *options)
+
+
+def held_out_keys(seed: int = EVAL_SEED, rows: int = EVAL_ROWS) -> dict[str, frozenset[tuple[str, ...]]]:
+    """``task -> row_key`` of every held-out row (training skips rows with these keys)."""
+    return {t: frozenset(row_key(t, r) for r in generate_rows(t, seed, rows)) for t in TASKS}
 
 
 def generate_rows(task: str, seed: int, count: int) -> list[dict[str, object]]:
