@@ -22,7 +22,6 @@ PY = "/usr/bin/python3"
     ([PY, "-m", "vllm.entrypoints.openai.api_server", "--port", "1"], "a vLLM server (vllm.entrypoints.openai.api_server)"),
     (["/venv/bin/vllm", "serve", "m"], "a vLLM server (vllm serve)"),
     ([PY, "/repo/tests/offload/vllm_driver.py", "spec.json"], "a real vLLM engine (tests/offload/vllm_driver.py)"),
-    ([PY, "tests/evidence_hook/hook_driver.py", "x"], "a real vLLM engine (tests/evidence_hook/hook_driver.py)"),
     (["VLLM::EngineCore"], "a vLLM engine process (VLLM::EngineCore)"),
     (["/venv/lib/ray/core/src/ray/raylet/raylet", "--node"], "a Ray process (raylet)"),
     (["/venv/bin/ray", "start", "--block"], "a Ray process (ray)"),

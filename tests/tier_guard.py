@@ -65,7 +65,7 @@ POLL_S = 0.5
 MAX_REPORTED = 10
 
 _PYTHON_MODULES = {"runners.incase.bench_one": "the real bench (runners.incase.bench_one)"}
-_DRIVER_SCRIPTS = {"vllm_driver.py": "tests/offload/vllm_driver.py", "hook_driver.py": "tests/evidence_hook/hook_driver.py"}
+_DRIVER_SCRIPTS = {"vllm_driver.py": "tests/offload/vllm_driver.py"}
 """Test drivers that build a real ``vllm.LLM`` in their own process (by file name)."""
 _RAY_BINARIES = {"raylet", "gcs_server", "plasma_store", "dashboard"}
 _BROWSERS = {"chromium", "chromium-browser", "chrome", "headless_shell", "google-chrome"}

@@ -2,16 +2,14 @@
 
 What is modelled: a directory of accuracy case files
 (``*.result.json`` :class:`results_schema.accuracy.AccuracyResult` + the examples
-JSONL each names), grouped by task. For every task there must be exactly one
-baseline and at least one offload case, and:
+JSONL each names), grouped by task. Every task needs a baseline and an offload case, and:
 
 * counts -- formal mode: every case ran the full split (GSM8K 1319, GPQA
   Diamond 198) of a ``kind=full`` dataset without ``--limit``; limited mode
   (``--limit N``, smoke only): every case ran ``min(N, rows)`` examples. The mode
   is written into every output (JSON ``mode``/``mode_note``, Markdown banner).
-* dataset_hash -- every case used the same dataset entry as the baseline, its
-  SHA-256 equals the manifest's, and the file on disk (when present) still hashes
-  to it.
+* dataset_hash -- every case used the same dataset entry as the baseline, its SHA-256 equals
+  the manifest's, and the file on disk (when present) still hashes to it.
 * registered -- each case's recorded protocol spec is the spec registered under
   its name (``results_schema.protocols``; differing fields named), so a label
   such as ``qwen-chat-v1`` always means the published protocol and cases cannot

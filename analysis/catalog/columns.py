@@ -11,7 +11,10 @@ existed parses with the field's default (null) and loads as NULL in a column tha
 
 The tables built this way (``TABLE_MODELS``): ``cases`` (``CaseRun`` less its evidence and rounds),
 ``rounds`` (``RoundResult``), ``evidence`` (``RuntimeEvidence``), ``failures`` (``CaseFailure``),
-``serving_results`` (``ServingRun``). A new model field is a new column with no edit here.
+``serving_results`` (``ServingRun``), ``accuracy_cases`` (``AccuracyCaseRun``, one row per task: its
+``results`` item, an ``AccuracyTaskOutcome``, flattened beside the case's fields) and ``accuracy_verdicts``
+(``AccuracyVerification``; its case, check and baseline rows as JSON text). A new model field is a new
+column with no edit here.
 
 What is deliberately not modelled: schema migration of an existing catalog file (a catalog built by an
 older version is rebuilt: ``analysis.catalog.store.connect`` compares the column lists).
@@ -27,6 +30,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RoundResult, RuntimeEvidence
 from results_schema.serving import ServingRun
@@ -42,6 +46,8 @@ class Column:
     name: str
     sql: str
     convert: Callable[[Any], Any] | None = None
+    from_item: bool = False
+    """The path starts at one item of the layout's ``items`` tuple (``row(..., item=...)``), not at the row model."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class Layout:
         rename: dotted leaf path -> column name (names kept from earlier catalog versions).
         convert: dotted leaf path -> function applied to the value (e.g. join a tuple).
         elsewhere: dotted paths stored in another table (skipped here).
+        items: a top-level field holding a tuple of models: the table has one row per item, the item
+            model's fields flattened into it (no prefix) beside the row model's other fields.
     """
 
     model: type[BaseModel]
@@ -63,6 +71,7 @@ class Layout:
     rename: Mapping[str, str] = field(default_factory=dict)
     convert: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     elsewhere: frozenset[str] = frozenset()
+    items: str | None = None
 
 
 def _join(v: tuple[str, ...]) -> str:
@@ -120,7 +129,7 @@ def _json_text(v: Any) -> str:
 
 
 def derive(layout: Layout) -> list[Column]:
-    """The columns of ``layout.model``, in field order.
+    """The columns of ``layout.model``, in field order (an ``items`` field's item model in its place).
 
     Raises:
         TypeError: a leaf annotation with no catalog type.
@@ -128,16 +137,19 @@ def derive(layout: Layout) -> list[Column]:
     """
     out: dict[str, Column] = {}
 
-    def walk(cls: type[BaseModel], path: tuple[str, ...], prefix: str) -> None:
+    def walk(cls: type[BaseModel], path: tuple[str, ...], prefix: str, from_item: bool) -> None:
         for name, info in cls.model_fields.items():
             p = path + (name,)
             dotted = ".".join(p)
             if dotted in layout.elsewhere:
                 continue
+            if dotted == layout.items:
+                walk(item_model(info.annotation, dotted), p, prefix, True)
+                continue
             inner = _unwrap(info.annotation)
             if isinstance(inner, type) and issubclass(inner, BaseModel):
                 sub = "" if dotted in layout.bare else layout.prefixes.get(dotted, f"{prefix}{name}_")
-                walk(inner, p, sub)
+                walk(inner, p, sub, from_item)
                 continue
             col = layout.rename.get(dotted, prefix + name)
             sql = "VARCHAR" if dotted in layout.convert else sql_type(info.annotation)
@@ -145,10 +157,23 @@ def derive(layout: Layout) -> list[Column]:
             if col in out:
                 raise ValueError(f"catalog column {col!r} of {layout.model.__name__} comes from both "
                                  f"{'.'.join(out[col].path)} and {dotted}: rename one in TABLE_MODELS")
-            out[col] = Column(p, col, sql, conv)
+            out[col] = Column(p[1:] if from_item else p, col, sql, conv, from_item)
 
-    walk(layout.model, (), "")
+    walk(layout.model, (), "", False)
     return list(out.values())
+
+
+def item_model(ann: Any, where: str) -> type[BaseModel]:
+    """The model of a ``tuple[Model, ...]`` annotation (a layout's ``items`` field).
+
+    Raises:
+        TypeError: ``ann`` is not a tuple of one model.
+    """
+    inner = _unwrap(ann)
+    args = get_args(inner)
+    if get_origin(inner) is tuple and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0]
+    raise TypeError(f"items field {where} must be a tuple of models, not {ann!r}")
 
 
 def _is_text(ann: Any) -> bool:
@@ -156,11 +181,12 @@ def _is_text(ann: Any) -> bool:
         (isinstance(ann, _AnyOf) and all(_is_text(a) for a in ann.options))
 
 
-def row(columns: list[Column], model: BaseModel) -> dict[str, Any]:
-    """``{column name: value}`` of ``model`` (a missing optional parent gives None; tuples become lists)."""
+def row(columns: list[Column], model: BaseModel, item: BaseModel | None = None) -> dict[str, Any]:
+    """``{column name: value}`` of ``model`` (and of ``item`` for the item columns of a layout with ``items``;
+    a missing optional parent gives None; tuples become lists)."""
     out: dict[str, Any] = {}
     for c in columns:
-        v: Any = model
+        v: Any = item if c.from_item else model
         for part in c.path:
             v = getattr(v, part) if v is not None else None
         if v is not None and c.convert is not None:
@@ -192,6 +218,12 @@ TABLE_MODELS: dict[str, Layout] = {
                 "slo.attainment": "slo_attainment_target",
                 **{f"offload.{k}": v for k, v in _OFFLOAD_RENAME.items()}},
         convert={"offload.offload_params": _join, "evidence.offload_params": _join}),
+    "accuracy_cases": Layout(
+        AccuracyCaseRun, bare=frozenset({"offload"}), items="results",
+        rename={"schema_version": "case_schema_version", **{f"offload.{k}": v for k, v in _OFFLOAD_RENAME.items()}},
+        convert={"offload.offload_params": _join}),
+    "accuracy_verdicts": Layout(
+        AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"}),
 }
 """Table -> the model its derived columns come from (keys and run-level columns are added by the schema)."""
 

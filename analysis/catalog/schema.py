@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from analysis.catalog.columns import table_columns
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped when a table's columns change; ``analysis.catalog.store.connect`` rebuilds an older catalog file."""
 
 TABLES: dict[str, str] = {
@@ -47,17 +47,6 @@ TABLES: dict[str, str] = {
         run_id VARCHAR NOT NULL, seq INTEGER NOT NULL, code VARCHAR NOT NULL, severity VARCHAR NOT NULL,
         message VARCHAR NOT NULL, phase VARCHAR, label VARCHAR, repeat INTEGER, path VARCHAR,
         PRIMARY KEY (run_id, seq)""",
-    "accuracy_cases": """
-        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL,
-        task VARCHAR NOT NULL, implementation VARCHAR NOT NULL, group_size INTEGER NOT NULL,
-        num_in_group INTEGER NOT NULL, mode VARCHAR NOT NULL, "limit" INTEGER,
-        num_examples INTEGER NOT NULL, correct INTEGER NOT NULL, unparsable INTEGER NOT NULL,
-        accuracy DOUBLE NOT NULL,
-        PRIMARY KEY (run_id, phase, label, repeat, task)""",
-    "accuracy_verdicts": """
-        run_id VARCHAR NOT NULL, report VARCHAR NOT NULL,  -- accuracy-verification.json, relative to the run
-        mode VARCHAR NOT NULL, passed BOOLEAN NOT NULL, cases INTEGER NOT NULL, failed_checks INTEGER NOT NULL,
-        PRIMARY KEY (run_id, report)""",
     "load_notes": """
         run_id VARCHAR NOT NULL, seq INTEGER NOT NULL, note VARCHAR NOT NULL,
         PRIMARY KEY (run_id, seq)""",
@@ -81,9 +70,16 @@ TABLES.update({
     "serving_results": _derived(
         "serving_results", "run_id VARCHAR NOT NULL, request_rate VARCHAR NOT NULL  -- configured rate as "
         "written ('inf' = every request at t = 0), part of the key\n       ", "run_id, phase, label, repeat, request_rate"),
+    "accuracy_cases": _derived("accuracy_cases", "run_id VARCHAR NOT NULL", "run_id, phase, label, repeat, task"),
+    "accuracy_verdicts": _derived(
+        "accuracy_verdicts", "run_id VARCHAR NOT NULL, report VARCHAR NOT NULL,  -- accuracy-verification.json, "
+        "relative to the run\n        cases INTEGER NOT NULL, failed_checks INTEGER NOT NULL,  -- counts of its rows\n"
+        "        baselines_agree BOOLEAN  -- every task's baseline runs agree (NULL: no baseline comparison)\n       ",
+        "run_id, report"),
 })
-"""Table name -> column definitions (DuckDB DDL). ``cases``, ``rounds``, ``evidence``, ``failures`` and
-``serving_results`` are derived from the models (one column per field); the rest are run-level tables."""
+"""Table name -> column definitions (DuckDB DDL). ``cases``, ``rounds``, ``evidence``, ``failures``,
+``serving_results``, ``accuracy_cases`` and ``accuracy_verdicts`` are derived from the models (one column per
+field); the rest are run-level tables."""
 
 RUN_TABLES = [t for t in TABLES if t != "catalog_meta"]
 """Tables whose rows belong to one run (deleted and re-inserted together when a run is re-loaded)."""

@@ -161,27 +161,25 @@ def _serving_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: l
 
 
 def _accuracy_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
-    """Append the ``accuracy_cases`` and ``accuracy_verdicts`` rows; unreadable files go to ``notes``."""
+    """Append the ``accuracy_cases`` (one per case and task) and ``accuracy_verdicts`` rows; every column comes
+    from the models (``analysis.catalog.columns``); unreadable files go to ``notes``."""
+    case_cols, verdict_cols = table_columns("accuracy_cases"), table_columns("accuracy_verdicts")
     for p in sorted(run_dir.glob("*-accuracy-cases.jsonl")):
         good, errs = scan_jsonl(p, AccuracyCaseRun)
         notes.extend(f"unreadable accuracy line {err}" for err in errs)
         for _line, a in good:
-            for o in a.results:
-                rows["accuracy_cases"].append({
-                    "run_id": rid, "phase": a.phase, "label": a.label, "repeat": a.repeat, "task": o.task,
-                    "implementation": a.implementation, "group_size": a.offload.offload_group_size,
-                    "num_in_group": a.offload.offload_num_in_group, "mode": o.mode, "limit": a.limit,
-                    "num_examples": o.num_examples, "correct": o.correct, "unparsable": o.unparsable,
-                    "accuracy": o.accuracy})
+            rows["accuracy_cases"] += [{"run_id": rid, **row(case_cols, a, o)} for o in a.results]
     for p in sorted(run_dir.glob("summary/**/accuracy-verification.json")):
         try:
             v = read_json(p, AccuracyVerification)
         except RecordError as exc:
             notes.append(f"unreadable accuracy verification: {exc}")
             continue
-        rows["accuracy_verdicts"].append({"run_id": rid, "report": str(p.relative_to(run_dir)), "mode": v.mode,
-                                          "passed": v.passed, "cases": len(v.cases),
-                                          "failed_checks": sum(c.status == "fail" for c in v.checks)})
+        rows["accuracy_verdicts"].append({
+            "run_id": rid, "report": str(p.relative_to(run_dir)), "cases": len(v.cases),
+            "failed_checks": sum(c.status == "fail" for c in v.checks),
+            "baselines_agree": all(b.agree for b in v.baselines) if v.baselines else None,
+            **row(verdict_cols, v)})
 
 
 def _runs_row(run_dir: Path, prov: Provenance, *, valid: bool, errors: int, warnings: int) -> dict:

@@ -2,7 +2,8 @@
 
 ``python -m runners.matrix +experiment=accuracy`` runs baseline + current (4,1) + current (2,1) + baseline again,
 each in a fresh ``python -m runners.incase.accuracy run --case ...`` process evaluating the GSM8K and
-GPQA fixtures on one engine (4 processes, ~50 s each on 2 idle CPU cores), then the verifier,
+GPQA fixtures on one engine whose core runs in that process (``ENGINE_IN_CASE_PROCESS``; 4 processes),
+then the verifier,
 which must report zero drop and identical example hashes (limited mode: fixtures).
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
 from results_schema.io import read_json, read_jsonl
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +30,7 @@ def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Pat
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=accuracy", f"results_root={tmp_path}", "run_id=e2e",
-         "progress=false", "phases.accuracy.case_timeout_s=600"],
+         "progress=false", "phases.accuracy.case_timeout_s=600", ENGINE_IN_CASE_PROCESS],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=3000,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
 from results_schema.case import CaseSpec
 from results_schema.io import read_json, read_jsonl
@@ -33,6 +35,7 @@ def _protocols(run: Path) -> set[tuple[str, str, str]]:
     return out
 
 
+@pytest.mark.heavy  # two accuracy runs of the runner with analysis (32 s CPU)
 def test_phase_runs_under_the_default_and_under_another_registered_protocol(tmp_path: Path, capsys) -> None:
     code, run = run_accuracy(tmp_path / "q", run_id="q")
     assert code == EXIT_OK, capsys.readouterr().out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import get_args
+
 import duckdb
 import pytest
 from pydantic import BaseModel
@@ -21,12 +24,15 @@ def db(tmp_path_factory):
     return path
 
 
-def _leaf_paths(cls: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every leaf field path of a model, walked here independently of the catalog's own walk."""
+def _leaf_paths(cls: type[BaseModel], path: tuple[str, ...] = (), items: str | None = None) -> list[tuple[str, ...]]:
+    """Every leaf field path of a model, walked here independently of the catalog's own walk (the ``items``
+    field's item model is walked too: its leaves are paths inside one item)."""
     out = []
     for name, info in cls.model_fields.items():
         inner = _unwrap(info.annotation)
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
+        if ".".join(path + (name,)) == items:
+            out += [("*",) + p for p in _leaf_paths(get_args(inner)[0])]
+        elif isinstance(inner, type) and issubclass(inner, BaseModel):
             out += _leaf_paths(inner, path + (name,))
         else:
             out.append(path + (name,))
@@ -36,17 +42,61 @@ def _leaf_paths(cls: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[
 @pytest.mark.parametrize("table", sorted(TABLE_MODELS))
 def test_every_model_field_has_a_column_in_the_built_catalog(db, table):
     layout = TABLE_MODELS[table]
-    by_path = {c.path: c.name for c in table_columns(table)}
+    by_path = {("*",) + c.path if c.from_item else c.path: c.name for c in table_columns(table)}
     cols = set(query(db, f"SELECT column_name FROM information_schema.columns WHERE table_name = '{table}'")
                ["column_name"])
     missing = []
-    for p in _leaf_paths(layout.model):
+    for p in _leaf_paths(layout.model, items=layout.items):
         dotted = ".".join(p)
         if any(dotted == e or dotted.startswith(e + ".") for e in layout.elsewhere):
             continue
         if by_path.get(p) not in cols:
             missing.append(dotted)
     assert missing == [], f"{layout.model.__name__} fields without a column in {table}: {missing}"
+
+
+def test_every_model_table_is_derived_including_the_accuracy_tables():
+    assert {"accuracy_cases", "accuracy_verdicts"} <= set(TABLE_MODELS)
+    assert TABLE_MODELS["accuracy_cases"].items == "results"
+
+
+def _accuracy_run(run_dir: Path) -> None:
+    """A run directory holding one accuracy phase (baseline run twice, one offload case) and its verdict."""
+    from results_schema.accuracy import AccuracyVerification, BaselineAgreement
+    from results_schema.io import append_jsonl, write_json
+    from results_schema.models import OffloadSetting
+    from tests.results_schema.test_accuracy_case_run import line
+
+    for rep in (0, 1):
+        append_jsonl(run_dir / "accuracy-accuracy-cases.jsonl", line(repeat=rep))
+    append_jsonl(run_dir / "accuracy-accuracy-cases.jsonl", line(
+        label="current-4-1", implementation="current",
+        offload=OffloadSetting(offload_group_size=4, offload_num_in_group=1)))
+    agree = BaselineAgreement(task="gsm8k", label="baseline", runs=2, agree=False, examples_sha256=("a" * 64, "b" * 64),
+                              accuracies=(0.25, 0.375), differing_examples=(3,), judged_by="noise_floor")
+    write_json(run_dir / "summary" / "accuracy" / "accuracy-verification.json", AccuracyVerification(
+        mode="limited", mode_note="limited", limit=8, run_dir=str(run_dir), passed=True, cases=(), checks=(),
+        baselines=(agree,)))
+
+
+def test_accuracy_tables_hold_one_row_per_case_and_task_and_the_verdict(tmp_path):
+    run_dir = tmp_path / "acc_run"
+    run_dir.mkdir()
+    _accuracy_run(run_dir)
+    db = tmp_path / "catalog.duckdb"
+    build(run_dir, db)
+    rows = query(db, "SELECT label, repeat, task, group_size, num_in_group, offload_params, tasks, mode, accuracy, "
+                     "result_path, process_wall_s, case_schema_version FROM accuracy_cases ORDER BY label, repeat, task")
+    assert list(rows["label"]) == ["baseline"] * 4 + ["current-4-1"] * 2
+    assert list(rows["repeat"]) == [0, 0, 1, 1, 0, 0] and list(rows["task"]) == ["gpqa", "gsm8k"] * 3
+    assert list(rows["group_size"]) == [0] * 4 + [4] * 2 and (rows["accuracy"] == 0.25).all()
+    assert list(rows["tasks"].iloc[0]) == ["gsm8k", "gpqa"] and (rows["case_schema_version"] == 2).all()
+    assert rows["result_path"].iloc[1].endswith("baseline.gsm8k.result.json")
+    verdict = query(db, "SELECT report, cases, failed_checks, baselines_agree, mode, \"limit\", baseline_rows "
+                        "FROM accuracy_verdicts")
+    assert verdict["report"].iloc[0] == "summary/accuracy/accuracy-verification.json"
+    assert int(verdict["cases"].iloc[0]) == 0 and not verdict["baselines_agree"].iloc[0]
+    assert '"judged_by":"noise_floor"' in verdict["baseline_rows"].iloc[0]
 
 
 def test_fields_stored_elsewhere_have_their_own_tables():

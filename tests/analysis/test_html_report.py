@@ -121,12 +121,14 @@ def _check_page(cs, got):
         assert "retention: " in hit[0]
 
 
+@pytest.mark.engine  # headless Chromium
 def test_browser_renders_the_valid_report(valid_report):
     cs, got = _render(valid_report, "report-valid-synthetic")
     _check_page(cs, got)
     assert got.first_heading.startswith("VALID")
 
 
+@pytest.mark.engine  # headless Chromium
 def test_browser_renders_the_invalid_report_verdict_first(invalid_report):
     cs, got = _render(invalid_report, "report-invalid-synthetic")
     _check_page(cs, got)
@@ -134,6 +136,7 @@ def test_browser_renders_the_invalid_report_verdict_first(invalid_report):
     assert got.text.lstrip().startswith("INVALID")
 
 
+@pytest.mark.engine  # headless Chromium
 @pytest.mark.skipif(not REAL.is_dir(), reason="no real run fixture")
 def test_browser_renders_the_real_tiny_run(tmp_path, request):
     from .conftest import model_dir_for

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+import pytest
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "pareto.ipynb"
 
 
+@pytest.mark.heavy  # a Jupyter kernel (3 s CPU)
 def test_pareto_notebook_executes_on_a_run_dir(valid_run, monkeypatch):
     monkeypatch.setenv("PARETO_RUN_DIR", str(valid_run))
     root = str(NOTEBOOK.parents[1])

@@ -20,7 +20,7 @@ from offload.selection import select_offload_layers
 from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.models import CaseRun, RuntimeEvidence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
@@ -58,10 +58,16 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
         assert rec.rss_before_load_bytes is not None and rec.rss_after_load_bytes is not None
         assert rec.rss_before_load_bytes < rec.rss_after_load_bytes <= rec.rss_peak_load_bytes <= rec.peak_rss_bytes
         assert rec.device_memory_peak_load_bytes is None and rec.device_memory_error is None
+    _evidence_hook_published_once_from_the_engine_core(run_dir, base, cur)
     (failure,) = read_jsonl(run_dir / "same_runtime-failures.jsonl", CaseFailure)
     assert failure.label == "official_g4_n1" and failure.error_type == "AssertionError"
     assert "should not already be on CPU" in failure.error_message
     assert (run_dir / failure.log_path).is_file()
+    # the upstream offloader's assertion on CPU publishes no evidence (no line, no sidecar)
+    official_log = (run_dir / failure.log_path).read_text()
+    assert "Module parameters should not already be on CPU" in official_log
+    assert _evidence_lines(official_log) == []
+    assert not (run_dir / "evidence" / "same_runtime" / "official_g4_n1-r0.json").exists()
     assert "│ current_g4_n1 " in out or "| current_g4_n1 " in out  # the rich decision table (ASCII without UTF-8)
     assert (run_dir / "summary" / "report.html").is_file()
     # same GEMM kernels in every case (weight residency is the only difference), on any x86 CPU
@@ -75,3 +81,22 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     assert num.cpu_kernel_path == "plain" and num.torch_version and num.cpu_model
     assert any(f.startswith("avx") for f in num.cpu_isa_flags) and num.thread_env["OMP_NUM_THREADS"] == "2"
     assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()
+
+
+def _evidence_lines(log: str) -> list[str]:
+    return [ln.split(" ", 1)[1] for ln in log.splitlines() if ln.startswith("OFFLOAD_EVIDENCE ")]
+
+
+def _evidence_hook_published_once_from_the_engine_core(run_dir: Path, base: CaseRun, cur: CaseRun) -> None:
+    """The evidence hook (``runners/evidence_hook`` on the case's PYTHONPATH) in a real vLLM engine: one
+    ``OFFLOAD_EVIDENCE`` line per case, equal to the sidecar, printed by the engine-core child that loaded
+    the model (not the bench process), with the implementation and layers the case asked for."""
+    for r, impl in ((base, "baseline"), (cur, "current")):
+        lines = _evidence_lines((run_dir / r.log_path).read_text())
+        assert len(lines) == 1 and lines[0] == (run_dir / r.evidence_path).read_text().strip(), lines
+        ev = RuntimeEvidence.model_validate_json(lines[0])
+        assert ev == r.evidence and ev.implementation == impl
+        assert ev.pid != r.record.pid  # the engine core runs in a child of the bench process
+    assert base.evidence.offloader_class.endswith("NoopOffloader") and base.evidence.num_layers == 8
+    assert cur.evidence.offloader_class == "offload.prefetch.CurrentPrefetchOffloader"
+    assert cur.evidence.post_init_called

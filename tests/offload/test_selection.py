@@ -92,6 +92,7 @@ def test_offload_package_and_selection_do_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.heavy  # imports vLLM in a child (5 s CPU)
 def test_offload_package_imports_no_hydra_pandas_or_runners():
     code = (
         "import sys, offload.prefetch, offload.factory, offload.plugin, offload.backend;"

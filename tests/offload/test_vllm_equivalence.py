@@ -1,11 +1,11 @@
 """Real vLLM (CPU) on the 8-layer tiny Qwen2: greedy token ids with our offloader == baseline.
 
-Each test launches ONE driver process (tests/offload/vllm_driver.py) that builds one engine
-per grid point in-process (vLLM start-up dominates otherwise). The default run covers a
-reduced grid chosen to hit the ring's edge cases (M not divisible by prefetch_step,
-prefetch_step > M, every layer wrapped, offload_params) plus the sync reference and a
-negative control; ``-m full_grid`` runs G in {1,2,3,4,8} x N in 1..G x prefetch_step
-{1,2,3} x offload_params {all, mlp}.
+A driver process (tests/offload/vllm_driver.py) builds one engine per grid point in-process
+(vLLM start-up dominates otherwise). The default tests share ONE driver run (module fixture
+``equivalence_run``): a reduced grid chosen to hit the ring's edge cases (M not divisible by
+prefetch_step, prefetch_step > M, every layer wrapped, offload_params) plus the sync reference
+and a negative control, then the kernel-path points on bench_one's prompts; ``-m full_grid``
+runs G in {1,2,3,4,8} x N in 1..G x prefetch_step {1,2,3} x offload_params {all, mlp}.
 """
 
 from __future__ import annotations
@@ -104,9 +104,22 @@ REDUCED = [
 ]
 
 
+@pytest.fixture(scope="module")
+def equivalence_run(tiny_model_dir, tmp_path_factory) -> tuple[dict[str, dict], str]:
+    """One driver run for both default tests: baseline, :data:`REDUCED`, then :data:`KERNEL_POINTS`
+    (the packed ones last: a point's ``kernel_path`` stays set for the points after it).
+
+    Returns the results by label and the driver's stdout."""
+    out: list[str] = []
+    results = run_driver(tiny_model_dir, [*REDUCED, *KERNEL_POINTS], tmp_path_factory.mktemp("equivalence"),
+                         stdout=out)
+    return results, out[0]
+
+
 @pytest.mark.slow
-def test_reduced_grid_greedy_tokens_identical_to_baseline_with_real_offloaded_bytes(tiny_model_dir, tmp_path):
-    results = run_driver(tiny_model_dir, REDUCED, tmp_path)
+def test_reduced_grid_greedy_tokens_identical_to_baseline_with_real_offloaded_bytes(tiny_model_dir,
+                                                                                    equivalence_run):
+    results, _ = equivalence_run
     base = results["baseline"]
     assert base["offloader_class"].endswith("NoopOffloader") and base["evidence"] is None
     for p in REDUCED:
@@ -166,9 +179,23 @@ def _kernel_lines(stdout: str) -> list[dict]:
 KERNEL_ROUNDS = [[0, r, 4, 32] for r in (1, 2, 3)]
 
 
+def _rounds(p: dict, label: str) -> dict:
+    return {**p, "label": label, "bench_rounds": KERNEL_ROUNDS}
+
+
+KERNEL_POINTS = [
+    _rounds({"group_size": 0, "num_in_group": 0, "kernel_path": "plain"}, "rounds-baseline"),
+    _rounds(point(4, 1, 1, kernel_path="plain"), "rounds-current-g4n1s1"),
+    _rounds(point(4, 1, 1, impl="sync", kernel_path="plain"), "rounds-sync-g4n1s1"),
+    _rounds(point(2, 1, 1, kernel_path="plain"), "rounds-current-g2n1s1"),
+    _rounds({"group_size": 0, "num_in_group": 0, "kernel_path": "packed"}, "rounds-baseline_packed"),
+    _rounds({"group_size": 0, "num_in_group": 0, "kernel_path": "packed"}, "rounds-baseline_packed_again"),
+]
+"""The kernel-path points: the plain baseline, three plain offload cases, the packed baseline twice."""
+
+
 @pytest.mark.slow
-def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_kernels_differ(tiny_model_dir,
-                                                                                             tmp_path):
+def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_kernels_differ(equivalence_run):
     """plain: baseline == current/sync offload cases; packed (baseline only): repeatable; packed != plain.
 
     The packed-vs-plain difference is what makes the plain-path identity meaningful (a test
@@ -177,19 +204,16 @@ def test_each_kernel_path_gives_baseline_identical_tokens_on_prompts_where_the_k
     may agree on these prompts (they did on an AVX-512-BF16 EPYC), and the identities and the
     per-layer kernels are still checked.
     """
-    pts = [point(4, 1, 1, kernel_path="plain"), point(4, 1, 1, impl="sync", kernel_path="plain"),
-           point(2, 1, 1, kernel_path="plain"),
-           {"label": "baseline_packed", "group_size": 0, "num_in_group": 0, "kernel_path": "packed"},
-           {"label": "baseline_packed_again", "group_size": 0, "num_in_group": 0, "kernel_path": "packed"}]
-    out: list[str] = []
-    results = run_driver(tiny_model_dir, pts, tmp_path, bench_rounds=KERNEL_ROUNDS, stdout=out)
-    base = results["baseline"]["token_ids"]
+    results, stdout = equivalence_run
+    base = results["rounds-baseline"]["token_ids"]
     assert len(base) == 4 * len(KERNEL_ROUNDS)
-    for p in pts[:3]:
+    for p in KERNEL_POINTS[1:4]:
         assert results[p["label"]]["token_ids"] == base, f"{p['label']}: tokens differ from the plain baseline"
-    packed = results["baseline_packed"]["token_ids"]
-    assert results["baseline_packed_again"]["token_ids"] == packed
-    kernels = _kernel_lines(out[0])
+    packed = results["rounds-baseline_packed"]["token_ids"]
+    assert results["rounds-baseline_packed_again"]["token_ids"] == packed
+    kernels = _kernel_lines(stdout)
+    assert len(kernels) == 1 + len(REDUCED) + len(KERNEL_POINTS)  # one line per engine, in point order
+    kernels = kernels[-len(KERNEL_POINTS):]
     assert [k["path"] for k in kernels] == ["plain"] * 4 + ["packed"] * 2
     for k in kernels:
         plain = k["kernels"].get("torch_linear", 0)

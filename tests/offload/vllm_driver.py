@@ -14,8 +14,8 @@ point then sets it to its ``impl`` (default ``current``), which our factory read
 engine. G=0 points run the baseline (our factory keeps the runner's no-op offloader). Prints one ``DRIVER_RESULT <json>`` line
 per point: generated token ids per prompt and the offloader's evidence state. A point's
 ``kernel_path`` sets ``OFFLOAD_CPU_KERNEL_PATH`` for that engine (plain / packed); spec
-``bench_rounds`` ``[[seed, round, num_prompts, input_len], ...]`` replaces ``prompts`` by
-``runners.incase.bench_one``'s prompts, one generate call per round.
+``bench_rounds`` ``[[seed, round, num_prompts, input_len], ...]`` (in the spec: every point; in a point:
+that point) replaces ``prompts`` by ``runners.incase.bench_one``'s prompts, one generate call per round.
 """
 
 from __future__ import annotations
@@ -55,13 +55,14 @@ def main() -> int:
             enable_prefix_caching=False,
             **kwargs,
         )
-        if spec.get("bench_rounds"):
+        bench_rounds = point.get("bench_rounds", spec.get("bench_rounds"))
+        if bench_rounds:
             # bench_one's prompts, one generate call per round (batch shape as in a real case)
             from runners.incase.bench_one import _vocab, make_prompt_ids
 
             vocab = _vocab(llm)
             outs = []
-            for seed, rnd, num_prompts, input_len in spec["bench_rounds"]:
+            for seed, rnd, num_prompts, input_len in bench_rounds:
                 ids = make_prompt_ids(seed, rnd, num_prompts, input_len, vocab)
                 outs += llm.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params, use_tqdm=False)
         else:

@@ -55,3 +55,25 @@ def test_integral_float_for_an_integer_goes_to_the_full_path_and_is_the_integer(
 def test_a_string_is_never_a_number_on_either_path():
     with pytest.raises(RecordError, match="repeat"):
         parse_line(_line(repeat="0"), CaseFailure)
+
+
+def test_reading_a_file_pauses_the_cyclic_collector_and_restores_its_state(tmp_path):
+    import gc
+
+    from results_schema.io import gc_paused, scan_jsonl
+
+    path = tmp_path / "p-failures.jsonl"
+    path.write_bytes(_line() + b"\n" + b"{not json\n")
+    was = gc.isenabled()
+    try:
+        for state in (True, False):
+            (gc.enable if state else gc.disable)()
+            good, errors = scan_jsonl(path, CaseFailure)
+            assert len(good) == 1 and len(errors) == 1 and gc.isenabled() is state
+        gc.enable()
+        with pytest.raises(RuntimeError), gc_paused():
+            assert not gc.isenabled()
+            raise RuntimeError("boom")
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

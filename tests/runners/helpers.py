@@ -21,6 +21,15 @@ instead of the embedded default's measurement design (hidden 1024, 12 processes)
 repeats do not matter to these tests, only their speed does."""
 
 
+ENGINE_IN_CASE_PROCESS = '+runtime.env.VLLM_ENABLE_V1_MULTIPROCESSING="0"'
+"""Override for real-vLLM tests whose claims do not concern the engine's process layout: vLLM's engine
+core runs in the case process, as in the embedded default's runtime (``conf/runtime/cpu_measure.yaml``),
+instead of in a child that spawns its own worker (two fewer interpreters importing torch and vLLM, about
+20 s less per case on 2 cores). The child layout stays under test in ``tests/e2e/test_main_job.py``
+(evidence published by the engine-core child), ``tests/e2e/test_serving_kill.py``,
+``tests/runners/test_processes.py`` and ``tests/accuracy/test_negative_control.py``."""
+
+
 def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
     """``overrides`` with ``TINY_DEFAULT`` first when they select no experiment and no model / default matrix."""
     ov = list(overrides)

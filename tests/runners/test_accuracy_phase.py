@@ -44,6 +44,7 @@ def test_default_manifest_is_the_committed_fixtures_and_reproduce_uses_the_gener
     assert (REPO / cfg.phases["accuracy"].accuracy_manifest).is_file()
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (27 s CPU)
 def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Path, capsys) -> None:
     code, run = run_accuracy(tmp_path)
     out = capsys.readouterr().out
@@ -107,6 +108,7 @@ def test_manifest_without_an_entry_for_a_task_stops(tmp_path: Path, capsys) -> N
     assert code == EXIT_CONFIG and "'gpqa'" in out
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
 def test_config_chooses_the_manifest(tmp_path: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(FIXTURES, data)
@@ -118,6 +120,7 @@ def test_config_chooses_the_manifest(tmp_path: Path) -> None:
         assert read_json(p, AccuracyResult).dataset_manifest_path == str((data / "manifest.json").resolve())
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
 def test_accuracy_limit_is_passed_and_verified_as_limited(tmp_path: Path) -> None:
     code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_limit=3")
     assert code == EXIT_OK
@@ -126,6 +129,7 @@ def test_accuracy_limit_is_passed_and_verified_as_limited(tmp_path: Path) -> Non
     assert {x.limit for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)} == {3}
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (18 s CPU)
 def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: Path, capsys,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_ACCURACY", "current_g4_n1=differ")
@@ -150,6 +154,7 @@ def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: P
     assert "summary/accuracy-verification.json" in (run / "SHA256SUMS").read_text()
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (16 s CPU)
 def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_ACCURACY", "current_g4_n1=crash")
@@ -163,6 +168,7 @@ def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
     assert not report.passed  # the baseline has no offload case to compare with
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (15 s CPU)
 def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     count = tmp_path / "count.txt"
     monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))
@@ -186,6 +192,7 @@ def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pyte
     assert check_paths([run]) == 0
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (9 s CPU)
 def test_no_analysis_means_no_verifier(tmp_path: Path) -> None:
     code, run = run_accuracy(tmp_path, analyze=False)
     assert code == EXIT_OK
@@ -198,6 +205,7 @@ def test_dry_run_does_not_need_the_manifest(tmp_path: Path, capsys) -> None:
     assert code == EXIT_OK and not run.exists()
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
 def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> None:
     data = tmp_path / "data"
     shutil.copytree(FIXTURES, data)
@@ -214,6 +222,7 @@ def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> No
     assert "resume: accuracy phase 'accuracy' case 'baseline' r0 used dataset manifest" in out
 
 
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (15 s CPU)
 def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_path: Path, capsys) -> None:
     """Offload_backend=prefetch (as published) is recorded by each offload case and checked by the
     verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown."""

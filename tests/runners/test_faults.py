@@ -38,6 +38,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.heavy  # 6 s, 2 s CPU
 def test_case_sleeping_past_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="sleep"),
                              "phases.same_runtime.case_timeout_s=3", "phases.same_runtime.kill_grace_s=1")
@@ -49,6 +50,7 @@ def test_case_sleeping_past_timeout_is_killed_with_its_children(tmp_path: Path) 
     assert len(read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)) == 1  # the baseline
 
 
+@pytest.mark.heavy  # 3 s
 def test_child_that_leaves_the_process_group_is_still_reaped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = ("import subprocess, sys, time\n"
@@ -61,6 +63,7 @@ def test_child_that_leaves_the_process_group_is_still_reaped(tmp_path: Path) -> 
     assert _gone(int(pid_file.read_text()))
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_sigkilled_case_is_a_failure_record_and_the_matrix_continues(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, _behave(current_g8_n1="sigkill"))
     assert code == EXIT_CASE_FAILURES
@@ -71,6 +74,7 @@ def test_sigkilled_case_is_a_failure_record_and_the_matrix_continues(tmp_path: P
     assert sorted(r.record.label for r in runs) == ["baseline", "current_g2_n1", "current_g4_n1", "current_g4_n2"]
 
 
+@pytest.mark.heavy  # 4 s CPU
 def test_disagreements_become_typed_failures(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, _behave(current_g8_n1="dup", current_g4_n1="noevidence",
                                                current_g4_n2="nooffload", current_g2_n1="mismatch"))
@@ -82,6 +86,7 @@ def test_disagreements_become_typed_failures(tmp_path: Path) -> None:
     assert run.record.label == "baseline" and run.kv_cache.kv_cache_tokens == 524288
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_formal_run_stops_at_first_failure_keeping_completed_evidence(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "formal=true", _behave(current_g4_n1="sigkill"))
     assert code == EXIT_FORMAL_STOP
@@ -91,6 +96,7 @@ def test_formal_run_stops_at_first_failure_keeping_completed_evidence(tmp_path: 
     assert not (run_dir / "logs" / "same_runtime" / "current_g4_n2-r0.log").exists()
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_expected_upstream_assertion_is_a_failure_record_and_the_rest_completes(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "+experiment=official_cpu", _behave(official_g4_n1="crash"))
     assert code == 0
@@ -113,6 +119,7 @@ def test_tampered_pinned_file_stops_the_run_before_any_case(tmp_path: Path) -> N
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_pinned_file_changed_during_a_phase_stops_before_the_next_phase(tmp_path: Path) -> None:
     pinned = tmp_path / "driver-version.info"
     pinned.write_text("driver 1\n")
@@ -144,6 +151,7 @@ def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: P
     assert not (run_dir / "logs").exists()
 
 
+@pytest.mark.heavy  # a fake-bench matrix with analysis (4 s CPU)
 def test_health_gate_failing_after_the_last_phase_exits_42_and_never_ends_valid(tmp_path: Path, capsys) -> None:
     """Published rule: the device is healthy after the last phase too; healthy before, then not."""
     script = tmp_path / "health.sh"
@@ -190,6 +198,7 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
+@pytest.mark.heavy  # two fake-bench matrices, one interrupted and resumed (10 s CPU)
 def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(tmp_path: Path) -> None:
     base = fake_overrides(tmp_path, "phases.same_runtime.repeats=2", run_id="interrupted")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="0.7")
@@ -222,6 +231,7 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
     assert (run_dir / "SHA256SUMS").is_file()
 
 
+@pytest.mark.heavy  # a fake-bench matrix, then its resume with analysis (6 s CPU)
 def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(tmp_path: Path) -> None:
     """The live token check also holds after a resume: the baseline ran before the interruption."""
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"))

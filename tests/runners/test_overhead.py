@@ -5,10 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from runners.orchestration.overhead import measure
 from tests.runners.helpers import FAKE_BENCH, TINY_DEFAULT
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_overhead_is_runner_wall_minus_case_walls_per_case(tmp_path: Path) -> None:
     m = measure(tmp_path, [*TINY_DEFAULT, f"bench_command=[{sys.executable},{FAKE_BENCH}]", "analyze=false"])
     assert m["cases"] == 5 and m["runner_exit"] == 0

@@ -73,6 +73,7 @@ def test_setsid_grandchild_of_a_case_that_exits_does_not_survive(tmp_path: Path,
     assert _wait_none(marker, 2.0) == []
 
 
+@pytest.mark.heavy  # 6 s, 2 s CPU
 def test_hiding_case_in_the_matrix_is_a_timeout_and_leaves_nothing(tmp_path: Path, marker: str,
                                                                     monkeypatch) -> None:
     monkeypatch.setenv("FAKE_BEHAVIOUR", "current_g4_n1=hide")
@@ -83,6 +84,7 @@ def test_hiding_case_in_the_matrix_is_a_timeout_and_leaves_nothing(tmp_path: Pat
     assert _wait_none(marker, 2.0) == []
 
 
+@pytest.mark.heavy  # 3 s CPU
 def test_sigint_of_the_runner_still_cleans_up(tmp_path: Path, marker: str) -> None:
     base = fake_overrides(tmp_path, ONE_POINT, run_id="int")
     proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT,
@@ -105,6 +107,7 @@ def _wait_lines(path: Path, n: int, proc: subprocess.Popen, timeout_s: float = 9
     raise AssertionError(f"{path} did not get {n} lines (runner rc={proc.poll()})")
 
 
+@pytest.mark.heavy  # a runner process killed and resumed (5 s CPU)
 def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(tmp_path: Path, marker: str) -> None:
     # The fake engine: a spawn child (EngineCore) with its own spawn child (worker), a fork child,
     # and a `setsid sleep 300` that left the tree (only a later runner can end that one).
@@ -146,6 +149,7 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
     assert not list((run_dir / "processes").rglob("*.json"))
 
 
+@pytest.mark.heavy  # 5 s CPU
 def test_resume_completes_a_run_whose_runner_was_sigkilled(tmp_path: Path, marker: str) -> None:
     base = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.case_timeout_s=20", run_id="k2")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="30")

@@ -43,6 +43,7 @@ def _snapshot(run_dir: Path) -> dict[str, tuple[str, int]]:
             for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.heavy  # a fake-bench run and four resumes, two as processes (6 s CPU)
 def test_resume_with_other_overrides_exits_2_and_a_complete_run_is_left_untouched(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT)
     assert code == EXIT_OK

@@ -93,6 +93,7 @@ def test_credential_value_in_the_runtime_env_config_is_refused():
 SHORT_TOKEN = "ghp_abcdefSECRET7"
 
 
+@pytest.mark.heavy  # a fake-bench run (3 s CPU)
 def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_failure(tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""

@@ -54,6 +54,7 @@ def _run(tmp_path: Path, mode: str, monkeypatch, **kw) -> ServingCaseResult:
     return run_case(_spec(tmp_path, **kw), tmp_path)
 
 
+@pytest.mark.heavy  # 3 s
 def test_server_that_never_becomes_healthy_is_a_fault_and_is_stopped(tmp_path, monkeypatch):
     res = _run(tmp_path, "never_healthy", monkeypatch, health_timeout_s=3.0)
     assert res.fault is not None and res.fault.cause == "server_never_healthy"
@@ -70,6 +71,7 @@ def test_server_that_exits_before_healthy_names_its_exit_code(tmp_path, monkeypa
     assert "Engine core initialization failed" in (tmp_path / "server.log").read_text()
 
 
+@pytest.mark.heavy  # 4 s CPU
 def test_stop_tree_reports_a_child_left_behind_and_kills_it(tmp_path):
     port = srv.free_port()
     cp = srv.start_server([sys.executable, str(FAKE_SERVER), "--model", "m", "--port", str(port)], _env("orphan"),
@@ -89,6 +91,7 @@ def test_stop_tree_reports_a_child_left_behind_and_kills_it(tmp_path):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.heavy  # 4 s CPU
 def test_clean_server_stops_on_sigterm_without_escalation(tmp_path):
     port = srv.free_port()
     cp = srv.start_server([sys.executable, str(FAKE_SERVER), "--model", "m", "--port", str(port)], _env("ok"),
@@ -108,6 +111,7 @@ def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     return run_matrix(cfg, overrides), tmp_path / "serving" / "t"
 
 
+@pytest.mark.heavy  # a serving matrix with the fake server and the benchmark client (13 s CPU)
 def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, monkeypatch):
     code, run_dir = _matrix(tmp_path)
     assert code == 0
@@ -125,6 +129,7 @@ def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, mo
     assert (run_dir / "summary" / "serving-front.png").is_file()
 
 
+@pytest.mark.heavy  # a serving matrix (14 s CPU)
 def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_PROMPT_TOKENS_FACTOR", "5")  # a tokenizer mismatch: 5x the sampled prompt length
     code, run_dir = _matrix(tmp_path)
@@ -143,6 +148,7 @@ def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
     assert code == 2
 
 
+@pytest.mark.heavy  # a serving matrix (14 s CPU)
 def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_SERVER_MODE", "orphan")
     code, run_dir = _matrix(tmp_path, "phases.serving.serving.stop_grace_s=1.0")
@@ -154,6 +160,7 @@ def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.heavy  # 13 s CPU
 def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
     import re
     import threading
