@@ -140,7 +140,7 @@ def _msgspec_type(ann: Any, where: str) -> Any:
         key, value = get_args(ann)
         if key is not str and not (get_origin(key) is Literal and all(isinstance(k, str) for k in get_args(key))):
             raise Unsupported(f"{where}: dict keys must be str or a Literal of str, not {key!r}")
-        out = dict[key, _msgspec_type(value, where)]  # type: ignore[valid-type]
+        out = dict[key, _msgspec_type(value, where)]  # type: ignore[valid-type,misc]
     else:
         raise Unsupported(f"{where}: type {ann!r} has no msgspec form")
     return Annotated[out, msgspec.Meta(**meta)] if meta else out
