@@ -123,17 +123,31 @@ def test_cases_fork_while_another_thread_imports(tmp_path: Path) -> None:
 
 
 def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With analysis on, no background thread (e.g. pre-importing pandas) runs beside the case forks."""
-    started: list[str] = []
+    """With analysis on, no background thread (e.g. pre-importing pandas) runs beside the case forks.
+
+    The identity stage may run the numerics probe in a thread; it must have ended before the first case
+    process is forked, and no thread may start once cases run."""
+    started: list[threading.Thread] = []
+    alive_at_fork: list[list[str]] = []
     real_start = threading.Thread.start
+    real_enter = CaseProcess.__enter__
 
     def record(self: threading.Thread) -> None:
-        started.append(self.name)
+        started.append(self)
         real_start(self)
 
+    def enter(self: CaseProcess) -> CaseProcess:
+        alive_at_fork.append([t.name for t in started if t.is_alive()])
+        alive_at_fork[-1] += [t.name for t in threading.enumerate() if t is not threading.main_thread()
+                              and t.name not in alive_at_fork[-1]]
+        return real_enter(self)
+
     monkeypatch.setattr(threading.Thread, "start", record)
+    monkeypatch.setattr(CaseProcess, "__enter__", enter)
     monkeypatch.setattr(runners.orchestration.close, "analyze", lambda run_dir, console: (None, True))
     overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
     code = matrix.run_matrix(compose_cfg(*overrides), overrides)
     assert code == 0
-    assert started == []
+    assert len(alive_at_fork) == 2  # baseline and (4,1) were forked
+    assert alive_at_fork == [[], []]
+    assert [t.name for t in started] in ([], ["numerics-probe"])  # only the identity stage's probe, if any
