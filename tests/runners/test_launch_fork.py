@@ -137,9 +137,7 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
         real_start(self)
 
     def enter(self: CaseProcess) -> CaseProcess:
-        alive_at_fork.append([t.name for t in started if t.is_alive()])
-        alive_at_fork[-1] += [t.name for t in threading.enumerate() if t is not threading.main_thread()
-                              and t.name not in alive_at_fork[-1]]
+        alive_at_fork.append([t.name for t in threading.enumerate() if t is not threading.main_thread()])
         return real_enter(self)
 
     monkeypatch.setattr(threading.Thread, "start", record)
