@@ -181,13 +181,13 @@ def _mark_fronts(out: pd.DataFrame, capacity_axis: str) -> None:
 
 
 def _exclusions(data: RunData, excluded: Mapping[tuple[str, str], str] | None) -> dict[tuple[str, str], list[str]]:
-    from analysis.validation.checks import token_digest_status
+    from analysis.validation.checks import token_statuses
 
     reasons: dict[tuple[str, str], list[str]] = {}
     for (phase, label), why in (excluded or {}).items():
         if why:
             reasons.setdefault((phase, label), []).append(why)
-    for (phase, label, _rep), st in token_digest_status(data).items():
+    for (phase, label, _rep), st in token_statuses(data.record_views).items():
         if st == "differs":
             why = "tokens differ from the phase baseline"
             if why not in reasons.get((phase, label), []):

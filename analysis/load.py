@@ -5,7 +5,10 @@ What is modelled: the files ``runners.matrix`` writes (docs/CONTRACTS.md):
 (``CaseFailure`` per line). Every line is parsed strictly and validated; a bad
 line does not abort loading, it is kept as a ``LineError`` so that the
 validation report can name it (``invalid_record``) while the good lines are
-still analysed.
+still analysed. Runs files are read by ``results_schema.table_scan.scan_table`` (the
+decisions of ``scan_jsonl``, every check included) and the frames are built a column at
+a time from the decoded lines; the ``CaseRun`` models (``RunData.case_runs``) are built
+only when first asked for.
 
 Frames (one row per ...):
     runs:     case process (a ``CaseRun``); flat columns, evidence fields prefixed ``ev_``.
@@ -19,32 +22,58 @@ cross-file checks (``analysis.validation.validate``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from results_schema.io import LineError, scan_jsonl
 from results_schema.case_outcome import CaseFailure
+from results_schema.columns import RecordTable
+from results_schema.io import LineError, scan_jsonl
 from results_schema.models import CaseRun
+from results_schema.table_scan import scan_table
 
 RUNS_SUFFIX = "-runs.jsonl"
 FAILURES_SUFFIX = "-failures.jsonl"
 
-RUN_COLUMNS = [
-    "phase", "label", "implementation", "repeat", "runtime", "model", "group_size", "num_in_group",
-    "prefetch_step", "offload_params", "offload_backend", "throughput_tok_s", "output_tokens", "elapsed_s",
-    "load_seconds", "peak_rss_bytes", "device_memory_bytes", "token_digest", "temperature", "dtype",
-    "measured_rounds", "num_prompts", "max_tokens", "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "process_wall_s", "log_path",
-    "evidence_path", "ev_offloader_class", "ev_implementation", "ev_group_size", "ev_num_in_group",
-    "ev_prefetch_step", "ev_offload_params", "ev_num_layers", "ev_selected_layers", "ev_wrapped_layers",
-    "ev_wrapped_count", "ev_offloaded_bytes", "ev_static_buffer_bytes", "ev_released_bytes", "ev_device",
-    "line",
-]
-ROUND_COLUMNS = ["phase", "label", "implementation", "repeat", "round", "elapsed_s", "output_tokens", "throughput_tok_s"]
+RUN_FIELDS: dict[str, str] = {
+    "phase": "record.phase", "label": "record.label", "implementation": "record.implementation",
+    "repeat": "record.repeat", "runtime": "record.runtime", "model": "record.model",
+    "group_size": "record.offload.offload_group_size", "num_in_group": "record.offload.offload_num_in_group",
+    "prefetch_step": "record.offload.offload_prefetch_step", "offload_params": "record.offload.offload_params",
+    "offload_backend": "record.offload.offload_backend", "throughput_tok_s": "record.throughput_tok_s",
+    "output_tokens": "record.output_tokens", "elapsed_s": "record.elapsed_s", "load_seconds": "record.load_seconds",
+    "peak_rss_bytes": "record.peak_rss_bytes", "device_memory_bytes": "record.device_memory_bytes",
+    "token_digest": "record.token_digest", "temperature": "record.workload.temperature",
+    "dtype": "record.workload.dtype", "measured_rounds": "record.workload.measured_rounds",
+    "num_prompts": "record.workload.num_prompts", "max_tokens": "record.workload.max_tokens",
+    "kv_cache_tokens": "kv_cache.kv_cache_tokens", "kv_cache_gib": "kv_cache.kv_cache_gib",
+    "max_concurrency": "kv_cache.max_concurrency", "process_wall_s": "process_wall_s", "log_path": "log_path",
+    "evidence_path": "evidence_path", "ev_offloader_class": "evidence.offloader_class",
+    "ev_implementation": "evidence.implementation", "ev_group_size": "evidence.offload_group_size",
+    "ev_num_in_group": "evidence.offload_num_in_group", "ev_prefetch_step": "evidence.offload_prefetch_step",
+    "ev_offload_params": "evidence.offload_params", "ev_num_layers": "evidence.num_layers",
+    "ev_selected_layers": "evidence.selected_layers", "ev_wrapped_layers": "evidence.wrapped_layers",
+    "ev_wrapped_count": "evidence.wrapped_count", "ev_offloaded_bytes": "evidence.offloaded_bytes",
+    "ev_static_buffer_bytes": "evidence.static_buffer_bytes", "ev_released_bytes": "evidence.released_bytes",
+    "ev_device": "evidence.device",
+}
+"""Runs-frame column -> dotted ``CaseRun`` field it holds."""
+RUN_COLUMNS = [*RUN_FIELDS, "line"]
+ROUND_FIELDS = {"round": "index", "elapsed_s": "elapsed_s", "output_tokens": "output_tokens",
+                "throughput_tok_s": "throughput_tok_s"}
+"""Rounds-frame column -> ``RoundResult`` field it holds (the first four columns repeat the record's)."""
+ROUND_COLUMNS = ["phase", "label", "implementation", "repeat", *ROUND_FIELDS]
 FAILURE_COLUMNS = [
     "phase", "label", "implementation", "repeat", "failure_type", "exit_code", "signal", "error_type",
     "error_message", "log_path", "duration_s", "line",
 ]
+
+
+def _empty_table() -> RecordTable[CaseRun]:
+    return RecordTable(CaseRun, [], [])
 
 
 @dataclass
@@ -54,7 +83,9 @@ class RunData:
     Attributes:
         run_dir: the directory.
         runs, rounds, failures: frames (see module docstring).
-        case_runs: the validated ``CaseRun`` models, in file order, with their file and line.
+        run_table: the validated ``CaseRun`` lines of every runs file, in file order, as read
+            (``results_schema.columns.RecordTable``: a column per field without building models).
+        run_paths: the runs file of each row of ``run_table``.
         case_failures: the validated ``CaseFailure`` models.
         line_errors: lines that failed strict parsing or validation.
         phases: phase names found (order: file name order).
@@ -64,40 +95,40 @@ class RunData:
     runs: pd.DataFrame
     rounds: pd.DataFrame
     failures: pd.DataFrame
-    case_runs: list[tuple[Path, int, CaseRun]] = field(default_factory=list)
+    run_table: RecordTable[CaseRun] = field(default_factory=_empty_table)
+    run_paths: list[Path] = field(default_factory=list)
     case_failures: list[tuple[Path, int, CaseFailure]] = field(default_factory=list)
     line_errors: list[LineError] = field(default_factory=list)
     phases: list[str] = field(default_factory=list)
 
+    @cached_property
+    def case_runs(self) -> list[tuple[Path, int, CaseRun]]:
+        """The validated ``CaseRun`` models, in file order, with their file and line (built on first use;
+        every check ran when the line was read, none runs again)."""
+        return list(zip(self.run_paths, self.run_table.lines, self.run_table.models(), strict=True))
 
-def _read_lines(path: Path, cls, errors: list[LineError]):
-    good, errs = scan_jsonl(path, cls)
-    errors.extend(errs)
-    return [(path, lineno, item) for lineno, item in good]
+    @property
+    def record_views(self) -> list[Any]:
+        """The ``BenchRecord`` of every row of ``run_table`` as read: a model, or its derived struct (same field
+        names; an optional field the line left out reads ``msgspec.UNSET``, so read required fields only, as
+        ``results_schema.token_rule`` does, or use ``run_table.column``)."""
+        return self.run_table.column("record")
 
 
-def case_runs_frames(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Flatten validated ``CaseRun`` models into (runs, rounds) frames."""
-    rows = []
-    rrows = []
-    for _path, lineno, cr in items:
-        r, e, kv, off, wl = cr.record, cr.evidence, cr.kv_cache, cr.record.offload, cr.record.workload
-        rows.append((
-            r.phase, r.label, r.implementation, r.repeat, r.runtime, r.model, off.offload_group_size,
-            off.offload_num_in_group, off.offload_prefetch_step, off.offload_params, off.offload_backend,
-            r.throughput_tok_s, r.output_tokens, r.elapsed_s, r.load_seconds, r.peak_rss_bytes,
-            r.device_memory_bytes, r.token_digest, wl.temperature, wl.dtype, wl.measured_rounds, wl.num_prompts,
-            wl.max_tokens,
-            kv.kv_cache_tokens, kv.kv_cache_gib, kv.max_concurrency, cr.process_wall_s, cr.log_path,
-            cr.evidence_path, e.offloader_class, e.implementation, e.offload_group_size, e.offload_num_in_group,
-            e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
-            e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, lineno,
-        ))
-        for rd in r.rounds:
-            rrows.append((r.phase, r.label, r.implementation, r.repeat, rd.index, rd.elapsed_s, rd.output_tokens,
-                          rd.throughput_tok_s))
-    runs = pd.DataFrame.from_records(rows, columns=RUN_COLUMNS)
-    rounds = pd.DataFrame.from_records(rrows, columns=ROUND_COLUMNS)
+def case_runs_frames(table: RecordTable[CaseRun]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Flatten validated ``CaseRun`` rows into (runs, rounds) frames, one column at a time.
+
+    Returns:
+        ``(runs, rounds)`` with ``RUN_COLUMNS`` / ``ROUND_COLUMNS``; ``kv_cache_tokens`` and
+        ``device_memory_bytes`` are ``Int64``, ``kv_cache_gib`` and ``max_concurrency`` ``Float64`` (nullable).
+    """
+    runs = pd.DataFrame({name: table.column(path) for name, path in RUN_FIELDS.items()} | {"line": table.lines},
+                        columns=RUN_COLUMNS)
+    sub, counts = table.explode("record.rounds")
+    rounds = pd.DataFrame({name: np.repeat(np.array(table.column(RUN_FIELDS[name]), dtype=object), counts)
+                           for name in ROUND_COLUMNS[:4]} | {name: sub.column(path) for name, path in ROUND_FIELDS.items()},
+                          columns=ROUND_COLUMNS)
+    rounds["repeat"] = rounds["repeat"].astype(runs["repeat"].dtype)
     for col in ("kv_cache_tokens", "device_memory_bytes"):
         runs[col] = runs[col].astype("Int64")
     for col in ("kv_cache_gib", "max_concurrency"):
@@ -147,22 +178,42 @@ def load_run(run_dir: Path | str) -> RunData:
     if not files and not (run_dir / "config.yaml").is_file():
         raise FileNotFoundError(f"{run_dir}: no *-runs.jsonl or *-failures.jsonl file and no config.yaml")
     errors: list[LineError] = []
-    runs_items: list = []
-    fail_items: list = []
+    tables: list[tuple[Path, RecordTable[CaseRun]]] = []
+    run_paths: list[Path] = []
+    fail_items: list[tuple[Path, int, CaseFailure]] = []
     for _phase, kinds in files.items():
         if "runs" in kinds:
-            runs_items += _read_lines(kinds["runs"], CaseRun, errors)
+            table, errs = scan_table(kinds["runs"], CaseRun)
+            errors += errs
+            tables.append((kinds["runs"], table))
+            run_paths += [kinds["runs"]] * len(table)
         if "failures" in kinds:
-            fail_items += _read_lines(kinds["failures"], CaseFailure, errors)
-    for path, lineno, item in runs_items + fail_items:
-        phase = path.name.rsplit("-", 1)[0]
-        got = item.record.phase if isinstance(item, CaseRun) else item.phase
-        if got != phase:
-            errors.append(LineError(str(path), lineno, "record.phase" if isinstance(item, CaseRun) else "phase",
-                                    f"phase {got!r} does not match file name phase {phase!r}"))
-    runs, rounds = case_runs_frames(runs_items)
+            good, errs = scan_jsonl(kinds["failures"], CaseFailure)
+            errors += errs
+            fail_items += [(kinds["failures"], lineno, f) for lineno, f in good]
+    errors += _phase_mismatches(tables, fail_items)
+    run_table = RecordTable.concat(CaseRun, [t for _p, t in tables]) if tables else _empty_table()
+    runs, rounds = case_runs_frames(run_table)
     return RunData(
-        run_dir=run_dir, runs=runs, rounds=rounds, failures=_failures_frame(fail_items), case_runs=runs_items,
-        case_failures=fail_items, line_errors=errors, phases=list(files),
+        run_dir=run_dir, runs=runs, rounds=rounds, failures=_failures_frame(fail_items), run_table=run_table,
+        run_paths=run_paths, case_failures=fail_items, line_errors=errors, phases=list(files),
     )
 
+
+def _file_phase(path: Path) -> str:
+    return path.name.rsplit("-", 1)[0]
+
+
+def _phase_mismatches(tables: list[tuple[Path, RecordTable[CaseRun]]],
+                      fail_items: list[tuple[Path, int, CaseFailure]]) -> list[LineError]:
+    """A ``LineError`` per row whose phase is not its file name's (runs rows first, then failures)."""
+    out = []
+    for path, table in tables:
+        phase = _file_phase(path)
+        out += [LineError(str(path), lineno, "record.phase", f"phase {got!r} does not match file name phase {phase!r}")
+                for lineno, got in zip(table.lines, table.column("record.phase"), strict=True) if got != phase]
+    for path, lineno, f in fail_items:
+        if f.phase != _file_phase(path):
+            out.append(LineError(str(path), lineno, "phase",
+                                 f"phase {f.phase!r} does not match file name phase {_file_phase(path)!r}"))
+    return out

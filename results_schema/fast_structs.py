@@ -8,7 +8,9 @@ re-validating the fields, then runs the model's own ``mode="after"`` validators 
 rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
 default is ``UNSET`` when absent from the text, which gives ``model_fields_set`` and the count of
 keys the text held (``results_schema.fast_json`` compares it with the keys in the text to refuse
-a key given twice, which every JSON object decoder collapses).
+a key given twice, which every JSON object decoder collapses). The struct types are not tracked by
+Python's cyclic garbage collector (``gc=False``): a decoded JSON tree holds no reference cycle, and
+100,000 tracked records made each collector pass traverse all of them.
 
 msgspec is at least as strict as pydantic's strict JSON mode for every type mapped here: no string
 is read as a number or boolean, no boolean as a number, no float as an integer; ``NaN`` /
@@ -38,7 +40,7 @@ from pydantic.fields import FieldInfo
 
 from results_schema.base import _not_a_boolean
 
-__all__ = ["ModelPlan", "Unsupported", "plan_for"]
+__all__ = ["ModelPlan", "Unsupported", "field_default", "plan_for"]
 
 
 class Unsupported(TypeError):
@@ -56,6 +58,9 @@ class ModelPlan:
         convert: ``struct instance -> (model instance, keys the JSON text held)``; raises what the
             model's validators raise (``ValueError`` / ``AssertionError``).
         fields: ``{field name: msgspec type}`` (what the field check test compares).
+        rebuild: ``struct instance -> model instance`` like ``convert`` but without running any
+            validator (for structs whose cross-field rules were already checked, e.g.
+            ``results_schema.record_table``); None when not derived.
     """
 
     model: type[BaseModel]
@@ -63,9 +68,11 @@ class ModelPlan:
     decoder: msgspec.json.Decoder
     convert: Callable[[Any], tuple[BaseModel, int]]
     fields: dict[str, Any]
+    rebuild: Callable[[Any], BaseModel] | None = None
 
 
 _PLANS: dict[type, ModelPlan] = {}
+_REBUILD: dict[type, Callable[[Any], tuple[BaseModel, int]]] = {}
 _FAILED: dict[type, Unsupported] = {}
 _ALLOWED_PATTERN = re.compile(r"^\^[^$]*\$$")
 
@@ -172,33 +179,39 @@ def _keys_in(value: Any) -> int:
     return 0
 
 
-def _value_converter(ann: Any) -> Callable[[Any], tuple[Any, int]] | None:
+def _model_converter(cls: type[BaseModel], validate: bool) -> Callable[[Any], tuple[Any, int]]:
+    plan = plan_for(cls)
+    return plan.convert if validate else _REBUILD[cls]
+
+
+def _value_converter(ann: Any, validate: bool = True) -> Callable[[Any], tuple[Any, int]] | None:
     """How a decoded value of this annotation becomes the model's value, with the keys it held; None when
-    the decoded value is already the model's value and holds no JSON object."""
+    the decoded value is already the model's value and holds no JSON object. ``validate``: nested models
+    run their validators."""
     ann, _ = _strip(ann, "")
     origin = get_origin(ann)
     if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return plan_for(ann).convert
+        return _model_converter(ann, validate)
     if origin is dict or ann is Any:
         return _plain
     if origin in (Union, types.UnionType):
-        return _union_converter(get_args(ann))
+        return _union_converter(get_args(ann), validate)
     if origin is tuple:
         args = get_args(ann)
         if len(args) == 2 and args[1] is Ellipsis:
-            item = _value_converter(args[0])
+            item = _value_converter(args[0], validate)
             return None if item is None else _sequence(lambda _i: item)
-        subs = [_value_converter(a) or _plain for a in args]
+        subs = [_value_converter(a, validate) or _plain for a in args]
         return None if all(_value_converter(a) is None for a in args) else _sequence(subs.__getitem__)
     return None
 
 
-def _union_converter(options: tuple[Any, ...]) -> Callable[[Any], tuple[Any, int]] | None:
+def _union_converter(options: tuple[Any, ...], validate: bool) -> Callable[[Any], tuple[Any, int]] | None:
     """A union's converter: a decoded struct goes to its model's converter, anything else counts its keys."""
     if all(_value_converter(a) is None for a in options):
         return None
     models = [b for b in (_strip(a, "")[0] for a in options) if isinstance(b, type) and issubclass(b, BaseModel)]
-    by_struct = {plan_for(m).struct: plan_for(m).convert for m in models}
+    by_struct = {plan_for(m).struct: _model_converter(m, validate) for m in models}
 
     def union(v: Any) -> tuple[Any, int]:
         conv = by_struct.get(type(v))
@@ -222,24 +235,34 @@ def _build(cls: type[BaseModel]) -> ModelPlan:
     fields: dict[str, Any] = {}
     spec: list[tuple[str, Any, Any]] = []
     required: list[str] = []
-    optional: list[tuple[str, Any, Callable[[], Any]]] = []
-    nested: list[tuple[str, Callable[[Any], tuple[Any, int]]]] = []
+    optional: list[tuple[str, Callable[[], Any]]] = []
+    nested: list[tuple[str, Any]] = []
     for name, f in cls.model_fields.items():
         where = f"{cls.__name__}.{name}"
         if f.alias is not None or f.validation_alias is not None:
             raise Unsupported(f"{where}: aliases are not mapped")
         typ = _msgspec_type(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation, where)
         fields[name] = typ
-        conv = _value_converter(f.annotation)
-        if conv is not None:
-            nested.append((name, conv))
+        if _value_converter(f.annotation) is not None:
+            nested.append((name, f.annotation))
         if f.is_required():
             spec.append((name, typ, msgspec.NODEFAULT))
             required.append(name)
         else:
             spec.append((name, Union[typ, msgspec.UnsetType], msgspec.UNSET))
-            optional.append((name, conv, _default_of(f)))
-    struct = msgspec.defstruct(f"{cls.__name__}Struct", spec, kw_only=True, forbid_unknown_fields=True)
+            optional.append((name, field_default(f)))
+    struct = msgspec.defstruct(f"{cls.__name__}Struct", spec, kw_only=True, forbid_unknown_fields=True, gc=False)
+    convert = _converter(cls, required, optional, [(n, _value_converter(a)) for n, a in nested], after)
+    rebuild = _REBUILD[cls] = _converter(cls, required, optional,
+                                         [(n, _value_converter(a, validate=False)) for n, a in nested], [])
+    return ModelPlan(model=cls, struct=struct, decoder=msgspec.json.Decoder(struct), convert=convert, fields=fields,
+                     rebuild=lambda s: rebuild(s)[0])
+
+
+def _converter(cls: type[BaseModel], required: list[str], optional: list[tuple[str, Callable[[], Any]]],
+               nested: list[tuple[str, Any]], after: list[Callable[[Any], Any]]) -> Callable[[Any], tuple[BaseModel, int]]:
+    """``struct -> (model, keys the text held)``: fields copied (absent ones take the model's default), nested
+    values converted, then the ``after`` validators run in order. Structs hold no reference cycle (JSON trees)."""
     n_required = len(required)
     new = object.__new__
     set_attr = object.__setattr__
@@ -250,7 +273,7 @@ def _build(cls: type[BaseModel]) -> ModelPlan:
         values = asdict(s)
         fields_set = set(required)
         keys = n_required
-        for name, _conv, default in optional:
+        for name, default in optional:
             if values[name] is unset:
                 values[name] = default()
             else:
@@ -269,10 +292,10 @@ def _build(cls: type[BaseModel]) -> ModelPlan:
             m = check(m)
         return m, keys
 
-    return ModelPlan(model=cls, struct=struct, decoder=msgspec.json.Decoder(struct), convert=convert, fields=fields)
+    return convert
 
 
-def _default_of(f: FieldInfo) -> Callable[[], Any]:
+def field_default(f: FieldInfo) -> Callable[[], Any]:
     """The field's default as pydantic gives it: the factory's result, or a copy of a mutable default."""
     if f.default_factory is not None:
         return f.default_factory  # type: ignore[return-value]

@@ -68,3 +68,21 @@ def file_sha256(path: Path | str) -> str:
     """
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def line_problem(raw: bytes, terminated: bool) -> str | None:
+    """Why one line of a JSONL file cannot hold a record, before it is parsed; None when it may.
+
+    The line rules of every JSONL reader (``results_schema.io.scan_jsonl`` / ``iter_jsonl``,
+    ``results_schema.table_scan.scan_table``): a last line without its newline is a torn write, and a
+    blank line is an error (a writer never produces one).
+
+    Args:
+        raw: the line's bytes (with or without its newline).
+        terminated: whether the line ended with a newline.
+    """
+    if not terminated:
+        return "last line is not newline-terminated (torn write)"
+    if not raw.strip():
+        return "blank line"
+    return None

@@ -31,7 +31,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from results_schema.fast_json import fast_parse
-from results_schema.files import fsync_dir, write_text_atomic
+from results_schema.files import fsync_dir, line_problem, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
            "dumps_model", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
@@ -277,10 +277,9 @@ def iter_jsonl(path: Path | str, model_cls: type[M]) -> Iterator[tuple[int, M]]:
     path = Path(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.endswith(b"\n"):
-                raise RecordError(path, lineno, "", "last line is not newline-terminated (torn write)")
-            if not raw.strip():
-                raise RecordError(path, lineno, "", "blank line")
+            problem = line_problem(raw, raw.endswith(b"\n"))
+            if problem is not None:
+                raise RecordError(path, lineno, "", problem)
             yield lineno, parse_line(raw, model_cls, path=path, line=lineno)
 
 
@@ -346,11 +345,9 @@ def scan_jsonl(path: Path | str, model_cls: type[M]) -> tuple[list[tuple[int, M]
     errors: list[LineError] = []
     with open(path, "rb") as fh, gc_paused():
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.endswith(b"\n"):
-                errors.append(LineError(str(path), lineno, "", "last line is not newline-terminated (torn write)"))
-                continue
-            if not raw.strip():
-                errors.append(LineError(str(path), lineno, "", "blank line"))
+            problem = line_problem(raw, raw.endswith(b"\n"))
+            if problem is not None:
+                errors.append(LineError(str(path), lineno, "", problem))
                 continue
             try:
                 good.append((lineno, parse_line(raw, model_cls, path=path, line=lineno)))

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.load import RunData
 from analysis.validation.common import Collector
 from results_schema.files import file_sha256
 from results_schema.io import RecordError, read_json
-from results_schema.token_rule import NOISE_NOTE, phase_floors, token_status
+from results_schema.token_rule import NOISE_NOTE, TokenRecord, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
 """Shortest measured window (seconds of measured rounds per process) analysis accepts without a
@@ -31,9 +32,13 @@ def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
 
     The rule is ``results_schema.token_rule`` (the runner applies it live), over every baseline process of the phase.
     """
-    floors = phase_floors([cr.record for _p, _l, cr in data.case_runs])
-    return {(cr.record.phase, cr.record.label, cr.record.repeat): token_status(cr.record, floors.get(cr.record.phase))
-            for _p, _l, cr in data.case_runs}
+    return token_statuses([cr.record for _p, _l, cr in data.case_runs])
+
+
+def token_statuses(records: Sequence[TokenRecord]) -> dict[tuple[str, str, int], str]:
+    """``token_digest_status`` of these records (``BenchRecord`` models or ``RunData.record_views``)."""
+    floors = phase_floors(records)
+    return {(r.phase, r.label, r.repeat): token_status(r, floors.get(r.phase)) for r in records}
 
 
 def check_tokens(data: RunData, col: Collector) -> None:
