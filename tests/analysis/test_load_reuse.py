@@ -1,4 +1,4 @@
-"""Claim: analysis.load reads JSONL through results_schema's line scanner (one reader, one set of line rules)."""
+"""Claim: analysis.load reads JSONL through results_schema's line scanners (one set of line rules)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from results_schema.models import CaseRun
 
 def test_load_has_no_private_jsonl_line_loop():
     src = inspect.getsource(load)
-    assert "scan_jsonl" in src
+    assert "scan_jsonl" in src and "scan_table" in src
     assert "enumerate(fh" not in src and "parse_line(" not in src
 
 

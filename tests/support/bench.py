@@ -5,8 +5,12 @@ same-runtime matrix, 3 measured rounds each, distinct repeats) to a temporary
 run directory, then times, in the same process and run:
 
 * reference: ``pandas.read_json(path, lines=True)`` of the same file (no validation);
-* ours: ``analysis.load.load_run`` (strict JSON parse + pydantic validation of
-  every line + flattening into frames) followed by ``analysis.aggregate.aggregate``.
+* ours: ``analysis.load.load_run`` (strict JSON parse and every check of every
+  line: ``results_schema.table_scan.scan_table`` decodes each line into the msgspec
+  struct derived from ``CaseRun``, refuses duplicate keys, and runs ``CaseRun``'s
+  cross-field validators ported to columns; then the frames, a column at a time)
+  followed by ``analysis.aggregate.aggregate``. The ``CaseRun`` models are not built
+  (``RunData.case_runs`` builds them on first use; aggregation does not use them).
 
 Each is timed ``--repeat`` times; the best time of each is used. Prints both
 times and the ratio (target <= 1.5x). Exit status 0 always (a benchmark, not a
