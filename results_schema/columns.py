@@ -26,6 +26,7 @@ import msgspec
 from pydantic import BaseModel
 
 from results_schema.fast_structs import field_default, plan_for
+from results_schema.io import gc_paused
 
 __all__ = ["RecordTable"]
 
@@ -147,7 +148,8 @@ class RecordTable(Generic[M]):
         if rebuild is None:
             raise TypeError(f"{self.model.__name__}: its derived struct has no rebuild")
         struct = plan.struct
-        return [rebuild(x) if type(x) is struct else x for x in self.items]
+        with gc_paused():  # model trees hold no cycle; see gc_paused
+            return [rebuild(x) if type(x) is struct else x for x in self.items]
 
     def select(self, keep: Sequence[bool], extra: Sequence[tuple[int, Any]] = ()) -> RecordTable[M]:
         """A new table: the rows where ``keep`` is true plus ``extra`` ``(line, item)`` rows, in line order."""
