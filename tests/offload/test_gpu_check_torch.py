@@ -106,6 +106,7 @@ def test_bad_arguments_exit_2_with_a_message_and_no_traceback(args, needle):
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.heavy  # measured 2.2 s in the fast tier (its budget is 2 minutes)
 def test_runs_where_vllm_cannot_be_imported():
     """The H200 host has no vLLM: block the import and run the check end to end."""
     code = ("import sys; sys.modules['vllm'] = None; import offload.gpu_check_torch as c; "
