@@ -58,10 +58,14 @@ def _groups(rows):
     return out
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, note: str) -> go.Figure:
+TEMPLATE = "plotly_white"  # plotly's template for every figure of the report
+
+
+def style(fig: go.Figure, title: str, x: str, y: str, note: str) -> go.Figure:
+    """``fig`` with the report's layout (title with ``note`` under it, axis titles ``x`` / ``y``, template, size); returned."""
     fig.update_layout(
         title={"text": title + (f"<br><sup>{note}</sup>" if note else ""), "x": 0.01},
-        xaxis_title=x, yaxis_title=y, template="plotly_white", height=520,
+        xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=520,
         legend={"font": {"size": 11}}, margin={"t": 90, "l": 70, "r": 20, "b": 60}, hovermode="closest")
     return fig
 
@@ -124,7 +128,7 @@ def pareto_figure(rows, *, cpu: bool = False, note: str = "") -> go.Figure:
         x += " — CPU runtime: nothing is freed"
     if dropped:
         note += ("<br>" if note else "") + "not plotted (no finite throughput): " + ", ".join(dropped)
-    return _layout(fig, "Capacity vs throughput (Pareto front per implementation; knee starred)", x,
+    return style(fig, "Capacity vs throughput (Pareto front per implementation; knee starred)", x,
                    "median process throughput (tok/s)", note)
 
 
@@ -153,7 +157,7 @@ def retention_figure(rows, *, note: str = "") -> go.Figure:
     fig.add_hline(y=1.0, line={"color": "gray", "width": 1})
     if not any(_finite(r.retention_ci_low) for r in rows):
         note += ("<br>" if note else "") + "no interval: fewer than 2 processes per label"
-    return _layout(fig, "Throughput retention vs offloaded layers (bars: 95% bootstrap interval)",
+    return style(fig, "Throughput retention vs offloaded layers (bars: 95% bootstrap interval)",
                    "offloaded layers (evidence)", "retention vs phase baseline", note)
 
 
@@ -173,4 +177,4 @@ def latency_figure(rows, *, note: str = "") -> go.Figure | None:
                name="P95 round latency (s)"),
     ])
     fig.update_layout(barmode="group")
-    return _layout(fig, "Round latency per label (one generate call over all prompts)", "label", "seconds", note)
+    return style(fig, "Round latency per label (one generate call over all prompts)", "label", "seconds", note)

@@ -187,10 +187,31 @@ def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch | None = No
         if probe is not None:
             probe.wait()  # a failed gate leaves no probe process behind
         raise
+    if p.options.analyze:
+        import_analysis()  # while the probe process runs on the other core
     if probe is not None:
         facts = replace(facts, numerics=probe.result())
     timings.identity += time.monotonic() - timings.t_start - timings.model_build
     return facts
+
+
+def import_analysis() -> None:
+    """Load the close stage's analysis modules (``analysis.report.preload``) now, in the main thread, before any case.
+
+    The close stage needs pandas, matplotlib, plotly and the report modules (about 1,300 modules).
+    Imported at the close, after minutes of cases, they are read back from disk: on a host that
+    reclaims cold file pages (this project's 2-core VM: 1 s warm, 13 s cold, measured with
+    ``python -X importtime``) that read is most of the runner's overhead. Loaded here, while the
+    numerics probe process runs, they are read while the install has left them cached. The time counts
+    as identity (runner overhead). Loading starts no thread (cases are forked with a ``preexec_fn``; no
+    thread may be alive at a fork). Without the analysis stack nothing is loaded, and the close stage
+    reports the analysis as unavailable.
+    """
+    try:
+        from analysis.report import preload
+        preload()
+    except ImportError:
+        return
 
 
 def build_model_once(model: ModelConfig) -> float:
