@@ -145,6 +145,7 @@ def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
 
 
+@pytest.mark.heavy  # measured 5.7 s in the fast tier (its budget is 2 minutes)
 def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT, "runtime.health_command=[sh,-c,'echo NPU unhealthy; exit 3']")
     assert code == EXIT_HEALTH
