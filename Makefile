@@ -38,7 +38,7 @@ test: $(STAMP) lint
 	$(PY) -m results_schema check tests/fixtures
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
-# tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 3 minutes
+# tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 2 minutes
 FAST_TIER := not slow and not engine and not heavy and not full_grid and not gpu and not npu
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m '$(FAST_TIER)'

@@ -27,18 +27,21 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from conf.schema import Config
 
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, RunnerError
 from runners.orchestration.progress import make_console as _console
 
+if TYPE_CHECKING:
+    from runners.orchestration.host_measures import HostMeasures
+
 
 # ----------------------------------------------------------------------------- the run
 
 
-def run_matrix(cfg: Config, overrides: Sequence[str] = ()) -> int:
+def run_matrix(cfg: Config, overrides: Sequence[str] = (), host: HostMeasures | None = None) -> int:
     """Run a typed config: the stages of ``runners.orchestration.stages.run_stages``.
 
     Returns the exit code; prints one-line errors.
@@ -46,12 +49,13 @@ def run_matrix(cfg: Config, overrides: Sequence[str] = ()) -> int:
     Args:
         cfg: the config (``conf.typed.load_config``).
         overrides: the command-line overrides (saved with the run).
+        host: the host measurements (``runners.orchestration.host_measures.HostMeasures``); None = the real ones.
     """
     from runners.orchestration.stages import run_stages
 
     console = _console()
     try:
-        return run_stages(cfg, list(overrides), console)
+        return run_stages(cfg, list(overrides), console, host)
     except RunnerError as exc:
         from rich.markup import escape
 

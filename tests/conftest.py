@@ -3,7 +3,7 @@
 Tiers (README "Tests"): ``make test`` runs every test but ``full_grid``/``gpu``/``npu`` (opt-in:
 they run only when ``-m`` names them);
 ``make test-fast`` also leaves out ``slow``, ``engine`` (a vLLM engine, Ray cluster or browser
-start) and ``heavy`` tests (no engine, several CPU seconds each). ``tests/tier_guard.py`` fails any
+start) and ``heavy`` tests (no engine, 0.6 s or more per test function). ``tests/tier_guard.py`` fails any
 test without ``engine``/``slow`` that starts an engine anyway, so no engine hides in the fast tier.
 """
 

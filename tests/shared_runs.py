@@ -8,27 +8,32 @@ two real measurements of this host that do not depend on the test:
 * ``runners.orchestration.copy_bench.run_copy_bench``: ``python -m offload.bench`` on the model's layer shapes
   (CPU runs with offload cases and ``analyze=true``; about 10 s of CPU).
 
-:func:`share_host_measurements` (autouse, ``tests/conftest.py``) runs each for real the first time
-a key is seen and hands later calls with the same key the same result: the probe's dict, and for
+:func:`share_host_measurements` (autouse, ``tests/conftest.py``) builds a
+``runners.orchestration.host_measures.HostMeasures`` whose functions run each measurement for real
+the first time a key is seen and hand later calls with the same key the same result;
+:func:`run_matrix` injects it into ``runners.matrix.run_matrix`` (nothing is patched): the probe's dict, and for
 the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
 directory unchanged) and its dict. The key holds everything the measurement reads (interpreter,
 model directory, working directory, environment) except environment values that point into this
 session's temporary directory (per-test run and cache paths, which these measurements ignore) and
 pytest's own ``PYTEST_*`` variables.
 Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
-still gets its failure. Tests that replace these functions themselves (``monkeypatch``) win, and a
-subprocess runner (``python -m runners.matrix``) measures for itself.
+still gets its failure. A test that calls ``runners.matrix.run_matrix`` itself, and a subprocess
+runner (``python -m runners.matrix``), measure for themselves.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from conf.schema import Config
+from runners.orchestration.host_measures import HostMeasures
 
 
 def _env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ...]:
@@ -72,20 +77,36 @@ def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root
     return bench
 
 
+_SHARED: list[HostMeasures] = []
+"""The session's shared :class:`HostMeasures` (set by :func:`share_host_measurements`)."""
+
+
 @pytest.fixture(scope="session", autouse=True)
-def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Install :func:`shared_probe` and :func:`shared_copy_bench` for the session (no-op if the names moved)."""
-    try:
-        import runners.orchestration.copy_bench as copy_bench
-        import runners.identity.numerics as numerics
-    except ImportError:  # moved by a refactor: every test then measures for itself, as without this fixture
-        yield
-        return
+def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostMeasures]:
+    """The session's :class:`HostMeasures`: :func:`shared_probe` and :func:`shared_copy_bench` of the real ones.
+
+    Nothing is patched: :func:`run_matrix` passes them into ``runners.matrix.run_matrix``.
+    """
+    from runners.orchestration import copy_bench
+    from runners.identity import numerics
+
     tmp_root = str(tmp_path_factory.getbasetemp())
-    with pytest.MonkeyPatch.context() as mp:
-        if callable(getattr(numerics, "probe_torch", None)):
-            mp.setattr(numerics, "probe_torch", shared_probe(numerics.probe_torch, tmp_root))
-        if callable(getattr(copy_bench, "run_copy_bench", None)) and isinstance(getattr(copy_bench, "FILE_NAME", None), str):
-            mp.setattr(copy_bench, "run_copy_bench",
-                       shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
-        yield
+    host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root),
+                        run_copy_bench=shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
+    _SHARED.append(host)
+    try:
+        yield host
+    finally:
+        _SHARED.remove(host)
+
+
+def shared_host() -> HostMeasures:
+    """The session's shared host measurements (the real ones outside a pytest session)."""
+    return _SHARED[-1] if _SHARED else HostMeasures()
+
+
+def run_matrix(cfg: Config, overrides: Sequence[str] = ()) -> int:
+    """``runners.matrix.run_matrix`` with the session's shared host measurements injected."""
+    from runners.matrix import run_matrix as real
+
+    return real(cfg, overrides, host=shared_host())

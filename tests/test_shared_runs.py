@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
+import runners.matrix
 import runners.orchestration.copy_bench as copy_bench
 import runners.identity.numerics as numerics
-from tests.shared_runs import shared_copy_bench, shared_probe
+from runners.orchestration.host_measures import HostMeasures
+from tests.shared_runs import shared_copy_bench, shared_host, shared_probe
 
 TMP = "/tmp/pytest-of-x/pytest-1"
 
@@ -59,7 +62,13 @@ def test_copy_bench_file_is_copied_byte_for_byte_and_failures_run_again(tmp_path
     assert calls == [runs[0], runs[2], runs[3]]
 
 
-def test_the_session_fixture_shares_the_runner_functions() -> None:
-    # if a refactor renames them, the fixture silently stops sharing: this test says so
-    assert numerics.probe_torch.__wrapped__.__name__ == "probe_torch"  # type: ignore[attr-defined]
-    assert copy_bench.run_copy_bench.__wrapped__.__name__ == "run_copy_bench"  # type: ignore[attr-defined]
+def test_the_session_host_measures_wrap_the_runner_functions_and_nothing_is_patched(
+        share_host_measurements: HostMeasures) -> None:
+    # if a refactor renames them, the fixture would share something else: this test says so
+    host = share_host_measurements
+    assert host.probe_torch.__wrapped__ is numerics.probe_torch  # type: ignore[attr-defined]
+    assert host.run_copy_bench.__wrapped__ is copy_bench.run_copy_bench  # type: ignore[attr-defined]
+    assert shared_host() is host
+    assert not hasattr(numerics.probe_torch, "__wrapped__") and not hasattr(copy_bench.run_copy_bench, "__wrapped__")
+    assert HostMeasures() == HostMeasures(probe_torch=numerics.probe_torch, run_copy_bench=copy_bench.run_copy_bench)
+    assert "host" in inspect.signature(runners.matrix.run_matrix).parameters

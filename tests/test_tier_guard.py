@@ -70,6 +70,7 @@ def test_an_engine_module_import_in_the_test_process_fails_the_guard(tier_guard)
     assert tier_guard.take() == ["imported vllm.v1.engine.core in the test process (an engine start)"]
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_unmarked_test_fails_and_engine_marked_test_passes(tmp_path: Path) -> None:
     """End to end in a child pytest: the same engine start fails unmarked and passes under ``engine``."""
     (tmp_path / "other").mkdir()  # a second conftest: pytest then filters plugins per item (needs a hashable guard)
@@ -128,6 +129,7 @@ def test_gpu(): pass
     ("full_grid or not full_grid", {"test_plain", "test_slow", "test_grid"}),  # make test-full
     ("gpu", {"test_gpu"}),
 ])
+@pytest.mark.heavy  # measured 3.5 s over 5 cases in the fast tier (its budget is 2 minutes)
 def test_opt_in_markers_run_only_when_the_marker_expression_names_them(tmp_path: Path, expr, selected) -> None:
     (tmp_path / "test_opt_in.py").write_text(OPT_IN_FILE)
     r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tests.conftest",

@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conf.schema import Config
 from conf.schema_stack import ModelConfig, PinsConfig, RuntimeConfig
@@ -24,6 +24,9 @@ from conf.schema_stack import ModelConfig, PinsConfig, RuntimeConfig
 from runners.config import runtimes_used
 from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, abs_path
+
+if TYPE_CHECKING:
+    from runners.identity.numerics import ProbeTorch
 
 SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256")
 
@@ -230,14 +233,18 @@ def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None 
     return ident
 
 
-def numerics_of(cfg: Config) -> tuple[Any, ...]:
+def numerics_of(cfg: Config, probe_torch: ProbeTorch | None = None) -> tuple[Any, ...]:
     """``NumericsIdentity`` per runtime the phases' cases run under (CPU ISA, torch / oneDNN, threads, kernel
     path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
-    the run runtime's name with another thread environment)."""
+    the run runtime's name with another thread environment). ``probe_torch``: the torch probe
+    (``runners.identity.numerics.probe_torch`` when None)."""
     import json
 
     from conf.typed import plain
+    from runners.identity import numerics
     from runners.identity.numerics import numerics_identity
+
+    probe = probe_torch or numerics.probe_torch
 
     used = [ph.runtime or cfg.runtime for ph in cfg.phases.values()] or [cfg.runtime]
     distinct = {json.dumps(plain(rt), sort_keys=True, default=str): rt for rt in reversed(used)}
@@ -246,7 +253,8 @@ def numerics_of(cfg: Config) -> tuple[Any, ...]:
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in rt.env.items()})
         out.append(numerics_identity(device=str(rt.device), python=sys.executable, case_env=env,
-                                     cpu_kernel_path=None if rt.cpu_kernel_path is None else str(rt.cpu_kernel_path)))
+                                     cpu_kernel_path=None if rt.cpu_kernel_path is None else str(rt.cpu_kernel_path),
+                                     probe_torch=probe))
     return tuple(out)
 
 
@@ -260,19 +268,19 @@ class NumericsProbe:
     modules it needs are imported here, in the caller's thread).
     """
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, probe_torch: ProbeTorch | None = None) -> None:
         import threading
 
         import runners.identity.numerics  # noqa: F401  (imported before the thread starts)
 
         self._result: tuple[Any, ...] | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(cfg,), name="numerics-probe", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(cfg, probe_torch), name="numerics-probe", daemon=True)
         self._thread.start()
 
-    def _run(self, cfg: Config) -> None:
+    def _run(self, cfg: Config, probe_torch: ProbeTorch | None) -> None:
         try:
-            self._result = numerics_of(cfg)
+            self._result = numerics_of(cfg, probe_torch)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread by result()
             self._error = exc
 

@@ -20,7 +20,7 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -71,6 +71,10 @@ def cpu_facts(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, tuple[str, ..
         return platform.processor() or "unknown", ()
 
 
+ProbeTorch = Callable[[str, Mapping[str, str]], dict[str, object]]
+"""``(python, env) -> facts``: :func:`probe_torch`'s signature (callers may inject another probe)."""
+
+
 def probe_torch(python: str, env: Mapping[str, str], timeout_s: float = 120.0) -> dict[str, object]:
     """Run :data:`PROBE` with ``python`` and ``env``; empty dict (never raises) when it fails."""
     try:
@@ -108,7 +112,9 @@ def accelerator_facts(device: str) -> tuple[str | None, str | None]:
 
 
 def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], cpu_kernel_path: str | None,
-                      cpuinfo: Path = Path("/proc/cpuinfo"), probe: bool = True) -> NumericsIdentity:
+                      cpuinfo: Path = Path("/proc/cpuinfo"), probe: bool = True,
+                      probe_torch: ProbeTorch = probe_torch,
+                      ) -> NumericsIdentity:
     """Assemble :class:`NumericsIdentity` for a runtime.
 
     Args:
@@ -118,6 +124,8 @@ def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], 
         cpu_kernel_path: the run's CPU GEMM kernel path, or None when not a CPU runtime.
         cpuinfo: ``/proc/cpuinfo`` path (tests pass a fixture).
         probe: run the torch probe (False in unit tests: torch fields become null).
+        probe_torch: the torch probe (default :func:`probe_torch`; the test suite passes one that shares
+            one real probe between runs on the same host).
     """
     model, flags = cpu_facts(cpuinfo)
     facts = probe_torch(python, case_env) if probe else {}

@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
+from results_schema.base import Implementation, OffloadBackend
 from runners.models.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, accuracy_manifest_path
+
+if TYPE_CHECKING:
+    from runners.incase.process_group import ProcessOutcome
+    from runners.launching.executor_base import LaunchSpec
+    from runners.planning.plan import ScheduledCase
 
 
 
@@ -148,7 +154,7 @@ def _task_outcomes(c: Any, results: Sequence[Path], run_dir: Path) -> list[Any]:
     return outcomes
 
 
-def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir: Path) -> Any:
+def _case_run(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, results: Sequence[Path], run_dir: Path) -> Any:
     """The ``AccuracyCaseRun`` completion line of a case whose results all exist.
 
     Raises:
@@ -164,17 +170,17 @@ def _case_run(sc: Any, spec: Any, outcome: Any, results: Sequence[Path], run_dir
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
                else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                    offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                                   offload_backend=c.backend))
+                                   offload_backend=cast(OffloadBackend, c.backend)))
     ev = Path(spec.evidence_path)
     return AccuracyCaseRun(
-        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, offload=offload,
+        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, offload=offload,
         tasks=tuple(o.task for o in outcomes), results=tuple(outcomes), limit=c.accuracy_limit,
         dataset_manifest_path=str(manifest), dataset_manifest_sha256=file_sha256(manifest),
         process_wall_s=outcome.wall_s, log_path=str(Path(spec.log_path).relative_to(run_dir)),
         evidence_path=str(ev.relative_to(run_dir)) if ev.is_file() else None, command=tuple(spec.argv))
 
 
-def finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any]:
+def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> tuple[Any, Any]:
     """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json`` per task.
 
     Returns:
@@ -202,7 +208,7 @@ def finalize_accuracy(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[
     et, em = root_cause(log_text)
     ftype: FailureType = "timeout" if outcome.timed_out else ("signal" if outcome.signal else
                                                  ("nonzero_exit" if outcome.exit_code else "no_result"))
-    f = CaseFailure(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+    f = CaseFailure(phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat,
                     failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
                     error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
                     log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
 from runners.config import RunOptions
@@ -23,6 +23,9 @@ from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP,
 from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
+
+if TYPE_CHECKING:
+    from runners.orchestration.host_measures import CopyBenchRun
 
 
 @dataclass
@@ -43,19 +46,21 @@ class Findings:
 
 
 def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
-               base_env: Mapping[str, str], console: Any) -> None:
+               base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun | None = None) -> None:
     """CPU runs with offload cases: plain copy bandwidth (``runners.orchestration.copy_bench``) for the report, measured
-    in the environment of the first offload case's runtime (a phase may set its own: thread count)."""
+    in the environment of the first offload case's runtime (a phase may set its own: thread count);
+    ``run_copy_bench``: the bench (``runners.orchestration.copy_bench.run_copy_bench`` when None)."""
     offload = [sc for sc in items if sc.case.offload_requested]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:
         return
-    from runners.orchestration.copy_bench import run_copy_bench
+    from runners.orchestration import copy_bench as bench
 
+    run = run_copy_bench or bench.run_copy_bench
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
     env.update({str(k): str(v) for k, v in rt.env.items()})
     env["PYTHONPATH"] = str(REPO_ROOT)
-    if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
+    if run(run_dir, model_dir, env, REPO_ROOT) is None:
         console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
 
 
@@ -122,7 +127,8 @@ def final_checks(cfg: Config, todo: Sequence[Any], state: RunState, identity: An
 
 
 def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
-                         found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any) -> None:
+                         found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any,
+                         run_copy_bench: CopyBenchRun | None = None) -> None:
     """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
     from runners.orchestration.accuracy_phase import verify_accuracy
 
@@ -131,7 +137,7 @@ def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any],
     try:
         if options.analyze and not state.stopped:
             t_bench = time.monotonic()
-            copy_bench(cfg, items, run_dir, state.model_dir, base_env, console)
+            copy_bench(cfg, items, run_dir, state.model_dir, base_env, console, run_copy_bench)
             timings.copy_bench += time.monotonic() - t_bench
             t += timings.copy_bench  # a measurement process, counted apart from the analysis
             found.validation, found.serving_valid = analyze(run_dir, console)

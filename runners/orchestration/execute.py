@@ -16,11 +16,16 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
 from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
+
+if TYPE_CHECKING:
+    from runners.incase.process_group import ProcessOutcome
+    from runners.launching.executor_base import LaunchSpec
+    from runners.planning.plan import ScheduledCase
 
 
 @dataclass
@@ -170,7 +175,7 @@ def accuracy_output_check(state: RunState, line: Any) -> str | None:
     return status
 
 
-def _finalize(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Any, Any, list[Any]]:
+def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> tuple[Any, Any, list[Any]]:
     """``(Finalized, accuracy line | None, serving lines)`` of one finished case process."""
     if sc.case.kind == "accuracy":
         from runners.orchestration.accuracy_phase import finalize_accuracy
@@ -204,7 +209,7 @@ def _append_lines(run_dir: Path, phase: str, fin: Any, acc_line: Any, serving_li
         append_jsonl(run_dir / f"{phase}-failures.jsonl", fin.failure)
 
 
-def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+def _on_done_impl(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome) -> bool:
     state.case_wall_s += outcome.wall_s
     fin, acc_line, serving_lines = _finalize(sc, spec, outcome, state.run_dir)
     _append_lines(state.run_dir, sc.case.phase, fin, acc_line, serving_lines)
@@ -234,7 +239,7 @@ def _on_done_impl(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
     return True
 
 
-def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
+def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome) -> bool:
     """Executor callback: finalise one case, append its line, print progress; False stops a formal run."""
     t0 = time.monotonic()
     try:
@@ -243,7 +248,7 @@ def on_done(state: RunState, sc: Any, spec: Any, outcome: Any) -> bool:
         state.finalize_s += time.monotonic() - t0
 
 
-def launch_spec(state: RunState, sc: Any, base_env: Mapping[str, str]) -> Any:
+def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.launching.executor_base import LaunchSpec
     from runners.launching.case_command import case_argv, case_env

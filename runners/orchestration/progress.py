@@ -6,7 +6,6 @@ dry-run schedule table with the per-phase settings every case gets.
 """
 
 from __future__ import annotations
-from runners.planning.plan import PhaseCase, ScheduledCase
 
 import sys
 import time
@@ -15,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
 from conf.typed import plain
+from runners.planning.plan import PhaseCase, ScheduledCase
 
 
 def make_console() -> Any:
@@ -49,7 +49,7 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, advance=n)
 
-    def start(self, sc: Any) -> None:
+    def start(self, sc: ScheduledCase) -> None:
         if self._bar is not None:
             self._bar.update(self._task, description=f"{sc.case.phase}/{sc.stem}")
 
@@ -59,7 +59,7 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         return elapsed / len(self.walls) * (self.total - self.done)
 
-    def finish(self, sc: Any, status: str, wall_s: float) -> None:
+    def finish(self, sc: ScheduledCase, status: str, wall_s: float) -> None:
         self.done += 1
         self.walls.append(wall_s)
         eta = self.eta_s()

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
 from conf.schema_stack import ExecutorConfig, ModelConfig
@@ -37,6 +37,10 @@ from runners.identity.gates import RunIdentity
 from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
 from runners.planning.plan import ScheduledCase
+
+if TYPE_CHECKING:
+    from runners.identity.numerics import ProbeTorch
+    from runners.orchestration.host_measures import CopyBenchRun, HostMeasures
 
 
 @dataclass(frozen=True)
@@ -162,18 +166,19 @@ def with_accuracy_inputs(p: Plan) -> Plan:
     return replace(p, accuracy_phases=tuple(_accuracy_phases(p.items)))
 
 
-def identity_gate(p: Plan, timings: Timings) -> RunIdentity:
+def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch | None = None) -> RunIdentity:
     """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
 
     A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
     a one-time cost, the model is cached). A new run's numerics identity (``runners.identity.gates.NumericsProbe``:
-    a torch probe process) is measured meanwhile, on the other core; waiting for it counts as identity.
+    a torch probe process, ``probe_torch`` or the real one) is measured meanwhile, on the other core; waiting
+    for it counts as identity.
     """
     from dataclasses import replace
 
     from runners.identity.gates import NumericsProbe, gather_identity, observe_run_identity
 
-    probe = NumericsProbe(p.cfg) if p.resume_dir is None else None
+    probe = NumericsProbe(p.cfg, probe_torch) if p.resume_dir is None else None
     try:
         timings.model_build = build_model_once(p.cfg.model)
         identity = gather_identity(p.cfg, when="before the first case")
@@ -266,8 +271,9 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
 
 
-def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
-    """Stage 5: last gates, analysis, ``SHA256SUMS``, the summary and the verdict line; the exit code."""
+def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: CopyBenchRun | None = None) -> int:
+    """Stage 5: last gates, analysis (the copy bench: ``run_copy_bench`` or the real one), ``SHA256SUMS``, the
+    summary and the verdict line; the exit code."""
     from runners.orchestration.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
 
     if ex.interrupted:
@@ -276,7 +282,8 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any) -> int:
         console.print(interrupted_line(p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.run_identity.gate, run.timings)
-    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console)
+    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console,
+                         run_copy_bench)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
     console.print(f"{verdict_line(found, run.run_dir)}; exit {code}", markup=False)
@@ -305,11 +312,12 @@ def resume_complete(p: Plan, console: Any) -> bool:
     return True
 
 
-def run_stages(cfg: Config, overrides: Sequence[str], console: Any) -> int:
+def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMeasures | None = None) -> int:
     """plan -> [dry run: print the schedule, exit 0] -> paths -> [resume: lock] -> identity gate -> open -> execute -> close.
 
     The run directory's lock (``runners.orchestration.run_lock``) is held from its creation (or the resume's
-    start) to the end; a resume of a finished run changes nothing and exits 0.
+    start) to the end; a resume of a finished run changes nothing and exits 0. ``host``: the host
+    measurements (``runners.orchestration.host_measures``; None = the real ones).
 
     Raises:
         RunnerError: a stage stopped the run (its exit code is the run's).
@@ -330,8 +338,8 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any) -> int:
             lock.acquire(p.resume_dir, "resumed", console)
         p = with_accuracy_inputs(p)
         timings = Timings(t_start=time.monotonic())
-        run_identity = identity_gate(p, timings)
+        run_identity = identity_gate(p, timings, host.probe_torch if host else None)
         run = open_run(p, run_identity, timings, console, lock)
-        return close(p, run, execute(p, run, console), console)
+        return close(p, run, execute(p, run, console), console, host.run_copy_bench if host else None)
     finally:
         lock.release()

@@ -11,7 +11,8 @@ every round; the CPU GEMM kernel line (``OFFLOAD_CPU_KERNELS``) against the runt
 log (published runner rules). Each check raises ``CheckFailed`` naming the
 ``failure_type`` of the case's ``CaseFailure``.
 
-The scheduled case (``runners.planning.plan.ScheduledCase``) is taken duck-typed so that this
+The scheduled case (``runners.planning.plan.ScheduledCase``) is typed by the protocols
+:class:`CheckedCase` / :class:`CheckedScheduledCase` (the fields these checks read) so that this
 module imports nothing above it (the serving phase uses these checks too).
 
 What is deliberately not modelled: parsing the log (``runners.outcome.case_log``), building the
@@ -20,8 +21,9 @@ case's line (``runners.orchestration.finalize``, ``runners.planning.serving_spec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -30,7 +32,44 @@ from results_schema.evidence_rule import evidence_problems
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.case_outcome import CpuKernelEvidence, FailureType
 from results_schema.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
+from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
+
+
+class CheckedCase(Protocol):
+    """The fields of a planned case (``runners.planning.plan.PhaseCase``) the checks compare with."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def implementation(self) -> str: ...
+    @property
+    def group_size(self) -> int: ...
+    @property
+    def num_in_group(self) -> int: ...
+    @property
+    def prefetch_step(self) -> int: ...
+    @property
+    def params(self) -> Sequence[str]: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def workload(self) -> WorkloadConfig: ...
+    @property
+    def runtime(self) -> RuntimeConfig: ...
+
+
+class CheckedScheduledCase(Protocol):
+    """A case and its repeat (``runners.planning.plan.ScheduledCase``)."""
+
+    @property
+    def case(self) -> CheckedCase: ...
+    @property
+    def repeat(self) -> int: ...
 
 
 class CheckFailed(Exception):
@@ -42,7 +81,7 @@ class CheckFailed(Exception):
         self.message = message
 
 
-def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
+def check_record(sc: CheckedScheduledCase, log_text: str, record_path: Path) -> BenchRecord:
     """The case's record: one ``BENCH_RESULT`` line equal to the record file, naming the case.
 
     Raises:
@@ -84,12 +123,12 @@ def check_record(sc: Any, log_text: str, record_path: Path) -> BenchRecord:
     return record
 
 
-def check_plan_match(c: object, record: BenchRecord) -> None:
+def check_plan_match(c: CheckedCase, record: BenchRecord) -> None:
     """Published rule: the record's workload and model are the plan's."""
     from conf.typed import plain
 
     try:
-        planned = WorkloadSpec(**plain(c.workload))  # type: ignore[attr-defined]
+        planned = WorkloadSpec(**plain(c.workload))
     except ValidationError as exc:  # the plan validated it, so this is a corrupted case: fail closed
         raise CheckFailed("invalid_record", "the plan's workload of this case does not validate, so the record "
                           f"cannot be compared with it: {' '.join(str(exc).split())[:300]}") from None
@@ -112,10 +151,10 @@ def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
             raise CheckFailed("invalid_record", f"record model {record.model!r} != the plan's {want!r}")
 
 
-def check_kv_lines(c: object, log_text: str) -> None:
+def check_kv_lines(c: CheckedCase, log_text: str) -> None:
     """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
-    device = str(c.runtime.device)  # type: ignore[attr-defined]
-    if device == "cpu" or c.kind == "accuracy":  # type: ignore[attr-defined]
+    device = str(c.runtime.device)
+    if device == "cpu" or c.kind == "accuracy":
         return
     n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
     if n != 1:
@@ -123,7 +162,7 @@ def check_kv_lines(c: object, log_text: str) -> None:
                     "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
-def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEvidence:
+def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
 
     "Describing the case" is ``results_schema.evidence_rule.evidence_problems`` (the validation's rule);
@@ -156,7 +195,7 @@ def check_evidence(sc: Any, log_text: str, evidence_path: Path) -> RuntimeEviden
     return sidecar
 
 
-def check_kernels(sc: Any, log_text: str) -> CpuKernelEvidence | None:
+def check_kernels(sc: CheckedScheduledCase, log_text: str) -> CpuKernelEvidence | None:
     """The case's ``OFFLOAD_CPU_KERNELS`` line, checked against the runtime's ``cpu_kernel_path``.
 
     ``plain``: every processed linear layer must run ``torch_linear``; ``packed``: none may

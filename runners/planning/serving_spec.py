@@ -22,20 +22,59 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from conf.schema_matrix import ServingConfig, ServingSLOConfig
 from conf.schema_stack import WorkloadConfig
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, read_json, write_json
+from results_schema.base import Implementation, OffloadBackend
 from results_schema.case_outcome import CaseFailure, FailureType
 from results_schema.models import OffloadSetting
 from results_schema.serving import ServingCaseResult, ServingRun
 from results_schema.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
-from runners.outcome.case_checks import CheckFailed, check_evidence
+from runners.outcome.case_checks import CheckedCase, CheckFailed, check_evidence
 from runners.outcome.finalized import Finalized
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail
+
+if TYPE_CHECKING:
+    from runners.incase.process_group import ProcessOutcome
+
+
+class ServingCase(CheckedCase, Protocol):
+    """The fields of a planned serving case (``runners.planning.plan.PhaseCase``) this module reads."""
+
+    @property
+    def serving(self) -> ServingConfig | None: ...
+    @property
+    def runtime_name(self) -> str: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def expect_error(self) -> str | None: ...
+
+
+class ServingLaunch(Protocol):
+    """The files and argv of a serving case's launch (``runners.launching.executor_base.LaunchSpec``)."""
+
+    @property
+    def argv(self) -> tuple[str, ...]: ...
+    @property
+    def log_path(self) -> str: ...
+    @property
+    def evidence_path(self) -> str: ...
+
+
+class ScheduledServingCase(Protocol):
+    """A serving case and its repeat (``runners.planning.plan.ScheduledCase``; plan imports this module)."""
+
+    @property
+    def case(self) -> ServingCase: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def stem(self) -> str: ...
 
 DEFAULT_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -111,7 +150,7 @@ def _engine_options(w: WorkloadConfig) -> dict[str, Any]:
     return {"enable_prefix_caching": None, **optional_engine_kwargs(WorkloadSpec(**plain(w)))}
 
 
-def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> ServingCaseSpec:
+def build_spec(sc: ScheduledServingCase, *, model_dir: Path, run_dir: Path, python: str) -> ServingCaseSpec:
     """The ``ServingCaseSpec`` of a scheduled serving case (``runners.planning.plan.ScheduledCase``)."""
     c = sc.case
     w = c.workload
@@ -121,9 +160,9 @@ def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> Servi
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline" else
                OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                               offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                              offload_backend=c.backend))
+                              offload_backend=cast(OffloadBackend, c.backend)))
     return ServingCaseSpec(
-        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=c.runtime_name,
+        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, runtime=c.runtime_name,
         device=str(c.runtime.device), model=str(model_dir), offload=offload,
         engine=ServingEngine(dtype=w.dtype, max_model_len=w.max_model_len, enforce_eager=w.enforce_eager,
                              gpu_memory_utilization=w.gpu_memory_utilization, seed=w.seed, **_engine_options(w)),
@@ -138,7 +177,7 @@ def build_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str) -> Servi
         record_path=str(p["record"]), requests_dir=str(p["requests_dir"]), server_log_path=str(p["server_log"]))
 
 
-def write_case_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str = sys.executable) -> tuple[str, ...]:
+def write_case_spec(sc: ScheduledServingCase, *, model_dir: Path, run_dir: Path, python: str = sys.executable) -> tuple[str, ...]:
     """Write the case's spec file and return the argv of its process."""
     spec = build_spec(sc, model_dir=model_dir, run_dir=run_dir, python=python)
     path = paths_of(run_dir, sc.case.phase, sc.stem)["spec"]
@@ -150,8 +189,8 @@ def write_case_spec(sc: Any, *, model_dir: Path, run_dir: Path, python: str = sy
 class _ServingLogs:
     """What a failed serving case's ``CaseFailure`` is built from."""
 
-    sc: Any
-    outcome: Any
+    sc: ScheduledServingCase
+    outcome: ProcessOutcome
     run_dir: Path
     log_path: Path
     log_text: str
@@ -166,7 +205,7 @@ class _ServingLogs:
         text = self.server_text or self.log_text
         et, em = root_cause(text)
         f = CaseFailure(
-            phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, failure_type=ftype,
+            phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, failure_type=ftype,
             exit_code=outcome.exit_code, signal=outcome.signal, error_type=error_type or et,
             error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines())
             + (f"; server log names {et}: {em}" if et and error_type else "")
@@ -179,7 +218,7 @@ def _read_text(path: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _process_fault(sc: Any, outcome: Any, result: ServingCaseResult | None,
+def _process_fault(sc: ScheduledServingCase, outcome: ProcessOutcome, result: ServingCaseResult | None,
                    record: Path) -> tuple[FailureType, str, str | None] | None:
     """The serving case's fault as ``(failure_type, message, error_type)`` before the evidence check, or None."""
     c = sc.case
@@ -202,7 +241,8 @@ def _process_fault(sc: Any, outcome: Any, result: ServingCaseResult | None,
     return None
 
 
-def finalize_serving(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
+def finalize_serving(sc: ScheduledServingCase, spec: ServingLaunch, outcome: ProcessOutcome,
+                     run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
     """Check a finished serving case; return ``(runners.outcome.finalized.Finalized, lines)``.
 
     ``lines`` holds one ``ServingRun`` per rate on success, nothing on failure (the
@@ -230,7 +270,7 @@ def finalize_serving(sc: Any, spec: Any, outcome: Any, run_dir: Path) -> tuple[F
     kv = parse_kv_cache(logs.server_text)
     rel = logs.rel
     lines = [ServingRun(
-        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=result.runtime,
+        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, runtime=result.runtime,
         model=result.model, offload=result.offload, engine=result.engine, load=result.load, slo=result.slo, rate=r,
         evidence=evidence, kv_cache=kv, server_healthy_after_s=float(result.server.healthy_after_s or 0.0),
         teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(logs.log_path),

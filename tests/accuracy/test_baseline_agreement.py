@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pathlib import Path
 
 from analysis.accuracy.verifier import main, render_markdown, verify
@@ -30,6 +31,7 @@ def _check(report, name: str, label: str):
     return next(c for c in report.checks if c.name == name and c.label == label)
 
 
+@pytest.mark.heavy  # measured 2.0 s in the fast tier (its budget is 2 minutes)
 def test_agreeing_baselines_change_nothing(tmp_path: Path, tiny_model_dir: Path) -> None:
     report = verify(_run(tmp_path / "r", tiny_model_dir, FakeEngine, FakeEngine), limit=50)
     assert report.passed
@@ -41,6 +43,7 @@ def test_agreeing_baselines_change_nothing(tmp_path: Path, tiny_model_dir: Path)
     assert render_csv(report).splitlines()[1].endswith(",identity")
 
 
+@pytest.mark.heavy  # measured 6.0 s in the fast tier (its budget is 2 minutes)
 def test_disagreeing_baselines_give_the_noise_floor_verdict_not_an_offload_failure(tmp_path: Path,
                                                                                   tiny_model_dir: Path) -> None:
     # baseline r1 differs from r0 on example 0; the offload case differs from both baselines on example 3 only
@@ -58,6 +61,7 @@ def test_disagreeing_baselines_give_the_noise_floor_verdict_not_an_offload_failu
     assert render_csv(report).splitlines()[1].endswith(",noise_floor")
 
 
+@pytest.mark.heavy  # measured 6.3 s in the fast tier (its budget is 2 minutes)
 def test_an_offload_case_beyond_the_floor_fails_saying_it_was_judged_against_it(tmp_path: Path,
                                                                                tiny_model_dir: Path) -> None:
     report = verify(_run(tmp_path / "r", tiny_model_dir, _twisted(0), _twisted(2, 3)), limit=50)

@@ -312,6 +312,7 @@ def _evidence(g: int, n: int, impl: str) -> RuntimeEvidence:
                            released_bytes=295_936 * len(layers), post_init_called=True, pid=1, device="cpu")
 
 
+@pytest.mark.heavy  # measured 1.5 s in the fast tier (its budget is 2 minutes)
 def test_formal_mode_passes_full_counts_with_evidence(tmp_path: Path, tiny_model_dir: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     manifest = _synthetic_full_manifest(tmp_path)

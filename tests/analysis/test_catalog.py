@@ -66,6 +66,7 @@ def test_undefined_metrics_are_null_never_nan(fixtures_db):
     assert _count(fixtures_db, "SELECT count(*) FROM label_summary WHERE isnan(retention)") == 0
 
 
+@pytest.mark.heavy  # measured 1.2 s in the fast tier (its budget is 2 minutes)
 def test_rebuild_is_incremental_and_a_run_loaded_twice_is_one_run(fixtures_db, tmp_path):
     before = {t: _count(fixtures_db, f"SELECT count(*) FROM {t}") for t in TABLES}
     assert {r.action for r in build(FIXTURES, fixtures_db)} == {"unchanged"}
@@ -96,6 +97,7 @@ def test_one_writer_is_reported_as_bad_input(tmp_path, capsys):
     assert "one writer at a time" in capsys.readouterr().err
 
 
+@pytest.mark.heavy  # measured 1.2 s in the fast tier (its budget is 2 minutes)
 def test_compare_pairs_labels_and_gives_interval_verdicts(tmp_path, capsys):
     root = tmp_path / "results"
     a = make_fixtures.valid_run(root / "run_a")

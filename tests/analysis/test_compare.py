@@ -101,6 +101,7 @@ def _matrix(tmp_path, shift: float, sd: float, repeats: int = 5, seed: int = 1):
     return compare_implementations(data, aggregate(data))
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_difference_below_process_spread_is_equivalent_only_inside_the_margin(tmp_path):
     comp = _matrix(tmp_path, shift=0.3, sd=0.5)
     assert len(comp) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import random
 from types import SimpleNamespace
 
@@ -48,6 +49,7 @@ def test_records_without_load_window_rss_fall_back_to_the_process_peak_and_say_s
     assert set(t["host_source"]) == {RSS_PEAK}
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_the_real_default_run_summary_shows_host_bytes_per_offloaded_byte_per_label(tmp_path):
     write_summary(FIXTURES / "real_tiny_run", out_dir=tmp_path)
     cs = read_json(tmp_path / "comparison-summary.json", ComparisonSummary)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.heavy  # measured 1.3 s in the fast tier (its budget is 2 minutes)
 def test_packages_import_without_torch_or_vllm():
     mods = [".".join(p.relative_to(ROOT / "analysis").with_suffix("").parts) for p in (ROOT / "analysis").rglob("*.py")
             if p.stem != "__main__"]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real_tiny_run"
 
 PROBE = """
@@ -28,6 +30,7 @@ print(len(loaded), threads, len(late), " ".join(late))
 """
 
 
+@pytest.mark.heavy  # measured 7.4 s (a child process that loads the analysis stack and writes a summary); the fast tier has 2 minutes
 def test_preload_leaves_the_report_writers_almost_nothing_to_import_and_starts_no_thread(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(FIXTURE, run)

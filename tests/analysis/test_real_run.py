@@ -59,6 +59,7 @@ def test_runner_written_summary_verifies_exactly(run):
     assert res.max_abs_diff_printed == 0.0
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_summary_regenerates_identically(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(REAL, run, ignore=shutil.ignore_patterns("summary"))

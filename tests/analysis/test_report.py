@@ -87,6 +87,7 @@ def test_verify_detects_a_tampered_summary(tmp_path, reported):
     assert main(["verify", str(copy)]) == 1
 
 
+@pytest.mark.heavy  # measured 1.5 s in the fast tier (its budget is 2 minutes)
 def test_cli_report_validate_verify_recommend(tmp_path, valid_run, capsys):
     run = tmp_path / "run"
     shutil.copytree(valid_run, run)
@@ -102,6 +103,7 @@ def test_cli_report_validate_verify_recommend(tmp_path, valid_run, capsys):
     assert main(["recommend", str(run), "--need-gib", "100"]) == 1
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_invalid_run_report_exits_nonzero(tmp_path, fixture_runs):
     run = tmp_path / "run"
     shutil.copytree(fixture_runs["synthetic_edge_traceback"], run)

@@ -63,6 +63,7 @@ def _two_impl_run(tmp_path, repeats: int, runtime: str = "cpu") -> Path:
 # ---------------------------------------------------------------- 2. CPU honesty
 
 
+@pytest.mark.heavy  # measured 1.4 s in the fast tier (its budget is 2 minutes)
 def test_cpu_run_markdown_says_released_bytes_are_accounted_not_measured(real_copy, tmp_path):
     full, main_table = render_markdown(build(real_copy))
     per_label = full.split("## Per label", 1)[1].split("\n## ", 1)[0]
@@ -109,6 +110,7 @@ def test_cli_report_refuses_to_overwrite_existing_summary(real_copy, capsys):
     assert _check_sums(real_copy) == []
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_cli_report_out_writes_new_dir_and_keeps_checksums(real_copy, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(real_copy.parent)
     out = tmp_path / "fresh-report"
@@ -124,6 +126,7 @@ def test_cli_report_out_writes_new_dir_and_keeps_checksums(real_copy, tmp_path, 
     assert (out / "comparison-summary.json").read_bytes() == before
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_runner_style_write_summary_still_writes_run_summary(tmp_path, monkeypatch):
     """runners.matrix calls ``write_summary(run_dir)`` (no keywords) once, before SHA256SUMS."""
     run = _two_impl_run(tmp_path, repeats=2)

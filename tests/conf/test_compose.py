@@ -42,6 +42,7 @@ def test_every_experiment_file_has_a_declared_process_count() -> None:
 
 
 @pytest.mark.parametrize("experiment", list(PROCESS_COUNTS))
+@pytest.mark.heavy  # measured 2.3 s over 13 cases in the fast tier (its budget is 2 minutes)
 def test_experiment_composes_with_its_process_count(experiment: str | None) -> None:
     assert len(_plan(experiment)) == PROCESS_COUNTS[experiment]
 
@@ -117,6 +118,7 @@ def test_rejects_negative_and_unknown_backend() -> None:
     assert "Invalid value 'magic', expected one of [auto, prefetch, uva]" in str(info.value.__cause__)
 
 
+@pytest.mark.heavy  # measured 1.0 s in the fast tier (its budget is 2 minutes)
 def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     """The default run measures at least DEFAULT_MIN_MEASURED_S per case, passed to bench_one;
     analysis warns below the same value."""
@@ -142,6 +144,7 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+@pytest.mark.heavy  # measured 1.2 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_published_designs_end_with_the_published_accuracy_verification(experiment: str) -> None:
     """Baseline, (8,1), (8,2) on GSM8K + GPQA, every offload case with offload_backend=prefetch."""
     items = _plan(experiment)

@@ -93,6 +93,7 @@ def test_examples_are_found() -> None:
 
 
 @pytest.mark.parametrize("name,args", examples(), ids=[n for n, _ in examples()])
+@pytest.mark.heavy  # measured 15.1 s over 67 cases in the fast tier (its budget is 2 minutes)
 def test_documented_override_composes(name: str, args: str, tmp_path: Path) -> None:
     from runners.pins import PinsError, compose, expand_pins_args
 

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
     ("runtime.env.OMP_NUM_THREADS=02", ("env", "OMP_NUM_THREADS"), "02"),
     ("+runtime.env.Q='0.10'", ("env", "Q"), "0.10"),                                   # quoted: Hydra's string
 ])
+@pytest.mark.heavy  # measured 1.4 s over 8 cases in the fast tier (its budget is 2 minutes)
 def test_pins_and_env_keep_the_text_typed(override, key, text):
     node = compose_cfg(override).runtime
     for part in key[:-1]:
@@ -60,6 +61,7 @@ def test_env_value_reaches_the_case_process_as_typed(tmp_path):
     assert env["FLAG"] == "true" and env["RATE"] == "1e5"
 
 
+@pytest.mark.heavy  # measured 2.4 s in the fast tier (its budget is 2 minutes)
 def test_env_value_reaches_a_real_case_process(tmp_path):
     code, run_dir = run_fake(tmp_path, "+runtime.env.FLAG=true",
                              "+phases.same_runtime.points=[]", "phases.same_runtime.implementations=[]")
@@ -81,6 +83,7 @@ def test_dict_of_pins_with_unquoted_numbers_is_refused():
     ("+runtime.pins.package.vllm=1", "runtime.pins.package", "packages"),
     ("+dryrun=true", "dryrun", "dry_run"),
 ])
+@pytest.mark.heavy  # measured 1.6 s over 6 cases in the fast tier (its budget is 2 minutes)
 def test_unknown_key_is_refused_naming_it(override, key, hint):
     with pytest.raises(ConfigError) as info:
         compose_cfg(override)
@@ -88,6 +91,7 @@ def test_unknown_key_is_refused_naming_it(override, key, hint):
 
 
 @pytest.mark.parametrize("run_id", ["/tmp/abs", "../escape", "a/b", "..", ".", ".hidden", "a b", ""])
+@pytest.mark.heavy  # measured 1.1 s over 8 cases in the fast tier (its budget is 2 minutes)
 def test_run_id_must_be_a_name(run_id):
     with pytest.raises(ConfigError, match="is not a name"):
         compose_cfg(f"run_id='{run_id}'")
@@ -102,6 +106,7 @@ def test_good_run_id_is_accepted():
     ("+executor.ray.adress=x", "'executor.ray.adress'"),
     ("run_id=/tmp/i13-abs-run", "run_id='/tmp/i13-abs-run' is not a name"),
 ])
+@pytest.mark.heavy  # measured 3.0 s over 3 cases in the fast tier (its budget is 2 minutes)
 def test_cli_exits_2_before_anything_starts(tmp_path, override, needle):
     r = subprocess.run([sys.executable, "-m", "runners.matrix", override, f"results_root={tmp_path}",
                         "progress=false"], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -113,9 +118,10 @@ def test_cli_exits_2_before_anything_starts(tmp_path, override, needle):
     assert not Path("/tmp/i13-abs-run").exists()
 
 
+@pytest.mark.heavy  # measured 2.4 s in the fast tier (its budget is 2 minutes)
 def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
     from runners.errors import EXIT_CONFIG
-    from runners.matrix import run_matrix
+    from tests.shared_runs import run_matrix
 
     code, run_dir = run_fake(tmp_path, "phases.same_runtime.points=[]", "phases.same_runtime.implementations=[]")
     assert code == 0
@@ -141,6 +147,7 @@ def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
     ("executor.ray.performance_sharing=shared", "shared", "[per_node, per_accelerator]"),
     ("executor.ray.on_node_failure=retry", "retry", "[stop, exclude]"),
 ])
+@pytest.mark.heavy  # measured 1.5 s over 12 cases in the fast tier (its budget is 2 minutes)
 def test_bad_choice_is_refused_naming_the_value_and_the_allowed_ones(override, value, allowed):
     with pytest.raises(Exception) as info:
         compose_cfg(override)

@@ -38,6 +38,7 @@ def test_golden_covers_the_default_and_every_experiment() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
+@pytest.mark.heavy  # measured 4.6 s over 15 cases in the fast tier (its budget is 2 minutes)
 def test_config_yaml_and_hash_are_byte_identical_to_before_typing(name: str) -> None:
     want = GOLDEN[name]
     config = _load(list(want["overrides"]))
@@ -90,6 +91,7 @@ def test_pins_entry_point_refuses_a_misspelt_key_naming_the_nearest_real_one(tmp
     assert not out.exists()
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_a_version_pin_stays_text_through_every_entry_point() -> None:
     from runners.pins import compose as pins_compose
 

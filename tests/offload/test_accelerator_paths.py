@@ -79,12 +79,14 @@ def _graph_scenario(monkeypatch, patched: bool, cls=CurrentPrefetchOffloader):
     return [(layer, w) for _, layer, _, w, _ in log if w != layer + 1]
 
 
+@pytest.mark.heavy  # measured 1.0 s in the fast tier (its budget is 2 minutes)
 def test_acl_graph_replay_after_an_eager_pass_reads_a_stale_slot_without_the_plugin_patch(monkeypatch):
     """The fake boundary really exhibits the defect of vLLM-Ascend 0.23's wrapper."""
     stale = _graph_scenario(monkeypatch, patched=False)
     assert stale == [(0, 3.0)]  # layer 0 ran on module 2's weights
 
 
+@pytest.mark.heavy  # measured 3.2 s in the fast tier (its budget is 2 minutes)
 def test_acl_graph_replay_syncs_before_replay_with_the_plugin_patch(monkeypatch):
     assert _graph_scenario(monkeypatch, patched=True) == []
 

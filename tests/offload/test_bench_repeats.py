@@ -62,6 +62,7 @@ def test_a_record_whose_counts_disagree_is_refused() -> None:
         CopyBench.model_validate(dict(r, readings=[dict(r["readings"][0], used=False), r["readings"][1]]))
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_the_bench_prints_every_reading_and_the_median(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--hidden", "64", "--intermediate", "128", "--layers", "4", "--forwards", "5", "--repeats", "3"]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("OFFLOAD_BENCH ")]

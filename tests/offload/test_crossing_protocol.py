@@ -73,6 +73,7 @@ def single_module_ranges(off):
 
 
 @pytest.mark.parametrize(("layers", "g", "n", "step"), CASES, ids=IDS)
+@pytest.mark.heavy  # measured 8.3 s over 48 cases in the fast tier (its budget is 2 minutes)
 def test_crossing_protocol_every_read_sees_its_own_module_and_resident_slots_are_copied_once(layers, g, n, step):
     b, off, mods = build(layers, g, n, step)
     assert isinstance(off.protocol, Crossing) and off.evidence_state()["copy_protocol"] == "crossing"
@@ -88,6 +89,7 @@ def test_crossing_protocol_every_read_sees_its_own_module_and_resident_slots_are
 
 @pytest.mark.parametrize(("layers", "g", "n", "step"), [c for c in CASES if len(select_offload_layers(*c[:3])) > c[3]],
                          ids=[i for c, i in zip(CASES, IDS) if len(select_offload_layers(*c[:3])) > c[3]])
+@pytest.mark.heavy  # measured 10.4 s over 48 cases in the fast tier (its budget is 2 minutes)
 def test_a_replay_whose_owed_refill_was_not_issued_is_counted_by_the_guard(layers, g, n, step, monkeypatch):
     b, off, mods = build(layers, g, n, step)
     issue, replay = Crossing._issue_crossing, b.replay
@@ -114,6 +116,7 @@ def test_a_replay_whose_owed_refill_was_not_issued_is_counted_by_the_guard(layer
 
 @pytest.mark.parametrize(("layers", "g", "n", "step"), [c for c in CASES if c[3] == 1], ids=[
     i for c, i in zip(CASES, IDS) if c[3] == 1])
+@pytest.mark.heavy  # measured 5.4 s over 21 cases in the fast tier (its budget is 2 minutes)
 def test_upstream_protocol_is_correct_at_prefetch_step_one_and_copies_every_module_every_step(layers, g, n, step):
     b, off, mods = build(layers, g, n, step, cls=UpstreamProtocolOffloader)
     assert off.evidence_state()["copy_protocol"] == "captured_join"

@@ -91,21 +91,57 @@ def test_negative_control_corrupted_host_copy_fails_the_check(capsys):
     assert s["points"][0]["protocols"]["current"]["modes"]["eager"]["bitwise_equal"] is False
 
 
-@pytest.mark.heavy  # 4 processes that import torch before checking arguments (5 s CPU each)
-@pytest.mark.parametrize(("args", "needle"), [
+BAD_ARGUMENTS = [
     (["--points", "2,3"], "need G >= 1 and 1 <= N <= G"),
     (["--points", "x"], "must be G,N"),
     (["--layers", "0"], "--layers (0) must be >= 1"),
     (["--width-divisor", "256"], "--width-divisor (256) must be <= 128"),
     (["--protocols", "current", "current"], "each protocol at most once"),
     (["--step-sync", "host"], "invalid choice: 'host'"),
-])
-def test_bad_arguments_exit_2_with_a_message_and_no_traceback(args, needle):
+]
+
+_EACH_IN_ONE_PROCESS = """
+import contextlib, io, json, sys
+import offload.gpu_check_torch as c
+out = []
+for args in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = c.main(["--device", "cpu", *args])
+        except SystemExit as exc:
+            code = exc.code
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_argument_results() -> list[tuple[int, str]]:
+    """``(exit code, stderr)`` of ``main`` for each of :data:`BAD_ARGUMENTS`, in one child process (one torch
+    import instead of six); an exception other than ``SystemExit`` ends the child with a traceback."""
+    proc = subprocess.run([sys.executable, "-c", _EACH_IN_ONE_PROCESS, json.dumps([a for a, _ in BAD_ARGUMENTS])],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    return [(int(code), err) for code, err in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+@pytest.mark.heavy  # one process that imports torch and checks six argument lists (6 s CPU)
+@pytest.mark.parametrize(("index", "needle"), [(i, n) for i, (_, n) in enumerate(BAD_ARGUMENTS)])
+def test_bad_arguments_exit_2_with_a_message_and_no_traceback(index, needle, bad_argument_results):
+    code, err = bad_argument_results[index]
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+@pytest.mark.heavy  # a process that imports torch before checking arguments (6 s CPU)
+def test_the_module_entry_point_exits_2_on_bad_arguments_with_no_traceback():
+    args, needle = BAD_ARGUMENTS[0]
     proc = subprocess.run([sys.executable, "-m", "offload.gpu_check_torch", "--device", "cpu", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.heavy  # measured 2.2 s in the fast tier (its budget is 2 minutes)
 def test_runs_where_vllm_cannot_be_imported():
     """The H200 host has no vLLM: block the import and run the check end to end."""
     code = ("import sys; sys.modules['vllm'] = None; import offload.gpu_check_torch as c; "

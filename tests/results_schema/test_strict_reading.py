@@ -121,6 +121,7 @@ def _is_cross_field(exc: RecordError, model_cls) -> bool:
 
 
 @pytest.mark.parametrize("path,model_cls", _fixture_docs(), ids=lambda v: getattr(v, "name", getattr(v, "__name__", "")))
+@pytest.mark.heavy  # measured 5.5 s over 10 cases in the fast tier (its budget is 2 minutes)
 def test_reader_and_exported_schema_agree_on_every_mutated_line(path, model_cls):
     validator = jsonschema.Draft202012Validator(model_cls.model_json_schema())
     doc = json.loads(_first_doc(path))

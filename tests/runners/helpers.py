@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_module
 
 from conf.schema import Config
 from conf.typed import load_config
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 
 FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
 

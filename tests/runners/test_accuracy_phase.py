@@ -15,7 +15,7 @@ from results_schema.case import CaseSpec
 from results_schema.cli import check_paths
 from results_schema.io import read_json, read_jsonl
 from runners.errors import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 
 from tests.runners.helpers import compose_cfg
 
@@ -44,10 +44,8 @@ def test_default_manifest_is_the_committed_fixtures_and_reproduce_uses_the_gener
     assert (REPO / cfg.phases["accuracy"].accuracy_manifest).is_file()
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (27 s CPU)
-def test_accuracy_phase_records_cases_and_verifies_in_limited_mode(tmp_path: Path, capsys) -> None:
-    code, run = run_accuracy(tmp_path)
-    out = capsys.readouterr().out
+def _assert_limited_run_recorded_and_verified(run: Path, code: int, out: str) -> None:
+    """The default tiny accuracy run: three processes (baseline twice), typed lines, a LIMITED verification."""
     assert code == EXIT_OK, out
     lines = read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)
     assert [(x.label, x.repeat, x.tasks) for x in lines] == [("baseline", 0, ("gsm8k", "gpqa")),
@@ -109,18 +107,6 @@ def test_manifest_without_an_entry_for_a_task_stops(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
-def test_config_chooses_the_manifest(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    shutil.copytree(FIXTURES, data)
-    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
-    assert code == EXIT_OK
-    for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
-        assert line.dataset_manifest_path == str(data / "manifest.json")
-    for p in (run / "records" / "accuracy").rglob("*.result.json"):
-        assert read_json(p, AccuracyResult).dataset_manifest_path == str((data / "manifest.json").resolve())
-
-
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
 def test_accuracy_limit_is_passed_and_verified_as_limited(tmp_path: Path) -> None:
     code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_limit=3")
     assert code == EXIT_OK
@@ -168,12 +154,13 @@ def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
     assert not report.passed  # the baseline has no offload case to compare with
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (15 s CPU)
-def test_resume_skips_completed_accuracy_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes, then its resume (27 s CPU)
+def test_accuracy_phase_records_cases_verifies_in_limited_mode_and_resume_skips_completed_cases(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     count = tmp_path / "count.txt"
-    monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))
+    monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))  # the fake engine's launch counter (changes no output)
     code, run = run_accuracy(tmp_path / "results")
-    assert code == EXIT_OK
+    _assert_limited_run_recorded_and_verified(run, code, capsys.readouterr().out)
     assert count.read_text().split() == ["baseline", "current_g4_n1", "baseline"]
     # as if interrupted after the second case's process wrote its files but before its line was recorded
     cases = run / "accuracy-accuracy-cases.jsonl"
@@ -206,11 +193,15 @@ def test_dry_run_does_not_need_the_manifest(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
-def test_resume_refuses_a_changed_dataset_manifest(tmp_path: Path, capsys) -> None:
+def test_config_chooses_the_manifest_and_resume_refuses_a_changed_one(tmp_path: Path, capsys) -> None:
     data = tmp_path / "data"
     shutil.copytree(FIXTURES, data)
     code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
     assert code == EXIT_OK
+    for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
+        assert line.dataset_manifest_path == str(data / "manifest.json")
+    for p in (run / "records" / "accuracy").rglob("*.result.json"):
+        assert read_json(p, AccuracyResult).dataset_manifest_path == str((data / "manifest.json").resolve())
     cases = run / "accuracy-accuracy-cases.jsonl"
     cases.write_text(cases.read_text().splitlines(keepends=True)[0])
     m = json.loads((data / "manifest.json").read_text())

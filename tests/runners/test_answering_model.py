@@ -107,6 +107,7 @@ def test_torch_decoder_equals_transformers_qwen2_on_the_committed_weights() -> N
     assert torch.allclose(shared[0], ours[0, 25:], atol=2e-4)
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_offset_head_attends_two_tokens_back_from_the_start() -> None:
     import torch
 
@@ -140,6 +141,7 @@ def test_choice_rows_ask_for_the_largest_of_four_single_token_digits() -> None:
         assert [tail[i] for i in (2, 7, 12, 17)] == ["A", "B", "C", "D"]  # fixed layout: "A" "." "Ġ" digit "Ċ"
 
 
+@pytest.mark.heavy  # measured 3.5 s in the fast tier (its budget is 2 minutes)
 def test_training_never_draws_a_held_out_row() -> None:
     import random
 

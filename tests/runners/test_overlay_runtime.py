@@ -64,6 +64,7 @@ def test_the_cpu_default_has_no_overlay_and_other_implementations_do_not_need_on
     assert len(typed_expand(matrix(), runtime=_runtime(overlay_source_root=None))) == 3
 
 
+@pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 def test_matrix_with_overlay_cases_and_no_source_root_exits_2_before_any_process(tmp_path):
     r = subprocess.run([sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, f"results_root={tmp_path}",
                         "progress=false", "phases.same_runtime.implementations=[overlay]"],

@@ -116,6 +116,7 @@ def test_the_probe_compares_inside_the_runtime_interpreter(tmp_path: Path) -> No
     assert seen["differing"] == ["mypkg/mod.py (content differs)"] and seen["wheel"] != seen["installed"]
 
 
+@pytest.mark.heavy  # measured 1.3 s in the fast tier (its budget is 2 minutes)
 def test_pins_cli_and_runner_gate(tmp_path: Path, site: Path) -> None:
     from runners.errors import EXIT_IDENTITY, EXIT_OK
     from runners.pins import compose, observe_all

@@ -55,6 +55,7 @@ def marker(monkeypatch):
         p.kill()
 
 
+@pytest.mark.heavy  # measured 2.1 s in the fast tier (its budget is 2 minutes)
 def test_setsid_grandchild_of_a_timed_out_case_does_not_survive(tmp_path: Path, marker: str) -> None:
     # the case's child runs `( setsid sleep 300 & ); sleep 30` and the case times out.
     script = "import subprocess, time; subprocess.run(['/bin/sh', '-c', '( setsid sleep 300 & ); sleep 30'])"

@@ -13,7 +13,7 @@ from results_schema.manifest import EnvironmentManifest
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 from runners.identity.numerics import parse_cpuinfo
 from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
 
@@ -77,6 +77,7 @@ def test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels(tmp_
     assert num.torch_version and num.cpu_model
 
 
+@pytest.mark.heavy  # measured 2.5 s in the fast tier (its budget is 2 minutes)
 def test_worker_killed_by_sigill_is_named_with_prompt_length_and_cpu_flags(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="sigill"))
     assert code == EXIT_CASE_FAILURES
@@ -86,6 +87,7 @@ def test_worker_killed_by_sigill_is_named_with_prompt_length_and_cpu_flags(tmp_p
     assert "prompt length 32 tokens" in f.error_message and "CPU flags:" in f.error_message
 
 
+@pytest.mark.heavy  # measured 2.5 s in the fast tier (its budget is 2 minutes)
 def test_case_whose_kernels_differ_from_the_path_is_a_kernel_mismatch(tmp_path: Path) -> None:
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="packedkernel"))
     assert code == EXIT_CASE_FAILURES
@@ -98,6 +100,7 @@ def test_case_whose_kernels_differ_from_the_path_is_a_kernel_mismatch(tmp_path: 
     # an unknown path (fast) is refused when the config is composed (conf.choices.CpuKernelPath):
     # tests/conf/test_strict_config.py::test_bad_choice_is_refused_naming_the_value_and_the_allowed_ones
 ])
+@pytest.mark.heavy  # measured 1.1 s in the fast tier (its budget is 2 minutes)
 def test_bad_kernel_path_is_refused_before_any_process(tmp_path: Path, override: str, needle: str) -> None:
     overrides = fake_overrides(tmp_path, override)
     with pytest.raises(RunnerError) as exc:

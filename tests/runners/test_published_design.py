@@ -36,6 +36,7 @@ def _kwargs(sc, tmp_path: Path) -> dict:
 
 
 @pytest.mark.parametrize("experiment", PUBLISHED)
+@pytest.mark.heavy  # measured 1.2 s over 4 cases in the fast tier (its budget is 2 minutes)
 def test_published_engine_kwargs(experiment, tmp_path):
     items = _items(experiment)
     base = next(sc for sc in items if sc.case.implementation == "baseline")
@@ -48,6 +49,7 @@ def test_published_engine_kwargs(experiment, tmp_path):
 
 
 @pytest.mark.parametrize("experiment", PUBLISHED)
+@pytest.mark.heavy  # measured 1.1 s over 4 cases in the fast tier (its budget is 2 minutes)
 def test_every_published_offload_case_passes_prefetch_explicitly(experiment, tmp_path):
     items = _items(experiment)
     offload = [sc for sc in items if sc.case.offload_requested]
@@ -92,6 +94,7 @@ ASCEND_ENV = {"TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "PYTHONNOUSERSIT
 
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+@pytest.mark.heavy  # measured 0.6 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_ascend_case_env_keeps_cann_pythonpath_after_ours(experiment, tmp_path):
     from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
@@ -121,6 +124,7 @@ NPU_SMI_M = """\
 
 
 @pytest.mark.parametrize("experiment", ["qwen7b", "qwen1_5b"])
+@pytest.mark.heavy  # measured 0.7 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_published_health_command_names_the_physical_device_and_chip(experiment):
     rt = _items(experiment)[0].case.runtime
     values = device_placeholders("npu", env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, npu_smi_output=NPU_SMI_M)
@@ -140,12 +144,14 @@ def test_npu_chip_table_and_overrides():
 
 
 @pytest.mark.parametrize("experiment", PUBLISHED)
+@pytest.mark.heavy  # measured 1.3 s over 4 cases in the fast tier (its budget is 2 minutes)
 def test_published_process_limits(experiment):
     for sc in _items(experiment):
         assert (sc.case.cooldown_s, sc.case.timeout_s, sc.case.kill_grace_s) == (3.0, 1800.0, 15.0)
 
 
 @pytest.mark.parametrize("experiment", ["qwen1_5b", "qwen1_5b_cuda"])
+@pytest.mark.heavy  # measured 0.6 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_1_5b_runs_focus_labels_first_then_capacity_labels(experiment):
     items = [sc for sc in _items(experiment) if sc.case.phase == "parameter_optimization"]
     focus = {"baseline", "current_g28_n1", "current_g14_n1", "current_g28_n2", "current_g8_n1"}
@@ -176,6 +182,7 @@ def test_workload_spec_serializes_published_options_only_when_set():
 
 
 @pytest.mark.parametrize("experiment", ("qwen7b", "qwen1_5b"))
+@pytest.mark.heavy  # measured 1.4 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_published_accuracy_phase_needs_the_full_splits(experiment):
     """The published verification ran the full GSM8K / GPQA Diamond splits: the published designs default to
     them and stop before any process without them (exit 2, naming the manifest); fixtures are a named choice."""
@@ -198,6 +205,7 @@ def test_published_accuracy_phase_needs_the_full_splits(experiment):
 
 
 @pytest.mark.parametrize("ignore_eos", [False, True])
+@pytest.mark.heavy  # measured 3.1 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_round_sends_the_workloads_ignore_eos_and_the_same_text_prompts(ignore_eos, tmp_path):
     """What ``bench_one`` hands ``LLM.generate`` each round (a recording LLM at the engine boundary): the
     workload's ``ignore_eos`` (published: false), greedy, and the same seed-text prompts in every round."""

@@ -45,12 +45,14 @@ def _run_one(tmp_path: Path, device: str, mode: str, label: str = "current_g4_n1
 
 
 @pytest.mark.parametrize("device", ["npu", "cuda"])
+@pytest.mark.heavy  # measured 1.2 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_accelerator_case_with_one_kv_line_is_a_run(tmp_path, device):
     fin = _run_one(tmp_path, device, "ok")
     assert fin.run is not None and fin.run.kv_cache.kv_cache_gib == 12.34
 
 
 @pytest.mark.parametrize("mode, count", [("nokv", 0), ("dupkv", 2)])
+@pytest.mark.heavy  # measured 2.5 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_accelerator_case_without_exactly_one_kv_line_fails(tmp_path, mode, count):
     fin = _run_one(tmp_path, "npu", mode)
     assert fin.run is None and fin.failure.failure_type == "kv_cache_lines"

@@ -75,6 +75,7 @@ def test_msc_fails_closed(tmp_path):
         msc_revision(tmp_path)
 
 
+@pytest.mark.heavy  # measured 2.9 s in the fast tier (its budget is 2 minutes)
 def test_runner_accepts_a_published_offload_tree_pin_and_rejects_a_wrong_one(tmp_path):
     from runners.errors import EXIT_IDENTITY, EXIT_OK
     from runners.paths import REPO_ROOT
@@ -160,6 +161,7 @@ def test_pins_cli_writes_and_checks_a_published_source_tree_pin(tmp_path):
                                      "observed": published}]
 
 
+@pytest.mark.heavy  # measured 1.1 s in the fast tier (its budget is 2 minutes)
 def test_runner_gate_refuses_a_wrong_published_source_tree_pin(tmp_path):
     from runners.errors import EXIT_IDENTITY, EXIT_OK
     from tests.runners.helpers import run_fake

@@ -9,7 +9,7 @@ import pytest
 from results_schema.io import read_jsonl
 from results_schema.models import CaseRun
 from results_schema.placement import CasePlacement
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, compose_cfg
 
 pytest.importorskip("ray")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runners.errors import EXIT_CONFIG, EXIT_OK
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 from runners.orchestration.resume import override_differences
 from tests.runners.helpers import compose_cfg, run_fake
 

@@ -57,6 +57,7 @@ def test_probe_runs_through_the_runtime_interpreter_and_prefix(tmp_path: Path) -
         probe_runtime(_rt(python=str(tmp_path / "no-python")), {})
 
 
+@pytest.mark.heavy  # measured 2.2 s in the fast tier (its budget is 2 minutes)
 def test_cases_start_behind_a_command_prefix_with_their_variables(tmp_path: Path) -> None:
     """``env`` as the prefix stands in for ``docker exec``: the case still gets its variables."""
     code, run_dir = run_fake(tmp_path, "runtime.command_prefix=[env]", f"runtime.python={sys.executable}",

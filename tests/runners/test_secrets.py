@@ -59,6 +59,7 @@ def test_variables_outside_the_allow_list_are_not_recorded_unless_declared():
     assert recordable_env(env, declared=["SOME_RANDOM_VAR"]) == {"SOME_RANDOM_VAR": "unrelated-value-31337"}
 
 
+@pytest.mark.heavy  # measured 3.0 s in the fast tier (its budget is 2 minutes)
 def test_no_credential_reaches_any_file_of_a_run(tmp_path: Path, monkeypatch) -> None:
     for name, value, _ in SECRETS + [(n, v, None) for n, v in NOT_RECORDED]:
         monkeypatch.setenv(name, value)

@@ -22,7 +22,7 @@ from results_schema.models import OffloadSetting
 from runners.incase.serving import server as srv
 from runners.incase.serving.driver import run_case
 from tests.runners.helpers import compose_cfg
-from runners.matrix import run_matrix
+from tests.shared_runs import run_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVER = Path(__file__).with_name("fake_server.py")
@@ -191,6 +191,7 @@ def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
     assert result.teardown.port_free
 
 
+@pytest.mark.heavy  # measured 2.5 s in the fast tier (its budget is 2 minutes)
 def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
     """The fake server ignores flags; vLLM's parser must accept every one and see the offload setting."""
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
@@ -209,6 +210,7 @@ def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
     assert args.max_model_len == 256 and args.enforce_eager is True
 
 
+@pytest.mark.heavy  # measured 0.6 s in the fast tier (its budget is 2 minutes)
 def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
     from runners.incase.serving.driver import _parse, bench_argv
 
@@ -218,6 +220,7 @@ def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
     assert _parse(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
 
 
+@pytest.mark.heavy  # measured 14.5 s in the fast tier: imports vLLM's API-server parser (its budget is 2 minutes)
 def test_published_serving_phase_passes_the_published_engine_options_to_the_server(tmp_path):
     """qwen7b's serving phase: float16, trust_remote_code, max_num_seqs 8, max_num_batched_tokens = 512 x 8 and
     prefix caching NOT passed (vLLM's default), parsed by vLLM's own API-server parser."""
