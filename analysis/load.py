@@ -213,7 +213,7 @@ def _phase_mismatches(tables: list[tuple[Path, RecordTable[CaseRun]]],
         out += [LineError(str(path), lineno, "record.phase", f"phase {got!r} does not match file name phase {phase!r}")
                 for lineno, got in zip(table.lines, table.column("record.phase"), strict=True) if got != phase]
     for path, lineno, f in fail_items:
-        if f.phase != _file_phase(path):
-            out.append(LineError(str(path), lineno, "phase",
-                                 f"phase {f.phase!r} does not match file name phase {_file_phase(path)!r}"))
+        phase = _file_phase(path)
+        if f.phase != phase:
+            out.append(LineError(str(path), lineno, "phase", f"phase {f.phase!r} does not match file name phase {phase!r}"))
     return out

@@ -60,7 +60,7 @@ class ModelPlan:
         fields: ``{field name: msgspec type}`` (what the field check test compares).
         rebuild: ``struct instance -> model instance`` like ``convert`` but without running any
             validator (for structs whose cross-field rules were already checked, e.g.
-            ``results_schema.record_table``); None when not derived.
+            ``results_schema.columns.RecordTable.models``); None when not derived.
     """
 
     model: type[BaseModel]
