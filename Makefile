@@ -33,8 +33,14 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_layout.py
 
+# Two passes: every test that starts no vLLM engine, Ray cluster or browser on TEST_WORKERS
+# pytest-xdist processes (3 on 2 cores: the fake-engine runner matrices spend much of their time
+# waiting on processes), then the `slow` / `engine` tests one after another in one process, so two
+# vLLM engines never run at once (vLLM's internal timeouts can fire on 2 loaded cores).
+TEST_WORKERS ?= 3
 test: $(STAMP) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not slow and not engine'
+	$(PY) -m pytest -q -m 'slow or engine'
 	$(PY) -m results_schema check tests/fixtures
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;

@@ -9,6 +9,10 @@ test without ``engine``/``slow`` that starts an engine anyway, so no engine hide
 
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +49,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under pytest-xdist, run an ``exclusive`` test alone: no test of another worker runs beside it.
+
+    Every run's start ends the case processes of dead runners on the whole machine
+    (``runners.incase.case_processes.end_orphaned_cases``), as it must in production; a test that
+    kills a runner and then checks what its own resume (or its own call) ends would lose that
+    race to another worker's run. Every test holds a shared lock (its fixtures' set-up included),
+    an ``exclusive`` one the exclusive lock; a gate taken first lets no new test start while an
+    exclusive one waits. Outside xdist (one process) this does nothing.
+    """
+    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # set by xdist, the same on every worker of one run
+    if not run_uid:
+        return (yield)
+    shared_dir = Path(tempfile.gettempdir()) / f"offload-tests-{run_uid}"
+    shared_dir.mkdir(exist_ok=True)
+    exclusive = item.get_closest_marker("exclusive") is not None
+    with open(shared_dir / "exclusive.gate", "a") as gate, open(shared_dir / "exclusive.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

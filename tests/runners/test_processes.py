@@ -108,6 +108,7 @@ def _wait_lines(path: Path, n: int, proc: subprocess.Popen, timeout_s: float = 9
     raise AssertionError(f"{path} did not get {n} lines (runner rc={proc.poll()})")
 
 
+@pytest.mark.exclusive  # asserts that its resume ends the leftover: no other run may end it first
 @pytest.mark.heavy  # a runner process killed and resumed (5 s CPU)
 def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(tmp_path: Path, marker: str) -> None:
     # The fake engine: a spawn child (EngineCore) with its own spawn child (worker), a fork child,
@@ -174,6 +175,7 @@ def test_resume_completes_a_run_whose_runner_was_sigkilled(tmp_path: Path, marke
     assert _wait_none(marker, 2.0) == []
 
 
+@pytest.mark.exclusive  # asserts that its own call ends the orphan: no other run may end it first
 def test_any_later_run_ends_case_processes_of_a_dead_runner(tmp_path: Path, marker: str) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -194,6 +196,7 @@ def test_any_later_run_ends_case_processes_of_a_dead_runner(tmp_path: Path, mark
         live.wait()
 
 
+@pytest.mark.exclusive  # its case names no live runner: another run's start would end it first
 def test_recorded_case_is_ended_and_its_pid_file_removed(tmp_path: Path, marker: str) -> None:
     token = uuid.uuid4().hex
     p = subprocess.Popen(["sleep", "300"], env=dict(os.environ, **{CASE_TOKEN_ENV: token}), start_new_session=True)
