@@ -2,10 +2,10 @@
 
 What is modelled: ``plan_for(model_cls)`` walks a pydantic model's fields and builds (1) a
 ``msgspec.Struct`` type with the same field names, JSON types and per-field constraints
-(``ge`` / ``gt`` / ``le`` / ``lt``, lengths, anchored patterns, ``Literal`` values, unknown fields
-refused) and (2) a converter that turns a decoded struct into the pydantic model without
-re-validating the fields, then runs the model's own ``mode="after"`` validators (the cross-field
-rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
+(``ge`` / ``gt`` / ``le`` / ``lt``, lengths, anchored patterns, ``Literal`` values, ``StrEnum`` values
+decoded by value into the member as pydantic does, unknown fields refused) and (2) a converter that
+turns a decoded struct into the pydantic model without re-validating the fields, then runs the
+model's own ``mode="after"`` validators (the cross-field rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
 default is ``UNSET`` when absent from the text, which gives ``model_fields_set`` and the count of
 keys the text held (``results_schema.fast_json`` compares it with the keys in the text to refuse
 a key given twice, which every JSON object decoder collapses). The struct types are not tracked by
@@ -29,6 +29,7 @@ import copy
 import inspect
 import re
 import types
+from enum import StrEnum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -126,7 +127,7 @@ def _msgspec_type(ann: Any, where: str) -> Any:
     """The msgspec type of a pydantic annotation (``Unsupported`` when there is none one to one)."""
     ann, meta = _strip(ann, where)
     origin = get_origin(ann)
-    if ann in _SCALARS or ann is type(None) or origin is Literal:
+    if ann in _SCALARS or ann is type(None) or origin is Literal or isinstance(ann, type) and issubclass(ann, StrEnum):
         out: Any = ann
     elif ann is Any:
         out = Any

@@ -66,7 +66,6 @@ def _planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
-    from results_schema.base import Implementation
     from results_schema.plan import PlannedCase
 
     rates = None
@@ -74,7 +73,7 @@ def _planned_case(c: PhaseCase) -> Any:
         rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving.request_rates)
     failing = c.expect_error is not None
     return PlannedCase(
-        label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
+        label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
         offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         engine_validates=c.engine_validates,
