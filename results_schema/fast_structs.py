@@ -59,9 +59,9 @@ class ModelPlan:
         convert: ``struct instance -> (model instance, keys the JSON text held)``; raises what the
             model's validators raise (``ValueError`` / ``AssertionError``).
         fields: ``{field name: msgspec type}`` (what the field check test compares).
-        rebuild: ``struct instance -> model instance`` like ``convert`` but without running any
-            validator (for structs whose cross-field rules were already checked, e.g.
-            ``results_schema.columns.RecordTable.models``); None when not derived.
+        rebuild: ``struct instance -> (model instance, keys the JSON text held)`` like ``convert`` but
+            without running any validator, in nested models too (for structs whose cross-field rules were
+            already checked: ``results_schema.columns.RecordTable.models``).
     """
 
     model: type[BaseModel]
@@ -69,11 +69,10 @@ class ModelPlan:
     decoder: msgspec.json.Decoder
     convert: Callable[[Any], tuple[BaseModel, int]]
     fields: dict[str, Any]
-    rebuild: Callable[[Any], BaseModel] | None = None
+    rebuild: Callable[[Any], tuple[BaseModel, int]]
 
 
 _PLANS: dict[type, ModelPlan] = {}
-_REBUILD: dict[type, Callable[[Any], tuple[BaseModel, int]]] = {}
 _FAILED: dict[type, Unsupported] = {}
 _ALLOWED_PATTERN = re.compile(r"^\^[^$]*\$$")
 
@@ -182,7 +181,7 @@ def _keys_in(value: Any) -> int:
 
 def _model_converter(cls: type[BaseModel], validate: bool) -> Callable[[Any], tuple[Any, int]]:
     plan = plan_for(cls)
-    return plan.convert if validate else _REBUILD[cls]
+    return plan.convert if validate else plan.rebuild
 
 
 def _value_converter(ann: Any, validate: bool = True) -> Callable[[Any], tuple[Any, int]] | None:
@@ -254,10 +253,9 @@ def _build(cls: type[BaseModel]) -> ModelPlan:
             optional.append((name, field_default(f)))
     struct = msgspec.defstruct(f"{cls.__name__}Struct", spec, kw_only=True, forbid_unknown_fields=True, gc=False)
     convert = _converter(cls, required, optional, [(n, _value_converter(a)) for n, a in nested], after)
-    rebuild = _REBUILD[cls] = _converter(cls, required, optional,
-                                         [(n, _value_converter(a, validate=False)) for n, a in nested], [])
+    rebuild = _converter(cls, required, optional, [(n, _value_converter(a, validate=False)) for n, a in nested], [])
     return ModelPlan(model=cls, struct=struct, decoder=msgspec.json.Decoder(struct), convert=convert, fields=fields,
-                     rebuild=lambda s: rebuild(s)[0])
+                     rebuild=rebuild)
 
 
 def _converter(cls: type[BaseModel], required: list[str], optional: list[tuple[str, Callable[[], Any]]],
