@@ -21,7 +21,15 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
-class Implementation(StrEnum):
+class ValueSet(StrEnum):
+    """A closed set of strings: each member is its value (``str(m)``, ``f"{m}"``, JSON and ``repr`` give the
+    value's text), so messages and records read exactly as the plain strings did."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Implementation(ValueSet):
     """Which offloader runs (``OFFLOAD_IMPL``): none, this project's prefetch offloader, the runtime's
     own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), this project's synchronous
     reference, or the published offloader loaded from a source root given per runtime
@@ -39,7 +47,7 @@ IMPLEMENTATIONS: tuple[str, ...] = tuple(m.value for m in Implementation)
 """The implementation registry: every ``Implementation`` value in order, as plain strings (CLIs' choices)."""
 
 
-class OffloadBackend(StrEnum):
+class OffloadBackend(ValueSet):
     """vLLM's ``offload_backend``."""
 
     auto = "auto"
@@ -47,14 +55,14 @@ class OffloadBackend(StrEnum):
     uva = "uva"
 
 
-class PromptMode(StrEnum):
+class PromptMode(ValueSet):
     """How prompts are made: seeded random token ids, or the published repeated seed text."""
 
     random_ids = "random_ids"
     seed_text = "seed_text"
 
 
-class Device(StrEnum):
+class Device(ValueSet):
     """Device kind a runtime's model runs on."""
 
     cpu = "cpu"
