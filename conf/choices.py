@@ -8,11 +8,11 @@ hashes (``OmegaConf.to_container(..., enum_to_str=True)``, see ``conf.schema.che
 is therefore the same strings as before the fields were typed, and ``StrEnum`` members compare
 equal to those strings.
 
-``CpuKernelPath`` and ``OffloadFault`` are defined by ``offload`` (``offload.cpu_kernels``,
-``offload.faults``) and imported from there by the schema; ``runners`` takes ``PhaseKind``,
-``PerformanceSharing`` and ``NodeFailureAction`` from here. ``Implementation``, ``OffloadBackend``
-and ``PromptMode`` are also ``Literal`` types of ``results_schema`` (which imports nothing of
-``conf``); ``tests/conf/test_choices.py`` keeps those three equal.
+The value sets the records share (``Implementation``, ``OffloadBackend``, ``PromptMode``, ``Device``)
+are defined once in ``results_schema.base`` and imported from there by the schema (``results_schema``
+imports nothing of ``conf``); ``CpuKernelPath`` and ``OffloadFault`` are defined by ``offload``
+(``offload.cpu_kernels``, ``offload.faults``). ``runners`` takes ``PhaseKind``, ``PerformanceSharing``
+and ``NodeFailureAction`` from here.
 Accuracy protocols are not an enum: they are the names registered in
 ``results_schema.protocols`` (checked by the runner with that registry's message).
 """
@@ -22,44 +22,11 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class Device(StrEnum):
-    """Device kind a runtime's model runs on."""
-
-    cpu = "cpu"
-    cuda = "cuda"
-    npu = "npu"
-
-
 class ModelSource(StrEnum):
     """Where the model comes from: built locally (``tiny``) or a local directory (``path``)."""
 
     tiny = "tiny"
     path = "path"
-
-
-class PromptMode(StrEnum):
-    """How prompts are made: seeded random token ids, or the published repeated seed text."""
-
-    random_ids = "random_ids"
-    seed_text = "seed_text"
-
-
-class Implementation(StrEnum):
-    """Which offloader a case runs (``OFFLOAD_IMPL``)."""
-
-    baseline = "baseline"
-    current = "current"
-    official = "official"
-    sync = "sync"
-    overlay = "overlay"
-
-
-class OffloadBackend(StrEnum):
-    """vLLM's ``offload_backend``."""
-
-    auto = "auto"
-    prefetch = "prefetch"
-    uva = "uva"
 
 
 class PhaseKind(StrEnum):

@@ -13,8 +13,9 @@ from typing import Dict, List, Optional
 from omegaconf import MISSING
 from pydantic import ConfigDict, with_config
 
-from conf.choices import Device, ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing, PromptMode
+from conf.choices import ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing
 from offload.cpu_kernels import CpuKernelPath
+from results_schema.base import Device, PromptMode
 
 
 FORBID_EXTRA = ConfigDict(extra="forbid")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from results_schema.base import IMPLEMENTATIONS
+from results_schema.base import IMPLEMENTATIONS, OffloadBackend
 
-BACKENDS = ("auto", "prefetch", "uva")
+BACKENDS: tuple[str, ...] = tuple(m.value for m in OffloadBackend)
+"""vLLM's ``offload_backend`` values (``results_schema.base.OffloadBackend``), as plain strings."""
 
 
 def validate_offload_params(

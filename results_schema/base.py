@@ -2,12 +2,18 @@
 
 Every model is frozen, forbids unknown fields and rejects non-finite floats (NaN/inf);
 ``schema_version`` is the integer 1 (a JSON boolean is refused).
+
+The closed value sets shared with the config (``Implementation``, ``OffloadBackend``, ``PromptMode``,
+``Device``) are defined here once, as ``enum.StrEnum`` types: ``conf`` types its choice fields with them
+(OmegaConf looks members up by name, so every member's name equals its value), records hold the
+members, and a member serialises as its string value (the JSON Schema lists the values as an enum).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, get_args
+from enum import StrEnum
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -15,17 +21,53 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
-Implementation = Literal["baseline", "current", "official", "sync", "overlay"]
-"""Which offloader runs: none, this project's prefetch offloader, the runtime's
-own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), this
-project's synchronous reference, or the published offloader loaded from a source root
-given per runtime (``runtime.overlay_source_root`` / ``runtime.overlay_class``, e.g. the
-published ``AscendPrefetchOffloader``)."""
+class ValueSet(StrEnum):
+    """A closed set of strings: each member is its value (``str(m)``, ``f"{m}"``, JSON and ``repr`` give the
+    value's text), so messages and records read exactly as the plain strings did."""
 
-IMPLEMENTATIONS: tuple[str, ...] = get_args(Implementation)
-"""The implementation registry: every ``Implementation`` in order (config, CLIs and analysis import it)."""
+    def __repr__(self) -> str:
+        return repr(self.value)
 
-OffloadBackend = Literal["auto", "prefetch", "uva"]
+
+class Implementation(ValueSet):
+    """Which offloader runs (``OFFLOAD_IMPL``): none, this project's prefetch offloader, the runtime's
+    own (vLLM ``PrefetchOffloader`` / vLLM-Ascend ``NPUPrefetchOffloader``), this project's synchronous
+    reference, or the published offloader loaded from a source root given per runtime
+    (``runtime.overlay_source_root`` / ``runtime.overlay_class``, e.g. the published
+    ``AscendPrefetchOffloader``)."""
+
+    baseline = "baseline"
+    current = "current"
+    official = "official"
+    sync = "sync"
+    overlay = "overlay"
+
+
+IMPLEMENTATIONS: tuple[str, ...] = tuple(m.value for m in Implementation)
+"""The implementation registry: every ``Implementation`` value in order, as plain strings (CLIs' choices)."""
+
+
+class OffloadBackend(ValueSet):
+    """vLLM's ``offload_backend``."""
+
+    auto = "auto"
+    prefetch = "prefetch"
+    uva = "uva"
+
+
+class PromptMode(ValueSet):
+    """How prompts are made: seeded random token ids, or the published repeated seed text."""
+
+    random_ids = "random_ids"
+    seed_text = "seed_text"
+
+
+class Device(ValueSet):
+    """Device kind a runtime's model runs on."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+    npu = "npu"
 
 
 def _not_a_boolean(value: object) -> object:

@@ -18,11 +18,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from results_schema.base import Implementation, NonNegInt, SchemaVersion, StrictModel
+from results_schema.base import Device, Implementation, NonNegInt, SchemaVersion, StrictModel
 from results_schema.models import WorkloadSpec
 
 CaseKind = Literal["bench", "accuracy"]
-Device = Literal["cpu", "cuda", "npu"]
 
 
 class RequestedOffload(StrictModel):
@@ -67,7 +66,7 @@ class CaseSpec(StrictModel):
     implementation: Implementation = Field(description="Which offloader runs (OFFLOAD_IMPL).")
     repeat: NonNegInt = Field(description="Repeat index of the case.")
     runtime: str = Field(description="Runtime name recorded in the record (cpu, cuda, ...).")
-    device: Device = Field(default="cpu", description="Device kind of the runtime (memory probe).")
+    device: Device = Field(default=Device.cpu, description="Device kind of the runtime (memory probe).")
     model: str = Field(description="Model directory given to vLLM.")
     offload: RequestedOffload = Field(description="vLLM offload parameters of the case (validated by the case).")
     workload: WorkloadSpec | None = Field(default=None, description="Bench workload (kind=bench only).")

@@ -18,9 +18,9 @@ fields through a ``dict`` or a union of several models.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
-from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Generic, TypeVar, Union, cast, get_args, get_origin
 
 import msgspec
 from pydantic import BaseModel
@@ -144,12 +144,10 @@ class RecordTable(Generic[M]):
     def models(self) -> list[M]:
         """Every row as its pydantic model (structs rebuilt without running a validator again)."""
         plan = plan_for(self.model)
-        rebuild: Callable[[Any], Any] | None = plan.rebuild
-        if rebuild is None:
-            raise TypeError(f"{self.model.__name__}: its derived struct has no rebuild")
+        rebuild = plan.rebuild
         struct = plan.struct
         with gc_paused():  # model trees hold no cycle; see gc_paused
-            return [rebuild(x) if type(x) is struct else x for x in self.items]
+            return [cast(M, rebuild(x)[0]) if type(x) is struct else x for x in self.items]
 
     def select(self, keep: Sequence[bool], extra: Sequence[tuple[int, Any]] = ()) -> RecordTable[M]:
         """A new table: the rows where ``keep`` is true plus ``extra`` ``(line, item)`` rows, in line order."""

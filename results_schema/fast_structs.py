@@ -2,10 +2,10 @@
 
 What is modelled: ``plan_for(model_cls)`` walks a pydantic model's fields and builds (1) a
 ``msgspec.Struct`` type with the same field names, JSON types and per-field constraints
-(``ge`` / ``gt`` / ``le`` / ``lt``, lengths, anchored patterns, ``Literal`` values, unknown fields
-refused) and (2) a converter that turns a decoded struct into the pydantic model without
-re-validating the fields, then runs the model's own ``mode="after"`` validators (the cross-field
-rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
+(``ge`` / ``gt`` / ``le`` / ``lt``, lengths, anchored patterns, ``Literal`` values, ``StrEnum`` values
+decoded by value into the member as pydantic does, unknown fields refused) and (2) a converter that
+turns a decoded struct into the pydantic model without re-validating the fields, then runs the
+model's own ``mode="after"`` validators (the cross-field rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
 default is ``UNSET`` when absent from the text, which gives ``model_fields_set`` and the count of
 keys the text held (``results_schema.fast_json`` compares it with the keys in the text to refuse
 a key given twice, which every JSON object decoder collapses). The struct types are not tracked by
@@ -29,6 +29,7 @@ import copy
 import inspect
 import re
 import types
+from enum import StrEnum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -58,9 +59,9 @@ class ModelPlan:
         convert: ``struct instance -> (model instance, keys the JSON text held)``; raises what the
             model's validators raise (``ValueError`` / ``AssertionError``).
         fields: ``{field name: msgspec type}`` (what the field check test compares).
-        rebuild: ``struct instance -> model instance`` like ``convert`` but without running any
-            validator (for structs whose cross-field rules were already checked, e.g.
-            ``results_schema.columns.RecordTable.models``); None when not derived.
+        rebuild: ``struct instance -> (model instance, keys the JSON text held)`` like ``convert`` but
+            without running any validator, in nested models too (for structs whose cross-field rules were
+            already checked: ``results_schema.columns.RecordTable.models``).
     """
 
     model: type[BaseModel]
@@ -68,11 +69,10 @@ class ModelPlan:
     decoder: msgspec.json.Decoder
     convert: Callable[[Any], tuple[BaseModel, int]]
     fields: dict[str, Any]
-    rebuild: Callable[[Any], BaseModel] | None = None
+    rebuild: Callable[[Any], tuple[BaseModel, int]]
 
 
 _PLANS: dict[type, ModelPlan] = {}
-_REBUILD: dict[type, Callable[[Any], tuple[BaseModel, int]]] = {}
 _FAILED: dict[type, Unsupported] = {}
 _ALLOWED_PATTERN = re.compile(r"^\^[^$]*\$$")
 
@@ -126,7 +126,7 @@ def _msgspec_type(ann: Any, where: str) -> Any:
     """The msgspec type of a pydantic annotation (``Unsupported`` when there is none one to one)."""
     ann, meta = _strip(ann, where)
     origin = get_origin(ann)
-    if ann in _SCALARS or ann is type(None) or origin is Literal:
+    if ann in _SCALARS or ann is type(None) or origin is Literal or isinstance(ann, type) and issubclass(ann, StrEnum):
         out: Any = ann
     elif ann is Any:
         out = Any
@@ -181,7 +181,7 @@ def _keys_in(value: Any) -> int:
 
 def _model_converter(cls: type[BaseModel], validate: bool) -> Callable[[Any], tuple[Any, int]]:
     plan = plan_for(cls)
-    return plan.convert if validate else _REBUILD[cls]
+    return plan.convert if validate else plan.rebuild
 
 
 def _value_converter(ann: Any, validate: bool = True) -> Callable[[Any], tuple[Any, int]] | None:
@@ -253,10 +253,9 @@ def _build(cls: type[BaseModel]) -> ModelPlan:
             optional.append((name, field_default(f)))
     struct = msgspec.defstruct(f"{cls.__name__}Struct", spec, kw_only=True, forbid_unknown_fields=True, gc=False)
     convert = _converter(cls, required, optional, [(n, _value_converter(a)) for n, a in nested], after)
-    rebuild = _REBUILD[cls] = _converter(cls, required, optional,
-                                         [(n, _value_converter(a, validate=False)) for n, a in nested], [])
+    rebuild = _converter(cls, required, optional, [(n, _value_converter(a, validate=False)) for n, a in nested], [])
     return ModelPlan(model=cls, struct=struct, decoder=msgspec.json.Decoder(struct), convert=convert, fields=fields,
-                     rebuild=lambda s: rebuild(s)[0])
+                     rebuild=rebuild)
 
 
 def _converter(cls: type[BaseModel], required: list[str], optional: list[tuple[str, Callable[[], Any]]],

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from results_schema.dispatch import FileKind
-from results_schema.base import SchemaVersion
+from results_schema.base import Device, SchemaVersion
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""
@@ -107,7 +107,7 @@ class GitIdentity(_Strict):
 class DeviceIdentity(_Strict):
     """The device the cases ran on."""
 
-    kind: Literal["cpu", "cuda", "npu"] = Field(description="Device kind.")
+    kind: Device = Field(description="Device kind.")
     name: str = Field(description="Device model (CPU model name, GPU/NPU product name).")
     logical_index: int | None = Field(default=None, description="Visible (logical) device index used; null on CPU.")
     physical_index: int | None = Field(
@@ -120,7 +120,7 @@ class DeviceIdentity(_Strict):
 class NumericsIdentity(_Strict):
     """What greedy tokens and CPU throughput depend on, for one runtime (``runners.identity.numerics``)."""
 
-    device: Literal["cpu", "cuda", "npu"] = Field(description="Device kind of the runtime.")
+    device: Device = Field(description="Device kind of the runtime.")
     cpu_model: str = Field(description="CPU model name (/proc/cpuinfo 'model name').")
     cpu_isa_flags: tuple[str, ...] = Field(
         description="ISA flags that select bf16 GEMM kernels: amx*, avx512*, avx2, avx, fma, f16c (sorted)."

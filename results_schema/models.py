@@ -22,6 +22,7 @@ from results_schema.base import (
     NonNegFloat,
     NonNegInt,
     OffloadBackend,
+    PromptMode,
     SchemaVersion,
     StrictModel,
     rel_close,
@@ -49,7 +50,7 @@ class OffloadSetting(StrictModel):
     offload_params: tuple[str, ...] = Field(
         default=(), description="Dotted-name segments selecting parameters; empty = all parameters."
     )
-    offload_backend: OffloadBackend = Field(default="auto", description="vLLM offload_backend.")
+    offload_backend: OffloadBackend = Field(default=OffloadBackend.auto, description="vLLM offload_backend.")
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> "OffloadSetting":
@@ -146,8 +147,8 @@ class WorkloadSpec(StrictModel):
     prompts_vary_per_round: bool = Field(description="Whether each round uses fresh prompts (no prefix-cache reuse).")
     temperature: NonNegFloat = Field(default=0.0, description="Sampling temperature (0 = greedy).")
     # --- published-workload options; defaults = the project's own workload
-    prompt_mode: Literal["random_ids", "seed_text"] = Field(
-        default="random_ids", description="random_ids: seeded token ids; seed_text: the published repeated seed "
+    prompt_mode: PromptMode = Field(
+        default=PromptMode.random_ids, description="random_ids: seeded token ids; seed_text: the published repeated seed "
         "text truncated to input_len tokens with the model's tokenizer (runners.incase.prompts).")
     prompt_seed_text: str | None = Field(default=None, description="Seed text of prompt_mode=seed_text "
                                          "(null = runners.incase.prompts.DEFAULT_SEED_TEXT).")

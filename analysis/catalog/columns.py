@@ -3,7 +3,7 @@
 What is modelled: ``derive(model, ...)`` walks a pydantic model's fields (nested models flattened,
 optionally under a prefix) and gives one ``Column`` per leaf field: its path in the model, its column
 name and its DuckDB type, read from the field's annotation (``Annotated`` / ``Optional`` / ``Literal``
-unwrapped): ``int`` -> BIGINT, ``float`` -> DOUBLE, ``str`` -> VARCHAR, ``bool`` -> BOOLEAN,
+unwrapped): ``int`` -> BIGINT, ``float`` -> DOUBLE, ``str`` and a ``StrEnum`` -> VARCHAR, ``bool`` -> BOOLEAN,
 ``tuple[X, ...]`` of scalars -> ``X[]``, a dict or a tuple of models -> VARCHAR holding canonical JSON.
 ``row(columns, model)`` reads those paths from a validated model instance (a missing optional nested
 model gives NULL for its leaves). Every derived column is nullable: a record written before a field
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import types
+from enum import StrEnum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -107,6 +108,8 @@ def sql_type(ann: Any) -> str:
         return SCALARS[ann]
     if origin is Literal:
         return SCALARS[type(get_args(ann)[0])]
+    if isinstance(ann, type) and issubclass(ann, StrEnum):
+        return "VARCHAR"
     if isinstance(ann, _AnyOf):
         kinds = {sql_type(a) for a in ann.options}
         return kinds.pop() if len(kinds) == 1 else "DOUBLE" if kinds <= {"BIGINT", "DOUBLE"} else "VARCHAR"
@@ -177,7 +180,8 @@ def item_model(ann: Any, where: str) -> type[BaseModel]:
 
 
 def _is_text(ann: Any) -> bool:
-    return ann is str or (get_origin(ann) is Literal and isinstance(get_args(ann)[0], str)) or \
+    return ann is str or (isinstance(ann, type) and issubclass(ann, StrEnum)) or \
+        (get_origin(ann) is Literal and isinstance(get_args(ann)[0], str)) or \
         (isinstance(ann, _AnyOf) and all(_is_text(a) for a in ann.options))
 
 

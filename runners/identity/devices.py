@@ -21,6 +21,7 @@ import shutil
 import subprocess
 from typing import Mapping
 
+from results_schema.base import Device
 from results_schema.manifest import DeviceIdentity
 
 
@@ -64,12 +65,12 @@ def npu_identity(env: Mapping[str, str] | None = None, npu_smi_output: str | Non
     table = parse_npu_smi_mapping(npu_smi_output)
     if "NPU_INDEX" in env:
         name = table.get(logical, (0, "Ascend NPU"))[1]
-        return DeviceIdentity(kind="npu", name=name, logical_index=logical, physical_index=int(env["NPU_INDEX"]),
+        return DeviceIdentity(kind=Device.npu, name=name, logical_index=logical, physical_index=int(env["NPU_INDEX"]),
                               source="NPU_INDEX", count=len(table))
     if logical not in table:
         raise DeviceError(f"logical NPU {logical} not in npu-smi info -m (logic ids {sorted(table)})")
     physical, name = table[logical]
-    return DeviceIdentity(kind="npu", name=name, logical_index=logical, physical_index=physical,
+    return DeviceIdentity(kind=Device.npu, name=name, logical_index=logical, physical_index=physical,
                           source="npu-smi info -m", count=len(table))
 
 
@@ -100,7 +101,7 @@ def cuda_identity(env: Mapping[str, str] | None = None, nvidia_smi_output: str |
         source = "CUDA_VISIBLE_DEVICES uuid + nvidia-smi"
     if not match:
         raise DeviceError(f"visible GPU {first or 0} not listed by nvidia-smi")
-    return DeviceIdentity(kind="cuda", name=match[0][2] if len(match[0]) > 2 else "GPU", logical_index=0,
+    return DeviceIdentity(kind=Device.cuda, name=match[0][2] if len(match[0]) > 2 else "GPU", logical_index=0,
                           physical_index=physical, source=source, count=len(rows))
 
 
@@ -115,7 +116,7 @@ def cpu_identity() -> DeviceIdentity:
                     break
     except OSError:
         pass
-    return DeviceIdentity(kind="cpu", name=name, logical_index=None, physical_index=None, source="/proc/cpuinfo",
+    return DeviceIdentity(kind=Device.cpu, name=name, logical_index=None, physical_index=None, source="/proc/cpuinfo",
                           count=os.cpu_count() or 0)
 
 

@@ -233,18 +233,15 @@ def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None 
     return ident
 
 
-def numerics_of(cfg: Config, probe_torch: ProbeTorch | None = None) -> tuple[Any, ...]:
+def numerics_of(cfg: Config, probe_torch: ProbeTorch) -> tuple[Any, ...]:
     """``NumericsIdentity`` per runtime the phases' cases run under (CPU ISA, torch / oneDNN, threads, kernel
     path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
     the run runtime's name with another thread environment). ``probe_torch``: the torch probe
-    (``runners.identity.numerics.probe_torch`` when None)."""
+    (``runners.orchestration.host_measures.HostMeasures.probe_torch``)."""
     import json
 
     from conf.typed import plain
-    from runners.identity import numerics
     from runners.identity.numerics import numerics_identity
-
-    probe = probe_torch or numerics.probe_torch
 
     used = [ph.runtime or cfg.runtime for ph in cfg.phases.values()] or [cfg.runtime]
     distinct = {json.dumps(plain(rt), sort_keys=True, default=str): rt for rt in reversed(used)}
@@ -254,7 +251,7 @@ def numerics_of(cfg: Config, probe_torch: ProbeTorch | None = None) -> tuple[Any
         env.update({str(k): str(v) for k, v in rt.env.items()})
         out.append(numerics_identity(device=str(rt.device), python=sys.executable, case_env=env,
                                      cpu_kernel_path=None if rt.cpu_kernel_path is None else str(rt.cpu_kernel_path),
-                                     probe_torch=probe))
+                                     probe_torch=probe_torch))
     return tuple(out)
 
 
@@ -268,7 +265,7 @@ class NumericsProbe:
     modules it needs are imported here, in the caller's thread).
     """
 
-    def __init__(self, cfg: Config, probe_torch: ProbeTorch | None = None) -> None:
+    def __init__(self, cfg: Config, probe_torch: ProbeTorch) -> None:
         import threading
 
         import runners.identity.numerics  # noqa: F401  (imported before the thread starts)
@@ -278,7 +275,7 @@ class NumericsProbe:
         self._thread = threading.Thread(target=self._run, args=(cfg, probe_torch), name="numerics-probe", daemon=True)
         self._thread.start()
 
-    def _run(self, cfg: Config, probe_torch: ProbeTorch | None) -> None:
+    def _run(self, cfg: Config, probe_torch: ProbeTorch) -> None:
         try:
             self._result = numerics_of(cfg, probe_torch)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread by result()
@@ -350,8 +347,8 @@ class RunIdentity:
         git: the repository's ``GitIdentity``.
         case_code: SHA-256 over the case code (``runners.identity.pin_checks.case_code_sha256``).
         declared_env: names of the environment variables the runtimes declare.
-        numerics: ``numerics_of`` of the config when the identity stage measured it (``NumericsProbe``);
-            None = not measured yet (``create_run_dir`` then calls ``numerics_of``).
+        numerics: ``numerics_of`` of the config as the identity stage measured it (``NumericsProbe``) for a
+            new run; None for a resume, which measures none (``create_run_dir`` refuses None).
     """
 
     gate: GateObservation

@@ -22,8 +22,8 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
 
+from results_schema.base import Device
 from results_schema.manifest import REDACTED, NumericsIdentity, looks_like_credential
 
 ISA_FLAG = re.compile(r"^(amx\w*|avx512\w*|avx2|avx|fma|f16c|avx_vnni\w*)$")
@@ -112,8 +112,7 @@ def accelerator_facts(device: str) -> tuple[str | None, str | None]:
 
 
 def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], cpu_kernel_path: str | None,
-                      cpuinfo: Path = Path("/proc/cpuinfo"), probe: bool = True,
-                      probe_torch: ProbeTorch = probe_torch,
+                      probe_torch: ProbeTorch, cpuinfo: Path = Path("/proc/cpuinfo"), probe: bool = True,
                       ) -> NumericsIdentity:
     """Assemble :class:`NumericsIdentity` for a runtime.
 
@@ -124,15 +123,15 @@ def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], 
         cpu_kernel_path: the run's CPU GEMM kernel path, or None when not a CPU runtime.
         cpuinfo: ``/proc/cpuinfo`` path (tests pass a fixture).
         probe: run the torch probe (False in unit tests: torch fields become null).
-        probe_torch: the torch probe (default :func:`probe_torch`; the test suite passes one that shares
-            one real probe between runs on the same host).
+        probe_torch: the torch probe (the run's ``runners.orchestration.host_measures.HostMeasures.probe_torch``:
+            :func:`probe_torch`, or in the test suite one that shares one real probe between runs on the same host).
     """
     model, flags = cpu_facts(cpuinfo)
     facts = probe_torch(python, case_env) if probe else {}
     accel_model, accel_driver = accelerator_facts(device)
     threads = facts.get("threads")
     return NumericsIdentity(
-        device=cast(Any, device), cpu_model=model, cpu_isa_flags=flags, machine=platform.machine(),
+        device=Device(device), cpu_model=model, cpu_isa_flags=flags, machine=platform.machine(),
         torch_version=str(facts["torch"]) if facts.get("torch") else None,
         onednn_version=str(facts["onednn"]) if facts.get("onednn") else None,
         aten_cpu_capability=str(facts["cpu_capability"]) if facts.get("cpu_capability") else None,

@@ -21,8 +21,6 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-PROMPT_MODES = ("random_ids", "seed_text")
-
 DEFAULT_SEED_TEXT = (
     "The quick brown fox jumps over the lazy dog. Large language models generate text one token "
     "at a time, and their throughput depends on how fast the weights reach the compute units. "

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, cast
+from typing import Any, Callable, Literal, Mapping
 
 from conf.choices import NodeFailureAction, PerformanceSharing
 from results_schema.io import append_jsonl
-from results_schema.base import Implementation
 from results_schema.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
 from runners.planning.plan import ScheduledCase
@@ -79,7 +78,7 @@ def placement(sc: ScheduledCase, *, attempt: int, executor: Literal["local", "ra
     or ``driver``: whose clock) and ``pid`` (None when no process ran).
     """
     c = sc.case
-    return CasePlacement(phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation),
+    return CasePlacement(phase=c.phase, label=c.label, implementation=c.implementation,
                          repeat=sc.repeat, attempt=attempt, kind=case_kind(sc), executor=executor, sharing=sharing,
                          hostname=info["hostname"], node_id=info["node_id"], node_ip=info["node_ip"],
                          device=info["device"], accelerator_ids=tuple(info["accelerator_ids"]),

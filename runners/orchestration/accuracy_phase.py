@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Sequence
 
-from results_schema.base import Implementation, OffloadBackend
 from runners.models.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, accuracy_manifest_path
@@ -170,10 +169,10 @@ def _case_run(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, resu
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
                else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                    offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                                   offload_backend=cast(OffloadBackend, c.backend)))
+                                   offload_backend=c.backend))
     ev = Path(spec.evidence_path)
     return AccuracyCaseRun(
-        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, offload=offload,
+        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, offload=offload,
         tasks=tuple(o.task for o in outcomes), results=tuple(outcomes), limit=c.accuracy_limit,
         dataset_manifest_path=str(manifest), dataset_manifest_sha256=file_sha256(manifest),
         process_wall_s=outcome.wall_s, log_path=str(Path(spec.log_path).relative_to(run_dir)),
@@ -208,7 +207,7 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
     et, em = root_cause(log_text)
     ftype: FailureType = "timeout" if outcome.timed_out else ("signal" if outcome.signal else
                                                  ("nonzero_exit" if outcome.exit_code else "no_result"))
-    f = CaseFailure(phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat,
+    f = CaseFailure(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
                     failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
                     error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
                     log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)

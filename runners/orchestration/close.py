@@ -46,21 +46,18 @@ class Findings:
 
 
 def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
-               base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun | None = None) -> None:
+               base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun) -> None:
     """CPU runs with offload cases: plain copy bandwidth (``runners.orchestration.copy_bench``) for the report, measured
     in the environment of the first offload case's runtime (a phase may set its own: thread count);
-    ``run_copy_bench``: the bench (``runners.orchestration.copy_bench.run_copy_bench`` when None)."""
+    ``run_copy_bench``: the bench (``runners.orchestration.host_measures.HostMeasures.run_copy_bench``)."""
     offload = [sc for sc in items if sc.case.offload_requested]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:
         return
-    from runners.orchestration import copy_bench as bench
-
-    run = run_copy_bench or bench.run_copy_bench
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
     env.update({str(k): str(v) for k, v in rt.env.items()})
     env["PYTHONPATH"] = str(REPO_ROOT)
-    if run(run_dir, model_dir, env, REPO_ROOT) is None:
+    if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
         console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
 
 
@@ -128,7 +125,7 @@ def final_checks(cfg: Config, todo: Sequence[Any], state: RunState, identity: An
 
 def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
                          found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any,
-                         run_copy_bench: CopyBenchRun | None = None) -> None:
+                         run_copy_bench: CopyBenchRun) -> None:
     """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
     from runners.orchestration.accuracy_phase import verify_accuracy
 

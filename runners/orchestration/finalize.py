@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from results_schema.base import Implementation
 from results_schema.case_outcome import CaseFailure, FailureType, KVCacheCapacity
 from results_schema.models import CaseRun
 from runners.outcome.case_checks import (
@@ -105,7 +104,7 @@ def _failed(sc: ScheduledCase, outcome: ProcessOutcome, judged: _Judged, *, log_
     c = sc.case
     err_type, err_msg = root_cause(log_text)
     f = CaseFailure(
-        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat,
+        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
         failure_type=judged.failure_type, exit_code=outcome.exit_code,
         signal=outcome.signal if judged.signum is None else judged.signum, error_type=err_type,
         error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {judged.message}".splitlines()),

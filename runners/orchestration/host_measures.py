@@ -6,8 +6,10 @@
   on the model's layer shapes (CPU runs with offload cases and ``analyze=true``; the report's copy
   bandwidth).
 
-``runners.matrix.run_matrix`` takes a :class:`HostMeasures` (default: these real functions); callers
-that run many matrices on one host (the test suite) pass functions that share one real measurement.
+``runners.matrix.run_matrix`` takes a :class:`HostMeasures` (default: these real functions);
+``runners.orchestration.stages.run_stages`` resolves it once and hands its functions to the stages,
+which take them as required arguments. Callers that run many matrices on one host (the test suite)
+pass functions that share one real measurement.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from conf.typed import plain
 from results_schema.files import file_sha256, write_text_atomic
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
-from runners.identity.gates import RunIdentity, numerics_of
+from runners.identity.gates import RunIdentity
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
 from runners.orchestration.run_lock import RunLock
 from runners.planning.plan import PhaseCase
@@ -66,7 +66,6 @@ def _planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
-    from results_schema.base import Implementation
     from results_schema.plan import PlannedCase
 
     rates = None
@@ -74,7 +73,7 @@ def _planned_case(c: PhaseCase) -> Any:
         rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving.request_rates)
     failing = c.expect_error is not None
     return PlannedCase(
-        label=c.label, implementation=cast(Implementation, c.implementation), offload_group_size=c.group_size,
+        label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
         offload_num_in_group=c.num_in_group, offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
         offload_backend=c.backend, repeats=c.repeats, expect_error=c.expect_error, runtime=c.runtime_name,
         engine_validates=c.engine_validates,
@@ -321,18 +320,23 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
 
     ``lock`` (a ``runners.orchestration.run_lock.RunLock``) is acquired on the new directory before anything
-    is written in it.
+    is written in it. The manifest's numerics identity is ``run_identity.numerics`` (measured by the identity
+    stage with the run's injected probe); nothing is measured here.
 
     Returns:
         ``(run_dir, cfg)`` with ``run_id`` set in the returned config.
 
     Raises:
         RunnerError: (config) bad name or existing directory (see ``_make_dir``).
+        ValueError: ``run_identity.numerics`` is None (not measured), before anything is created.
     """
     from results_schema.io import write_json
     from results_schema.manifest import ModelIdentity
     from runners.identity.pin_checks import build_manifest
 
+    if run_identity.numerics is None:
+        raise ValueError("create_run_dir: run_identity.numerics is None: a new run's numerics identity is measured "
+                         "by the identity stage (runners.orchestration.stages.identity_gate) before its directory")
     run_dir, run_id = _make_dir(cfg)
     if lock is not None:
         lock.acquire(run_dir, "created")
@@ -345,8 +349,7 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
                             num_layers=cfg.model.num_layers),
         offload_tree=ident.offload_tree, devices=run_identity.devices, config=cfg, overrides=overrides,
         case_code=run_identity.case_code, git=run_identity.git, declared_env=run_identity.declared_env)
-    numerics = run_identity.numerics if run_identity.numerics is not None else numerics_of(cfg)
-    manifest = manifest.model_copy(update={"numerics": numerics})
+    manifest = manifest.model_copy(update={"numerics": run_identity.numerics})
     write_text_atomic(run_dir / "config.yaml", yaml_text(plain(cfg)))
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")

@@ -166,12 +166,12 @@ def with_accuracy_inputs(p: Plan) -> Plan:
     return replace(p, accuracy_phases=tuple(_accuracy_phases(p.items)))
 
 
-def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch | None = None) -> RunIdentity:
+def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch) -> RunIdentity:
     """Stage 2: the identity gate (exit 3), then devices, packages and git for the manifest.
 
     A tiny model that is not built yet is built first and its time kept apart (``timings.model_build``:
     a one-time cost, the model is cached). A new run's numerics identity (``runners.identity.gates.NumericsProbe``:
-    a torch probe process, ``probe_torch`` or the real one) is measured meanwhile, on the other core; waiting
+    a torch probe process, ``probe_torch``) is measured meanwhile, on the other core; waiting
     for it counts as identity.
     """
     from dataclasses import replace
@@ -271,8 +271,8 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
 
 
-def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: CopyBenchRun | None = None) -> int:
-    """Stage 5: last gates, analysis (the copy bench: ``run_copy_bench`` or the real one), ``SHA256SUMS``, the
+def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: CopyBenchRun) -> int:
+    """Stage 5: last gates, analysis (the copy bench: ``run_copy_bench``), ``SHA256SUMS``, the
     summary and the verdict line; the exit code."""
     from runners.orchestration.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
 
@@ -317,14 +317,17 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
 
     The run directory's lock (``runners.orchestration.run_lock``) is held from its creation (or the resume's
     start) to the end; a resume of a finished run changes nothing and exits 0. ``host``: the host
-    measurements (``runners.orchestration.host_measures``; None = the real ones).
+    measurements (``runners.orchestration.host_measures``; None = the real ones), resolved here once: the
+    stages below get its functions, never a fallback of their own.
 
     Raises:
         RunnerError: a stage stopped the run (its exit code is the run's).
     """
+    from runners.orchestration.host_measures import HostMeasures
     from runners.orchestration.path_checks import check_run_paths
     from runners.orchestration.progress import print_schedule
 
+    measures = host or HostMeasures()
     p = make_plan(cfg, overrides)
     if p.options.dry_run:
         print_schedule(p.items, p.cfg)
@@ -338,8 +341,8 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
             lock.acquire(p.resume_dir, "resumed", console)
         p = with_accuracy_inputs(p)
         timings = Timings(t_start=time.monotonic())
-        run_identity = identity_gate(p, timings, host.probe_torch if host else None)
+        run_identity = identity_gate(p, timings, measures.probe_torch)
         run = open_run(p, run_identity, timings, console, lock)
-        return close(p, run, execute(p, run, console), console, host.run_copy_bench if host else None)
+        return close(p, run, execute(p, run, console), console, measures.run_copy_bench)
     finally:
         lock.release()

@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from conf.choices import Implementation, OffloadBackend, PhaseKind
+from conf.choices import PhaseKind
 from conf.schema import Config
 from conf.schema_matrix import CaseConfig, MatrixConfig, ServingConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
+from results_schema.base import Implementation, OffloadBackend
 from results_schema.manifest import is_secret_name, looks_like_credential
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
@@ -63,12 +64,12 @@ class PhaseCase:
 
     phase: str
     label: str
-    implementation: str
+    implementation: Implementation
     group_size: int
     num_in_group: int
     prefetch_step: int
     params: tuple[str, ...]
-    backend: str
+    backend: OffloadBackend
     kind: str
     repeats: int
     expect_error: str | None
@@ -149,17 +150,17 @@ def _raw_cases(matrix: MatrixConfig) -> list[CaseConfig]:
     return raw
 
 
-def _effective_backend(case: CaseConfig, phase_backend: OffloadBackend | None) -> str:
+def _effective_backend(case: CaseConfig, phase_backend: OffloadBackend | None) -> OffloadBackend:
     """A phase's ``offload_backend`` (published: ``prefetch``) given explicitly to every offload case whose own
     backend is ``auto``; generated labels stay those of ``auto`` (``current_g28_n1``), so ``repeats_by_label``
     and reports keep their names."""
     if phase_backend is not None and phase_backend != "auto" and case.implementation != "baseline" \
             and case.backend == "auto":
-        return str(phase_backend)
-    return str(case.backend)
+        return OffloadBackend(phase_backend)
+    return OffloadBackend(case.backend)
 
 
-def _check_offload(where: str, r: CaseConfig, backend: str, num_layers: int) -> None:
+def _check_offload(where: str, r: CaseConfig, backend: OffloadBackend, num_layers: int) -> None:
     """A case expected to run: valid offload parameters that select at least one layer (offload cases)."""
     impl = str(r.implementation)
     try:
@@ -178,7 +179,7 @@ def _check_offload(where: str, r: CaseConfig, backend: str, num_layers: int) -> 
         )
 
 
-def _checked_label(phase: str, r: CaseConfig, backend: str, seen: set[str], num_layers: int) -> str:
+def _checked_label(phase: str, r: CaseConfig, backend: OffloadBackend, seen: set[str], num_layers: int) -> str:
     """The case's label (generated unless given), after checking the case; adds it to ``seen``."""
     impl = str(r.implementation)
     label = r.label or case_label(impl, r.group_size, r.num_in_group, r.prefetch_step, tuple(r.params),
@@ -305,11 +306,11 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
     return cases
 
 
-def _case(phase: str, label: str, r: CaseConfig, backend: str, kind: str, n_rep: int, workload: WorkloadConfig,
+def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: str, n_rep: int, workload: WorkloadConfig,
           runtime: RuntimeConfig, matrix: MatrixConfig, tasks: tuple[str, ...]) -> PhaseCase:
     accuracy = kind == "accuracy"
     return PhaseCase(
-        phase=phase, label=label, implementation=str(r.implementation), group_size=r.group_size,
+        phase=phase, label=label, implementation=Implementation(r.implementation), group_size=r.group_size,
         num_in_group=r.num_in_group, prefetch_step=r.prefetch_step, params=tuple(str(p) for p in r.params),
         backend=backend, kind=kind, repeats=n_rep, expect_error=r.expect_error, workload=workload, runtime=runtime,
         timeout_s=matrix.case_timeout_s, kill_grace_s=matrix.kill_grace_s, cooldown_s=matrix.cooldown_s,

@@ -22,14 +22,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conf.schema_matrix import ServingConfig, ServingSLOConfig
 from conf.schema_stack import WorkloadConfig
 from pydantic import ValidationError
 
 from results_schema.io import RecordError, StrictJSONError, read_json, write_json
-from results_schema.base import Implementation, OffloadBackend
 from results_schema.case_outcome import CaseFailure, FailureType
 from results_schema.models import OffloadSetting
 from results_schema.serving import ServingCaseResult, ServingRun
@@ -160,9 +159,9 @@ def build_spec(sc: ScheduledServingCase, *, model_dir: Path, run_dir: Path, pyth
     offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline" else
                OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                               offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                              offload_backend=cast(OffloadBackend, c.backend)))
+                              offload_backend=c.backend))
     return ServingCaseSpec(
-        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, runtime=c.runtime_name,
+        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=c.runtime_name,
         device=str(c.runtime.device), model=str(model_dir), offload=offload,
         engine=ServingEngine(dtype=w.dtype, max_model_len=w.max_model_len, enforce_eager=w.enforce_eager,
                              gpu_memory_utilization=w.gpu_memory_utilization, seed=w.seed, **_engine_options(w)),
@@ -205,7 +204,7 @@ class _ServingLogs:
         text = self.server_text or self.log_text
         et, em = root_cause(text)
         f = CaseFailure(
-            phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, failure_type=ftype,
+            phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, failure_type=ftype,
             exit_code=outcome.exit_code, signal=outcome.signal, error_type=error_type or et,
             error_message=" | ".join(f"case {c.phase}/{c.label} r{sc.repeat}: {message}".splitlines())
             + (f"; server log names {et}: {em}" if et and error_type else "")
@@ -270,7 +269,7 @@ def finalize_serving(sc: ScheduledServingCase, spec: ServingLaunch, outcome: Pro
     kv = parse_kv_cache(logs.server_text)
     rel = logs.rel
     lines = [ServingRun(
-        phase=c.phase, label=c.label, implementation=cast(Implementation, c.implementation), repeat=sc.repeat, runtime=result.runtime,
+        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, runtime=result.runtime,
         model=result.model, offload=result.offload, engine=result.engine, load=result.load, slo=result.slo, rate=r,
         evidence=evidence, kv_cache=kv, server_healthy_after_s=float(result.server.healthy_after_s or 0.0),
         teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(logs.log_path),

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conf.choices import Device
+from results_schema.base import Device
 from conf.schema_stack import RuntimeConfig
 from analysis.validation.common import Collector
 from analysis.validation.records import check_evidence as offline_check

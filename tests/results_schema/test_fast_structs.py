@@ -156,7 +156,8 @@ def test_a_decoder_that_disagrees_with_the_model_is_caught(monkeypatch):
             for f in msgspec.structs.fields(plan.struct)]
     wrong = msgspec.defstruct("WrongCaseFailure", spec, kw_only=True, forbid_unknown_fields=True)
     monkeypatch.setitem(fs._PLANS, CaseFailure, fs.ModelPlan(
-        model=CaseFailure, struct=wrong, decoder=msgspec.json.Decoder(wrong), convert=plan.convert, fields={}))
+        model=CaseFailure, struct=wrong, decoder=msgspec.json.Decoder(wrong), convert=plan.convert, fields={},
+        rebuild=plan.rebuild))
     line = _fixture_lines()[CaseFailure][0]
     found = disagreements(mutations(line), CaseFailure, monkeypatch)
     assert found and any('"repeat":1.5' in f for f in found)

@@ -97,11 +97,11 @@ def test_one_label_format() -> None:
 
 
 def test_one_implementation_registry() -> None:
-    from typing import Any, get_args
+    from typing import Any
 
     from runners.incase.accuracy.cli import build_parser
 
-    assert IMPLEMENTATIONS == get_args(Implementation)
+    assert IMPLEMENTATIONS == tuple(m.value for m in Implementation)
     parser: Any = build_parser()  # argparse's private sub-parser table is untyped
     run = next(a for a in parser._subparsers._group_actions[0].choices["run"]._actions  # noqa: SLF001
                if a.dest == "implementation")

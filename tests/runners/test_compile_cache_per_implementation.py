@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conf.choices import Device
+from results_schema.base import Device
 from conf.schema_stack import RuntimeConfig
 from offload.gpu_compare import engine_cache_root
 from runners.launching.case_command import case_env

@@ -11,24 +11,28 @@ import pytest
 from runners.identity import gates
 
 
+def _no_probe(python: str, env: Any, timeout_s: float = 120.0) -> dict[str, object]:
+    raise AssertionError("numerics_of is faked in these tests: the probe is never called")
+
+
 def test_probe_returns_what_numerics_of_returns_computed_in_another_thread(monkeypatch):
     seen: list[str] = []
 
-    def fake(cfg, probe_torch=None):
+    def fake(cfg, probe_torch):
         seen.append(threading.current_thread().name)
         return ("numerics of", cfg.k)
 
     monkeypatch.setattr(gates, "numerics_of", fake)
-    assert gates.NumericsProbe(cast(Any, SimpleNamespace(k=1))).result() == ("numerics of", 1)
+    assert gates.NumericsProbe(cast(Any, SimpleNamespace(k=1)), _no_probe).result() == ("numerics of", 1)
     assert seen == ["numerics-probe"]
 
 
 def test_probe_error_is_raised_by_result_and_discarded_by_wait(monkeypatch):
-    def broken(cfg, probe_torch=None):
+    def broken(cfg, probe_torch):
         raise ValueError("probe broke")
 
     monkeypatch.setattr(gates, "numerics_of", broken)
-    probe = gates.NumericsProbe(cast(Any, SimpleNamespace()))
+    probe = gates.NumericsProbe(cast(Any, SimpleNamespace()), _no_probe)
     probe.wait()
     with pytest.raises(ValueError, match="probe broke"):
         probe.result()
@@ -41,7 +45,7 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
 
     ended = threading.Event()
 
-    def slow(cfg, probe_torch=None):
+    def slow(cfg, probe_torch):
         ended.wait(0.2)
         ended.set()
         return ()
@@ -57,5 +61,5 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
     plan = stages.Plan(cfg=cfg, options=options, overrides=(), items=(), phases=(), accuracy_phases=(),
                        resume_dir=None)
     with pytest.raises(RunnerError, match="pin differs"):
-        stages.identity_gate(plan, Timings(t_start=0.0))
+        stages.identity_gate(plan, Timings(t_start=0.0), _no_probe)
     assert ended.is_set()  # the probe ended before the failure propagated: no probe process left behind
