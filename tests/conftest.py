@@ -10,8 +10,6 @@ test without ``engine``/``slow`` that starts an engine anyway, so no engine hide
 from __future__ import annotations
 
 import fcntl
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,11 +60,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     an ``exclusive`` one the exclusive lock; a gate taken first lets no new test start while an
     exclusive one waits. Outside xdist (one process) this does nothing.
     """
-    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # set by xdist, the same on every worker of one run
-    if not run_uid:
+    if getattr(item.config, "workerinput", None) is None:  # not an xdist worker
         return (yield)
-    shared_dir = Path(tempfile.gettempdir()) / f"offload-tests-{run_uid}"
-    shared_dir.mkdir(exist_ok=True)
+    shared_dir = Path(item.config.option.basetemp).parent  # xdist: <the controller's basetemp>/popen-gw<N>
     exclusive = item.get_closest_marker("exclusive") is not None
     with open(shared_dir / "exclusive.gate", "a") as gate, open(shared_dir / "exclusive.lock", "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX)

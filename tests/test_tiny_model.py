@@ -1,4 +1,5 @@
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,35 @@ def test_refuses_non_empty_output_dir(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not empty"):
         build_tiny_model(tmp_path / "m")
     assert (tmp_path / "m" / "x").read_text() == "keep me"
+
+
+def test_two_callers_at_once_build_the_model_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test workers on a fresh clone (and two runs) ask for the model at the same time: one builds, the other waits."""
+    import threading
+
+    import runners.models.tiny_model as tm
+
+    built: list[Path] = []
+    real_build = tm.build_tiny_model
+
+    def slow_build(out_dir, **kw):  # the window in which a second caller would also see no model
+        built.append(Path(out_dir))
+        time.sleep(0.5)
+        return real_build(out_dir, **kw)
+
+    monkeypatch.setattr(tm, "build_tiny_model", slow_build)
+    results: list[Path | BaseException] = []
+
+    def ask() -> None:
+        try:
+            results.append(tm.ensure_tiny_model(tmp_path, num_layers=1))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            results.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(built) == 1, built
+    assert len(results) == 2 and results[0] == results[1] == tmp_path / "tiny-qwen2-l1-h128-s0", results

@@ -7,9 +7,8 @@ weights from a seeded ``torch.Generator``), a byte-level BPE ``tokenizer.json``
 greedy pair count, plus Qwen's special tokens), ``tokenizer_config.json`` with a
 Qwen-style ChatML ``chat_template``, and ``SHA256SUMS``.
 
-Same arguments -> byte-identical files (tested). The weights are random: the model
-produces fluent-looking garbage; it exists to exercise the vLLM engine, offloading
-and the measurement pipeline, not to answer questions.
+Same arguments -> byte-identical files (tested). The weights are random: the model produces fluent-looking
+garbage; it exists to exercise the vLLM engine, offloading and the measurement pipeline, not to answer questions.
 
 Parameter bytes per decoder layer (defaults: hidden 128, intermediate 256, 4 heads,
 2 KV heads, head_dim 32, q/k/v biases, two RMSNorm weights, bf16):
@@ -20,6 +19,7 @@ Parameter bytes per decoder layer (defaults: hidden 128, intermediate 256, 4 hea
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -354,6 +354,8 @@ def ensure_tiny_model(cache_dir: str | os.PathLike[str], *, num_layers: int = 8,
                       seed: int = 0, **kwargs: int) -> Path:
     """Build the tiny model into ``<cache_dir>/tiny-qwen2-l{L}-h{H}-s{seed}`` once, then verify it.
 
+    Concurrent callers (two runs, test workers) build it once: ``fcntl.flock`` on ``<cache_dir>/.<name>.lock``.
+
     Returns:
         Path of the verified model directory.
 
@@ -361,11 +363,14 @@ def ensure_tiny_model(cache_dir: str | os.PathLike[str], *, num_layers: int = 8,
         ValueError: a cached file no longer matches its ``SHA256SUMS`` entry.
     """
     d = Path(cache_dir) / tiny_model_name(num_layers, hidden_size, seed)
-    if not (d / "SHA256SUMS").is_file():
-        if d.exists() and not any(d.iterdir()):
-            d.rmdir()
-        if not d.exists():
-            build_tiny_model(d, num_layers=num_layers, hidden_size=hidden_size, seed=seed, **kwargs)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent / f".{d.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / "SHA256SUMS").is_file():
+            if d.exists() and not any(d.iterdir()):
+                d.rmdir()
+            if not d.exists():
+                build_tiny_model(d, num_layers=num_layers, hidden_size=hidden_size, seed=seed, **kwargs)
     verify_model_dir(d)
     return d
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import UnionType
 import dataclasses
+from enum import Enum
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from conf.schema_matrix import MatrixConfig
@@ -44,8 +45,11 @@ def _allowed(model: Any, name: str) -> str:
         for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             if getattr(m, attr, None) is not None:
                 bounds.append(f"{op} {getattr(m, attr)}")
-    what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
-        annotation, str(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Enum):  # a closed value set: list its values
+        what = "one of " + ", ".join(repr(m.value) for m in annotation)
+    else:
+        what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
+            annotation, str(annotation))
     return what + (" " + " and ".join(bounds) if bounds else "") + (" or null" if nullable else "")
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, runner_id
+
 HOOK_DIR = Path(__file__).resolve().parents[2] / "runners" / "incase" / "evidence_hook"
 
 PROBE = ("import sys; m = sys.modules.get('_chained_sitecustomize'); "
@@ -69,5 +71,7 @@ def test_case_process_arms_the_parent_death_signal() -> None:
             "if pid == 0:\n"
             "    c = ctypes.c_int(-1); libc.prctl(2, ctypes.byref(c), 0, 0, 0); os.write(w, str(c.value).encode()); os._exit(0)\n"
             "os.waitpid(pid, 0); print(v.value, os.read(r, 10).decode())\n")
-    assert _run([HOOK_DIR], code, OFFLOAD_CASE_TOKEN="t").stdout.split() == ["9", "9"]
+    # a live runner (this test process): another run's start must not end it as a dead runner's case
+    case_env = {CASE_TOKEN_ENV: "t", CASE_RUNNER_ENV: runner_id()}
+    assert _run([HOOK_DIR], code, **case_env).stdout.split() == ["9", "9"]
     assert _run([HOOK_DIR], code).stdout.split() == ["0", "0"]  # outside a case: untouched
