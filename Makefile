@@ -39,8 +39,8 @@ lint: $(STAMP)
 # vLLM engines never run at once (vLLM's internal timeouts can fire on 2 loaded cores).
 TEST_WORKERS ?= 3
 test: $(STAMP) lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not slow and not engine'
-	$(PY) -m pytest -q -m 'slow or engine'
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not slow and not engine' --durations=10
+	$(PY) -m pytest -q -m 'slow or engine' --durations=0
 	$(PY) -m results_schema check tests/fixtures
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
