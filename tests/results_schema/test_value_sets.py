@@ -20,6 +20,7 @@ import results_schema.io as rio
 from results_schema.base import Implementation, OffloadBackend, PromptMode
 from results_schema.fast_json import fast_parse
 from results_schema.models import CaseRun
+from tests.results_schema.test_fast_structs import _full_path
 
 LINE = (Path(__file__).resolve().parents[1] / "fixtures" / "synthetic_run" / "same_runtime-runs.jsonl") \
     .read_bytes().splitlines()[0]
@@ -60,12 +61,10 @@ def _written(doc: Any, path: tuple[str, ...]) -> Any:
 
 
 def _full(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> CaseRun | None:
-    with monkeypatch.context() as m:
-        m.setattr(rio, "fast_parse", lambda _raw, _cls: None)
-        try:
-            return rio.parse_line(raw, CaseRun)
-        except rio.RecordError:
-            return None
+    """The full pydantic reader alone (``tests.results_schema.test_fast_structs._full_path``)."""
+    model = _full_path(raw, CaseRun, monkeypatch)
+    assert model is None or isinstance(model, CaseRun)
+    return model
 
 
 @pytest.mark.parametrize(("path", "enum_type"), FIELDS, ids=lambda x: ".".join(x) if isinstance(x, tuple) else "")
