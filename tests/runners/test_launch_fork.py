@@ -127,7 +127,10 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
     """With analysis on, no background thread (e.g. pre-importing pandas) runs beside the case forks.
 
     The identity stage may run the numerics probe in a thread; it must have ended before the first case
-    process is forked, and no thread may start once cases run."""
+    process is forked, and no thread may start once cases run. Threads already alive before the run
+    (an xdist worker keeps e.g. tqdm's monitor thread from an earlier test) are not the runner's and are
+    left out; a real runner is a fresh process."""
+    before = set(threading.enumerate())
     started: list[threading.Thread] = []
     alive_at_fork: list[list[str]] = []
     real_start = threading.Thread.start
@@ -138,7 +141,8 @@ def test_runner_starts_no_thread_while_cases_run(tmp_path: Path, monkeypatch: py
         real_start(self)
 
     def enter(self: CaseProcess) -> CaseProcess:
-        alive_at_fork.append([t.name for t in threading.enumerate() if t is not threading.main_thread()])
+        alive_at_fork.append([t.name for t in threading.enumerate()
+                              if t is not threading.main_thread() and t not in before])
         return real_enter(self)
 
     monkeypatch.setattr(threading.Thread, "start", record)
