@@ -143,8 +143,8 @@ class RayExecutor(RayScheduler):
         self._ray = ray
         self._owns_cluster = address is None
         runtime_env = {"env_vars": {"PYTHONPATH": str(repo_root)}}
-        if address is None:
-            ray.init(num_cpus=head_num_cpus, include_dashboard=False, object_store_memory=object_store_memory_bytes,
+        if address is None:  # "local": a private head even when RAY_ADDRESS or a `ray start` cluster is present
+            ray.init(address="local", num_cpus=head_num_cpus, include_dashboard=False, object_store_memory=object_store_memory_bytes,
                      _node_ip_address="127.0.0.1", runtime_env=runtime_env, log_to_driver=False,
                      configure_logging=False)
         else:

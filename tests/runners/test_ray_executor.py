@@ -16,7 +16,11 @@ pytest.importorskip("ray")
 
 
 @pytest.mark.slow
-def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path, tiny_model_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``executor.ray.address`` the run starts its own head: a ``RAY_ADDRESS`` left in the
+    environment (here one where nothing listens) is not joined."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     overrides = [f"results_root={tmp_path}", "run_id=ray", "executor=ray", "executor.ray.head_num_cpus=2",
                  "executor.ray.num_cpus_per_case=1", "phases.same_runtime.points=[{g: 4, n: 1}]",
                  "analyze=false", "progress=false", ENGINE_IN_CASE_PROCESS]
