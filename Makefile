@@ -35,12 +35,13 @@ lint: $(STAMP)
 
 # Two passes: every test that starts no vLLM engine, Ray cluster or browser on TEST_WORKERS
 # pytest-xdist processes (3 on 2 cores: the fake-engine runner matrices spend much of their time
-# waiting on processes), then the `slow` / `engine` tests one after another in one process, so two
-# vLLM engines never run at once (vLLM's internal timeouts can fire on 2 loaded cores).
+# waiting on processes), then the `slow` / `engine` tests on ENGINE_WORKERS processes, so at most
+# two vLLM engines run at once (docs/test-suite.md: measured times, and what may not overlap).
 TEST_WORKERS ?= 3
+ENGINE_WORKERS ?= 2
 test: $(STAMP) lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not slow and not engine' --durations=10
-	$(PY) -m pytest -q -m 'slow or engine' --durations=0
+	$(PY) -m pytest -q -n $(ENGINE_WORKERS) --dist worksteal -m 'slow or engine' --durations=0
 	$(PY) -m results_schema check tests/fixtures
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;

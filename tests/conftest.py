@@ -9,7 +9,6 @@ test without ``engine``/``slow`` that starts an engine anyway, so no engine hide
 
 from __future__ import annotations
 
-import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from tests.shared_runs import share_host_measurements  # noqa: F401  (autouse, session)
 from tests.tier_guard import PLUGIN_NAME, TierGuard, install
+from tests.xdist_locks import hold_test_slot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_CACHE = REPO_ROOT / ".cache" / "models"
@@ -51,29 +51,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under pytest-xdist, run an ``exclusive`` test alone: no test of another worker runs beside it.
-
-    Every run's start ends the case processes of dead runners on the whole machine
-    (``runners.incase.case_processes.end_orphaned_cases``), as it must in production; a test that
-    kills a runner and then checks what its own resume (or its own call) ends would lose that
-    race to another worker's run. Every test holds a shared lock (its fixtures' set-up included),
-    an ``exclusive`` one the exclusive lock; a gate taken first lets no new test start while an
-    exclusive one waits. Outside xdist (one process) this does nothing.
-    """
+    """Under pytest-xdist, hold the test's slot (:func:`tests.xdist_locks.hold_test_slot`) through its
+    set-up, call and tear-down: ``exclusive`` tests run alone, ``serial(name)`` tests one per name.
+    Outside xdist (one process) this does nothing."""
     if getattr(item.config, "workerinput", None) is None:  # not an xdist worker
         return (yield)
     shared_dir = Path(item.config.option.basetemp).parent  # xdist: <the controller's basetemp>/popen-gw<N>
-    exclusive = item.get_closest_marker("exclusive") is not None
-    with open(shared_dir / "exclusive.gate", "a") as gate, open(shared_dir / "exclusive.lock", "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            return (yield)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with hold_test_slot(shared_dir, exclusive=item.get_closest_marker("exclusive") is not None,
+                   serial=[m.args[0] for m in item.iter_markers("serial")]):
+        return (yield)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ pytest.importorskip("ray")
 
 
 @pytest.mark.slow
+@pytest.mark.serial("ray")  # two Ray clusters on one host: never at once
 def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path, tiny_model_dir: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Without ``executor.ray.address`` the run starts its own head: a ``RAY_ADDRESS`` left in the

@@ -62,6 +62,7 @@ def _placements(run_dir: Path) -> list[CasePlacement]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial("ray")  # two Ray clusters on one host: never at once
 def test_two_nodes_placement_identity_and_lost_node(cluster, tmp_path: Path, monkeypatch) -> None:
     addr = cluster["address"]
     monkeypatch.setenv("FAKE_BENCH_SLEEP_S", "3")
