@@ -35,8 +35,8 @@ lint: $(STAMP)
 
 # Two passes: every test that starts no vLLM engine, Ray cluster or browser on TEST_WORKERS
 # pytest-xdist processes (3 on 2 cores: the fake-engine runner matrices spend much of their time
-# waiting on processes), then the `slow` / `engine` tests on ENGINE_WORKERS processes, so at most
-# two vLLM engines run at once (docs/test-suite.md: measured times, and what may not overlap).
+# waiting on processes), then the `slow` / `engine` tests on ENGINE_WORKERS processes (2: at most
+# two vLLM engines at once; docs/test-suite.md: measured times, and what may not overlap).
 TEST_WORKERS ?= 3
 ENGINE_WORKERS ?= 2
 test: $(STAMP) lint

@@ -16,7 +16,7 @@ import pytest
 
 from tests.shared_runs import share_host_measurements  # noqa: F401  (autouse, session)
 from tests.tier_guard import PLUGIN_NAME, TierGuard, install
-from tests.xdist_locks import hold_test_slot
+from tests.xdist_locks import hold_test_slot, serial_names
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_CACHE = REPO_ROOT / ".cache" / "models"
@@ -31,11 +31,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect opt-in tests (:data:`OPT_IN_MARKERS`) that the ``-m`` expression does not name.
+    """Refuse a malformed ``serial`` marker; deselect opt-in tests (:data:`OPT_IN_MARKERS`) that the
+    ``-m`` expression does not name.
 
     ``-m 'not slow'`` replaces pyproject's ``-m 'not full_grid and not gpu and not npu'``; without
     this step it would start the full offload grid over real vLLM (about 20 minutes).
     """
+    for item in items:  # a malformed serial marker fails the collection, in every mode
+        try:
+            serial_names(item.iter_markers("serial"))
+        except ValueError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
     expr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in expr]
     if not skipped:
@@ -58,7 +64,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     shared_dir = Path(item.config.option.basetemp).parent  # xdist: <the controller's basetemp>/popen-gw<N>
     with hold_test_slot(shared_dir, exclusive=item.get_closest_marker("exclusive") is not None,
-                   serial=[m.args[0] for m in item.iter_markers("serial")]):
+                        serial=serial_names(item.iter_markers("serial"))):
         return (yield)
 
 

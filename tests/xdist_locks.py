@@ -34,5 +34,19 @@ def hold_test_slot(shared_dir: Path, *, exclusive: bool, serial: Iterable[str] =
             fcntl.flock(gate, fcntl.LOCK_UN)
         held.callback(fcntl.flock, lock, fcntl.LOCK_UN)
         for name in sorted(set(serial)):
-            fcntl.flock(held.enter_context(open(shared_dir / f"serial-{name}.lock", "a")), fcntl.LOCK_EX)
+            fh = held.enter_context(open(shared_dir / f"serial-{name}.lock", "a"))
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            held.callback(fcntl.flock, fh, fcntl.LOCK_UN)  # unlocked even if a fork still holds the file open
         yield
+
+
+def serial_names(item_markers: Iterable[object]) -> list[str]:
+    """The names of a test's ``serial`` markers; raises ``ValueError`` for a marker that is not
+    ``serial("<name>")`` (one non-empty string), naming what was given."""
+    names = []
+    for m in item_markers:
+        args = getattr(m, "args", ())
+        if len(args) != 1 or not isinstance(args[0], str) or not args[0] or getattr(m, "kwargs", {}):
+            raise ValueError(f"@pytest.mark.serial needs exactly one name, e.g. serial(\"ray\"); got args={args!r}")
+        names.append(args[0])
+    return names

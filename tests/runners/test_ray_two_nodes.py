@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.serial("ray")  # the module's cluster and another Ray test: never at once
 
 from analysis.report.summary import write_summary  # noqa: E402
 from analysis.validation.validate import validate_run  # noqa: E402
@@ -62,7 +63,6 @@ def _placements(run_dir: Path) -> list[CasePlacement]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial("ray")  # two Ray clusters on one host: never at once
 def test_two_nodes_placement_identity_and_lost_node(cluster, tmp_path: Path, monkeypatch) -> None:
     addr = cluster["address"]
     monkeypatch.setenv("FAKE_BENCH_SLEEP_S", "3")
