@@ -138,6 +138,9 @@ def two_node_cluster(tmp: Path, *, num_cpus: int = 1, worker_env: dict[str, str]
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = old_mode
+        from ray._raylet import Config
+
+        Config.initialize("")  # Ray's cached config reads the restored mode (a later test in this process)
 
 
 def _wait_nodes(address: str, n: int, node: Node, timeout_s: float = 120.0) -> None:
