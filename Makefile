@@ -46,9 +46,11 @@ test: $(STAMP) lint
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
 # tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 2 minutes
+# on FAST_WORKERS xdist processes (serial it took 75-129 s here: much of it reading torch from disk)
 FAST_TIER := not slow and not engine and not heavy and not full_grid and not gpu and not npu
+FAST_WORKERS ?= 2
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m '$(FAST_TIER)'
+	$(PY) -m pytest -q -n $(FAST_WORKERS) --dist worksteal -m '$(FAST_TIER)'
 	$(PY) -m results_schema check tests/fixtures
 
 test-full: $(STAMP)
