@@ -16,17 +16,13 @@ from tests.xdist_locks import hold_test_slot, serial_names
 
 
 def _second_enters_while_first_holds(tmp_path: Path, first: dict, second: dict, expect_overlap: bool) -> bool:
-    """Hold ``first``'s slot; report whether a thread asking for ``second``'s slot got it within 0.5 s.
-    The first slot is released either way, and the second thread must then get its slot."""
-    entered = threading.Event()
-
-    def take() -> None:
-        with hold_test_slot(tmp_path, **second):
-            entered.set()
-
+    """Hold ``first``'s slot; report whether a thread asking for ``second``'s slot got it meanwhile
+    (waiting 5 s when an overlap is expected, 0.5 s when not). The first slot is released either way,
+    and the second thread must then get its slot."""
+    entered, release = threading.Event(), threading.Event()
+    release.set()  # the second thread leaves its slot as soon as it has it
     with hold_test_slot(tmp_path, **first):
-        t = threading.Thread(target=take, daemon=True)
-        t.start()
+        t = _hold(tmp_path, entered, release, **second)
         overlapped = entered.wait(5.0 if expect_overlap else 0.5)  # returns at once when granted
     t.join(timeout=5)
     assert entered.is_set() and not t.is_alive(), "the second slot was never granted"

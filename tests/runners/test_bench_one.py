@@ -75,7 +75,7 @@ def test_invalid_arguments_exit_before_vllm_is_imported(tmp_path) -> None:
     code = ("import sys; from runners.incase.bench_one import main; "
             "codes = [main(['--case', c]) for c in sys.argv[1:]]; print(codes, 'vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, *cases], capture_output=True, text=True, check=True,
-                         cwd=REPO).stdout.split("\n")[-2]
+                         cwd=REPO).stdout.splitlines()[-1]
     assert out == f"{[2] * len(INVALID)} False", out
 
 
