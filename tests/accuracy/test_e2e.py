@@ -19,7 +19,7 @@ import pytest
 
 from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
 from results_schema.io import read_json, read_jsonl
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_accuracy_matrix_on_tiny_model_is_identical_across_offload(tmp_path: Pat
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=accuracy", f"results_root={tmp_path}", "run_id=e2e",
-         "progress=false", "phases.accuracy.case_timeout_s=600", ENGINE_IN_CASE_PROCESS],
+         "progress=false", "phases.accuracy.case_timeout_s=600", ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=3000,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

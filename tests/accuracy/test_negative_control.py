@@ -19,6 +19,7 @@ from results_schema.accuracy import AccuracyResult
 from results_schema.accuracy_report import AccuracyVerification
 from results_schema.io import read_json
 from runners.errors import EXIT_ACCURACY
+from tests.runners.helpers import ONE_GEMM_THREAD
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTY = "fault_zero_host_copy_g4_n1"
@@ -30,7 +31,7 @@ def test_broken_offloader_fails_the_accuracy_phase_with_exit_4_naming_the_case(t
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=negative_control", f"results_root={tmp_path}",
-         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600"],
+         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600", ONE_GEMM_THREAD],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
     )
     out = proc.stdout + proc.stderr

@@ -21,6 +21,7 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RuntimeEvidence
+from tests.runners.helpers import ONE_GEMM_THREAD
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
@@ -30,7 +31,7 @@ TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of
 def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=official_cpu", f"results_root={tmp_path}",
-         "run_id=e2e", "progress=false"],
+         "run_id=e2e", "progress=false", ONE_GEMM_THREAD],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
     )
     out = proc.stdout + proc.stderr
@@ -79,7 +80,7 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     manifest = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
     (num,) = manifest.numerics
     assert num.cpu_kernel_path == "plain" and num.torch_version and num.cpu_model
-    assert any(f.startswith("avx") for f in num.cpu_isa_flags) and num.thread_env["OMP_NUM_THREADS"] == "2"
+    assert any(f.startswith("avx") for f in num.cpu_isa_flags) and num.thread_env["OMP_NUM_THREADS"] == "1"  # ONE_GEMM_THREAD
     assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()
 
 

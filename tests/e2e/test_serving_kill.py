@@ -25,6 +25,7 @@ from results_schema.io import read_jsonl
 from results_schema.case_outcome import CaseFailure
 from results_schema.serving import ServingCaseResult
 from runners.incase.serving.server import port_is_free
+from tests.runners.helpers import ONE_GEMM_THREAD
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,7 @@ def test_server_killed_mid_sweep_becomes_a_failure_record_and_leaves_nothing(tmp
     proc = subprocess.Popen(
         [sys.executable, "-m", "runners.matrix", "+experiment=serving", f"results_root={tmp_path}", "run_id=kill",
          "progress=false", "phases.serving.points=[]", "phases.serving.serving.request_rates=[1.0,2.0]",
-         "phases.serving.num_prompts=30"],
+         "phases.serving.num_prompts=30", ONE_GEMM_THREAD],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_for(lambda: log.is_file() and "SERVING rate 0" in log.read_text(), 400, "the first rate to start", proc)

@@ -28,7 +28,7 @@ from runners.identity.probe import tree_sha256
 from results_schema.io import read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.models import CaseRun
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, TINY_DEFAULT
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "tests" / "fixtures" / "overlay_src"
@@ -41,7 +41,7 @@ def _run(tmp_path: Path, run_id: str, cls: str, points: str) -> tuple[int, str, 
          "progress=false",
          "phases.same_runtime.implementations=[overlay]", f"phases.same_runtime.points={points}",
          f"runtime.overlay_source_root={ROOT}", f"runtime.overlay_class=overlay_emulation.prefetch:{cls}",
-         f"++runtime.pins.source_trees={{{ROOT}:{tree_sha256(ROOT)}}}", ENGINE_IN_CASE_PROCESS],
+         f"++runtime.pins.source_trees={{{ROOT}:{tree_sha256(ROOT)}}}", ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
         cwd=REPO, capture_output=True, text=True, timeout=1500)
     runs = {r.record.label: r for r in read_jsonl(tmp_path / "default" / run_id / "same_runtime-runs.jsonl", CaseRun)}
     return proc.returncode, proc.stdout + proc.stderr, runs

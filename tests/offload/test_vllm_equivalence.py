@@ -59,7 +59,7 @@ def run_driver(model_dir: Path, points: list[dict], tmp_path: Path, timeout: int
     spec_path.write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if k != "OFFLOAD_EVIDENCE_PATH"}
     env.update(OFFLOAD_IMPL="current", OFFLOAD_CPU_KERNEL_PATH="plain", VLLM_ENABLE_V1_MULTIPROCESSING="0",
-               VLLM_CPU_KVCACHE_SPACE="1",
+               VLLM_CPU_KVCACHE_SPACE="1", OMP_NUM_THREADS="1",  # tests.runners.helpers.ONE_GEMM_THREAD: why
                VLLM_NO_USAGE_STATS="1", PYTHONPATH=str(REPO), VLLM_CACHE_ROOT=str(tmp_path / "vllm-cache"),
                XDG_CACHE_HOME=str(tmp_path / "xdg"))
     proc = subprocess.run([sys.executable, str(HERE / "vllm_driver.py"), str(spec_path)], capture_output=True,

@@ -30,6 +30,16 @@ instead of in a child that spawns its own worker (two fewer interpreters importi
 ``tests/runners/test_processes.py`` and ``tests/accuracy/test_negative_control.py``."""
 
 
+ONE_GEMM_THREAD = '++runtime.env.OMP_NUM_THREADS="1"'
+"""Override for real-vLLM tests whose claims do not concern the GEMM thread count: one OpenMP thread per
+engine instead of runtime ``cpu``'s two (every case of the run gets it, baseline included). The engine
+tests run on two xdist workers, so two engines can share the 2-core machine; with two threads each,
+their OpenMP threads spin-wait on the same cores. Measured here: two accuracy cases at once (tiny
+model, both fixtures) took 45.3 s and 81 CPU-s with two threads each, 23.5 s and 36 CPU-s with one
+(23 s and 3.5 s of GSM8K generation per case). One engine alone, quiet: 26.4 s with two threads,
+20.0 s with one. The two-thread layout stays in ``make run`` and ``+experiment=smoke``."""
+
+
 def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
     """``overrides`` with ``TINY_DEFAULT`` first when they select no experiment and no model / default matrix."""
     ov = list(overrides)

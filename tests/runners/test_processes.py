@@ -19,7 +19,7 @@ from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun
 from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases
 from runners.incase.process_group import run_case_process
-from tests.runners.helpers import TINY_DEFAULT, fake_overrides, run_fake
+from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -217,7 +217,7 @@ def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: s
     engine's log, the manifest and every other file of the run hold it nowhere.
     """
     base = [*TINY_DEFAULT, f"results_root={tmp_path}", "run_id=real", "analyze=false", "progress=false",
-            "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300"]  # engine core in a child
+            "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300", ONE_GEMM_THREAD]  # engine core in a child
     env = dict(os.environ, TORCH_FOO="ghp_abcdefSECRET7")
     runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

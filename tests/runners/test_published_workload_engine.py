@@ -17,7 +17,7 @@ import pytest
 
 from results_schema.io import read_jsonl
 from results_schema.models import CaseRun
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, TINY_DEFAULT
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_published_workload_reaches_the_engine_and_the_record(tmp_path: Path, ti
                            "workload.dtype=bfloat16",
                            "workload.min_measured_s=0", "phases.same_runtime.points=[]", f"model.path={tiny_model_dir}",
                            f"results_root={tmp_path}", "run_id=pub", "analyze=false", "progress=false",
-                           ENGINE_IN_CASE_PROCESS],
+                           ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
