@@ -33,16 +33,14 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_layout.py
 
-# Two passes: every test that starts no vLLM engine, Ray cluster or browser on TEST_WORKERS
-# pytest-xdist processes (3 on 2 cores: the fake-engine runner matrices spend much of their time
-# waiting on processes), then the `slow` / `engine` tests on ENGINE_WORKERS processes (2: at most
-# two vLLM engines at once; docs/test-suite.md: measured times, and what may not overlap).
+# scripts/test_passes.sh: the three `exclusive` tests alone, then lint, the engine-free tests (TEST_WORKERS
+# pytest-xdist processes: 3 on 2 cores, the fake-engine runner matrices spend much of their time waiting on
+# processes) and the `slow` / `engine` tests (ENGINE_WORKERS processes: at most two vLLM engines at once) all
+# at the same time, then the fixture check; its last line names each part's result (docs/test-suite.md).
 TEST_WORKERS ?= 3
 ENGINE_WORKERS ?= 2
-test: $(STAMP) lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not slow and not engine' --durations=10
-	$(PY) -m pytest -q -n $(ENGINE_WORKERS) --dist worksteal -m 'slow or engine' --durations=0
-	$(PY) -m results_schema check tests/fixtures
+test: $(STAMP)
+	PY=$(PY) TEST_WORKERS=$(TEST_WORKERS) ENGINE_WORKERS=$(ENGINE_WORKERS) bash scripts/test_passes.sh
 
 # the fast tier: no test that starts a vLLM engine, Ray or a browser (markers slow, engine;
 # tests/tier_guard.py fails an unmarked test that starts one) nor CPU-heavy ones (heavy); under 2 minutes

@@ -94,6 +94,34 @@ def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:
     return {OVERLAY_CLASS_ENV: runtime.overlay_class or "", OVERLAY_ROOT_ENV: root}
 
 
+MODEL_INFO_DIR = "modelinfos"
+"""vLLM's model-class inspection cache under ``VLLM_CACHE_ROOT`` (vLLM 0.32
+``model_executor/models/registry.py``: ``_LazyRegisteredModel._get_cache_dir``)."""
+
+
+def share_model_info_cache(run_dir: Path, implementation: str) -> Path:
+    """Make ``<run>/cache/vllm/<implementation>/modelinfos`` a link to ``<run>/cache/vllm-modelinfos``.
+
+    vLLM inspects the model class (``Qwen2ForCausalLM``: text generation? pooling? ...) in a fresh
+    interpreter that imports vLLM, unless ``VLLM_CACHE_ROOT/modelinfos`` holds the answer for the
+    current bytes of the class's source file (vLLM checks a hash of them). That answer depends on
+    the installed vLLM only, never on the offloader, so the implementations of a run, whose
+    ``VLLM_CACHE_ROOT`` differ (compile caches stay apart), share it: the first case of the run
+    pays the inspection (about 10 CPU-s and 20 s on the 2-core machine), not the first of each
+    implementation. Idempotent; an existing directory in place of the link is left as it is.
+
+    Returns:
+        The shared directory (created).
+    """
+    shared = run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}"
+    shared.mkdir(parents=True, exist_ok=True)
+    link = run_dir / "cache" / "vllm" / implementation / MODEL_INFO_DIR
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink() and not link.exists():
+        link.symlink_to(shared, target_is_directory=True)
+    return shared
+
+
 def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:
     """Explicit environment of one case process (see docs/CONTRACTS.md).
 

@@ -251,12 +251,13 @@ def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: Proce
 def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.launching.executor_base import LaunchSpec
-    from runners.launching.case_command import case_argv, case_env
+    from runners.launching.case_command import case_argv, case_env, share_model_info_cache
 
     run_dir, phase = state.run_dir, sc.case.phase
     paths = CasePaths.of(run_dir, phase, sc.stem)
     for p in (paths.log, paths.evidence, paths.record):
         p.parent.mkdir(parents=True, exist_ok=True)
+    share_model_info_cache(run_dir, sc.case.implementation)
     rt = sc.case.runtime
     python = str(rt.python or state.python)
     argv: Sequence[str]

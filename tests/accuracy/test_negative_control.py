@@ -3,7 +3,8 @@
 ``python -m runners.matrix +experiment=negative_control`` (first 8 rows per task to stay cheap: 2
 processes) runs the baseline and ``fault_zero_host_copy_g4_n1``, whose host copy of offloaded layer 3
 is zeroed after ``post_init``. The accuracy verifier must fail the run (exit 4), naming that case on
-both tasks, while the evidence still shows the layer offloaded.
+both tasks, while the evidence still shows the layer offloaded. The engine core runs in each case process
+(``ENGINE_IN_CASE_PROCESS``): the fault is applied by the offloader wherever the engine runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from results_schema.accuracy import AccuracyResult
 from results_schema.accuracy_report import AccuracyVerification
 from results_schema.io import read_json
 from runners.errors import EXIT_ACCURACY
-from tests.runners.helpers import ONE_GEMM_THREAD
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTY = "fault_zero_host_copy_g4_n1"
@@ -31,7 +32,8 @@ def test_broken_offloader_fails_the_accuracy_phase_with_exit_4_naming_the_case(t
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=negative_control", f"results_root={tmp_path}",
-         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600", ONE_GEMM_THREAD],
+         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600", ENGINE_IN_CASE_PROCESS,
+         ONE_GEMM_THREAD],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
     )
     out = proc.stdout + proc.stderr

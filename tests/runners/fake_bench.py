@@ -33,7 +33,8 @@ environment, ``label=behaviour,...``) selects a fault for a label:
   ``engine_accepts``: the engine returns (``EngineAcceptedInvalid``); ``engine_crash``: an unrelated
   ``RuntimeError``; ``factory_rejects``: this project's factory validation raises (component ``offload``).
 
-``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests).
+``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests); ``FAKE_BENCH_WAIT_FOR`` (a path) holds every case
+until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def main() -> int:
     cfg_json = Path(a.model) / "config.json"
     num_layers = json.loads(cfg_json.read_text()).get("num_hidden_layers", 8) if cfg_json.is_file() else 8
     time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
+    gate, deadline = os.environ.get("FAKE_BENCH_WAIT_FOR"), time.monotonic() + 300
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
     if mode == "sleep":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
         record_path.with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}\n")

@@ -26,8 +26,8 @@ ENGINE_IN_CASE_PROCESS = '+runtime.env.VLLM_ENABLE_V1_MULTIPROCESSING="0"'
 core runs in the case process, as in the embedded default's runtime (``conf/runtime/cpu_measure.yaml``),
 instead of in a child that spawns its own worker (two fewer interpreters importing torch and vLLM, about
 20 s less per case on 2 cores). The child layout stays under test in ``tests/e2e/test_main_job.py``
-(evidence published by the engine-core child), ``tests/e2e/test_serving_kill.py``,
-``tests/runners/test_processes.py`` and ``tests/accuracy/test_negative_control.py``."""
+(evidence published by the engine-core child), ``tests/e2e/test_serving_kill.py``
+and ``tests/runners/test_processes.py``."""
 
 
 ONE_GEMM_THREAD = '++runtime.env.OMP_NUM_THREADS="1"'

@@ -14,6 +14,7 @@ from results_schema.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVer
 from results_schema.case import CaseSpec
 from results_schema.cli import check_paths
 from results_schema.io import read_json, read_jsonl
+from results_schema.protocols import protocol_spec
 from runners.errors import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK
 from tests.shared_runs import run_matrix
 
@@ -42,6 +43,20 @@ def test_default_manifest_is_the_committed_fixtures_and_reproduce_uses_the_gener
     cfg = compose_cfg("+experiment=reproduce")
     assert cfg.phases["accuracy"].accuracy_manifest == "eval_datasets/synthetic/manifest.json"
     assert (REPO / cfg.phases["accuracy"].accuracy_manifest).is_file()
+
+
+def protocols_of(run: Path) -> set[tuple[str, str, str]]:
+    """(task, protocol name, protocol sha256) of every result of the run; checks each case file and result."""
+    out = set()
+    for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
+        case = read_json(line.command[line.command.index("--case") + 1], CaseSpec)  # the case file it ran
+        assert case.accuracy is not None and case.accuracy.protocol in ("qwen-chat-v1", "boxed-chat-v1")
+        for o in line.results:
+            r = read_json(run / o.result_path, AccuracyResult)
+            assert (r.protocol_name, r.protocol_sha256) == (o.protocol_name, o.protocol_sha256)
+            assert r.protocol == protocol_spec(r.protocol_name, r.task)
+            out.add((o.task, o.protocol_name, o.protocol_sha256))
+    return out
 
 
 def _assert_limited_run_recorded_and_verified(run: Path, code: int, out: str) -> None:
@@ -106,15 +121,6 @@ def test_manifest_without_an_entry_for_a_task_stops(tmp_path: Path, capsys) -> N
     assert code == EXIT_CONFIG and "'gpqa'" in out
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
-def test_accuracy_limit_is_passed_and_verified_as_limited(tmp_path: Path) -> None:
-    code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_limit=3")
-    assert code == EXIT_OK
-    report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
-    assert report.passed and report.limit == 3 and {c.num_examples for c in report.cases} == {3}
-    assert {x.limit for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)} == {3}
-
-
 @pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (18 s CPU)
 def test_output_difference_fails_the_run_with_the_accuracy_exit_code(tmp_path: Path, capsys,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,6 +167,8 @@ def test_accuracy_phase_records_cases_verifies_in_limited_mode_and_resume_skips_
     monkeypatch.setenv("FAKE_ACCURACY_COUNT", str(count))  # the fake engine's launch counter (changes no output)
     code, run = run_accuracy(tmp_path / "results")
     _assert_limited_run_recorded_and_verified(run, code, capsys.readouterr().out)
+    assert protocols_of(run) == {(t, "qwen-chat-v1", protocol_spec("qwen-chat-v1", t).sha256())
+                                 for t in ("gsm8k", "gpqa")}  # the default: the published protocol
     assert count.read_text().split() == ["baseline", "current_g4_n1", "baseline"]
     # as if interrupted after the second case's process wrote its files but before its line was recorded
     cases = run / "accuracy-accuracy-cases.jsonl"
@@ -179,25 +187,21 @@ def test_accuracy_phase_records_cases_verifies_in_limited_mode_and_resume_skips_
     assert check_paths([run]) == 0
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (9 s CPU)
-def test_no_analysis_means_no_verifier(tmp_path: Path) -> None:
-    code, run = run_accuracy(tmp_path, analyze=False)
-    assert code == EXIT_OK
-    assert not (run / "summary" / "accuracy-verification.json").exists()
-    assert (run / "accuracy-accuracy-cases.jsonl").is_file()
-
-
 def test_dry_run_does_not_need_the_manifest(tmp_path: Path, capsys) -> None:
     code, run = run_accuracy(tmp_path, "dry_run=true", "phases.accuracy.accuracy_manifest=/nowhere/manifest.json")
     assert code == EXIT_OK and not run.exists()
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (10 s CPU)
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring) (10 s CPU)
 def test_config_chooses_the_manifest_and_resume_refuses_a_changed_one(tmp_path: Path, capsys) -> None:
+    """The configured manifest reaches every line and result; a resume refuses a changed one. The run has
+    ``analyze=false``: its cases are recorded and no verifier runs."""
     data = tmp_path / "data"
     shutil.copytree(FIXTURES, data)
-    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}")
+    code, run = run_accuracy(tmp_path / "results", f"phases.accuracy.accuracy_manifest={data / 'manifest.json'}",
+                             analyze=False)
     assert code == EXIT_OK
+    assert not (run / "summary" / "accuracy-verification.json").exists()  # no analysis, no verifier
     for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
         assert line.dataset_manifest_path == str(data / "manifest.json")
     for p in (run / "records" / "accuracy").rglob("*.result.json"):
@@ -213,20 +217,23 @@ def test_config_chooses_the_manifest_and_resume_refuses_a_changed_one(tmp_path: 
     assert "resume: accuracy phase 'accuracy' case 'baseline' r0 used dataset manifest" in out
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (15 s CPU)
-def test_phase_backend_reaches_every_case_and_is_verified_against_the_plan(tmp_path: Path, capsys) -> None:
+@pytest.mark.heavy  # a whole runner matrix in process with real case processes (tokenizer, scoring, analysis) (20 s CPU)
+def test_phase_backend_and_limit_reach_every_case_and_are_verified(tmp_path: Path, capsys) -> None:
     """Offload_backend=prefetch (as published) is recorded by each offload case and checked by the
-    verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown."""
+    verifier against plan.json; the tolerance is reported; the CSV sits next to the JSON and Markdown.
+    ``accuracy_limit`` (the same run) reaches every case and the verifier: a limited verification."""
     code, run = run_accuracy(tmp_path, "phases.accuracy.offload_backend=prefetch",
-                             "phases.accuracy.max_accuracy_drop=0.05")
+                             "phases.accuracy.max_accuracy_drop=0.05", "phases.accuracy.accuracy_limit=3")
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
+    assert {x.limit for x in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun)} == {3}
     for line in read_jsonl(run / "accuracy-accuracy-cases.jsonl", AccuracyCaseRun):
         assert line.offload.offload_backend == ("auto" if line.label == "baseline" else "prefetch")
         for o in line.results:
             assert read_json(run / o.result_path, AccuracyResult).offload.offload_backend == line.offload.offload_backend
     report = read_json(run / "summary" / "accuracy-verification.json", AccuracyVerification)
     assert report.passed and report.max_accuracy_drop == 0.05 and report.plan_path == str(run / "plan.json")
+    assert report.limit == 3 and {c.num_examples for c in report.cases} == {3}
     backend = [c for c in report.checks if c.name == "backend"]
     assert len(backend) == 6 and {c.status for c in backend} == {"pass"}  # 3 processes (baseline twice) x 2 tasks
     assert {(c.label, c.offload_backend) for c in report.cases} == {("baseline", "auto"), ("current_g4_n1", "prefetch")}

@@ -22,7 +22,7 @@ import pytest
 from results_schema.base import Device
 from conf.schema_stack import RuntimeConfig
 from offload.gpu_compare import engine_cache_root
-from runners.launching.case_command import case_env
+from runners.launching.case_command import MODEL_INFO_DIR, case_env, share_model_info_cache
 from runners.paths import CasePaths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +82,37 @@ def test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_enviro
     a, b, last = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("ROOTS "))[6:])
     assert a == engine_cache_root(str(tmp_path), "current")
     assert b == last == engine_cache_root(str(tmp_path), "official")
+
+
+def test_the_implementations_of_a_run_share_only_the_model_info_cache(tmp_path):
+    """``share_model_info_cache``: each implementation's ``modelinfos`` is a link to one directory of the run;
+    a second call changes nothing; the compile-cache roots stay disjoint (the first test)."""
+    shared = {impl: share_model_info_cache(tmp_path, impl) for impl in ("baseline", "current", "official")}
+    assert set(shared.values()) == {tmp_path / "cache" / "vllm-modelinfos"} and shared["current"].is_dir()
+    for impl in shared:
+        link = Path(_env(tmp_path, impl)["VLLM_CACHE_ROOT"]) / MODEL_INFO_DIR
+        assert link.is_symlink() and link.resolve() == shared[impl].resolve()
+    assert share_model_info_cache(tmp_path, "current") == shared["current"]  # idempotent
+    (tmp_path / "cache" / "vllm" / "sync" / MODEL_INFO_DIR).mkdir(parents=True)  # a directory there is kept
+    share_model_info_cache(tmp_path, "sync")
+    assert not (tmp_path / "cache" / "vllm" / "sync" / MODEL_INFO_DIR).is_symlink()
+
+
+@pytest.mark.heavy  # vLLM's model registry imported in a child process (5 s CPU)
+def test_vllm_reads_model_info_from_the_shared_directory(tmp_path):
+    """vLLM looks for its model-class inspection cache in ``VLLM_CACHE_ROOT/<MODEL_INFO_DIR>``: with the runner's
+    roots, both implementations read and write the run's one directory."""
+    for impl in ("current", "official"):
+        share_model_info_cache(tmp_path, impl)
+    code = ("import json, os\n"
+            "out = {}\n"
+            "for impl in ('current', 'official'):\n"
+            f"    os.environ['VLLM_CACHE_ROOT'] = os.path.join({str(tmp_path)!r}, 'cache', 'vllm', impl)\n"
+            "    import vllm.envs as e\n"
+            "    from vllm.model_executor.models.registry import _LazyRegisteredModel as M\n"
+            "    out[impl] = str(M._get_cache_dir().resolve())\n"
+            "print('DIRS ' + json.dumps(out))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dirs = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("DIRS "))[5:])
+    assert dirs == {impl: str((tmp_path / "cache" / "vllm-modelinfos").resolve()) for impl in ("current", "official")}

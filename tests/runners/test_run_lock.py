@@ -107,10 +107,12 @@ def test_a_resume_never_ends_a_case_of_a_live_runner(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- real runners (fake bench)
 
 
-def _start(overrides: list[str], sleep_s: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runners.matrix", *overrides], cwd=REPO_ROOT,
-                            env=dict(os.environ, FAKE_BENCH_SLEEP_S=sleep_s), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def _start(overrides: list[str], sleep_s: str, wait_for: Path | None = None) -> subprocess.Popen:
+    env = dict(os.environ, FAKE_BENCH_SLEEP_S=sleep_s)
+    if wait_for is not None:  # every case waits until the test creates this file
+        env["FAKE_BENCH_WAIT_FOR"] = str(wait_for)
+    return subprocess.Popen([sys.executable, "-m", "runners.matrix", *overrides], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def _wait_mid_case(run_dir: Path, runner: subprocess.Popen, timeout_s: float = 120.0) -> None:
@@ -140,7 +142,8 @@ def test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over(tm
     # 1. A live runner mid-case: a resume of its run exits 2 naming its pid and ends nothing.
     live = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.case_timeout_s=60", run_id="live")
     live[live.index("analyze=false")] = "analyze=true"
-    first = _start(live, "3")
+    go = tmp_path / "go"  # the live case runs until the refused resume has been checked, however loaded the machine
+    first = _start(live, "0", wait_for=go)
     try:
         run_dir = tmp_path / "default" / "live"
         _wait_mid_case(run_dir, first)
@@ -152,6 +155,7 @@ def test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over(tm
         assert f"in use by runner pid {first.pid} on host" in out and "Traceback" not in out
         assert len([ln for ln in out.splitlines() if ln.strip()]) == 1, out
         assert case_pids and all(psutil.pid_exists(p) for p in case_pids)  # the live case was not ended
+        go.touch()
         text = first.communicate(timeout=300)[0]
     finally:
         if first.poll() is None:

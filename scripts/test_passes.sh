@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `make test`'s test stage (docs/test-suite.md): lint and the two pytest passes at once, so the two
+# cores stay busy. Either pass alone left about a third of them idle (the engine pass waits on
+# vLLM start-ups, the engine-free pass on its case processes and the disk).
+#
+#   1. the `exclusive` tests, alone (a test that kills a runner and checks what its own later run ends:
+#      any other runner's start would end those processes first; a test whose case must finish within
+#      a short case timeout);
+#   2. at the same time:
+#      - `make lint` (ruff, mypy, import contracts, layout), output to a log printed at the end;
+#      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end;
+#        these two at `nice` NICE (default 10): they take the CPU the engine tests leave (while an
+#        engine test waits on start-up I/O), so the longest pass is slowed the least;
+#      - the real-engine tests (`slow or engine`) on ENGINE_WORKERS workers, output on the console:
+#        at most ENGINE_WORKERS vLLM engines at once, each with one GEMM thread
+#        (tests/runners/helpers.py: ONE_GEMM_THREAD).
+#
+#   3. `python -m results_schema check tests/fixtures`.
+#
+# Exit status: 0 only when every part passed; the last line names each part and its result.
+# Environment: PY (the venv's python), TEST_WORKERS (default 3), ENGINE_WORKERS (default 2), NICE (default 10).
+set -u
+PY=${PY:-.venv/bin/python}
+TEST_WORKERS=${TEST_WORKERS:-3}
+ENGINE_WORKERS=${ENGINE_WORKERS:-2}
+NICE=${NICE:-10}
+logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
+
+echo "== 1/2 tests that must run alone (-m exclusive)"
+"$PY" -m pytest -q -m exclusive
+exclusive=$?
+
+echo "== 2/2 lint, the engine-free tests and the real-engine tests at once" \
+     "(lint and engine-free output: printed when they end; logs in $logs)"
+nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
+lint_pid=$!
+nice -n "$NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
+    --durations=10 >"$logs/engine-free.log" 2>&1 &
+free_pid=$!
+"$PY" -m pytest -q -n "$ENGINE_WORKERS" --dist worksteal -m '(slow or engine) and not exclusive' --durations=0
+engine=$?
+wait "$free_pid"
+free=$?
+wait "$lint_pid"
+lint=$?
+
+echo "== the engine-free tests (ran beside the real-engine tests above)"
+cat "$logs/engine-free.log"
+echo "== lint (ran beside the tests)"
+cat "$logs/lint.log"
+echo "== the committed fixtures against the schema"
+"$PY" -m results_schema check tests/fixtures
+fixtures=$?
+
+verdict() { if [ "$1" = 0 ]; then echo "passed"; else echo "FAILED (exit $1)"; fi; }
+summary="exclusive tests $(verdict $exclusive); lint $(verdict $lint); engine-free tests $(verdict $free);"
+summary+=" real-engine tests $(verdict $engine); fixture check $(verdict $fixtures)"
+if [ $exclusive = 0 ] && [ $lint = 0 ] && [ $free = 0 ] && [ $engine = 0 ] && [ $fixtures = 0 ]; then
+    echo "test stage: all passed: $summary"
+    exit 0
+fi
+echo "test stage: FAILED: $summary"
+exit 1
