@@ -17,7 +17,7 @@
 #
 #   3. `python -m results_schema check tests/fixtures`.
 #
-# Exit status: 0 only when every part passed; the last line names each part and its result.
+# Exit status: 0 only when every part passed; the script's last line names each part and its result.
 # Environment: PY (the venv's python), TEST_WORKERS (default 3), ENGINE_WORKERS (default 2), NICE (default 10).
 set -u
 PY=${PY:-.venv/bin/python}
@@ -26,29 +26,43 @@ ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
-echo "== 1/2 tests that must run alone (-m exclusive)"
+echo "== 1/3 tests that must run alone (-m exclusive)"
 "$PY" -m pytest -q -m exclusive
 exclusive=$?
 
-echo "== 2/2 lint, the engine-free tests and the real-engine tests at once" \
+echo "== 2/3 lint, the engine-free tests and the real-engine tests at once" \
      "(lint and engine-free output: printed when they end; logs in $logs)"
 nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
 lint_pid=$!
 nice -n "$NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
     --durations=10 >"$logs/engine-free.log" 2>&1 &
 free_pid=$!
-"$PY" -m pytest -q -n "$ENGINE_WORKERS" --dist worksteal -m '(slow or engine) and not exclusive' --durations=0
+"$PY" -m pytest -q -n "$ENGINE_WORKERS" --dist worksteal -m '(slow or engine) and not exclusive' --durations=0 &
+engine_pid=$!
+# Background jobs of a non-interactive shell ignore SIGINT: on Ctrl-C or SIGTERM end all three (their runners
+# would otherwise go on beside a later run and end its cases as orphans). `wait` returns on a trapped signal.
+stop_jobs() {
+    for pid in "$lint_pid" "$free_pid" "$engine_pid"; do
+        pkill -TERM -P "$pid" 2>/dev/null
+        kill -TERM "$pid" 2>/dev/null
+    done
+}
+trap stop_jobs EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+wait "$engine_pid"
 engine=$?
 wait "$free_pid"
 free=$?
 wait "$lint_pid"
 lint=$?
+trap - EXIT INT TERM
 
 echo "== the engine-free tests (ran beside the real-engine tests above)"
 cat "$logs/engine-free.log"
 echo "== lint (ran beside the tests)"
 cat "$logs/lint.log"
-echo "== the committed fixtures against the schema"
+echo "== 3/3 the committed fixtures against the schema"
 "$PY" -m results_schema check tests/fixtures
 fixtures=$?
 

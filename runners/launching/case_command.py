@@ -13,6 +13,7 @@ prefixes (``runners.identity.runtimes.wrap_prefix``), serving cases (``runners.p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -117,8 +118,8 @@ def share_model_info_cache(run_dir: Path, implementation: str) -> Path:
     shared.mkdir(parents=True, exist_ok=True)
     link = run_dir / "cache" / "vllm" / implementation / MODEL_INFO_DIR
     link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink() and not link.exists():
-        link.symlink_to(shared, target_is_directory=True)
+    if not link.is_symlink() and not link.exists():  # relative: the run directory may move
+        link.symlink_to(os.path.relpath(shared, link.parent), target_is_directory=True)
     return shared
 
 

@@ -98,21 +98,26 @@ def test_the_implementations_of_a_run_share_only_the_model_info_cache(tmp_path):
     assert not (tmp_path / "cache" / "vllm" / "sync" / MODEL_INFO_DIR).is_symlink()
 
 
-@pytest.mark.heavy  # vLLM's model registry imported in a child process (5 s CPU)
-def test_vllm_reads_model_info_from_the_shared_directory(tmp_path):
-    """vLLM looks for its model-class inspection cache in ``VLLM_CACHE_ROOT/<MODEL_INFO_DIR>``: with the runner's
-    roots, both implementations read and write the run's one directory."""
+@pytest.mark.heavy  # vLLM's Qwen2 model class imported in a child process (about 10 s CPU)
+def test_model_info_saved_under_one_implementation_is_loaded_under_another(tmp_path):
+    """vLLM's own cache calls, with the runner's roots: the model info saved while ``VLLM_CACHE_ROOT`` is the
+    first implementation's is loaded while it is the second's (so that engine starts no inspection
+    interpreter); under a root without the link vLLM finds nothing."""
     for impl in ("current", "official"):
         share_model_info_cache(tmp_path, impl)
-    code = ("import json, os\n"
-            "out = {}\n"
-            "for impl in ('current', 'official'):\n"
+    code = ("import json, os, pathlib\n"
+            "import vllm.model_executor.models.registry as reg\n"
+            "m = reg._LazyRegisteredModel('vllm.model_executor.models.qwen2', 'Qwen2ForCausalLM')\n"
+            "h = m._get_modelinfo_module_hash(pathlib.Path(reg.__file__).parent / 'qwen2.py')\n"
+            "def use(impl):\n"
             f"    os.environ['VLLM_CACHE_ROOT'] = os.path.join({str(tmp_path)!r}, 'cache', 'vllm', impl)\n"
-            "    import vllm.envs as e\n"
-            "    from vllm.model_executor.models.registry import _LazyRegisteredModel as M\n"
-            "    out[impl] = str(M._get_cache_dir().resolve())\n"
-            "print('DIRS ' + json.dumps(out))")
+            "use('current'); m._save_modelinfo_to_cache(reg._ModelInfo.from_model_cls(m.load_model_cls()), h)\n"
+            "use('official'); a = m._load_modelinfo_from_cache(h)\n"
+            "use('sync'); b = m._load_modelinfo_from_cache(h)\n"
+            "print('LOADED ' + json.dumps([a.architecture if a else None, b is None]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    dirs = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("DIRS "))[5:])
-    assert dirs == {impl: str((tmp_path / "cache" / "vllm-modelinfos").resolve()) for impl in ("current", "official")}
+    loaded = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))[7:])
+    assert loaded == ["Qwen2ForCausalLM", True]
+    assert [p.name for p in (tmp_path / "cache" / "vllm-modelinfos").iterdir()] == [
+        "vllm-model_executor-models-qwen2-Qwen2ForCausalLM.json"]
