@@ -95,6 +95,11 @@ def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:
     return {OVERLAY_CLASS_ENV: runtime.overlay_class or "", OVERLAY_ROOT_ENV: root}
 
 
+def vllm_cache_root(run_dir: Path, implementation: str) -> Path:
+    """A case's ``VLLM_CACHE_ROOT``: ``<run>/cache/vllm/<implementation>`` (one compile cache per implementation)."""
+    return run_dir / "cache" / "vllm" / implementation
+
+
 MODEL_INFO_DIR = "modelinfos"
 """vLLM's model-class inspection cache under ``VLLM_CACHE_ROOT`` (vLLM 0.32
 ``model_executor/models/registry.py``: ``_LazyRegisteredModel._get_cache_dir``)."""
@@ -116,7 +121,7 @@ def share_model_info_cache(run_dir: Path, implementation: str) -> Path:
     """
     shared = run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}"
     shared.mkdir(parents=True, exist_ok=True)
-    link = run_dir / "cache" / "vllm" / implementation / MODEL_INFO_DIR
+    link = vllm_cache_root(run_dir, implementation) / MODEL_INFO_DIR
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink() and not link.exists():  # relative: the run directory may move
         link.symlink_to(os.path.relpath(shared, link.parent), target_is_directory=True)
@@ -155,7 +160,7 @@ def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Ma
         "XDG_CACHE_HOME": str(cache / "xdg"),
         # one compile cache per implementation: vLLM's cache key covers the offload config,
         # not OFFLOAD_IMPL, so cases sharing a root could load another offloader's graph
-        "VLLM_CACHE_ROOT": str(cache / "vllm" / sc.case.implementation),
+        "VLLM_CACHE_ROOT": str(vllm_cache_root(run_dir, sc.case.implementation)),
         "HF_HOME": str(cache / "hf"),
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "PYTHONUNBUFFERED": "1",

@@ -32,8 +32,8 @@ def test_broken_offloader_fails_the_accuracy_phase_with_exit_4_naming_the_case(t
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=negative_control", f"results_root={tmp_path}",
-         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600", ENGINE_IN_CASE_PROCESS,
-         ONE_GEMM_THREAD],
+         "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600",
+         ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
     )
     out = proc.stdout + proc.stderr
