@@ -47,10 +47,14 @@ class Findings:
 
 def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun) -> None:
-    """CPU runs with offload cases: plain copy bandwidth (``runners.orchestration.copy_bench``) for the report, measured
-    in the environment of the first offload case's runtime (a phase may set its own: thread count);
-    ``run_copy_bench``: the bench (``runners.orchestration.host_measures.HostMeasures.run_copy_bench``)."""
-    offload = [sc for sc in items if sc.case.offload_requested]
+    """CPU runs with offload cases that measure throughput: plain copy bandwidth (``runners.orchestration.copy_bench``)
+    for the report's transfer-model fit, measured in the environment of the first such case's runtime (a phase
+    may set its own: thread count); ``run_copy_bench``: the bench
+    (``runners.orchestration.host_measures.HostMeasures.run_copy_bench``).
+
+    Accuracy cases are left out: they record no throughput, so no fit uses the bench, and their model
+    (``accuracy_model``) is not the run's model whose layer shapes the bench copies."""
+    offload = [sc for sc in items if sc.case.offload_requested and sc.case.kind != "accuracy"]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:
         return
