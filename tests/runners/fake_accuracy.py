@@ -3,7 +3,8 @@
 Takes the ``run`` subcommand's arguments (``--case PATH``), writes the evidence sidecar the evidence hook
 would (when ``OFFLOAD_EVIDENCE_PATH`` is set) and runs the real ``runners.incase.accuracy.case``
 pipeline (dataset checks, chat template, scoring, result + examples files) with a
-deterministic fake engine whose output depends only on the prompt.
+deterministic fake engine whose output depends only on the prompt, and the model's tokenizer loaded
+without importing torch (``tests.support.tokenizer.qwen2_tokenizer``: the class ``AutoTokenizer`` returns).
 
 ``FAKE_ACCURACY`` (in the case environment, ``label=behaviour,...``) selects a fault:
 
@@ -25,6 +26,7 @@ from results_schema.models import RuntimeEvidence
 from runners.incase.accuracy.case import run_cases
 from runners.incase.accuracy.engine import Generation
 from runners.incase.accuracy.cli import build_parser, run_kwargs
+from tests.support.tokenizer import qwen2_tokenizer
 
 LAYER_BYTES = 295_936
 
@@ -70,7 +72,7 @@ def main() -> int:
                                       finish_reason="stop"))
             return out
 
-    run_cases(**kwargs, engine_factory=Engine)
+    run_cases(**kwargs, engine_factory=Engine, tokenizer_loader=qwen2_tokenizer)  # no torch import: no engine
     return 0
 
 

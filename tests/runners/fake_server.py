@@ -4,7 +4,7 @@ Accepts the API server's arguments (``--host``, ``--port``, ``--model``, ``--ran
 ``--offload-group-size`` ...) and serves ``GET /health``, ``GET /v1/models`` and a streaming
 ``POST /v1/completions`` that emits ``max_tokens`` one-token chunks (``FAKE_TOKEN_GAP_S`` apart)
 and a final ``usage`` chunk with ``prompt_tokens`` = the prompt's length under the model's
-tokenizer (``transformers.AutoTokenizer``, as vLLM; times ``FAKE_PROMPT_TOKENS_FACTOR``, default 1: a tokenizer-mismatch fault).
+tokenizer (the class ``transformers.AutoTokenizer`` returns, as vLLM: ``tests.support.tokenizer``; times ``FAKE_PROMPT_TOKENS_FACTOR``, default 1: a tokenizer-mismatch fault).
 Like the evidence hook inside a real server, it publishes offload evidence (explicit empty
 evidence for the baseline; layers chosen by ``offload.selection`` otherwise) to
 ``OFFLOAD_EVIDENCE_PATH`` and prints one ``OFFLOAD_EVIDENCE`` line.
@@ -31,6 +31,7 @@ from pathlib import Path
 from offload.selection import select_offload_layers
 from results_schema.io import dumps_model, write_json
 from results_schema.models import RuntimeEvidence
+from tests.support.tokenizer import qwen2_tokenizer
 
 LAYER_BYTES = 295_936
 NUM_LAYERS = 8
@@ -135,9 +136,8 @@ def main() -> int:
     _evidence(a)
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.model = a.model
-    from transformers import AutoTokenizer  # what vLLM's server counts with
-
-    srv.tokenizer = AutoTokenizer.from_pretrained(a.model) if (Path(a.model) / "tokenizer.json").is_file() else None
+    # the class vLLM's server counts with (AutoTokenizer's answer), loaded without importing torch
+    srv.tokenizer = qwen2_tokenizer(a.model) if (Path(a.model) / "tokenizer.json").is_file() else None
     srv.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

@@ -26,7 +26,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,7 @@ def run_cases(
     label: str | None = None,
     engine_factory: Any = None,
     protocol: str = DEFAULT_PROTOCOL,
+    tokenizer_loader: Callable[[str], Any] | None = None,
 ) -> list[AccuracyResult]:
     """Run one accuracy case (one engine, one process) over one or more datasets; write its files.
 
@@ -181,6 +182,8 @@ def run_cases(
         label: case label (default :func:`default_label`).
         engine_factory: ``callable(model, engine_settings, offload) -> Engine``; default :class:`VllmEngine`.
         protocol: registered protocol name (``results_schema.protocols``); default ``qwen-chat-v1``.
+        tokenizer_loader: ``callable(model) -> tokenizer`` that renders the prompts; default
+            :func:`auto_tokenizer` (what vLLM loads: ``transformers.AutoTokenizer``).
 
     Returns:
         The validated results, one per dataset (also written to disk and printed).
@@ -197,7 +200,8 @@ def run_cases(
     specs = {entry.task: protocol_spec(protocol, entry.task) for entry, _, _ in loaded}
     case = _Case(model=model, manifest=manifest, implementation=implementation, offload=offload, label=label,
                  limit=limit, engine_settings=_one_engine(specs, engine_settings, protocol))
-    prepared = _prepare(case, loaded, specs, Path(out_dir).resolve(), list(datasets))
+    prepared = _prepare(case, loaded, specs, Path(out_dir).resolve(), list(datasets),
+                        (tokenizer_loader or auto_tokenizer)(case.model))
     t0 = time.perf_counter()
     engine = (engine_factory or VllmEngine)(model, case.engine_settings, offload)
     load_seconds = time.perf_counter() - t0
@@ -241,12 +245,17 @@ def _generate(engine: Any, prepared: Sequence[_Prepared], label: str) -> list[tu
     return generated
 
 
-def _prepare(case: _Case, loaded: Sequence[Any], specs: Mapping[Any, Any], out_dir: Path,
-             datasets: list[str]) -> list[_Prepared]:
-    """Render every prompt of every dataset (before the engine is built); refuse existing outputs."""
+def auto_tokenizer(model: str) -> Any:
+    """The model directory's tokenizer as vLLM loads it: ``transformers.AutoTokenizer``, local files only."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(case.model, local_files_only=True)
+    return AutoTokenizer.from_pretrained(model, local_files_only=True)
+
+
+def _prepare(case: _Case, loaded: Sequence[Any], specs: Mapping[Any, Any], out_dir: Path,
+             datasets: list[str], tokenizer: Any) -> list[_Prepared]:
+    """Render every prompt of every dataset with ``tokenizer`` (before the engine is built); refuse existing
+    outputs."""
     label, max_model_len = case.label, case.engine_settings.max_model_len
     assert max_model_len is not None  # resolve_engine guarantees it
     prepared: list[_Prepared] = []
