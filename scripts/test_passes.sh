@@ -3,14 +3,13 @@
 # cores stay busy. Either pass alone left about a third of them idle (the engine pass waits on
 # vLLM start-ups, the engine-free pass on its case processes and the disk).
 #
-#   1. the `exclusive` tests, alone among the tests (a test that kills a runner and checks what its own
-#      later run ends: any other runner's start would end those processes first; a test whose case must
-#      finish within a short case timeout; a timing that needs an unloaded core), one process; beside
-#      them, from the start, `make lint` (ruff, mypy, import contracts, layout: no runner, no case) at
-#      `nice` NICE on the other core, output to a log printed at the end;
+#   1. the `exclusive` tests, alone (a test that kills a runner and checks what its own later run ends:
+#      any other runner's start would end those processes first; a test whose case must finish within
+#      a short case timeout; a timing that needs an unloaded machine);
 #   2. at the same time:
-#      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end, at
-#        `nice` NICE (default 10), like lint: they take the CPU the engine tests leave (while an
+#      - `make lint` (ruff, mypy, import contracts, layout), output to a log printed at the end;
+#      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end;
+#        these two at `nice` NICE (default 10): they take the CPU the engine tests leave (while an
 #        engine test waits on start-up I/O), so the longest pass is slowed the least;
 #      - the real-engine tests (`slow or engine`) on ENGINE_WORKERS workers, output on the console:
 #        at most ENGINE_WORKERS vLLM engines at once, each with one GEMM thread
@@ -27,9 +26,8 @@ ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
-echo "== 1/3 tests that must run alone (-m exclusive); lint beside them (output printed at the end; logs in $logs)"
-nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
-lint_pid=$!
+echo "== 1/3 tests that must run alone (-m exclusive)"
+lint_pid=""
 exclusive_pid=""
 free_pid=""
 engine_pid=""
@@ -52,7 +50,10 @@ exclusive_pid=$!
 wait "$exclusive_pid"
 exclusive=$?
 
-echo "== 2/3 the engine-free tests and the real-engine tests at once (engine-free output: printed when it ends)"
+echo "== 2/3 lint, the engine-free tests and the real-engine tests at once" \
+     "(lint and engine-free output: printed when they end; logs in $logs)"
+nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
+lint_pid=$!
 nice -n "$NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
     --durations=10 >"$logs/engine-free.log" 2>&1 &
 free_pid=$!
@@ -68,7 +69,7 @@ trap - EXIT INT TERM
 
 echo "== the engine-free tests (ran beside the real-engine tests above)"
 cat "$logs/engine-free.log"
-echo "== lint (ran beside the exclusive tests)"
+echo "== lint (ran beside the tests)"
 cat "$logs/lint.log"
 echo "== 3/3 the committed fixtures against the schema"
 "$PY" -m results_schema check tests/fixtures

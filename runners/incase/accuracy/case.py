@@ -165,8 +165,7 @@ def run_cases(
 ) -> list[AccuracyResult]:
     """Run one accuracy case (one engine, one process) over one or more datasets; write its files.
 
-    Every dataset is verified and every prompt rendered before the engine is
-    built, so a bad input fails in seconds, not after model load.
+    Every dataset is verified and every prompt rendered before the engine is built (a bad input fails in seconds).
 
     Args:
         model: model directory (local; its tokenizer must have a chat template).
@@ -174,16 +173,14 @@ def run_cases(
         datasets: manifest entry names, or tasks (gsm8k / gpqa) with a single entry each.
         implementation: baseline, current, official or sync.
         offload: offload parameters (disabled for baseline).
-        out_dir: directory for the result and examples files (created; existing
-            files for the same label and task are never overwritten).
+        out_dir: directory for the result and examples files (created; an existing file is never overwritten).
         engine_settings: run options for engine arguments (null fields = not given); they
             fill what the protocol leaves open and must agree with what it fixes.
         limit: evaluate the first N rows only (smoke; the result is 'limited').
         label: case label (default :func:`default_label`).
         engine_factory: ``callable(model, engine_settings, offload) -> Engine``; default :class:`VllmEngine`.
         protocol: registered protocol name (``results_schema.protocols``); default ``qwen-chat-v1``.
-        tokenizer_loader: ``callable(model) -> tokenizer`` that renders the prompts; default
-            :func:`auto_tokenizer` (what vLLM loads: ``transformers.AutoTokenizer``).
+        tokenizer_loader: ``callable(model) -> tokenizer`` for the prompts; default :func:`auto_tokenizer`.
 
     Returns:
         The validated results, one per dataset (also written to disk and printed).
@@ -200,8 +197,8 @@ def run_cases(
     specs = {entry.task: protocol_spec(protocol, entry.task) for entry, _, _ in loaded}
     case = _Case(model=model, manifest=manifest, implementation=implementation, offload=offload, label=label,
                  limit=limit, engine_settings=_one_engine(specs, engine_settings, protocol))
-    prepared = _prepare(case, loaded, specs, Path(out_dir).resolve(), list(datasets),
-                        (tokenizer_loader or auto_tokenizer)(case.model))
+    tokenizer = (tokenizer_loader or auto_tokenizer)(case.model)
+    prepared = _prepare(case, loaded, specs, Path(out_dir).resolve(), list(datasets), tokenizer)
     t0 = time.perf_counter()
     engine = (engine_factory or VllmEngine)(model, case.engine_settings, offload)
     load_seconds = time.perf_counter() - t0
