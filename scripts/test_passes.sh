@@ -49,6 +49,7 @@ trap 'exit 143' TERM
 exclusive_pid=$!
 wait "$exclusive_pid"
 exclusive=$?
+exclusive_pid=""  # reaped: its pid may be reused; stop_jobs must not signal it
 
 echo "== 2/3 lint, the engine-free tests and the real-engine tests at once" \
      "(lint and engine-free output: printed when they end; logs in $logs)"
@@ -61,10 +62,13 @@ free_pid=$!
 engine_pid=$!
 wait "$engine_pid"
 engine=$?
+engine_pid=""
 wait "$free_pid"
 free=$?
+free_pid=""
 wait "$lint_pid"
 lint=$?
+lint_pid=""
 trap - EXIT INT TERM
 
 echo "== the engine-free tests (ran beside the real-engine tests above)"

@@ -23,6 +23,7 @@ from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP,
 from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
+from runners.planning.plan import BENCH_KINDS
 
 if TYPE_CHECKING:
     from runners.orchestration.host_measures import CopyBenchRun
@@ -47,14 +48,15 @@ class Findings:
 
 def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun) -> None:
-    """CPU runs with offload cases that measure throughput: plain copy bandwidth (``runners.orchestration.copy_bench``)
-    for the report's transfer-model fit, measured in the environment of the first such case's runtime (a phase
-    may set its own: thread count); ``run_copy_bench``: the bench
+    """CPU runs with offload cases of a bench kind (``runners.planning.plan.BENCH_KINDS``: the cases whose
+    ``BenchRecord`` the report's transfer-model fit reads): plain copy bandwidth
+    (``runners.orchestration.copy_bench``) for that fit, measured in the environment of the first such case's
+    runtime (a phase may set its own: thread count); ``run_copy_bench``: the bench
     (``runners.orchestration.host_measures.HostMeasures.run_copy_bench``).
 
-    Accuracy cases are left out: they record no throughput, so no fit uses the bench, and their model
-    (``accuracy_model``) is not the run's model whose layer shapes the bench copies."""
-    offload = [sc for sc in items if sc.case.offload_requested and sc.case.kind != "accuracy"]
+    Accuracy and serving cases are left out: no fit reads them, and an accuracy phase's model
+    (``accuracy_model``) is not the run's model, whose layer shapes the bench copies."""
+    offload = [sc for sc in items if sc.case.offload_requested and sc.case.kind in BENCH_KINDS]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:
         return

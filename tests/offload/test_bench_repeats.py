@@ -64,7 +64,7 @@ def test_a_record_whose_counts_disagree_is_refused() -> None:
 
 @pytest.mark.heavy  # measured 0.9 s in the fast tier (its budget is 2 minutes)
 # exclusive: a reading is used only when its copy and onload timings agree within 10x; with the engine tests
-# beside it on 2 cores every reading was flagged once (CI, stop 34), so it runs alone
+# beside it on 2 cores every reading was flagged once (CI of stop 34, main at 97cb4bc), so it runs alone
 @pytest.mark.exclusive
 def test_the_bench_prints_every_reading_and_the_median(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--hidden", "64", "--intermediate", "128", "--layers", "4", "--forwards", "5", "--repeats", "3"]) == 0

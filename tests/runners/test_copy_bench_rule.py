@@ -1,5 +1,6 @@
 """Which runs measure the copy bench (``runners.orchestration.close.copy_bench``), on the real plans of composed
-configs: a CPU run with offload cases that record throughput does, in the first such case's runtime environment;
+configs: a CPU run with offload cases that record throughput (``BENCH_KINDS``) does, in the first such case's
+runtime environment;
 an accuracy-only run does not (no throughput is fitted, and its accuracy model is not the run's model, whose
 layer shapes the bench would copy)."""
 
@@ -23,6 +24,7 @@ class _Console:
 
 def _measured(*overrides: str) -> tuple[list[dict[str, Any]], list[str]]:
     cfg = compose_cfg(*overrides)
+    assert cfg.runtime.env["OMP_NUM_THREADS"] == "2"  # the run's own runtime: never the one measured below
     calls: list[dict[str, Any]] = []
 
     def bench(run_dir: Path, model_dir: Path, env: Any, cwd: Path) -> dict | None:
@@ -34,8 +36,13 @@ def _measured(*overrides: str) -> tuple[list[dict[str, Any]], list[str]]:
     return calls, console.lines
 
 
-def test_a_cpu_run_with_throughput_offload_cases_measures_in_their_runtime_environment() -> None:
-    calls, lines = _measured("phases.same_runtime.points=[{g: 4, n: 1}]", '++runtime.env.OMP_NUM_THREADS="1"')
+def test_a_cpu_run_measures_in_the_runtime_of_its_first_throughput_offload_case() -> None:
+    """The accuracy phase runs first with its own runtime (3 threads), the throughput phase with its own (1 thread),
+    the run's runtime has 2: the bench takes the throughput case's environment, neither of the others."""
+    calls, lines = _measured("phases.same_runtime.points=[{g: 4, n: 1}]", "+runtime@phases.same_runtime.runtime=cpu",
+                             '++phases.same_runtime.runtime.env.OMP_NUM_THREADS="1"',
+                             "+matrix@phases.accuracy=accuracy_tiny", "phases.accuracy.order=-1",
+                             "+runtime@phases.accuracy.runtime=cpu", '++phases.accuracy.runtime.env.OMP_NUM_THREADS="3"')
     (call,) = calls
     assert call["model_dir"] == Path("/models/run-model")
     assert call["env"]["OMP_NUM_THREADS"] == "1" and call["env"]["HOME"] == "/h"

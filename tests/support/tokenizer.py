@@ -4,7 +4,7 @@
 accuracy case and fake server process, which load no engine and need no torch. Every model the tests
 generate is a Qwen2 (``config.json`` ``model_type``), for which ``AutoTokenizer`` returns
 ``transformers.Qwen2Tokenizer``; :func:`qwen2_tokenizer` loads that class directly.
-``tests/support/test_tokenizer.py`` checks, on each model, that it is the class ``AutoTokenizer`` returns
+``tests/accuracy/test_tokenizer_stand_in.py`` checks, on each model, that it is the class ``AutoTokenizer`` returns
 and that both render the same prompt text and token ids.
 """
 

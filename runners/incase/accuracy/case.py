@@ -45,7 +45,7 @@ from results_schema.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_
 from runners.incase.accuracy.datasets import load_dataset
 from runners.incase.accuracy.engine import Generation, VllmEngine
 
-__all__ = ["CaseError", "run_case", "run_cases", "summary_line"]
+__all__ = ["CaseError", "auto_tokenizer", "run_case", "run_cases", "summary_line"]
 from runners.incase.accuracy.protocol import render_prompt, render_row, score
 
 IMPL_ENV = "OFFLOAD_IMPL"
