@@ -29,6 +29,9 @@ _KV_TOKENS = re.compile(r"(?:GPU|CPU|NPU|XPU)?\s*KV cache size:\s*" + _NUM + r"\
 _CONCURRENCY = re.compile(r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:\s*" + _NUM + r"\s*x")
 _EXC_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+[\d-]+\s+[\d:]+\s+\[[^\]]*\]\s*)?"
                        r"((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
+"""The ``[rank0]: `` prefix torch.distributed puts before each line of an uncaught exception's traceback in
+a rank process (vLLM's engine in the case process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``)."""
 
 
 def _num(text: str) -> float:
@@ -81,7 +84,8 @@ def root_cause(log_text: str) -> tuple[str | None, str | None]:
 
     vLLM V1 prints the engine-core child's traceback (e.g. upstream's
     ``AssertionError``) before the parent's ``RuntimeError: Engine core initialization
-    failed``, so the first traceback's exception is the root cause.
+    failed``, so the first traceback's exception is the root cause. A ``[rank0]: `` line prefix
+    (the engine in the case process) is read past.
 
     Returns:
         ``(error_type, message)``; ``(None, None)`` when the log names no exception.
@@ -89,7 +93,8 @@ def root_cause(log_text: str) -> tuple[str | None, str | None]:
     lines = log_text.splitlines()
     in_tb = False
     found: list[tuple[str, str]] = []
-    for line in lines:
+    for raw in lines:
+        line = _RANK_PREFIX.sub("", raw)
         stripped = line.strip()
         if "Traceback (most recent call last):" in line:
             in_tb = True

@@ -42,6 +42,19 @@ def test_root_cause_is_the_child_assertion_not_the_parent_runtime_error() -> Non
     assert root_cause(log) == ("AssertionError", "Module parameters should not already be on CPU")
 
 
+def test_root_cause_read_past_the_rank_prefix_of_an_engine_in_the_case_process() -> None:
+    # VLLM_ENABLE_V1_MULTIPROCESSING=0: upstream's assertion from the case process itself (this machine's log)
+    log = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/v/vllm/model_executor/offloader/prefetch.py", line 429, in __init__',
+        '[rank0]:     assert self.device != torch.device("cpu"), (',
+        "[rank0]:            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "[rank0]: AssertionError: Module parameters should not already be on CPU (offloader handles CPU placement)",
+    ])
+    assert root_cause(log) == ("AssertionError",
+                               "Module parameters should not already be on CPU (offloader handles CPU placement)")
+
+
 def test_root_cause_of_plain_error_line() -> None:
     assert root_cause("ValueError: offload_num_in_group (3) must be <= offload_group_size (2)\n") == (
         "ValueError", "offload_num_in_group (3) must be <= offload_group_size (2)")
