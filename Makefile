@@ -7,6 +7,12 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install run test test-fast lint test-full bench clean-venv
 
+# Let Python cache bytecode (__pycache__, gitignored; the recorded code hashes skip it) even where the
+# environment sets PYTHONDONTWRITEBYTECODE (this machine does): otherwise every process compiles every
+# module it imports, and pytest rewrites every test module's asserts again in each session. Measured
+# here: importing the runner 1.72 -> 0.48 CPU-s, collecting the suite 15.0 -> 11.3 CPU-s per pytest process.
+export PYTHONDONTWRITEBYTECODE :=
+
 install: $(STAMP)
 
 # scripts/install_env.py: torch first (the CPU build lies on disk), then the project with the vLLM CPU
