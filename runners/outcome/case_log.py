@@ -29,7 +29,7 @@ _KV_TOKENS = re.compile(r"(?:GPU|CPU|NPU|XPU)?\s*KV cache size:\s*" + _NUM + r"\
 _CONCURRENCY = re.compile(r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:\s*" + _NUM + r"\s*x")
 _EXC_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+[\d-]+\s+[\d:]+\s+\[[^\]]*\]\s*)?"
                        r"((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
+_RANK_PREFIX = re.compile(r"^(\([^)]*\)\s*)?\[rank\d+\]:\s?")
 """The ``[rank0]: `` prefix torch.distributed puts before each line of an uncaught exception's traceback in
 a rank process (vLLM's engine in the case process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``)."""
 
@@ -94,7 +94,7 @@ def root_cause(log_text: str) -> tuple[str | None, str | None]:
     in_tb = False
     found: list[tuple[str, str]] = []
     for raw in lines:
-        line = _RANK_PREFIX.sub("", raw)
+        line = _RANK_PREFIX.sub(r"\1", raw)  # keeps a "(EngineCore pid=N) " process prefix
         stripped = line.strip()
         if "Traceback (most recent call last):" in line:
             in_tb = True

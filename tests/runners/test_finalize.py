@@ -53,6 +53,7 @@ def test_root_cause_read_past_the_rank_prefix_of_an_engine_in_the_case_process()
     ])
     assert root_cause(log) == ("AssertionError",
                                "Module parameters should not already be on CPU (offloader handles CPU placement)")
+    assert root_cause("(EngineCore_DP0 pid=1) [rank0]: AssertionError: boom\n") == ("AssertionError", "boom")
 
 
 def test_root_cause_of_plain_error_line() -> None:
