@@ -1,7 +1,9 @@
 """The real main job: ``python -m runners.matrix`` with real vLLM processes (reduced matrix).
 
 One run of the ``official_cpu`` experiment on the tiny model: baseline, current (4,1)
-and official (4,1). Checks the acceptance of the main job: evidence selected layers
+and official (4,1), the engine core in each case process (``ENGINE_IN_CASE_PROCESS``: the child
+layout of runtime ``cpu``, and the evidence its engine-core child publishes, are asserted by
+``tests/runners/test_processes.py::test_sigkill_of_the_runner_during_a_real_vllm_case``). Checks the acceptance of the main job: evidence selected layers
 equal the selection rule, wrapped count > 0, offloaded bytes equal the selected layers'
 parameter bytes, generated token digests equal the baseline's, the upstream offloader's
 CPU assertion becomes one failure record while the rest completes, and the analysis
@@ -21,7 +23,7 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RuntimeEvidence
-from tests.runners.helpers import ONE_GEMM_THREAD
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
@@ -31,7 +33,7 @@ TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of
 def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "runners.matrix", "+experiment=official_cpu", f"results_root={tmp_path}",
-         "run_id=e2e", "progress=false", ONE_GEMM_THREAD],
+         "run_id=e2e", "progress=false", ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
     )
     out = proc.stdout + proc.stderr
@@ -59,7 +61,7 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
         assert rec.rss_before_load_bytes is not None and rec.rss_after_load_bytes is not None
         assert rec.rss_before_load_bytes < rec.rss_after_load_bytes <= rec.rss_peak_load_bytes <= rec.peak_rss_bytes
         assert rec.device_memory_peak_load_bytes is None and rec.device_memory_error is None
-    _evidence_hook_published_once_from_the_engine_core(run_dir, base, cur)
+    _evidence_hook_published_once_from_the_engine(run_dir, base, cur)
     (failure,) = read_jsonl(run_dir / "same_runtime-failures.jsonl", CaseFailure)
     assert failure.label == "official_g4_n1" and failure.error_type == "AssertionError"
     assert "should not already be on CPU" in failure.error_message
@@ -88,16 +90,17 @@ def _evidence_lines(log: str) -> list[str]:
     return [ln.split(" ", 1)[1] for ln in log.splitlines() if ln.startswith("OFFLOAD_EVIDENCE ")]
 
 
-def _evidence_hook_published_once_from_the_engine_core(run_dir: Path, base: CaseRun, cur: CaseRun) -> None:
+def _evidence_hook_published_once_from_the_engine(run_dir: Path, base: CaseRun, cur: CaseRun) -> None:
     """The evidence hook (``runners/evidence_hook`` on the case's PYTHONPATH) in a real vLLM engine: one
-    ``OFFLOAD_EVIDENCE`` line per case, equal to the sidecar, printed by the engine-core child that loaded
-    the model (not the bench process), with the implementation and layers the case asked for."""
+    ``OFFLOAD_EVIDENCE`` line per case, equal to the sidecar, printed by the process that loaded the model
+    (here the bench process itself: the engine core runs in it), with the implementation and layers the
+    case asked for."""
     for r, impl in ((base, "baseline"), (cur, "current")):
         lines = _evidence_lines((run_dir / r.log_path).read_text())
         assert len(lines) == 1 and lines[0] == (run_dir / r.evidence_path).read_text().strip(), lines
         ev = RuntimeEvidence.model_validate_json(lines[0])
         assert ev == r.evidence and ev.implementation == impl
-        assert ev.pid != r.record.pid  # the engine core runs in a child of the bench process
+        assert ev.pid == r.record.pid  # ENGINE_IN_CASE_PROCESS: the engine core runs in the bench process
     assert base.evidence.offloader_class.endswith("NoopOffloader") and base.evidence.num_layers == 8
     assert cur.evidence.offloader_class == "offload.prefetch.CurrentPrefetchOffloader"
     assert cur.evidence.post_init_called

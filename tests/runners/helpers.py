@@ -25,9 +25,10 @@ ENGINE_IN_CASE_PROCESS = '+runtime.env.VLLM_ENABLE_V1_MULTIPROCESSING="0"'
 """Override for real-vLLM tests whose claims do not concern the engine's process layout: vLLM's engine
 core runs in the case process, as in the embedded default's runtime (``conf/runtime/cpu_measure.yaml``),
 instead of in a child that spawns its own worker (two fewer interpreters importing torch and vLLM, about
-20 s less per case on 2 cores). The child layout stays under test in ``tests/e2e/test_main_job.py``
-(evidence published by the engine-core child), ``tests/e2e/test_serving_kill.py``
-and ``tests/runners/test_processes.py``."""
+20 s less per case on 2 cores). The child layout stays under test in ``tests/e2e/test_serving_kill.py``
+(the API server's engine-core child) and
+``tests/runners/test_processes.py::test_sigkill_of_the_runner_during_a_real_vllm_case`` (the bench's
+engine-core child ends with a killed runner; on resume it publishes the case's evidence)."""
 
 
 ONE_GEMM_THREAD = '++runtime.env.OMP_NUM_THREADS="1"'

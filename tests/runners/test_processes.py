@@ -16,7 +16,7 @@ import pytest
 
 from results_schema.io import read_jsonl
 from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.models import CaseRun, RuntimeEvidence
 from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases
 from runners.incase.process_group import run_case_process
 from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, fake_overrides, run_fake
@@ -209,15 +209,30 @@ def test_recorded_case_is_ended_and_its_pid_file_removed(tmp_path: Path, marker:
     assert p.wait(timeout=5) in (-signal.SIGKILL, 0) and not psutil.pid_exists(p.pid) and not rec.exists()
 
 
+def _evidence_published_once_by_the_engine_core_child(run_dir: Path, run: CaseRun) -> None:
+    lines = [ln.split(" ", 1)[1] for ln in (run_dir / run.log_path).read_text().splitlines()
+             if ln.startswith("OFFLOAD_EVIDENCE ")]
+    assert len(lines) == 1 and lines[0] == (run_dir / run.evidence_path).read_text().strip(), lines
+    ev = RuntimeEvidence.model_validate_json(lines[0])
+    assert ev == run.evidence and ev.implementation == "baseline" and ev.num_layers == 8
+    assert ev.offloader_class.endswith("NoopOffloader") and ev.wrapped_count == 0 and ev.offloaded_bytes == 0
+    assert ev.pid != run.record.pid  # the engine core runs in a child of the bench process
+
+
 @pytest.mark.slow
 def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: str) -> None:
     """Real vLLM (CPU): bench process, EngineCore and resource tracker all die with a SIGKILLed runner.
+
+    The resumed run completes the baseline in runtime ``cpu``'s child layout: the evidence hook
+    publishes exactly one ``OFFLOAD_EVIDENCE`` line, equal to the sidecar, from the engine-core child
+    that loaded the model (not the bench process).
 
     The baseline-only run also carries a short credential (``TORCH_FOO=ghp_abcdefSECRET7``): the real
     engine's log, the manifest and every other file of the run hold it nowhere.
     """
     base = [*TINY_DEFAULT, f"results_root={tmp_path}", "run_id=real", "analyze=false", "progress=false",
-            "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300", ONE_GEMM_THREAD]  # engine core in a child
+            "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300", "workload.min_measured_s=0",
+            ONE_GEMM_THREAD]  # engine core in a child
     env = dict(os.environ, TORCH_FOO="ghp_abcdefSECRET7")
     runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -240,7 +255,9 @@ def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: s
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "run lock: took over" in resumed.stdout  # the killed runner's lock
-    assert [r.record.label for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)] == ["baseline"]
+    (run,) = read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)
+    assert run.record.label == "baseline"
+    _evidence_published_once_by_the_engine_core_child(run_dir, run)
     assert _wait_none(marker, 5.0) == []
     assert "# env: TORCH_FOO=<redacted" in (run_dir / "logs" / "same_runtime" / "baseline-r0.log").read_text()
     leaks = [p for p in run_dir.rglob("*") if p.is_file() and b"abcdefSECRET7" in p.read_bytes()]
