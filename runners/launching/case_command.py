@@ -105,27 +105,71 @@ MODEL_INFO_DIR = "modelinfos"
 ``model_executor/models/registry.py``: ``_LazyRegisteredModel._get_cache_dir``)."""
 
 
-def share_model_info_cache(run_dir: Path, implementation: str) -> Path:
+HOST_MODEL_INFO_CACHE = REPO_ROOT / ".cache" / f"vllm-{MODEL_INFO_DIR}"
+"""This checkout's copy of vLLM's model-info answers, kept across runs (``.cache/`` is git-ignored, beside the
+generated models): a run's shared ``modelinfos`` starts from it and hands new answers back to it."""
+
+
+def share_model_info_cache(run_dir: Path, implementation: str, host_cache: Path | None = None) -> Path:
     """Make ``<run>/cache/vllm/<implementation>/modelinfos`` a link to ``<run>/cache/vllm-modelinfos``.
 
     vLLM inspects the model class (``Qwen2ForCausalLM``: text generation? pooling? ...) in a fresh
     interpreter that imports vLLM, unless ``VLLM_CACHE_ROOT/modelinfos`` holds the answer for the
-    current bytes of the class's source file (vLLM checks a hash of them). That answer depends on
-    the installed vLLM only, never on the offloader, so the implementations of a run, whose
-    ``VLLM_CACHE_ROOT`` differ (compile caches stay apart), share it: the first case of the run
-    pays the inspection (about 10 CPU-s and 20 s on the 2-core machine), not the first of each
-    implementation. Idempotent; an existing directory in place of the link is left as it is.
+    current bytes of the class's source file (vLLM checks a hash of them and ignores a stale or
+    unreadable file). That answer depends on the installed vLLM only, never on the offloader, so the
+    implementations of a run, whose ``VLLM_CACHE_ROOT`` differ (compile caches stay apart), share it.
+    When the run's directory is created and ``host_cache`` is given, it starts with the ``*.json``
+    answers found there (:func:`publish_model_infos` fills it): then no case pays the inspection
+    (about 10 CPU-s and 20 s on the 2-core machine); otherwise the run's first case does. Idempotent;
+    an existing directory in place of the link is left as it is.
 
     Returns:
         The shared directory (created).
     """
     shared = run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}"
-    shared.mkdir(parents=True, exist_ok=True)
+    if not shared.is_dir():
+        shared.mkdir(parents=True, exist_ok=True)
+        if host_cache is not None:
+            try:
+                _copy_json_files(host_cache, shared)
+            except OSError:  # a cache problem never stops a run: the first case then inspects the class
+                pass
     link = vllm_cache_root(run_dir, implementation) / MODEL_INFO_DIR
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink() and not link.exists():  # relative: the run directory may move
         link.symlink_to(os.path.relpath(shared, link.parent), target_is_directory=True)
     return shared
+
+
+def publish_model_infos(run_dir: Path, host_cache: Path) -> list[str]:
+    """Copy the run's model-info answers (``<run>/cache/vllm-modelinfos/*.json``) that ``host_cache`` lacks
+    or holds with other bytes into it, each by an atomic rename (a runner reading it at the same time sees
+    the old file or the new one). A cache problem never fails a run: ``OSError`` is swallowed.
+
+    Returns:
+        The names of the files copied.
+    """
+    try:
+        return _copy_json_files(run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}", host_cache)
+    except OSError:
+        return []
+
+
+def _copy_json_files(src: Path, dst: Path) -> list[str]:
+    if not src.is_dir():
+        return []
+    copied = []
+    for f in sorted(src.glob("*.json")):
+        data = f.read_bytes()
+        target = dst / f.name
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        dst.mkdir(parents=True, exist_ok=True)
+        tmp = dst / f".{f.name}.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        copied.append(f.name)
+    return copied
 
 
 def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Mapping[str, str]) -> dict[str, str]:

@@ -241,23 +241,26 @@ def _on_done_impl(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome:
 
 def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome) -> bool:
     """Executor callback: finalise one case, append its line, print progress; False stops a formal run."""
+    from runners.launching.case_command import HOST_MODEL_INFO_CACHE, publish_model_infos
+
     t0 = time.monotonic()
     try:
         return _on_done_impl(state, sc, spec, outcome)
     finally:
+        publish_model_infos(state.run_dir, HOST_MODEL_INFO_CACHE)
         state.finalize_s += time.monotonic() - t0
 
 
 def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.launching.executor_base import LaunchSpec
-    from runners.launching.case_command import case_argv, case_env, share_model_info_cache
+    from runners.launching.case_command import HOST_MODEL_INFO_CACHE, case_argv, case_env, share_model_info_cache
 
     run_dir, phase = state.run_dir, sc.case.phase
     paths = CasePaths.of(run_dir, phase, sc.stem)
     for p in (paths.log, paths.evidence, paths.record):
         p.parent.mkdir(parents=True, exist_ok=True)
-    share_model_info_cache(run_dir, sc.case.implementation)
+    share_model_info_cache(run_dir, sc.case.implementation, HOST_MODEL_INFO_CACHE)
     rt = sc.case.runtime
     python = str(rt.python or state.python)
     argv: Sequence[str]

@@ -22,7 +22,7 @@ import pytest
 from results_schema.base import Device
 from conf.schema_stack import RuntimeConfig
 from offload.gpu_compare import engine_cache_root
-from runners.launching.case_command import MODEL_INFO_DIR, case_env, share_model_info_cache
+from runners.launching.case_command import MODEL_INFO_DIR, case_env, publish_model_infos, share_model_info_cache
 from runners.paths import CasePaths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,6 +96,28 @@ def test_the_implementations_of_a_run_share_only_the_model_info_cache(tmp_path):
     (tmp_path / "cache" / "vllm" / "sync" / MODEL_INFO_DIR).mkdir(parents=True)  # a directory there is kept
     share_model_info_cache(tmp_path, "sync")
     assert not (tmp_path / "cache" / "vllm" / "sync" / MODEL_INFO_DIR).is_symlink()
+
+
+def test_a_new_run_starts_from_the_host_model_infos_and_hands_new_ones_back(tmp_path):
+    """``host_cache``: a run's shared directory, when created, holds the host's ``*.json`` answers (an existing
+    one is not refilled); ``publish_model_infos`` copies the run's new or changed answers back, nothing else."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "a.json").write_text('{"hash": "1"}')
+    (host / "notes.txt").write_text("not an answer")
+    shared = share_model_info_cache(tmp_path / "run1", "current", host)
+    assert sorted(p.name for p in shared.iterdir()) == ["a.json"] and (shared / "a.json").read_text() == '{"hash": "1"}'
+    (host / "b.json").write_text('{"hash": "2"}')
+    assert share_model_info_cache(tmp_path / "run1", "official", host) == shared  # created once, seeded once
+    assert sorted(p.name for p in shared.iterdir()) == ["a.json"]
+    assert publish_model_infos(tmp_path / "run1", host) == []  # the host holds the same bytes
+    (shared / "a.json").write_text('{"hash": "3"}')  # vLLM re-inspected (a stale answer) and saved a new one
+    (shared / "c.json").write_text('{"hash": "4"}')
+    assert publish_model_infos(tmp_path / "run1", host) == ["a.json", "c.json"]
+    assert {p.name: p.read_text() for p in host.iterdir()} == {
+        "a.json": '{"hash": "3"}', "b.json": '{"hash": "2"}', "c.json": '{"hash": "4"}', "notes.txt": "not an answer"}
+    assert publish_model_infos(tmp_path / "no-run", host) == []  # a run without the directory copies nothing
+    assert share_model_info_cache(tmp_path / "run2", "current", tmp_path / "missing").is_dir()  # no host cache yet
 
 
 @pytest.mark.heavy  # vLLM's Qwen2 model class imported in a child process (about 10 s CPU)
