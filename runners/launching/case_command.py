@@ -14,6 +14,7 @@ prefixes (``runners.identity.runtimes.wrap_prefix``), serving cases (``runners.p
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -165,9 +166,12 @@ def _copy_json_files(src: Path, dst: Path) -> list[str]:
         if target.is_file() and target.read_bytes() == data:
             continue
         dst.mkdir(parents=True, exist_ok=True)
-        tmp = dst / f".{f.name}.{os.getpid()}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        tmp = dst / f".{f.name}.{os.getpid()}.{threading.get_ident()}.tmp"  # one writer per name
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
         copied.append(f.name)
     return copied
 
