@@ -106,6 +106,11 @@ MODEL_INFO_DIR = "modelinfos"
 ``model_executor/models/registry.py``: ``_LazyRegisteredModel._get_cache_dir``)."""
 
 
+def run_model_info_dir(run_dir: Path) -> Path:
+    """``<run>/cache/vllm-modelinfos``: the model-info answers every implementation of the run shares."""
+    return run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}"
+
+
 HOST_MODEL_INFO_CACHE = REPO_ROOT / ".cache" / f"vllm-{MODEL_INFO_DIR}"
 """This checkout's copy of vLLM's model-info answers, kept across runs (``.cache/`` is git-ignored, beside the
 generated models): a run's shared ``modelinfos`` starts from it and hands new answers back to it."""
@@ -127,7 +132,7 @@ def share_model_info_cache(run_dir: Path, implementation: str, host_cache: Path 
     Returns:
         The shared directory (created).
     """
-    shared = run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}"
+    shared = run_model_info_dir(run_dir)
     if not shared.is_dir():
         shared.mkdir(parents=True, exist_ok=True)
         if host_cache is not None:
@@ -151,7 +156,7 @@ def publish_model_infos(run_dir: Path, host_cache: Path) -> list[str]:
         The names of the files copied.
     """
     try:
-        return _copy_json_files(run_dir / "cache" / f"vllm-{MODEL_INFO_DIR}", host_cache)
+        return _copy_json_files(run_model_info_dir(run_dir), host_cache)
     except OSError:
         return []
 

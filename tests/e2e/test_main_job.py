@@ -3,11 +3,11 @@
 One run of the ``official_cpu`` experiment on the tiny model: baseline, current (4,1)
 and official (4,1), the engine core in each case process (``ENGINE_IN_CASE_PROCESS``: the child
 layout of runtime ``cpu``, and the evidence its engine-core child publishes, are asserted by
-``tests/runners/test_processes.py::test_sigkill_of_the_runner_during_a_real_vllm_case``). Checks the acceptance of the main job: evidence selected layers
-equal the selection rule, wrapped count > 0, offloaded bytes equal the selected layers'
-parameter bytes, generated token digests equal the baseline's, the upstream offloader's
-CPU assertion becomes one failure record while the rest completes, and the analysis
-table is printed.
+``tests/runners/test_processes.py::test_sigkill_of_the_runner_during_a_real_vllm_case``).
+Checks the acceptance of the main job: evidence selected layers equal the selection rule,
+wrapped count > 0, offloaded bytes equal the selected layers' parameter bytes, generated token
+digests equal the baseline's, the upstream offloader's CPU assertion becomes one failure record
+while the rest completes, and the analysis table is printed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.manifest import EnvironmentManifest
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RuntimeEvidence
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
+from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, evidence_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 8-layer default, bf16
@@ -69,7 +69,7 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     # the upstream offloader's assertion on CPU publishes no evidence (no line, no sidecar)
     official_log = (run_dir / failure.log_path).read_text()
     assert "Module parameters should not already be on CPU" in official_log
-    assert _evidence_lines(official_log) == []
+    assert evidence_lines(official_log) == []
     assert not (run_dir / "evidence" / "same_runtime" / "official_g4_n1-r0.json").exists()
     assert "│ current_g4_n1 " in out or "| current_g4_n1 " in out  # the rich decision table (ASCII without UTF-8)
     assert (run_dir / "summary" / "report.html").is_file()
@@ -86,17 +86,13 @@ def test_main_job_runs_real_vllm_cases_end_to_end(tmp_path: Path, tiny_model_dir
     assert (run_dir / "SHA256SUMS").is_file() and (run_dir / "summary").is_dir()
 
 
-def _evidence_lines(log: str) -> list[str]:
-    return [ln.split(" ", 1)[1] for ln in log.splitlines() if ln.startswith("OFFLOAD_EVIDENCE ")]
-
-
 def _evidence_hook_published_once_from_the_engine(run_dir: Path, base: CaseRun, cur: CaseRun) -> None:
     """The evidence hook (``runners/evidence_hook`` on the case's PYTHONPATH) in a real vLLM engine: one
     ``OFFLOAD_EVIDENCE`` line per case, equal to the sidecar, printed by the process that loaded the model
     (here the bench process itself: the engine core runs in it), with the implementation and layers the
     case asked for."""
     for r, impl in ((base, "baseline"), (cur, "current")):
-        lines = _evidence_lines((run_dir / r.log_path).read_text())
+        lines = evidence_lines((run_dir / r.log_path).read_text())
         assert len(lines) == 1 and lines[0] == (run_dir / r.evidence_path).read_text().strip(), lines
         ev = RuntimeEvidence.model_validate_json(lines[0])
         assert ev == r.evidence and ev.implementation == impl

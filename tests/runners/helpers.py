@@ -41,6 +41,11 @@ model, both fixtures) took 45.3 s and 81 CPU-s with two threads each, 23.5 s and
 20.0 s with one. The two-thread layout stays in ``make run`` and ``+experiment=smoke``."""
 
 
+def evidence_lines(log: str) -> list[str]:
+    """The JSON of every ``OFFLOAD_EVIDENCE`` line that starts a line of a case log (the evidence hook prints it so)."""
+    return [ln.split(" ", 1)[1] for ln in log.splitlines() if ln.startswith("OFFLOAD_EVIDENCE ")]
+
+
 def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
     """``overrides`` with ``TINY_DEFAULT`` first when they select no experiment and no model / default matrix."""
     ov = list(overrides)

@@ -19,7 +19,7 @@ from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RuntimeEvidence
 from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases
 from runners.incase.process_group import run_case_process
-from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, fake_overrides, run_fake
+from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, evidence_lines, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -210,8 +210,7 @@ def test_recorded_case_is_ended_and_its_pid_file_removed(tmp_path: Path, marker:
 
 
 def _evidence_published_once_by_the_engine_core_child(run_dir: Path, run: CaseRun) -> None:
-    lines = [ln.split(" ", 1)[1] for ln in (run_dir / run.log_path).read_text().splitlines()
-             if ln.startswith("OFFLOAD_EVIDENCE ")]
+    lines = evidence_lines((run_dir / run.log_path).read_text())
     assert len(lines) == 1 and lines[0] == (run_dir / run.evidence_path).read_text().strip(), lines
     ev = RuntimeEvidence.model_validate_json(lines[0])
     assert ev == run.evidence and ev.implementation == "baseline" and ev.num_layers == 8

@@ -23,8 +23,9 @@ def test_ray_executor_runs_each_case_as_a_task_in_a_fresh_process(tmp_path: Path
     environment (here one where nothing listens) is not joined."""
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     overrides = [f"results_root={tmp_path}", "run_id=ray", "executor=ray", "executor.ray.head_num_cpus=2",
-                 "executor.ray.num_cpus_per_case=1", "phases.same_runtime.points=[{g: 4, n: 1}]", "workload.min_measured_s=0",
-                 "analyze=false", "progress=false", ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD]
+                 "executor.ray.num_cpus_per_case=1", "phases.same_runtime.points=[{g: 4, n: 1}]",
+                 "workload.min_measured_s=0", "analyze=false", "progress=false",
+                 ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD]
     assert run_matrix(compose_cfg(*overrides), overrides) == 0
     run_dir = tmp_path / "default" / "ray"
     runs = read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)
