@@ -37,10 +37,11 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_layout.py
 
-# scripts/test_passes.sh: the `exclusive` tests alone, then lint, the engine-free tests (TEST_WORKERS
-# pytest-xdist processes: 3 on 2 cores, the fake-engine runner matrices spend much of their time waiting on
-# processes) and the `slow` / `engine` tests (ENGINE_WORKERS processes: at most two vLLM engines at once) all
-# at the same time, then the fixture check; the script's last line names each part's result (docs/test-suite.md).
+# scripts/test_passes.sh: the `exclusive` tests alone among the tests with lint starting beside them, then,
+# lint going on, the engine-free tests (TEST_WORKERS pytest-xdist processes: 3 on 2 cores, the fake-engine
+# runner matrices spend much of their time waiting on processes) and the `slow` / `engine` tests
+# (ENGINE_WORKERS processes: at most two vLLM engines at once) at the same time, then the fixture check; the
+# script's last line names each part's result (docs/test-suite.md).
 TEST_WORKERS ?= 3
 ENGINE_WORKERS ?= 2
 test: $(STAMP)

@@ -56,17 +56,17 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from offload.crossing import Crossing
 from offload.gpu_check_modes import STEP_SYNCS, emulate_precision_casts, measure_h2d_bandwidth, run_mode
-from offload.prefetch import CurrentPrefetchOffloader
 from offload.selection import select_offload_layers
 from offload.step_model import boundary, bound_step_s, simulate_step_s
 from offload.synthetic_stack import QWEN25_7B, QWEN25_7B_LAYER_BYTES_BF16, DecoderLayer, Shapes, Stack, build_reference
-from offload.upstream_protocol import UpstreamProtocolOffloader
+
+if TYPE_CHECKING:  # the offloaders are imported after the arguments are checked (_protocol_class)
+    from offload.prefetch import CurrentPrefetchOffloader
 
 __all__ = ["QWEN25_7B", "QWEN25_7B_LAYER_BYTES_BF16", "DecoderLayer", "Shapes", "Stack", "build_reference", "main",
            "measure_h2d_bandwidth", "run_check", "run_mode"]
@@ -75,7 +75,9 @@ __all__ = ["QWEN25_7B", "QWEN25_7B_LAYER_BYTES_BF16", "DecoderLayer", "Shapes", 
 DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4, 1), (2, 1), (4, 2))
 """The same_runtime matrix points (docs: conf/matrix)."""
 
-PROTOCOLS = {"current": CurrentPrefetchOffloader, "upstream": UpstreamProtocolOffloader}
+PROTOCOLS = ("current", "upstream")
+"""``--protocols`` choices: ``current`` = :class:`offload.prefetch.CurrentPrefetchOffloader`, ``upstream`` =
+:class:`offload.upstream_protocol.UpstreamProtocolOffloader` (:func:`_protocol_class`)."""
 GRAPH_GOAL_RATIO = 0.97
 EAGER_GOAL_RATIO = 0.95
 GOAL_MAX_GROUP = 4
@@ -111,8 +113,20 @@ def _baselines(args: argparse.Namespace, modes: list[str], ref_layers: list[Deco
     return base
 
 
+def _protocol_class(protocol: str) -> type[CurrentPrefetchOffloader]:
+    """The offloader class of ``protocol`` (one of :data:`PROTOCOLS`), imported on first use: the offloaders
+    subclass vLLM's ``BaseOffloader`` where vLLM is installed (:mod:`offload.base`), and importing vLLM costs
+    about 5 CPU-s here, which a bad argument should not pay before its one-line error."""
+    from offload.prefetch import CurrentPrefetchOffloader
+    from offload.upstream_protocol import UpstreamProtocolOffloader
+
+    return {"current": CurrentPrefetchOffloader, "upstream": UpstreamProtocolOffloader}[protocol]
+
+
 def _skip_one_owed_refill(off: CurrentPrefetchOffloader) -> None:
     """Negative control: the first refill owed after a replay is not issued (crossing protocol only)."""
+    from offload.crossing import Crossing
+
     p = off.protocol
     assert isinstance(p, Crossing)
     issue = p._issue_crossing
@@ -137,7 +151,7 @@ def _setup_point(args: argparse.Namespace, g: int, n: int, s: Shapes, ref_layers
                  protocol: str = "current") -> tuple[CurrentPrefetchOffloader, Stack]:
     """The offloader of ``protocol`` at point (G, N) over copies of the selected reference layers, and its stack."""
     sel = select_offload_layers(s.layers, g, n)
-    off = PROTOCOLS[protocol](g, n, args.prefetch_step)
+    off = _protocol_class(protocol)(g, n, args.prefetch_step)
     layers = off.wrap_modules(copy.deepcopy(ref_layers[i]) if i in sel else ref_layers[i] for i in range(s.layers))
     off.post_init()
     if args.negative_control:  # corrupt the host copy: the bitwise check must then fail
@@ -159,7 +173,7 @@ def _mode_record(args: argparse.Namespace, mode: str, g: int, n: int, off: Curre
                  async_replays=args.async_replays if mode == "graph" else 0)
     copy_s = ctx["layer_bytes"] / ctx["bw"]
     proto = off.evidence_state()["copy_protocol"]
-    skip = isinstance(off, CurrentPrefetchOffloader) and not isinstance(off, UpstreamProtocolOffloader)
+    skip = not isinstance(off, _protocol_class("upstream"))  # upstream copies a module onto itself too
     kw = boundary(proto, mode, args.step_sync) | {"skip_resident": skip}
     joined = kw["joined_boundary"]
     bound = bound_step_s(ctx["shapes"].layers, sel, base["step_s"], copy_s, args.prefetch_step, **kw)
@@ -297,7 +311,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=QWEN25_7B["layers"])
     ap.add_argument("--width-divisor", type=int, default=1, help="divide head_dim and intermediate (1 = 7B shapes)")
     ap.add_argument("--points", nargs="+", type=_point, default=list(DEFAULT_POINTS), help="G,N pairs")
-    ap.add_argument("--protocols", nargs="+", default=["current"], choices=tuple(PROTOCOLS),
+    ap.add_argument("--protocols", nargs="+", default=["current"], choices=PROTOCOLS,
                     help="offloaders to run side by side (ABBA order per point)")
     ap.add_argument("--step-sync", default="stream", choices=STEP_SYNCS,
                     help="end of a timed step: the compute stream's output (as vLLM) or the whole device")

@@ -3,13 +3,15 @@
 # cores stay busy. Either pass alone left about a third of them idle (the engine pass waits on
 # vLLM start-ups, the engine-free pass on its case processes and the disk).
 #
-#   1. the `exclusive` tests, alone (a test that kills a runner and checks what its own later run ends:
-#      any other runner's start would end those processes first; a test whose case must finish within
-#      a short case timeout; a timing that needs an unloaded machine);
-#   2. at the same time:
-#      - `make lint` (ruff, mypy, import contracts, layout), output to a log printed at the end;
+#   1. the `exclusive` tests, alone among the tests (a test that kills a runner and checks what its own
+#      later run ends: any other runner's start would end those processes first; a test whose case must
+#      finish within a short case timeout; a timing that needs an unloaded machine), while `make lint`
+#      (ruff, mypy, import contracts, layout; output to a log printed at the end) starts beside them at
+#      `nice` NICE: lint starts no runner and no case process, and the exclusive tests leave about one
+#      core idle (measured alone: 37 s wall, 21 CPU-s, most of it waiting on case timeouts);
+#   2. at the same time, lint going on:
 #      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end;
-#        these two at `nice` NICE (default 10): they take the CPU the engine tests leave (while an
+#        lint and these at `nice` NICE (default 10): they take the CPU the engine tests leave (while an
 #        engine test waits on start-up I/O), so the longest pass is slowed the least;
 #      - the real-engine tests (`slow or engine`) on ENGINE_WORKERS workers, output on the console:
 #        at most ENGINE_WORKERS vLLM engines at once, each with one GEMM thread
@@ -26,7 +28,7 @@ ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
-echo "== 1/3 tests that must run alone (-m exclusive)"
+echo "== 1/3 tests that must run alone (-m exclusive), lint starting beside them"
 lint_pid=""
 exclusive_pid=""
 free_pid=""
@@ -45,16 +47,16 @@ stop_jobs() {
 trap stop_jobs EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
+lint_pid=$!
 "$PY" -m pytest -q -m exclusive &
 exclusive_pid=$!
 wait "$exclusive_pid"
 exclusive=$?
 exclusive_pid=""  # reaped: its pid may be reused; stop_jobs must not signal it
 
-echo "== 2/3 lint, the engine-free tests and the real-engine tests at once" \
+echo "== 2/3 the engine-free tests and the real-engine tests at once, lint going on" \
      "(lint and engine-free output: printed when they end; logs in $logs)"
-nice -n "$NICE" make --no-print-directory lint >"$logs/lint.log" 2>&1 &
-lint_pid=$!
 nice -n "$NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
     --durations=10 >"$logs/engine-free.log" 2>&1 &
 free_pid=$!

@@ -112,28 +112,31 @@ for args in json.loads(sys.argv[1]):
         except SystemExit as exc:
             code = exc.code
     out.append([code, err.getvalue()])
-print(json.dumps(out))
+print(json.dumps({"results": out, "vllm_loaded": "vllm" in sys.modules}))
 """
 
 
 @pytest.fixture(scope="module")
 def bad_argument_results() -> list[tuple[int, str]]:
     """``(exit code, stderr)`` of ``main`` for each of :data:`BAD_ARGUMENTS`, in one child process (one torch
-    import instead of six); an exception other than ``SystemExit`` ends the child with a traceback."""
+    import instead of six); an exception other than ``SystemExit`` ends the child with a traceback. A bad
+    argument is refused before the offloaders, and so vLLM, are imported."""
     proc = subprocess.run([sys.executable, "-c", _EACH_IN_ONE_PROCESS, json.dumps([a for a, _ in BAD_ARGUMENTS])],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    return [(int(code), err) for code, err in json.loads(proc.stdout.strip().splitlines()[-1])]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["vllm_loaded"] is False
+    return [(int(code), err) for code, err in found["results"]]
 
 
-@pytest.mark.heavy  # one process that imports torch and checks six argument lists (6 s CPU)
+@pytest.mark.heavy  # one process that imports torch and checks six argument lists (2 s CPU)
 @pytest.mark.parametrize(("index", "needle"), [(i, n) for i, (_, n) in enumerate(BAD_ARGUMENTS)])
 def test_bad_arguments_exit_2_with_a_message_and_no_traceback(index, needle, bad_argument_results):
     code, err = bad_argument_results[index]
     assert code == 2 and needle in err and "Traceback" not in err
 
 
-@pytest.mark.heavy  # a process that imports torch before checking arguments (6 s CPU)
+@pytest.mark.heavy  # a process that imports torch (not vLLM) before checking arguments (2 s CPU)
 def test_the_module_entry_point_exits_2_on_bad_arguments_with_no_traceback():
     args, needle = BAD_ARGUMENTS[0]
     proc = subprocess.run([sys.executable, "-m", "offload.gpu_check_torch", "--device", "cpu", *args],
