@@ -3,7 +3,8 @@
 What is modelled: every process of a case carries a per-case token in its environment
 (``OFFLOAD_CASE_TOKEN``, a fresh UUID4 hex), inherited by every descendant, even one that
 called ``setsid`` and was re-parented, and the launching runner's id
-(``OFFLOAD_CASE_RUNNER=<pid>:<start time>``, unique even across pid reuse). From these:
+(``OFFLOAD_CASE_RUNNER=<pid>:<boot id>:<start ticks>``, unique even across pid reuse and
+immune to wall-clock steps, see :func:`runner_id`). From these:
 ``end_case_processes`` (one case's token), ``end_orphaned_cases`` (cases whose runner is
 dead, e.g. after ``kill -9``), ``end_recorded_cases`` (the pid files a run keeps under
 ``processes/``, read at ``resume=``); ``end_processes`` SIGKILLs, waits and reaps.
@@ -27,17 +28,48 @@ import psutil
 CASE_TOKEN_ENV = "OFFLOAD_CASE_TOKEN"
 """Environment variable holding the per-case token (a fresh UUID4 hex) in every process of a case."""
 CASE_RUNNER_ENV = "OFFLOAD_CASE_RUNNER"
-"""Environment variable naming the launching runner as ``<pid>:<start time>`` (see ``runner_id``)."""
+"""Environment variable naming the launching runner (``runner_id``)."""
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _start_ticks(pid: int) -> str:
+    """Field 22 of ``/proc/<pid>/stat`` (``starttime``: clock ticks since boot; proc(5)).
+
+    Raises:
+        psutil.NoSuchProcess: no process ``pid`` (or its stat file could not be read).
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        raise psutil.NoSuchProcess(pid) from None
+    return stat.rsplit(")", 1)[1].split()[19]  # after "pid (comm)": field 3 is index 0, so 22 is index 19
 
 
 def runner_id(pid: int | None = None) -> str:
-    """``"<pid>:<start time, s since epoch, 2 decimals>"`` of a process: unique even across pid reuse."""
-    proc = psutil.Process(os.getpid() if pid is None else pid)
-    return f"{proc.pid}:{proc.create_time():.2f}"
+    """``"<pid>:<boot id>:<start ticks>"`` of a process (default: this one), from ``/proc`` (Linux).
+
+    Unique even across pid reuse (the kernel's start time of the process, in clock ticks since boot,
+    and the boot's UUID). Not ``psutil.Process.create_time()``: that adds the boot time read from
+    ``/proc/stat``'s ``btime``, which moves when the wall clock is stepped (NTP, a VM snapshot or
+    fork). Seen here: after a step ("random: crng reseeded due to virtual machine fork" in the kernel
+    log) a later runner read another live runner's id differently, took it for dead and SIGKILLed
+    its case (``end_orphaned_cases``). Where ``/proc`` has no boot id (not Linux), the psutil start
+    time stands in (2 decimals), with that weakness.
+
+    Raises:
+        psutil.NoSuchProcess: no process ``pid``.
+    """
+    pid = os.getpid() if pid is None else pid
+    try:
+        boot = _BOOT_ID.read_text().strip()
+    except OSError:
+        return f"{pid}:{psutil.Process(pid).create_time():.2f}"
+    return f"{pid}:{boot}:{_start_ticks(pid)}"
 
 
 def _runner_alive(rid: str) -> bool:
-    pid_text, _, started = rid.partition(":")
+    pid_text = rid.partition(":")[0]
     try:
         return runner_id(int(pid_text)) == rid
     except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
@@ -108,7 +140,7 @@ def end_case_processes(token: str) -> list[int]:
 def end_orphaned_cases() -> list[int]:
     """End every case process (any run) whose launching runner is no longer alive; returns their PIDs.
 
-    A case process carries ``OFFLOAD_CASE_RUNNER=<pid>:<start time>``; when no process
+    A case process carries ``OFFLOAD_CASE_RUNNER`` (:func:`runner_id`); when no process
     with that pid and start time exists, the runner died (``kill -9``) and the case
     process is a leftover.
     """
@@ -120,7 +152,7 @@ def end_recorded_cases(directory: Path) -> list[int]:
     """End what the pid files under ``directory`` (``<run>/processes``) name, then delete the files.
 
     Every process carrying a recorded token is killed, unless its recorded runner
-    (``runner``: ``<pid>:<start time>``) is still alive: a live runner's case is never
+    (``runner``: its :func:`runner_id`) is still alive: a live runner's case is never
     ended (its pid file is left too). A recorded process group is signalled only while
     its leader still carries the token (a reused pgid is left alone).
 

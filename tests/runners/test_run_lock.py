@@ -18,7 +18,8 @@ from results_schema.io import read_json, read_jsonl
 from results_schema.models import CaseRun
 from results_schema.run_owner import HISTORY_FILE, HOLDER_FILE, LOCK_FILE, RunnerHolder
 from runners.errors import EXIT_CONFIG, RunnerError
-from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_recorded_cases, runner_id
+from runners.incase.case_processes import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
+                                           runner_id)
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.run_lock import RunLock
 from tests.runners.helpers import fake_overrides
@@ -103,6 +104,30 @@ def test_a_resume_never_ends_a_case_of_a_live_runner(tmp_path: Path) -> None:
         case.kill()
         case.wait()
 
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").is_file(), reason="needs Linux /proc")
+def test_a_wall_clock_step_never_makes_a_live_runner_look_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner id is the kernel's start time (clock ticks since boot) and the boot id; psutil's
+    ``create_time`` adds ``/proc/stat`` ``btime``, which a wall-clock step moves (psutil's docs say so)."""
+    import psutil._pslinux as pslinux
+
+    token = uuid.uuid4().hex
+    env = dict(os.environ, **{CASE_TOKEN_ENV: token, CASE_RUNNER_ENV: runner_id()})  # this test: the live runner
+    case = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    try:
+        stat = Path(f"/proc/{case.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        assert runner_id(case.pid) == f"{case.pid}:{boot}:{stat[19]}"
+        before = psutil.Process(os.getpid()).create_time()
+        stepped = pslinux.boot_time() + 3600.0
+        monkeypatch.setattr(pslinux, "boot_time", lambda: stepped)  # what a clock step one hour ahead does to btime
+        assert psutil.Process(os.getpid()).create_time() == pytest.approx(before + 3600.0)  # the hazard is real
+        assert env[CASE_RUNNER_ENV] == runner_id()
+        assert end_orphaned_cases() == [] and case.poll() is None  # this live runner's case is left alone
+    finally:
+        case.kill()
+        case.wait()
 
 # ----------------------------------------------------------------------------- real runners (fake bench)
 
