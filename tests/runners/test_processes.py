@@ -17,7 +17,8 @@ import pytest
 from results_schema.io import read_jsonl
 from results_schema.case_outcome import CaseFailure
 from results_schema.models import CaseRun, RuntimeEvidence
-from runners.incase.case_processes import CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases
+from runners.incase.case_processes import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
+                                           runner_id)
 from runners.incase.process_group import run_case_process
 from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, evidence_lines, fake_overrides, run_fake
 
@@ -182,8 +183,7 @@ def test_any_later_run_ends_case_processes_of_a_dead_runner(tmp_path: Path, mark
     dead.wait()
     env = dict(os.environ, **{CASE_TOKEN_ENV: uuid.uuid4().hex, CASE_RUNNER_ENV: f"{dead.pid}:1.00"})
     orphan = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
-    live_env = dict(os.environ, **{CASE_TOKEN_ENV: uuid.uuid4().hex,
-                                   CASE_RUNNER_ENV: f"{os.getpid()}:{psutil.Process().create_time():.2f}"})
+    live_env = dict(os.environ, **{CASE_TOKEN_ENV: uuid.uuid4().hex, CASE_RUNNER_ENV: runner_id()})
     live = subprocess.Popen(["sleep", "300"], env=live_env, start_new_session=True)
     try:
         time.sleep(0.2)
