@@ -28,6 +28,19 @@ ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
+# The same machine gave nearly the same code's `make test` 1104 CPU-s in one run and 1601 CPU-s in the next
+# (2026-12-03, every test about 1.5x: a shared host), so the stage's times say little without the host's speed
+# beside them. A fixed pure-Python loop, timed at the start and at the end of the stage, is that reference.
+host_speed() {
+    "$PY" -c '
+import sys, time
+t, s = time.process_time(), 0
+for i in range(10_000_000):
+    s += i
+print(f"host speed reference ({sys.argv[1]}): 10M Python loop steps took {time.process_time() - t:.2f} CPU-s")' "$1"
+}
+host_speed "start of the stage"
+
 echo "== 1/3 tests that must run alone (-m exclusive), lint starting beside them"
 lint_pid=""
 exclusive_pid=""
@@ -77,6 +90,7 @@ echo "== the engine-free tests (ran beside the real-engine tests above)"
 cat "$logs/engine-free.log"
 echo "== lint (ran beside the tests)"
 cat "$logs/lint.log"
+host_speed "end of the tests"
 echo "== 3/3 the committed fixtures against the schema"
 "$PY" -m results_schema check tests/fixtures
 fixtures=$?
