@@ -37,6 +37,16 @@ from conf.schema_stack import (
 )
 
 
+EMBEDDED_EXPERIMENT = "default"
+"""``experiment_name`` of the embedded default (``python -m runners.matrix`` with no ``+experiment``; there is
+no ``conf/experiment/default.yaml``)."""
+
+
+def experiment_override(experiment_name: str) -> str:
+    """The ``+experiment=NAME`` override that composes ``experiment_name`` again; "" for the embedded default."""
+    return "" if experiment_name == EMBEDDED_EXPERIMENT else f"+experiment={experiment_name}"
+
+
 @with_config(FORBID_EXTRA)
 @dataclass
 class Config:
@@ -67,7 +77,7 @@ class Config:
     workload: WorkloadConfig = MISSING
     executor: ExecutorConfig = MISSING
     phases: Dict[str, MatrixConfig] = field(default_factory=dict)
-    experiment_name: str = "default"
+    experiment_name: str = EMBEDDED_EXPERIMENT
     results_root: str = "results"
     run_id: Optional[str] = None
     resume: Optional[str] = None

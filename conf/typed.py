@@ -12,7 +12,7 @@ the runner saved before configs were typed, so ``config.yaml`` and the config ha
 config error naming the key.
 
 What is deliberately not modelled: composing (Hydra, ``runners.compose_check``); rules across fields
-(``runners.plan``, ``runners.gates``).
+(``runners.planning.plan``, ``runners.identity.gates``).
 """
 
 from __future__ import annotations

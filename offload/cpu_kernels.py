@@ -42,6 +42,8 @@ from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
+from results_schema.log_rule import OFFLOAD_CPU_KERNELS
+
 CPU_KERNEL_ENV = "OFFLOAD_CPU_KERNEL_PATH"
 """Environment variable naming the CPU GEMM kernel path of a case: ``plain`` or ``packed``."""
 
@@ -55,8 +57,8 @@ class CpuKernelPath(StrEnum):
 CPU_KERNEL_PATHS = tuple(p.value for p in CpuKernelPath)
 """Selectable CPU kernel paths (see module docstring)."""
 
-REPORT_PREFIX = "OFFLOAD_CPU_KERNELS "
-"""Prefix of the one line the model-loading process prints after ``load_model``."""
+REPORT_PREFIX = OFFLOAD_CPU_KERNELS
+"""Prefix of the one line the model-loading process prints after ``load_model`` (``results_schema.log_rule``)."""
 
 PLAIN_KERNEL = "torch_linear"
 """Kernel name of the plain path (``torch.nn.functional.linear`` on the layer's weight)."""

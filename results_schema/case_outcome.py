@@ -2,7 +2,6 @@
 
 ``KVCacheCapacity`` and ``CpuKernelEvidence`` are parsed from the case log (``runners.outcome.case_log``);
 ``CaseFailure`` is one line of ``<phase>-failures.jsonl`` per case that produced no data point.
-Moved out of ``results_schema.models``, which re-exports every name here (the historic import path).
 """
 
 from __future__ import annotations

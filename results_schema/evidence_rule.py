@@ -27,9 +27,11 @@ agreement between repeats of a label (offline only: it needs every repeat).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from results_schema.case_outcome import FailureType
@@ -161,3 +163,18 @@ def evidence_problems(ev: RuntimeEvidence, *, implementation: str, setting: Offl
         out.append(EvidenceProblem("evidence_agreement", "num_layers_mismatch", "evidence_mismatch",
                                    f"evidence saw {ev.num_layers} layers, config.json has {config_layers}"))
     return out
+
+
+def config_num_layers(model: str | Path) -> int | None:
+    """``num_hidden_layers`` of ``<model>/config.json``: the ``config_layers`` both callers of
+    :func:`evidence_problems` pass (the runner for every finished case, the validation for the run's model).
+
+    Returns:
+        The layer count; None when ``model`` is not a directory with a readable ``config.json`` holding an
+        integer ``num_hidden_layers`` (a hub name, a model the host cannot read): the check is then skipped.
+    """
+    try:
+        n = json.loads((Path(model) / "config.json").read_text()).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

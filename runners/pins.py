@@ -1,9 +1,8 @@
-"""``python -m runners.pins +experiment=NAME [overrides...] [--out FILE]``: observe every pin on this host.
+"""``python -m runners.pins [+experiment=NAME] [overrides...] [--out FILE]``: observe every pin on this host.
 
-Composes the experiment exactly as ``runners.matrix`` would, runs ``runners.identity.probe``
-inside each runtime it uses (the runtime's interpreter behind its command prefix,
-see ``runners.identity.runtimes``), hashes the model's ``SHA256SUMS`` / reads its ``REVISION``
-and the ``offload/`` tree, and writes a YAML file::
+Composes and plans the experiment exactly as ``runners.matrix`` would, runs ``runners.identity.probe`` inside
+each runtime it uses (the runtime's interpreter behind its command prefix, see ``runners.identity.runtimes``),
+hashes the model's ``SHA256SUMS`` / reads its ``REVISION`` and the ``offload/`` tree, and writes a YAML file::
 
     overrides:          # Hydra overrides, one per observed pin, in the runner's grammar
       - runtime.pins.packages.torch-npu='2.5.1'
@@ -15,19 +14,16 @@ and the ``offload/`` tree, and writes a YAML file::
     mismatched:         # declared values the host does not satisfy: not overridden
       - {key: ..., expected: ..., observed: ...}
 
-The runner reads it with ``python -m runners.matrix +experiment=NAME +pins=FILE``:
-the file's overrides are inserted where ``+pins=FILE`` stands, so overrides given
-after it win. Rules: a declared value (``==0.23.*``) is replaced by the observed
-exact value only when the observation satisfies it; a mismatch is listed, never
-overridden; a tool is only checked (no value), as is ``package_wheels`` (the declared wheel path is
-kept; an installed tree that differs from the wheel is listed under ``mismatched`` with the first
-differing files); a ``source_trees`` value written ``sha256sum:<hex>`` is observed in that
-published format; a pin the experiment does not
-declare is not written (undeclared stays unchecked, declared-but-missing stays
-``???`` and fails closed).
+The runner reads it with the same overrides and ``+pins=FILE`` (the command ``runners.pins`` prints last): the
+file's overrides are inserted where ``+pins=FILE`` stands, so overrides given after it win. Rules: a declared value (``==0.23.*``) is replaced by the observed exact value only when the
+observation satisfies it; a mismatch is listed, never overridden; a tool is only checked (no value), as is
+``package_wheels`` (the declared wheel path is kept; an installed tree that differs from the wheel is listed
+under ``mismatched`` with the first differing files); a ``source_trees`` value written ``sha256sum:<hex>`` is
+observed in that published format; a pin the experiment does not declare is not written (undeclared stays
+unchecked, declared-but-missing stays ``???`` and fails closed).
 
-Exit codes: 0 every declared pin observed; 3 some pin not found or mismatched (the
-file is still written); 2 bad arguments or config (one line, no traceback).
+Exit codes: 0 every declared pin observed; 3 some pin not found or mismatched (the file is still written);
+2 bad arguments or config (one line, no traceback).
 """
 
 from __future__ import annotations
@@ -241,13 +237,22 @@ def observe_all(cfg: Config) -> dict[str, Any]:
             "runtimes": runtimes}
 
 
-def render(result: Mapping[str, Any], *, experiment: str, argv: Sequence[str]) -> str:
+def matrix_command(overrides: Sequence[str], pins_file: str) -> str:
+    """The ``runners.matrix`` command of what was observed: the same overrides (an older ``+pins=`` left out),
+    then ``+pins=<pins_file>``."""
+    import shlex
+
+    kept = [o for o in overrides if not o.startswith(("+pins=", "pins="))]
+    return shlex.join(["python", "-m", "runners.matrix", *kept, f"+pins={pins_file}"])
+
+
+def render(result: Mapping[str, Any], *, overrides: Sequence[str], argv: Sequence[str]) -> str:
     """The pins file text (YAML with a comment header)."""
     import yaml
 
     head = [f"# Pins observed {datetime.now(timezone.utc).isoformat(timespec='seconds')} by",
             f"#   python -m runners.pins {' '.join(argv)}",
-            f"# Use: python -m runners.matrix +experiment={experiment} +pins=<this file> [same overrides]",
+            f"# Use: {matrix_command(overrides, '<this file>')}",
             "# Check every value before a formal run: these are what this host has, not what it should have."]
     if result["not_found"] or result["mismatched"]:
         head.append("# NOT COMPLETE: pins under not_found / mismatched still fail the identity gate.")
@@ -297,18 +302,22 @@ def compose(overrides: Sequence[str]) -> Config:
     """Compose ``conf`` with ``overrides`` and type it exactly as ``runners.matrix`` does (``conf.typed.load_config``).
 
     Raises:
-        PinsError: the overrides do not compose, select a schema entry, add an unknown key
-            (``+phases.same_runtime.repeatz=2``) or give a value of the wrong type: one line naming the
-            override or key, the nearest real one and the allowed ones (``runners.compose_check``, ``conf.schema``).
+        PinsError: the overrides do not compose, select a schema entry, add an unknown key (``+phases.same_runtime.
+            repeatz=2``), give a value of the wrong type (one line naming the key, the nearest real one and the
+            allowed ones) or describe cases that cannot run (``runners.planning.plan``, as ``runners.matrix``).
     """
     from conf.schema import ConfigError
     from conf.typed import load_config
     from runners.compose_check import compose_checked
+    from runners.errors import PlanError
+    from runners.planning.plan import plan
 
     try:
-        return load_config(compose_checked(overrides), overrides)
-    except ConfigError as exc:
+        cfg = load_config(compose_checked(overrides), overrides)
+        plan(cfg)  # the cases runners.matrix would refuse (num_prompts=-1): refused here too, before any probe
+    except (ConfigError, PlanError) as exc:
         raise PinsError(f"config: {exc}") from None
+    return cfg
 
 
 def _split_args(args: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -334,7 +343,7 @@ def _split_args(args: Sequence[str]) -> tuple[str | None, list[str]]:
     return out, rest
 
 
-def _report(result: Mapping[str, Any], path: Path, experiment: str) -> int:
+def _report(result: Mapping[str, Any], path: Path, overrides: Sequence[str]) -> int:
     """Print what was written and what is missing; the exit code (0 complete, 3 incomplete)."""
     for loc, r in result["runtimes"].items():
         print(f"{loc}: {r['name']} via `{r['interpreter']}` (Python {r['python_version']})")
@@ -347,7 +356,7 @@ def _report(result: Mapping[str, Any], path: Path, experiment: str) -> int:
         print(f"incomplete: {len(result['not_found'])} not found, {len(result['mismatched'])} mismatched; "
               "the identity gate will refuse these until they are fixed or given")
         return EXIT_MISSING
-    print(f"next: python -m runners.matrix +experiment={experiment} +pins={path} [same overrides]")
+    print(f"next: {matrix_command(overrides, str(path))}")
     return EXIT_OK
 
 
@@ -369,24 +378,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (problem := output_file_problem(path)) is not None:
             raise PinsError(f"--out {path}: {problem}")
         result = observe_all(cfg)
-    except RunnerError as exc:
+    except (RunnerError, PinsError, ProbeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except PinsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ProbeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_MISSING
-    experiment = cfg.experiment_name
-    text = render(result, experiment=experiment, argv=args)
+        return exc.exit_code if isinstance(exc, RunnerError) else EXIT_CONFIG if isinstance(exc, PinsError) \
+            else EXIT_MISSING
+    text = render(result, overrides=rest, argv=args)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     except OSError as exc:
         print(f"error: --out {path}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
         return EXIT_CONFIG
-    return _report(result, path, experiment)
+    return _report(result, path, rest)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ What is deliberately not modelled: counts against the plan and run-level checks 
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,29 +23,18 @@ from analysis.model.layer_bytes import (
 from analysis.load import RunData
 from analysis.validation.common import CaseRef, Collector, Where, rel_path
 from offload.selection import select_offload_layers
-from results_schema.evidence_rule import evidence_problems
+from results_schema.evidence_rule import config_num_layers, evidence_problems
 from results_schema.io import RecordError, parse_line, read_json
+from results_schema.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
 from results_schema.models import BenchRecord, CaseRun, RuntimeEvidence
 
-BENCH_RE = re.compile(r"(?:^|[\s)\]])BENCH_RESULT (\{.*\})\s*$")
-EVIDENCE_RE = re.compile(r"(?:^|[\s)\]])OFFLOAD_EVIDENCE (\{.*\})\s*$")
 TRACEBACK = "Traceback (most recent call last):"
 
-def scan_log(text: str):
-    bench, ev = [], []
-    tb = False
-    for line in text.splitlines():
-        if "BENCH_RESULT" in line:
-            m = BENCH_RE.search(line)
-            if m:
-                bench.append(m.group(1))
-        if "OFFLOAD_EVIDENCE" in line:
-            m = EVIDENCE_RE.search(line)
-            if m:
-                ev.append(m.group(1))
-        if TRACEBACK in line:
-            tb = True
-    return bench, ev, tb
+
+def scan_log(text: str) -> tuple[list[str], list[str], bool]:
+    """The ``BENCH_RESULT`` payloads, the ``OFFLOAD_EVIDENCE`` payloads (``results_schema.log_rule``, the rule the
+    runner applies live) and whether a Python traceback appears in ``text``."""
+    return (marked_lines(text, BENCH_RESULT), marked_lines(text, OFFLOAD_EVIDENCE), TRACEBACK in text)
 
 
 def check_schema(data: RunData, col: Collector) -> None:
@@ -138,9 +126,7 @@ def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
     their evidence (class, layers, bytes). ``overlay_classes``: ``(phase, label) -> overlay_class``
     of the run's ``overlay`` cases (``plan.json``; without it an overlay case's class is not checked).
     """
-    cfg_layers = None
-    if model_dir is not None:
-        cfg_layers = load_config(model_dir).get("num_hidden_layers")
+    cfg_layers = config_num_layers(model_dir) if model_dir is not None else None
     by_label: dict[tuple[str, str], list[CaseRun]] = defaultdict(list)
     for _p, _l, cr in data.case_runs:
         r = cr.record

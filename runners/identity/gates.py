@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conf.schema import Config
+from conf.schema import Config, experiment_override
 from conf.schema_stack import ModelConfig, PinsConfig, RuntimeConfig
 
 from runners.config import runtimes_used
@@ -159,8 +159,9 @@ def _pin_checks(cfg: Config, *, when: str, previous: GateObservation | None,
     from runners.identity.pin_checks import check_pins, enforce
     from runners.identity.published_identity import model_revision, tree_value_for_pin
 
-    hint = (f"Write every observed value with `python -m runners.pins +experiment={cfg.experiment_name} "
-            "[the same overrides] --out pins.yaml`, check it, then add `+pins=pins.yaml` (docs/real-host.md).")
+    pins_cmd = " ".join(filter(None, ("python -m runners.pins", experiment_override(cfg.experiment_name))))
+    hint = (f"Write every observed value with `{pins_cmd} [the same overrides] --out pins.yaml`, check it, "
+            "then add `+pins=pins.yaml` to the run's command (docs/real-host.md).")
     checks = runtime_checks(cfg, offload_tree)
     scalar = required_scalar_pins(cfg)
     try:

@@ -52,12 +52,12 @@ from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text
 from results_schema.case import CaseSpec, RequestedOffload
 from results_schema.io import dumps_model, write_json
 from results_schema.load_metrics import percentile_linear
+from results_schema.log_rule import BENCH_RESULT
 from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
 from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
 
-RESULT_PREFIX = "BENCH_RESULT "
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     record = run(case)
     write_json(Path(case.record), record)
-    sys.stdout.write(RESULT_PREFIX + dumps_model(record) + "\n")
+    sys.stdout.write(BENCH_RESULT + dumps_model(record) + "\n")
     sys.stdout.flush()
     return 0
 

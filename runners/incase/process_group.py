@@ -26,7 +26,7 @@ run calls ``end_orphaned_cases`` (processes carrying a case token whose runner i
 Public helpers for other launchers (API servers of the serving phase):
 ``become_subreaper``, ``CaseProcess``; finding and ending leftovers by token, runner id
 and pid file lives in ``runners.incase.case_processes`` (``case_environment``, ``end_processes``,
-``end_case_processes``, ``end_orphaned_cases``, ``end_recorded_cases``, re-exported here).
+``end_case_processes``, ``end_orphaned_cases``, ``end_recorded_cases``).
 
 What is deliberately not modelled: parsing the log (``runners.orchestration.finalize``). A
 descendant that clears its environment *and* leaves the tree while the runner is

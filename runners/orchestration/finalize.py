@@ -142,7 +142,7 @@ def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_p
         try:
             record = check_record(sc, log_text, record_path)
             check_plan_model(record, command)
-            evidence = check_evidence(sc, log_text, evidence_path)
+            evidence = check_evidence(sc, log_text, evidence_path, model=record.model)
             kernels = check_kernels(sc, log_text)
             check_kv_lines(c, log_text)
         except CheckFailed as exc:

@@ -29,12 +29,12 @@ from pydantic import ValidationError
 
 from offload.selection import select_offload_layers
 from results_schema.base import Implementation, OffloadBackend
-from results_schema.evidence_rule import evidence_problems
+from results_schema.evidence_rule import config_num_layers, evidence_problems
 from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.case_outcome import CpuKernelEvidence, FailureType
 from results_schema.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
+from results_schema.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, marked_lines
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
-from runners.outcome.case_log import EVIDENCE_PREFIX, KERNELS_PREFIX, RESULT_PREFIX, lines_with
 
 
 class CheckedCase(Protocol):
@@ -89,7 +89,7 @@ def check_record(sc: CheckedScheduledCase, log_text: str, record_path: Path) -> 
         CheckFailed: ``duplicate_result``, ``no_result`` or ``invalid_record``.
     """
     c = sc.case
-    results = lines_with(log_text, RESULT_PREFIX)
+    results = marked_lines(log_text, BENCH_RESULT)
     if len(results) > 1:
         raise CheckFailed("duplicate_result", f"{len(results)} BENCH_RESULT lines in the log (exactly one expected)")
     if not results:
@@ -163,17 +163,19 @@ def check_kv_lines(c: CheckedCase, log_text: str) -> None:
                     "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
-def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path) -> RuntimeEvidence:
+def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path,
+                   model: str | None = None) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
 
     "Describing the case" is ``results_schema.evidence_rule.evidence_problems`` (the validation's rule);
-    the first problem is the failure.
+    the first problem is the failure. ``model``: the model directory the case loaded (its record's
+    ``model``); its ``config.json`` layer count is checked against the evidence's, as the validation does.
 
     Raises:
         CheckFailed: ``missing_evidence``, ``evidence_mismatch`` or ``no_offload_evidence``.
     """
     c = sc.case
-    lines = lines_with(log_text, EVIDENCE_PREFIX)
+    lines = marked_lines(log_text, OFFLOAD_EVIDENCE)
     if not evidence_path.is_file():
         raise CheckFailed("missing_evidence", f"evidence sidecar {evidence_path.name} was not written")
     if not lines:
@@ -190,7 +192,8 @@ def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path)
     setting = OffloadSetting.model_construct(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                              offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params))
     problems = evidence_problems(sidecar, implementation=c.implementation, setting=setting,
-                                 overlay_class=c.runtime.overlay_class, select=select_offload_layers)
+                                 overlay_class=c.runtime.overlay_class, select=select_offload_layers,
+                                 config_layers=config_num_layers(model) if model else None)
     if problems:
         raise CheckFailed(problems[0].failure_type, problems[0].message)
     return sidecar
@@ -205,7 +208,7 @@ def check_kernels(sc: CheckedScheduledCase, log_text: str) -> CpuKernelEvidence 
     """
     runtime = sc.case.runtime
     want = runtime.cpu_kernel_path if runtime.device == "cpu" else None
-    lines = list(dict.fromkeys(lines_with(log_text, KERNELS_PREFIX)))
+    lines = list(dict.fromkeys(marked_lines(log_text, OFFLOAD_CPU_KERNELS)))
     if len(lines) > 1:
         raise CheckFailed("kernel_mismatch", f"{len(lines)} different OFFLOAD_CPU_KERNELS lines (one expected)")
     if not lines:

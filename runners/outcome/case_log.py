@@ -1,11 +1,11 @@
-"""Reading a case's log text: KV cache capacity, root-cause exception, fatal signals, prefixed lines.
+"""Reading a case's log text: KV cache capacity, root-cause exception, fatal signals, the log tail.
 
 What is modelled: KV cache capacity parsed from a vLLM log (every known format,
 thousands separators; a missing line gives null, never 0), the root-cause exception
 named in the log, the signal that killed a process of the case (faulthandler's
 ``Fatal Python error`` or vLLM's ``Failed core proc(s)``), the log tail kept in a
-``CaseFailure`` and the lines that carry one of the case process's prefixes
-(``BENCH_RESULT``, ``OFFLOAD_EVIDENCE``, ``OFFLOAD_CPU_KERNELS``).
+``CaseFailure``. Which lines carry a case process's result markers is ``results_schema.log_rule`` (the
+offline validation uses the same rule).
 
 What is deliberately not modelled: the agreement checks of a case
 (``runners.outcome.case_checks``), turning a finished process into one line (``runners.orchestration.finalize``).
@@ -17,9 +17,6 @@ import re
 
 from results_schema.case_outcome import KVCacheCapacity
 
-RESULT_PREFIX = "BENCH_RESULT "
-EVIDENCE_PREFIX = "OFFLOAD_EVIDENCE "
-KERNELS_PREFIX = "OFFLOAD_CPU_KERNELS "
 LOG_TAIL_LINES = 30
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
@@ -155,14 +152,3 @@ def describe_signal(signum: int) -> str:
 def tail(log_text: str, n: int = LOG_TAIL_LINES) -> tuple[str, ...]:
     """The last ``n`` lines of a log, each cut to 2,000 characters (a ``CaseFailure``'s ``log_tail``)."""
     return tuple(line[:2000] for line in log_text.splitlines()[-n:])
-
-
-def lines_with(log_text: str, prefix: str) -> list[str]:
-    """The rest of every log line that starts with ``prefix`` (also behind vLLM's ``(EngineCore pid=1)`` tag)."""
-    out = []
-    for line in log_text.splitlines():
-        idx = line.find(prefix)
-        if idx == 0 or (idx > 0 and line[:idx].rstrip().endswith(")")):  # vLLM child prefix "(EngineCore pid=1) "
-            out.append(line[idx + len(prefix):])
-    return out
-

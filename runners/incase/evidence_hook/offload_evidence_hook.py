@@ -56,6 +56,8 @@ try:  # imported as runners.incase.evidence_hook.offload_evidence_hook (tests)
 except ImportError:  # imported from the hook directory on PYTHONPATH (case processes, via sitecustomize)
     from offload_evidence_check import check_claim, param_bytes  # type: ignore[no-redef]
 
+from results_schema.log_rule import OFFLOAD_EVIDENCE
+
 ENV_PATH = "OFFLOAD_EVIDENCE_PATH"
 ENV_IMPL = "OFFLOAD_IMPL"
 IMPLEMENTATIONS = ("baseline", "current", "official", "sync", "overlay")
@@ -374,7 +376,7 @@ def publish(off: Any) -> bool:
     except Exception as exc:  # observer must never break the model; the runner sees no evidence
         print(f"OFFLOAD_EVIDENCE_ERROR {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return False
-    print(f"OFFLOAD_EVIDENCE {text}", flush=True)
+    print(OFFLOAD_EVIDENCE + text, flush=True)
     return True
 
 
