@@ -8,11 +8,11 @@ hashes (``OmegaConf.to_container(..., enum_to_str=True)``, see ``conf.schema.che
 is therefore the same strings as before the fields were typed, and ``StrEnum`` members compare
 equal to those strings.
 
-The value sets the records share (``Implementation``, ``OffloadBackend``, ``PromptMode``, ``Device``)
-are defined once in ``results_schema.base`` and imported from there by the schema (``results_schema``
-imports nothing of ``conf``); ``CpuKernelPath`` and ``OffloadFault`` are defined by ``offload``
-(``offload.cpu_kernels``, ``offload.faults``). ``runners`` takes ``PhaseKind``, ``PerformanceSharing``
-and ``NodeFailureAction`` from here.
+The value sets the records share (``Implementation``, ``OffloadBackend``, ``PromptMode``, ``Device``,
+``PhaseKind``, ``ExecutorKind``) are defined once in ``results_schema.base`` and imported from there by the
+schema (``results_schema`` imports nothing of ``conf``); ``CpuKernelPath`` and ``OffloadFault`` are defined by
+``offload`` (``offload.cpu_kernels``, ``offload.faults``). ``runners`` takes ``PerformanceSharing`` and
+``NodeFailureAction`` from here.
 Accuracy protocols are not an enum: they are the names registered in
 ``results_schema.protocols`` (checked by the runner with that registry's message).
 """
@@ -27,23 +27,6 @@ class ModelSource(StrEnum):
 
     tiny = "tiny"
     path = "path"
-
-
-class PhaseKind(StrEnum):
-    """What a phase measures (``conf.schema_matrix.MatrixConfig.kind``)."""
-
-    throughput = "throughput"
-    ttft = "ttft"
-    stability = "stability"
-    accuracy = "accuracy"
-    serving = "serving"
-
-
-class ExecutorKind(StrEnum):
-    """Where case processes run."""
-
-    local = "local"
-    ray = "ray"
 
 
 class PerformanceSharing(StrEnum):

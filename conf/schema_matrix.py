@@ -12,10 +12,9 @@ from typing import Dict, List, Optional
 from omegaconf import MISSING
 from pydantic import with_config
 
-from conf.choices import PhaseKind
 from offload.faults import OffloadFault
 from conf.schema_stack import FORBID_EXTRA, RuntimeConfig
-from results_schema.base import Implementation, OffloadBackend
+from results_schema.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.protocols import DEFAULT_PROTOCOL
 
 

@@ -13,9 +13,9 @@ from typing import Dict, List, Optional
 from omegaconf import MISSING
 from pydantic import ConfigDict, with_config
 
-from conf.choices import ExecutorKind, ModelSource, NodeFailureAction, PerformanceSharing
+from conf.choices import ModelSource, NodeFailureAction, PerformanceSharing
 from offload.cpu_kernels import CpuKernelPath
-from results_schema.base import Device, PromptMode
+from results_schema.base import Device, ExecutorKind, PromptMode
 
 
 FORBID_EXTRA = ConfigDict(extra="forbid")

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from results_schema.accuracy_rule import BaselineJudgement
 from results_schema.accuracy_types import Fraction, ProtocolName, Sha256Hex, Task, VerifyMode
 from results_schema.base import Implementation, NonNegInt, StrictModel
 
@@ -73,7 +74,7 @@ class BaselineAgreement(StrictModel):
     accuracies: tuple[Fraction, ...] = Field(description="Accuracy of each baseline run, in repeat order.")
     differing_examples: tuple[NonNegInt, ...] = Field(
         description="Example indices whose generated tokens differ between baseline runs (the floor).")
-    judged_by: Literal["identity", "noise_floor", "single_baseline"] = Field(
+    judged_by: BaselineJudgement = Field(
         description="How offload cases of this task were judged: identity with the baseline (runs agree), against "
                     "the baseline-vs-baseline floor (runs disagree), or identity with the only baseline run.")
 

@@ -70,6 +70,23 @@ class Device(ValueSet):
     npu = "npu"
 
 
+class PhaseKind(ValueSet):
+    """What a phase measures (the config's ``MatrixConfig.kind``, a plan's ``PlannedPhase.kind``)."""
+
+    throughput = "throughput"
+    ttft = "ttft"
+    stability = "stability"
+    accuracy = "accuracy"
+    serving = "serving"
+
+
+class ExecutorKind(ValueSet):
+    """Where case processes run (the config's ``executor.name``, a placement's ``executor``)."""
+
+    local = "local"
+    ray = "ray"
+
+
 def _not_a_boolean(value: object) -> object:
     # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
     if isinstance(value, bool):

@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from results_schema.dispatch import FileKind
 from results_schema.manifest import PinCheck
-from results_schema.base import Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.base import ExecutorKind, Implementation, NonNegFloat, NonNegInt, StrictModel
 
 Sharing = Literal["sequential", "per_node", "per_accelerator"]
 """How performance cases may share a node: ``sequential`` (local executor: one case at a
@@ -44,7 +44,7 @@ class CasePlacement(StrictModel):
     attempt: NonNegInt = Field(description="Attempt index (0 = first; retries after a lost node count up).")
     kind: Literal["performance", "accuracy"] = Field(
         description="performance: timings are the result (placement rule applies); accuracy: outputs only.")
-    executor: Literal["local", "ray"] = Field(description="Executor that placed the case.")
+    executor: ExecutorKind = Field(description="Executor that placed the case.")
     sharing: Sharing = Field(description="Sharing rule in force for performance cases (see ``Sharing``).")
     hostname: str = Field(description="Host name of the node that ran the case process.")
     node_id: str = Field(description="Ray node id (hex); 'local:<hostname>' for the local executor.")

@@ -18,14 +18,13 @@ expected-failure case may ask for an invalid setting on purpose.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from results_schema.dispatch import FileKind
-from results_schema.base import Implementation, SchemaVersion
+from results_schema.base import Implementation, PhaseKind, SchemaVersion
 
-PhaseKind = Literal["throughput", "ttft", "stability", "accuracy", "serving"]
 PLAN_FILE = "plan.json"
 """File name of the plan inside a run directory."""
 

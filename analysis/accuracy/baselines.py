@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from analysis.accuracy.checks import Checks
 from results_schema.accuracy import AccuracyExample, AccuracyResult, BaselineAgreement, Task
+from results_schema.accuracy_rule import baseline_judgement
 
 Rows = list[AccuracyExample] | None
 
@@ -47,8 +47,7 @@ def agreement(task: Task, runs: Sequence[tuple[AccuracyResult, Path, Rows]]) -> 
         for i in sorted(set().union(*[set(t) for t in tables])) if tables else []:
             if len({t.get(i) for t in tables}) > 1:
                 differing.add(i)
-    judged: Literal["identity", "noise_floor", "single_baseline"] = (
-        "single_baseline" if len(runs) == 1 else "identity" if agree else "noise_floor")
+    judged = baseline_judgement(shas)
     return BaselineAgreement(task=task, label=runs[0][0].label, runs=len(runs), agree=agree, examples_sha256=shas,
                              accuracies=tuple(r.accuracy for r, _p, _rows in runs),
                              differing_examples=tuple(sorted(differing)), judged_by=judged)

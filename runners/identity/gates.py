@@ -85,10 +85,14 @@ def required_scalar_pins(cfg: Config) -> dict[str, str | None]:
     Raises:
         RunnerError: (config) ``required_pins`` names something else.
     """
+    import difflib
+
     required = list(cfg.required_pins)
     bad = [r for r in required if r not in SCALAR_PINS]
     if bad:
-        raise RunnerError(f"config: required_pins {bad} not allowed; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
+        near = difflib.get_close_matches(bad[0], SCALAR_PINS, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise RunnerError(f"config: required_pins {bad} not allowed{hint}; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
     values = {"model.sha256sums_sha256": cfg.model.sha256sums_sha256,
               "model.revision": cfg.model.revision, "offload_tree_sha256": cfg.offload_tree_sha256}
     return {k: ("???" if v is None and k in required else v) for k, v in values.items()}

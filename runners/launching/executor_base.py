@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 from conf.choices import NodeFailureAction, PerformanceSharing
+from results_schema.base import ExecutorKind
 from results_schema.io import append_jsonl
 from results_schema.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
@@ -68,7 +69,7 @@ def append_placement(run_dir: Path | None, placement: CasePlacement) -> None:
     append_jsonl(run_dir / f"{placement.phase}-placements.jsonl", placement)
 
 
-def placement(sc: ScheduledCase, *, attempt: int, executor: Literal["local", "ray"], sharing: Sharing,
+def placement(sc: ScheduledCase, *, attempt: int, executor: ExecutorKind, sharing: Sharing,
               info: Mapping[str, Any], outcome: PlacementOutcome = "finished",
               cause: str | None = None) -> CasePlacement:
     """The ``CasePlacement`` of one attempt.

@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence, cast
 
 from conf.schema import Config
 from conf.schema_stack import ExecutorConfig, RuntimeConfig
+from results_schema.base import ExecutorKind
 from results_schema.placement import Sharing
 from runners.launching.executor_base import (
     NODE_FAILURE_ACTIONS,
@@ -113,7 +114,7 @@ class LocalExecutor:
             info = {"hostname": host, "node_id": f"local:{host}", "node_ip": None, "device": spec.accelerator or "cpu",
                     "accelerator_ids": (), "start_unix_s": t_wall, "end_unix_s": time.time(), "times_from": "node",
                     "pid": outcome.pid}
-            append_placement(self._run_dir, placement(sc, attempt=0, executor="local", sharing="sequential",
+            append_placement(self._run_dir, placement(sc, attempt=0, executor=ExecutorKind.local, sharing="sequential",
                                                       info=info))
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
             if not on_done(sc, spec, outcome):

@@ -22,7 +22,7 @@ from runners.paths import REPO_ROOT, accuracy_manifest_path
 if TYPE_CHECKING:
     from runners.incase.process_group import ProcessOutcome
     from runners.launching.executor_base import LaunchSpec
-    from runners.planning.plan import ScheduledCase
+    from runners.planning.plan import PhaseCase, ScheduledCase
 
 
 
@@ -52,7 +52,7 @@ class AccuracyPhase:
     max_accuracy_drop: float = 0.0
 
 
-def _check_phase(phase: str, c: Any) -> AccuracyPhase:
+def _check_phase(phase: str, c: PhaseCase) -> AccuracyPhase:
     """Protocol, manifest and dataset files of one accuracy phase (first case ``c``).
 
     Raises:
@@ -129,7 +129,7 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
                     f"{p.manifest} (sha256 {now})", EXIT_IDENTITY)
 
 
-def _task_outcomes(c: Any, results: Sequence[Path], run_dir: Path) -> list[Any]:
+def _task_outcomes(c: PhaseCase, results: Sequence[Path], run_dir: Path) -> list[Any]:
     """``AccuracyTaskOutcome`` per task from its result file.
 
     Raises:

@@ -44,7 +44,7 @@ class RunState:
     expected_failures: int = 0
     successes: int = 0
     stopped: bool = False
-    accuracy_baseline_digests: dict[str, str] = field(default_factory=dict)
+    accuracy_baseline_digests: dict[str, list[str]] = field(default_factory=dict)
     baseline_records: dict[str, list[Any]] = field(default_factory=dict)
     token_mismatches: list[str] = field(default_factory=list)
     case_wall_s: float = 0.0
@@ -145,34 +145,42 @@ def token_check(state: RunState, rec: Any) -> str | None:
 def accuracy_output_check(state: RunState, line: Any) -> str | None:
     """Live output-identity check of one accuracy case (``AccuracyCaseRun``) against its phase's baseline.
 
-    Mirrors the verifier's identity rule while the run goes: per task, the case's ``examples_sha256``
-    (its examples file: outputs, parsed answers, prompts; nothing case-specific) must equal the first
-    baseline's of the phase. Returns ``None`` (the first baseline run, or no baseline yet), ``"outputs identical
-    to baseline"``, an ``"OUTPUTS DIFFER ..."`` status (also appended to ``state.token_mismatches``), or for a
-    later baseline run ``"outputs identical to the first baseline run"`` / ``"BASELINE NOT DETERMINISTIC ..."``
-    (not a mismatch: the verifier then judges offload cases against the baselines' floor).
+    The verifier's rule (``results_schema.accuracy_rule``) over the baseline runs finished so far, per task:
+    under identity the case's ``examples_sha256`` must equal the first baseline run's. Returns ``None`` (the
+    first baseline run, or no baseline yet), ``"outputs identical to baseline"``, an ``"OUTPUTS DIFFER ..."``
+    status (also appended to ``state.token_mismatches``), for a later baseline run ``"outputs identical to the
+    first baseline run"`` / ``"BASELINE NOT DETERMINISTIC ..."``, or, once the baseline runs differ, a note
+    that the case is judged against their floor (not a mismatch: the verifier judges it so).
     """
+    from results_schema.accuracy_rule import baseline_judgement
+
+    digests = state.accuracy_baseline_digests
     keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
     if line.implementation == "baseline":
-        again = [o.task for o in line.results if keys[o.task] in state.accuracy_baseline_digests]
-        noisy = [o.task for o in line.results if state.accuracy_baseline_digests.setdefault(keys[o.task], o.examples_sha256)
-                 != o.examples_sha256]
+        again = [o.task for o in line.results if digests.get(keys[o.task])]
+        for o in line.results:
+            digests.setdefault(keys[o.task], []).append(o.examples_sha256)
+        noisy = [o.task for o in line.results if o.examples_sha256 != digests[keys[o.task]][0]]
         if noisy:
             return (f"BASELINE NOT DETERMINISTIC on this runtime: this baseline run differs from the first on "
                     f"{', '.join(noisy)}; the verifier judges offload cases against the baseline-vs-baseline floor "
                     "(paired per example), not by identity")
         return "outputs identical to the first baseline run" if again else None
-    compared = [o for o in line.results if keys[o.task] in state.accuracy_baseline_digests]
+    compared = [o for o in line.results if digests.get(keys[o.task])]
     if not compared:
         return None
-    differ = [o.task for o in compared if o.examples_sha256 != state.accuracy_baseline_digests[keys[o.task]]]
-    if not differ:
-        return "outputs identical to baseline"
-    status = (f"OUTPUTS DIFFER from the {line.phase} baseline on {', '.join(differ)} (greedy decoding: must be "
-              "identical); accuracy verification will fail unless the baseline runs disagree with each other "
-              "(then it judges against their floor)")
-    state.token_mismatches.append(f"{line.phase}/{line.label}-r{line.repeat}: {status}")
-    return status
+    floor = [o.task for o in compared if baseline_judgement(digests[keys[o.task]]) == "noise_floor"]
+    differ = [o.task for o in compared if o.task not in floor and o.examples_sha256 != digests[keys[o.task]][0]]
+    if differ:
+        status = (f"OUTPUTS DIFFER from the {line.phase} baseline on {', '.join(differ)} (greedy decoding: must be "
+                  "identical); accuracy verification will fail unless the baseline runs disagree with each other "
+                  "(then it judges against their floor)")
+        state.token_mismatches.append(f"{line.phase}/{line.label}-r{line.repeat}: {status}")
+        return status
+    if floor:
+        return (f"judged against the baseline-vs-baseline floor on {', '.join(floor)} (the baseline runs differ); "
+                "the verifier decides")
+    return "outputs identical to baseline"
 
 
 def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> tuple[Any, Any, list[Any]]:

@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 import dataclasses
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 from conf.schema import Config
 from conf.typed import plain
@@ -89,13 +89,14 @@ def write_plan(run_dir: Path, cfg: Config) -> Path:
         runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
     from results_schema.io import write_json
-    from results_schema.plan import PLAN_FILE, PhaseKind, PlannedPhase, RunPlan
+    from results_schema.base import PhaseKind
+    from results_schema.plan import PLAN_FILE, PlannedPhase, RunPlan
     from runners.planning.plan import expand
 
     phases = []
     for name, cases in expand(cfg).items():
         planned = tuple(_planned_case(c) for c in cases)
-        phases.append(PlannedPhase(name=name, kind=cast(PhaseKind, cases[0].kind), cases=planned,
+        phases.append(PlannedPhase(name=name, kind=PhaseKind(cases[0].kind), cases=planned,
                                    processes=sum(c.repeats for c in planned)))
     doc = RunPlan(experiment=cfg.experiment_name, run_id=str(cfg.run_id), phases=tuple(phases),
                   processes=sum(p.processes for p in phases))

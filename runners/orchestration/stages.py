@@ -141,6 +141,7 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
         RunnerError: (config) the config describes cases that cannot run.
     """
     from runners.errors import PlanError
+    from runners.identity.gates import required_scalar_pins
     from runners.planning.plan import plan
     from runners.orchestration.rundir import load_resumed_config
 
@@ -154,6 +155,7 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
     check_cpu_kernel_paths(items)
     _check_executor(cfg.executor)
+    required_scalar_pins(cfg)  # a misspelt required_pins entry: refused by a dry run too, not only by the gate
     return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
                 resume_dir=resume_dir)

@@ -16,12 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from conf.choices import PhaseKind
 from conf.schema import Config
 from conf.schema_matrix import CaseConfig, MatrixConfig, ServingConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
-from results_schema.base import Implementation, OffloadBackend
+from results_schema.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.manifest import is_secret_name, looks_like_credential
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError

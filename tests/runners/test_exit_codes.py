@@ -25,6 +25,8 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     ("phases.same_runtime.repeatz=2", "did you mean 'phases.same_runtime.repeats'"),
     ("runtime=base_runtime", "'base_runtime' is the schema of group 'runtime', not a config to select; allowed: "
                              "ascend_latest, ascend_native_v018, cpu, cpu_measure, cuda"),
+    ("required_pins=[model.revisionn]", "required_pins ['model.revisionn'] not allowed; did you mean "
+                                        "'model.revision'?; allowed: ['model.sha256sums_sha256', 'model.revision',"),
 ])
 @pytest.mark.heavy  # measured 3.9 s over 5 cases in the fast tier (its budget is 2 minutes)
 def test_compose_errors_exit_2_in_one_line(override: str, needle: str) -> None:
