@@ -78,8 +78,9 @@ def _unknown_key(cause: Any, key: str, given: str) -> str:
     obj = getattr(cause, "object_type", None)
     known = sorted(f.name for f in fields(obj)) if obj is not None and is_dataclass(obj) else []
     parent, _, leaf = key.rpartition(".")
-    if not known:
-        return f"{given}: no key {key!r}"
+    if not known:  # a mapping field (runtime.env, pins.packages): its keys are added with a leading '+'
+        add = "" if given.startswith("+") else f" (a new key of a mapping is added with a leading '+': +{given})"
+        return f"{given}: no key {key!r}{add}"
     where = parent or getattr(obj, "__name__", "the config root")
     hint = _nearest(leaf, known, f"{parent}." if parent else "")
     return f"{given}: no key {key!r}{hint}; allowed keys of {where}: {', '.join(known)}"

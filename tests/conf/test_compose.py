@@ -194,6 +194,12 @@ def test_a_runtime_health_timeout_not_above_zero_is_a_plan_error(value: str, sho
     assert _plan(None, "phases.same_runtime.runtime.health_timeout_s=0.5")
 
 
+def test_an_expected_case_time_not_above_zero_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match=r"phase 'same_runtime': expected_case_s = -5.0 is invalid: must be a number "
+                                        r"of seconds > 0"):
+        _plan(None, "phases.same_runtime.expected_case_s=-5")
+
+
 def test_max_accuracy_drop_reaches_the_cases() -> None:
     assert {sc.case.max_accuracy_drop for sc in _plan("accuracy", "phases.accuracy.max_accuracy_drop=0.02")} == {0.02}
 

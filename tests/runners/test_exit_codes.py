@@ -25,6 +25,8 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     ("phases.same_runtime.repeatz=2", "did you mean 'phases.same_runtime.repeats'"),
     ("runtime=base_runtime", "'base_runtime' is the schema of group 'runtime', not a config to select; allowed: "
                              "ascend_latest, ascend_native_v018, cpu, cpu_measure, cuda"),
+    ("runtime.env.MY_FLAG=1", "runtime.env.MY_FLAG=1: no key 'runtime.env.MY_FLAG' (a new key of a mapping is "
+                              "added with a leading '+': +runtime.env.MY_FLAG=1)"),
     ("required_pins=[model.revisionn]", "required_pins ['model.revisionn'] not allowed; did you mean "
                                         "'model.revision'?; allowed: ['model.sha256sums_sha256', 'model.revision',"),
 ])
