@@ -253,11 +253,9 @@ def _check_process_limits(phase: str, matrix: MatrixConfig, runtime: RuntimeConf
     """``case_timeout_s`` > 0, ``kill_grace_s`` >= 0, ``cooldown_s`` >= 0, ``expected_case_s`` > 0 when given and
     the phase runtime's ``health_timeout_s`` > 0 (seconds; raises ``PlanError`` naming the key)."""
     limits = [("case_timeout_s", matrix.case_timeout_s, ">"), ("kill_grace_s", matrix.kill_grace_s, ">="),
-              ("cooldown_s", matrix.cooldown_s, ">="),
+              ("cooldown_s", matrix.cooldown_s, ">="), ("expected_case_s", matrix.expected_case_s, ">"),
               (f"runtime {runtime.name!r}: health_timeout_s", runtime.health_timeout_s, ">")]
-    if matrix.expected_case_s is not None:  # null: the runner estimates it
-        limits.append(("expected_case_s", matrix.expected_case_s, ">"))
-    for key, value, op in limits:
+    for key, value, op in ((k, v, o) for k, v, o in limits if v is not None):  # expected_case_s null: estimated
         ok = value > 0.0 if op == ">" else value >= 0.0  # NaN is never ok
         if not ok:
             raise PlanError(f"phase {phase!r}: {key} = {value!r} is invalid: must be a number of seconds {op} 0")
