@@ -165,14 +165,16 @@ def evidence_problems(ev: RuntimeEvidence, *, implementation: str, setting: Offl
     return out
 
 
-def config_num_layers(model: str | Path) -> int | None:
+def config_num_layers(model: str | Path | None) -> int | None:
     """``num_hidden_layers`` of ``<model>/config.json``: the ``config_layers`` both callers of
     :func:`evidence_problems` pass (the runner for every finished case, the validation for the run's model).
 
     Returns:
-        The layer count; None when ``model`` is not a directory with a readable ``config.json`` holding an
-        integer ``num_hidden_layers`` (a hub name, a model the host cannot read): the check is then skipped.
+        The layer count; None when ``model`` is None or empty or not a directory with a readable ``config.json`` holding
+        an integer ``num_hidden_layers`` (a hub name, a model the host cannot read): the check is then skipped.
     """
+    if not model:
+        return None
     try:
         n = json.loads((Path(model) / "config.json").read_text()).get("num_hidden_layers")
     except (OSError, ValueError, AttributeError):

@@ -1,8 +1,9 @@
 """``python -m runners.pins [+experiment=NAME] [overrides...] [--out FILE]``: observe every pin on this host.
 
-Composes and plans the experiment exactly as ``runners.matrix`` would, runs ``runners.identity.probe`` inside
-each runtime it uses (the runtime's interpreter behind its command prefix, see ``runners.identity.runtimes``),
-hashes the model's ``SHA256SUMS`` / reads its ``REVISION`` and the ``offload/`` tree, and writes a YAML file::
+Composes and plans the experiment exactly as ``runners.matrix`` does (``runners.orchestration.stages.make_plan``),
+runs ``runners.identity.probe`` inside each runtime it uses (the runtime's interpreter behind its command prefix,
+see ``runners.identity.runtimes``), hashes the model's ``SHA256SUMS`` / reads its ``REVISION`` and the ``offload/``
+tree, and writes a YAML file::
 
     overrides:          # Hydra overrides, one per observed pin, in the runner's grammar
       - runtime.pins.packages.torch-npu='2.5.1'
@@ -15,12 +16,13 @@ hashes the model's ``SHA256SUMS`` / reads its ``REVISION`` and the ``offload/`` 
       - {key: ..., expected: ..., observed: ...}
 
 The runner reads it with the same overrides and ``+pins=FILE`` (the command ``runners.pins`` prints last): the
-file's overrides are inserted where ``+pins=FILE`` stands, so overrides given after it win. Rules: a declared value (``==0.23.*``) is replaced by the observed exact value only when the
-observation satisfies it; a mismatch is listed, never overridden; a tool is only checked (no value), as is
-``package_wheels`` (the declared wheel path is kept; an installed tree that differs from the wheel is listed
-under ``mismatched`` with the first differing files); a ``source_trees`` value written ``sha256sum:<hex>`` is
-observed in that published format; a pin the experiment does not declare is not written (undeclared stays
-unchecked, declared-but-missing stays ``???`` and fails closed).
+file's overrides are inserted where ``+pins=FILE`` stands, so overrides given after it win. Rules: a declared
+value (``==0.23.*``) is replaced by the observed exact value only when the observation satisfies it; a mismatch is
+listed, never overridden; a tool is only checked (no value), as is ``package_wheels`` (the declared wheel path is
+kept; an installed tree that differs from the wheel is listed under ``mismatched`` with the first differing
+files); a ``source_trees`` value written ``sha256sum:<hex>`` is observed in that published format; a pin the
+experiment does not declare is not written (undeclared stays unchecked, declared-but-missing stays ``???`` and
+fails closed).
 
 Exit codes: 0 every declared pin observed; 3 some pin not found or mismatched (the file is still written);
 2 bad arguments or config (one line, no traceback).
@@ -303,21 +305,17 @@ def compose(overrides: Sequence[str]) -> Config:
 
     Raises:
         PinsError: the overrides do not compose, select a schema entry, add an unknown key (``+phases.same_runtime.
-            repeatz=2``), give a value of the wrong type (one line naming the key, the nearest real one and the
-            allowed ones) or describe cases that cannot run (``runners.planning.plan``, as ``runners.matrix``).
+            repeatz=2``) or give a value of the wrong type: one line naming the key, the nearest real one and the
+            allowed ones (``runners.compose_check``, ``conf.schema``).
     """
     from conf.schema import ConfigError
     from conf.typed import load_config
     from runners.compose_check import compose_checked
-    from runners.errors import PlanError
-    from runners.planning.plan import plan
 
     try:
-        cfg = load_config(compose_checked(overrides), overrides)
-        plan(cfg)  # the cases runners.matrix would refuse (num_prompts=-1): refused here too, before any probe
-    except (ConfigError, PlanError) as exc:
+        return load_config(compose_checked(overrides), overrides)
+    except ConfigError as exc:
         raise PinsError(f"config: {exc}") from None
-    return cfg
 
 
 def _split_args(args: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -364,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m runners.pins``: exit 0 every pin observed, 3 some not found/mismatched, 2 bad arguments."""
     from runners.errors import RunnerError
     from runners.orchestration.path_checks import output_file_problem
+    from runners.orchestration.stages import make_plan
     from runners.identity.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -374,14 +373,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         out, rest = _split_args(args)
         overrides = expand_pins_args(rest)
         cfg = compose(overrides)
+        make_plan(cfg, overrides)  # what runners.matrix refuses before any process (repeats=-2): refused here too
         path = Path(out or f"pins-{cfg.experiment_name}.yaml")
         if (problem := output_file_problem(path)) is not None:
             raise PinsError(f"--out {path}: {problem}")
         result = observe_all(cfg)
-    except (RunnerError, PinsError, ProbeError) as exc:
+    except RunnerError as exc:  # a config the plan refuses, a model the gate cannot read
         print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code if isinstance(exc, RunnerError) else EXIT_CONFIG if isinstance(exc, PinsError) \
-            else EXIT_MISSING
+        return exc.exit_code
+    except (PinsError, ProbeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG if isinstance(exc, PinsError) else EXIT_MISSING
     text = render(result, overrides=rest, argv=args)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

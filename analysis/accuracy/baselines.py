@@ -40,14 +40,14 @@ def _tokens(rows: Sequence[AccuracyExample]) -> dict[int, str]:
 def agreement(task: Task, runs: Sequence[tuple[AccuracyResult, Path, Rows]]) -> BaselineAgreement:
     """Compare the baseline runs of ``task`` (``(result, path, examples)`` in repeat order; >= 1 run)."""
     shas = tuple(r.examples_sha256 for r, _p, _rows in runs)
-    agree = len(set(shas)) == 1
+    judged = baseline_judgement(shas)
+    agree = judged != "noise_floor"
     differing: set[int] = set()
     if not agree:
         tables = [_tokens(rows) for _r, _p, rows in runs if rows is not None]
         for i in sorted(set().union(*[set(t) for t in tables])) if tables else []:
             if len({t.get(i) for t in tables}) > 1:
                 differing.add(i)
-    judged = baseline_judgement(shas)
     return BaselineAgreement(task=task, label=runs[0][0].label, runs=len(runs), agree=agree, examples_sha256=shas,
                              accuracies=tuple(r.accuracy for r, _p, _rows in runs),
                              differing_examples=tuple(sorted(differing)), judged_by=judged)

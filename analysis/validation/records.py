@@ -126,7 +126,7 @@ def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
     their evidence (class, layers, bytes). ``overlay_classes``: ``(phase, label) -> overlay_class``
     of the run's ``overlay`` cases (``plan.json``; without it an overlay case's class is not checked).
     """
-    cfg_layers = config_num_layers(model_dir) if model_dir is not None else None
+    cfg_layers = config_num_layers(model_dir)
     by_label: dict[tuple[str, str], list[CaseRun]] = defaultdict(list)
     for _p, _l, cr in data.case_runs:
         r = cr.record

@@ -114,8 +114,8 @@ class LocalExecutor:
             info = {"hostname": host, "node_id": f"local:{host}", "node_ip": None, "device": spec.accelerator or "cpu",
                     "accelerator_ids": (), "start_unix_s": t_wall, "end_unix_s": time.time(), "times_from": "node",
                     "pid": outcome.pid}
-            append_placement(self._run_dir, placement(sc, attempt=0, executor=ExecutorKind.local, sharing="sequential",
-                                                      info=info))
+            append_placement(self._run_dir, placement(sc, attempt=0, executor=ExecutorKind.local,
+                                                      sharing="sequential", info=info))
             self.launch_overhead_s += (time.monotonic() - t) - outcome.wall_s
             if not on_done(sc, spec, outcome):
                 return
@@ -291,5 +291,6 @@ def check_executor_config(cfg: ExecutorConfig) -> str | None:
     if ray.head_num_cpus is not None and ray.head_num_cpus < 1:
         return f"executor.ray.head_num_cpus {ray.head_num_cpus!r} must be an integer >= 1, or null (all of this host's)"
     if ray.object_store_memory_bytes < 1:
-        return f"executor.ray.object_store_memory_bytes {ray.object_store_memory_bytes!r} must be a number of bytes >= 1"
+        return (f"executor.ray.object_store_memory_bytes {ray.object_store_memory_bytes!r} must be a number of "
+                "bytes >= 1")
     return None

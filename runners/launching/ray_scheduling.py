@@ -157,16 +157,18 @@ class RayScheduler:
         except ray.exceptions.RayTaskError as exc:  # the task body raised: not a node fault
             info = self._driver_info(r)
             cause = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray, sharing=self.sharing,
-                                                      info=info, outcome="task_error", cause=cause))
+            append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray,
+                                                      sharing=self.sharing, info=info, outcome="task_error",
+                                                      cause=cause))
             return not on_done(r.sc, r.spec, _not_run(info, f"Ray task failed: {cause}"))
         except ray.exceptions.RayError as exc:  # node or worker lost (raylet killed, host down, OOM kill)
             info = self._driver_info(r)
             alive = r.node_id in self._alive_nodes() and not isinstance(exc, ray.exceptions.NodeDiedError)
             cause = (f"{type(exc).__name__}: node {info['hostname']} {r.node_id[:12]} "
                      f"{'alive (worker lost)' if alive else 'lost'}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray, sharing=self.sharing,
-                                                      info=info, outcome="node_lost", cause=cause))
+            append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray,
+                                                      sharing=self.sharing, info=info, outcome="node_lost",
+                                                      cause=cause))
             if r.attempt < self.max_node_retries:
                 self._set_aside(r)
                 queue.appendleft((r.sc, r.spec, r.attempt + 1, {r.node_id}))
@@ -175,8 +177,8 @@ class RayScheduler:
                    f"(executor.ray.max_node_retries={self.max_node_retries})")
             return not on_done(r.sc, r.spec, _not_run(info, msg))
         info = {**info, "node_ip": self._alive_nodes().get(info["node_id"], {}).get("NodeManagerAddress")}
-        append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray, sharing=self.sharing,
-                                                  info=info))
+        append_placement(self._run_dir, placement(r.sc, attempt=r.attempt, executor=ExecutorKind.ray,
+                                                  sharing=self.sharing, info=info))
         if r.spec.cooldown_s > 0:
             self.cooldown_total_s += r.spec.cooldown_s
         return not on_done(r.sc, r.spec, outcome)

@@ -53,18 +53,14 @@ class AccuracyPhase:
 
 
 def _check_phase(phase: str, c: PhaseCase) -> AccuracyPhase:
-    """Protocol, manifest and dataset files of one accuracy phase (first case ``c``).
+    """Manifest and dataset files of one accuracy phase (first case ``c``; its protocol and tasks were checked
+    when it was planned, ``runners.planning.plan``).
 
     Raises:
         RunnerError: (config) naming the phase, the manifest path and what is wrong.
     """
-    from results_schema.protocols import UnknownProtocolError, check_protocol
     from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
-    try:
-        check_protocol(str(c.accuracy_protocol))
-    except UnknownProtocolError as exc:
-        raise RunnerError(f"config: accuracy phase {phase!r}: accuracy_protocol: {exc}", EXIT_CONFIG) from None
     manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
     if not manifest.is_file():

@@ -193,7 +193,7 @@ def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path,
                                              offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params))
     problems = evidence_problems(sidecar, implementation=c.implementation, setting=setting,
                                  overlay_class=c.runtime.overlay_class, select=select_offload_layers,
-                                 config_layers=config_num_layers(model) if model else None)
+                                 config_layers=config_num_layers(model))
     if problems:
         raise CheckFailed(problems[0].failure_type, problems[0].message)
     return sidecar

@@ -22,6 +22,7 @@ from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.manifest import is_secret_name, looks_like_credential
+from results_schema.protocols import UnknownProtocolError, check_protocol, protocol_spec
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.workload_check import _effective_workload, validate_workload
@@ -236,8 +237,6 @@ def _accuracy_tasks(phase: str, matrix: MatrixConfig, kind: str) -> tuple[str, .
     if limit is not None and limit < 1:
         raise PlanError(f"phase {phase!r}: accuracy_limit = {limit!r} is invalid: must be a number of rows >= 1 "
                         "per task, or null for every row")
-    from results_schema.protocols import UnknownProtocolError, check_protocol, protocol_spec
-
     key = "accuracy_protocol"  # the registered protocol and its tasks: refused here, before a dry run prints them
     try:
         check_protocol(str(matrix.accuracy_protocol))
