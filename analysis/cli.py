@@ -222,7 +222,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _recommend(args: argparse.Namespace) -> int:
-    from analysis.model.layer_bytes import kv_bytes_per_token, load_config
+    from offload.layer_bytes import kv_bytes_per_token, load_config
     from analysis.model.fit import ChoiceError, recommend
     from analysis.report.tables import CPU_NOTE, build, copy_bench_bandwidth, is_cpu_run
     from analysis.validation.validate import find_model_dir

@@ -28,6 +28,7 @@ from pydantic import with_config
 from conf.schema_matrix import (
     MatrixConfig,
 )
+from results_schema.base import Implementation
 from conf.schema_stack import (
     FORBID_EXTRA,
     ExecutorConfig,
@@ -45,6 +46,32 @@ no ``conf/experiment/default.yaml``)."""
 def experiment_override(experiment_name: str) -> str:
     """The ``+experiment=NAME`` override that composes ``experiment_name`` again; "" for the embedded default."""
     return "" if experiment_name == EMBEDDED_EXPERIMENT else f"+experiment={experiment_name}"
+
+
+@with_config(FORBID_EXTRA)
+@dataclass
+class ChooseConfig:
+    """Choose-then-confirm settings (``runners.orchestration.choose``; active when ``probe_phase`` is set).
+
+    Attributes:
+        probe_phase: the phase that probes (baselines for the step time and the noise floor, the calibration
+            settings of ``offload.choice.calibration_settings`` when its ``points`` are empty); null = no choice.
+        verify_phase: the phase the decided settings are measured in (its ``points`` are decided while the
+            run goes; its baseline runs ``repeats`` times, as every decided setting does).
+        verify_budget: settings one choice verifies at most (the predicted best class and the next classes whose
+            interval reaches it).
+        front_budget: settings measured from the predicted front when a refitted model still misses.
+        implementation: whose settings are chosen.
+        compare_matrix: a ``conf/matrix`` file whose full design a dry run prints beside this one's process count
+            (e.g. ``same_runtime``, the published 63-process design); null = none.
+    """
+
+    probe_phase: Optional[str] = None
+    verify_phase: str = "verify"
+    verify_budget: int = 2
+    front_budget: int = 2
+    implementation: Implementation = Implementation.current
+    compare_matrix: Optional[str] = "same_runtime_cpu"
 
 
 @with_config(FORBID_EXTRA)
@@ -70,6 +97,9 @@ class Config:
         analyze: call ``analysis.report.summary.write_summary`` at the end (and, when the run has accuracy
             phases, the accuracy verifier ``analysis.accuracy.verifier``, report in ``summary/``).
         progress: show a live progress bar (plain lines are always printed).
+        need_gib: choose-then-confirm: device memory the setting must release (GiB = 2**30 B); null unless set.
+        need_kv_gib: the alternative need: KV cache gain (GiB), taken 1:1 as released bytes; null unless set.
+        choose: choose-then-confirm settings (``ChooseConfig``).
     """
 
     runtime: RuntimeConfig = MISSING
@@ -90,6 +120,9 @@ class Config:
     accuracy_command: Optional[List[str]] = None
     analyze: bool = True
     progress: bool = True
+    need_gib: Optional[float] = None
+    need_kv_gib: Optional[float] = None
+    choose: ChooseConfig = field(default_factory=ChooseConfig)
 
 
 def register_configs() -> None:

@@ -139,6 +139,9 @@ class ModelConfig:
         sha256sums_sha256: pin: SHA-256 of the model's ``SHA256SUMS`` file (``???`` = required, null = record only).
         tiny: builder arguments for ``source=tiny``.
         cache_dir: where tiny models are built (relative = repository root).
+        config_json: a ``config.json`` of the model's architecture (relative = repository root), read to size
+            offload settings where the model directory is not at hand (a dry run, a remote host); null = the
+            model directory's own.
     """
 
     name: str = MISSING
@@ -149,6 +152,7 @@ class ModelConfig:
     sha256sums_sha256: Optional[str] = None
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     cache_dir: str = ".cache/models"
+    config_json: Optional[str] = None
 
 
 DEFAULT_MIN_MEASURED_S = 3.0

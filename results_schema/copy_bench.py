@@ -8,12 +8,19 @@ onload bandwidth measured in the same repeat by more than ``max_disagreement`` i
 (``plain_copy_bandwidth_bytes_s`` and the timing medians) are medians over the used readings,
 with their spread; null when no reading is usable.
 
-What is deliberately not modelled: how the bench measures (``offload.bench``), what analysis
-makes of the figure (``analysis.report.tables.copy_bench_bandwidth``).
+``H2DBench`` models the CUDA / NPU twin: what ``python -m offload.h2d_bench`` printed (its
+``OFFLOAD_H2D_BENCH`` line), the pinned host-to-device copy bandwidth of one layer's bytes, timed
+with device events; each repeat is an ``H2DBenchReading`` and the run-level bandwidth is the median
+over all readings, with their spread. It is not registered as a file kind.
+
+What is deliberately not modelled: how the benches measure (``offload.bench``, ``offload.h2d_bench``),
+what analysis makes of the figure (``analysis.report.tables.copy_bench_bandwidth``).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -83,6 +90,45 @@ class CopyBench(StrictModel):
                              f"{len(self.readings)} readings ({used} used)")
         if (self.plain_copy_bandwidth_bytes_s is None) != (used == 0):
             raise ValueError("plain_copy_bandwidth_bytes_s is null exactly when no reading is used")
+        return self
+
+
+H2D_MEDIAN_REL_TOL = 1e-6
+"""Relative tolerance of ``H2DBench.bandwidth_bytes_s`` against the median of its readings."""
+
+
+class H2DBenchReading(StrictModel):
+    """One repeat of the host-to-device bench."""
+
+    bandwidth_bytes_s: float = Field(gt=0, description="bytes_per_copy / median_copy_s (B/s).")
+    median_copy_s: float = Field(gt=0, description="Median device-event time of the repeat's timed copies (s).")
+
+
+class H2DBench(StrictModel):
+    """The ``OFFLOAD_H2D_BENCH`` line: pinned host-to-device copy bandwidth of one layer's bytes, repeated."""
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
+    device: Literal["cuda", "npu"] = Field(description="Device runtime copied to (cuda or npu).")
+    bytes_per_copy: int = Field(ge=1, description="Bytes per copy: one layer's bytes (B).")
+    pinned: Literal[True] = Field(description="The host source tensor is pinned (page-locked); always true.")
+    repeats: int = Field(ge=1, description="Independent readings measured.")
+    copies: int = Field(ge=1, description="Timed copies per reading (after its untimed warm-up copies).")
+    readings: tuple[H2DBenchReading, ...] = Field(min_length=1, description="Every reading, in order.")
+    bandwidth_bytes_s: float = Field(gt=0, description="Median bandwidth over the readings (B/s).")
+    bandwidth_min_bytes_s: float = Field(gt=0, description="Smallest reading's bandwidth (B/s).")
+    bandwidth_max_bytes_s: float = Field(gt=0, description="Largest reading's bandwidth (B/s).")
+    spread_pct: NonNegFloat = Field(description="(max - min) / median bandwidth x 100 over the readings (%).")
+    torch_version: str = Field(min_length=1, description="torch.__version__ of the bench process.")
+    device_name: str = Field(description="The device's name as its runtime reports it (e.g. NVIDIA H200).")
+
+    @model_validator(mode="after")
+    def _readings_agree(self) -> "H2DBench":
+        if len(self.readings) != self.repeats:
+            raise ValueError(f"repeats {self.repeats} disagrees with the {len(self.readings)} readings")
+        med = statistics.median(r.bandwidth_bytes_s for r in self.readings)
+        if not math.isclose(self.bandwidth_bytes_s, med, rel_tol=H2D_MEDIAN_REL_TOL, abs_tol=0.0):
+            raise ValueError(f"bandwidth_bytes_s {self.bandwidth_bytes_s!r} is not the median of the readings "
+                             f"({med!r}) within {H2D_MEDIAN_REL_TOL:g} relative")
         return self
 
 

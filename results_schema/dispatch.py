@@ -78,7 +78,7 @@ DEFAULT_FILE_KINDS: list[FileKind] = [
 
 CONTRIBUTING_MODULES: tuple[str, ...] = ("results_schema.manifest", "results_schema.accuracy", "results_schema.serving",
                                          "results_schema.placement", "results_schema.run_owner",
-                                         "results_schema.copy_bench")
+                                         "results_schema.copy_bench", "results_schema.choice")
 """Modules whose optional ``FILE_KINDS`` list is prepended to the table."""
 
 _EXTRA: list[FileKind] = []

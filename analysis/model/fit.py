@@ -1,25 +1,10 @@
-"""Transfer-bound throughput model and the recommender built on it.
+"""The transfer-bound model fitted to a finished run's summary, and the recommender built on it.
 
-What is modelled: a decode step of the baseline takes ``t0 = P / T0`` seconds
-(``P`` prompts per round each gaining one token per step, ``T0`` the baseline
-median throughput in tok/s), spread evenly over ``num_layers`` layers
-(``c = t0 / num_layers`` per layer). Offloading ``L`` layers of ``b`` bytes
-each (evidence bytes / wrapped count) moves ``L * b`` bytes host->device per
-step at bandwidth ``BW`` (bytes/s):
-
-* ``serial`` (CPU runtime, sync offloader: the copy is on the compute path):
-  ``t = t0 + L*b/BW``;
-* ``overlapped`` (prefetch on a side stream): each group of ``G`` layers holds
-  ``N`` offloaded layers whose copies can hide behind ``prefetch_step * G``
-  layers of compute; the step stalls for what does not fit:
-  ``t = t0 + (L/N) * max(0, N*b/BW - prefetch_step*G*c)``.
-
-Predicted throughput is ``T0 * t0 / t``. ``BW`` is given, or fitted to the
-measured points by minimising the squared relative throughput error over a
-logarithmic grid (1 MB/s .. 10 TB/s); the fit reports its relative error per
-point and overall (RMS, percent), and a best bandwidth on the first or last grid
-value is reported as "at the grid edge" (the data do not pin it down: e.g.
-10,000 GB/s means "no measurable copy cost"), never as "fitted".
+What is modelled: the model itself, its two forms and its bandwidth fit are ``offload.transfer_model``
+(the runner's choose-then-confirm phase uses the same code while a run goes). Here: which summary rows
+are fitted (valid offloaded points of one phase and implementation; bytes per layer = evidence bytes /
+wrapped count; the form: ``serial`` on the CPU runtime and for the sync offloader, else ``overlapped``)
+and the per-label table of predicted vs measured throughput.
 
 The recommender returns the highest-throughput *measured* point whose capacity
 (released bytes from evidence, or KV-cache gain) meets the need, among
@@ -38,18 +23,13 @@ released bytes beyond the 1:1 assumption stated in the recommender output.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from offload.selection import select_offload_layers
+from offload.transfer_model import MeasuredPoint, TransferModel, fit, with_errors
 
 GIB = 1 << 30
-
-BANDWIDTH_GRID = np.logspace(6, 13, 1401)
-"""Bandwidths tried by the fit (bytes/s): 1 MB/s .. 10 TB/s, 200 per decade."""
 
 MAX_FIT_ERROR_PCT = 10.0
 """Largest RMS relative throughput error (percent) of a trusted model (``analysis.model.trust``)."""
@@ -57,58 +37,6 @@ MAX_FIT_ERROR_PCT = 10.0
 
 class ChoiceError(ValueError):
     """A phase or implementation name the run does not have; the message lists the choices."""
-
-
-@dataclass(frozen=True)
-class TransferModel:
-    """Parameters of the transfer-bound model (see module docstring)."""
-
-    baseline_tok_s: float
-    num_prompts: int
-    num_layers: int
-    bytes_per_layer: float
-    bandwidth_bytes_s: float
-    mode: str  # "serial" or "overlapped"
-    bandwidth_source: str = "given"  # "given", "fitted", "grid edge (lowest)", "grid edge (highest)"
-    fit_rms_error_pct: float | None = None  # RMS of (predicted - measured) / measured over the fitted points
-    fit_points: int = 0
-    max_point_error_pct: float | None = None  # largest |predicted - measured| / measured over the fitted points
-    bench_bandwidth_bytes_s: float | None = None  # the run's in-run copy bench (analysis.model.trust), if any
-
-    def fit_note(self) -> str:
-        """One line on the bandwidth and the fit quality, e.g. ``bandwidth 1.23 GB/s (fitted; RMS error 3.1% over 4 points)``."""
-        err = "" if self.fit_rms_error_pct is None else \
-            f"; RMS error {self.fit_rms_error_pct:.1f}% over {self.fit_points} point(s)"
-        return f"bandwidth {self.bandwidth_bytes_s / 1e9:.4g} GB/s ({self.bandwidth_source}{err})"
-
-    @property
-    def predictions_trusted(self) -> bool:
-        """True when ``analysis.model.trust.untrusted_reason`` finds no reason (fit, point errors, copy bench)."""
-        from analysis.model.trust import untrusted_reason
-        return untrusted_reason(self) is None
-
-    @property
-    def t0(self) -> float:
-        """Baseline seconds per decode step."""
-        return self.num_prompts / self.baseline_tok_s
-
-    def step_seconds(self, group_size: int, num_in_group: int, prefetch_step: int = 1) -> float:
-        sel = select_offload_layers(self.num_layers, group_size, num_in_group)
-        L = len(sel)
-        if L == 0:
-            return self.t0
-        if math.isinf(self.bandwidth_bytes_s):
-            return self.t0
-        copy = self.bytes_per_layer / self.bandwidth_bytes_s
-        if self.mode == "serial":
-            return self.t0 + L * copy
-        c = self.t0 / self.num_layers
-        per_group = max(0.0, num_in_group * copy - prefetch_step * group_size * c)
-        return self.t0 + (L / num_in_group) * per_group
-
-    def predict(self, group_size: int, num_in_group: int, prefetch_step: int = 1) -> float:
-        """Predicted throughput (tok/s)."""
-        return self.baseline_tok_s * self.t0 / self.step_seconds(group_size, num_in_group, prefetch_step)
 
 
 def _points(summary: pd.DataFrame, phase: str) -> pd.DataFrame:
@@ -145,36 +73,14 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     t_base = float(base["throughput_median_tok_s"].iloc[0])
     if bandwidth_bytes_s is not None:
         m = TransferModel(t_base, num_prompts, num_layers, bpl, bandwidth_bytes_s, mode)
-        return _with_errors(m, pts, bench_bandwidth_bytes_s)
-    grid = BANDWIDTH_GRID
-    t0 = num_prompts / t_base
-    c = t0 / num_layers
-    err = np.zeros_like(grid)
-    for _, r in pts.iterrows():
-        g, n, k = int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"])
-        L = len(select_offload_layers(num_layers, g, n))
-        copy = bpl / grid
-        if mode == "serial":
-            step = t0 + L * copy
-        else:
-            step = t0 + (L / n) * np.maximum(0.0, n * copy - k * g * c)
-        pred = t_base * t0 / step
-        meas = float(r["throughput_median_tok_s"])
-        err += ((pred - meas) / meas) ** 2
-    i = int(np.argmin(err))
-    source = "grid edge (lowest)" if i == 0 else "grid edge (highest)" if i == len(grid) - 1 else "fitted"
-    m = TransferModel(t_base, num_prompts, num_layers, bpl, float(grid[i]), mode, bandwidth_source=source)
-    return _with_errors(m, pts, bench_bandwidth_bytes_s)
+        return with_errors(m, _measured(pts), bench_bandwidth_bytes_s)
+    return fit(_measured(pts), baseline_tok_s=t_base, num_prompts=num_prompts, num_layers=num_layers,
+               bytes_per_layer=bpl, mode=mode, bench_bandwidth_bytes_s=bench_bandwidth_bytes_s)
 
 
-def _with_errors(m: TransferModel, pts: pd.DataFrame, bench: float | None) -> TransferModel:
-    """``m`` with its RMS and worst relative error (percent) over ``pts`` and the bench bandwidth."""
-    errs = [(m.predict(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]))
-             - float(r["throughput_median_tok_s"])) / float(r["throughput_median_tok_s"]) * 100.0
-            for _, r in pts.iterrows()]
-    rms = float(np.sqrt(np.mean(np.square(errs)))) if errs else float("nan")
-    return replace(m, fit_rms_error_pct=rms, fit_points=len(pts), bench_bandwidth_bytes_s=bench,
-                   max_point_error_pct=max(abs(e) for e in errs) if errs else None)
+def _measured(pts: pd.DataFrame) -> list[MeasuredPoint]:
+    return [MeasuredPoint(int(r["group_size"]), int(r["num_in_group"]), int(r["prefetch_step"]),
+                          float(r["throughput_median_tok_s"])) for _, r in pts.iterrows()]
 
 
 def _num_prompts(runs: pd.DataFrame, phase: str) -> int:
@@ -226,7 +132,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         bandwidth_bytes_s: model bandwidth (default: fitted).
         valid: whether the run validated (stated in the reasoning).
         top: how many unmeasured predictions to return.
-        kv_bytes_per_token: KV-cache bytes per token (``analysis.model.layer_bytes.kv_bytes_per_token``);
+        kv_bytes_per_token: KV-cache bytes per token (``offload.layer_bytes.kv_bytes_per_token``);
             converts token-only KV logs (the CPU runtime) to GiB for ``need_kv_gib``.
         margin_pct: equivalence margin of the verdicts printed (default ``DEFAULT_MARGIN_PCT``).
         bench_bandwidth_bytes_s: the run's in-run copy bench (bytes/s), checked against the fit.
@@ -274,7 +180,7 @@ def _model_lines(model: TransferModel | None, summary: pd.DataFrame, ph: pd.Data
                      f"bytes/layer, {model.fit_note()}")
         mt = model_table(summary, model, phase)
         fitted = set(_points(summary, phase).query("implementation == @implementation")["label"])
-        ok = model.predictions_trusted
+        ok = untrusted_reason(model) is None
         for _, r in mt[mt["label"].isin(fitted)].iterrows():
             lines.append(f"model fit {r['label']}: measured {r['measured_tok_s']:.2f} tok/s, " + (
                 f"predicted {r['predicted_tok_s']:.2f} tok/s, error {r['error_pct']:+.1f}%" if ok else "no prediction"))

@@ -83,6 +83,17 @@ def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
         console.print(f"note: {CPU_HOST_NOTE}", style="dim", markup=False)
 
 
+def _print_choice(out_dir: Path, console: Console) -> None:
+    """A choose run's decision (``summary/choice.json``), misses and an untrusted model in yellow."""
+    from results_schema.choice import SUMMARY_FILE, ChoiceSummary
+
+    if not (out_dir / SUMMARY_FILE).is_file():
+        return
+    for line in read_json(out_dir / SUMMARY_FILE, ChoiceSummary).lines:
+        bad = "MISSED" in line or "NOT TRUSTED" in line or "NONE" in line
+        console.print(line, markup=False, style="yellow" if bad else "bold" if line.startswith("recommended") else "")
+
+
 def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     """Print the decision table, then the validation verdict and its reasons; return ``valid``.
 
@@ -113,6 +124,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
     if any(r.knee for r in cs.decision):
         console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
+    _print_choice(out_dir, console)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"

@@ -41,6 +41,7 @@ from analysis.comparison.noise_floor import noise_floors
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.plots import plot_pareto, plot_retention, save_png
 from analysis.report.provenance import one_line, provenance
+from analysis.model.choice import write_choice
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
 from analysis.report.host_memory import host_memory_table
 from analysis.validation.checks import token_digest_status
@@ -84,6 +85,9 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
     write_json(out / "comparison-summary.json", summary_document(run_dir, tables, prov, cpu=cpu))
     write_text_atomic(out / "comparison-summary.csv", tables["summary"].to_csv(index=False))
     full, main = render_markdown(tables)
+    choice = write_choice(run_dir, tables, out)  # a choose run: the decision from its measurements
+    if choice:
+        full += "\n## Choose, then confirm\n\n" + "\n".join(f"- {x}" for x in choice) + "\n"
     vline = main.split("\n", 1)[0]  # the validity line stays first; provenance right under it
     write_text_atomic(out / "comparison-summary.md", full.replace(vline + "\n", f"{vline}\n\n{one_line(prov)}\n", 1))
     if not tables["summary"].empty:

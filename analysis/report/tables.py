@@ -30,7 +30,7 @@ from analysis.comparison.compare import (
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, verdict_text
 from analysis.load import RunData, load_run
 from analysis.model.fit import fit_model, model_table
-from analysis.model.trust import trust_fields
+from analysis.model.trust import trust_fields, untrusted_reason
 from analysis.validation.validate import point_exclusions, validate_run
 from analysis.validation.checks import token_digest_status
 
@@ -169,11 +169,11 @@ def model_fits(run_dir: Path, data: RunData, summary: pd.DataFrame) -> tuple[dic
                 "num_prompts": m.num_prompts, "num_layers": m.num_layers, "bytes_per_layer": m.bytes_per_layer,
                 "bandwidth_bytes_s": m.bandwidth_bytes_s, "bandwidth": m.bandwidth_source,
                 "fit_rms_error_pct": m.fit_rms_error_pct, "fit_points": m.fit_points,
-                "predictions_trusted": m.predictions_trusted, **trust_fields(m),
+                "predictions_trusted": (untrusted_reason(m) is None), **trust_fields(m),
                 "copy_bench_bandwidth_bytes_s": bench}
             if m is not None:
                 t = model_table(summary, m, phase)
-                if not m.predictions_trusted:  # an untrusted model predicts nothing, in every output
+                if not (untrusted_reason(m) is None):  # an untrusted model predicts nothing, in every output
                     t["predicted_tok_s"] = float("nan")
                     t["error_pct"] = float("nan")
                 t = t[t["label"].isin(ph.loc[ph["implementation"] == impl, "label"])]

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from analysis.model.layer_bytes import (
+from offload.layer_bytes import (
     layer_bytes_from_config,
     layer_bytes_from_safetensors,
     load_config,

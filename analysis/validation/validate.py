@@ -78,7 +78,7 @@ from results_schema.validation import CaseCount, CheckResult, ValidationReport
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
     "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "device_memory", "measurement_window",
-    "manifest", "cpu_kernels", "placement",
+    "manifest", "cpu_kernels", "placement", "choice",
 )
 
 def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | None:
@@ -101,15 +101,21 @@ def expand_saved_plan(run_dir: Path) -> RunPlan | None:
     """The run's ``plan.json`` (``results_schema.plan.RunPlan``, written by the runner).
 
     Returns None when the run directory has no ``plan.json`` (runs from before the runner
-    wrote it, or not written by ``runners.matrix``): expected counts are then unknown.
+    wrote it, or not written by ``runners.matrix``): expected counts are then unknown. A choose run's
+    ``choose-decisions.jsonl`` adds the cases it decided (``results_schema.choice.with_decided``).
 
     Raises:
         RecordError, StrictJSONError: ``plan.json`` exists but does not validate (a ``ValueError``).
     """
+    from results_schema.choice import FILE_NAME as DECISIONS, ChoiceDecision, with_decided
+    from results_schema.io import read_jsonl
+
     path = run_dir / PLAN_FILE
     if not path.is_file():
         return None
-    return read_json(path, RunPlan)
+    plan = read_json(path, RunPlan)
+    decisions = run_dir / DECISIONS  # a choose run: the verify phase's cases as decided while it ran
+    return with_decided(plan, read_jsonl(decisions, ChoiceDecision)) if decisions.is_file() else plan
 
 
 def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
@@ -167,6 +173,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     check_window(data, col, MIN_WINDOW_S)
     check_manifest(run_dir, col)
     check_placement(run_dir, col)
+    check_choice(run_dir, col)
     checks = []
     for name in CHECKS:
         errs = sum(1 for c, i in col.issues if c == name and i.severity == "error")
@@ -175,6 +182,20 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     issues = tuple(i for _c, i in col.issues)
     return ValidationReport(run_dir=str(run_dir), valid=not any(i.severity == "error" for i in issues),
                             checks=tuple(checks), counts=tuple(counts), issues=issues)
+
+
+def check_choice(run_dir: Path, col: Collector) -> None:
+    """A choose run: every decision recomputed from its recorded inputs (``analysis.model.choice.recompute``)."""
+    from analysis.model.choice import read_decisions, recompute
+
+    try:
+        decisions = read_decisions(run_dir)
+    except ValueError as exc:
+        col.add("choice", "choice_record", f"choose-decisions.jsonl: {exc}".splitlines()[0])
+        return
+    for d in decisions:
+        for diff in recompute(d):
+            col.add("choice", "choice_recompute", f"the recorded choice is not what its inputs give: {diff}")
 
 
 def _check_counts(data: RunData, col: Collector) -> list[CaseCount]:

@@ -10,10 +10,7 @@ Qwen-style ChatML ``chat_template``, and ``SHA256SUMS``.
 Same arguments -> byte-identical files (tested). The weights are random: the model produces fluent-looking
 garbage; it exists to exercise the vLLM engine, offloading and the measurement pipeline, not to answer questions.
 
-Parameter bytes per decoder layer (defaults: hidden 128, intermediate 256, 4 heads,
-2 KV heads, head_dim 32, q/k/v biases, two RMSNorm weights, bf16):
-``2 * (3*h*h/...)`` -> 147,968 parameters = 295,936 bytes, so layers (3, 7) of the
-8-layer default hold 591,872 bytes (see ARCHITECTURE.md).
+Defaults (hidden 128, intermediate 256, 4 heads, 2 KV heads, q/k/v biases, bf16): 295,936 bytes per layer.
 """
 
 from __future__ import annotations
@@ -346,6 +343,12 @@ def verify_model_dir(model_dir: str | os.PathLike[str]) -> str:
     return file_sha256(sums)
 
 
+def tiny_layer_config(num_layers: int, hidden_size: int) -> dict[str, Any]:
+    """``build_tiny_model``'s ``config.json`` shapes with its default heads (layer bytes before a build; no vocabulary)."""
+    return _model_config(num_layers=num_layers, hidden_size=hidden_size, inter=2 * hidden_size, num_heads=4,
+                         num_kv_heads=2, vocab_size=3, max_position_embeddings=4096, init_std=0.2)
+
+
 def tiny_model_name(num_layers: int = 8, hidden_size: int = 128, seed: int = 0) -> str:
     return f"tiny-qwen2-l{num_layers}-h{hidden_size}-s{seed}"
 
@@ -378,12 +381,9 @@ def ensure_tiny_model(cache_dir: str | os.PathLike[str], *, num_layers: int = 8,
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runners.models.tiny_model", description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="model directory to create (must not exist or be empty)")
-    ap.add_argument("--num-layers", type=int, default=8)
-    ap.add_argument("--hidden-size", type=int, default=128)
-    ap.add_argument("--intermediate-size", type=int, default=None)
-    ap.add_argument("--num-heads", type=int, default=4)
-    ap.add_argument("--num-kv-heads", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
+    for flag, default in (("--num-layers", 8), ("--hidden-size", 128), ("--intermediate-size", None),
+                          ("--num-heads", 4), ("--num-kv-heads", 2), ("--seed", 0)):
+        ap.add_argument(flag, type=int, default=default)
     a = ap.parse_args(argv)
     try:
         d = build_tiny_model(a.out, num_layers=a.num_layers, hidden_size=a.hidden_size,

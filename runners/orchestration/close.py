@@ -24,6 +24,7 @@ from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
 from runners.planning.plan import BENCH_KINDS
+from results_schema.copy_bench import FILE_NAME as COPY_BENCH_FILE
 
 if TYPE_CHECKING:
     from runners.orchestration.host_measures import CopyBenchRun
@@ -56,6 +57,8 @@ def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path
 
     Accuracy and serving cases are left out: no fit reads them, and an accuracy phase's model
     (``accuracy_model``) is not the run's model, whose layer shapes the bench copies."""
+    if (run_dir / COPY_BENCH_FILE).is_file():  # measured already (a choose run's probe)
+        return
     offload = [sc for sc in items if sc.case.offload_requested and sc.case.kind in BENCH_KINDS]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:

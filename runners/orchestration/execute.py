@@ -49,6 +49,7 @@ class RunState:
     token_mismatches: list[str] = field(default_factory=list)
     case_wall_s: float = 0.0
     finalize_s: float = 0.0
+    finished: set[tuple[str, str, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -221,6 +222,7 @@ def _on_done_impl(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome:
     state.case_wall_s += outcome.wall_s
     fin, acc_line, serving_lines = _finalize(sc, spec, outcome, state.run_dir)
     _append_lines(state.run_dir, sc.case.phase, fin, acc_line, serving_lines)
+    state.finished.add(sc.key)
     if fin.expected and fin.failure is not None:
         state.expected_failures += 1
         status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"

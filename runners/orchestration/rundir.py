@@ -62,7 +62,7 @@ def write_sha256sums(run_dir: Path) -> Path:
     return out
 
 
-def _planned_case(c: PhaseCase) -> Any:
+def planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
@@ -95,7 +95,7 @@ def write_plan(run_dir: Path, cfg: Config) -> Path:
 
     phases = []
     for name, cases in expand(cfg).items():
-        planned = tuple(_planned_case(c) for c in cases)
+        planned = tuple(planned_case(c) for c in cases)
         phases.append(PlannedPhase(name=name, kind=PhaseKind(cases[0].kind), cases=planned,
                                    processes=sum(c.repeats for c in planned)))
     doc = RunPlan(experiment=cfg.experiment_name, run_id=str(cfg.run_id), phases=tuple(phases),

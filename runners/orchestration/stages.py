@@ -85,6 +85,7 @@ class Execution:
     state: RunState
     interrupted: bool
     base_env: Mapping[str, str]
+    items: tuple[ScheduledCase, ...] = ()
 
 
 def check_cpu_kernel_paths(items: Sequence[ScheduledCase]) -> None:
@@ -153,12 +154,25 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
         items = plan(cfg)
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
+    items = _with_decided(cfg, items, resume_dir)
     check_cpu_kernel_paths(items)
     _check_executor(cfg.executor)
     required_scalar_pins(cfg)  # a misspelt required_pins entry: refused by a dry run too, not only by the gate
     return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
                 resume_dir=resume_dir)
+
+
+def _with_decided(cfg: Config, items: list[ScheduledCase], resume_dir: Path | None) -> list[ScheduledCase]:
+    """A resumed choose run's plan with its verify phase as decided (``runners.orchestration.choose``)."""
+    from runners.orchestration.choose import active, decided_items
+
+    if not active(cfg) or resume_dir is None:
+        return items
+    decided = decided_items(cfg, resume_dir, len(items))
+    if not decided:
+        return items
+    return [sc for sc in items if sc.case.phase != cfg.choose.verify_phase] + decided
 
 
 def with_accuracy_inputs(p: Plan) -> Plan:
@@ -245,8 +259,10 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
     return OpenRun(run_dir=run_dir, cfg=cfg, run_identity=run_identity, done=frozenset(), timings=timings)
 
 
-def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
-    """Stage 4: end leftover case processes of dead runners, then run every case not done."""
+def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | None = None) -> Execution:
+    """Stage 4: end leftover case processes of dead runners, then run every case not done; a choose run's verify
+    phase runs as decided after its probe (``runners.orchestration.choose``; ``run_copy_bench`` for its probe)."""
+    from runners.orchestration.choose import active, choose_stage, verify_stage_line
     from runners.orchestration.execute import run_phases, seed_baselines
     from runners.incase.case_processes import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
@@ -254,13 +270,16 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
         console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
-    todo = tuple(sc for sc in p.items if sc.key not in run.done)
+    verify = run.cfg.choose.verify_phase if active(run.cfg) else None
+    todo = tuple(sc for sc in p.items if sc.key not in run.done and sc.case.phase != verify)
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
     console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
+    if verify is not None:
+        console.print(verify_stage_line(run.cfg), markup=False)
     progress = Progress(len(p.items), live=p.options.progress)
-    progress.skip(len(p.items) - len(todo))
+    progress.skip(sum(1 for sc in p.items if sc.key in run.done))
     opts = p.options
     state = RunState(run_dir=run.run_dir, model_dir=run.run_identity.gate.model_dir, python=sys.executable,
                      bench_command=opts.bench_command, formal=opts.formal, progress=progress,
@@ -270,7 +289,13 @@ def execute(p: Plan, run: OpenRun, console: Any) -> Execution:
     base_env = dict(os.environ)
     interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.run_identity.gate,
                              resumed=p.resume_dir is not None, timings=run.timings)
-    return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env)
+    items = p.items
+    if verify is not None and not interrupted and not state.stopped:
+        assert run_copy_bench is not None  # run_stages passes it
+        interrupted, decided = choose_stage(p, run, state, base_env, console, run_copy_bench)
+        items = tuple(sc for sc in p.items if sc.case.phase != verify) + tuple(decided)
+        todo = todo + tuple(sc for sc in decided if sc.key in state.finished)
+    return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env, items=items)
 
 
 def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: CopyBenchRun) -> int:
@@ -281,10 +306,10 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: Co
     if ex.interrupted:
         from runners.orchestration.close import interrupted_line
 
-        console.print(interrupted_line(p.items, run.run_dir), markup=False)
+        console.print(interrupted_line(ex.items or p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.run_identity.gate, run.timings)
-    analyse_and_checksum(run.cfg, p.options, p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console,
+    analyse_and_checksum(run.cfg, p.options, ex.items or p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console,
                          run_copy_bench)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
@@ -333,6 +358,10 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
     p = make_plan(cfg, overrides)
     if p.options.dry_run:
         print_schedule(p.items, p.cfg)
+        if p.cfg.choose.probe_phase is not None:
+            from runners.orchestration.choose import dry_run_lines
+            for line in dry_run_lines(p.cfg, sum(1 for sc in p.items if sc.case.phase == p.cfg.choose.probe_phase)):
+                console.print(line, markup=False)
         return EXIT_OK
     if p.resume_dir is not None and resume_complete(p, console):  # a finished run needs no other path
         return EXIT_OK
@@ -345,6 +374,6 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
         timings = Timings(t_start=time.monotonic())
         run_identity = identity_gate(p, timings, measures.probe_torch)
         run = open_run(p, run_identity, timings, console, lock)
-        return close(p, run, execute(p, run, console), console, measures.run_copy_bench)
+        return close(p, run, execute(p, run, console, measures.run_copy_bench), console, measures.run_copy_bench)
     finally:
         lock.release()

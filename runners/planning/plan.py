@@ -25,6 +25,7 @@ from results_schema.manifest import is_secret_name, looks_like_credential
 from results_schema.protocols import UnknownProtocolError, check_protocol, protocol_spec
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
+from runners.planning.choose_plan import with_choose
 from runners.planning.workload_check import _effective_workload, validate_workload
 
 KINDS = tuple(k.value for k in PhaseKind)
@@ -355,6 +356,7 @@ def expand(cfg: Config, *, num_layers: int | None = None) -> dict[str, list[Phas
     """
     if not cfg.phases:
         raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
+    cfg = with_choose(cfg)
     layers = num_layers if num_layers is not None else cfg.model.num_layers
     return {name: expand_phase(name, cfg.phases[name], workload=cfg.workload, runtime=cfg.runtime,
                                num_layers=phase_layers(name, cfg.phases[name], layers))
@@ -394,6 +396,5 @@ def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_pha
 def plan(cfg: Config) -> list[ScheduledCase]:
     """Expand and schedule a config. Raises ``PlanError``."""
     by_phase = expand(cfg)
-    rotate = {name: cfg.phases[name].rotate for name in by_phase}
-    focus = {name: cfg.phases[name].focus_first for name in by_phase}
+    rotate, focus = ({name: getattr(cfg.phases[name], k) for name in by_phase} for k in ("rotate", "focus_first"))
     return schedule(by_phase, rotate_by_phase=rotate, focus_first_by_phase=focus)

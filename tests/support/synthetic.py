@@ -26,7 +26,7 @@ from typing import cast
 
 import yaml
 
-from analysis.model.layer_bytes import layer_param_shapes
+from offload.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
 from results_schema.io import append_jsonl, dumps_model, write_json
 from results_schema.load_metrics import percentile_linear
@@ -138,7 +138,7 @@ def default_cases(mean: float = 100.0, sd: float = 1.0, official_delta: float = 
 
 
 def layer_bytes(config: dict = TINY_CONFIG) -> int:
-    from analysis.model.layer_bytes import layer_bytes_from_config
+    from offload.layer_bytes import layer_bytes_from_config
 
     return layer_bytes_from_config(config)
 

@@ -1,6 +1,7 @@
 """Bytes of one decoder layer, from ``config.json`` shape arithmetic and from safetensors headers.
 
-What is modelled: dense decoder layers of Qwen2 / Qwen2.5 / Qwen3 / Llama / Mistral
+Used by the runner while a run goes (choose-then-confirm: released bytes of every setting) and by
+analysis afterwards. What is modelled: dense decoder layers of Qwen2 / Qwen2.5 / Qwen3 / Llama / Mistral
 shaped models (attention q/k/v/o projections with optional biases, optional
 per-head q/k RMSNorm (Qwen3), gated MLP gate/up/down, two RMSNorm weights per
 layer) in one dtype. The Qwen2.5-7B shape (hidden 3584, intermediate 18944,
@@ -23,6 +24,8 @@ import re
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from offload.matching import matches_offload_params
 
 DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4, "F32": 4,
@@ -112,21 +115,8 @@ def config_dtype(config: dict) -> str:
 
 
 def segment_match(param_name: str, patterns: Sequence[str]) -> bool:
-    """vLLM ``offload_params`` rule: a pattern matches when its dotted segments
-    appear as a contiguous run of the name's segments. Empty patterns match all.
-
-    ``mlp.experts.w2_weight``: ``experts`` and ``experts.w2_weight`` match;
-    ``expert`` and ``w2`` do not.
-    """
-    if not patterns:
-        return True
-    segs = param_name.split(".")
-    for pat in patterns:
-        p = pat.split(".")
-        for i in range(len(segs) - len(p) + 1):
-            if segs[i : i + len(p)] == p:
-                return True
-    return False
+    """vLLM's ``offload_params`` rule (``offload.matching.matches_offload_params``, the offloader's own)."""
+    return matches_offload_params(param_name, patterns)
 
 
 def _numel(shape: Iterable[int]) -> int:

@@ -1,0 +1,208 @@
+"""The decision of a choose-then-confirm run, from its measurements, and the recomputation of its choices.
+
+What is modelled:
+
+* ``decide``: the recommended setting among the *measured* settings of the verify phase that are valid
+  (``front_excluded`` empty: evidence and tokens as the baseline's) and release at least the need (evidence
+  bytes), the fastest by median throughput; its retention interval (the verdict rule's percentile bootstrap of
+  the median difference against the phase's baselines, ``analysis.comparison.verdict_rule.decide``), its margin
+  over the runner-up (the same rule), prediction beside measurement for every verified setting, and the process
+  counts (run, and what measuring every candidate with the same design would take). A need of 0 recommends the
+  baseline ("offload unnecessary"). Nothing is recommended from a prediction: with no valid measured setting
+  meeting the need, the decision says so.
+* ``recompute``: each recorded decision's fits, form, predictions and chosen settings recomputed from its
+  recorded inputs with the runner's own rule (``offload.choice``); a difference is reported.
+
+What is deliberately not modelled: the choice while the run goes (``runners.orchestration.choose``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from results_schema.choice import FILE_NAME, ChoiceDecision
+
+GIB = 1 << 30
+
+
+@dataclass
+class ChoiceResult:
+    """What ``decide`` found; ``lines`` is the printed reasoning (console, Markdown, HTML)."""
+
+    recommended: dict | None
+    verified: list[dict]
+    processes_run: int
+    processes_every_candidate: int
+    trusted: bool
+    lines: list[str] = field(default_factory=list)
+
+
+def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
+    """The run's ``choose-decisions.jsonl`` lines (none: not a choose run)."""
+    from results_schema.io import read_jsonl
+
+    path = Path(run_dir) / FILE_NAME
+    return read_jsonl(path, ChoiceDecision) if path.is_file() else []
+
+
+def _verified(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, phase: str) -> list[dict]:
+    """Every decided setting: the prediction it was chosen under beside its measurement."""
+    rows = []
+    for d in decisions:
+        preds = {(p.group_size, p.num_in_group, p.prefetch_step): p for p in d.predictions}
+        for c in d.chosen:
+            p = preds[(c.group_size, c.num_in_group, c.prefetch_step)]
+            m = summary[(summary["phase"] == phase) & (summary["label"] == c.label)]
+            meas = float(m["retention"].iloc[0]) if not m.empty else math.nan
+            inside = p.retention_low <= meas <= p.retention_high if not math.isnan(meas) else None
+            rows.append({"label": c.label, "stage": d.stage, "predicted_retention": p.retention,
+                         "retention_low": p.retention_low, "retention_high": p.retention_high,
+                         "measured_retention": meas, "within_interval": inside,
+                         "error_pct": (p.retention - meas) / meas * 100.0 if not math.isnan(meas) else math.nan})
+    return rows
+
+
+def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.DataFrame, *, verify_phase: str,
+           processes_run: int, margin_pct: float) -> ChoiceResult:
+    """The run's recommendation from its measurements (module docstring).
+
+    Args:
+        decisions: the run's decision lines (at least one).
+        summary: ``analysis.aggregate.aggregate`` output with ``front_excluded`` (validation exclusions).
+        runs: per-process runs (``RunData.runs``: throughput per process for the intervals).
+        verify_phase: the phase the decided settings were measured in.
+        processes_run: case processes the run recorded (runs and failures).
+        margin_pct: equivalence margin of the verdicts.
+    """
+    from analysis.comparison.verdict_rule import decide as verdict
+
+    first, last = decisions[0], decisions[-1]
+    res = ChoiceResult(None, _verified(decisions, summary, verify_phase), processes_run,
+                       first.processes_every_candidate, all(d.trusted for d in decisions))
+    res.lines.append(f"choose: need {first.need_source} = {first.need_bytes / GIB:.4g} GiB; layer bytes from "
+                     f"{first.layer_bytes_source}")
+    for d in decisions:
+        if d.form is not None:
+            fits = "; ".join(f"{f.form} {f.bandwidth_bytes_s / 1e9:.4g} GB/s ({f.bandwidth_source}, worst point "
+                             f"{f.max_point_error_pct:.1f}%)" for f in d.fits)
+            res.lines.append(f"choose ({d.stage}): model form {d.form}: {d.form_reason}; fits: {fits}; "
+                             f"interval +-{d.half_width_pct:.1f}% (noise {d.noise_pct:.1f}%)")
+        res.lines.append(f"choose ({d.stage}): {d.note}")
+    for v in res.verified:
+        res.lines.append(f"verified {v['label']} ({v['stage']}): predicted retention {v['predicted_retention']:.3f} "
+                         f"[{v['retention_low']:.3f}-{v['retention_high']:.3f}], measured "
+                         f"{v['measured_retention']:.3f}" + ("" if v["within_interval"] else "  MISSED"))
+    if last.stage == "unnecessary":
+        res.recommended = {"label": "baseline", "group_size": 0, "num_in_group": 0, "prefetch_step": 1,
+                           "reason": "offload unnecessary"}
+        res.lines.append("recommended: baseline (offload unnecessary: the need is 0 bytes)")
+    else:
+        _recommend(res, summary, runs, verify_phase, last, margin_pct, verdict)
+    if not res.trusted:
+        res.lines.append("model: NOT TRUSTED on this host (a verified point still missed after the refit); the "
+                         "recommendation comes from the measured front only")
+    res.lines.append(f"processes run: {processes_run} (measuring every candidate: {res.processes_every_candidate})")
+    return res
+
+
+def _recommend(res: ChoiceResult, summary: pd.DataFrame, runs: pd.DataFrame, phase: str, last: ChoiceDecision,
+               margin_pct: float, verdict: Any) -> None:
+    ph = summary[summary["phase"] == phase]
+    excluded = ph["front_excluded"].fillna("") if "front_excluded" in ph else pd.Series("", index=ph.index)
+    ok = ph[(ph["implementation"] == last.implementation) & (excluded == "")
+            & (ph["released_bytes"].astype(float) >= last.need_bytes)]
+    if ok.empty:
+        res.lines.append("recommended: NONE: no valid measured setting meets the need (nothing is recommended "
+                         "from predictions)")
+        return
+    ranked = ok.sort_values(["throughput_median_tok_s", "released_bytes"], ascending=[False, False])
+    b = ranked.iloc[0]
+    pr = runs[runs["phase"] == phase]
+    thr = {lb: pr.loc[pr["label"] == lb, "throughput_tok_s"].tolist() for lb in ph["label"]}
+    d = verdict(thr[b["label"]], thr["baseline"], margin_pct=margin_pct)
+    res.recommended = {"label": str(b["label"]), "group_size": int(b["group_size"]),
+                       "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
+                       "released_gib": float(b["released_bytes"]) / GIB, "retention": float(b["retention"]),
+                       "retention_low": 1 + d.ci_low_pct / 100, "retention_high": 1 + d.ci_high_pct / 100,
+                       "vs_baseline": d.text}
+    r = res.recommended
+    res.lines.append(f"recommended: {r['label']} (G={r['group_size']}, N={r['num_in_group']}, prefetch_step="
+                     f"{r['prefetch_step']}): releases {r['released_gib']:.4g} GiB (evidence), measured retention "
+                     f"{r['retention']:.3f} [{r['retention_low']:.3f}-{r['retention_high']:.3f}] "
+                     f"({d.n_a} vs {d.n_b} processes; vs baseline: {d.text})")
+    if len(ranked) > 1:
+        r2 = ranked.iloc[1]
+        m = verdict(thr[b["label"]], thr[r2["label"]], margin_pct=margin_pct)
+        r["runner_up"] = str(r2["label"])
+        r["vs_runner_up"] = m.text
+        res.lines.append(f"margin over the runner-up {r2['label']}: {m.text}"
+                         + ("" if m.verdict == "faster" else " (the data do not separate them)"))
+
+
+def recompute(d: ChoiceDecision) -> list[str]:
+    """Differences between decision ``d`` and the runner's rule rerun on its recorded inputs (empty: none)."""
+    from offload.choice import ChoiceInputs, Setting, compute_choice, front
+    from offload.transfer_model import MeasuredPoint
+
+    if d.stage == "unnecessary":
+        return [] if d.need_bytes == 0 and not d.chosen else [f"{d.stage}: need {d.need_bytes} B is not 0"]
+    exclude = tuple(Setting(p.group_size, p.num_in_group, p.prefetch_step) for p in d.points) \
+        if d.stage != "predict" else ()
+    inp = ChoiceInputs(num_layers=d.num_layers, num_prompts=d.num_prompts, layer_bytes=dict(enumerate(d.layer_bytes)),
+                       slot=d.slot_bytes, baseline_tok_s=sorted(d.baseline_tok_s)[len(d.baseline_tok_s) // 2]
+                       if len(d.baseline_tok_s) % 2 else sum(sorted(d.baseline_tok_s)[len(d.baseline_tok_s) // 2 - 1:
+                                                                                         len(d.baseline_tok_s) // 2 + 1]) / 2,
+                       noise_pct=d.noise_pct, points=[MeasuredPoint(p.group_size, p.num_in_group, p.prefetch_step,
+                                                                    p.throughput_tok_s) for p in d.points],
+                       need_bytes=d.need_bytes, budget=d.budget, exclude=exclude,
+                       bench_bandwidth_bytes_s=d.copy_bench_bandwidth_bytes_s)
+    ch = compute_choice(inp)
+    chosen = ch.chosen if d.stage != "front" else [p for p in front(ch.predictions, d.need_bytes)
+                                                   if p.setting not in set(exclude)][:d.budget]
+    diffs = []
+    if ch.form != d.form:
+        diffs.append(f"{d.stage}: form {d.form} recorded, {ch.form} recomputed")
+    want = [(c.group_size, c.num_in_group, c.prefetch_step) for c in d.chosen]
+    got = [(p.setting.group_size, p.setting.num_in_group, p.setting.prefetch_step) for p in chosen]
+    if want != got:
+        diffs.append(f"{d.stage}: chosen {want} recorded, {got} recomputed")
+    rec = {(p.group_size, p.num_in_group, p.prefetch_step): p for p in d.predictions}
+    for p in ch.predictions:
+        r = rec.get((p.setting.group_size, p.setting.num_in_group, p.setting.prefetch_step))
+        if r is None or not math.isclose(r.predicted_tok_s, p.tok_s, rel_tol=1e-9) or r.released_bytes != p.released_bytes:
+            diffs.append(f"{d.stage}: prediction of {p.setting} differs ({r} recorded)")
+            break
+    return diffs
+
+
+def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:
+    """``out/choice.json`` (``results_schema.choice.ChoiceSummary``) of a choose run; returns its lines (none:
+    not a choose run)."""
+    from results_schema.choice import SUMMARY_FILE, ChoiceSummary, Recommended, VerifiedPoint
+    from results_schema.io import write_json
+
+    decisions = read_decisions(run_dir)
+    if not decisions:
+        return []
+    data = tables["data"]
+    phase = next((d.decided_phase.name for d in decisions if d.decided_phase is not None), "")
+    n = len(data.case_runs) + len(data.case_failures)
+    res = decide(decisions, tables["summary"], data.runs, verify_phase=phase, processes_run=n,
+                 margin_pct=tables["margin_pct"])
+    r = res.recommended
+    rec = None if r is None else Recommended(
+        label=r["label"], group_size=r["group_size"], num_in_group=r["num_in_group"], prefetch_step=r["prefetch_step"],
+        reason=r.get("reason") or next(x for x in res.lines if x.startswith("recommended:")))
+    doc = ChoiceSummary(recommended=rec, verified=tuple(VerifiedPoint(
+        label=v["label"], stage=v["stage"], predicted_retention=v["predicted_retention"],
+        retention_low=v["retention_low"], retention_high=v["retention_high"],
+        measured_retention=None if math.isnan(v["measured_retention"]) else v["measured_retention"],
+        within_interval=v["within_interval"]) for v in res.verified), processes_run=n,
+        processes_every_candidate=res.processes_every_candidate, trusted=res.trusted, lines=tuple(res.lines))
+    write_json(out / SUMMARY_FILE, doc)
+    return res.lines

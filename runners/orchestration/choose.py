@@ -1,0 +1,411 @@
+"""Choose, then confirm, while the run goes: predict after the probe, verify what decides, refit once, fall back.
+
+What is modelled (``conf.schema.ChooseConfig``; the rule is ``offload.choice``, the records
+``results_schema.choice``):
+
+1. after the probe phase: the copy bench (CPU runtime; ``runners.orchestration.close.copy_bench``), the probe's
+   baselines (step time, noise floor) and calibration settings read from ``<probe>-runs.jsonl``; both model forms
+   fitted, every distinct setting predicted, classes formed, the settings to verify chosen; one
+   ``ChoiceDecision`` line (stage ``predict``) appended to ``choose-decisions.jsonl`` before any of them starts;
+2. the verify phase: its baseline and every decided setting, ``repeats`` processes each, rotated
+   (``verify_items``), through the same executor and finaliser as every phase;
+3. every verified setting's measured retention (median of its processes / median of the phase's baselines)
+   checked against its predicted interval; a miss refits the model with every measured point and verifies the
+   new choice once (stage ``refit``); a miss after the refit marks the model untrusted and measures the predicted
+   front instead, within ``front_budget`` (stage ``front``). The recommendation is never taken here: analysis
+   decides from the measured points only.
+
+A need of 0 bytes writes one ``unnecessary`` line and verifies nothing. A resume reads the lines already written
+and continues the same decision (``decided_items`` gives ``runners.orchestration.stages.make_plan`` the decided
+cases, so that a resume's bookkeeping sees them).
+
+What is deliberately not modelled: statistics of the decision (``analysis.comparison``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Any, Mapping, Sequence, cast
+
+from conf.schema import Config
+from offload.choice import ChoiceInputs, Setting, compute_choice, front
+from offload.transfer_model import MeasuredPoint
+from results_schema.choice import FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck
+from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_bytes
+
+REFIT_BUDGET = 1
+"""Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
+
+__all__ = ["active", "choose_stage", "decided_items", "read_decisions", "run_choose", "verify_items", "verify_stage_line"]
+
+
+def active(cfg: Config) -> bool:
+    """True when the config has a choose probe phase."""
+    return cfg.choose.probe_phase is not None
+
+
+def verify_stage_line(cfg: Config) -> str:
+    """What the verify stage will run at most: decided after the probe, so printed as a bound."""
+    ch = cfg.choose
+    if ch.verify_phase not in cfg.phases:  # need 0: no verify stage
+        return "then no verify stage: a need of 0 is met by the baseline (offload unnecessary)"
+    m = cfg.phases[ch.verify_phase]
+    n = (ch.verify_budget + 1) * m.repeats
+    eta = f", ~{n * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
+    return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline, "
+            f"{m.repeats} processes each = {n} processes{eta}; a refit adds {REFIT_BUDGET * m.repeats} (a model still "
+            f"wrong: the measured front, at most {ch.front_budget * m.repeats} more)")
+
+
+def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
+    """The decision lines already written (none for a new run)."""
+    from results_schema.io import read_jsonl
+
+    path = run_dir / FILE_NAME
+    return read_jsonl(path, ChoiceDecision) if path.is_file() else []
+
+
+def decided_settings(decisions: Sequence[ChoiceDecision]) -> list[Setting]:
+    """Every setting decided for measurement, in decision order."""
+    return [Setting(c.group_size, c.num_in_group, c.prefetch_step) for d in decisions for c in d.chosen]
+
+
+def verify_items(cfg: Config, decided: Sequence[Setting], start_index: int) -> list[Any]:
+    """The verify phase's schedule (``ScheduledCase``) with ``decided`` as its points: baseline and each setting
+    ``repeats`` processes, rotated; numbered from ``start_index``."""
+    from conf.schema_matrix import PointConfig
+    from runners.planning.plan import expand_phase, schedule
+
+    name = cfg.choose.verify_phase
+    matrix = dataclasses.replace(cfg.phases[name], implementations=[cfg.choose.implementation], points=[
+        PointConfig(g=s.group_size, n=s.num_in_group, prefetch_step=s.prefetch_step) for s in decided])
+    cases = expand_phase(name, matrix, workload=cfg.workload, runtime=cfg.runtime, num_layers=cfg.model.num_layers)
+    items = schedule({name: cases}, rotate_by_phase={name: matrix.rotate})
+    return [dataclasses.replace(sc, index=start_index + i) for i, sc in enumerate(items)]
+
+
+def decided_items(cfg: Config, run_dir: Path | None, start_index: int) -> list[Any]:
+    """On resume: the verify phase's items from the decisions already written; else none."""
+    if not active(cfg) or run_dir is None or cfg.choose.verify_phase not in cfg.phases:
+        return []
+    decisions = read_decisions(run_dir)
+    return verify_items(cfg, decided_settings(decisions), start_index) if decisions else []
+
+
+# ----------------------------------------------------------------------------- what was measured
+
+
+def _runs(run_dir: Path, phase: str) -> list[Any]:
+    from results_schema.io import read_jsonl
+    from results_schema.models import CaseRun
+
+    path = run_dir / f"{phase}-runs.jsonl"
+    return read_jsonl(path, CaseRun) if path.is_file() else []
+
+
+def _by_label(runs: Sequence[Any], bad: set[str], phase: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r in runs:
+        if f"{phase}/{r.record.label}" not in bad:
+            out.setdefault(r.record.label, []).append(r)
+    return out
+
+
+def _bad_labels(mismatches: Sequence[str]) -> set[str]:
+    """``phase/label`` of every case whose tokens differed (``RunState.token_mismatches``: ``phase/label-rN: ...``)."""
+    return {m.split(":", 1)[0].rsplit("-r", 1)[0] for m in mismatches}
+
+
+def measured_points(run_dir: Path, phase: str, scale: float, bad: set[str]) -> list[FittedPoint]:
+    """Offloaded settings of ``phase`` (tokens as the baseline's) as fitted points: median retention vs the phase's
+    baseline median, times ``scale`` (the probe's baseline median, tok/s)."""
+    groups = _by_label(_runs(run_dir, phase), bad, phase)
+    base = [r.record.throughput_tok_s for r in groups.get("baseline", [])]
+    if not base:
+        return []
+    b = statistics.median(base)
+    out = []
+    for label, rs in groups.items():
+        ev = rs[0].evidence
+        if label == "baseline" or ev.wrapped_count == 0:
+            continue
+        med = statistics.median(r.record.throughput_tok_s for r in rs)
+        out.append(FittedPoint(group_size=ev.offload_group_size, num_in_group=ev.offload_num_in_group,
+                               prefetch_step=ev.offload_prefetch_step, throughput_tok_s=med / b * scale,
+                               phase=phase, processes=len(rs)))
+    return out
+
+
+# ----------------------------------------------------------------------------- one decision
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    cfg: Config
+    run_dir: Path
+    sizes: ModelSizes
+    baselines: tuple[float, ...]
+    num_prompts: int
+    bench: float | None
+    bad: set[str]
+
+
+def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
+    from results_schema.copy_bench import FILE_NAME as BENCH, CopyBench
+    from results_schema.io import read_json
+
+    probe = cfg.choose.probe_phase
+    assert probe is not None
+    runs = _by_label(_runs(run_dir, probe), bad, probe).get("baseline", [])
+    if not runs:
+        return None
+    bench_path = run_dir / BENCH
+    bench = read_json(bench_path, CopyBench).plain_copy_bandwidth_bytes_s if bench_path.is_file() else None
+    sizes = model_sizes(cfg.model, cfg.workload.dtype)
+    return _Context(cfg, run_dir, sizes, tuple(r.record.throughput_tok_s for r in runs),
+                    runs[0].record.workload.num_prompts, bench, bad)
+
+
+def _noise_pct(xs: Sequence[float]) -> float:
+    return (max(xs) - min(xs)) / statistics.median(xs) * 100.0 if len(xs) > 1 else 0.0
+
+
+def _candidates(ctx: _Context, need: int) -> int:
+    from offload.choice import distinct_settings, released_bytes
+
+    layer = dict(enumerate(ctx.sizes.layer_bytes))
+    n = sum(1 for s in distinct_settings(ctx.cfg.model.num_layers)
+            if released_bytes(s, layer, ctx.sizes.slot, ctx.cfg.model.num_layers) >= need)
+    return (n + 1) * ctx.cfg.phases[ctx.cfg.choose.verify_phase].repeats
+
+
+def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked: Sequence[VerifiedCheck],
+            exclude: Sequence[Setting], budget: int, trusted: bool) -> ChoiceDecision:
+    from results_schema.choice import Form, FormFit, PredictedSetting
+
+    cfg = ctx.cfg
+    need, text = need_bytes(cfg)
+    inp = ChoiceInputs(num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts,
+                       layer_bytes=dict(enumerate(ctx.sizes.layer_bytes)), slot=ctx.sizes.slot,
+                       baseline_tok_s=statistics.median(ctx.baselines), noise_pct=_noise_pct(ctx.baselines),
+                       points=[MeasuredPoint(p.group_size, p.num_in_group, p.prefetch_step, p.throughput_tok_s)
+                               for p in points], need_bytes=need, budget=budget, exclude=tuple(exclude),
+                       bench_bandwidth_bytes_s=ctx.bench)
+    ch = compute_choice(inp)
+    chosen = list(ch.chosen) if stage != "front" else [p for p in front(ch.predictions, need)
+                                                        if p.setting not in set(exclude)][:budget]
+    impl = str(cfg.choose.implementation)
+    refs = tuple(SettingRef(group_size=p.setting.group_size, num_in_group=p.setting.num_in_group,
+                            prefetch_step=p.setting.prefetch_step, label=p.setting.label(impl)) for p in chosen)
+    note = _note(stage, refs, checked, need)
+    return ChoiceDecision(
+        stage=stage, need_bytes=need, need_source=text, implementation=impl, num_layers=cfg.model.num_layers,
+        num_prompts=ctx.num_prompts, layer_bytes=ctx.sizes.layer_bytes, layer_bytes_source=ctx.sizes.source,
+        slot_bytes=ctx.sizes.slot, baseline_phase=str(cfg.choose.probe_phase), baseline_tok_s=ctx.baselines,
+        noise_pct=inp.noise_pct, copy_bench_bandwidth_bytes_s=ctx.bench, points=tuple(points),
+        fits=tuple(FormFit(form=cast(Form, f), bandwidth_bytes_s=m.bandwidth_bytes_s, bandwidth_source=m.bandwidth_source,
+                           rms_error_pct=m.fit_rms_error_pct or 0.0, max_point_error_pct=m.max_point_error_pct or 0.0)
+                   for f, m in ch.fits.items()),
+        form=cast(Form, ch.form), form_reason=ch.form_reason, half_width_pct=ch.half_width_pct,
+        predictions=tuple(PredictedSetting(
+            group_size=p.setting.group_size, num_in_group=p.setting.num_in_group, prefetch_step=p.setting.prefetch_step,
+            offloaded_layers=p.offloaded_layers, released_bytes=p.released_bytes, predicted_tok_s=p.tok_s,
+            other_form_tok_s=ch.other_form_tok_s[p.setting], retention=p.retention, retention_low=p.retention_low,
+            retention_high=p.retention_high, class_id=p.class_id) for p in ch.predictions),
+        checked=tuple(checked), budget=budget, chosen=refs, decided_phase=None, trusted=trusted, note=note,
+        processes_every_candidate=_candidates(ctx, need))
+
+
+def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedCheck], need: int) -> str:
+    labels = ", ".join(r.label for r in refs) or "nothing"
+    missed = [c.label for c in checked if c.missed]
+    head = {"predict": f"after the probe: verify {labels}",
+            "refit": f"{', '.join(missed)} missed the prediction: refitted with every measured point; verify {labels}",
+            "front": f"{', '.join(missed)} still missed after the refit: the model is not trusted on this host; "
+                     f"the predicted front is measured instead: {labels}"}[stage]
+    return f"{head} (need {need / GIB:.4g} GiB)"
+
+
+def unnecessary(ctx: _Context) -> ChoiceDecision:
+    """The decision of a need of 0 bytes: the baseline, no verify stage."""
+    cfg = ctx.cfg
+    need, text = need_bytes(cfg)
+    return ChoiceDecision(
+        stage="unnecessary", need_bytes=need, need_source=text, implementation=str(cfg.choose.implementation),
+        num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts, layer_bytes=ctx.sizes.layer_bytes,
+        layer_bytes_source=ctx.sizes.source, slot_bytes=ctx.sizes.slot, baseline_phase=str(cfg.choose.probe_phase),
+        baseline_tok_s=ctx.baselines, noise_pct=_noise_pct(ctx.baselines), copy_bench_bandwidth_bytes_s=ctx.bench,
+        points=(), fits=(), form=None, form_reason="no model needed: the need is met without offload",
+        half_width_pct=0.0, predictions=(), checked=(), budget=0, chosen=(), decided_phase=None, trusted=True,
+        note="offload unnecessary: a need of 0 bytes is met by the baseline (no verify stage)",
+        processes_every_candidate=0)
+
+
+def checks(ctx: _Context, decision: ChoiceDecision, settings: Sequence[SettingRef]) -> list[VerifiedCheck]:
+    """Every one of ``settings`` measured in the verify phase, beside its interval under ``decision``."""
+    verify = ctx.cfg.choose.verify_phase
+    groups = _by_label(_runs(ctx.run_dir, verify), ctx.bad, verify)
+    base = [r.record.throughput_tok_s for r in groups.get("baseline", [])]
+    preds = {(p.group_size, p.num_in_group, p.prefetch_step): p for p in decision.predictions}
+    out = []
+    for c in settings:
+        rs = groups.get(c.label, [])
+        if not rs or not base:
+            continue
+        p = preds[(c.group_size, c.num_in_group, c.prefetch_step)]
+        r = statistics.median(x.record.throughput_tok_s for x in rs) / statistics.median(base)
+        out.append(VerifiedCheck(label=c.label, predicted_retention=p.retention, retention_low=p.retention_low,
+                                 retention_high=p.retention_high, measured_retention=r, processes=len(rs),
+                                 missed=not p.retention_low <= r <= p.retention_high))
+    return out
+
+
+def next_decision(ctx: _Context, decisions: Sequence[ChoiceDecision]) -> ChoiceDecision | None:
+    """The decision that follows ``decisions`` (None: the choice is complete)."""
+    cfg = ctx.cfg
+    probe = str(cfg.choose.probe_phase)
+    if not decisions:
+        if need_bytes(cfg)[0] == 0:
+            return unnecessary(ctx)
+        pts = measured_points(ctx.run_dir, probe, statistics.median(ctx.baselines), ctx.bad)
+        return _record(ctx, "predict", pts, (), (), cfg.choose.verify_budget, True) if pts else None
+    last = decisions[-1]
+    if last.stage in ("front", "unnecessary"):
+        return None
+    # predict: its chosen settings; refit: every verified one (the refitted model holds them all)
+    settings = last.chosen if last.stage == "predict" else tuple(c for d in decisions for c in d.chosen)
+    found = checks(ctx, last, settings)
+    if not any(c.missed for c in found):
+        return None
+    scale = statistics.median(ctx.baselines)
+    pts = (measured_points(ctx.run_dir, probe, scale, ctx.bad)
+           + measured_points(ctx.run_dir, cfg.choose.verify_phase, scale, ctx.bad))
+    done = [Setting(p.group_size, p.num_in_group, p.prefetch_step) for p in pts]
+    if last.stage == "predict":
+        return _record(ctx, "refit", pts, found, done, REFIT_BUDGET, True)
+    return _record(ctx, "front", pts, found, done, cfg.choose.front_budget, False)
+
+
+def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: Any, bench: Any) -> list[Any]:
+    """Decide and measure until the choice is complete; return every verify item (done or run here).
+
+    Args:
+        cfg: the run's config.
+        run_dir: the run directory.
+        state: the run's ``RunState`` (its ``token_mismatches`` keep a differing case out of every fit).
+        console: where one line per decision goes.
+        run_stage: ``(items) -> bool``: runs the items not yet recorded; True when interrupted.
+        bench: ``() -> None``: runs the copy bench once (before the first decision).
+
+    Raises:
+        PlanError: the model cannot be sized (checked at planning, so not expected here).
+    """
+    from results_schema.io import append_jsonl
+
+    bench()
+    items: list[Any] = []
+    while True:
+        ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches))
+        if ctx is None:
+            console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)
+            return items
+        decisions = read_decisions(run_dir)
+        nxt = next_decision(ctx, decisions)
+        if nxt is not None:
+            new = verify_items(cfg, decided_settings(decisions) + decided_settings([nxt]), 0)
+            added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
+            nxt = nxt.model_copy(update={"decided_phase": _planned(cfg, added)}) if added else nxt
+            append_jsonl(run_dir / FILE_NAME, nxt)
+            console.print(f"choose ({nxt.stage}): {nxt.note}", markup=False)
+            decisions = [*decisions, nxt]
+        if cfg.choose.verify_phase not in cfg.phases:
+            return items
+        items = verify_items(cfg, decided_settings(decisions), 0)
+        if run_stage(items) or nxt is None:
+            return items
+
+
+def _planned(cfg: Config, added: Sequence[Any]) -> Any:
+    """The verify phase's cases a decision adds, as ``plan.json`` holds cases (``results_schema.plan.PlannedPhase``)."""
+    from results_schema.base import PhaseKind
+    from results_schema.plan import PlannedPhase
+    from runners.orchestration.rundir import planned_case
+
+    cases = tuple(dict.fromkeys(sc.case for sc in added))
+    planned = tuple(planned_case(c) for c in cases)
+    return PlannedPhase(name=cfg.choose.verify_phase, kind=PhaseKind(cases[0].kind), cases=planned,
+                        processes=sum(c.repeats for c in planned))
+
+
+def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], console: Any,
+            run_copy_bench: Any) -> tuple[bool, list[Any]]:
+    """A choose run's decisions and verify phase (``run_choose``) for the execute stage
+    (``runners.orchestration.stages``: ``p`` its ``Plan``, ``run`` its ``OpenRun``, ``state`` its ``RunState``);
+    returns ``(interrupted, verify items)``."""
+    import time
+    from dataclasses import replace
+
+    from runners.orchestration.close import copy_bench
+    from runners.orchestration.execute import run_phases
+
+    stopped = [False]
+    base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase)
+
+    def stage(items: Sequence[Any]) -> bool:
+        todo = [replace(sc, index=base + sc.index) for sc in items if sc.key not in run.done | state.finished]
+        state.progress.total = base + len(items)
+        stopped[0] = run_phases(run.cfg, state, todo, phases=[run.cfg.choose.verify_phase],
+                                identity=run.run_identity.gate, resumed=True, timings=run.timings) or state.stopped
+        return stopped[0]
+
+    def bench() -> None:
+        t = time.monotonic()
+        copy_bench(run.cfg, p.items, run.run_dir, state.model_dir, base_env, console, run_copy_bench)
+        run.timings.copy_bench += time.monotonic() - t
+
+    decided = run_choose(run.cfg, run.run_dir, state, console, stage, bench)
+    return stopped[0], [replace(sc, index=base + sc.index) for sc in decided]
+
+
+def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
+    """A dry run's scale on paper: the probe, the largest verify stage (with a refit and a front), the full design of
+    ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
+    from omegaconf import OmegaConf
+
+    from offload.choice import distinct_settings, released_bytes
+    from runners.paths import REPO_ROOT
+
+    ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
+    probe = cfg.phases[str(ch.probe_phase)]
+    lines = []
+
+    def eta(n: int, case_s: float | None) -> str:
+        return f" (~{n * case_s / 60:.1f} min at {case_s:g} s per process)" if case_s else " (expected_case_s unknown)"
+
+    lines.append(f"choose: probe {probe_items} processes{eta(probe_items, probe.expected_case_s)}")
+    if m is None:
+        return [*lines, "choose: no verify stage (a need of 0 is met by the baseline)"]
+    need, text = need_bytes(cfg)
+    sizes = model_sizes(cfg.model, cfg.workload.dtype)
+    layer = dict(enumerate(sizes.layer_bytes))
+    settings = distinct_settings(cfg.model.num_layers)
+    cands = sum(1 for s in settings if released_bytes(s, layer, sizes.slot, cfg.model.num_layers) >= need)
+    verify = (ch.verify_budget + 1) * m.repeats
+    refit = verify + REFIT_BUDGET * m.repeats
+    most = refit + ch.front_budget * m.repeats
+    lines.append(f"choose: verify at most {verify} processes ({ch.verify_budget} settings + baseline x {m.repeats})"
+                 f"{eta(verify, m.expected_case_s)}; with one refit {refit}: the run at most {probe_items + refit} "
+                 f"processes{eta(probe_items + refit, m.expected_case_s)}; a model still wrong adds its measured front, "
+                 f"at most {most - refit} more")
+    lines.append(f"choose: {text}: {cands} of {len(settings)} distinct settings meet it (layer bytes: {sizes.source}); "
+                 f"measuring every candidate with the verify design: {(cands + 1) * m.repeats} processes"
+                 f"{eta((cands + 1) * m.repeats, m.expected_case_s)}")
+    if ch.compare_matrix:
+        doc = OmegaConf.load(REPO_ROOT / "conf" / "matrix" / f"{ch.compare_matrix}.yaml")
+        full = (int(bool(doc.get("baseline", True))) + len(doc.points) * len(doc.get("implementations", ["current"]))) \
+            * int(doc.get("repeats", 1))
+        lines.append(f"choose: the full design conf/matrix/{ch.compare_matrix}.yaml: {full} processes"
+                     f"{eta(full, doc.get('expected_case_s'))}")
+    return lines
