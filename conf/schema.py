@@ -289,4 +289,18 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
     """Resolved plain dict of ``cfg``: choice fields as their strings, ``???`` kept as the string ``???``."""
     out = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False, enum_to_str=True)
     assert isinstance(out, dict)
-    return {str(k): v for k, v in out.items()}
+    return omit_defaults({str(k): v for k, v in out.items()})
+
+
+def omit_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a plain config) without the choose-then-confirm keys that hold their schema default
+    (``need_gib``, ``need_kv_gib``, ``choose``, ``model.config_json``): a config that does not use them keeps the
+    bytes and hash it had before they existed; loading it back (``checked_saved_config``) gives the defaults."""
+    choose = OmegaConf.to_container(OmegaConf.structured(ChooseConfig), enum_to_str=True)
+    for key, default in (("need_gib", None), ("need_kv_gib", None), ("choose", choose)):
+        if key in data and data[key] == default:
+            del data[key]
+    model = data.get("model")
+    if isinstance(model, dict) and "config_json" in model and model["config_json"] is None:
+        del model["config_json"]
+    return data

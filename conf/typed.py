@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config
+from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config, omit_defaults
 
 
 _ADAPTERS: dict[type, Any] = {}
@@ -144,7 +144,8 @@ def plain(obj: Any) -> Any:
 
 
 def plain_config(config: Config) -> dict[str, Any]:
-    """The plain dict of ``config`` that a run saves (``config.yaml``), hashes and records in its manifest."""
+    """The plain dict of ``config`` that a run saves (``config.yaml``), hashes and records in its manifest
+    (``conf.schema.omit_defaults``: the choose-then-confirm keys left out while at their default)."""
     out = plain(config)
     assert isinstance(out, dict)  # a dataclass's plain form is a dict
-    return out
+    return omit_defaults(out)

@@ -29,7 +29,11 @@ PROCESS_COUNTS = {
     "serving": 3,  # baseline + current (4,1) (2,1), one API server each
     "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.incase.accuracy run` process each
     "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)
+    "choose": 8,  # probe: baseline x2 + 2 calibration settings; verify: its baseline x4 (settings decided live)
+    "qwen7b_choose": 7,  # probe 4; verify: its baseline x3 (settings decided live)
 }
+NEEDS = {"choose": ("need_gib=0.05",), "qwen7b_choose": ("need_gib=3",)}
+"""The need a choose experiment is planned with (it has none by default: a config error)."""
 
 
 def _plan(experiment: str | None, *overrides: str):
@@ -45,7 +49,7 @@ def test_every_experiment_file_has_a_declared_process_count() -> None:
 @pytest.mark.parametrize("experiment", list(PROCESS_COUNTS))
 @pytest.mark.heavy  # measured 2.3 s over 13 cases in the fast tier (its budget is 2 minutes)
 def test_experiment_composes_with_its_process_count(experiment: str | None) -> None:
-    assert len(_plan(experiment)) == PROCESS_COUNTS[experiment]
+    assert len(_plan(experiment, *NEEDS.get(experiment or "", ()))) == PROCESS_COUNTS[experiment]
 
 
 def test_qwen7b_reproduces_the_seed_design() -> None:

@@ -33,8 +33,14 @@ environment, ``label=behaviour,...``) selects a fault for a label:
   ``engine_accepts``: the engine returns (``EngineAcceptedInvalid``); ``engine_crash``: an unrelated
   ``RuntimeError``; ``factory_rejects``: this project's factory validation raises (component ``offload``).
 
+Throughput (choose-then-confirm tests): ``FAKE_COPY_FRACTION`` (a float ``f``) makes every measured round of
+a case that offloads ``L`` layers take ``0.5 * (1 + f * L)`` s instead of 0.5 s (a serial copy cost: retention
+``1 / (1 + f * L)``); ``FAKE_SLOW`` (``label:factor,...``) multiplies the round time of the labels named
+(``*``: of every other label that offloads a layer).
+
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests); ``FAKE_BENCH_WAIT_FOR`` (a path) holds every case
-until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load.
+until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load;
+with ``FAKE_BENCH_WAIT_LABELS`` (``label,...``; ``*``: every label that offloads a layer) only those labels wait.
 """
 
 from __future__ import annotations
@@ -97,6 +103,10 @@ def main() -> int:
     num_layers = json.loads(cfg_json.read_text()).get("num_hidden_layers", 8) if cfg_json.is_file() else 8
     time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
     gate, deadline = os.environ.get("FAKE_BENCH_WAIT_FOR"), time.monotonic() + 300
+    waiting = os.environ.get("FAKE_BENCH_WAIT_LABELS")
+    if waiting is not None:
+        labels = waiting.split(",")
+        gate = gate if a.label in labels or ("*" in labels and a.implementation != "baseline") else None
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.05)
     if mode == "sleep":
@@ -151,14 +161,16 @@ def main() -> int:
     def produced(i: int) -> int:
         return 0 if (mode == "empty" and i == 1) else workload.num_prompts * workload.max_tokens
 
-    rounds = tuple(RoundResult(index=i, elapsed_s=0.5, prompt_tokens=workload.num_prompts * workload.input_len,
-                               output_tokens=produced(i), throughput_tok_s=produced(i) / 0.5,
+    step = _round_seconds(a.label, len(layers))
+    rounds = tuple(RoundResult(index=i, elapsed_s=step, prompt_tokens=workload.num_prompts * workload.input_len,
+                               output_tokens=produced(i), throughput_tok_s=produced(i) / step,
                                token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
                    for i in range(workload.measured_rounds))
     out = sum(r.output_tokens for r in rounds)
+    elapsed = sum(r.elapsed_s for r in rounds)
     rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,
                       runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,
-                      rounds=rounds, output_tokens=out, elapsed_s=0.5 * len(rounds), throughput_tok_s=out / (0.5 * len(rounds)),
+                      rounds=rounds, output_tokens=out, elapsed_s=elapsed, throughput_tok_s=out / elapsed,
                       token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid())
     if mode == "otherworkload":
@@ -169,6 +181,15 @@ def main() -> int:
     if mode == "dup":
         print(line, flush=True)
     return 0
+
+
+def _round_seconds(label: str, offloaded: int) -> float:
+    """Seconds of one measured round: 0.5, times ``1 + FAKE_COPY_FRACTION * offloaded``, times the label's
+    ``FAKE_SLOW`` factor (module docstring)."""
+    fraction = float(os.environ.get("FAKE_COPY_FRACTION", "0") or 0)
+    slow = dict(kv.split(":", 1) for kv in os.environ.get("FAKE_SLOW", "").split(",") if ":" in kv)
+    factor = slow.get(label, slow.get("*", 1.0) if offloaded else 1.0)
+    return 0.5 * (1 + fraction * offloaded) * float(factor)
 
 
 _VLLM_032_REJECTION = (
