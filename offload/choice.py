@@ -209,15 +209,17 @@ def choose(preds: Sequence[Prediction], need_bytes: float, budget: int,
     return out
 
 
-def front(preds: Sequence[Prediction], need_bytes: float) -> list[Prediction]:
+def front(preds: Sequence[Prediction], need_bytes: float, exclude: Iterable[Setting] = ()) -> list[Prediction]:
     """Class representatives on the predicted Pareto front (more released bytes, more tok/s) meeting the need,
-    fastest first."""
+    fastest first; classes holding an ``exclude`` setting (already measured) are left out after the front is found."""
+    done = set(exclude)
     reps = [c[0] for c in classes(meeting(preds, need_bytes))]
     out: list[Prediction] = []
     for p in reps:  # fastest first: on the front iff it releases more than every faster one
         if all(p.released_bytes > q.released_bytes for q in out):
             out.append(p)
-    return out
+    cls = {p.setting: c for c in classes(meeting(preds, need_bytes)) for p in c}
+    return [p for p in out if not any(q.setting in done for q in cls[p.setting])]
 
 
 def misses(pred: Prediction, measured_retention: float) -> bool:

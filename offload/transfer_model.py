@@ -14,8 +14,9 @@ moves ``L * b`` bytes host->device per step at bandwidth ``BW`` (bytes/s), one c
 
 Predicted throughput is ``T0 * t0 / t``; retention is ``t0 / t``. The fit chooses ``BW`` minimising the
 squared relative throughput error over measured points on a logarithmic grid (``BANDWIDTH_GRID``:
-1 MB/s .. 10 TB/s, 200 values per decade); a best value on an edge of the grid is reported as such (the
-data do not pin the bandwidth down), never as fitted.
+1 MB/s .. 10 TB/s, 200 values per decade); a best value on an edge of the grid, or a best error shared by every
+bandwidth up to an edge (the overlapped form when every copy hides), is reported as that edge (the data do not
+pin the bandwidth down), never as fitted.
 
 The runner's choose-then-confirm phase (``runners.orchestration.choose``) uses this module while a run
 goes; ``analysis.model.fit`` uses it on finished runs: one implementation.
@@ -154,6 +155,11 @@ def fit(points: Sequence[MeasuredPoint], *, baseline_tok_s: float, num_prompts: 
     if used == 0:
         raise ValueError("no measured point offloads a layer: nothing to fit")
     i = int(np.argmin(err))
+    flat = np.isclose(err, err[i], rtol=1e-9, atol=1e-15)  # every bandwidth as good as the best
+    if flat[-1]:  # e.g. overlapped copies all hidden: any bandwidth above a bound fits, none is pinned down
+        i = len(grid) - 1
+    elif flat[0]:
+        i = 0
     source = "grid edge (lowest)" if i == 0 else "grid edge (highest)" if i == len(grid) - 1 else "fitted"
     m = TransferModel(baseline_tok_s, num_prompts, num_layers, bytes_per_layer, float(grid[i]), mode,
                       bandwidth_source=source)

@@ -120,6 +120,8 @@ class H2DBench(StrictModel):
     spread_pct: NonNegFloat = Field(description="(max - min) / median bandwidth x 100 over the readings (%).")
     torch_version: str = Field(min_length=1, description="torch.__version__ of the bench process.")
     device_name: str = Field(description="The device's name as its runtime reports it (e.g. NVIDIA H200).")
+    command: tuple[str, ...] = Field(default=(), description="The bench command the runner ran (argv); empty "
+                                                             "on the bench's own line.")
 
     @model_validator(mode="after")
     def _readings_agree(self) -> "H2DBench":
@@ -132,4 +134,8 @@ class H2DBench(StrictModel):
         return self
 
 
-FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.copy_bench:CopyBench", jsonl=False)]
+H2D_FILE_NAME = "h2d-bench.json"
+"""The host-to-device bench of a choose run's probe on CUDA / NPU (``H2DBench``, plus the command run)."""
+
+FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.copy_bench:CopyBench", jsonl=False),
+                              FileKind(H2D_FILE_NAME, "results_schema.copy_bench:H2DBench", jsonl=False)]

@@ -162,8 +162,7 @@ def recompute(d: ChoiceDecision) -> list[str]:
                        need_bytes=d.need_bytes, budget=d.budget, exclude=exclude,
                        bench_bandwidth_bytes_s=d.copy_bench_bandwidth_bytes_s)
     ch = compute_choice(inp)
-    chosen = ch.chosen if d.stage != "front" else [p for p in front(ch.predictions, d.need_bytes)
-                                                   if p.setting not in set(exclude)][:d.budget]
+    chosen = ch.chosen if d.stage != "front" else front(ch.predictions, d.need_bytes, exclude)[:d.budget]
     diffs = []
     if ch.form != d.form:
         diffs.append(f"{d.stage}: form {d.form} recorded, {ch.form} recomputed")

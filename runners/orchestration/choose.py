@@ -38,25 +38,12 @@ from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_byte
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
 
-__all__ = ["active", "choose_stage", "decided_items", "read_decisions", "run_choose", "verify_items", "verify_stage_line"]
+__all__ = ["active", "choose_stage", "decided_items", "read_decisions", "run_choose", "verify_items"]
 
 
 def active(cfg: Config) -> bool:
     """True when the config has a choose probe phase."""
     return cfg.choose.probe_phase is not None
-
-
-def verify_stage_line(cfg: Config) -> str:
-    """What the verify stage will run at most: decided after the probe, so printed as a bound."""
-    ch = cfg.choose
-    if ch.verify_phase not in cfg.phases:  # need 0: no verify stage
-        return "then no verify stage: a need of 0 is met by the baseline (offload unnecessary)"
-    m = cfg.phases[ch.verify_phase]
-    n = (ch.verify_budget + 1) * m.repeats
-    eta = f", ~{n * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
-    return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline, "
-            f"{m.repeats} processes each = {n} processes{eta}; a refit adds {REFIT_BUDGET * m.repeats} (a model still "
-            f"wrong: the measured front, at most {ch.front_budget * m.repeats} more)")
 
 
 def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
@@ -88,7 +75,7 @@ def verify_items(cfg: Config, decided: Sequence[Setting], start_index: int) -> l
 
 def decided_items(cfg: Config, run_dir: Path | None, start_index: int) -> list[Any]:
     """On resume: the verify phase's items from the decisions already written; else none."""
-    if not active(cfg) or run_dir is None or cfg.choose.verify_phase not in cfg.phases:
+    if run_dir is None or not has_verify(cfg):
         return []
     decisions = read_decisions(run_dir)
     return verify_items(cfg, decided_settings(decisions), start_index) if decisions else []
@@ -153,7 +140,7 @@ class _Context:
 
 
 def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
-    from results_schema.copy_bench import FILE_NAME as BENCH, CopyBench
+    from results_schema.copy_bench import FILE_NAME as BENCH, H2D_FILE_NAME as H2D, CopyBench, H2DBench
     from results_schema.io import read_json
 
     probe = cfg.choose.probe_phase
@@ -161,11 +148,29 @@ def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
     runs = _by_label(_runs(run_dir, probe), bad, probe).get("baseline", [])
     if not runs:
         return None
-    bench_path = run_dir / BENCH
-    bench = read_json(bench_path, CopyBench).plain_copy_bandwidth_bytes_s if bench_path.is_file() else None
+    bench_path, h2d_path = run_dir / BENCH, run_dir / H2D
+    bench = (read_json(bench_path, CopyBench).plain_copy_bandwidth_bytes_s if bench_path.is_file() else
+             read_json(h2d_path, H2DBench).bandwidth_bytes_s if h2d_path.is_file() else None)
     sizes = model_sizes(cfg.model, cfg.workload.dtype)
     return _Context(cfg, run_dir, sizes, tuple(r.record.throughput_tok_s for r in runs),
                     runs[0].record.workload.num_prompts, bench, bad)
+
+
+def h2d_bench(cfg: Config, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
+    """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
+    from results_schema.copy_bench import H2D_FILE_NAME
+    from runners.orchestration.copy_bench import run_h2d_bench
+    from runners.paths import CONTROLLED_ENV, REPO_ROOT
+
+    if (run_dir / H2D_FILE_NAME).is_file() or cfg.bench_command:
+        return
+    rt = cfg.runtime
+    env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
+    env.update({str(k): str(v) for k, v in rt.env.items()})
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    nbytes = max(model_sizes(cfg.model, cfg.workload.dtype).layer_bytes)
+    if run_h2d_bench(run_dir, str(rt.python or python), str(rt.device), nbytes, env, REPO_ROOT) is None:
+        console.print("[yellow]offload.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")
 
 
 def _noise_pct(xs: Sequence[float]) -> float:
@@ -194,8 +199,7 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
                                for p in points], need_bytes=need, budget=budget, exclude=tuple(exclude),
                        bench_bandwidth_bytes_s=ctx.bench)
     ch = compute_choice(inp)
-    chosen = list(ch.chosen) if stage != "front" else [p for p in front(ch.predictions, need)
-                                                        if p.setting not in set(exclude)][:budget]
+    chosen = list(ch.chosen) if stage != "front" else front(ch.predictions, need, exclude)[:budget]
     impl = str(cfg.choose.implementation)
     refs = tuple(SettingRef(group_size=p.setting.group_size, num_in_group=p.setting.num_in_group,
                             prefetch_step=p.setting.prefetch_step, label=p.setting.label(impl)) for p in chosen)
@@ -305,26 +309,36 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
     from results_schema.io import append_jsonl
 
     bench()
+    verify = has_verify(cfg)
     items: list[Any] = []
     while True:
+        decisions = read_decisions(run_dir)
+        if decisions and verify:  # what is decided runs first (a resume), then the next decision reads it all
+            items = verify_items(cfg, decided_settings(decisions), 0)
+            if run_stage(items):
+                return items
         ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches))
         if ctx is None:
             console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)
             return items
-        decisions = read_decisions(run_dir)
         nxt = next_decision(ctx, decisions)
-        if nxt is not None:
-            new = verify_items(cfg, decided_settings(decisions) + decided_settings([nxt]), 0)
-            added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
-            nxt = nxt.model_copy(update={"decided_phase": _planned(cfg, added)}) if added else nxt
-            append_jsonl(run_dir / FILE_NAME, nxt)
-            console.print(f"choose ({nxt.stage}): {nxt.note}", markup=False)
-            decisions = [*decisions, nxt]
-        if cfg.choose.verify_phase not in cfg.phases:
+        if nxt is None:
             return items
-        items = verify_items(cfg, decided_settings(decisions), 0)
-        if run_stage(items) or nxt is None:
+        new = verify_items(cfg, decided_settings(decisions) + decided_settings([nxt]), 0) if verify else []
+        added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
+        nxt = nxt.model_copy(update={"decided_phase": _planned(cfg, added)}) if added else nxt
+        append_jsonl(run_dir / FILE_NAME, nxt)
+        console.print(f"choose ({nxt.stage}): {nxt.note}", markup=False)
+        if not verify:
             return items
+
+
+def has_verify(cfg: Config) -> bool:
+    """Whether the run has a verify phase as planned (``runners.planning.choose_plan.with_choose``: a need of 0
+    drops it)."""
+    from runners.planning.choose_plan import with_choose
+
+    return active(cfg) and cfg.choose.verify_phase in with_choose(cfg).phases
 
 
 def _planned(cfg: Config, added: Sequence[Any]) -> Any:
@@ -362,50 +376,11 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
 
     def bench() -> None:
         t = time.monotonic()
-        copy_bench(run.cfg, p.items, run.run_dir, state.model_dir, base_env, console, run_copy_bench)
+        if run.cfg.runtime.device == "cpu":
+            copy_bench(run.cfg, p.items, run.run_dir, state.model_dir, base_env, console, run_copy_bench)
+        else:
+            h2d_bench(run.cfg, run.run_dir, state.python, base_env, console)
         run.timings.copy_bench += time.monotonic() - t
 
     decided = run_choose(run.cfg, run.run_dir, state, console, stage, bench)
     return stopped[0], [replace(sc, index=base + sc.index) for sc in decided]
-
-
-def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
-    """A dry run's scale on paper: the probe, the largest verify stage (with a refit and a front), the full design of
-    ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
-    from omegaconf import OmegaConf
-
-    from offload.choice import distinct_settings, released_bytes
-    from runners.paths import REPO_ROOT
-
-    ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
-    probe = cfg.phases[str(ch.probe_phase)]
-    lines = []
-
-    def eta(n: int, case_s: float | None) -> str:
-        return f" (~{n * case_s / 60:.1f} min at {case_s:g} s per process)" if case_s else " (expected_case_s unknown)"
-
-    lines.append(f"choose: probe {probe_items} processes{eta(probe_items, probe.expected_case_s)}")
-    if m is None:
-        return [*lines, "choose: no verify stage (a need of 0 is met by the baseline)"]
-    need, text = need_bytes(cfg)
-    sizes = model_sizes(cfg.model, cfg.workload.dtype)
-    layer = dict(enumerate(sizes.layer_bytes))
-    settings = distinct_settings(cfg.model.num_layers)
-    cands = sum(1 for s in settings if released_bytes(s, layer, sizes.slot, cfg.model.num_layers) >= need)
-    verify = (ch.verify_budget + 1) * m.repeats
-    refit = verify + REFIT_BUDGET * m.repeats
-    most = refit + ch.front_budget * m.repeats
-    lines.append(f"choose: verify at most {verify} processes ({ch.verify_budget} settings + baseline x {m.repeats})"
-                 f"{eta(verify, m.expected_case_s)}; with one refit {refit}: the run at most {probe_items + refit} "
-                 f"processes{eta(probe_items + refit, m.expected_case_s)}; a model still wrong adds its measured front, "
-                 f"at most {most - refit} more")
-    lines.append(f"choose: {text}: {cands} of {len(settings)} distinct settings meet it (layer bytes: {sizes.source}); "
-                 f"measuring every candidate with the verify design: {(cands + 1) * m.repeats} processes"
-                 f"{eta((cands + 1) * m.repeats, m.expected_case_s)}")
-    if ch.compare_matrix:
-        doc = OmegaConf.load(REPO_ROOT / "conf" / "matrix" / f"{ch.compare_matrix}.yaml")
-        full = (int(bool(doc.get("baseline", True))) + len(doc.points) * len(doc.get("implementations", ["current"]))) \
-            * int(doc.get("repeats", 1))
-        lines.append(f"choose: the full design conf/matrix/{ch.compare_matrix}.yaml: {full} processes"
-                     f"{eta(full, doc.get('expected_case_s'))}")
-    return lines

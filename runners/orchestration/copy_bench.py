@@ -63,3 +63,29 @@ def run_copy_bench(run_dir: Path, model_dir: Path, env: Mapping[str, str], cwd: 
         return None
     write_json(run_dir / FILE_NAME, record)
     return record.model_dump(mode="json")
+
+
+H2D_PREFIX = "OFFLOAD_H2D_BENCH "
+
+
+def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Mapping[str, str], cwd: Path,
+                  timeout_s: float = 300.0) -> dict | None:
+    """``python -m offload.h2d_bench`` (pinned host-to-device copy of ``nbytes``, one layer) on ``device`` (cuda /
+    npu) in the runtime's interpreter; writes ``<run_dir>/h2d-bench.json`` (``results_schema.copy_bench.H2DBench``
+    with the command) and returns its dict; None when it failed (reported by the caller, never raised)."""
+    from results_schema.copy_bench import H2D_FILE_NAME, H2DBench
+
+    argv = [python, "-m", "offload.h2d_bench", "--bytes", str(int(nbytes)), "--device", device]
+    try:
+        r = subprocess.run(argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln[len(H2D_PREFIX):] for ln in r.stdout.splitlines() if ln.startswith(H2D_PREFIX)]
+    if r.returncode != 0 or len(lines) != 1:
+        return None
+    try:
+        record = H2DBench.model_validate({**json.loads(lines[0]), "command": argv})
+    except ValueError:
+        return None
+    write_json(run_dir / H2D_FILE_NAME, record)
+    return record.model_dump(mode="json")

@@ -262,7 +262,8 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | None = None) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done; a choose run's verify
     phase runs as decided after its probe (``runners.orchestration.choose``; ``run_copy_bench`` for its probe)."""
-    from runners.orchestration.choose import active, choose_stage, verify_stage_line
+    from runners.orchestration.choose import active, choose_stage, has_verify
+    from runners.orchestration.choose_lines import verify_stage_line
     from runners.orchestration.execute import run_phases, seed_baselines
     from runners.incase.case_processes import end_orphaned_cases
     from runners.orchestration.progress import Progress, expected_duration_line
@@ -270,14 +271,14 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
         console.print(f"[yellow]ended {len(orphans)} leftover case process(es) of dead runners: {orphans}[/]")
-    verify = run.cfg.choose.verify_phase if active(run.cfg) else None
+    verify = run.cfg.choose.verify_phase if active(run.cfg) else None  # its cases run as decided (choose_stage)
     todo = tuple(sc for sc in p.items if sc.key not in run.done and sc.case.phase != verify)
     # No background work (e.g. pre-importing the analysis stack in a thread) while cases
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
     console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
     if verify is not None:
-        console.print(verify_stage_line(run.cfg), markup=False)
+        console.print(verify_stage_line(run.cfg, has_verify(run.cfg)), markup=False)
     progress = Progress(len(p.items), live=p.options.progress)
     progress.skip(sum(1 for sc in p.items if sc.key in run.done))
     opts = p.options
@@ -359,7 +360,7 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
     if p.options.dry_run:
         print_schedule(p.items, p.cfg)
         if p.cfg.choose.probe_phase is not None:
-            from runners.orchestration.choose import dry_run_lines
+            from runners.orchestration.choose_lines import dry_run_lines
             for line in dry_run_lines(p.cfg, sum(1 for sc in p.items if sc.case.phase == p.cfg.choose.probe_phase)):
                 console.print(line, markup=False)
         return EXIT_OK

@@ -48,12 +48,7 @@ def test_fit_recovers_the_bandwidth_of_exact_points_within_one_grid_step(mode: s
     assert m.fit_rms_error_pct is not None and m.fit_rms_error_pct <= m.max_point_error_pct
 
 
-@pytest.mark.parametrize("mode", [
-    "serial",
-    pytest.param("overlapped", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "source bug (offload/transfer_model.py fit, np.argmin): with no cost every bandwidth above the one whose "
-        "copies just hide has error 0; argmin takes the plateau's lowest bandwidth and reports it as 'fitted'"))),
-])
+@pytest.mark.parametrize("mode", ["serial", "overlapped"])
 def test_points_at_the_baseline_throughput_are_reported_as_the_highest_grid_edge_not_as_fitted(mode: str) -> None:
     m = _fit([MeasuredPoint(g, n, k, BASELINE) for g, n, k in SETTINGS], mode)
     assert m.bandwidth_source == "grid edge (highest)" and m.bandwidth_bytes_s == BANDWIDTH_GRID[-1]

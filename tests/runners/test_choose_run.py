@@ -167,10 +167,6 @@ def test_a_wrong_models_recorded_decisions_are_what_the_rule_recomputes_from_the
 
 
 @pytest.mark.heavy  # one fake-bench run with analysis (4 s)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "source bug: runners/orchestration/stages.py execute() and runners/orchestration/choose.py run_choose() use the "
-    "composed config (run.cfg), which still holds the verify phase that with_choose() drops for a need of 0: the "
-    "runner measures 4 verify baselines the plan does not have, and analysis ends INVALID (exit 6)"))
 def test_a_need_of_0_writes_one_unnecessary_line_and_measures_no_verify_phase(tmp_path: Path) -> None:
     code, run_dir = _run(tmp_path, "need_gib=0")
     (d,) = _decisions(run_dir)
@@ -230,11 +226,6 @@ def test_a_resume_during_verify_keeps_the_decision_and_records_each_case_once(tm
 
 
 @pytest.mark.heavy  # a runner process stopped in its verify phase, then resumed in-process (10 s)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "source bug: runners/orchestration/choose.py next_decision()/run_choose(): on resume, the predicted choice is "
-    "checked before its verify processes ran (checks() skips a label with no record, so nothing misses); "
-    "next_decision returns None and run_choose returns after running the rest of the verify phase without "
-    "checking it: no refit, no front, the decision stays trusted"))
 def test_a_resume_during_verify_of_a_wrong_model_still_refits_and_measures_the_front(tmp_path: Path, wrong) -> None:
     run_dir = _interrupt_in_verify(tmp_path, "need_gib=0.001", WRONG_MODEL)
     assert _resume(run_dir) == EXIT_OK
