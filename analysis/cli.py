@@ -10,7 +10,10 @@ Subcommands:
                                         failing checks and cases (exit 1 if invalid)
     verify RUN_DIR                      recompute the summary from raw JSONL; exit 1 unless max diff is 0
     recommend RUN_DIR --need-gib X      best valid measured point releasing >= X GiB, plus model predictions
-                                        ([--phase P] [--implementation I]: unknown names exit 2 listing choices)
+                                        ([--phase P] [--implementation I]: unknown names exit 2 listing choices);
+                                        a choose run (choose-decisions.jsonl) first prints its measured decision
+                                        (summary/choice.json) and whether X is its own need; --phase defaults to
+                                        its verify phase there
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
     transfer-check FILE.json [--modes graph] [--threshold-pct 5]
                                         the step model (per protocol boundary) against a GPU check JSON
@@ -84,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--need-gib", type=float, help="memory to release (GiB, >= 0; compared with evidence-accounted released bytes)")
     g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB, >= 0)")
-    p.add_argument("--phase", default=None, help="phase of the run (default: the one with most labels)")
+    p.add_argument("--phase", default=None, help="phase of the run (default: a choose run's verify phase, else "
+                                                 "the one with most labels)")
     p.add_argument("--implementation", default="current",
                    help="offload implementation whose measured points are candidates (the baseline always is)")
     p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
@@ -230,13 +234,14 @@ def _recommend(args: argparse.Namespace) -> int:
     kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
     tables = build(args.run_dir, **kw)
     data = tables["data"]
+    phase = _choose_preamble(args, tables)
     mdir = find_model_dir(data)
     kvb = None
     if mdir is not None and not data.runs.empty:
         kvb = kv_bytes_per_token(load_config(mdir), str(data.runs["dtype"].iloc[0]))
     try:
         rec = recommend(tables["summary"], data.runs, need_gib=args.need_gib, need_kv_gib=args.need_kv_gib,
-                        phase=args.phase, implementation=args.implementation,
+                        phase=phase, implementation=args.implementation,
                         bandwidth_bytes_s=None if args.bandwidth_gbps is None else args.bandwidth_gbps * 1e9,
                         valid=tables["validation"].valid, kv_bytes_per_token=kvb,
                         margin_pct=tables["margin_pct"], bench_bandwidth_bytes_s=copy_bench_bandwidth(args.run_dir))
@@ -252,3 +257,27 @@ def _recommend(args: argparse.Namespace) -> int:
     print(f"recommendation: {rec.best['label']} (G={rec.best['group_size']}, N={rec.best['num_in_group']}, "
           f"prefetch_step={rec.best['prefetch_step']})" + (f"; {rec.verdict}" if rec.verdict else ""))
     return 0
+
+
+def _choose_preamble(args: argparse.Namespace, tables: dict) -> str | None:
+    """A choose run: print that it is one, its measured decision and whether the asked need is its own; return
+    the phase of the measured-point recommendation that follows (``--phase``, else the run's verify phase)."""
+    from analysis.model.choice import read_decisions
+    from analysis.report.choice_view import measured_choice_lines, need_differs, verify_phase
+
+    decisions = read_decisions(args.run_dir)
+    if not decisions:
+        return args.phase
+    lines, source = measured_choice_lines(args.run_dir, tables)
+    print(f"choose run: choose, then confirm ({len(decisions)} decision line(s) in choose-decisions.jsonl); "
+          f"its measured decision ({source}):")
+    for line in lines:
+        print(f"  {line}")
+    differs = need_differs(decisions[0], args.need_gib, args.need_kv_gib)
+    print(f"note: {differs}; the measured-point recommendation below is for the asked need" if differs else
+          f"note: the asked need is this run's own ({decisions[0].need_source})")
+    measured = set(tables["summary"]["phase"]) if not tables["summary"].empty else set()
+    phase = args.phase or (verify_phase(decisions) if verify_phase(decisions) in measured else None)
+    print(f"measured-point recommendation (measured settings only; phase {phase or 'with the most labels'}"
+          + ("" if args.phase else ", --phase to pick another") + "):")
+    return phase

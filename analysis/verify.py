@@ -13,7 +13,8 @@ latter must be 0.
 
 The current-vs-official rows' medians, delta and delta percent are
 recomputed too (at 2 decimals), and so is every Pareto flag (strict dominance per
-phase and implementation, baseline included). What is deliberately not modelled: the
+phase and implementation, baseline included). A choose run's decisions (``choose-decisions.jsonl``) are
+recomputed from their recorded inputs with the runner's own rule (predictions, form, chosen settings). What is deliberately not modelled: the
 bootstrap intervals (resampling is the aggregation code's own computation;
 their inputs are the per-process values checked here) and the plots.
 """
@@ -191,7 +192,18 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
     _compare_rows(res, summary_rows, ref, precision)
     _compare_pareto(res, summary_rows, ref)
     _compare_comparison(res, comparison_rows or [], ref)
+    _compare_choice(res, run_dir)
     return res
+
+
+def _compare_choice(res: VerifyResult, run_dir: Path) -> None:
+    """A choose run: every decision's predictions and choice recomputed from its recorded inputs
+    (``analysis.model.choice.recompute``, the runner's own rule ``offload.choice``)."""
+    from analysis.model.choice import read_decisions, recompute
+
+    for d in read_decisions(run_dir):
+        res.compared += len(d.predictions) + len(d.chosen)
+        res.mismatches += [f"choice: {m}" for m in recompute(d)]
 
 
 def _compare_rows(res: VerifyResult, summary_rows: list[dict], ref: dict[tuple[str, str], dict],

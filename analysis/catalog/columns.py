@@ -13,8 +13,9 @@ The tables built this way (``TABLE_MODELS``): ``cases`` (``CaseRun`` less its ev
 ``rounds`` (``RoundResult``), ``evidence`` (``RuntimeEvidence``), ``failures`` (``CaseFailure``),
 ``serving_results`` (``ServingRun``), ``accuracy_cases`` (``AccuracyCaseRun``, one row per task: its
 ``results`` item, an ``AccuracyTaskOutcome``, flattened beside the case's fields) and ``accuracy_verdicts``
-(``AccuracyVerification``; its case, check and baseline rows as JSON text). A new model field is a new
-column with no edit here.
+(``AccuracyVerification``; its case, check and baseline rows as JSON text), ``choices`` (``ChoiceDecision``
+less its predictions; its points, fits, checks and chosen settings as JSON text, ``decided_phase_*`` its decided
+phase) and ``choice_predictions`` (``PredictedSetting``). A new model field is a new column with no edit here.
 
 What is deliberately not modelled: schema migration of an existing catalog file (a catalog built by an
 older version is rebuilt: ``analysis.catalog.store.connect`` compares the column lists).
@@ -33,6 +34,7 @@ from pydantic import BaseModel
 
 from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
 from results_schema.case_outcome import CaseFailure
+from results_schema.choice import ChoiceDecision, PredictedSetting
 from results_schema.models import CaseRun, RoundResult, RuntimeEvidence
 from results_schema.serving import ServingRun
 
@@ -228,6 +230,8 @@ TABLE_MODELS: dict[str, Layout] = {
         convert={"offload.offload_params": _join}),
     "accuracy_verdicts": Layout(
         AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"}),
+    "choices": Layout(ChoiceDecision, elsewhere=frozenset({"predictions"})),
+    "choice_predictions": Layout(PredictedSetting),
 }
 """Table -> the model its derived columns come from (keys and run-level columns are added by the schema)."""
 

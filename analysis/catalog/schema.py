@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from analysis.catalog.columns import table_columns
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped when a table's columns change; ``analysis.catalog.store.connect`` rebuilds an older catalog file."""
 
 TABLES: dict[str, str] = {
@@ -76,10 +76,20 @@ TABLES.update({
         "relative to the run\n        cases INTEGER NOT NULL, failed_checks INTEGER NOT NULL,  -- counts of its rows\n"
         "        baselines_agree BOOLEAN  -- every task's baseline runs agree (NULL: no baseline comparison)\n       ",
         "run_id, report"),
+    "choices": _derived(
+        "choices", "run_id VARCHAR NOT NULL, line INTEGER NOT NULL,  -- line of choose-decisions.jsonl\n"
+        "        chosen_labels VARCHAR[] NOT NULL,  -- chosen[].label, in order\n"
+        "        predicted_settings INTEGER NOT NULL  -- its rows in choice_predictions\n       ", "run_id, line"),
+    "choice_predictions": _derived(
+        "choice_predictions", "run_id VARCHAR NOT NULL, line INTEGER NOT NULL,  -- the decision's line\n"
+        "        stage VARCHAR NOT NULL, form VARCHAR,  -- the decision's\n"
+        "        meets_need BOOLEAN NOT NULL,  -- released_bytes >= the decision's need_bytes\n"
+        "        chosen BOOLEAN NOT NULL  -- decided for measurement by this decision\n       ",
+        "run_id, line, group_size, num_in_group, prefetch_step"),
 })
 """Table name -> column definitions (DuckDB DDL). ``cases``, ``rounds``, ``evidence``, ``failures``,
-``serving_results``, ``accuracy_cases`` and ``accuracy_verdicts`` are derived from the models (one column per
-field); the rest are run-level tables."""
+``serving_results``, ``accuracy_cases``, ``accuracy_verdicts``, ``choices`` and ``choice_predictions`` are derived
+from the models (one column per field); the rest are run-level tables."""
 
 RUN_TABLES = [t for t in TABLES if t != "catalog_meta"]
 """Tables whose rows belong to one run (deleted and re-inserted together when a run is re-loaded)."""

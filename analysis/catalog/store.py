@@ -6,8 +6,8 @@ directory holding ``*-runs.jsonl``, ``*-failures.jsonl``, ``*-accuracy-cases.jso
 it (``analysis.validation.validate``) and writes its rows into the tables of ``analysis.catalog.schema``:
 
     runs, plan_counts, cases, rounds, evidence, failures, validation_checks, validation_issues,
-    accuracy_cases, accuracy_verdicts, serving_results, load_notes   (+ views label_summary,
-    run_overview, invalid_labels)
+    accuracy_cases, accuracy_verdicts, serving_results, choices, choice_predictions, load_notes
+    (+ views label_summary, host_memory, run_overview, invalid_labels)
 
 A run is identified by its natural key ``run_id`` (the manifest's, else the directory name). Loading a
 run deletes its rows from every table and inserts the new ones in one transaction, so a run loaded
@@ -42,6 +42,7 @@ from analysis.load import RunData, load_run
 from analysis.report.provenance import provenance
 from analysis.validation.validate import validate_run
 from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
+from results_schema.choice import FILE_NAME as DECISIONS_FILE, ChoiceDecision
 from results_schema.files import file_sha256
 from results_schema.io import RecordError, read_json, scan_jsonl
 from results_schema.serving import SERVING_SUFFIX, ServingRun
@@ -126,6 +127,7 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
                                           "message": f"{run_dir}: no runs/failures file and no config.yaml"})
     _accuracy_rows(run_dir, rid, rows, notes)
     _serving_rows(run_dir, rid, rows, notes)
+    _choice_rows(run_dir, rid, rows, notes)
     rows["load_notes"] = [{"run_id": rid, "seq": i, "note": n} for i, n in enumerate(notes)]
     rows["runs"] = [_runs_row(run_dir, prov, valid=valid, errors=n_err, warnings=n_warn)]
     return rid, rows
@@ -158,6 +160,25 @@ def _serving_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: l
             rate = s.rate.request_rate_rps
             rows["serving_results"].append({"run_id": rid, "request_rate": "inf" if rate is None else repr(rate),
                                             **row(cols, s)})
+
+
+def _choice_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
+    """A choose run: one ``choices`` row per ``choose-decisions.jsonl`` line and one ``choice_predictions`` row per
+    predicted setting of each; every other column comes from the models; unreadable lines go to ``notes``."""
+    path = run_dir / DECISIONS_FILE
+    if not path.is_file():
+        return
+    good, errs = scan_jsonl(path, ChoiceDecision)
+    notes.extend(f"unreadable decision line {err}" for err in errs)
+    cols, pred_cols = table_columns("choices"), table_columns("choice_predictions")
+    for line, d in good:
+        chosen = {(c.group_size, c.num_in_group, c.prefetch_step) for c in d.chosen}
+        rows["choices"].append({"run_id": rid, "line": line, "chosen_labels": [c.label for c in d.chosen],
+                                "predicted_settings": len(d.predictions), **row(cols, d)})
+        rows["choice_predictions"] += [
+            {"run_id": rid, "line": line, "stage": d.stage, "form": d.form, "meets_need": p.released_bytes >= d.need_bytes,
+             "chosen": (p.group_size, p.num_in_group, p.prefetch_step) in chosen, **row(pred_cols, p)}
+            for p in d.predictions]
 
 
 def _accuracy_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:

@@ -11,6 +11,8 @@ What is modelled: ``read_choice_view(run_dir, out_dir)`` reads the run's ``choos
 * ``recommended``: the recommended setting at its measured retention (a measured setting, never a prediction);
 * ``ordered_lines``: ``ChoiceSummary.lines`` with the recommendation first.
 
+``measured_choice_lines`` and ``need_differs`` serve ``python -m analysis recommend`` on a choose run.
+
 The HTML section (``analysis.report.html_choice``), the plotly figure and the PNG
 (``analysis.report.plots.plot_choice``) draw the same view.
 
@@ -61,6 +63,11 @@ class VerifiedMark:
     measured: float | None
     within: bool | None
 
+    @property
+    def at(self) -> tuple[float, float] | None:
+        """``(released GiB, measured retention)`` where it is drawn; None: not measured or its bytes unknown."""
+        return None if self.measured is None or self.released_gib is None else (self.released_gib, self.measured)
+
 
 @dataclass
 class ChoiceView:
@@ -86,6 +93,10 @@ class ChoiceView:
     @property
     def missed(self) -> list[VerifiedMark]:
         return [v for v in self.verified if v.within is False]
+
+    def drawn(self) -> list[tuple[VerifiedMark, float, float]]:
+        """``(mark, x, y)`` of every verified setting that can be drawn (``VerifiedMark.at``)."""
+        return [(v, *v.at) for v in self.verified if v.at is not None]
 
 
 def is_bad(line: str) -> bool:
@@ -118,8 +129,7 @@ def choice_view(decisions: Sequence[ChoiceDecision], summary: ChoiceSummary | No
                                           v.retention_low, v.retention_high, v.measured_retention, v.within_interval))
     rec = summary.recommended if summary is not None else None
     if rec is not None:
-        view.recommended = next((v for v in view.verified if v.label == rec.label and v.measured is not None
-                                 and v.released_gib is not None), None)
+        view.recommended = next((v for v in view.verified if v.label == rec.label and v.at is not None), None)
     return view
 
 
@@ -137,3 +147,45 @@ def read_choice_view(run_dir: Path | str, out_dir: Path | str) -> ChoiceView | N
         return None
     path = Path(out_dir) / SUMMARY_FILE
     return choice_view(decisions, read_json(path, ChoiceSummary) if path.is_file() else None)
+
+
+def measured_choice_lines(run_dir: Path, tables: dict) -> tuple[list[str], str]:
+    """A choose run's measured decision and where it comes from: ``<run_dir>/summary/choice.json``'s lines when
+    the run wrote it, else computed now from the measurements by the same rule (``analysis.model.choice.decide``,
+    as ``write_choice``; nothing is written). ``tables``: ``analysis.report.tables.build``'s.
+
+    Raises:
+        ValueError: ``run_dir`` has no decision lines (not a choose run).
+    """
+    from analysis.model.choice import decide, read_decisions
+    from results_schema.io import read_json
+
+    path = Path(run_dir) / "summary" / SUMMARY_FILE
+    if path.is_file():
+        return list(read_json(path, ChoiceSummary).lines), f"recorded in {path}"
+    decisions = read_decisions(Path(run_dir))
+    if not decisions:
+        raise ValueError(f"{run_dir} has no choose-decisions.jsonl: not a choose run")
+    data = tables["data"]
+    phase = verify_phase(decisions)
+    res = decide(decisions, tables["summary"], data.runs, verify_phase=phase or "",
+                 processes_run=len(data.case_runs) + len(data.case_failures), margin_pct=tables["margin_pct"])
+    return res.lines, "computed now from its measurements (the run wrote no summary/choice.json)"
+
+
+def verify_phase(decisions: Sequence[ChoiceDecision]) -> str | None:
+    """The phase the decided settings were measured in (None: no decision added cases, a need of 0)."""
+    return next((d.decided_phase.name for d in decisions if d.decided_phase is not None), None)
+
+
+def need_differs(d: ChoiceDecision, need_gib: float | None, need_kv_gib: float | None) -> str | None:
+    """Why an asked need is not the run's own (``d.need_source``, ``d.need_bytes``); None when it is the same need
+    (same kind, same bytes as the runner rounds them)."""
+    kind, x = ("need_gib", need_gib) if need_gib is not None else ("need_kv_gib", need_kv_gib)
+    if x is None:
+        return None
+    asked = int(round(float(x) * GIB))
+    if d.need_source.startswith(kind + "=") and asked == d.need_bytes:
+        return None
+    return (f"asked {kind}={x:g} ({asked:,} B) differs from this run's need {d.need_source} ({d.need_bytes:,} B): "
+            "the decision above is for the run's own need")

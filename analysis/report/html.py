@@ -9,6 +9,8 @@ the run's ``*-failures.jsonl``, in this order:
        failed case; warnings below it;
     2. provenance (model, hardware, ISA, runtime versions, run id, config hash, git revision);
     3. the decision table (released GiB, KV gain, retention with interval, verdict, tokens vs baseline);
+       a choose run (``choose-decisions.jsonl``): "Choose, then confirm" below it, its decision lines
+       (``summary/choice.json``) and predicted vs measured over the whole grid (``analysis.report.html_choice``);
     4. the interactive Pareto plot, retention and latency plots (``analysis.report.html_figures``, SVG);
     5. accuracy verification when present; current-vs-official verdicts when present;
     6. a glossary (``analysis.comparison.decision.GLOSSARY``) and links to the raw files (relative paths).
@@ -36,6 +38,8 @@ from analysis.comparison.decision import GLOSSARY
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
+from analysis.report.choice_view import ChoiceView, read_choice_view
+from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure, choice_section
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from results_schema.accuracy import AccuracyVerification
 from results_schema.files import write_text_atomic
@@ -45,8 +49,8 @@ from results_schema.validation import ValidationReport
 from results_schema.summary import ComparisonSummary
 
 REPORT_NAME = "report.html"
-PLOT_IDS = ("pareto", "retention", "latency")
-"""``id`` of each figure's ``div`` (the browser test waits on ``#pareto``)."""
+PLOT_IDS = ("pareto", "retention", "latency", CHOICE_PLOT_ID)
+"""``id`` of each figure's ``div`` (the browser test waits on ``#pareto``; ``choice``: a choose run only)."""
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:0 18px 40px;color:#1b1b1b}
@@ -60,6 +64,7 @@ tr.invalid td{background:#fdecea;text-decoration:line-through}tr.invalid td.keep
 .v-INVALID{color:#c62828;font-weight:bold}.v-slower{color:#b35c00}.v-faster{color:#2e7d32}.v-inconclusive{color:#666}
 .note{background:#fff8e1;border-left:4px solid #f9a825;padding:6px 10px;font-size:.9em}
 dt{font-weight:bold;margin-top:8px}dd{margin-left:18px}code{background:#f4f4f4;padding:0 3px}
+.choice-recommended{background:#e7f6e7;font-weight:bold}.choice-bad{color:#c62828;font-weight:bold}
 """
 
 
@@ -218,7 +223,8 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
         "environment-manifest.json", "config.yaml", "overrides.yaml", "SHA256SUMS", "reproduction/run.sh")]
     cands += [run_dir / d for d in ("logs", "evidence", "records")]
     cands += [out_dir / n for n in ("comparison-summary.md", "comparison-summary.json", "comparison-summary.csv",
-                                    "validation.json", "pareto.png", "retention.png", "accuracy-verification.md")]
+                                    "validation.json", "pareto.png", "retention.png", "choice.json", "choice.png",
+                                    "accuracy-verification.md")]
     out = []
     for p in cands:
         if p.exists():
@@ -247,15 +253,18 @@ def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
 
 
 def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
-           accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
-    """The page as one HTML string (see the module docstring for its order and guarantees)."""
+           accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = (),
+           choice: ChoiceView | None = None) -> str:
+    """The page as one HTML string (see the module docstring for its order and guarantees); ``choice``: a
+    choose run's view (``analysis.report.choice_view``)."""
     from analysis.report.provenance import one_line
 
     note = html.escape(one_line(cs.provenance))
     cpu = any(r.runtime == "cpu" for r in cs.rows)
     figs = {"pareto": pareto_figure(cs.decision, cpu=cpu, note=note) if cs.decision else None,
             "retention": retention_figure(cs.decision, note=note) if cs.decision else None,
-            "latency": latency_figure(cs.rows, note=note)}
+            "latency": latency_figure(cs.rows, note=note),
+            CHOICE_PLOT_ID: choice_figure(choice, note=note) if choice is not None else None}
     cfg = {"displaylogo": False, "responsive": True}
     plots = {k: pio.to_html(f, full_html=False, include_plotlyjs=False, div_id=k, config=cfg)
              for k, f in figs.items() if f is not None}
@@ -267,6 +276,8 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
     body = [f"<h1>{_e(title)}</h1>", acc_note, verdict_section(validation, list(failures)),
             "<h2>Provenance</h2>", provenance_section(cs),
             "<h2>Decision table</h2>", decision_section(cs) if cs.decision else "<p>No case produced a record.</p>"]
+    if choice is not None:
+        body.append(choice_section(choice, plots.get(CHOICE_PLOT_ID)))
     body.append("<h2>Capacity vs throughput</h2>")
     body.append(plots.get("pareto", "<p>No data point to plot.</p>"))
     if "retention" in plots:
@@ -325,7 +336,7 @@ def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) ->
         good, _errs = scan_jsonl(p, CaseFailure)
         failures += [f for _l, f in good]
     page = render(cs, validation, failures=failures, accuracy=accuracy_reports(out_dir),
-                  links=_links(run_dir, out_dir))
+                  links=_links(run_dir, out_dir), choice=read_choice_view(run_dir, out_dir))
     path = out_dir / REPORT_NAME
     write_text_atomic(path, page)
     return path

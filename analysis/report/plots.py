@@ -1,7 +1,8 @@
-"""The report's PNG plots: capacity vs throughput (Pareto front) and retention vs offloaded layers.
+"""The report's PNG plots: capacity vs throughput (Pareto front), retention vs offloaded layers and, for a choose
+run, predicted vs measured retention (``plot_choice``).
 
 What is modelled: ``plot_pareto`` and ``plot_retention`` draw a summary frame (``analysis.report.tables.build``'s
-``summary``) with matplotlib (Agg backend); ``save_png`` writes a figure atomically
+``summary``) with matplotlib (Agg backend), ``plot_choice`` a ``analysis.report.choice_view.ChoiceView``; ``save_png`` writes a figure atomically
 (``results_schema.files.write_bytes_atomic``). Released bytes are accounted bytes (evidence), not measured memory.
 
 What is deliberately not modelled: the interactive figures (``analysis.report.html_figures``).
@@ -20,6 +21,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis.report.choice_view import ChoiceView  # noqa: E402
 from analysis.report.tables import is_cpu_run  # noqa: E402
 from offload.selection import case_label  # noqa: E402
 from results_schema.files import write_bytes_atomic  # noqa: E402
@@ -211,3 +213,37 @@ def plot_retention(summary: pd.DataFrame, ax=None, *, cpu: bool | None = None):
     ax.legend(fontsize=7, loc="best")
     return fig or ax.figure
 
+
+
+def plot_choice(view: ChoiceView):
+    """A choose run's predicted vs measured retention (the PNG of ``analysis.report.html_choice.choice_figure``):
+    every distinct setting of the last decision with predictions at its predicted released GiB with its interval
+    (grey: below the need), the verified settings as diamonds at their measured retention (red: missed their
+    interval), the recommended one as a star, a dashed line at the need and a grey one at retention 1."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    pts = view.points
+    y = [p.retention for p in pts]
+    ax.errorbar([p.released_gib for p in pts], y, fmt="none", ecolor="tab:blue", alpha=0.3, lw=1, zorder=1,
+                yerr=[[r - p.retention_low for p, r in zip(pts, y, strict=True)],
+                      [p.retention_high - r for p, r in zip(pts, y, strict=True)]])
+    ax.scatter([p.released_gib for p in pts], y, s=16, zorder=2, label="predicted (every distinct setting)",
+               c=["tab:blue" if p.meets_need else "tab:gray" for p in pts])
+    vs = view.drawn()
+    ax.scatter([x for _v, x, _y in vs], [y for _v, _x, y in vs], marker="D", s=60, zorder=4,
+               c=["tab:red" if v.within is False else "tab:green" for v, _x, _y in vs], edgecolors="white",
+               label="verified: measured (red: MISSED its interval)")
+    _annotate(ax, [(x, y, v.label, "black") for v, x, y in vs])
+    r = view.recommended
+    if r is not None and r.at is not None:
+        ax.scatter([r.at[0]], [r.at[1]], marker="*", s=380, c="gold", edgecolors="black", zorder=3,
+                   label=f"recommended: {r.label} (measured)")
+    ax.axvline(view.need_gib, color="tab:red", ls="--", lw=1.2, label=f"need {view.need_gib:.4g} GiB")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xlabel("released GiB (predicted: offloaded - static slots)")
+    ax.set_ylabel("retention vs baseline")
+    hw = "" if view.half_width_pct is None else f", interval ±{view.half_width_pct:.1f}%"
+    ax.set_title(f"Choose, then confirm: predicted ({view.drawn_stage}, {view.drawn_form}{hw}) vs measured",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return fig

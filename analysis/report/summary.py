@@ -10,6 +10,8 @@ and writes
     summary/validation.json           ``results_schema.validation.ValidationReport``
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
+    summary/choice.json               a choose run: its decision from its measurements (``analysis.model.choice``)
+    summary/choice.png                a choose run: predicted vs measured retention over every distinct setting
     summary/report.html               self-contained interactive report (``analysis.report.html``)
 
 (``out_dir`` puts them elsewhere; ``python -m analysis report`` never overwrites an existing
@@ -39,7 +41,8 @@ from analysis.report.html import write_report_html
 from analysis.report.markdown import render_markdown, verdict_legend
 from analysis.comparison.noise_floor import noise_floors
 from analysis.comparison.pareto import knee_rule_text
-from analysis.report.plots import plot_pareto, plot_retention, save_png
+from analysis.report.choice_view import read_choice_view
+from analysis.report.plots import plot_choice, plot_pareto, plot_retention, save_png
 from analysis.report.provenance import one_line, provenance
 from analysis.model.choice import write_choice
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
@@ -92,6 +95,11 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
     write_text_atomic(out / "comparison-summary.md", full.replace(vline + "\n", f"{vline}\n\n{one_line(prov)}\n", 1))
     if not tables["summary"].empty:
         _write_plots(tables["summary"], out, one_line(prov), cpu=cpu)
+    view = read_choice_view(run_dir, out) if choice else None
+    if view is not None and view.points:
+        fig = plot_choice(view)
+        fig.text(0.01, 0.002, one_line(prov), fontsize=6, color="gray", va="bottom")
+        save_png(fig, out / "choice.png")
     write_report_html(run_dir, out)
     return main
 

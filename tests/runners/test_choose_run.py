@@ -233,3 +233,38 @@ def test_a_resume_during_verify_of_a_wrong_model_still_refits_and_measures_the_f
     assert got == [(d.stage, _chosen(d), d.trusted) for d in _decisions(wrong[1])]
     verify = _keys(run_dir, "verify")
     assert len(set(verify)) == len(verify)
+
+
+@pytest.mark.heavy  # copies the right model's run and validates it twice (2 s)
+def test_a_tampered_decision_fails_the_choice_check_of_the_validation(tmp_path: Path, right) -> None:
+    import json
+    import shutil
+
+    from analysis.validation.validate import validate_run
+
+    _, run_dir = right
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    assert not [i for i in validate_run(copy).issues if i.code.startswith("choice")]
+    lines = (copy / FILE_NAME).read_text().splitlines()
+    doc = json.loads(lines[0])
+    doc["predictions"][0]["predicted_tok_s"] *= 1.5  # a prediction its inputs do not give
+    (copy / FILE_NAME).write_text("\n".join([json.dumps(doc), *lines[1:]]) + "\n")
+    issues = [i for i in validate_run(copy).issues if i.code == "choice_recompute"]
+    assert issues and issues[0].severity == "error" and "prediction of" in issues[0].message
+
+
+@pytest.mark.slow  # a private Ray head (about 20 s to start)
+@pytest.mark.serial("ray")  # two Ray clusters on one host: never at once
+def test_the_ray_executor_runs_the_choose_phase_unchanged(tmp_path: Path, right) -> None:
+    pytest.importorskip("ray")
+    ov = _overrides(tmp_path, "need_gib=0.001", "executor=ray", "executor.ray.head_num_cpus=2",
+                    "executor.ray.num_cpus_per_case=1", analyze=False)
+    assert run_matrix(compose_cfg(*ov), ov) == EXIT_OK
+    run_dir = tmp_path / "choose" / "t"
+    assert [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "points", "fits", "form_reason", "half_width_pct",
+                                  "predictions", "checked", "note"}) for d in _decisions(run_dir)] == \
+        [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "points", "fits", "form_reason", "half_width_pct",
+                               "predictions", "checked", "note"}) for d in _decisions(right[1])]
+    assert _counts(run_dir, "verify") == _counts(right[1], "verify")
+    assert (run_dir / "verify-placements.jsonl").is_file()  # the verify cases ran as Ray tasks
