@@ -282,6 +282,10 @@ class BenchRecord(StrictModel):
     device_memory_after_load_bytes: NonNegInt | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Used device memory just after LLM(...) returned (bytes).")
+    device_memory_total_bytes: NonNegInt | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Total memory of the case's physical device (npu-smi HBM total, nvidia-smi memory.total), bytes; "
+                    "null on CPU or when unavailable. Free memory beside the baseline = total - peak used.")
     device_memory_source: Literal["npu-smi", "nvidia-smi"] | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="Where the device memory before / peak / after came from: 'npu-smi' (npu-smi info, HBM-Usage of "

@@ -17,8 +17,8 @@ SHA-256 fingerprint as the loaded one is skipped (incremental). Non-finite float
 One writer: DuckDB lets one process hold the file read-write, and then no other process may open it
 (even read-only); ``build`` is that single writer, queries open the file read-only.
 
-The record tables (``cases``, ``rounds``, ``evidence``, ``failures``, ``serving_results``) have one
-column per model field (``analysis.catalog.columns``); a catalog file written with other columns
+The record tables (``cases``, ``rounds``, ``evidence``, ``failures``, ``serving_results``, ``choices``,
+``choice_predictions``, ...) have one column per model field (``analysis.catalog.columns``); a catalog file written with other columns
 (an older ``catalog_schema.SCHEMA_VERSION``) is rebuilt from scratch when opened for writing.
 
 What is deliberately not modelled: the per-request serving files (``serving_results`` holds each

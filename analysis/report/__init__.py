@@ -1,7 +1,8 @@
 """The report of a run: ``summary/`` tables, Markdown, HTML, PNG plots and the console table.
 
 Modules: ``summary`` (``write_summary``), ``tables`` (every frame of the report), ``markdown``,
-``html`` / ``html_figures``, ``plots``, ``console``, ``provenance``, ``host_memory``, ``released``.
+``html`` / ``html_figures``, ``plots``, ``console``, ``provenance``, ``host_memory``, ``released``; a choose run's
+decision: ``choice_view`` (what every report shows of it) and ``html_choice`` (its HTML section and figure).
 """
 
 

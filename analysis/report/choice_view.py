@@ -170,7 +170,7 @@ def measured_choice_lines(run_dir: Path, tables: dict) -> tuple[list[str], str]:
     phase = verify_phase(decisions)
     res = decide(decisions, tables["summary"], data.runs, verify_phase=phase or "",
                  processes_run=len(data.case_runs) + len(data.case_failures), margin_pct=tables["margin_pct"])
-    return res.lines, "computed now from its measurements (the run wrote no summary/choice.json)"
+    return res.lines, "computed now from its measurements; the run wrote no summary/choice.json"
 
 
 def verify_phase(decisions: Sequence[ChoiceDecision]) -> str | None:
@@ -188,4 +188,4 @@ def need_differs(d: ChoiceDecision, need_gib: float | None, need_kv_gib: float |
     if d.need_source.startswith(kind + "=") and asked == d.need_bytes:
         return None
     return (f"asked {kind}={x:g} ({asked:,} B) differs from this run's need {d.need_source} ({d.need_bytes:,} B): "
-            "the decision above is for the run's own need")
+            f"the decision above is for the run's own need (a choose run with {kind}={x:g} decides for the asked one)")

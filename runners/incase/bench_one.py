@@ -218,6 +218,7 @@ class LoadWindow:
     def __init__(self, device: str) -> None:
         self.rss = WindowSampler(tree_rss_bytes, RSS_INTERVAL_S)
         self.device: WindowSampler | None = None
+        self._probe: Any = None
         self._fields: dict[str, Any] = {}
         try:
             found = device_probe(device)
@@ -227,6 +228,7 @@ class LoadWindow:
             probe, source, name = found
             self.device = WindowSampler(probe, DEVICE_INTERVAL_S)
             self._fields.update(device_memory_source=source, device_memory_device=name)
+            self._probe = probe
 
     def __enter__(self) -> "LoadWindow":
         self.rss.__enter__()
@@ -248,7 +250,7 @@ class LoadWindow:
             out["device_memory_error"] = d.error
         elif d is not None:
             out.update(device_memory_before_load_bytes=d.before, device_memory_peak_load_bytes=d.peak,
-                       device_memory_after_load_bytes=d.after)
+                       device_memory_after_load_bytes=d.after, device_memory_total_bytes=self._probe.total_bytes)
         if "device_memory_error" in out:
             print(f"DEVICE_MEMORY unavailable: {out['device_memory_error']}", file=sys.stderr, flush=True)
         return {k: v for k, v in out.items() if v is not None}

@@ -14,11 +14,13 @@ What is modelled:
   below the device table (``| NPU  Chip | Process id | ...``) is skipped (its second cell is a
   PID, not a bus id). A table without an ``HBM-Usage(MB)`` column (e.g. DDR cards) is an error.
 * ``npu_hbm_probe``: runs ``npu-smi info`` and returns the used HBM of one (NPU, chip), bytes;
-* ``nvidia_memory_probe``: ``nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i <index>``
+* ``nvidia_memory_probe``: ``nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits -i <index>``
   (MiB), bytes;
 * ``device_probe``: the probe, source and device name for a case's device kind; the physical
   NPU / chip come from ``runners.incase.device_index.device_placeholders`` (``ASCEND_RT_VISIBLE_DEVICES`` +
   ``npu-smi info -m``, or ``NPU_INDEX`` / ``NPU_CHIP``), the same device the health gate checks.
+* every probe keeps the device's total memory from the same reading (``DeviceProbe.total_bytes``: HBM total of the
+  NPU chip, ``memory.total`` of the GPU; ``BenchRecord.device_memory_total_bytes``: free memory beside the used);
 * ``process_tree_cuda_bytes``: the CUDA memory of this process tree after load
   (``BenchRecord.device_memory_bytes``, ``nvidia-smi --query-compute-apps``).
 
@@ -95,33 +97,48 @@ def _run(argv: list[str]) -> str:
     return r.stdout
 
 
-def npu_hbm_probe(physical_index: int, chip: int) -> Callable[[], int]:
+class DeviceProbe:
+    """``() -> used bytes`` of one device, keeping the total bytes of the same reading in ``total_bytes``."""
+
+    def __init__(self, read: Callable[[], tuple[int, int]]) -> None:
+        self._read = read
+        self.total_bytes: int | None = None
+
+    def __call__(self) -> int:
+        used, self.total_bytes = self._read()
+        return used
+
+
+def npu_hbm_probe(physical_index: int, chip: int) -> DeviceProbe:
     """``() -> used HBM bytes`` of NPU ``physical_index`` chip ``chip``, one ``npu-smi info`` run per call.
 
     The probe raises ``DeviceMemoryError`` when npu-smi is missing or fails, the table cannot be
     parsed, or the (NPU, chip) is not in it (the message lists the pairs it has).
     """
-    def probe() -> int:
+    def read() -> tuple[int, int]:
         table = parse_npu_smi_hbm(_run(["npu-smi", "info"]))
         if (physical_index, chip) not in table:
             raise DeviceMemoryError(f"NPU {physical_index} chip {chip} not in npu-smi info (NPU, chip): "
                                     f"{sorted(table)}")
-        return table[(physical_index, chip)][0] * MIB
-    return probe
+        used, total = table[(physical_index, chip)]
+        return used * MIB, total * MIB
+    return DeviceProbe(read)
 
 
-def nvidia_memory_probe(index: int) -> Callable[[], int]:
-    """``() -> used memory bytes`` of GPU ``index`` (``nvidia-smi ... memory.used``, MiB)."""
-    def probe() -> int:
-        out = _run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", str(index)])
-        value = out.strip().splitlines()[0].strip() if out.strip() else ""
-        if not value.isdigit():
-            raise DeviceMemoryError(f"nvidia-smi memory.used of GPU {index} is not a number: {value!r}")
-        return int(value) * MIB
-    return probe
+def nvidia_memory_probe(index: int) -> DeviceProbe:
+    """``() -> used memory bytes`` of GPU ``index`` (``nvidia-smi ... memory.used,memory.total``, MiB)."""
+    def read() -> tuple[int, int]:
+        out = _run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits",
+                    "-i", str(index)])
+        values = [v.strip() for v in (out.strip().splitlines() or [""])[0].split(",")]
+        if len(values) != 2 or not all(v.isdigit() for v in values):
+            raise DeviceMemoryError(f"nvidia-smi memory.used,memory.total of GPU {index} are not two numbers: "
+                                    f"{values!r}")
+        return int(values[0]) * MIB, int(values[1]) * MIB
+    return DeviceProbe(read)
 
 
-def device_probe(device: str, env: Mapping[str, str] | None = None) -> tuple[Callable[[], int], str, str] | None:
+def device_probe(device: str, env: Mapping[str, str] | None = None) -> tuple[DeviceProbe, str, str] | None:
     """``(probe, source, device name)`` for a case device kind; None on CPU (no device memory).
 
     Raises:

@@ -137,6 +137,7 @@ class _Context:
     num_prompts: int
     bench: float | None
     bad: set[str]
+    baseline_records: tuple[Any, ...] = ()
 
 
 def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
@@ -153,24 +154,7 @@ def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
              read_json(h2d_path, H2DBench).bandwidth_bytes_s if h2d_path.is_file() else None)
     sizes = model_sizes(cfg.model, cfg.workload.dtype)
     return _Context(cfg, run_dir, sizes, tuple(r.record.throughput_tok_s for r in runs),
-                    runs[0].record.workload.num_prompts, bench, bad)
-
-
-def h2d_bench(cfg: Config, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
-    """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
-    from results_schema.copy_bench import H2D_FILE_NAME
-    from runners.orchestration.copy_bench import run_h2d_bench
-    from runners.paths import CONTROLLED_ENV, REPO_ROOT
-
-    if (run_dir / H2D_FILE_NAME).is_file() or cfg.bench_command:
-        return
-    rt = cfg.runtime
-    env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
-    env.update({str(k): str(v) for k, v in rt.env.items()})
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    nbytes = max(model_sizes(cfg.model, cfg.workload.dtype).layer_bytes)
-    if run_h2d_bench(run_dir, str(rt.python or python), str(rt.device), nbytes, env, REPO_ROOT) is None:
-        console.print("[yellow]offload.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")
+                    runs[0].record.workload.num_prompts, bench, bad, tuple(r.record for r in runs))
 
 
 def _noise_pct(xs: Sequence[float]) -> float:
@@ -232,8 +216,19 @@ def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedChec
     return f"{head} (need {need / GIB:.4g} GiB)"
 
 
-def unnecessary(ctx: _Context) -> ChoiceDecision:
-    """The decision of a need of 0 bytes: the baseline, no verify stage."""
+def free_device_bytes(baselines: Sequence[Any]) -> int | None:
+    """Device memory left free beside the baseline (bytes): the smallest ``device_memory_total_bytes -
+    device_memory_peak_load_bytes`` over the baseline processes (``BenchRecord``); None where a process lacks either
+    (the CPU runtime, whose "device" is host RAM; a device whose memory could not be read)."""
+    free = [r.device_memory_total_bytes - r.device_memory_peak_load_bytes for r in baselines
+            if r.device_memory_total_bytes is not None and r.device_memory_peak_load_bytes is not None]
+    return min(free) if free and len(free) == len(baselines) else None
+
+
+def unnecessary(ctx: _Context, note: str = "offload unnecessary: a need of 0 bytes is met by the baseline "
+                                             "(no verify stage)") -> ChoiceDecision:
+    """The decision that the need is met without offload (a need of 0, or device memory already free): the
+    baseline, no verify stage."""
     cfg = ctx.cfg
     need, text = need_bytes(cfg)
     return ChoiceDecision(
@@ -243,8 +238,7 @@ def unnecessary(ctx: _Context) -> ChoiceDecision:
         baseline_tok_s=ctx.baselines, noise_pct=_noise_pct(ctx.baselines), copy_bench_bandwidth_bytes_s=ctx.bench,
         points=(), fits=(), form=None, form_reason="no model needed: the need is met without offload",
         half_width_pct=0.0, predictions=(), checked=(), budget=0, chosen=(), decided_phase=None, trusted=True,
-        note="offload unnecessary: a need of 0 bytes is met by the baseline (no verify stage)",
-        processes_every_candidate=0)
+        note=note, processes_every_candidate=0)
 
 
 def checks(ctx: _Context, decision: ChoiceDecision, settings: Sequence[SettingRef]) -> list[VerifiedCheck]:
@@ -271,8 +265,14 @@ def next_decision(ctx: _Context, decisions: Sequence[ChoiceDecision]) -> ChoiceD
     cfg = ctx.cfg
     probe = str(cfg.choose.probe_phase)
     if not decisions:
-        if need_bytes(cfg)[0] == 0:
+        need = need_bytes(cfg)[0]
+        if need == 0:
             return unnecessary(ctx)
+        free = free_device_bytes(ctx.baseline_records)
+        if free is not None and need <= free:
+            return unnecessary(ctx, f"offload unnecessary: the device already has {free / GIB:.4g} GiB free beside "
+                                    f"the baseline's peak (total - peak used, every probe baseline), more than the need "
+                                    f"of {need / GIB:.4g} GiB; give vLLM that memory (gpu_memory_utilization) instead")
         pts = measured_points(ctx.run_dir, probe, statistics.median(ctx.baselines), ctx.bad)
         return _record(ctx, "predict", pts, (), (), cfg.choose.verify_budget, True) if pts else None
     last = decisions[-1]
@@ -379,7 +379,9 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
         if run.cfg.runtime.device == "cpu":
             copy_bench(run.cfg, p.items, run.run_dir, state.model_dir, base_env, console, run_copy_bench)
         else:
-            h2d_bench(run.cfg, run.run_dir, state.python, base_env, console)
+            from runners.orchestration.copy_bench import probe_h2d_bench
+
+            probe_h2d_bench(run.cfg, run.run_dir, state.python, base_env, console)
         run.timings.copy_bench += time.monotonic() - t
 
     decided = run_choose(run.cfg, run.run_dir, state, console, stage, bench)

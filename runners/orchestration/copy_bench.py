@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 from results_schema.copy_bench import FILE_NAME, CopyBench
@@ -89,3 +90,20 @@ def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Map
         return None
     write_json(run_dir / H2D_FILE_NAME, record)
     return record.model_dump(mode="json")
+
+
+def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
+    """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
+    from results_schema.copy_bench import H2D_FILE_NAME
+    from runners.paths import CONTROLLED_ENV, REPO_ROOT
+    from runners.planning.choose_plan import model_sizes
+
+    if (run_dir / H2D_FILE_NAME).is_file() or cfg.bench_command:
+        return
+    rt = cfg.runtime
+    env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
+    env.update({str(k): str(v) for k, v in rt.env.items()})
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    nbytes = max(model_sizes(cfg.model, cfg.workload.dtype).layer_bytes)
+    if run_h2d_bench(run_dir, str(rt.python or python), str(rt.device), nbytes, env, REPO_ROOT) is None:
+        console.print("[yellow]offload.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")

@@ -3,8 +3,8 @@
 What is modelled: a ``probe`` phase (baseline and the two calibration settings, ``offload.choice``), one
 ``predict`` decision computed by the runner's own rule (``offload.choice.compute_choice``, so
 ``analysis.model.choice.recompute`` finds no difference) from the probe's intended means, and a ``verify``
-phase measuring the baseline and the chosen settings at their predicted throughput (``slow`` scales one
-label's, to make it miss its interval). ``plan.json`` holds the verify phase's baseline only: the decided cases
+phase measuring the baseline and the chosen settings at their predicted throughput (``slow_last`` scales the
+last chosen setting's, to make it miss its interval). ``plan.json`` holds the verify phase's baseline only: the decided cases
 come from the decision line, as in a real choose run.
 
 What is deliberately not modelled: refit and front stages (their lines are hand-built in the tests that need
@@ -13,7 +13,6 @@ them), the copy bench.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from offload.choice import ChoiceInputs, calibration_settings, compute_choice
@@ -29,7 +28,7 @@ SLOT = 4096
 GIB = 2**30
 
 
-def _calibration_mean(layers: int, step: int) -> float:
+def _calibration_mean(layers: int) -> float:
     """A serial-like cost: each offloaded layer adds 5% of the baseline's step time (the window does not hide it)."""
     return BASE_TOK_S / (1 + 0.05 * layers)
 
@@ -42,7 +41,7 @@ def _probe_cases() -> list[SynthCase]:
     for s in calibration_settings(n):
         layers = len(select_offload_layers(n, s.group_size, s.num_in_group))
         cases.append(SynthCase(s.label(), "current", s.group_size, s.num_in_group, s.prefetch_step,
-                               mean_tok_s=_calibration_mean(layers, s.prefetch_step), sd_tok_s=0.2))
+                               mean_tok_s=_calibration_mean(layers), sd_tok_s=0.2))
     return cases
 
 
@@ -78,7 +77,7 @@ def predict_decision(need_bytes: int, probe: list[SynthCase], *, budget: int = 2
         note=f"after the probe: verify {', '.join(c.label for c in chosen)}", processes_every_candidate=99)
 
 
-def write_choose_run(run_dir: Path, *, need_layers: float = 2.5, slow: dict[str, float] | None = None,
+def write_choose_run(run_dir: Path, *, need_layers: float = 2.5, slow_last: float = 1.0,
                      repeats: int = 3) -> tuple[Path, ChoiceDecision]:
     """Write the run (module docstring); the need is ``need_layers`` layers' bytes. Returns the run and its line."""
     probe_cases = _probe_cases()
@@ -86,7 +85,7 @@ def write_choose_run(run_dir: Path, *, need_layers: float = 2.5, slow: dict[str,
     preds = {(p.group_size, p.num_in_group, p.prefetch_step): p for p in d.predictions}
     chosen = [SynthCase(c.label, "current", c.group_size, c.num_in_group, c.prefetch_step,
                         mean_tok_s=preds[(c.group_size, c.num_in_group, c.prefetch_step)].predicted_tok_s
-                        * (slow or {}).get(c.label, 1.0), sd_tok_s=0.2) for c in d.chosen]
+                        * (slow_last if i == len(d.chosen) - 1 else 1.0), sd_tok_s=0.2) for i, c in enumerate(d.chosen)]
     base = SynthCase("baseline", "baseline", mean_tok_s=BASE_TOK_S, sd_tok_s=0.2)
     probe = SynthPhase("probe", probe_cases, repeats=2)
     write_run_dir(run_dir, [probe, SynthPhase("verify", [base, *chosen], repeats=repeats)])
@@ -95,5 +94,4 @@ def write_choose_run(run_dir: Path, *, need_layers: float = 2.5, slow: dict[str,
     decided = run_plan([SynthPhase("verify", chosen, repeats=repeats)]).phases[0]
     d = d.model_copy(update={"decided_phase": PlannedPhase.model_validate(decided.model_dump())})
     append_jsonl(run_dir / FILE_NAME, ChoiceDecision.model_validate(d.model_dump()))
-    assert not math.isnan(d.half_width_pct)
     return run_dir, d

@@ -177,6 +177,7 @@ def test_load_window_samples_hbm_before_peak_after_from_npu_smi(tmp_path, monkey
     assert fields["device_memory_source"] == "npu-smi" and fields["device_memory_device"] == "npu 1 chip 1"
     assert (fields["device_memory_before_load_bytes"], fields["device_memory_peak_load_bytes"],
             fields["device_memory_after_load_bytes"]) == (3000 * MIB, 61000 * MIB, 59000 * MIB)
+    assert fields["device_memory_total_bytes"] == 65536 * MIB  # the same tables' HBM total: free = total - used
     assert fields["rss_before_load_bytes"] > 0 and fields["rss_peak_load_bytes"] >= fields["rss_after_load_bytes"]
     assert "DEVICE_MEMORY" not in capsys.readouterr().err
     assert _record_with(fields).device_memory_peak_load_bytes == 61000 * MIB
