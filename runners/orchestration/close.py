@@ -144,8 +144,9 @@ def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any],
         if options.analyze and not state.stopped:
             t_bench = time.monotonic()
             copy_bench(cfg, items, run_dir, state.model_dir, base_env, console, run_copy_bench)
-            timings.copy_bench += time.monotonic() - t_bench
-            t += timings.copy_bench  # a measurement process, counted apart from the analysis
+            t_bench = time.monotonic() - t_bench  # 0 when a choose run's probe measured it already
+            timings.copy_bench += t_bench
+            t += t_bench  # a measurement process, counted apart from the analysis
             found.validation, found.serving_valid = analyze(run_dir, console)
             if accuracy_phases:
                 found.accuracy_failed = verify_accuracy(run_dir, accuracy_phases, console)
