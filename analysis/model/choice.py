@@ -19,6 +19,7 @@ What is deliberately not modelled: the choice while the run goes (``runners.orch
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -154,9 +155,7 @@ def recompute(d: ChoiceDecision) -> list[str]:
     exclude = tuple(Setting(p.group_size, p.num_in_group, p.prefetch_step) for p in d.points) \
         if d.stage != "predict" else ()
     inp = ChoiceInputs(num_layers=d.num_layers, num_prompts=d.num_prompts, layer_bytes=dict(enumerate(d.layer_bytes)),
-                       slot=d.slot_bytes, baseline_tok_s=sorted(d.baseline_tok_s)[len(d.baseline_tok_s) // 2]
-                       if len(d.baseline_tok_s) % 2 else sum(sorted(d.baseline_tok_s)[len(d.baseline_tok_s) // 2 - 1:
-                                                                                         len(d.baseline_tok_s) // 2 + 1]) / 2,
+                       slot=d.slot_bytes, baseline_tok_s=statistics.median(d.baseline_tok_s),
                        noise_pct=d.noise_pct, points=[MeasuredPoint(p.group_size, p.num_in_group, p.prefetch_step,
                                                                     p.throughput_tok_s) for p in d.points],
                        need_bytes=d.need_bytes, budget=d.budget, exclude=exclude,
