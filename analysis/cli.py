@@ -17,7 +17,7 @@ Subcommands:
     recommend RUN_DIR --need-kv-gib X   same for a KV-cache gain of X GiB
     transfer-check FILE.json [--modes graph] [--threshold-pct 5]
                                         the step model (per protocol boundary) against a GPU check JSON
-                                        (python -m offload.gpu_check_torch): one JSON line with per-point
+                                        (python -m offload_tools.gpu_check_torch): one JSON line with per-point
                                         predicted / measured step and max_abs_error_pct; exit 1 above the threshold
     pareto FILE.csv                     Pareto front and planner's knee of any table with columns
                                         label,capacity_bytes,throughput_tok_s; prints JSON {"front", "knee"}
@@ -41,8 +41,8 @@ EXIT_INVALID = 1
 
 
 def _read_validation(path: Path):
-    from results_schema.io import read_json
-    from results_schema.validation import ValidationReport
+    from results_schema.records.io import read_json
+    from results_schema.records.validation import ValidationReport
 
     return read_json(path, ValidationReport)
 
@@ -226,7 +226,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _recommend(args: argparse.Namespace) -> int:
-    from offload.layer_bytes import kv_bytes_per_token, load_config
+    from offload_tools.layer_bytes import kv_bytes_per_token, load_config
     from analysis.model.fit import ChoiceError, recommend
     from analysis.report.tables import CPU_NOTE, build, copy_bench_bandwidth, is_cpu_run
     from analysis.validation.validate import find_model_dir

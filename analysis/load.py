@@ -5,7 +5,7 @@ What is modelled: the files ``runners.matrix`` writes (docs/CONTRACTS.md):
 (``CaseFailure`` per line). Every line is parsed strictly and validated; a bad
 line does not abort loading, it is kept as a ``LineError`` so that the
 validation report can name it (``invalid_record``) while the good lines are
-still analysed. Runs files are read by ``results_schema.table_scan.scan_table`` (the
+still analysed. Runs files are read by ``results_schema.reading.table_scan.scan_table`` (the
 decisions of ``scan_jsonl``, every check included) and the frames are built a column at
 a time from the decoded lines; the ``CaseRun`` models (``RunData.case_runs``) are built
 only when first asked for.
@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from results_schema.case_outcome import CaseFailure
-from results_schema.columns import RecordTable
-from results_schema.io import LineError, scan_jsonl
-from results_schema.models import CaseRun
-from results_schema.table_scan import scan_table
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.reading.columns import RecordTable
+from results_schema.records.io import LineError, scan_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.reading.table_scan import scan_table
 
 RUNS_SUFFIX = "-runs.jsonl"
 FAILURES_SUFFIX = "-failures.jsonl"
@@ -84,7 +84,7 @@ class RunData:
         run_dir: the directory.
         runs, rounds, failures: frames (see module docstring).
         run_table: the validated ``CaseRun`` lines of every runs file, in file order, as read
-            (``results_schema.columns.RecordTable``: a column per field without building models).
+            (``results_schema.reading.columns.RecordTable``: a column per field without building models).
         run_paths: the runs file of each row of ``run_table``.
         case_failures: the validated ``CaseFailure`` models.
         line_errors: lines that failed strict parsing or validation.
@@ -111,7 +111,7 @@ class RunData:
     def record_views(self) -> list[Any]:
         """The ``BenchRecord`` of every row of ``run_table`` as read: a model, or its derived struct (same field
         names; an optional field the line left out reads ``msgspec.UNSET``, so read required fields only, as
-        ``results_schema.token_rule`` does, or use ``run_table.column``)."""
+        ``results_schema.rules.token_rule`` does, or use ``run_table.column``)."""
         return self.run_table.column("record")
 
 

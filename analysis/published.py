@@ -61,7 +61,7 @@ PUBLISHED_COLUMNS = [
 RECORD_METRICS = ("requests", "requests_per_s", "round_latency_p50_s", "round_latency_p95_s", "rss_before_load_bytes",
                   "rss_peak_load_bytes", "rss_after_load_bytes", "device_memory_before_load_bytes",
                   "device_memory_peak_load_bytes", "device_memory_after_load_bytes")
-"""The published per-process fields of ``BenchRecord`` (``results_schema.load_metrics``) summarized per label."""
+"""The published per-process fields of ``BenchRecord`` (``results_schema.records.load_metrics``) summarized per label."""
 
 
 def dominated_by(capacity: Sequence[float], throughput: Sequence[float], labels: Sequence[str]) -> list[list[str]]:

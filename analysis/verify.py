@@ -30,9 +30,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from results_schema.io import RecordError, read_json
-from results_schema.models import CaseRun
-from results_schema.summary import ComparisonSummary
+from results_schema.records.io import RecordError, read_json
+from results_schema.records.models import CaseRun
+from results_schema.records.summary import ComparisonSummary
 
 PRECISION_FALLBACK = 6
 
@@ -133,7 +133,7 @@ def _label_stats(items: list[dict]) -> dict:
 def _read_summary(path: Path) -> tuple[list[dict], dict[str, int] | None, list[dict]]:
     """``(rows, precision, comparison rows)`` of a ``comparison-summary.json``.
 
-    Read through ``results_schema.summary.ComparisonSummary``; a summary written before that
+    Read through ``results_schema.records.summary.ComparisonSummary``; a summary written before that
     model existed (it fails the model, e.g. a missing column) is read as strict JSON instead,
     so that older runs stay verifiable.
 
@@ -198,7 +198,7 @@ def verify(run_dir: Path | str, summary_rows: list[dict] | None = None,
 
 def _compare_choice(res: VerifyResult, run_dir: Path) -> None:
     """A choose run: every decision's predictions and choice recomputed from its recorded inputs
-    (``analysis.model.choice.recompute``, the runner's own rule ``offload.choice``)."""
+    (``analysis.model.choice.recompute``, the runner's own rule ``offload_tools.choice``)."""
     from analysis.model.choice import read_decisions, recompute
 
     for d in read_decisions(run_dir):

@@ -9,12 +9,12 @@ is therefore the same strings as before the fields were typed, and ``StrEnum`` m
 equal to those strings.
 
 The value sets the records share (``Implementation``, ``OffloadBackend``, ``PromptMode``, ``Device``,
-``PhaseKind``, ``ExecutorKind``) are defined once in ``results_schema.base`` and imported from there by the
+``PhaseKind``, ``ExecutorKind``) are defined once in ``results_schema.records.base`` and imported from there by the
 schema (``results_schema`` imports nothing of ``conf``); ``CpuKernelPath`` and ``OffloadFault`` are defined by
 ``offload`` (``offload.cpu_kernels``, ``offload.faults``). ``runners`` takes ``PerformanceSharing`` and
 ``NodeFailureAction`` from here.
 Accuracy protocols are not an enum: they are the names registered in
-``results_schema.protocols`` (checked by the runner with that registry's message).
+``results_schema.records.protocols`` (checked by the runner with that registry's message).
 """
 
 from __future__ import annotations

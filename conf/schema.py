@@ -28,7 +28,7 @@ from pydantic import with_config
 from conf.schema_matrix import (
     MatrixConfig,
 )
-from results_schema.base import Implementation
+from results_schema.records.base import Implementation
 from conf.schema_stack import (
     FORBID_EXTRA,
     ExecutorConfig,
@@ -55,7 +55,7 @@ class ChooseConfig:
 
     Attributes:
         probe_phase: the phase that probes (baselines for the step time and the noise floor, the calibration
-            settings of ``offload.choice.calibration_settings`` when its ``points`` are empty); null = no choice.
+            settings of ``offload_tools.choice.calibration_settings`` when its ``points`` are empty); null = no choice.
         verify_phase: the phase the decided settings are measured in (its ``points`` are decided while the
             run goes; its baseline runs ``repeats`` times, as every decided setting does).
         verify_budget: settings one choice verifies at most (the predicted best class and the next classes whose

@@ -14,8 +14,8 @@ from pydantic import with_config
 
 from offload.faults import OffloadFault
 from conf.schema_stack import FORBID_EXTRA, RuntimeConfig
-from results_schema.base import Implementation, OffloadBackend, PhaseKind
-from results_schema.protocols import DEFAULT_PROTOCOL
+from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
+from results_schema.records.protocols import DEFAULT_PROTOCOL
 
 
 @with_config(FORBID_EXTRA)
@@ -65,7 +65,7 @@ class CaseConfig:
 @with_config(FORBID_EXTRA)
 @dataclass
 class ServingSLOConfig:
-    """Goodput SLO of a serving phase (``results_schema.serving_spec.ServingSLO``).
+    """Goodput SLO of a serving phase (``results_schema.records.serving_spec.ServingSLO``).
 
     Attributes:
         ttft_ms: TTFT limit of one request (ms).
@@ -151,7 +151,7 @@ class MatrixConfig:
             ``eval_models/tiny-answering-qwen2-l4-h128``, trained by ``python -m runners.models.answering_model``).
             Verified against its ``SHA256SUMS`` before any process starts; its ``config.json``
             ``num_hidden_layers`` sizes the phase's points. Null = the run's model.
-        accuracy_protocol: registered accuracy protocol (``results_schema.protocols``) every case of an
+        accuracy_protocol: registered accuracy protocol (``results_schema.records.protocols``) every case of an
             accuracy phase is scored under; default ``qwen-chat-v1`` (the published protocol). An
             unknown name is a config error before any process starts.
         max_accuracy_drop: tolerance of the accuracy verifier's drop rule, a fraction of accuracy in [0, 1]

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, with_config
 
 from conf.choices import ModelSource, NodeFailureAction, PerformanceSharing
 from offload.cpu_kernels import CpuKernelPath
-from results_schema.base import Device, ExecutorKind, PromptMode
+from results_schema.records.base import Device, ExecutorKind, PromptMode
 
 
 FORBID_EXTRA = ConfigDict(extra="forbid")
@@ -166,7 +166,7 @@ at ~20 rounds per case for ~15 s of extra wall time; ``conf/workload/seed.yaml``
 @with_config(FORBID_EXTRA)
 @dataclass
 class WorkloadConfig:
-    """Offline-throughput workload (fields of ``results_schema.models.WorkloadSpec``).
+    """Offline-throughput workload (fields of ``results_schema.records.models.WorkloadSpec``).
 
     ``measured_rounds`` is the minimum round count and ``min_measured_s`` the minimum measured
     seconds (default ``DEFAULT_MIN_MEASURED_S``); rounds repeat until both are reached.

@@ -16,9 +16,9 @@ no torch; analysis imports the selection rule from here):
 * :mod:`offload.plugin` - the ``vllm.general_plugins`` entry point (``offload.plugin:register``),
   active only when ``OFFLOAD_IMPL`` is ``current``, ``sync`` or ``overlay``;
 * :mod:`offload.ops` - the ``offload::wait_prefetch``/``start_prefetch`` custom ops (torch only);
-* :mod:`offload.bench` - CPU onload-time benchmark; :mod:`offload.gpu_compare` - GPU check
-  (vLLM, current vs official); :mod:`offload.gpu_check_torch` - torch-only GPU check
-  (stack in :mod:`offload.synthetic_stack`).
+* :mod:`offload_tools.bench` - CPU onload-time benchmark; :mod:`offload_tools.gpu_compare` - GPU check
+  (vLLM, current vs official); :mod:`offload_tools.gpu_check_torch` - torch-only GPU check
+  (stack in :mod:`offload_tools.synthetic_stack`).
 
 Must not import Hydra, pandas or ``runners``.
 """

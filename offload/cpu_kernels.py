@@ -42,7 +42,7 @@ from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
-from results_schema.log_rule import OFFLOAD_CPU_KERNELS
+from results_schema.rules.log_rule import OFFLOAD_CPU_KERNELS
 
 CPU_KERNEL_ENV = "OFFLOAD_CPU_KERNEL_PATH"
 """Environment variable naming the CPU GEMM kernel path of a case: ``plain`` or ``packed``."""
@@ -58,7 +58,7 @@ CPU_KERNEL_PATHS = tuple(p.value for p in CpuKernelPath)
 """Selectable CPU kernel paths (see module docstring)."""
 
 REPORT_PREFIX = OFFLOAD_CPU_KERNELS
-"""Prefix of the one line the model-loading process prints after ``load_model`` (``results_schema.log_rule``)."""
+"""Prefix of the one line the model-loading process prints after ``load_model`` (``results_schema.rules.log_rule``)."""
 
 PLAIN_KERNEL = "torch_linear"
 """Kernel name of the plain path (``torch.nn.functional.linear`` on the layer's weight)."""

@@ -1,5 +1,5 @@
 """Evidence of the prefetch offloaders (:mod:`offload.prefetch`): the ``RuntimeEvidence`` fields
-(``results_schema.models.RuntimeEvidence`` minus ``schema_version``, ``implementation``, ``pid``)
+(``results_schema.records.models.RuntimeEvidence`` minus ``schema_version``, ``implementation``, ``pid``)
 and the one ``OFFLOAD_STATE`` log line printed after ``post_init``."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ offloaded layer (every offloaded parameter of it, packed in ``host_flat``) is se
 initial prefetches are issued again, so every later onload of that layer reads the zeros. The
 layer then runs with zero weights while the evidence still reports it offloaded: outputs must
 differ from the baseline's, and an accuracy comparison must fail (``+experiment=negative_control``).
-In the spirit of ``offload.gpu_check_torch --negative-control``.
+In the spirit of ``offload_tools.gpu_check_torch --negative-control``.
 
 The fault is selected per case by the runner through ``OFFLOAD_FAULT`` (config: a case's
 ``fault``) and applied by :mod:`offload.plugin` in the process that loads the model; it prints

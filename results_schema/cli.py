@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_schema import case_outcome, models, summary, validation
-from results_schema.dispatch import FileKind, file_kinds, kind_for
-from results_schema.io import RecordError, check_jsonl, read_json
+from results_schema.records import case_outcome, models, summary, validation
+from results_schema.records.dispatch import FileKind, file_kinds, kind_for
+from results_schema.records.io import RecordError, check_jsonl, read_json
 
 EXPORTED_MODELS = (
     models.BenchRecord,

@@ -20,10 +20,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from results_schema.case_outcome import CaseFailure
-from results_schema.choice import FILE_NAME, ChoiceDecision
-from results_schema.io import read_jsonl
-from results_schema.models import CaseRun
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.choice import FILE_NAME, ChoiceDecision
+from results_schema.records.io import read_jsonl
+from results_schema.records.models import CaseRun
 
 
 def main(argv: list[str]) -> int:

@@ -22,7 +22,7 @@ import ast
 import sys
 from pathlib import Path
 
-PACKAGES = ("offload", "results_schema", "analysis", "runners", "conf")
+PACKAGES = ("offload", "offload_tools", "results_schema", "analysis", "runners", "conf")
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL_LIMIT = {"runners": 15, "analysis": 15}
 

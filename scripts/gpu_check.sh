@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check (one command, about 15 min on one H200): same-runtime current vs official offloader.
-# On a GPU host without vLLM, run the torch-only check instead: python -m offload.gpu_check_torch
+# On a GPU host without vLLM, run the torch-only check instead: python -m offload_tools.gpu_check_torch
 #
 #   scripts/gpu_check.sh [OUT_DIR]
 #
@@ -63,7 +63,7 @@ run_chunk() {
   # one process per chunk bounds what a leaked engine could hold; first arg: records file
   local records="$1"; shift
   set +e
-  timeout --signal=TERM --kill-after=20 "$CHUNK_TIMEOUT" "$PYTHON" -m offload.gpu_compare run \
+  timeout --signal=TERM --kill-after=20 "$CHUNK_TIMEOUT" "$PYTHON" -m offload_tools.gpu_compare run \
     --model "$MODEL" --out "$records" --repeats "$REPEATS" "$@" 2>&1 | tee -a "$OUT/run.log" \
     | grep -E "^(GPU_COMPARE|error|Traceback)|Error"
   local statuses=("${PIPESTATUS[@]}")
@@ -78,11 +78,11 @@ if [[ "${GPU_CHECK_GRAPHS:-1}" == "1" ]]; then
 fi
 echo "total ${SECONDS}s"
 set +e
-"$PYTHON" -m offload.gpu_compare summarize "$OUT/records.jsonl" | tee "$OUT/summary.txt"
+"$PYTHON" -m offload_tools.gpu_compare summarize "$OUT/records.jsonl" | tee "$OUT/summary.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || RC=1
 if [[ -e "$OUT/records_graphs.jsonl" ]]; then
   echo "graph point (torch.compile + CUDA graphs):"
-  "$PYTHON" -m offload.gpu_compare summarize "$OUT/records_graphs.jsonl" | tee "$OUT/summary_graphs.txt"
+  "$PYTHON" -m offload_tools.gpu_compare summarize "$OUT/records_graphs.jsonl" | tee "$OUT/summary_graphs.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || RC=1
 elif [[ "${GPU_CHECK_GRAPHS:-1}" == "1" ]]; then
   echo "graph point produced no records" >&2; RC=1

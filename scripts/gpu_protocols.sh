@@ -4,7 +4,7 @@
 #   scripts/gpu_protocols.sh [OUT_DIR]          (default: $OUT, else results/gpu_protocols/<UTC time>-<pid>)
 #
 # Runs, one after the other, each under its own time limit (sum 360 s):
-#   1. main (235 s; starts no point after 190 s): python -m offload.gpu_check_torch --protocols current upstream
+#   1. main (235 s; starts no point after 190 s): python -m offload_tools.gpu_check_torch --protocols current upstream
 #      (ABBA per point), the 10 points of the H200 table, eager + CUDA graph + torch.compile at (4,1),
 #      --step-sync stream, 50 unsynchronised graph replays per point and protocol checked bitwise
 #      -> gpu_check_torch.json (exit 0 only when every output is bitwise equal, no stale read, ours >= 0.97
@@ -49,7 +49,7 @@ fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; "$PYTHON" -c \
   "import sys, torch, pydantic; print(sys.version.split()[0], torch.__version__, torch.version.cuda, pydantic.VERSION)";
   git -C "$ROOT" rev-parse HEAD 2>/dev/null; } > "$OUT_DIR/env.txt" 2>&1
-CHECK=("$PYTHON" -m offload.gpu_check_torch)
+CHECK=("$PYTHON" -m offload_tools.gpu_check_torch)
 read -r -a EXTRA <<< "${GPU_PROTOCOLS_EXTRA_ARGS:-}"  # appended to every check (e.g. a CPU smoke run: --device cpu ...)
 T0=$(date +%s)
 

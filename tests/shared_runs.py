@@ -5,7 +5,7 @@ two real measurements of this host that do not depend on the test:
 
 * ``runners.identity.numerics.probe_torch``: a Python process that imports torch to read torch / oneDNN
   versions, threads and ATen CPU capability (about 2 s of CPU);
-* ``runners.orchestration.copy_bench.run_copy_bench``: ``python -m offload.bench`` on the model's layer shapes
+* ``runners.orchestration.copy_bench.run_copy_bench``: ``python -m offload_tools.bench`` on the model's layer shapes
   (CPU runs with offload cases and ``analyze=true``; about 10 s of CPU).
 
 :func:`share_host_measurements` (autouse, ``tests/conftest.py``) builds a

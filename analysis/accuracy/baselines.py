@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.accuracy.checks import Checks
-from results_schema.accuracy import AccuracyExample, AccuracyResult, BaselineAgreement, Task
-from results_schema.accuracy_rule import baseline_judgement
+from results_schema.records.accuracy import AccuracyExample, AccuracyResult, BaselineAgreement, Task
+from results_schema.rules.accuracy_rule import baseline_judgement
 
 Rows = list[AccuracyExample] | None
 

@@ -2,7 +2,7 @@
 
 What is modelled: each function checks one property of one accuracy case (``AccuracyResult``) -- against
 the baseline, the dataset manifest, the protocol registry or its examples file -- and records a
-``results_schema.accuracy.VerifyCheck`` (pass / fail / skipped, with a message naming what differs)
+``results_schema.records.accuracy.VerifyCheck`` (pass / fail / skipped, with a message naming what differs)
 in a ``Checks`` list. The rules are listed in ``analysis.accuracy.verifier``'s docstring.
 
 What is deliberately not modelled: grouping cases by task and choosing the baseline (``analysis.accuracy.verifier.verify``).
@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from results_schema.accuracy import (
+from results_schema.records.accuracy import (
     FULL_ROW_COUNTS,
     AccuracyExample,
     AccuracyResult,
@@ -26,9 +26,9 @@ from results_schema.accuracy import (
     Task,
     VerifyCheck,
 )
-from results_schema.files import file_sha256
-from results_schema.io import RecordError, iter_jsonl
-from results_schema.protocols import REGISTRY, registered_names
+from results_schema.records.files import file_sha256
+from results_schema.records.io import RecordError, iter_jsonl
+from results_schema.records.protocols import REGISTRY, registered_names
 
 GOLD_BALANCE_MIN, GOLD_BALANCE_MAX = 0.15, 0.35
 """Allowed share of each gold letter over the GPQA set (ARCHITECTURE cases: 15%-35%)."""
@@ -49,7 +49,7 @@ class Checks:
     def __init__(self) -> None:
         self.items: list[VerifyCheck] = []
 
-    """The checks recorded so far (``results_schema.accuracy.VerifyCheck``)."""
+    """The checks recorded so far (``results_schema.records.accuracy.VerifyCheck``)."""
 
     def add(self, name: str, task: Task | None, label: str | None, ok: bool | None, message: str) -> bool:
         """Record one check (``ok`` None: skipped); returns whether it passed."""
@@ -272,7 +272,7 @@ def planned_backends(records_dir: Path) -> tuple[Path | None, dict[str, str] | N
     """The planned ``offload_backend`` of every case of the phase whose records ``records_dir`` holds.
 
     A ``runners.matrix`` run keeps a phase's accuracy results in ``<run_dir>/records/<phase>/`` and its
-    plan in ``<run_dir>/plan.json`` (``results_schema.plan.RunPlan``); the phase is the directory name.
+    plan in ``<run_dir>/plan.json`` (``results_schema.records.plan.RunPlan``); the phase is the directory name.
 
     Returns:
         ``(plan path, {label: offload_backend})``; ``(None, None)`` when ``records_dir`` is not such a
@@ -282,8 +282,8 @@ def planned_backends(records_dir: Path) -> tuple[Path | None, dict[str, str] | N
     Raises:
         RecordError: ``plan.json`` exists but does not validate.
     """
-    from results_schema.io import read_json
-    from results_schema.plan import PLAN_FILE, RunPlan
+    from results_schema.records.io import read_json
+    from results_schema.records.plan import PLAN_FILE, RunPlan
 
     records_dir = records_dir.resolve()
     if records_dir.parent.name != "records":

@@ -1,6 +1,6 @@
 """``accuracy-verification.csv``: the accuracy verifier's cases as a table (one row per case x task).
 
-What is modelled: the rows of ``AccuracyVerification.cases`` (``results_schema.accuracy_report.CaseSummary``)
+What is modelled: the rows of ``AccuracyVerification.cases`` (``results_schema.records.accuracy_report.CaseSummary``)
 in report order, with vLLM's offload parameter names, written next to the JSON and Markdown reports by
 ``analysis.accuracy.verifier.write_report``. ``accuracy`` and ``drop_vs_baseline`` are fractions (0.01 = 1
 percentage point), printed with ``repr`` precision; ``verdict`` is ``pass`` or ``fail`` (any failed check of
@@ -17,8 +17,8 @@ import csv
 import io
 from pathlib import Path
 
-from results_schema.accuracy import AccuracyVerification
-from results_schema.files import write_text_atomic
+from results_schema.records.accuracy import AccuracyVerification
+from results_schema.records.files import write_text_atomic
 
 REPORT_CSV = "accuracy-verification.csv"
 

@@ -1,7 +1,7 @@
 """Accuracy-equivalence verifier: do offload cases say exactly what the baseline says?
 
 What is modelled: a directory of accuracy case files
-(``*.result.json`` :class:`results_schema.accuracy.AccuracyResult` + the examples
+(``*.result.json`` :class:`results_schema.records.accuracy.AccuracyResult` + the examples
 JSONL each names), grouped by task. Every task needs a baseline and an offload case, and:
 
 * counts -- formal mode: every case ran the full split (GSM8K 1319, GPQA
@@ -11,7 +11,7 @@ JSONL each names), grouped by task. Every task needs a baseline and an offload c
 * dataset_hash -- every case used the same dataset entry as the baseline, its SHA-256 equals
   the manifest's, and the file on disk (when present) still hashes to it.
 * registered -- each case's recorded protocol spec is the spec registered under
-  its name (``results_schema.protocols``; differing fields named), so a label
+  its name (``results_schema.records.protocols``; differing fields named), so a label
   such as ``qwen-chat-v1`` always means the published protocol and cases cannot
   drift together with their baseline.
 * protocol -- a case scored under a different spec (SHA-256) than the baseline
@@ -76,7 +76,7 @@ from analysis.accuracy.checks import (
 )
 from analysis.accuracy.baselines import NOISE_NOTE, add_agreement_check, agreement, check_vs_floor
 from analysis.accuracy.table import REPORT_CSV, write_csv
-from results_schema.accuracy import (
+from results_schema.records.accuracy import (
     AccuracyExample,
     AccuracyResult,
     AccuracyVerification,
@@ -84,8 +84,8 @@ from results_schema.accuracy import (
     CaseSummary,
     Task,
 )
-from results_schema.files import write_text_atomic
-from results_schema.io import RecordError, read_json, write_json
+from results_schema.records.files import write_text_atomic
+from results_schema.records.io import RecordError, read_json, write_json
 
 REPORT_JSON = "accuracy-verification.json"
 REPORT_MD = "accuracy-verification.md"

@@ -32,11 +32,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
-from results_schema.case_outcome import CaseFailure
-from results_schema.choice import ChoiceDecision, PredictedSetting
-from results_schema.models import CaseRun, RoundResult, RuntimeEvidence
-from results_schema.serving import ServingRun
+from results_schema.records.accuracy import AccuracyCaseRun, AccuracyVerification
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.choice import ChoiceDecision, PredictedSetting
+from results_schema.records.models import CaseRun, RoundResult, RuntimeEvidence
+from results_schema.records.serving import ServingRun
 
 SCALARS: dict[type, str] = {bool: "BOOLEAN", int: "BIGINT", float: "DOUBLE", str: "VARCHAR"}
 

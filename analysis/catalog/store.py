@@ -41,12 +41,12 @@ from analysis.catalog.schema import RUN_TABLES, SCHEMA_VERSION, TABLES, VIEWS, d
 from analysis.load import RunData, load_run
 from analysis.report.provenance import provenance
 from analysis.validation.validate import validate_run
-from results_schema.accuracy import AccuracyCaseRun, AccuracyVerification
-from results_schema.choice import FILE_NAME as DECISIONS_FILE, ChoiceDecision
-from results_schema.files import file_sha256
-from results_schema.io import RecordError, read_json, scan_jsonl
-from results_schema.serving import SERVING_SUFFIX, ServingRun
-from results_schema.summary import Provenance
+from results_schema.records.accuracy import AccuracyCaseRun, AccuracyVerification
+from results_schema.records.choice import FILE_NAME as DECISIONS_FILE, ChoiceDecision
+from results_schema.records.files import file_sha256
+from results_schema.records.io import RecordError, read_json, scan_jsonl
+from results_schema.records.serving import SERVING_SUFFIX, ServingRun
+from results_schema.records.summary import Provenance
 
 RUN_MARKERS = ("*-runs.jsonl", "*-failures.jsonl", "*-accuracy-cases.jsonl", f"*{SERVING_SUFFIX}",
                "environment-manifest.json")

@@ -37,7 +37,7 @@ DECISION_COLUMNS = [
     "throughput_median_tok_s", "baseline_throughput_median_tok_s", "retention", "retention_ci_low",
     "retention_ci_high", "verdict", "tokens", "pareto", "knee", "valid", "issues",
 ]
-"""Columns of ``decision_table`` (also the fields of ``results_schema.summary.DecisionRow``)."""
+"""Columns of ``decision_table`` (also the fields of ``results_schema.records.summary.DecisionRow``)."""
 
 
 def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:

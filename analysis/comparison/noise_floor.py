@@ -30,7 +30,7 @@ FLAGGED_VERDICTS = ("slower", "faster", "equivalent")
 
 
 def noise_floors(runs: pd.DataFrame) -> list[dict[str, Any]]:
-    """One ``results_schema.summary.NoiseFloor`` dict per phase with a baseline process.
+    """One ``results_schema.records.summary.NoiseFloor`` dict per phase with a baseline process.
 
     Args:
         runs: ``RunData.runs`` (columns ``phase``, ``implementation``, ``repeat``, ``throughput_tok_s``,

@@ -11,7 +11,7 @@ What is modelled:
   baseline ("offload unnecessary"). Nothing is recommended from a prediction: with no valid measured setting
   meeting the need, the decision says so.
 * ``recompute``: each recorded decision's fits, form, predictions and chosen settings recomputed from its
-  recorded inputs with the runner's own rule (``offload.choice``); a difference is reported.
+  recorded inputs with the runner's own rule (``offload_tools.choice``); a difference is reported.
 
 What is deliberately not modelled: the choice while the run goes (``runners.orchestration.choose``).
 """
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from results_schema.choice import FILE_NAME, ChoiceDecision
+from results_schema.records.choice import FILE_NAME, ChoiceDecision
 
 GIB = 1 << 30
 
@@ -45,7 +45,7 @@ class ChoiceResult:
 
 def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
     """The run's ``choose-decisions.jsonl`` lines (none: not a choose run)."""
-    from results_schema.io import read_jsonl
+    from results_schema.records.io import read_jsonl
 
     path = Path(run_dir) / FILE_NAME
     return read_jsonl(path, ChoiceDecision) if path.is_file() else []
@@ -147,8 +147,8 @@ def _recommend(res: ChoiceResult, summary: pd.DataFrame, runs: pd.DataFrame, pha
 
 def recompute(d: ChoiceDecision) -> list[str]:
     """Differences between decision ``d`` and the runner's rule rerun on its recorded inputs (empty: none)."""
-    from offload.choice import ChoiceInputs, Setting, compute_choice, front
-    from offload.transfer_model import MeasuredPoint
+    from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
+    from offload_tools.transfer_model import MeasuredPoint
 
     if d.stage == "unnecessary":
         return [] if d.need_bytes == 0 and not d.chosen else [f"{d.stage}: need {d.need_bytes} B is not 0"]
@@ -179,10 +179,10 @@ def recompute(d: ChoiceDecision) -> list[str]:
 
 
 def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:
-    """``out/choice.json`` (``results_schema.choice.ChoiceSummary``) of a choose run; returns its lines (none:
+    """``out/choice.json`` (``results_schema.records.choice.ChoiceSummary``) of a choose run; returns its lines (none:
     not a choose run)."""
-    from results_schema.choice import SUMMARY_FILE, ChoiceSummary, Recommended, VerifiedPoint
-    from results_schema.io import write_json
+    from results_schema.records.choice import SUMMARY_FILE, ChoiceSummary, Recommended, VerifiedPoint
+    from results_schema.records.io import write_json
 
     decisions = read_decisions(run_dir)
     if not decisions:

@@ -1,6 +1,6 @@
 """The transfer-bound model fitted to a finished run's summary, and the recommender built on it.
 
-What is modelled: the model itself, its two forms and its bandwidth fit are ``offload.transfer_model``
+What is modelled: the model itself, its two forms and its bandwidth fit are ``offload_tools.transfer_model``
 (the runner's choose-then-confirm phase uses the same code while a run goes). Here: which summary rows
 are fitted (valid offloaded points of one phase and implementation; bytes per layer = evidence bytes /
 wrapped count; the form: ``serial`` on the CPU runtime and for the sync offloader, else ``overlapped``)
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from offload.transfer_model import MeasuredPoint, TransferModel, fit, with_errors
+from offload_tools.transfer_model import MeasuredPoint, TransferModel, fit, with_errors
 
 GIB = 1 << 30
 
@@ -132,7 +132,7 @@ def recommend(summary: pd.DataFrame, runs: pd.DataFrame, *, need_gib: float | No
         bandwidth_bytes_s: model bandwidth (default: fitted).
         valid: whether the run validated (stated in the reasoning).
         top: how many unmeasured predictions to return.
-        kv_bytes_per_token: KV-cache bytes per token (``offload.layer_bytes.kv_bytes_per_token``);
+        kv_bytes_per_token: KV-cache bytes per token (``offload_tools.layer_bytes.kv_bytes_per_token``);
             converts token-only KV logs (the CPU runtime) to GiB for ``need_kv_gib``.
         margin_pct: equivalence margin of the verdicts printed (default ``DEFAULT_MARGIN_PCT``).
         bench_bandwidth_bytes_s: the run's in-run copy bench (bytes/s), checked against the fit.

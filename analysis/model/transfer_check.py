@@ -1,8 +1,8 @@
 """``python -m analysis transfer-check FILE.json``: the step model against a GPU check's measurements.
 
-Reads the JSON of ``python -m offload.gpu_check_torch`` and predicts every measured step time
-with the event model of :mod:`offload.step_model` (the step boundary of each protocol,
-:func:`offload.step_model.boundary`: captured join in graphs, or a device-wide sync per step,
+Reads the JSON of ``python -m offload_tools.gpu_check_torch`` and predicts every measured step time
+with the event model of :mod:`offload_tools.step_model` (the step boundary of each protocol,
+:func:`offload_tools.step_model.boundary`: captured join in graphs, or a device-wide sync per step,
 joins the boundary refill; the crossing protocol, or eager steps timed on the compute stream,
 let it cross; the crossing protocol under graphs with a device sync starts it with the next
 step), from the record's own
@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from offload.step_model import boundary, simulate_step_s
+from offload_tools.step_model import boundary, simulate_step_s
 
 DEFAULT_THRESHOLD_PCT = 5.0
 MODES = ("eager", "graph", "compile")

@@ -6,7 +6,7 @@ when all of these hold:
 
 * the bandwidth is a real fit (not at an edge of the search grid);
 * every fitted point is predicted within ``MAX_POINT_ERROR_PCT`` (and so the RMS error);
-* where the run measured the copy independently (``<run_dir>/copy-bench.json``: ``offload.bench``'s
+* where the run measured the copy independently (``<run_dir>/copy-bench.json``: ``offload_tools.bench``'s
   plain ``Tensor.copy_`` of the model's layer bytes, in the cases' environment), the fitted
   bandwidth is within a factor ``MAX_BENCH_RATIO`` of it, either way.
 

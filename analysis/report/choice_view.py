@@ -1,7 +1,7 @@
 """What the reports show of a choose-then-confirm run: its decision lines and predicted-vs-measured points.
 
 What is modelled: ``read_choice_view(run_dir, out_dir)`` reads the run's ``choose-decisions.jsonl``
-(``results_schema.choice.ChoiceDecision``) and ``<out_dir>/choice.json`` (``ChoiceSummary``, written by
+(``results_schema.records.choice.ChoiceDecision``) and ``<out_dir>/choice.json`` (``ChoiceSummary``, written by
 ``analysis.model.choice.write_choice``) into a ``ChoiceView``:
 
 * ``points``: every distinct setting of the LAST decision that has predictions (x: its predicted released
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from results_schema.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting
+from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting
 
 GIB = float(2**30)
 BAD_MARKS = ("MISSED", "NOT TRUSTED", "NONE")
@@ -140,7 +140,7 @@ def read_choice_view(run_dir: Path | str, out_dir: Path | str) -> ChoiceView | N
         RecordError / StrictJSONError: the decision lines or ``choice.json`` do not validate.
     """
     from analysis.model.choice import read_decisions
-    from results_schema.io import read_json
+    from results_schema.records.io import read_json
 
     decisions = read_decisions(Path(run_dir))
     if not decisions:
@@ -158,7 +158,7 @@ def measured_choice_lines(run_dir: Path, tables: dict) -> tuple[list[str], str]:
         ValueError: ``run_dir`` has no decision lines (not a choose run).
     """
     from analysis.model.choice import decide, read_decisions
-    from results_schema.io import read_json
+    from results_schema.records.io import read_json
 
     path = Path(run_dir) / "summary" / SUMMARY_FILE
     if path.is_file():

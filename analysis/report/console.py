@@ -1,7 +1,7 @@
 """End-of-run console output: a rich table of the columns a person decides on, the verdict last.
 
 What is modelled: one row per (phase, label) of the decision table in
-``summary/comparison-summary.json`` (read strictly as ``results_schema.summary.ComparisonSummary``):
+``summary/comparison-summary.json`` (read strictly as ``results_schema.records.summary.ComparisonSummary``):
 label, implementation, G, N, offloaded layers, released GiB, KV gain, median throughput (tok/s),
 retention with its 95% interval, tokens vs baseline, Pareto / knee, and last the verdict with its
 reasons (validation error codes of the label). Under the table: the run's validation verdict with
@@ -22,9 +22,9 @@ from rich.table import Table
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
-from results_schema.io import read_json
-from results_schema.validation import ValidationReport
-from results_schema.summary import ComparisonSummary
+from results_schema.records.io import read_json
+from results_schema.records.validation import ValidationReport
+from results_schema.records.summary import ComparisonSummary
 
 VERDICT_STYLE = {"INVALID": "bold red", "slower": "yellow", "faster": "green", "equivalent": "cyan",
                  "inconclusive": "dim", "baseline": ""}
@@ -85,7 +85,7 @@ def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
 
 def _print_choice(out_dir: Path, console: Console) -> None:
     """A choose run's decision (``summary/choice.json``), misses and an untrusted model in yellow."""
-    from results_schema.choice import SUMMARY_FILE, ChoiceSummary
+    from results_schema.records.choice import SUMMARY_FILE, ChoiceSummary
 
     if not (out_dir / SUMMARY_FILE).is_file():
         return
@@ -102,7 +102,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console: where to print (default: a new ``rich.console.Console``).
 
     Raises:
-        FileNotFoundError / results_schema.io.RecordError: a summary file is missing or invalid.
+        FileNotFoundError / results_schema.records.io.RecordError: a summary file is missing or invalid.
     """
     out_dir = Path(out_dir)
     console = console or Console()

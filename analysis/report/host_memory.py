@@ -32,7 +32,7 @@ from collections import defaultdict
 import pandas as pd
 
 from analysis.load import RunData
-from results_schema.models import CaseRun
+from results_schema.records.models import CaseRun
 
 FLAG_HOST_PER_OFFLOADED = 1.2
 """Host bytes per offloaded byte above which a point is flagged."""

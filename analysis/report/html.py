@@ -1,7 +1,7 @@
 """``summary/report.html``: one self-contained, interactive page per run.
 
 What is modelled: a page rendered only from the files the report step wrote
-(``comparison-summary.json`` -> ``results_schema.summary.ComparisonSummary``, ``validation.json`` ->
+(``comparison-summary.json`` -> ``results_schema.records.summary.ComparisonSummary``, ``validation.json`` ->
 ``ValidationReport``, ``accuracy-verification.json`` -> ``AccuracyVerification`` where present) and
 the run's ``*-failures.jsonl``, in this order:
 
@@ -41,12 +41,12 @@ from analysis.report.released import released_cell
 from analysis.report.choice_view import ChoiceView, read_choice_view
 from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure, choice_section
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
-from results_schema.accuracy import AccuracyVerification
-from results_schema.files import write_text_atomic
-from results_schema.io import RecordError, read_json, scan_jsonl
-from results_schema.case_outcome import CaseFailure
-from results_schema.validation import ValidationReport
-from results_schema.summary import ComparisonSummary
+from results_schema.records.accuracy import AccuracyVerification
+from results_schema.records.files import write_text_atomic
+from results_schema.records.io import RecordError, read_json, scan_jsonl
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.validation import ValidationReport
+from results_schema.records.summary import ComparisonSummary
 
 REPORT_NAME = "report.html"
 PLOT_IDS = ("pareto", "retention", "latency", CHOICE_PLOT_ID)

@@ -1,7 +1,7 @@
 """Interactive plotly figures of the HTML report (SVG traces only, never WebGL).
 
 What is modelled: three figures built from the decision rows of ``comparison-summary.json``
-(``results_schema.summary.DecisionRow``) and its per-label rows:
+(``results_schema.records.summary.DecisionRow``) and its per-label rows:
 
     pareto_figure     released MiB (evidence-accounted) vs median throughput (tok/s); one marker trace
                       per (phase, implementation) with ``meta="case"`` (one point per label, so the

@@ -18,7 +18,7 @@ from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
-from results_schema.validation import ValidationReport
+from results_schema.records.validation import ValidationReport
 
 
 def _fmt(v, decimals: int | None = None) -> str:
@@ -87,7 +87,7 @@ def cpu_cost_lines(tables: dict) -> str:
 
     With every case on the same GEMM kernels (``cpu_kernels.path`` plain), a point's cost is
     the copy of its offloaded layers on the compute path (serial model), so the fitted
-    bandwidth can be compared with ``offload.bench``'s plain ``copy_`` of the same layer bytes.
+    bandwidth can be compared with ``offload_tools.bench``'s plain ``copy_`` of the same layer bytes.
     """
     mt, summary = tables["model_table"], tables["summary"]
     if mt.empty:
@@ -98,8 +98,8 @@ def cpu_cost_lines(tables: dict) -> str:
             continue
         fitted = m["bandwidth_bytes_s"]
         bench = m.get("copy_bench_bandwidth_bytes_s")
-        cmp_ = (f"offload.bench plain copy_ {bench / 1e9:.4g} GB/s (model / plain = {fitted / bench:.3g}; {CACHE_NOTE})"
-                if bench else "offload.bench plain copy_ not measured")
+        cmp_ = (f"offload_tools.bench plain copy_ {bench / 1e9:.4g} GB/s (model / plain = {fitted / bench:.3g}; {CACHE_NOTE})"
+                if bench else "offload_tools.bench plain copy_ not measured")
         source = str(m.get("bandwidth") or "fitted")  # "grid edge (...)" when the fit hit its search bound
         what = "fitted" if source == "fitted" else f"{source}, not a fit:"
         lines.append(f"- {key}: CPU copy bandwidth {what} {fitted / 1e9:.4g} GB/s; {cmp_}; "

@@ -3,7 +3,7 @@ run, predicted vs measured retention (``plot_choice``).
 
 What is modelled: ``plot_pareto`` and ``plot_retention`` draw a summary frame (``analysis.report.tables.build``'s
 ``summary``) with matplotlib (Agg backend), ``plot_choice`` a ``analysis.report.choice_view.ChoiceView``; ``save_png`` writes a figure atomically
-(``results_schema.files.write_bytes_atomic``). Released bytes are accounted bytes (evidence), not measured memory.
+(``results_schema.records.files.write_bytes_atomic``). Released bytes are accounted bytes (evidence), not measured memory.
 
 What is deliberately not modelled: the interactive figures (``analysis.report.html_figures``).
 """
@@ -24,7 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from analysis.report.choice_view import ChoiceView  # noqa: E402
 from analysis.report.tables import is_cpu_run  # noqa: E402
 from offload.selection import case_label  # noqa: E402
-from results_schema.files import write_bytes_atomic  # noqa: E402
+from results_schema.records.files import write_bytes_atomic  # noqa: E402
 
 
 def save_png(fig: Figure, path: Path, *, bbox_inches: str | None = "tight") -> None:

@@ -1,7 +1,7 @@
 """Provenance of a run directory: model, hardware, runtime versions, run id, config hash.
 
-What is modelled: the fields of ``results_schema.summary.Provenance``, read from the run's
-``environment-manifest.json`` (strictly, via ``results_schema.manifest.EnvironmentManifest``) and
+What is modelled: the fields of ``results_schema.records.summary.Provenance``, read from the run's
+``environment-manifest.json`` (strictly, via ``results_schema.records.manifest.EnvironmentManifest``) and
 from the validated case records (vLLM / torch versions each case process reported). Nothing is
 read from the machine that renders the report: a report written elsewhere describes the run,
 not the reader.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.load import RunData
-from results_schema.io import RecordError, read_json
-from results_schema.manifest import EnvironmentManifest
-from results_schema.summary import Provenance
+from results_schema.records.io import RecordError, read_json
+from results_schema.records.manifest import EnvironmentManifest
+from results_schema.records.summary import Provenance
 
 MANIFEST = "environment-manifest.json"
 

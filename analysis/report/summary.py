@@ -7,7 +7,7 @@ and writes
     summary/comparison-summary.json   every table (full precision; NaN -> null)
     summary/comparison-summary.csv    the per-label table (full precision)
     summary/comparison-summary.md     every table at printed precision (``PRECISION``)
-    summary/validation.json           ``results_schema.validation.ValidationReport``
+    summary/validation.json           ``results_schema.records.validation.ValidationReport``
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
     summary/choice.json               a choose run: its decision from its measurements (``analysis.model.choice``)
@@ -48,9 +48,9 @@ from analysis.model.choice import write_choice
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
 from analysis.report.host_memory import host_memory_table
 from analysis.validation.checks import token_digest_status
-from results_schema.files import write_text_atomic
-from results_schema.io import write_json
-from results_schema.summary import ComparisonSummary, Provenance
+from results_schema.records.files import write_text_atomic
+from results_schema.records.io import write_json
+from results_schema.records.summary import ComparisonSummary, Provenance
 
 SUMMARY_DIR = "summary"
 

@@ -183,7 +183,7 @@ def model_fits(run_dir: Path, data: RunData, summary: pd.DataFrame) -> tuple[dic
 
 
 def copy_bench_bandwidth(run_dir: Path | str) -> float | None:
-    """Plain ``copy_`` bandwidth (bytes/s) that ``offload.bench`` measured for this run
+    """Plain ``copy_`` bandwidth (bytes/s) that ``offload_tools.bench`` measured for this run
     (``<run_dir>/copy-bench.json``, written by the runner on CPU runs); None when absent."""
     path = Path(run_dir) / "copy-bench.json"
     if not path.is_file():

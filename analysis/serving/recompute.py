@@ -1,7 +1,7 @@
 """Every serving number of one rate, re-derived from its per-request file exactly as vLLM derives it.
 
 What is modelled: ``recompute_rate`` rebuilds, from the measured requests of one rate
-(``results_schema.serving.RequestOutcome``) and the SLO, the numbers a ``RateResult`` records and
+(``results_schema.records.serving.RequestOutcome``) and the SLO, the numbers a ``RateResult`` records and
 the serving table / verdicts read: completed count, token totals, mean / P50 / P90 / P99 of TTFT,
 TPOT, ITL and E2E latency (ms), good requests, goodput (req/s) and SLO attainment.
 ``compare_rate`` names every number that differs from the record.
@@ -19,7 +19,7 @@ Source of every rule: vLLM 0.32 ``vllm/benchmarks/serve.py``, function ``calcula
   (numpy's default linear interpolation; an empty sample gives 0).
 
 SLO attainment = good / completed (0 when nothing completed) is this project's ratio
-(``results_schema.serving.RateResult``).
+(``results_schema.records.serving.RateResult``).
 
 What is deliberately not modelled: vLLM's ``max_concurrent_requests`` (needs request start
 times, which the per-request file does not hold) and the standard deviations (not recorded).
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from results_schema.serving import RateResult, RequestOutcome
-from results_schema.serving_spec import ServingSLO
+from results_schema.records.serving import RateResult, RequestOutcome
+from results_schema.records.serving_spec import ServingSLO
 
 MS_PER_S = 1000
 """vLLM's ``MILLISECONDS_TO_SECONDS_CONVERSION`` (``vllm/benchmarks/serve.py``)."""

@@ -1,6 +1,6 @@
 """Serving analysis: latency-vs-load curves, the highest rate meeting the SLO, its front, verdicts.
 
-What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.serving.ServingRun``):
+What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.records.serving.ServingRun``):
 
 * validation (``validate_serving``): every line parses; each planned serving case has one line
   per configured rate and no failure record; every per-request file exists, has the recorded
@@ -43,12 +43,12 @@ from analysis.comparison.pareto import pareto_mask
 from analysis.report.plots import save_png
 from analysis.serving.report import plot_front, plot_latency, render_markdown
 from analysis.serving.request_checks import ServingValidation, check_requests
-from results_schema.files import write_text_atomic
-from results_schema.io import scan_jsonl, write_json
-from results_schema.case_outcome import CaseFailure
-from results_schema.serving import SERVING_SUFFIX, ServingRun
-from results_schema.serving_summary import ServingRateRow, ServingSummary, SLORateRow, VerdictRow
-from results_schema.serving_spec import ServingSLO
+from results_schema.records.files import write_text_atomic
+from results_schema.records.io import scan_jsonl, write_json
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.serving import SERVING_SUFFIX, ServingRun
+from results_schema.records.serving_summary import ServingRateRow, ServingSummary, SLORateRow, VerdictRow
+from results_schema.records.serving_spec import ServingSLO
 
 INF_RATE = float("inf")
 

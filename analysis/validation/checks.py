@@ -17,9 +17,9 @@ from pathlib import Path
 
 from analysis.load import RunData
 from analysis.validation.common import Collector
-from results_schema.files import file_sha256
-from results_schema.io import RecordError, read_json
-from results_schema.token_rule import NOISE_NOTE, TokenRecord, phase_floors, token_status
+from results_schema.records.files import file_sha256
+from results_schema.records.io import RecordError, read_json
+from results_schema.rules.token_rule import NOISE_NOTE, TokenRecord, phase_floors, token_status
 
 MIN_WINDOW_S = 3.0
 """Shortest measured window (seconds of measured rounds per process) analysis accepts without a
@@ -30,7 +30,7 @@ design measured 3 rounds x 64 tokens, about 0.4 s against ~20 s of engine load, 
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     """``identical`` / ``differs`` / ``within_baseline_noise`` / ``no_baseline`` per (phase, label, repeat).
 
-    The rule is ``results_schema.token_rule`` (the runner applies it live), over every baseline process of the phase.
+    The rule is ``results_schema.rules.token_rule`` (the runner applies it live), over every baseline process of the phase.
     """
     return token_statuses([cr.record for _p, _l, cr in data.case_runs])
 
@@ -42,7 +42,7 @@ def token_statuses(records: Sequence[TokenRecord]) -> dict[tuple[str, str, int],
 
 
 def check_tokens(data: RunData, col: Collector) -> None:
-    """``token_digest``: the rule of ``results_schema.token_rule``; every case that differs is one issue."""
+    """``token_digest``: the rule of ``results_schema.rules.token_rule``; every case that differs is one issue."""
     floors = phase_floors([cr.record for _p, _l, cr in data.case_runs])
     for phase, f in floors.items():
         if not f.deterministic:
@@ -148,7 +148,7 @@ def check_manifest(run_dir: Path, col: Collector) -> None:
     if not path.is_file():
         col.add("manifest", "missing_manifest", f"{run_dir}: no environment-manifest.json", severity="warning")
     else:
-        from results_schema.dispatch import kind_for
+        from results_schema.records.dispatch import kind_for
 
         kind = kind_for(path)
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 from analysis.load import RunData
-from results_schema.validation import ValidationIssue
+from results_schema.records.validation import ValidationIssue
 
 
 class CaseRef(TypedDict):

@@ -1,7 +1,7 @@
 """Placement checks and table: did two cases of one comparison share a node at the same time?
 
 What is modelled: every attempt line of ``<phase>-placements.jsonl``
-(``results_schema.placement.CasePlacement``). A comparison pairs the cases of one phase,
+(``results_schema.records.placement.CasePlacement``). A comparison pairs the cases of one phase,
 so two attempts of one phase overlap when they ran on the same node (Ray node id) and
 their ``[start_unix_s, end_unix_s)`` intervals intersect (both times from that node's
 clock, or the driver's for a lost node). For performance attempts that is an error
@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal, Sequence
 
-from results_schema.placement import CasePlacement, NodeIdentity
+from results_schema.records.placement import CasePlacement, NodeIdentity
 
 SHARING_NOTE = ("**Parallel placement (executor.ray.performance_sharing=per_accelerator)**: performance cases "
                 "ran at the same time on one node, one per accelerator; they shared the node's host-to-device "
@@ -49,7 +49,7 @@ def load_placements(run_dir: Path | str) -> tuple[list[CasePlacement], list[str]
     Returns:
         ``(placements, errors)``; a run without placement files gives ``([], [])``.
     """
-    from results_schema.io import read_jsonl
+    from results_schema.records.io import read_jsonl
 
     out: list[CasePlacement] = []
     errors: list[str] = []
@@ -65,9 +65,9 @@ def load_nodes(run_dir: Path | str) -> list[NodeIdentity]:
     """The per-node identity lines of ``cluster-manifest.jsonl`` (empty for a local run).
 
     Raises:
-        results_schema.io errors (ValueError) on an unreadable line.
+        results_schema.records.io errors (ValueError) on an unreadable line.
     """
-    from results_schema.io import read_jsonl
+    from results_schema.records.io import read_jsonl
 
     path = Path(run_dir) / "cluster-manifest.jsonl"
     return read_jsonl(path, NodeIdentity) if path.is_file() else []

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from offload.layer_bytes import (
+from offload_tools.layer_bytes import (
     layer_bytes_from_config,
     layer_bytes_from_safetensors,
     load_config,
@@ -23,16 +23,16 @@ from offload.layer_bytes import (
 from analysis.load import RunData
 from analysis.validation.common import CaseRef, Collector, Where, rel_path
 from offload.selection import select_offload_layers
-from results_schema.evidence_rule import config_num_layers, evidence_problems
-from results_schema.io import RecordError, parse_line, read_json
-from results_schema.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
-from results_schema.models import BenchRecord, CaseRun, RuntimeEvidence
+from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
+from results_schema.records.io import RecordError, parse_line, read_json
+from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
+from results_schema.records.models import BenchRecord, CaseRun, RuntimeEvidence
 
 TRACEBACK = "Traceback (most recent call last):"
 
 
 def scan_log(text: str) -> tuple[list[str], list[str], bool]:
-    """The ``BENCH_RESULT`` payloads, the ``OFFLOAD_EVIDENCE`` payloads (``results_schema.log_rule``, the rule the
+    """The ``BENCH_RESULT`` payloads, the ``OFFLOAD_EVIDENCE`` payloads (``results_schema.rules.log_rule``, the rule the
     runner applies live) and whether a Python traceback appears in ``text``."""
     return (marked_lines(text, BENCH_RESULT), marked_lines(text, OFFLOAD_EVIDENCE), TRACEBACK in text)
 
@@ -121,7 +121,7 @@ def check_evidence(data: RunData, col: Collector, model_dir: Path | None,
                    overlay_classes: Mapping[tuple[str, str], str] | None = None) -> None:
     """Checks ``offloader_class``, ``evidence_agreement`` and ``non_empty_evidence`` of every case.
 
-    The rule is ``results_schema.evidence_rule.evidence_problems`` (the runner applies it live and stops
+    The rule is ``results_schema.rules.evidence_rule.evidence_problems`` (the runner applies it live and stops
     at the first problem); here every problem is an issue. Repeats of a label must also agree on
     their evidence (class, layers, bytes). ``overlay_classes``: ``(phase, label) -> overlay_class``
     of the run's ``overlay`` cases (``plan.json``; without it an overlay case's class is not checked).

@@ -11,7 +11,7 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         duplicate_evidence_line
     evidence_files      missing_evidence, evidence_mismatch (sidecar / log line / CaseRun disagree),
                         record_mismatch (``records/`` file disagrees)
-    offloader_class     wrong_offloader_class (``results_schema.evidence_rule.EXPECTED_OFFLOADER_CLASS`` per
+    offloader_class     wrong_offloader_class (``results_schema.rules.evidence_rule.EXPECTED_OFFLOADER_CLASS`` per
                         implementation; ``overlay``: the
                         ``overlay_class`` its ``plan.json`` case names)
     evidence_agreement  evidence_mismatch (evidence vs requested G/N/prefetch/params/implementation),
@@ -23,7 +23,7 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         no_post_init (offload requested, the offloader never ran ``post_init``),
                         unexpected_offload_evidence (baseline that offloaded something)
                         (offloader_class, evidence_agreement and non_empty_evidence are one rule with the
-                        runner's live check: ``results_schema.evidence_rule``)
+                        runner's live check: ``results_schema.rules.evidence_rule``)
     layer_bytes         layer_bytes_mismatch (evidence bytes vs config.json arithmetic and vs
                         safetensors headers over the wrapped layers); layer_bytes_unverified
                         (warning) when the model directory cannot be found
@@ -31,7 +31,7 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         baseline; a warning for sampled workloads; where the baseline processes
                         disagree, a case whose rounds leave every baseline process on more rounds
                         than the baselines disagree on), baseline_not_deterministic (warning:
-                        baseline processes generated different tokens; ``results_schema.token_rule``)
+                        baseline processes generated different tokens; ``results_schema.rules.token_rule``)
     kv_capacity         missing_kv_capacity (warning), identical_kv_capacity (warning)
     device_memory       missing_device_memory (warning): an accelerator case without device memory before /
                         peak / after load (``BenchRecord.device_memory_error`` names why)
@@ -71,9 +71,9 @@ from analysis.validation.records import (
     check_logs_and_files,
     check_schema,
 )
-from results_schema.io import read_json
-from results_schema.plan import PLAN_FILE, RunPlan
-from results_schema.validation import CaseCount, CheckResult, ValidationReport
+from results_schema.records.io import read_json
+from results_schema.records.plan import PLAN_FILE, RunPlan
+from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
@@ -98,17 +98,17 @@ def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | 
 
 
 def expand_saved_plan(run_dir: Path) -> RunPlan | None:
-    """The run's ``plan.json`` (``results_schema.plan.RunPlan``, written by the runner).
+    """The run's ``plan.json`` (``results_schema.records.plan.RunPlan``, written by the runner).
 
     Returns None when the run directory has no ``plan.json`` (runs from before the runner
     wrote it, or not written by ``runners.matrix``): expected counts are then unknown. A choose run's
-    ``choose-decisions.jsonl`` adds the cases it decided (``results_schema.choice.with_decided``).
+    ``choose-decisions.jsonl`` adds the cases it decided (``results_schema.records.choice.with_decided``).
 
     Raises:
         RecordError, StrictJSONError: ``plan.json`` exists but does not validate (a ``ValueError``).
     """
-    from results_schema.choice import FILE_NAME as DECISIONS, ChoiceDecision, with_decided
-    from results_schema.io import read_jsonl
+    from results_schema.records.choice import FILE_NAME as DECISIONS, ChoiceDecision, with_decided
+    from results_schema.records.io import read_jsonl
 
     path = run_dir / PLAN_FILE
     if not path.is_file():

@@ -21,8 +21,8 @@ import shutil
 import subprocess
 from typing import Mapping
 
-from results_schema.base import Device
-from results_schema.manifest import DeviceIdentity
+from results_schema.records.base import Device
+from results_schema.records.manifest import DeviceIdentity
 
 
 class DeviceError(RuntimeError):

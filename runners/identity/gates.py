@@ -210,7 +210,7 @@ def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None 
     Raises:
         RunnerError: (identity) naming the first mismatch.
     """
-    from results_schema.files import file_sha256
+    from results_schema.records.files import file_sha256
     from runners.identity.pin_checks import IdentityError
     from runners.identity.probe import tree_sha256
 

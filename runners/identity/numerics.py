@@ -23,8 +23,8 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from results_schema.base import Device
-from results_schema.manifest import REDACTED, NumericsIdentity, looks_like_credential
+from results_schema.records.base import Device
+from results_schema.records.manifest import REDACTED, NumericsIdentity, looks_like_credential
 
 ISA_FLAG = re.compile(r"^(amx\w*|avx512\w*|avx2|avx|fma|f16c|avx_vnni\w*)$")
 """ISA flags recorded (the ones vLLM / oneDNN / sgl-kernel choose bf16 GEMM kernels by)."""

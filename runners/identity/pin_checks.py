@@ -40,10 +40,9 @@ from packaging.version import InvalidVersion, Version
 
 from conf.schema import Config
 from conf.schema_stack import PinsConfig
-from results_schema.files import file_sha256
-from runners.identity.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, package_version,
-                                    tree_sha256)
-from results_schema.manifest import (
+from results_schema.records.files import file_sha256
+from runners.identity.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, package_version)
+from results_schema.records.manifest import (
     DeviceIdentity,
     EnvironmentManifest,
     GitIdentity,
@@ -52,6 +51,7 @@ from results_schema.manifest import (
     PinKind,
 )
 from runners.incase.recorded_env import recordable_env
+from runners.identity.case_code import case_code_sha256  # noqa: F401 - its public import path until the split
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MISSING_VALUE = "???"
@@ -268,17 +268,6 @@ def enforce(checks: Sequence[PinCheck], *, when: str, hint: str = "") -> None:
     if hint:
         lines.append(hint)
     raise IdentityError("\n".join(lines), checks)
-
-
-CASE_CODE_DIRS = ("offload", "runners/incase", "results_schema")
-
-
-def case_code_sha256(repo: Path = REPO_ROOT) -> str:
-    """Tree hash over the sources that run inside case processes (see ``CASE_CODE_DIRS``)."""
-    h = hashlib.sha256()
-    for d in CASE_CODE_DIRS:
-        h.update(f"{d}\0{tree_sha256(repo / d)}\n".encode())
-    return h.hexdigest()
 
 
 def config_sha256(config: Config) -> str:

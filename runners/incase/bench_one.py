@@ -1,7 +1,7 @@
 """One case, one process: build ``LLM(...)`` with the case's offload parameters and measure.
 
 Usage: ``python -m runners.incase.bench_one --case CASE_JSON``; the case file is a
-``results_schema.case.CaseSpec`` (``kind=bench``) written by ``runners.matrix``
+``results_schema.records.case.CaseSpec`` (``kind=bench``) written by ``runners.matrix``
 (``records/<phase>/<stem>.case.json``): offload setting (``OffloadSetting``) and
 workload (``WorkloadSpec``, the same model the record carries).
 
@@ -49,11 +49,11 @@ from typing import Any
 from pathlib import Path
 
 from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
-from results_schema.case import CaseSpec, RequestedOffload
-from results_schema.io import dumps_model, write_json
-from results_schema.load_metrics import percentile_linear
-from results_schema.log_rule import BENCH_RESULT
-from results_schema.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
+from results_schema.records.case import CaseSpec, RequestedOffload
+from results_schema.records.io import dumps_model, write_json
+from results_schema.records.load_metrics import percentile_linear
+from results_schema.rules.log_rule import BENCH_RESULT
+from results_schema.records.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
 from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
@@ -63,7 +63,7 @@ from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, Pea
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m runners.incase.bench_one", description=__doc__.split("\n")[0])
     ap.add_argument("--case", required=True,
-                    help="case.json (results_schema.case.CaseSpec, kind=bench) written by runners.matrix")
+                    help="case.json (results_schema.records.case.CaseSpec, kind=bench) written by runners.matrix")
     return ap
 
 
@@ -193,7 +193,7 @@ def overall_digest(rounds: Sequence[RoundResult], min_rounds: int) -> str:
 
 
 def request_metrics(rounds: Sequence[RoundResult], num_prompts: int) -> dict[str, Any]:
-    """The published per-process request fields of ``BenchRecord`` (``results_schema.load_metrics``).
+    """The published per-process request fields of ``BenchRecord`` (``results_schema.records.load_metrics``).
 
     ``requests`` = ``num_prompts`` x measured rounds (every prompt of a round is one request),
     ``requests_per_s`` = requests / summed round seconds (req/s), ``round_latency_p50_s`` /

@@ -1,6 +1,6 @@
 """The ``case.json`` a case process reads, and its offload setting checked before any engine starts.
 
-What is modelled: ``read_case`` (a ``results_schema.case.CaseSpec`` of the expected kind) and
+What is modelled: ``read_case`` (a ``results_schema.records.case.CaseSpec`` of the expected kind) and
 ``checked_offload`` (``offload.selection.check_offload_setting`` in the case process). The file is
 written by the runner (``runners.launching.case_command``).
 """
@@ -10,16 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from offload.selection import check_offload_setting
-from results_schema.case import CaseSpec
-from results_schema.io import read_json
-from results_schema.models import OffloadSetting
+from results_schema.records.case import CaseSpec
+from results_schema.records.io import read_json
+from results_schema.records.models import OffloadSetting
 
 
 def read_case(path: str | Path, kind: str) -> CaseSpec:
     """Read a ``case.json`` of ``kind`` (``bench`` or ``accuracy``) in the case process.
 
     Raises:
-        ValueError: unreadable or invalid file (``results_schema.io.RecordError``), or another kind.
+        ValueError: unreadable or invalid file (``results_schema.records.io.RecordError``), or another kind.
     """
     try:
         case = read_json(path, CaseSpec)

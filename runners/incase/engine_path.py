@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import Any
 
 from offload.selection import check_offload_setting
-from results_schema.case import CaseSpec
+from results_schema.records.case import CaseSpec
 
 REJECTED = "ENGINE_REJECTED "
 ACCEPTED_INVALID = "ENGINE_ACCEPTED_INVALID "

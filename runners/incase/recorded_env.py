@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from results_schema.manifest import REDACTED, is_secret_name, looks_like_credential
+from results_schema.records.manifest import REDACTED, is_secret_name, looks_like_credential
 
 RECORDED_ENV_PREFIXES = ("VLLM_", "OMP_", "CUDA_", "ASCEND_", "HCCL_", "PYTORCH_", "TORCH_", "NCCL_", "OFFLOAD_",
                          "MKL_", "KMP_")

@@ -1,7 +1,7 @@
 """The command line and environment of one case process, and the ``case.json`` it reads.
 
 What is modelled: for a scheduled bench or accuracy case (``runners.planning.plan.ScheduledCase``)
-the runner writes a ``results_schema.case.CaseSpec`` next to the case's record
+the runner writes a ``results_schema.records.case.CaseSpec`` next to the case's record
 (``records/<phase>/<stem>.case.json``) and starts ``[python, -m, runners.incase.bench_one,
 --case, PATH]`` or ``[python, -m, runners.incase.accuracy, run, --case, PATH]`` (an explicit
 ``bench_command`` / ``accuracy_command`` prefix replaces ``python -m <module>``) with the
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
-from results_schema.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
-from results_schema.io import write_json
-from results_schema.models import WorkloadSpec
+from results_schema.records.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
+from results_schema.records.io import write_json
+from results_schema.records.models import WorkloadSpec
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
 from runners.planning.plan import ScheduledCase

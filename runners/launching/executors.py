@@ -22,7 +22,7 @@ The driver keeps the per-node count itself, so no custom resource has to be decl
 on an existing cluster.
 
 Evidence: every attempt is appended to ``<run_dir>/<phase>-placements.jsonl``
-(``results_schema.placement.CasePlacement``: node, device, start/end wall time,
+(``results_schema.records.placement.CasePlacement``: node, device, start/end wall time,
 sharing rule, outcome). Before the first case, ``prepare`` runs the identity gate on
 every node that can run the run's cases (one Ray task per node, the same pins as the
 driver's gate, observed in that node's runtime) and writes ``cluster-manifest.jsonl``;
@@ -50,8 +50,8 @@ from typing import Any, Callable, Sequence, cast
 
 from conf.schema import Config
 from conf.schema_stack import ExecutorConfig, RuntimeConfig
-from results_schema.base import ExecutorKind
-from results_schema.placement import Sharing
+from results_schema.records.base import ExecutorKind
+from results_schema.records.placement import Sharing
 from runners.launching.executor_base import (
     NODE_FAILURE_ACTIONS,
     SHARING_MODES,
@@ -172,7 +172,7 @@ class RayExecutor(RayScheduler):
             runners.errors.RunnerError: (identity, exit 3) a node failed and ``on_node_failure=stop``,
                 or no node is left to run the cases.
         """
-        from results_schema.manifest import PinCheck
+        from results_schema.records.manifest import PinCheck
         from runners.identity.pin_checks import case_code_sha256
         from runners.config import runtimes_used
         from runners.errors import EXIT_IDENTITY, RunnerError
@@ -209,7 +209,7 @@ class RayExecutor(RayScheduler):
             lines.append(identity_line(nid, n, got, checks, problems, checked_utc=now,
                                        on_failure="excluded" if self.on_node_failure == "exclude" else "stopped_run"))
         if self._run_dir is not None:
-            from results_schema.io import append_jsonl
+            from results_schema.records.io import append_jsonl
 
             for line in lines:
                 append_jsonl(self._run_dir / "cluster-manifest.jsonl", line)

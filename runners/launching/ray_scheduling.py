@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from results_schema.base import ExecutorKind
-from results_schema.placement import Sharing
+from results_schema.records.base import ExecutorKind
+from results_schema.records.placement import Sharing
 from runners.launching.executor_base import LaunchSpec, OnDone, append_placement, case_kind, placement
 from runners.incase.process_group import ProcessOutcome
 from runners.planning.plan import ScheduledCase

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from conf.schema_stack import PinsConfig
-from results_schema.placement import NodeIdentity
+from results_schema.records.placement import NodeIdentity
 
 from runners.launching.executor_base import LaunchSpec, launch_case
 from runners.incase.process_group import ProcessOutcome

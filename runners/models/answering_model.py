@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
+from results_schema.records.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy import synthetic
 
 MODEL_NAME = "tiny-answering-qwen2-l4-h128"

@@ -108,9 +108,9 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
     Raises:
         RunnerError: (identity) naming the phase, the case and the manifest hashes.
     """
-    from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.files import file_sha256
-    from results_schema.io import read_jsonl
+    from results_schema.records.accuracy import AccuracyCaseRun
+    from results_schema.records.files import file_sha256
+    from results_schema.records.io import read_jsonl
 
     for p in phases:
         path = run_dir / accuracy_cases_name(p.phase)
@@ -131,9 +131,9 @@ def _task_outcomes(c: PhaseCase, results: Sequence[Path], run_dir: Path) -> list
     Raises:
         ValueError: a result file does not validate or is for another case.
     """
-    from results_schema.accuracy import AccuracyResult, AccuracyTaskOutcome
-    from results_schema.files import file_sha256
-    from results_schema.io import read_json
+    from results_schema.records.accuracy import AccuracyResult, AccuracyTaskOutcome
+    from results_schema.records.files import file_sha256
+    from results_schema.records.io import read_json
 
     outcomes = []
     for result in results:
@@ -155,9 +155,9 @@ def _case_run(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, resu
     Raises:
         ValueError, OSError: a result file is unreadable, invalid or for another case.
     """
-    from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.files import file_sha256
-    from results_schema.models import OffloadSetting
+    from results_schema.records.accuracy import AccuracyCaseRun
+    from results_schema.records.files import file_sha256
+    from results_schema.records.models import OffloadSetting
 
     c = sc.case
     outcomes = _task_outcomes(c, results, run_dir)
@@ -181,7 +181,7 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
     Returns:
         ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else a failure.
     """
-    from results_schema.case_outcome import CaseFailure, FailureType
+    from results_schema.records.case_outcome import CaseFailure, FailureType
     from runners.outcome.case_log import root_cause, tail
     from runners.outcome.finalized import Finalized
 

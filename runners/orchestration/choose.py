@@ -1,7 +1,7 @@
 """Choose, then confirm, while the run goes: predict after the probe, verify what decides, refit once, fall back.
 
-What is modelled (``conf.schema.ChooseConfig``; the rule is ``offload.choice``, the records
-``results_schema.choice``):
+What is modelled (``conf.schema.ChooseConfig``; the rule is ``offload_tools.choice``, the records
+``results_schema.records.choice``):
 
 1. after the probe phase: the copy bench (CPU runtime; ``runners.orchestration.close.copy_bench``), the probe's
    baselines (step time, noise floor) and calibration settings read from ``<probe>-runs.jsonl``; both model forms
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, cast
 
 from conf.schema import Config
-from offload.choice import ChoiceInputs, Setting, compute_choice, front
-from offload.transfer_model import MeasuredPoint
-from results_schema.choice import FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck
+from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
+from offload_tools.transfer_model import MeasuredPoint
+from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck
 from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_bytes
 
 REFIT_BUDGET = 1
@@ -48,7 +48,7 @@ def active(cfg: Config) -> bool:
 
 def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
     """The decision lines already written (none for a new run)."""
-    from results_schema.io import read_jsonl
+    from results_schema.records.io import read_jsonl
 
     path = run_dir / FILE_NAME
     return read_jsonl(path, ChoiceDecision) if path.is_file() else []
@@ -85,8 +85,8 @@ def decided_items(cfg: Config, run_dir: Path | None, start_index: int) -> list[A
 
 
 def _runs(run_dir: Path, phase: str) -> list[Any]:
-    from results_schema.io import read_jsonl
-    from results_schema.models import CaseRun
+    from results_schema.records.io import read_jsonl
+    from results_schema.records.models import CaseRun
 
     path = run_dir / f"{phase}-runs.jsonl"
     return read_jsonl(path, CaseRun) if path.is_file() else []
@@ -141,8 +141,8 @@ class _Context:
 
 
 def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
-    from results_schema.copy_bench import FILE_NAME as BENCH, H2D_FILE_NAME as H2D, CopyBench, H2DBench
-    from results_schema.io import read_json
+    from results_schema.records.copy_bench import FILE_NAME as BENCH, H2D_FILE_NAME as H2D, CopyBench, H2DBench
+    from results_schema.records.io import read_json
 
     probe = cfg.choose.probe_phase
     assert probe is not None
@@ -162,7 +162,7 @@ def _noise_pct(xs: Sequence[float]) -> float:
 
 
 def _candidates(ctx: _Context, need: int) -> int:
-    from offload.choice import distinct_settings, released_bytes
+    from offload_tools.choice import distinct_settings, released_bytes
 
     layer = dict(enumerate(ctx.sizes.layer_bytes))
     n = sum(1 for s in distinct_settings(ctx.cfg.model.num_layers)
@@ -172,7 +172,7 @@ def _candidates(ctx: _Context, need: int) -> int:
 
 def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked: Sequence[VerifiedCheck],
             exclude: Sequence[Setting], budget: int, trusted: bool) -> ChoiceDecision:
-    from results_schema.choice import Form, FormFit, PredictedSetting
+    from results_schema.records.choice import Form, FormFit, PredictedSetting
 
     cfg = ctx.cfg
     need, text = need_bytes(cfg)
@@ -306,7 +306,7 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
     Raises:
         PlanError: the model cannot be sized (checked at planning, so not expected here).
     """
-    from results_schema.io import append_jsonl
+    from results_schema.records.io import append_jsonl
 
     bench()
     verify = has_verify(cfg)
@@ -342,9 +342,9 @@ def has_verify(cfg: Config) -> bool:
 
 
 def _planned(cfg: Config, added: Sequence[Any]) -> Any:
-    """The verify phase's cases a decision adds, as ``plan.json`` holds cases (``results_schema.plan.PlannedPhase``)."""
-    from results_schema.base import PhaseKind
-    from results_schema.plan import PlannedPhase
+    """The verify phase's cases a decision adds, as ``plan.json`` holds cases (``results_schema.records.plan.PlannedPhase``)."""
+    from results_schema.records.base import PhaseKind
+    from results_schema.records.plan import PlannedPhase
     from runners.orchestration.rundir import planned_case
 
     cases = tuple(dict.fromkeys(sc.case for sc in added))

@@ -30,7 +30,7 @@ def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
     ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
     from omegaconf import DictConfig, OmegaConf
 
-    from offload.choice import distinct_settings, released_bytes
+    from offload_tools.choice import distinct_settings, released_bytes
     from runners.paths import REPO_ROOT
 
     ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)

@@ -24,7 +24,7 @@ from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
 from runners.planning.plan import BENCH_KINDS
-from results_schema.copy_bench import FILE_NAME as COPY_BENCH_FILE
+from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
 
 if TYPE_CHECKING:
     from runners.orchestration.host_measures import CopyBenchRun
@@ -67,7 +67,7 @@ def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path
     env.update({str(k): str(v) for k, v in rt.env.items()})
     env["PYTHONPATH"] = str(REPO_ROOT)
     if run_copy_bench(run_dir, model_dir, env, REPO_ROOT) is None:
-        console.print("[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]")
+        console.print("[yellow]offload_tools.bench copy measurement failed; the report has no copy bandwidth[/]")
 
 
 def analyze(run_dir: Path, console: Any) -> tuple[Any, bool]:
@@ -95,8 +95,8 @@ def analyze(run_dir: Path, console: Any) -> tuple[Any, bool]:
         md = write_serving_summary(run_dir)
         console.print(md, markup=False)
         serving_valid = md.startswith("serving: VALID")
-    from results_schema.io import read_json
-    from results_schema.validation import ValidationReport
+    from results_schema.records.io import read_json
+    from results_schema.records.validation import ValidationReport
 
     return read_json(run_dir / "summary" / "validation.json", ValidationReport), serving_valid
 
@@ -232,8 +232,8 @@ def interrupted_line(items: Sequence[Any], run_dir: Path) -> str:
 
 def recorded_verdict(run_dir: Path) -> str:
     """The verdict a finished run recorded (``summary/validation.json``), or that its validation did not run."""
-    from results_schema.io import RecordError, read_json
-    from results_schema.validation import ValidationReport
+    from results_schema.records.io import RecordError, read_json
+    from results_schema.records.validation import ValidationReport
 
     path = run_dir / "summary" / "validation.json"
     if not path.is_file():

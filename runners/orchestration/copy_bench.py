@@ -1,4 +1,4 @@
-"""Run ``python -m offload.bench`` once per CPU run: the plain host copy bandwidth beside the fit.
+"""Run ``python -m offload_tools.bench`` once per CPU run: the plain host copy bandwidth beside the fit.
 
 What is modelled: on a CPU runtime the transfer-bound model (``analysis.model.fit``) fits a copy
 bandwidth to the measured offload points. To say what that fitted figure means, the runner
@@ -6,12 +6,12 @@ measures, in the same environment as the cases (the runtime's ``env``: thread co
 binding), a plain ``Tensor.copy_`` of one wrapped layer's bytes with the model's shapes
 (``hidden_size``, ``intermediate_size``, layer count from the model's ``config.json``),
 ``REPEATS`` times, and writes the ``OFFLOAD_BENCH`` JSON, checked as a
-``results_schema.copy_bench.CopyBench`` (every reading, the median over the used ones and its
+``results_schema.records.copy_bench.CopyBench`` (every reading, the median over the used ones and its
 spread; a reading that disagrees with the onload of its own repeat by more than 10x is flagged
 and not used), to ``<run_dir>/copy-bench.json``; the report prints both.
 
 What is deliberately not modelled: accelerators (host-to-device bandwidth is measured by
-``scripts/gpu_check.sh``), cache effects beyond what ``offload.bench`` states.
+``scripts/gpu_check.sh``), cache effects beyond what ``offload_tools.bench`` states.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 from pathlib import Path
 
-from results_schema.copy_bench import FILE_NAME, CopyBench
-from results_schema.io import write_json
+from results_schema.records.copy_bench import FILE_NAME, CopyBench
+from results_schema.records.io import write_json
 
 BENCH_PREFIX = "OFFLOAD_BENCH "
 REPEATS = 5
@@ -33,9 +33,9 @@ REPEATS = 5
 
 def copy_bench_argv(model_dir: Path, python: str = sys.executable, forwards: int = 40,
                     repeats: int = REPEATS) -> list[str]:
-    """argv of ``offload.bench`` with the model's layer shapes (tiny model: hidden 128)."""
+    """argv of ``offload_tools.bench`` with the model's layer shapes (tiny model: hidden 128)."""
     cfg = json.loads((model_dir / "config.json").read_text())
-    return [python, "-m", "offload.bench", "--hidden", str(int(cfg["hidden_size"])),
+    return [python, "-m", "offload_tools.bench", "--hidden", str(int(cfg["hidden_size"])),
             "--intermediate", str(int(cfg["intermediate_size"])), "--layers", str(int(cfg["num_hidden_layers"])),
             "--group-size", "2", "--num-in-group", "1", "--forwards", str(forwards), "--repeats", str(repeats)]
 
@@ -71,12 +71,12 @@ H2D_PREFIX = "OFFLOAD_H2D_BENCH "
 
 def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Mapping[str, str], cwd: Path,
                   timeout_s: float = 300.0) -> dict | None:
-    """``python -m offload.h2d_bench`` (pinned host-to-device copy of ``nbytes``, one layer) on ``device`` (cuda /
-    npu) in the runtime's interpreter; writes ``<run_dir>/h2d-bench.json`` (``results_schema.copy_bench.H2DBench``
+    """``python -m offload_tools.h2d_bench`` (pinned host-to-device copy of ``nbytes``, one layer) on ``device`` (cuda /
+    npu) in the runtime's interpreter; writes ``<run_dir>/h2d-bench.json`` (``results_schema.records.copy_bench.H2DBench``
     with the command) and returns its dict; None when it failed (reported by the caller, never raised)."""
-    from results_schema.copy_bench import H2D_FILE_NAME, H2DBench
+    from results_schema.records.copy_bench import H2D_FILE_NAME, H2DBench
 
-    argv = [python, "-m", "offload.h2d_bench", "--bytes", str(int(nbytes)), "--device", device]
+    argv = [python, "-m", "offload_tools.h2d_bench", "--bytes", str(int(nbytes)), "--device", device]
     try:
         r = subprocess.run(argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -94,7 +94,7 @@ def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Map
 
 def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
     """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
-    from results_schema.copy_bench import H2D_FILE_NAME
+    from results_schema.records.copy_bench import H2D_FILE_NAME
     from runners.paths import CONTROLLED_ENV, REPO_ROOT
     from runners.planning.choose_plan import model_sizes
 
@@ -106,4 +106,4 @@ def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str,
     env["PYTHONPATH"] = str(REPO_ROOT)
     nbytes = max(model_sizes(cfg.model, cfg.workload.dtype).layer_bytes)
     if run_h2d_bench(run_dir, str(rt.python or python), str(rt.device), nbytes, env, REPO_ROOT) is None:
-        console.print("[yellow]offload.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")
+        console.print("[yellow]offload_tools.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")

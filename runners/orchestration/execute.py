@@ -94,10 +94,10 @@ def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
     Without it a resumed case whose tokens differ from a baseline recorded before the interruption
     would be printed and counted as ``ok`` (``token_check`` would have no reference).
     """
-    from results_schema.io import read_jsonl
-    from results_schema.models import CaseRun
+    from results_schema.records.io import read_jsonl
+    from results_schema.records.models import CaseRun
 
-    from results_schema.accuracy import AccuracyCaseRun
+    from results_schema.records.accuracy import AccuracyCaseRun
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 
     for phase in phases:
@@ -112,7 +112,7 @@ def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
 
 
 def token_check(state: RunState, rec: Any) -> str | None:
-    """Live greedy token check of one bench record: ``results_schema.token_rule`` over the baselines so far.
+    """Live greedy token check of one bench record: ``results_schema.rules.token_rule`` over the baselines so far.
 
     The rule is the validation's (``analysis.validation.checks.check_tokens``), applied to the phase's
     baseline processes finished so far, so that a case whose tokens differ is never printed or counted
@@ -120,7 +120,7 @@ def token_check(state: RunState, rec: Any) -> str | None:
     phase: nothing to say), ``"tokens identical to baseline"``, ``"tokens within the baseline-vs-baseline
     floor"`` or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
     """
-    from results_schema.token_rule import PhaseFloor, token_status
+    from results_schema.rules.token_rule import PhaseFloor, token_status
 
     if rec.implementation == "baseline":
         state.baseline_records.setdefault(rec.phase, []).append(rec)
@@ -146,14 +146,14 @@ def token_check(state: RunState, rec: Any) -> str | None:
 def accuracy_output_check(state: RunState, line: Any) -> str | None:
     """Live output-identity check of one accuracy case (``AccuracyCaseRun``) against its phase's baseline.
 
-    The verifier's rule (``results_schema.accuracy_rule``) over the baseline runs finished so far, per task:
+    The verifier's rule (``results_schema.rules.accuracy_rule``) over the baseline runs finished so far, per task:
     under identity the case's ``examples_sha256`` must equal the first baseline run's. Returns ``None`` (the
     first baseline run, or no baseline yet), ``"outputs identical to baseline"``, an ``"OUTPUTS DIFFER ..."``
     status (also appended to ``state.token_mismatches``), for a later baseline run ``"outputs identical to the
     first baseline run"`` / ``"BASELINE NOT DETERMINISTIC ..."``, or, once the baseline runs differ, a note
     that the case is judged against their floor (not a mismatch: the verifier judges it so).
     """
-    from results_schema.accuracy_rule import baseline_judgement
+    from results_schema.rules.accuracy_rule import baseline_judgement
 
     digests = state.accuracy_baseline_digests
     keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
@@ -205,7 +205,7 @@ def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_
 
 
 def _append_lines(run_dir: Path, phase: str, fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> None:
-    from results_schema.io import append_jsonl
+    from results_schema.records.io import append_jsonl
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 
     if fin.run is not None:

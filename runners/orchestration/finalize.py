@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from results_schema.case_outcome import CaseFailure, FailureType, KVCacheCapacity
-from results_schema.models import CaseRun
+from results_schema.records.case_outcome import CaseFailure, FailureType, KVCacheCapacity
+from results_schema.records.models import CaseRun
 from runners.outcome.case_checks import (
     CheckFailed,
     check_evidence,

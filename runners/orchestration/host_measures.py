@@ -2,7 +2,7 @@
 
 * ``probe_torch`` (``runners.identity.numerics.probe_torch``): a Python process that imports torch and
   reads torch / oneDNN versions, threads and ATen CPU capability (the run's numerics identity);
-* ``run_copy_bench`` (``runners.orchestration.copy_bench.run_copy_bench``): ``python -m offload.bench``
+* ``run_copy_bench`` (``runners.orchestration.copy_bench.run_copy_bench``): ``python -m offload_tools.bench``
   on the model's layer shapes (CPU runs with offload cases and ``analyze=true``; the report's copy
   bandwidth).
 

@@ -134,7 +134,7 @@ def _workload_line(c: PhaseCase) -> str:
     protocol's engine and sampling (the workload's prompts, dtype and lengths do not apply), or for
     serving phases the engine options passed to the API server and the serving benchmark's load."""
     if c.kind == "accuracy":
-        from results_schema.protocols import protocol_spec
+        from results_schema.records.protocols import protocol_spec
 
         specs = [protocol_spec(str(c.accuracy_protocol), t) for t in c.accuracy_tasks]
         engine = specs[0].engine.model_dump(exclude_none=True) if specs else {}

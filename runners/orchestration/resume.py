@@ -71,11 +71,11 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
         ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line
         (a file with a torn or invalid line is not counted, and makes the run incomplete).
     """
-    from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.io import read_jsonl
-    from results_schema.case_outcome import CaseFailure
-    from results_schema.models import CaseRun
-    from results_schema.serving import ServingRun
+    from results_schema.records.accuracy import AccuracyCaseRun
+    from results_schema.records.io import read_jsonl
+    from results_schema.records.case_outcome import CaseFailure
+    from results_schema.records.models import CaseRun
+    from results_schema.records.serving import ServingRun
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 
     done: set[tuple[str, str, int]] = set()

@@ -4,7 +4,7 @@ What is modelled: ``RunLock.acquire`` takes an exclusive, non-blocking ``flock``
 ``<run>/runner.lock`` (created empty once, never removed: removing a locked file would let a
 second runner lock a new inode beside the first). The kernel releases the lock when its holder
 exits, whatever kills it (SIGKILL included), so a free lock means no live writer. The holder
-then writes ``<run>/runner.json`` (``results_schema.run_owner.RunnerHolder``: host, pid,
+then writes ``<run>/runner.json`` (``results_schema.records.run_owner.RunnerHolder``: host, pid,
 process start time, command) and appends the same record to ``runner-history.jsonl``. A
 ``runner.json`` found beside a free lock names a holder that died without releasing it: the
 new holder records ``took_over`` with that holder as ``previous``. A clean exit removes
@@ -31,8 +31,8 @@ from typing import Any
 
 import psutil
 
-from results_schema.io import append_jsonl, read_json, write_json
-from results_schema.run_owner import (HISTORY_FILE, HOLDER_FILE, LOCK_FILE, Acquisition, PreviousHolder,
+from results_schema.records.io import append_jsonl, read_json, write_json
+from results_schema.records.run_owner import (HISTORY_FILE, HOLDER_FILE, LOCK_FILE, Acquisition, PreviousHolder,
                                       RunnerHolder)
 from runners.errors import EXIT_CONFIG, RunnerError
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from conf.schema import Config
 from conf.typed import plain
-from results_schema.files import file_sha256, write_text_atomic
+from results_schema.records.files import file_sha256, write_text_atomic
 from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity
@@ -49,7 +49,7 @@ def write_sha256sums(run_dir: Path) -> Path:
     ``runner.json``, which names the live holder and is removed when it exits; the history of
     holders, ``runner-history.jsonl``, is covered).
     """
-    from results_schema.run_owner import HOLDER_FILE, LOCK_FILE
+    from results_schema.records.run_owner import HOLDER_FILE, LOCK_FILE
 
     out = run_dir / "SHA256SUMS"
     lines = []
@@ -66,7 +66,7 @@ def planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
     import math
 
-    from results_schema.plan import PlannedCase
+    from results_schema.records.plan import PlannedCase
 
     rates = None
     if c.serving is not None:  # set for kind=serving only
@@ -83,14 +83,14 @@ def planned_case(c: PhaseCase) -> Any:
 
 
 def write_plan(run_dir: Path, cfg: Config) -> Path:
-    """``plan.json`` (``results_schema.plan.RunPlan``): the expanded plan and the counts analysis expects.
+    """``plan.json`` (``results_schema.records.plan.RunPlan``): the expanded plan and the counts analysis expects.
 
     Raises:
         runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
-    from results_schema.io import write_json
-    from results_schema.base import PhaseKind
-    from results_schema.plan import PLAN_FILE, PlannedPhase, RunPlan
+    from results_schema.records.io import write_json
+    from results_schema.records.base import PhaseKind
+    from results_schema.records.plan import PLAN_FILE, PlannedPhase, RunPlan
     from runners.planning.plan import expand
 
     phases = []
@@ -150,7 +150,7 @@ def load_resumed_config(resume: str, cfg: Config, overrides: Sequence[str]) -> t
 
 def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[Any]:
     """Read a JSONL file strictly; a torn final line is moved to ``quarantine`` first."""
-    from results_schema.io import read_jsonl
+    from results_schema.records.io import read_jsonl
 
     if not path.is_file():
         return []
@@ -165,10 +165,10 @@ def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[
 
 def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[Key]:
     """``(phase, label, repeat)`` of every case with a run, accuracy-case, serving or failure line."""
-    from results_schema.accuracy import AccuracyCaseRun
-    from results_schema.case_outcome import CaseFailure
-    from results_schema.models import CaseRun
-    from results_schema.serving import ServingRun
+    from results_schema.records.accuracy import AccuracyCaseRun
+    from results_schema.records.case_outcome import CaseFailure
+    from results_schema.records.models import CaseRun
+    from results_schema.records.serving import ServingRun
     from runners.orchestration.accuracy_phase import accuracy_cases_name
 
     done: set[Key] = set()
@@ -195,8 +195,8 @@ def quarantine(paths: Sequence[Path], run_dir: Path, qdir: Path) -> None:
 def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], run_identity: RunIdentity,
                           console: Any) -> list[str]:
     """What differs between the saved environment manifest and the identity observed now."""
-    from results_schema.io import read_json
-    from results_schema.manifest import EnvironmentManifest
+    from results_schema.records.io import read_json
+    from results_schema.records.manifest import EnvironmentManifest
     from runners.identity.pin_checks import build_manifest
 
     saved = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
@@ -331,8 +331,8 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
         RunnerError: (config) bad name or existing directory (see ``_make_dir``).
         ValueError: ``run_identity.numerics`` is None (not measured), before anything is created.
     """
-    from results_schema.io import write_json
-    from results_schema.manifest import ModelIdentity
+    from results_schema.records.io import write_json
+    from results_schema.records.manifest import ModelIdentity
     from runners.identity.pin_checks import build_manifest
 
     if run_identity.numerics is None:

@@ -28,12 +28,12 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from offload.selection import select_offload_layers
-from results_schema.base import Implementation, OffloadBackend
-from results_schema.evidence_rule import config_num_layers, evidence_problems
-from results_schema.io import RecordError, StrictJSONError, parse_line, read_json
-from results_schema.case_outcome import CpuKernelEvidence, FailureType
-from results_schema.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
-from results_schema.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, marked_lines
+from results_schema.records.base import Implementation, OffloadBackend
+from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
+from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
+from results_schema.records.case_outcome import CpuKernelEvidence, FailureType
+from results_schema.records.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
+from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, marked_lines
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 
 
@@ -142,7 +142,7 @@ def check_plan_match(c: CheckedCase, record: BenchRecord) -> None:
 def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
     """The record's model is the model of the ``--case`` file the case was started with (raises ``CheckFailed``)."""
     if "--case" in command[:-1]:
-        from results_schema.case import CaseSpec
+        from results_schema.records.case import CaseSpec
 
         try:
             want = read_json(command[command.index("--case") + 1], CaseSpec).model
@@ -167,7 +167,7 @@ def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path,
                    model: str | None = None) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
 
-    "Describing the case" is ``results_schema.evidence_rule.evidence_problems`` (the validation's rule);
+    "Describing the case" is ``results_schema.rules.evidence_rule.evidence_problems`` (the validation's rule);
     the first problem is the failure. ``model``: the model directory the case loaded (its record's
     ``model``); its ``config.json`` layer count is checked against the evidence's, as the validation does.
 

@@ -4,7 +4,7 @@ What is modelled: KV cache capacity parsed from a vLLM log (every known format,
 thousands separators; a missing line gives null, never 0), the root-cause exception
 named in the log, the signal that killed a process of the case (faulthandler's
 ``Fatal Python error`` or vLLM's ``Failed core proc(s)``), the log tail kept in a
-``CaseFailure``. Which lines carry a case process's result markers is ``results_schema.log_rule`` (the
+``CaseFailure``. Which lines carry a case process's result markers is ``results_schema.rules.log_rule`` (the
 offline validation uses the same rule).
 
 What is deliberately not modelled: the agreement checks of a case
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from results_schema.case_outcome import KVCacheCapacity
+from results_schema.records.case_outcome import KVCacheCapacity
 
 LOG_TAIL_LINES = 30
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun
 
 
 @dataclass(frozen=True)

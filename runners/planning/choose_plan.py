@@ -6,15 +6,15 @@ What is modelled:
 * ``need_bytes``: ``need_gib`` (released bytes) or ``need_kv_gib`` (KV cache gain, taken 1:1 as released bytes),
   exactly one, >= 0, only where the config has a choose phase;
 * ``model_sizes``: bytes of every layer from the model's weight headers (safetensors) when the model directory
-  exists, else from its ``config.json`` arithmetic (``offload.layer_bytes``: the tiny model's own shapes, the
+  exists, else from its ``config.json`` arithmetic (``offload_tools.layer_bytes``: the tiny model's own shapes, the
   directory's ``config.json``, or ``model.config_json`` where no directory is at hand), and the bytes of one
   static prefetch slot from the vLLM (fused) parameter shapes;
 * ``with_choose``: the config the planner expands: a need above the largest release is refused (naming it);
-  the probe phase gets ``offload.choice.calibration_settings`` when its points are empty; a need of 0 drops
+  the probe phase gets ``offload_tools.choice.calibration_settings`` when its points are empty; a need of 0 drops
   the calibration points and the verify phase (offload is unnecessary); the verify phase's points stay empty
   until decided;
 
-What is deliberately not modelled: the choice itself (``offload.choice``) and when it is taken
+What is deliberately not modelled: the choice itself (``offload_tools.choice``) and when it is taken
 (``runners.orchestration.choose``).
 """
 
@@ -29,7 +29,7 @@ from typing import Sequence
 from conf.schema import Config
 from conf.schema_matrix import PointConfig
 from conf.schema_stack import ModelConfig
-from offload.choice import calibration_settings, largest_release, slot_bytes
+from offload_tools.choice import calibration_settings, largest_release, slot_bytes
 from runners.errors import PlanError
 from runners.paths import abs_path
 
@@ -96,9 +96,9 @@ def model_sizes(model: ModelConfig, dtype: str, params: Sequence[str] = ()) -> M
 
     Raises:
         PlanError: no model directory and no ``config.json`` to size it with, or an architecture
-            ``offload.layer_bytes`` does not model.
+            ``offload_tools.layer_bytes`` does not model.
     """
-    from offload.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
+    from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
                                      layer_param_shapes, safetensors_files, segment_match)
 
     d = _model_dir(model)

@@ -2,7 +2,7 @@
 
 What is modelled: the cases of each phase (baseline + points x implementations + explicit cases), their
 validation before any process starts (offload parameters through ``offload.selection``, labels, repeats, kinds;
-the per-phase effective workload against ``results_schema.models.WorkloadSpec`` and input_len + max_tokens
+the per-phase effective workload against ``results_schema.records.models.WorkloadSpec`` and input_len + max_tokens
 <= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the
 case order starts at index ``r``, as the seed did).
 
@@ -20,9 +20,9 @@ from conf.schema import Config
 from conf.schema_matrix import CaseConfig, MatrixConfig, ServingConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
-from results_schema.base import Implementation, OffloadBackend, PhaseKind
-from results_schema.manifest import is_secret_name, looks_like_credential
-from results_schema.protocols import UnknownProtocolError, check_protocol, protocol_spec
+from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
+from results_schema.records.manifest import is_secret_name, looks_like_credential
+from results_schema.records.protocols import UnknownProtocolError, check_protocol, protocol_spec
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.choose_plan import with_choose

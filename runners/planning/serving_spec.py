@@ -28,11 +28,11 @@ from conf.schema_matrix import ServingConfig, ServingSLOConfig
 from conf.schema_stack import WorkloadConfig
 from pydantic import ValidationError
 
-from results_schema.io import RecordError, StrictJSONError, read_json, write_json
-from results_schema.case_outcome import CaseFailure, FailureType
-from results_schema.models import OffloadSetting
-from results_schema.serving import ServingCaseResult, ServingRun
-from results_schema.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
+from results_schema.records.io import RecordError, StrictJSONError, read_json, write_json
+from results_schema.records.case_outcome import CaseFailure, FailureType
+from results_schema.records.models import OffloadSetting
+from results_schema.records.serving import ServingCaseResult, ServingRun
+from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
 from runners.outcome.case_checks import CheckedCase, CheckFailed, check_evidence
 from runners.outcome.finalized import Finalized
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail
@@ -129,7 +129,7 @@ def validate_serving(phase: str, serving: ServingConfig) -> None:
 
 
 def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
-    """Files of one serving case process (see ``results_schema.serving``)."""
+    """Files of one serving case process (see ``results_schema.records.serving``)."""
     return {
         "spec": run_dir / "cases" / phase / f"{stem}.serving-case.json",
         "record": run_dir / "records" / phase / f"{stem}.serving.json",
@@ -141,7 +141,7 @@ def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
 def _engine_options(w: WorkloadConfig) -> dict[str, Any]:
     """The workload's optional engine options as the API server gets them: the same ones ``vllm.LLM`` gets
     (``runners.incase.bench_one.optional_engine_kwargs``); prefix caching null = not passed."""
-    from results_schema.models import WorkloadSpec
+    from results_schema.records.models import WorkloadSpec
     from runners.incase.bench_one import optional_engine_kwargs
 
     from conf.typed import plain

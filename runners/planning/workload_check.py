@@ -1,7 +1,7 @@
 """A phase's effective workload (run workload + the phase's overrides), checked before any process starts.
 
 What is modelled: the fields a phase may override (``WORKLOAD_OVERRIDES``), the check against
-``results_schema.models.WorkloadSpec`` with messages naming the field, the value and what is
+``results_schema.records.models.WorkloadSpec`` with messages naming the field, the value and what is
 allowed, ``dtype`` among vLLM's ``--dtype`` values and ``input_len + max_tokens <= max_model_len`` (not for
 accuracy phases, whose protocol fixes the engine).
 """
@@ -63,7 +63,7 @@ def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig
     from pydantic import ValidationError
 
     from conf.typed import plain
-    from results_schema.models import WorkloadSpec
+    from results_schema.records.models import WorkloadSpec
 
     fields = plain(workload)
     try:

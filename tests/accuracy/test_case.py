@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.accuracy import AccuracyResult
-from results_schema.io import read_json, write_json
+from results_schema.records.accuracy import AccuracyResult
+from results_schema.records.io import read_json, write_json
 from runners.incase.accuracy.case import CaseError, run_cases
 from runners.incase.accuracy.cli import main, parse_offload
 from runners.incase.accuracy.protocol import ChatTemplateMissing
@@ -109,7 +109,7 @@ def test_run_option_contradicting_the_protocol_is_refused(tmp_path: Path, tiny_m
 
 
 def test_engine_is_the_protocol_pins_plus_run_options() -> None:
-    from results_schema.protocols import protocol_spec
+    from results_schema.records.protocols import protocol_spec
     from runners.incase.accuracy.case import resolve_engine
 
     pins = protocol_spec("qwen-chat-v1", "gsm8k").engine
@@ -120,7 +120,7 @@ def test_engine_is_the_protocol_pins_plus_run_options() -> None:
 
 def test_offload_case_with_empty_evidence_fails(tmp_path: Path, tiny_model_dir: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from results_schema.models import RuntimeEvidence
+    from results_schema.records.models import RuntimeEvidence
 
     ev = tmp_path / "ev.json"
     write_json(ev, RuntimeEvidence(offloader_class="x.Noop", implementation="current", offload_group_size=4,
@@ -164,7 +164,7 @@ def test_run_needs_a_case_file_or_the_hand_flags_not_both(tmp_path: Path,
 
 def test_run_reads_the_case_file_the_runner_writes(tmp_path: Path) -> None:
     """``run --case`` gives run_cases exactly what the case file says (runners.launching.case_command writes it)."""
-    from results_schema.case import AccuracyCaseSettings, CaseSpec
+    from results_schema.records.case import AccuracyCaseSettings, CaseSpec
     from runners.incase.accuracy.cli import build_parser, run_kwargs
 
     case = CaseSpec(kind="accuracy", phase="accuracy", label="current_g4_n1", implementation="current", repeat=0,

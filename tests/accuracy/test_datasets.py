@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.accuracy import DatasetManifest
-from results_schema.files import file_sha256 as sha256_file
+from results_schema.records.accuracy import DatasetManifest
+from results_schema.records.files import file_sha256 as sha256_file
 from runners.incase.accuracy.datasets import (
     DatasetError,
     GPQARow,
@@ -107,7 +107,7 @@ def test_malformed_gsm8k_row_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_gsm8k_gold_without_a_number_is_a_malformed_row_under_each_protocol() -> None:
-    from results_schema.protocols import protocol_spec
+    from results_schema.records.protocols import protocol_spec
     from runners.incase.accuracy.protocol import render_row
 
     row = normalize_row("gsm8k", 4, {"question": "q", "answer": "no number at all"})

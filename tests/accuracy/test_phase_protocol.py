@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.accuracy import AccuracyVerification
-from results_schema.io import read_json
-from results_schema.protocols import protocol_spec
+from results_schema.records.accuracy import AccuracyVerification
+from results_schema.records.io import read_json
+from results_schema.records.protocols import protocol_spec
 from runners.errors import EXIT_CONFIG, EXIT_OK
 
 from tests.runners.helpers import compose_cfg

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.accuracy import ProtocolSpec
-from results_schema.protocols import (
+from results_schema.records.accuracy import ProtocolSpec
+from results_schema.records.protocols import (
     DEFAULT_PROTOCOL,
     REGISTRY,
     UnknownProtocolError,
@@ -239,7 +239,7 @@ def test_registry_is_frozen_and_pinned() -> None:
 
 
 def test_protocol_hash_is_stable_across_processes() -> None:
-    code = ("import json; from results_schema.protocols import REGISTRY; print(json.dumps({f'{n}/{t}': s.sha256() "
+    code = ("import json; from results_schema.records.protocols import REGISTRY; print(json.dumps({f'{n}/{t}': s.sha256() "
             "for n, v in REGISTRY.items() for t, s in v.items()}))")
     want = {f"{n}/{t}": h for (n, t), h in PINNED_SHA256.items()}
     for hash_seed in ("0", "12345"):

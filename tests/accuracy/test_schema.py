@@ -1,4 +1,4 @@
-"""results_schema.accuracy: strict, frozen, finite, self-consistent."""
+"""results_schema.records.accuracy: strict, frozen, finite, self-consistent."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from results_schema.accuracy import (
+from results_schema.records.accuracy import (
     AccuracyExample,
     AccuracyResult,
     AccuracyVerification,
     DatasetManifest,
 )
-from results_schema.io import dumps_model, read_json
+from results_schema.records.io import dumps_model, read_json
 
 from .conftest import make_run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.protocols import protocol_spec
+from results_schema.records.protocols import protocol_spec
 from runners.incase.accuracy.case import auto_tokenizer
 from runners.incase.accuracy.datasets import load_dataset
 from runners.incase.accuracy.protocol import render_prompt, render_row

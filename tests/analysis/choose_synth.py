@@ -1,7 +1,7 @@
 """A synthetic choose-then-confirm run directory (``tests.support.synthetic`` plus ``choose-decisions.jsonl``).
 
-What is modelled: a ``probe`` phase (baseline and the two calibration settings, ``offload.choice``), one
-``predict`` decision computed by the runner's own rule (``offload.choice.compute_choice``, so
+What is modelled: a ``probe`` phase (baseline and the two calibration settings, ``offload_tools.choice``), one
+``predict`` decision computed by the runner's own rule (``offload_tools.choice.compute_choice``, so
 ``analysis.model.choice.recompute`` finds no difference) from the probe's intended means, and a ``verify``
 phase measuring the baseline and the chosen settings at their predicted throughput (``slow_last`` scales the
 last chosen setting's, to make it miss its interval). ``plan.json`` holds the verify phase's baseline only: the decided cases
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from offload.choice import ChoiceInputs, calibration_settings, compute_choice
-from offload.transfer_model import MeasuredPoint
-from results_schema.choice import FILE_NAME, ChoiceDecision, FittedPoint, FormFit, PredictedSetting, SettingRef
-from results_schema.io import append_jsonl, write_json
-from results_schema.plan import PLAN_FILE, PlannedPhase
+from offload_tools.choice import ChoiceInputs, calibration_settings, compute_choice
+from offload_tools.transfer_model import MeasuredPoint
+from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, FormFit, PredictedSetting, SettingRef
+from results_schema.records.io import append_jsonl, write_json
+from results_schema.records.plan import PLAN_FILE, PlannedPhase
 from tests.support.synthetic import TINY_CONFIG, SynthCase, SynthPhase, layer_bytes, run_plan, write_run_dir
 
 BASE_TOK_S = 100.0

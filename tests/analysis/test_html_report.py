@@ -11,8 +11,8 @@ import pytest
 
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from analysis.report.summary import write_summary
-from results_schema.io import read_json
-from results_schema.summary import ComparisonSummary
+from results_schema.records.io import read_json
+from results_schema.records.summary import ComparisonSummary
 
 from . import browser
 from .conftest import FIXTURES, make_fixtures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offload.layer_bytes import (
+from offload_tools.layer_bytes import (
     layer_bytes_from_config,
     layer_bytes_from_safetensors,
     read_safetensors_header,

@@ -12,8 +12,8 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.load import ROUND_COLUMNS, RUN_COLUMNS, load_run
 from analysis.validation.checks import token_digest_status, token_statuses
-from results_schema.io import append_jsonl, read_jsonl
-from results_schema.models import CaseRun
+from results_schema.records.io import append_jsonl, read_jsonl
+from results_schema.records.models import CaseRun
 from tests.support.synthetic import default_cases, make_case_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

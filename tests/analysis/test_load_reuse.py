@@ -7,8 +7,8 @@ import shutil
 
 import analysis.load as load
 from analysis.load import load_run
-from results_schema.io import check_jsonl
-from results_schema.models import CaseRun
+from results_schema.records.io import check_jsonl
+from results_schema.records.models import CaseRun
 
 
 def test_load_has_no_private_jsonl_line_loop():

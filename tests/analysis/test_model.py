@@ -57,7 +57,7 @@ def test_recommend_requires_exactly_one_need(valid_run):
 
 
 def test_kv_bytes_per_token_of_qwen25_7b():
-    from offload.layer_bytes import kv_bytes_per_token
+    from offload_tools.layer_bytes import kv_bytes_per_token
 
     cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
            "num_hidden_layers": 28, "torch_dtype": "bfloat16"}

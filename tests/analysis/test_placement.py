@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from analysis.validation.placement import check_placements, placement_markdown
-from results_schema.placement import CasePlacement
+from results_schema.records.placement import CasePlacement
 
 
 def _p(label: str, node: str, start: float, end: float, *, sharing: str = "per_node", kind: str = "performance",

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from analysis.aggregate import aggregate
-from offload.layer_bytes import layer_bytes_from_config, load_config
+from offload_tools.layer_bytes import layer_bytes_from_config, load_config
 from analysis.load import load_run
 from analysis.report.summary import write_summary
 from analysis.validation.validate import validate_run

@@ -13,8 +13,8 @@ from analysis.cli import main
 from analysis.load import load_run
 from analysis.report.summary import write_summary
 from analysis.verify import verify
-from results_schema.io import read_json
-from results_schema.validation import ValidationReport
+from results_schema.records.io import read_json
+from results_schema.records.validation import ValidationReport
 
 
 @pytest.fixture(scope="module")

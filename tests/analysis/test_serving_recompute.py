@@ -11,9 +11,9 @@ import pytest
 
 from analysis.serving.summary import load_serving, validate_serving
 from analysis.serving.recompute import compare_rate, good_requests, recompute_rate
-from results_schema.files import file_sha256
-from results_schema.serving import RequestOutcome
-from results_schema.serving_spec import ServingSLO
+from results_schema.records.files import file_sha256
+from results_schema.records.serving import RequestOutcome
+from results_schema.records.serving_spec import ServingSLO
 
 from .conftest import FIXTURES
 

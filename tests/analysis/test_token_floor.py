@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from analysis.validation.checks import check_tokens, token_digest_status as token_status
 from analysis.validation.common import Collector
-from results_schema.models import CaseRun
+from results_schema.records.models import CaseRun
 from tests.support.synthetic import SynthCase, digest, make_case_run
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from analysis.cli import main
 from analysis.model.transfer_check import check
-from offload.step_model import bound_step_s, simulate_step_s
+from offload_tools.step_model import bound_step_s, simulate_step_s
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "docs" / "measurements" / "h200-2026-11-30" / "gpu_check_torch.json"
@@ -102,7 +102,7 @@ def test_the_cli_module_entry_runs(tmp_path):
     ("synchronous", "compile", "stream", False, False),
 ])
 def test_step_boundary_rule_per_protocol_mode_and_step_sync(proto, mode, sync, joined, deferred):
-    from offload.step_model import boundary
+    from offload_tools.step_model import boundary
 
     assert boundary(proto, mode, sync) == {"joined_boundary": joined, "deferred_boundary": deferred}
 

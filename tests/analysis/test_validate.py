@@ -149,7 +149,7 @@ def test_reached_window_is_not_warned(valid_run):
     from analysis.load import load_run
     from analysis.validation.checks import check_window as _check_window
     from analysis.validation.common import Collector as _Collector
-    from results_schema.models import MeasurementWindow
+    from results_schema.records.models import MeasurementWindow
 
     data = load_run(valid_run)
     long_runs = []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from results_schema.evidence_rule import EXPECTED_OFFLOADER_CLASS, expected_class
-from results_schema.plan import PlannedCase
+from results_schema.rules.evidence_rule import EXPECTED_OFFLOADER_CLASS, expected_class
+from results_schema.records.plan import PlannedCase
 
 KEY = ("same_runtime", "overlay_g8_n3_p2")
 

@@ -9,7 +9,7 @@ import pytest
 from conf import choices
 from offload.cpu_kernels import CpuKernelPath
 from offload.faults import OffloadFault
-from results_schema import base
+from results_schema.records import base
 
 ENUMS = [v for m in (choices, base) for v in vars(m).values()
          if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum]

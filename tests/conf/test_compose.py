@@ -117,7 +117,7 @@ def test_rejects_num_in_group_larger_than_group_size_before_any_process() -> Non
 def test_rejects_negative_and_unknown_backend() -> None:
     with pytest.raises(PlanError, match=r"offload_group_size \(-1\) must be >= 0"):
         _plan(None, "phases.same_runtime.points=[{g: -1, n: 1}]")
-    # an unknown backend is refused when the config is composed (results_schema.base.OffloadBackend)
+    # an unknown backend is refused when the config is composed (results_schema.records.base.OffloadBackend)
     with pytest.raises(ConfigCompositionException) as info:
         _plan(None, "phases.same_runtime.points=[{g: 4, n: 1, backend: magic}]")
     assert "Invalid value 'magic', expected one of [auto, prefetch, uva]" in str(info.value.__cause__)

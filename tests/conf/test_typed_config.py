@@ -17,7 +17,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_module
 
-from results_schema.base import Device
+from results_schema.records.base import Device
 from conf.schema import Config, ConfigError
 from conf.typed import load_config, load_saved_config, plain_config, typed_config
 from runners.identity.pin_checks import config_sha256

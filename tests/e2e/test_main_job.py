@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from offload.selection import select_offload_layers
-from results_schema.io import read_json, read_jsonl
-from results_schema.manifest import EnvironmentManifest
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun, RuntimeEvidence
+from results_schema.records.io import read_json, read_jsonl
+from results_schema.records.manifest import EnvironmentManifest
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun, RuntimeEvidence
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, evidence_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.io import read_jsonl
-from results_schema.case_outcome import CaseFailure
-from results_schema.serving import ServingCaseResult
+from results_schema.records.io import read_jsonl
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.serving import ServingCaseResult
 from runners.incase.serving.server import port_is_free
 from tests.runners.helpers import ONE_GEMM_THREAD
 

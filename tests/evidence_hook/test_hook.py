@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import runners.incase.evidence_hook.offload_evidence_hook as hook
-from results_schema.models import RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK_DIR = REPO / "runners" / "incase" / "evidence_hook"

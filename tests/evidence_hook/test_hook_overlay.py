@@ -12,7 +12,7 @@ import torch
 
 import runners.incase.evidence_hook.offload_evidence_hook as hook
 from offload import overlay
-from results_schema.models import RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "overlay_src"
 LAYER_BYTES = (16 * 16 + 16) * 4 + 2 * 16 * 4  # Linear(16, 16) + LayerNorm(16), float32

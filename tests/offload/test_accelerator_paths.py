@@ -23,7 +23,8 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
-from offload import gpu_compare, plugin, ring
+from offload import plugin, ring
+from offload_tools import gpu_compare
 from offload.factory import make_factory
 from offload.arena import ALIGN_BYTES, ParamKey, StaticBufferPool
 from offload.prefetch import CurrentPrefetchOffloader, SyncOffloader
@@ -249,7 +250,7 @@ def test_every_arena_view_is_512_byte_aligned_with_its_own_dtype_shape_and_strid
 
 
 def test_offloaded_layer_parameters_are_aligned_views_of_their_slot_arena():
-    from offload.gpu_check_torch import DecoderLayer, Shapes
+    from offload_tools.gpu_check_torch import DecoderLayer, Shapes
 
     s = Shapes.qwen25_7b(4, 32)
     layers = [DecoderLayer(s).to(torch.bfloat16) for _ in range(4)]

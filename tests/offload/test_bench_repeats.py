@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from analysis.report.tables import copy_bench_bandwidth
-from offload.bench import MAX_DISAGREEMENT, main, summarize
-from results_schema.copy_bench import CopyBench
+from offload_tools.bench import MAX_DISAGREEMENT, main, summarize
+from results_schema.records.copy_bench import CopyBench
 
 BYTES = 403_456
 
 
 def _run(plain_bw: float, onload_bw: float) -> dict:
-    """One ``offload.bench.run`` result with these bandwidths (bytes per onload fixed)."""
+    """One ``offload_tools.bench.run`` result with these bandwidths (bytes per onload fixed)."""
     plain_s, onload_s = BYTES / plain_bw, BYTES / onload_bw
     return {"hidden": 128, "intermediate": 352, "layers": 8, "wrapped": 4, "slots": 1, "dtype": "bfloat16",
             "bytes_per_onload": BYTES, "onloads_measured": 160, "onload_median_s": onload_s,

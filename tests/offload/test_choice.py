@@ -1,4 +1,4 @@
-"""Claims about choose-then-confirm's rule (``offload.choice``): the distinct settings and their classes, the
+"""Claims about choose-then-confirm's rule (``offload_tools.choice``): the distinct settings and their classes, the
 calibration settings that tell the model forms apart, the choice of what to verify, the predicted front, the form
 the data choose, and the byte arithmetic (released bytes, slots)."""
 
@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from offload.choice import (ChoiceInputs, Prediction, Setting, calibration_settings, choose, classes, compute_choice,
+from offload_tools.choice import (ChoiceInputs, Prediction, Setting, calibration_settings, choose, classes, compute_choice,
                             distinct_settings, front, interval_half_width_pct, largest_release, misses, predict,
                             released_bytes, slot_bytes)
 from offload.ring import num_slots
 from offload.selection import select_offload_layers
-from offload.transfer_model import BANDWIDTH_GRID, FORMS, MeasuredPoint, TransferModel
+from offload_tools.transfer_model import BANDWIDTH_GRID, FORMS, MeasuredPoint, TransferModel
 
 LAYERS, PROMPTS, BASELINE = 8, 4, 512.0
 LAYER = 295_936

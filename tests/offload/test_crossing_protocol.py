@@ -22,7 +22,7 @@ from offload import ring
 from offload.crossing import Crossing
 from offload.prefetch import CurrentPrefetchOffloader
 from offload.selection import select_offload_layers
-from offload.upstream_protocol import UpstreamProtocolOffloader, upstream_next_refill
+from offload_tools.upstream_protocol import UpstreamProtocolOffloader, upstream_next_refill
 from tests.offload.fakes import FakeBackend, ProbeLayer
 from tests.offload.graph_fakes import HbBackend, HbLayer, analyse
 
@@ -178,7 +178,7 @@ def test_the_guard_counts_on_real_tensors_when_an_owed_refill_is_skipped(monkeyp
 
 
 def test_the_gpu_checks_skip_refill_control_skips_one_owed_refill_after_the_first_replay():
-    from offload.gpu_check_torch import _skip_one_owed_refill
+    from offload_tools.gpu_check_torch import _skip_one_owed_refill
 
     log: list = []
     off, step = _lazy_three_layer_step(log)

@@ -1,4 +1,4 @@
-"""The torch-only GPU check (offload.gpu_check_torch) on the CPU backend, at small shapes.
+"""The torch-only GPU check (offload_tools.gpu_check_torch) on the CPU backend, at small shapes.
 
 Claims: the one command runs eager and torch.compile (Inductor, fullgraph: the offload hooks
 are opaque custom ops, a traced stream call would break the graph) through the real
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from offload import gpu_check_torch as chk
+from offload_tools import gpu_check_torch as chk
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--device", "cpu", "--layers", "4", "--width-divisor", "32", "--steps", "2", "--tokens", "8"]
@@ -102,7 +102,7 @@ BAD_ARGUMENTS = [
 
 _EACH_IN_ONE_PROCESS = """
 import contextlib, io, json, sys
-import offload.gpu_check_torch as c
+import offload_tools.gpu_check_torch as c
 out = []
 for args in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -139,7 +139,7 @@ def test_bad_arguments_exit_2_with_a_message_and_no_traceback(index, needle, bad
 @pytest.mark.heavy  # a process that imports torch (not vLLM) before checking arguments (2 s CPU)
 def test_the_module_entry_point_exits_2_on_bad_arguments_with_no_traceback():
     args, needle = BAD_ARGUMENTS[0]
-    proc = subprocess.run([sys.executable, "-m", "offload.gpu_check_torch", "--device", "cpu", *args],
+    proc = subprocess.run([sys.executable, "-m", "offload_tools.gpu_check_torch", "--device", "cpu", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
 
@@ -147,7 +147,7 @@ def test_the_module_entry_point_exits_2_on_bad_arguments_with_no_traceback():
 @pytest.mark.heavy  # measured 2.2 s in the fast tier (its budget is 2 minutes)
 def test_runs_where_vllm_cannot_be_imported():
     """The H200 host has no vLLM: block the import and run the check end to end."""
-    code = ("import sys; sys.modules['vllm'] = None; import offload.gpu_check_torch as c; "
+    code = ("import sys; sys.modules['vllm'] = None; import offload_tools.gpu_check_torch as c; "
             f"rc = c.main({SMALL + ['--points', '2,1', '--modes', 'eager']!r}); "
             "print('LOADED', sorted(m for m in ('analysis', 'runners', 'hydra', 'pandas') if m in sys.modules)); "
             "sys.exit(rc)")

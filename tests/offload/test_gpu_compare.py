@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offload import gpu_compare as gc
+from offload_tools import gpu_compare as gc
 
 
 def test_plan_alternates_which_implementation_goes_first_per_point_and_repeat():

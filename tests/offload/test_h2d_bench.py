@@ -1,6 +1,6 @@
 """The host-to-device copy bench: repeated readings timed by device events, median with spread, one JSON line.
 
-A fake :class:`offload.h2d_bench.DeviceOps` on CPU tensors stands in for the device: its events return
+A fake :class:`offload_tools.h2d_bench.DeviceOps` on CPU tensors stands in for the device: its events return
 scripted elapsed times, so every expected bandwidth is known exactly, and it logs every pin request, copy,
 event record and synchronize, so the order of the measurement is checked too.
 """
@@ -16,8 +16,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from offload.h2d_bench import LINE_PREFIX, BadArgument, main, measure, parse_args
-from results_schema.copy_bench import H2DBench
+from offload_tools.h2d_bench import LINE_PREFIX, BadArgument, main, measure, parse_args
+from results_schema.records.copy_bench import H2DBench
 
 NBYTES = 1_000_000
 
@@ -53,7 +53,7 @@ class FakeDst:
 
 
 class FakeOps:
-    """A :class:`offload.h2d_bench.DeviceOps` on CPU tensors with scripted event times (ms)."""
+    """A :class:`offload_tools.h2d_bench.DeviceOps` on CPU tensors with scripted event times (ms)."""
 
     device = "cuda"
 
@@ -173,9 +173,9 @@ def test_a_bad_argument_exits_2_with_one_line_naming_it(argv: list[str], named: 
 
 def test_a_bad_argument_exits_2_before_torch_is_imported() -> None:
     code = ("import runpy, sys\n"
-            "sys.argv = ['offload.h2d_bench', '--bytes', '0', '--device', 'cuda']\n"
+            "sys.argv = ['offload_tools.h2d_bench', '--bytes', '0', '--device', 'cuda']\n"
             "try:\n"
-            "    runpy.run_module('offload.h2d_bench', run_name='__main__', alter_sys=True)\n"
+            "    runpy.run_module('offload_tools.h2d_bench', run_name='__main__', alter_sys=True)\n"
             "except SystemExit as exc:\n"
             "    print('EXIT', exc.code, 'torch' in sys.modules)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -200,7 +200,7 @@ def test_a_record_whose_readings_disagree_is_refused() -> None:
 def test_cuda_on_a_machine_without_it_exits_3_naming_the_device() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    p = subprocess.run([sys.executable, "-m", "offload.h2d_bench", "--bytes", "1024", "--device", "cuda"],
+    p = subprocess.run([sys.executable, "-m", "offload_tools.h2d_bench", "--bytes", "1024", "--device", "cuda"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert LINE_PREFIX.strip() not in p.stdout

@@ -1,4 +1,4 @@
-"""Claims about the one-parameter fit of the transfer-bound model (``offload.transfer_model``): exact data give
+"""Claims about the one-parameter fit of the transfer-bound model (``offload_tools.transfer_model``): exact data give
 back their bandwidth in either form, data that pin nothing down are reported as a grid edge, and a fit with no
 offloaded layer is refused."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from offload.transfer_model import BANDWIDTH_GRID, FORMS, MeasuredPoint, TransferModel, fit, step_seconds
+from offload_tools.transfer_model import BANDWIDTH_GRID, FORMS, MeasuredPoint, TransferModel, fit, step_seconds
 
 BASELINE, PROMPTS, LAYERS, LAYER_BYTES = 512.0, 4, 8, 295_936.0
 GRID_STEP = math.log10(BANDWIDTH_GRID[1] / BANDWIDTH_GRID[0])

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from results_schema.accuracy_rule import baseline_judgement
+from results_schema.rules.accuracy_rule import baseline_judgement
 from runners.orchestration.execute import accuracy_output_check
 
 

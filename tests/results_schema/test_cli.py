@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.synthetic import SynthPhase, default_cases, write_run_dir
-from results_schema import dispatch
+from results_schema.records import dispatch
 from results_schema.cli import main
-from results_schema.dispatch import FileKind, kind_for, register_file_kind
+from results_schema.records.dispatch import FileKind, kind_for, register_file_kind
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_dispatch_picks_model_by_file_name():
 
 def test_dispatch_is_extensible(monkeypatch):
     monkeypatch.setattr(dispatch, "_EXTRA", [])
-    register_file_kind(FileKind("*-custom.jsonl", "results_schema.case_outcome:KVCacheCapacity", jsonl=True))
+    register_file_kind(FileKind("*-custom.jsonl", "results_schema.records.case_outcome:KVCacheCapacity", jsonl=True))
     assert kind_for("a-custom.jsonl").load_model().__name__ == "KVCacheCapacity"
 
 

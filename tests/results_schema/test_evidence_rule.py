@@ -9,15 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from results_schema.base import Device
+from results_schema.records.base import Device
 from conf.schema_stack import RuntimeConfig
 from analysis.validation.common import Collector
 from analysis.validation.records import check_evidence as offline_check
 from offload.selection import select_offload_layers
-from results_schema.evidence_rule import config_num_layers, evidence_problems
-from results_schema.io import write_json
+from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
+from results_schema.records.io import write_json
 from runners.outcome.case_checks import CheckFailed, check_evidence as live_check
-from results_schema.log_rule import OFFLOAD_EVIDENCE
+from results_schema.rules.log_rule import OFFLOAD_EVIDENCE
 from tests.support.synthetic import SynthCase, make_case_run
 
 CR = make_case_run("p", SynthCase("current_g4_n1", "current", 4, 1), 0, random.Random(0))

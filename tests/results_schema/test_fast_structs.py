@@ -2,7 +2,7 @@
 
 A differential check: every line of every fixture file, and every one-field mutation of a record line
 (wrong type, out of range, null, missing, unknown, repeated key), is read by the one-pass path
-(``results_schema.fast_json.fast_parse``) and by the full hook-based path alone. The one-pass path may
+(``results_schema.records.fast_json.fast_parse``) and by the full hook-based path alone. The one-pass path may
 decline a line (None: the full path decides), but it must never accept a line the full path refuses, and
 what it accepts must equal the full path's model (fields set included).
 """
@@ -20,13 +20,13 @@ import pytest
 from pydantic import BaseModel
 
 import results_schema
-import results_schema.fast_structs as fs
-import results_schema.io as rio
-from results_schema.dispatch import kind_for
-from results_schema.fast_json import fast_parse
-from results_schema.base import StrictModel
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+import results_schema.records.fast_structs as fs
+import results_schema.records.io as rio
+from results_schema.records.dispatch import kind_for
+from results_schema.records.fast_json import fast_parse
+from results_schema.records.base import StrictModel
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -165,8 +165,10 @@ def test_a_decoder_that_disagrees_with_the_model_is_caught(monkeypatch):
 
 def _results_schema_models() -> list[type[BaseModel]]:
     out = []
-    for m in pkgutil.iter_modules(results_schema.__path__):
-        mod = importlib.import_module(f"results_schema.{m.name}")
+    for m in pkgutil.walk_packages(results_schema.__path__, prefix="results_schema."):
+        if m.ispkg or m.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(m.name)
         out += [v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, BaseModel)
                 and v.__module__ == mod.__name__ and v is not StrictModel and v not in out]
     return out

@@ -1,4 +1,4 @@
-"""Claims about results_schema.io: strict, atomic, round-tripping JSONL."""
+"""Claims about results_schema.records.io: strict, atomic, round-tripping JSONL."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from results_schema.io import (
+from results_schema.records.io import (
     RecordError,
     append_jsonl,
     check_jsonl,
@@ -16,8 +16,8 @@ from results_schema.io import (
     strict_json_loads,
     write_json,
 )
-from results_schema.case_outcome import KVCacheCapacity
-from results_schema.models import OffloadSetting
+from results_schema.records.case_outcome import KVCacheCapacity
+from results_schema.records.models import OffloadSetting
 
 
 def test_append_then_read_returns_equal_models(tmp_path):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from results_schema.io import dumps_model
-from results_schema.load_metrics import percentile_linear
-from results_schema.models import BenchRecord
+from results_schema.records.io import dumps_model
+from results_schema.records.load_metrics import percentile_linear
+from results_schema.records.models import BenchRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RECORD = FIXTURES / "real_tiny_run" / "records" / "same_runtime" / "current_g4_n1-r0.json"

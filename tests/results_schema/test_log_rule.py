@@ -10,10 +10,10 @@ import pytest
 
 from analysis.validation.records import scan_log
 from conf.schema_stack import RuntimeConfig
-from results_schema.base import Device
-from results_schema.io import RecordError, parse_line, write_json
-from results_schema.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
-from results_schema.models import RuntimeEvidence
+from results_schema.records.base import Device
+from results_schema.records.io import RecordError, parse_line, write_json
+from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
+from results_schema.records.models import RuntimeEvidence
 from runners.outcome.case_checks import CheckFailed, check_evidence
 from tests.support.synthetic import SynthCase, make_case_run
 

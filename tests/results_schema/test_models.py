@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.support.synthetic import SynthCase, make_case_run
-from results_schema import case_outcome, models, validation
-from results_schema.io import dumps_model, parse_line, strict_json_loads
+from results_schema.records import case_outcome, models, validation
+from results_schema.records.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
     models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
@@ -152,7 +152,7 @@ def _with_rounds(n: int, elapsed: float, measured_rounds: int = 3, min_s: float 
     wl = rec.workload.model_copy(update={"measured_rounds": measured_rounds, "min_measured_s": min_s})
     data = json.loads(dumps_model(rec))
     for derived in ("requests", "requests_per_s", "round_latency_p50_s", "round_latency_p95_s"):
-        data.pop(derived, None)  # rules over the rounds (results_schema.load_metrics); these rounds are new
+        data.pop(derived, None)  # rules over the rounds (results_schema.records.load_metrics); these rounds are new
     data.update(workload=json.loads(dumps_model(wl)), rounds=[json.loads(dumps_model(r)) for r in rounds],
                 output_tokens=rd.output_tokens * n, elapsed_s=el, throughput_tok_s=rd.output_tokens * n / el)
     if window:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from results_schema.dispatch import kind_for
-from results_schema.serving import LatencyStats, RateResult, ServingFault
+from results_schema.records.dispatch import kind_for
+from results_schema.records.serving import LatencyStats, RateResult, ServingFault
 
 LAT = dict(mean_ms=10.0, p50_ms=9.0, p90_ms=12.0, p99_ms=15.0)
 

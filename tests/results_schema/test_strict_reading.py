@@ -12,10 +12,10 @@ import jsonschema
 import pytest
 
 from results_schema.cli import check_paths
-from results_schema.dispatch import kind_for
-from results_schema.io import RecordError, parse_line, strict_json_loads
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun, WorkloadSpec
+from results_schema.records.dispatch import kind_for
+from results_schema.records.io import RecordError, parse_line, strict_json_loads
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun, WorkloadSpec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real_tiny_run"
 

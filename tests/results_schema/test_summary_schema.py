@@ -1,4 +1,4 @@
-"""Claims about the schema of summary/comparison-summary.json (results_schema.summary)."""
+"""Claims about the schema of summary/comparison-summary.json (results_schema.records.summary)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from analysis.comparison.compare import VS_BASELINE_COLUMNS
 from analysis.comparison.decision import DECISION_COLUMNS
 from analysis.report.summary import write_summary
 from results_schema.cli import export_schemas
-from results_schema.io import read_json
-from results_schema.summary import ComparisonSummary, DecisionRow, SummaryRow
+from results_schema.records.io import read_json
+from results_schema.records.summary import ComparisonSummary, DecisionRow, SummaryRow
 from tests.analysis.conftest import make_fixtures
 
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-import results_schema.case_run_rules as rules
-from results_schema.columns import RecordTable
-from results_schema.fast_structs import plan_for
-from results_schema.io import check_jsonl, parse_line, scan_jsonl
-from results_schema.models import CaseRun
-import results_schema.table_scan as table_scan
-from results_schema.table_scan import scan_table
+import results_schema.reading.case_run_rules as rules
+from results_schema.reading.columns import RecordTable
+from results_schema.records.fast_structs import plan_for
+from results_schema.records.io import check_jsonl, parse_line, scan_jsonl
+from results_schema.records.models import CaseRun
+import results_schema.reading.table_scan as table_scan
+from results_schema.reading.table_scan import scan_table
 from tests.results_schema.test_fast_structs import mutations
 from tests.support.synthetic import default_cases, make_case_run
 
@@ -161,7 +161,7 @@ def _pydantic_refuses(line: bytes) -> bool:
 def test_the_port_covers_every_validator_reachable_from_case_run_as_written():
     assert set(rules.validators_of(CaseRun)) == set(rules.PORTED)
     assert rules.current_digest() == rules.RULES_DIGEST, (
-        "a CaseRun validator or a helper it calls changed: port the change to results_schema/case_run_rules.py, "
+        "a CaseRun validator or a helper it calls changed: port the change to results_schema/reading/case_run_rules.py, "
         "prove it in this file, then set RULES_DIGEST to case_run_rules.current_digest()")
     assert rules.rules_current()
 

@@ -1,9 +1,9 @@
-"""The shared value sets (``results_schema.base``'s ``StrEnum`` types) are read the same by both readers.
+"""The shared value sets (``results_schema.records.base``'s ``StrEnum`` types) are read the same by both readers.
 
 Each enum-typed field of a fixture ``CaseRun`` line is set to every allowed value and to values outside
 the set (another case, empty, unknown, a number, null, a boolean). The full reader
-(``results_schema.io.parse_line`` with the one-pass path switched off) and the one-pass msgspec path
-(``results_schema.fast_json.fast_parse``) must accept and refuse the same lines, and an accepted value
+(``results_schema.records.io.parse_line`` with the one-pass path switched off) and the one-pass msgspec path
+(``results_schema.records.fast_json.fast_parse``) must accept and refuse the same lines, and an accepted value
 must be the enum member in both, serialised as its string value (the fixture line keeps its exact bytes).
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-import results_schema.io as rio
-from results_schema.base import Implementation, OffloadBackend, PromptMode
-from results_schema.fast_json import fast_parse
-from results_schema.models import CaseRun
+import results_schema.records.io as rio
+from results_schema.records.base import Implementation, OffloadBackend, PromptMode
+from results_schema.records.fast_json import fast_parse
+from results_schema.records.models import CaseRun
 from tests.results_schema.test_fast_structs import _full_path
 
 LINE = (Path(__file__).resolve().parents[1] / "fixtures" / "synthetic_run" / "same_runtime-runs.jsonl") \

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from offload.selection import select_offload_layers
-from results_schema.io import write_json
-from results_schema.models import RuntimeEvidence
+from results_schema.records.io import write_json
+from results_schema.records.models import RuntimeEvidence
 from runners.incase.accuracy.case import run_cases
 from runners.incase.accuracy.engine import Generation
 from runners.incase.accuracy.cli import build_parser, run_kwargs

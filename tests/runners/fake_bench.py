@@ -54,8 +54,8 @@ import time
 from pathlib import Path
 
 from offload.selection import select_offload_layers
-from results_schema.io import dumps_model, write_json
-from results_schema.models import BenchRecord, RoundResult, RuntimeEvidence
+from results_schema.records.io import dumps_model, write_json
+from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.incase.bench_one import _specs, build_parser, load_case
 from runners.incase.engine_path import REJECTED, build, project_verdict
 

@@ -29,8 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from offload.selection import select_offload_layers
-from results_schema.io import dumps_model, write_json
-from results_schema.models import RuntimeEvidence
+from results_schema.records.io import dumps_model, write_json
+from results_schema.records.models import RuntimeEvidence
 from tests.support.tokenizer import qwen2_tokenizer
 
 LAYER_BYTES = 295_936

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
+from results_schema.records.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy import synthetic
 from runners.incase.accuracy.datasets import load_dataset, normalize_row
 from runners.incase.accuracy.protocol import parse_reply, render_row

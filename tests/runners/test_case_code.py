@@ -1,32 +1,59 @@
-"""The case-code hash covers exactly the code that runs in a case process (``runners/incase``)."""
+"""The case code and the offload-tree pin cover what a case process runs, and nothing else.
+
+A copy of the repository's packages is hashed after edits: the GPU check (``offload_tools``), a reader
+(``results_schema.reading``), the analysis and the orchestrator leave both hashes unchanged; the offloader,
+the in-case code and a record model change the case code (and the offloader the offload tree).
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from runners.identity.pin_checks import case_code_sha256
+import pytest
+
+from runners.identity.case_code import REPO_ROOT, case_code_files, case_code_sha256
+from runners.identity.probe import tree_sha256
+
+PACKAGES = ("offload", "offload_tools", "results_schema", "runners", "conf", "analysis")
 
 
-def _tree(root: Path) -> None:
-    for rel in ("offload/a.py", "results_schema/b.py", "runners/incase/bench_one.py",
-                "runners/orchestration/progress.py", "runners/matrix.py"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(f"# {rel}\n")
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    for pkg in PACKAGES:
+        shutil.copytree(REPO_ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
 
 
-def test_orchestrator_edits_leave_the_case_code_unchanged(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    before = case_code_sha256(tmp_path)
-    (tmp_path / "runners/orchestration/progress.py").write_text("print('a new console line')\n")
-    (tmp_path / "runners/matrix.py").write_text("# edited\n")
-    assert case_code_sha256(tmp_path) == before
+def _edit(repo: Path, rel: str) -> None:
+    path = repo / rel
+    path.write_text(path.read_text() + "\n# edited\n")
 
 
-def test_in_case_edits_change_the_case_code(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    before = case_code_sha256(tmp_path)
-    (tmp_path / "runners/incase/bench_one.py").write_text("# edited\n")
-    after_incase = case_code_sha256(tmp_path)
-    assert after_incase != before
-    (tmp_path / "offload/a.py").write_text("# edited\n")
-    assert case_code_sha256(tmp_path) != after_incase
+@pytest.mark.parametrize("rel", ["offload_tools/gpu_compare.py", "offload_tools/gpu_check_torch.py",
+                                 "results_schema/reading/table_scan.py", "results_schema/cli.py",
+                                 "analysis/load.py", "runners/orchestration/progress.py", "runners/matrix.py",
+                                 "results_schema/rules/evidence_rule.py"])
+def test_edits_outside_a_case_process_leave_both_hashes_unchanged(repo: Path, rel: str) -> None:
+    code, tree = case_code_sha256(repo), tree_sha256(repo / "offload")
+    _edit(repo, rel)
+    assert (case_code_sha256(repo), tree_sha256(repo / "offload")) == (code, tree)
+
+
+@pytest.mark.parametrize("rel", ["offload/prefetch.py", "runners/incase/bench_one.py",
+                                 "results_schema/records/models.py", "results_schema/rules/log_rule.py"])
+def test_edits_inside_a_case_process_change_the_case_code(repo: Path, rel: str) -> None:
+    code = case_code_sha256(repo)
+    _edit(repo, rel)
+    assert case_code_sha256(repo) != code
+
+
+def test_the_case_code_is_the_offloader_the_in_case_code_and_the_records_it_writes() -> None:
+    files = case_code_files()
+    assert "offload/plugin.py" in files and "offload/prefetch.py" in files
+    assert "runners/incase/bench_one.py" in files and "results_schema/records/models.py" in files
+    assert not [f for f in files if f.startswith(("offload_tools/", "results_schema/reading/", "analysis/",
+                                                   "conf/", "runners/orchestration/", "runners/identity/"))]
+    # every module of the offloader runs in a case process: the offload-tree pin is over exactly them
+    offload = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "offload").glob("*.py")}
+    assert offload <= set(files)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conf.schema import Config
-from offload.choice import calibration_settings, largest_release
+from offload_tools.choice import calibration_settings, largest_release
 from runners.errors import EXIT_CONFIG, PlanError
 from runners.planning.choose_plan import GIB, model_sizes, need_bytes, with_choose
 from runners.planning.plan import plan

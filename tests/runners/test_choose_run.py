@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from analysis.model.choice import recompute
-from results_schema.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecision, ChoiceSummary, with_decided
-from results_schema.io import read_json, read_jsonl
-from results_schema.models import CaseRun
-from results_schema.plan import RunPlan
+from results_schema.records.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecision, ChoiceSummary, with_decided
+from results_schema.records.io import read_json, read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.records.plan import RunPlan
 from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix

@@ -4,7 +4,7 @@ vLLM's compile-cache key covers its config (the offload config included) and som
 environment variables, not ``OFFLOAD_IMPL``: two cases with the same (G, N) but different
 implementations would otherwise share ``<root>/torch_compile_cache/<hash>`` and the second
 engine could load a graph traced through the first one's hooks. Claim: the case
-environments of the matrix runner and of ``offload.gpu_compare`` give each implementation
+environments of the matrix runner and of ``offload_tools.gpu_compare`` give each implementation
 its own ``VLLM_CACHE_ROOT``, disjoint (neither inside the other), and vLLM resolves its
 cache root from exactly that variable.
 """
@@ -19,9 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from results_schema.base import Device
+from results_schema.records.base import Device
 from conf.schema_stack import RuntimeConfig
-from offload.gpu_compare import engine_cache_root
+from offload_tools.gpu_compare import engine_cache_root
 from runners.launching.case_command import MODEL_INFO_DIR, case_env, publish_model_infos, share_model_info_cache
 from runners.paths import CasePaths
 
@@ -71,7 +71,7 @@ def test_vllm_reads_its_cache_root_from_the_variable_the_runner_sets(tmp_path):
 def test_in_process_engines_see_their_own_root_even_after_vllm_cached_its_environment(tmp_path):
     """vLLM's in-process engine core freezes ``vllm.envs`` after start-up (enable_envs_cache)."""
     code = ("import json, vllm.envs as e\n"
-            "from offload.gpu_compare import apply_engine_cache_root\n"
+            "from offload_tools.gpu_compare import apply_engine_cache_root\n"
             f"a = apply_engine_cache_root({str(tmp_path)!r}, 'current')\n"
             "e.enable_envs_cache()  # what EngineCore.__init__ does\n"
             f"b = apply_engine_cache_root({str(tmp_path)!r}, 'official')\n"

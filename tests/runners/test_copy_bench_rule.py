@@ -46,7 +46,7 @@ def test_a_cpu_run_measures_in_the_runtime_of_its_first_throughput_offload_case(
     (call,) = calls
     assert call["model_dir"] == Path("/models/run-model")
     assert call["env"]["OMP_NUM_THREADS"] == "1" and call["env"]["HOME"] == "/h"
-    assert lines == ["[yellow]offload.bench copy measurement failed; the report has no copy bandwidth[/]"]
+    assert lines == ["[yellow]offload_tools.bench copy measurement failed; the report has no copy bandwidth[/]"]
 
 
 def test_an_accuracy_only_run_with_offload_cases_measures_nothing() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from results_schema.models import BenchRecord
+from results_schema.records.models import BenchRecord
 from runners.incase.device_memory import MIB, DeviceMemoryError, device_probe, npu_hbm_probe, parse_npu_smi_hbm
 
 A2_TABLE = """\
@@ -209,7 +209,7 @@ def test_load_window_on_cpu_has_rss_only() -> None:
 
 def test_request_metrics_match_numpy() -> None:
     from runners.incase.bench_one import request_metrics
-    from results_schema.models import RoundResult
+    from results_schema.records.models import RoundResult
 
     rounds = [RoundResult(index=i, elapsed_s=s, prompt_tokens=16, output_tokens=8, throughput_tok_s=8 / s,
                           token_digest="0" * 64) for i, s in enumerate([0.5, 0.7, 0.6, 1.9])]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.io import read_jsonl
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.records.io import read_jsonl
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
 from tests.runners.helpers import run_fake
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.io import read_jsonl
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.records.io import read_jsonl
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun
 from runners.incase.process_group import run_case_process
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
 from tests.shared_runs import run_matrix

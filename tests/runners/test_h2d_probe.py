@@ -1,5 +1,5 @@
 """The probe's host-to-device bench as the runner runs it (``runners.orchestration.copy_bench.run_h2d_bench``):
-through a stand-in interpreter that prints what ``python -m offload.h2d_bench`` prints on a device (the device
+through a stand-in interpreter that prints what ``python -m offload_tools.h2d_bench`` prints on a device (the device
 boundary this machine cannot reach; the bench's own logic is tested through fake device ops in
 ``tests/offload/test_h2d_bench.py``)."""
 
@@ -11,8 +11,8 @@ import stat
 import sys
 from pathlib import Path
 
-from results_schema.copy_bench import H2D_FILE_NAME, H2DBench
-from results_schema.io import read_json
+from results_schema.records.copy_bench import H2D_FILE_NAME, H2DBench
+from results_schema.records.io import read_json
 from runners.orchestration.copy_bench import run_h2d_bench
 
 LINE = {"schema_version": 1, "device": "cuda", "bytes_per_copy": 466115584, "pinned": True, "repeats": 2,
@@ -34,7 +34,7 @@ def test_the_runner_records_the_bench_line_with_the_command_it_ran(tmp_path: Pat
     got = run_h2d_bench(tmp_path, python, "cuda", 466115584, dict(os.environ), tmp_path)
     assert got is not None and got["bandwidth_bytes_s"] == 5.55e10
     rec = read_json(tmp_path / H2D_FILE_NAME, H2DBench)
-    assert rec.command == (python, "-m", "offload.h2d_bench", "--bytes", "466115584", "--device", "cuda")
+    assert rec.command == (python, "-m", "offload_tools.h2d_bench", "--bytes", "466115584", "--device", "cuda")
 
 
 def test_a_bench_that_fails_or_prints_no_valid_line_writes_nothing(tmp_path: Path) -> None:

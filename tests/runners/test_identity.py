@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from conf.schema_stack import PinsConfig
-from results_schema.manifest import EnvironmentManifest, is_secret_name
+from results_schema.records.manifest import EnvironmentManifest, is_secret_name
 from runners.identity.pin_checks import IdentityError, check_pins, enforce, filter_environment
 from runners.identity.probe import package_version, sha256_file, tree_sha256
 

@@ -17,7 +17,7 @@ from conf.schema import checked_plain_config
 from conf.schema_stack import RuntimeConfig
 from conf.typed import load_config, validate_as
 from offload.selection import select_offload_layers
-from results_schema.evidence_rule import evidence_problems
+from results_schema.rules.evidence_rule import evidence_problems
 from tests.support.synthetic import SynthCase, make_case_run
 from runners.launching.case_command import case_env
 from runners.paths import CasePaths

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.io import read_json, read_jsonl
-from results_schema.manifest import EnvironmentManifest
-from results_schema.case_outcome import CaseFailure
-from results_schema.models import CaseRun
+from results_schema.records.io import read_json, read_jsonl
+from results_schema.records.manifest import EnvironmentManifest
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError
 from tests.shared_runs import run_matrix
 from runners.identity.numerics import parse_cpuinfo

@@ -76,8 +76,8 @@ def test_workload_seed_keeps_the_project_workload_as_an_option(tmp_path):
 
 
 def test_seed_text_needs_the_same_prompts_every_round():
-    from results_schema.case import CaseSpec, RequestedOffload
-    from results_schema.models import WorkloadSpec
+    from results_schema.records.case import CaseSpec, RequestedOffload
+    from results_schema.records.models import WorkloadSpec
 
     w = WorkloadSpec(num_prompts=1, input_len=4, max_tokens=4, max_model_len=16, seed=0, dtype="bfloat16",
                      enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,
@@ -166,8 +166,8 @@ def test_1_5b_runs_on_the_native_v018_runtime():
 def test_workload_spec_serializes_published_options_only_when_set():
     import json
 
-    from results_schema.io import dumps_model
-    from results_schema.models import WorkloadSpec
+    from results_schema.records.io import dumps_model
+    from results_schema.records.models import WorkloadSpec
 
     base = dict(num_prompts=8, input_len=128, max_tokens=64, max_model_len=512, seed=0, dtype="bfloat16",
                 enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1, measured_rounds=3,

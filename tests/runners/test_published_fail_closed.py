@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.case import CaseSpec
-from results_schema.io import read_json, write_json
+from results_schema.records.case import CaseSpec
+from results_schema.records.io import read_json, write_json
 from runners.orchestration.finalize import finalize
 from runners.incase.process_group import run_case_process
 from runners.launching.case_command import case_argv, case_env
@@ -85,7 +85,7 @@ def test_a_plan_workload_that_does_not_validate_fails_closed():
     """The plan-equality rule never passes silently: a planned workload that cannot be built is a failure."""
     from types import SimpleNamespace
 
-    from results_schema.models import BenchRecord
+    from results_schema.records.models import BenchRecord
     from runners.outcome.case_checks import CheckFailed, check_plan_match
 
     record = read_json(REPO / "tests/fixtures/synthetic_run/records/same_runtime/baseline-r0.json", BenchRecord)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.io import read_jsonl
-from results_schema.models import CaseRun
+from results_schema.records.io import read_jsonl
+from results_schema.records.models import CaseRun
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.io import read_jsonl
-from results_schema.models import CaseRun
-from results_schema.placement import CasePlacement
+from results_schema.records.io import read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.records.placement import CasePlacement
 from tests.shared_runs import run_matrix
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, compose_cfg
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.io import read_json, read_jsonl
-from results_schema.models import CaseRun
-from results_schema.run_owner import HISTORY_FILE, HOLDER_FILE, LOCK_FILE, RunnerHolder
+from results_schema.records.io import read_json, read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.records.run_owner import HISTORY_FILE, HOLDER_FILE, LOCK_FILE, RunnerHolder
 from runners.errors import EXIT_CONFIG, RunnerError
 from runners.incase.case_processes import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
                                            runner_id)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.manifest import REDACTED, looks_like_credential
+from results_schema.records.manifest import REDACTED, looks_like_credential
 from runners.incase.recorded_env import recordable_env
 from tests.runners.helpers import run_fake
 
@@ -98,8 +98,8 @@ SHORT_TOKEN = "ghp_abcdefSECRET7"
 def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_failure(tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
-    from results_schema.io import read_jsonl
-    from results_schema.case_outcome import CaseFailure
+    from results_schema.records.io import read_jsonl
+    from results_schema.records.case_outcome import CaseFailure
 
     monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")

@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.io import read_json, read_jsonl
-from results_schema.case_outcome import CaseFailure
-from results_schema.serving import ServingCaseResult, ServingRequests, ServingRun
-from results_schema.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
-from results_schema.models import OffloadSetting
+from results_schema.records.io import read_json, read_jsonl
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.serving import ServingCaseResult, ServingRequests, ServingRun
+from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
+from results_schema.records.models import OffloadSetting
 from runners.incase.serving import server as srv
 from runners.incase.serving.driver import run_case
 from tests.runners.helpers import compose_cfg

@@ -1,4 +1,4 @@
-"""The live token check and the validation apply one rule (``results_schema.token_rule``)."""
+"""The live token check and the validation apply one rule (``results_schema.rules.token_rule``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from analysis.validation.checks import token_digest_status
-from results_schema.models import CaseRun
+from results_schema.records.models import CaseRun
 from runners.orchestration.execute import RunState, token_check
 from tests.support.synthetic import SynthCase, digest, make_case_run
 

@@ -6,7 +6,7 @@ run directory, then times, in the same process and run:
 
 * reference: ``pandas.read_json(path, lines=True)`` of the same file (no validation);
 * ours: ``analysis.load.load_run`` (strict JSON parse and every check of every
-  line: ``results_schema.table_scan.scan_table`` decodes each line into the msgspec
+  line: ``results_schema.reading.table_scan.scan_table`` decodes each line into the msgspec
   struct derived from ``CaseRun``, refuses duplicate keys, and runs ``CaseRun``'s
   cross-field validators ported to columns; then the frames, a column at a time)
   followed by ``analysis.aggregate.aggregate``. The ``CaseRun`` models are not built

@@ -26,14 +26,14 @@ from typing import cast
 
 import yaml
 
-from offload.layer_bytes import layer_param_shapes
+from offload_tools.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
-from results_schema.io import append_jsonl, dumps_model, write_json
-from results_schema.load_metrics import percentile_linear
-from results_schema.base import Implementation
-from results_schema.case_outcome import CaseFailure, KVCacheCapacity
-from results_schema.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
-from results_schema.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
+from results_schema.records.io import append_jsonl, dumps_model, write_json
+from results_schema.records.load_metrics import percentile_linear
+from results_schema.records.base import Implementation
+from results_schema.records.case_outcome import CaseFailure, KVCacheCapacity
+from results_schema.records.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
+from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {
     "architectures": ["Qwen2ForCausalLM"],
@@ -138,7 +138,7 @@ def default_cases(mean: float = 100.0, sd: float = 1.0, official_delta: float = 
 
 
 def layer_bytes(config: dict = TINY_CONFIG) -> int:
-    from offload.layer_bytes import layer_bytes_from_config
+    from offload_tools.layer_bytes import layer_bytes_from_config
 
     return layer_bytes_from_config(config)
 
@@ -237,7 +237,7 @@ def config_dict(phases: Sequence[SynthPhase], config: dict = TINY_CONFIG) -> dic
 
 
 def run_plan(phases: Sequence[SynthPhase]) -> RunPlan:
-    """``plan.json`` of ``config_dict(phases)`` as the runner writes it (``results_schema.plan``)."""
+    """``plan.json`` of ``config_dict(phases)`` as the runner writes it (``results_schema.records.plan``)."""
     out = []
     for ph in phases:
         cases = []

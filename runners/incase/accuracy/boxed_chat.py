@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from results_schema.accuracy import ProtocolSpec
+from results_schema.records.accuracy import ProtocolSpec
 from runners.incase.accuracy.datasets import DatasetError, GPQARow, GSM8KRow, Row
 from runners.incase.accuracy.rendered import LETTERS, Rendered
 from runners.incase.accuracy.scoring import parse_gpqa_letter, parse_gsm8k_gold, parse_gsm8k_number

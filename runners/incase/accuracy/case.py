@@ -5,7 +5,7 @@ What is modelled: verified dataset load -> prompts of the selected protocol
 (the protocol's pinned engine arguments + run options) -> one greedy ``generate``
 over all prompts of each dataset ->
 scoring -> ``<label>.<task>.examples.jsonl`` (case-independent rows) and
-``<label>.<task>.result.json`` (:class:`results_schema.accuracy.AccuracyResult`),
+``<label>.<task>.result.json`` (:class:`results_schema.records.accuracy.AccuracyResult`),
 plus one ``ACCURACY_RESULT <json>`` stdout line. The process is expected to be
 fresh (started by the project's matrix runner, ``python -m runners.incase.accuracy run
 --case PATH``, with the same environment contract as bench cases: ``OFFLOAD_IMPL``,
@@ -31,17 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results_schema.accuracy import (
+from results_schema.records.accuracy import (
     AccuracyExample,
     AccuracyResult,
     EngineSettings,
     canonical_json,
 )
 from offload.selection import case_label, check_offload_setting
-from results_schema.files import file_sha256, write_bytes_atomic
-from results_schema.io import dumps_model, read_json, write_json
-from results_schema.models import OffloadSetting, RuntimeEvidence
-from results_schema.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
+from results_schema.records.files import file_sha256, write_bytes_atomic
+from results_schema.records.io import dumps_model, read_json, write_json
+from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.incase.accuracy.datasets import load_dataset
 from runners.incase.accuracy.engine import Generation, VllmEngine
 
@@ -179,7 +179,7 @@ def run_cases(
         limit: evaluate the first N rows only (smoke; the result is 'limited').
         label: case label (default :func:`default_label`).
         engine_factory: ``callable(model, engine_settings, offload) -> Engine``; default :class:`VllmEngine`.
-        protocol: registered protocol name (``results_schema.protocols``); default ``qwen-chat-v1``.
+        protocol: registered protocol name (``results_schema.records.protocols``); default ``qwen-chat-v1``.
         tokenizer_loader: ``callable(model) -> tokenizer`` for the prompts; default :func:`auto_tokenizer`.
 
     Returns:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from offload.selection import validate_offload_params
-from results_schema.accuracy import EngineSettings
-from results_schema.base import IMPLEMENTATIONS
-from results_schema.models import OffloadSetting
-from results_schema.protocols import DEFAULT_PROTOCOL, registered_names
+from results_schema.records.accuracy import EngineSettings
+from results_schema.records.base import IMPLEMENTATIONS
+from results_schema.records.models import OffloadSetting
+from results_schema.records.protocols import DEFAULT_PROTOCOL, registered_names
 from runners.incase.case_input import checked_offload, read_case
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -67,7 +67,7 @@ def engine_settings_from(ns: argparse.Namespace) -> EngineSettings:
 
 
 def _task(task: str) -> str:
-    from results_schema.protocols import TASKS
+    from results_schema.records.protocols import TASKS
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
@@ -75,7 +75,7 @@ def _task(task: str) -> str:
 
 
 def _cmd_render(ns: argparse.Namespace) -> int:
-    from results_schema.protocols import protocol_spec
+    from results_schema.records.protocols import protocol_spec
     from runners.incase.accuracy.datasets import normalize_row
     from runners.incase.accuracy.protocol import render_row
 
@@ -94,7 +94,7 @@ def _reject_constant(name: str) -> object:
 
 
 def _cmd_parse(ns: argparse.Namespace) -> int:
-    from results_schema.protocols import protocol_spec
+    from results_schema.records.protocols import protocol_spec
     from runners.incase.accuracy.protocol import parse_reply
 
     spec = protocol_spec(ns.protocol, _task(ns.task))
@@ -206,7 +206,7 @@ def _add_protocol_parsers(sub: Any) -> None:
 
 def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="one accuracy case in this process (--case PATH, or the case by hand)")
-    run.add_argument("--case", default=None, help="case.json (results_schema.case.CaseSpec) written by runners.matrix")
+    run.add_argument("--case", default=None, help="case.json (results_schema.records.case.CaseSpec) written by runners.matrix")
     run.add_argument("--model", default=None, help="local model directory (must have a chat template)")
     run.add_argument("--dataset", default=None,
                      help="gsm8k | gpqa | a manifest entry name; comma-separated = several datasets, one engine")

@@ -1,7 +1,7 @@
 """Local evaluation datasets: hash manifest, verified loading, row normalization.
 
 What is modelled: a dataset is one JSONL file declared in a ``manifest.json``
-(:class:`results_schema.accuracy.DatasetManifest`: source, revision, split, row
+(:class:`results_schema.records.accuracy.DatasetManifest`: source, revision, split, row
 count, SHA-256). Loading checks existence, SHA-256 and row count *before* any
 row is parsed and fails with a message naming the file and the expected and
 actual values. Rows are read from the real public formats, texts kept exactly as
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from results_schema.accuracy import DatasetEntry, DatasetManifest
-from results_schema.files import file_sha256
+from results_schema.records.accuracy import DatasetEntry, DatasetManifest
+from results_schema.records.files import file_sha256
 
 class DatasetError(ValueError):
     """A dataset file is missing, has the wrong hash or row count, or holds a malformed row."""

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from results_schema.accuracy import EngineSettings, SamplingSettings
-from results_schema.models import OffloadSetting
+from results_schema.records.accuracy import EngineSettings, SamplingSettings
+from results_schema.records.models import OffloadSetting
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 What is modelled: from a local file, or -- only on a machine with hub access and the
 optional ``datasets`` package -- from the hub: one ``json.dumps(row, sort_keys=True,
 separators=(",", ":"))`` line per row (texts and columns as in the source), and a manifest
-entry (``results_schema.accuracy.DatasetEntry``) with source (name), config (subset),
+entry (``results_schema.records.accuracy.DatasetEntry``) with source (name), config (subset),
 revision, split, row count and SHA-256. Every row must render under the default
 protocol before anything is written.
 
@@ -19,9 +19,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_schema.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
-from results_schema.files import write_bytes_atomic
-from results_schema.protocols import DEFAULT_PROTOCOL, protocol_spec
+from results_schema.records.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
+from results_schema.records.files import write_bytes_atomic
+from results_schema.records.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy.datasets import DatasetError, load_manifest, normalize_row
 from runners.incase.accuracy.protocol import render_row
 

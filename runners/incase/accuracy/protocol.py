@@ -1,6 +1,6 @@
 """Accuracy protocols: select a registered protocol, render rows, parse replies, render chat prompts.
 
-What is modelled: the registry of frozen specs lives in ``results_schema.protocols``
+What is modelled: the registry of frozen specs lives in ``results_schema.records.protocols``
 (pure data, readable by the verifier); this module maps every registered name to its
 implementation (``runners.incase.accuracy.qwen_chat`` for ``qwen-chat-v1``, the published
 protocol and the default; ``runners.incase.accuracy.boxed_chat`` for ``boxed-chat-v1``, the
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from results_schema.accuracy import ProtocolSpec
-from results_schema.protocols import REGISTRY
+from results_schema.records.accuracy import ProtocolSpec
+from results_schema.records.protocols import REGISTRY
 from runners.incase.accuracy import boxed_chat, qwen_chat
 from runners.incase.accuracy.datasets import Row
 from runners.incase.accuracy.rendered import Rendered

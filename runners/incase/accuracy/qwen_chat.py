@@ -1,7 +1,7 @@
 """Protocol ``qwen-chat-v1``: the published accuracy protocol, exactly (``shared/cases/qwen-chat-v1.md``).
 
 What is modelled (texts and regexes are read from the frozen spec in
-``results_schema.protocols``, so its SHA-256 covers them):
+``results_schema.records.protocols``, so its SHA-256 covers them):
 
 * Prompts: system turn and user turn ``spec.user_template.format(...)`` with the row's
   question and options *as stored* (no stripping; the prompt ends at ``Answer:`` for GPQA).
@@ -27,7 +27,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-from results_schema.accuracy import ProtocolSpec
+from results_schema.records.accuracy import ProtocolSpec
 from runners.incase.accuracy.datasets import DatasetError, GPQARow, GSM8KRow, Row
 from runners.incase.accuracy.rendered import LETTERS, Rendered
 

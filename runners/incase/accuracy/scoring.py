@@ -1,6 +1,6 @@
 """Protocol ``boxed-chat-v1`` answer extraction: GSM8K final number, GPQA leading letter.
 
-What is modelled (regexes come from ``results_schema.protocols``, so the spec hash covers them):
+What is modelled (regexes come from ``results_schema.records.protocols``, so the spec hash covers them):
 
 * GSM8K: the *final* number of a reply, normalized to a canonical string. First the
   reply is cut where the model starts writing something else after its answer (a new
@@ -34,7 +34,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from results_schema.protocols import BOXED_CONTINUATION, BOXED_FRAC, BOXED_LETTER, BOXED_MARKERS, BOXED_NUMBER
+from results_schema.records.protocols import BOXED_CONTINUATION, BOXED_FRAC, BOXED_LETTER, BOXED_MARKERS, BOXED_NUMBER
 
 GSM8K_PARSER = "boxed-chat-v1/gsm8k"
 GPQA_PARSER = "boxed-chat-v1/gpqa"

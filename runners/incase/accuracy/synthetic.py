@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_schema.accuracy import DatasetEntry
+from results_schema.records.accuracy import DatasetEntry
 
 NAMES = ("Anna", "Ben", "Carl", "Dana", "Emma", "Finn", "Gina", "Hugo", "Ivy", "Jack", "Kate", "Leo",
          "Mia", "Nick", "Olga", "Paul", "Rosa", "Sam", "Tina", "Ugo")

@@ -15,7 +15,7 @@ Publication, once per process and only on global rank 0:
 * at interpreter exit, for an offloader that wrapped modules but never saw ``post_init``
   (published with ``post_init_called = false``, so the runner can reject it).
 
-Publishing = validate as ``results_schema.models.RuntimeEvidence``, write
+Publishing = validate as ``results_schema.records.models.RuntimeEvidence``, write
 ``<path>.tmp`` + fsync + rename (+ fsync of the directory), then print
 ``OFFLOAD_EVIDENCE <json>`` (same bytes as the file) to stdout. Any failure while building
 or writing the evidence is reported as one ``OFFLOAD_EVIDENCE_ERROR <message>`` line on
@@ -56,7 +56,7 @@ try:  # imported as runners.incase.evidence_hook.offload_evidence_hook (tests)
 except ImportError:  # imported from the hook directory on PYTHONPATH (case processes, via sitecustomize)
     from offload_evidence_check import check_claim, param_bytes  # type: ignore[no-redef]
 
-from results_schema.log_rule import OFFLOAD_EVIDENCE
+from results_schema.rules.log_rule import OFFLOAD_EVIDENCE
 
 ENV_PATH = "OFFLOAD_EVIDENCE_PATH"
 ENV_IMPL = "OFFLOAD_IMPL"
@@ -325,7 +325,7 @@ def _is_rank_zero() -> bool:
 
 def _to_json(d: dict[str, Any]) -> str:
     try:
-        from results_schema.models import RuntimeEvidence
+        from results_schema.records.models import RuntimeEvidence
     except ImportError:
         return json.dumps(d, sort_keys=True, allow_nan=False)
     return RuntimeEvidence.model_validate(d).model_dump_json()

