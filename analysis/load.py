@@ -38,11 +38,19 @@ from results_schema.reading.table_scan import scan_table
 RUNS_SUFFIX = "-runs.jsonl"
 FAILURES_SUFFIX = "-failures.jsonl"
 
+OFFLOAD_COLUMNS = {"offload_group_size": "group_size", "offload_num_in_group": "num_in_group",
+                   "offload_prefetch_step": "prefetch_step"}
+"""Offload field (``OffloadSetting``, ``RuntimeEvidence``) -> its column name, the one table of these renames:
+the runs frame below (``ev_`` + it for the evidence's) and every catalog table (``analysis.catalog.columns``)."""
+
+ROUND_RENAME = {"index": "round"}
+"""``RoundResult`` field -> its column name (rounds frame below, catalog ``rounds`` table)."""
+
 RUN_FIELDS: dict[str, str] = {
     "phase": "record.phase", "label": "record.label", "implementation": "record.implementation",
     "repeat": "record.repeat", "runtime": "record.runtime", "model": "record.model",
-    "group_size": "record.offload.offload_group_size", "num_in_group": "record.offload.offload_num_in_group",
-    "prefetch_step": "record.offload.offload_prefetch_step", "offload_params": "record.offload.offload_params",
+    **{col: f"record.offload.{name}" for name, col in OFFLOAD_COLUMNS.items()},
+    "offload_params": "record.offload.offload_params",
     "offload_backend": "record.offload.offload_backend", "throughput_tok_s": "record.throughput_tok_s",
     "output_tokens": "record.output_tokens", "elapsed_s": "record.elapsed_s", "load_seconds": "record.load_seconds",
     "peak_rss_bytes": "record.peak_rss_bytes", "device_memory_bytes": "record.device_memory_bytes",
@@ -52,18 +60,18 @@ RUN_FIELDS: dict[str, str] = {
     "kv_cache_tokens": "kv_cache.kv_cache_tokens", "kv_cache_gib": "kv_cache.kv_cache_gib",
     "max_concurrency": "kv_cache.max_concurrency", "process_wall_s": "process_wall_s", "log_path": "log_path",
     "evidence_path": "evidence_path", "ev_offloader_class": "evidence.offloader_class",
-    "ev_implementation": "evidence.implementation", "ev_group_size": "evidence.offload_group_size",
-    "ev_num_in_group": "evidence.offload_num_in_group", "ev_prefetch_step": "evidence.offload_prefetch_step",
+    "ev_implementation": "evidence.implementation",
+    **{f"ev_{col}": f"evidence.{name}" for name, col in OFFLOAD_COLUMNS.items()},
     "ev_offload_params": "evidence.offload_params", "ev_num_layers": "evidence.num_layers",
     "ev_selected_layers": "evidence.selected_layers", "ev_wrapped_layers": "evidence.wrapped_layers",
     "ev_wrapped_count": "evidence.wrapped_count", "ev_offloaded_bytes": "evidence.offloaded_bytes",
     "ev_static_buffer_bytes": "evidence.static_buffer_bytes", "ev_released_bytes": "evidence.released_bytes",
     "ev_device": "evidence.device",
 }
-"""Runs-frame column -> dotted ``CaseRun`` field it holds."""
+"""Runs-frame column -> dotted ``CaseRun`` field it holds (offload fields named by ``OFFLOAD_COLUMNS``)."""
 RUN_COLUMNS = [*RUN_FIELDS, "line"]
-ROUND_FIELDS = {"round": "index", "elapsed_s": "elapsed_s", "output_tokens": "output_tokens",
-                "throughput_tok_s": "throughput_tok_s"}
+ROUND_FIELDS = {**{col: name for name, col in ROUND_RENAME.items()}, "elapsed_s": "elapsed_s",
+                "output_tokens": "output_tokens", "throughput_tok_s": "throughput_tok_s"}
 """Rounds-frame column -> ``RoundResult`` field it holds (the first four columns repeat the record's)."""
 ROUND_COLUMNS = ["phase", "label", "implementation", "repeat", *ROUND_FIELDS]
 FAILURE_COLUMNS = [

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Dict, List, Optional
 
@@ -193,6 +193,31 @@ def keep_typed_text(cfg: DictConfig, overrides: Sequence[str]) -> None:
         OmegaConf.update(cfg, ov.key_or_group, raw, merge=False)
 
 
+def nearest(word: str, candidates: Iterable[str], prefix: str = "") -> str:
+    """The hint of every refusal of an unknown key, option or value: ``"; did you mean 'x'"`` for the candidate
+    closest to ``word`` (``prefix`` + it; ``difflib`` ratio at least 0.5), or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.5)
+    return f"; did you mean {prefix + close[0]!r}" if close else ""
+
+
+def unknown_key(key: str, known: Iterable[str], owner: str) -> str:
+    """The one message refusing an unknown config key (a YAML key, a command-line override, a saved config).
+
+    Args:
+        key: the dotted key as given (``phases.same_runtime.repeatz``).
+        known: the keys allowed at that place (the fields of its dataclass).
+        owner: what holds them (the dataclass's name, or the node's dotted key).
+
+    Returns:
+        ``unknown key 'workload.num_promts'; did you mean 'workload.num_prompts'; allowed keys of workload:
+        dtype, ...`` (the hint from :func:`nearest`, with the key's parent path).
+    """
+    parent, _, leaf = key.rpartition(".")
+    names = sorted(known)
+    return (f"unknown key {key!r}{nearest(leaf, names, f'{parent}.' if parent else '')}; "
+            f"allowed keys of {owner}: {', '.join(names)}")
+
+
 def check_known_keys(cfg: DictConfig) -> None:
     """Refuse every key the schema does not declare (keys added with ``+`` included).
 
@@ -223,10 +248,7 @@ def _check_node(node: Any, where: str) -> None:
         path = f"{where}.{name}" if where else name
         if known is not None and key not in known:
             assert obj_type is not None  # known comes from a dataclass type
-            close = difflib.get_close_matches(str(key), sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown key {path!r} ({obj_type.__name__} has no field {name!r}{hint}; "
-                              f"known: {', '.join(sorted(known))})")
+            raise ConfigError(unknown_key(path, known, obj_type.__name__))
         child = node._get_node(key)
         if isinstance(child, (DictConfig, ListConfig)):
             _check_node(child, path)

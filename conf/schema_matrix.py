@@ -14,6 +14,7 @@ from pydantic import with_config
 
 from offload.faults import OffloadFault
 from conf.schema_stack import FORBID_EXTRA, RuntimeConfig
+from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.records.protocols import DEFAULT_PROTOCOL
 
@@ -191,7 +192,7 @@ class MatrixConfig:
     min_measured_s: Optional[float] = None
     accuracy_tasks: List[str] = field(default_factory=list)
     accuracy_limit: Optional[int] = None
-    accuracy_manifest: str = "eval_datasets/fixtures/manifest.json"
+    accuracy_manifest: str = DEFAULT_ACCURACY_MANIFEST
     accuracy_model: Optional[str] = None
     accuracy_protocol: str = DEFAULT_PROTOCOL
     max_accuracy_drop: float = 0.0

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, with_config
 from conf.choices import ModelSource, NodeFailureAction, PerformanceSharing
 from offload.cpu_kernels import CpuKernelPath
 from results_schema.records.base import Device, ExecutorKind, PromptMode
+from results_schema.records.models import DEFAULT_MIN_MEASURED_S
 
 
 FORBID_EXTRA = ConfigDict(extra="forbid")
@@ -155,21 +156,13 @@ class ModelConfig:
     config_json: Optional[str] = None
 
 
-DEFAULT_MIN_MEASURED_S = 3.0
-"""Default minimum measured window per case (seconds): measured rounds repeat until both
-``measured_rounds`` and this many seconds are reached, as MLPerf LoadGen's ``min_duration``
-(600 s for its formal runs) does. 3 s keeps the embedded CPU default (5 cases, ~0.15 s rounds)
-at ~20 rounds per case for ~15 s of extra wall time; ``conf/workload/seed.yaml`` asks 10 s.
-``analysis validate`` warns about records measured for less (``short_measurement_window``)."""
-
-
 @with_config(FORBID_EXTRA)
 @dataclass
 class WorkloadConfig:
     """Offline-throughput workload (fields of ``results_schema.records.models.WorkloadSpec``).
 
     ``measured_rounds`` is the minimum round count and ``min_measured_s`` the minimum measured
-    seconds (default ``DEFAULT_MIN_MEASURED_S``); rounds repeat until both are reached.
+    seconds (default ``results_schema.records.models.DEFAULT_MIN_MEASURED_S``); rounds repeat until both are reached.
     ``enable_prefix_caching`` null = not passed to vLLM (its default). The published
     options (``prompt_mode``, ``prompt_seed_text``, ``ignore_eos``, ``trust_remote_code``,
     ``max_num_seqs``, ``max_num_batched_tokens_factor``) default to the project's workload.

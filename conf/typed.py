@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config, omit_defaults
+from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config, omit_defaults, unknown_key
 
 
 _ADAPTERS: dict[type, Any] = {}
@@ -50,6 +50,27 @@ def _where(loc: Sequence[Any]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+def _dataclass_at(cls: type[Any], loc: Sequence[Any]) -> type[Any]:
+    """The schema dataclass holding the key at pydantic location ``loc`` + one more part, from ``cls`` down
+    (``Optional[X]`` is ``X``; a ``Dict[str, X]`` key or a ``List[X]`` index is ``X``; pydantic's own parts
+    are skipped)."""
+    import typing
+
+    t: Any = cls
+    for part in loc:
+        if dataclasses.is_dataclass(t):
+            if str(part) not in {f.name for f in dataclasses.fields(t)}:
+                continue  # a pydantic location part (``function-after[...]``), not a field
+            t = typing.get_type_hints(t)[str(part)]
+        else:
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            t = args[-1] if args else t
+        while not dataclasses.is_dataclass(t) and typing.get_origin(t) is typing.Union:
+            t = next(a for a in typing.get_args(t) if a is not type(None))
+    assert isinstance(t, type) and dataclasses.is_dataclass(t)  # extra keys are refused by dataclasses only
+    return t
 
 
 def typed_config(data: Mapping[str, Any]) -> Config:
@@ -82,7 +103,8 @@ def validate_as(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any
         err = exc.errors(include_url=False)[0]
         key = ".".join(k for k in (where, _where(err["loc"])) if k)
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            raise ConfigError(f"unknown key {key!r}") from None
+            owner = _dataclass_at(cls, err["loc"][:-1])
+            raise ConfigError(unknown_key(key, [f.name for f in dataclasses.fields(owner)], owner.__name__)) from None
         value = err["input"]
         if value == "???":
             raise ConfigError(f"{key} is ??? (required, not given): {err['msg']}; set {key}=VALUE") from None

@@ -114,11 +114,6 @@ def config_dtype(config: dict) -> str:
     return str(name)
 
 
-def segment_match(param_name: str, patterns: Sequence[str]) -> bool:
-    """vLLM's ``offload_params`` rule (``offload.matching.matches_offload_params``, the offloader's own)."""
-    return matches_offload_params(param_name, patterns)
-
-
 def _numel(shape: Iterable[int]) -> int:
     n = 1
     for d in shape:
@@ -140,7 +135,8 @@ def layer_bytes_from_config(config: dict, dtype: str | None = None, offload_para
     """
     dt = config_dtype(config) if dtype in (None, "auto") else dtype
     size = dtype_bytes(dt)
-    return sum(_numel(s) * size for name, s in layer_param_shapes(config).items() if segment_match(name, offload_params))
+    return sum(_numel(s) * size for name, s in layer_param_shapes(config).items()
+               if matches_offload_params(name, offload_params))
 
 
 def read_safetensors_header(path: Path | str) -> dict[str, dict]:
@@ -207,7 +203,7 @@ def layer_bytes_from_safetensors(
             if not m:
                 continue
             rel = _vllm_name(name[m.end():])
-            if not segment_match(rel, offload_params):
+            if not matches_offload_params(rel, offload_params):
                 continue
             if size is None:
                 start, end = meta["data_offsets"]

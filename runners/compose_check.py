@@ -15,12 +15,11 @@ What is deliberately not modelled: Hydra's own flags (``--help``, ``--cfg``, ``-
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import fields, is_dataclass
 from typing import Any, Mapping, Sequence
 
-from conf.schema import ConfigError
+from conf.schema import ConfigError, nearest, unknown_key
 
 SCHEMA_PREFIX = "base_"
 """Options with this prefix are the groups' dataclass schemas, not configs a user selects."""
@@ -29,12 +28,6 @@ SCHEMA_PREFIX = "base_"
 def selectable(options: Sequence[str]) -> list[str]:
     """The options of a group a user may select (schema entries left out), sorted."""
     return sorted(o for o in options if not o.startswith(SCHEMA_PREFIX))
-
-
-def _nearest(word: str, candidates: Sequence[str], prefix: str = "") -> str:
-    """``"; did you mean 'x'"`` for the closest candidate (``prefix`` + it), or ``""``."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.5)
-    return f"; did you mean {prefix + close[0]!r}" if close else ""
 
 
 def _group_options(group: str) -> list[str]:
@@ -70,20 +63,18 @@ def _missing_option(exc: Any, overrides: Sequence[str]) -> str:
     given = next((o for o in overrides if o.lstrip("+").split("=")[0].split("@")[0] == group), f"{group}={name}")
     if not options:
         return f"{given}: no config {missing!r} (no option of group {group!r} is found)"
-    return f"{given}: {name!r} is not an option of {group!r}{_nearest(name, options)}; allowed: {', '.join(options)}"
+    return f"{given}: {name!r} is not an option of {group!r}{nearest(name, options)}; allowed: {', '.join(options)}"
 
 
 def _unknown_key(cause: Any, key: str, given: str) -> str:
     """``phases.same_runtime.repeatz=2``: the key, the nearest real key of that node, the node's keys."""
     obj = getattr(cause, "object_type", None)
     known = sorted(f.name for f in fields(obj)) if obj is not None and is_dataclass(obj) else []
-    parent, _, leaf = key.rpartition(".")
+    parent = key.rpartition(".")[0]
     if not known:  # a mapping field (runtime.env, pins.packages): its keys are added with a leading '+'
         add = "" if given.startswith("+") else f" (a new key of a mapping is added with a leading '+': +{given})"
-        return f"{given}: no key {key!r}{add}"
-    where = parent or getattr(obj, "__name__", "the config root")
-    hint = _nearest(leaf, known, f"{parent}." if parent else "")
-    return f"{given}: no key {key!r}{hint}; allowed keys of {where}: {', '.join(known)}"
+        return f"{given}: unknown key {key!r}{add}"
+    return f"{given}: {unknown_key(key, known, parent or getattr(obj, '__name__', 'the config root'))}"
 
 
 def _bad_value(cause: Any, given: str) -> str:
@@ -92,7 +83,7 @@ def _bad_value(cause: Any, given: str) -> str:
     if enum:
         allowed = [a.strip() for a in enum.group(1).split(",")]
         value = given.split("=", 1)[1] if "=" in given else ""
-        return f"{given}: {value!r} is not allowed{_nearest(value, allowed)}; allowed: {', '.join(allowed)}"
+        return f"{given}: {value!r} is not allowed{nearest(value, allowed)}; allowed: {', '.join(allowed)}"
     return f"{given}: {msg}"
 
 
@@ -116,6 +107,11 @@ def _composition(exc: Exception, overrides: Sequence[str]) -> str:
     return f"{given + ': ' if given else ''}{' '.join(text.split())}"
 
 
+def task_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides of the config itself (Hydra's ``overrides.task``): ``hydra.*`` / ``hydra/`` ones left out."""
+    return [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+
+
 def compose_checked(overrides: Sequence[str], *, config_name: str = "config") -> Any:
     """The composed config (``DictConfig``, without its ``hydra`` node), or one line of what is wrong.
 
@@ -133,7 +129,7 @@ def compose_checked(overrides: Sequence[str], *, config_name: str = "config") ->
 
     import conf  # noqa: F401  (registers the structured-config schemas)
 
-    ovs = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    ovs = task_overrides(overrides)
     with initialize_config_module(config_module="conf", version_base="1.3"):
         try:
             cfg = compose(config_name, overrides=ovs, return_hydra_config=True)

@@ -1,57 +1,35 @@
-"""Config helpers of the runner: the run-level switches and the runtimes a run uses.
+"""The runtimes a run uses, read from its typed config (``conf.schema.Config``).
 
-What is modelled: ``RunOptions`` (the run-level switches of a typed ``conf.schema.Config``) and
-``runtimes_used`` (the run's runtime and every phase-specific one, distinct by content).
+What is modelled: ``distinct_runtimes`` (runtimes distinct by content: typed values compared, so a
+phase runtime that keeps the run runtime's name with another environment counts apart) and
+``runtimes_used`` (the run's runtime and every phase-specific one). A run computes
+``runtimes_used`` once (``runners.orchestration.stages.make_plan``) and passes it on.
+
+What is deliberately not modelled: the run-level switches (``experiment_name``, ``dry_run``,
+``analyze``, ...): the typed ``Config`` carries them and is passed as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Iterable
 
 from conf.schema import Config
 from conf.schema_stack import RuntimeConfig
 
 
-def runtimes_used(cfg: Config) -> list[RuntimeConfig]:
-    """The run's runtime and every phase-specific runtime (distinct by content, in order: a phase runtime
-    may keep the run runtime's name with another environment, e.g. the embedded default's thread count)."""
-    import json
+def distinct_runtimes(runtimes: Iterable[RuntimeConfig | None]) -> list[RuntimeConfig]:
+    """The runtimes distinct by content, each at its first occurrence (``None`` entries left out).
 
-    from conf.typed import plain
-
-    out: dict[str, RuntimeConfig] = {}
-    for rt in [cfg.runtime, *(ph.runtime for ph in cfg.phases.values())]:
-        if rt is not None:
-            out.setdefault(json.dumps(plain(rt), sort_keys=True, default=str), rt)
-    return list(out.values())
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """The run-level switches of ``conf.schema.Config``, typed (meanings and defaults: that class).
-
-    Built from a typed config (``conf.typed.load_config`` / ``load_saved_config``): no default is restated here.
+    Two runtimes are the same when their typed values are equal (dataclass equality over every
+    field, ``env`` and ``pins`` included).
     """
+    out: list[RuntimeConfig] = []
+    for rt in runtimes:
+        if rt is not None and rt not in out:
+            out.append(rt)
+    return out
 
-    experiment_name: str
-    results_root: str
-    run_id: str | None
-    resume: str | None
-    dry_run: bool
-    formal: bool
-    bench_command: tuple[str, ...] | None
-    bench_module: str
-    accuracy_command: tuple[str, ...] | None
-    analyze: bool
-    progress: bool
 
-    @classmethod
-    def of(cls, cfg: Config) -> "RunOptions":
-        """The options of ``cfg``."""
-        def argv(value: list[str] | None) -> tuple[str, ...] | None:
-            return None if value is None else tuple(str(a) for a in value)
-
-        return cls(experiment_name=cfg.experiment_name, results_root=cfg.results_root, run_id=cfg.run_id,
-                   resume=cfg.resume, dry_run=cfg.dry_run, formal=cfg.formal, bench_command=argv(cfg.bench_command),
-                   bench_module=cfg.bench_module, accuracy_command=argv(cfg.accuracy_command), analyze=cfg.analyze,
-                   progress=cfg.progress)
+def runtimes_used(cfg: Config) -> tuple[RuntimeConfig, ...]:
+    """The run's runtime and every phase-specific runtime, distinct by content, in order (``distinct_runtimes``)."""
+    return tuple(distinct_runtimes([cfg.runtime, *(ph.runtime for ph in cfg.phases.values())]))

@@ -1,12 +1,18 @@
-"""Exit codes of ``python -m runners.matrix`` and the run-level error that carries one.
+"""Exit codes of the runner's entry points and the run-level errors that carry one.
 
-Exit codes: 0 all cases as expected; 1 some case failed unexpectedly (records kept) or a bug;
-2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier failed; 5 formal run
-stopped at its first failure; 6 the run's validation (``analysis``) or serving validation failed;
-42 health gate; 130 interrupted (resume to continue).
+What is modelled: the one list of exit codes (``EXIT_*``, each with its meaning in ``EXIT_MEANINGS``)
+that ``python -m runners.matrix`` and ``python -m runners.pins`` return, and every module imports;
+``RunnerError`` (a message and one of these codes) and ``PlanError`` (a config whose cases cannot
+run). Which code a finished run returns when several reasons apply: ``runners.orchestration.close.exit_code``
+(the first reason that applies, in that function's order).
+
+What is deliberately not modelled: the exit codes of the case processes (``runners.incase``) and of
+``python -m analysis`` (``analysis.cli``).
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 EXIT_OK = 0
 EXIT_CASE_FAILURES = 1
@@ -18,9 +24,26 @@ EXIT_INVALID = 6
 EXIT_HEALTH = 42
 EXIT_INTERRUPTED = 130
 
+EXIT_MEANINGS: Mapping[int, str] = {
+    EXIT_OK: "every case ended as expected (expected failures included) and the run is VALID; runners.pins: "
+             "every declared pin observed",
+    EXIT_CASE_FAILURES: "some case failed unexpectedly (its failure line is kept), or a bug (traceback shown)",
+    EXIT_CONFIG: "config error, Hydra compose errors and bad arguments or pins files included (one line; nothing "
+                 "launched, nothing written)",
+    EXIT_IDENTITY: "identity gate: a declared pin, the model files or the offload tree do not match, or cannot be "
+                   "observed; runners.pins: some pin not found or mismatched (the file is still written)",
+    EXIT_ACCURACY: "every case ran but the accuracy verifier failed",
+    EXIT_FORMAL_STOP: "a formal run stopped at its first unexpected outcome",
+    EXIT_INVALID: "every case ran as expected but the run's validation (analysis) or its serving validation is "
+                  "INVALID (e.g. tokens differ from the baseline, evidence or checksums disagree)",
+    EXIT_HEALTH: "a runtime's health gate failed",
+    EXIT_INTERRUPTED: "interrupted (SIGINT / SIGTERM): no verdict yet; resume the run to continue",
+}
+"""Exit code -> its meaning, for every code the runner's entry points return."""
+
 
 class RunnerError(RuntimeError):
-    """A run-level error with an exit code and a one-line message (no traceback shown)."""
+    """A run-level error with an exit code (one of ``EXIT_MEANINGS``) and a one-line message (no traceback shown)."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
@@ -28,4 +51,4 @@ class RunnerError(RuntimeError):
 
 
 class PlanError(ValueError):
-    """The config describes cases that cannot run; raised before any process starts."""
+    """The config describes cases that cannot run; raised before any process starts (exit ``EXIT_CONFIG``)."""

@@ -1,7 +1,9 @@
 """``python -m runners.matrix``: run a matrix of offload cases, one fresh process per case.
 
-This module is the thin entry: Hydra composes the config (``conf/``), ``+pins=FILE`` is
-expanded, signals are recorded, and ``run_matrix`` runs the stages of ``runners.orchestration.stages``:
+This module is the thin entry: ``+pins=FILE`` is expanded (``runners.identity.pins_file``), the config
+is composed once (``conf/`` through ``runners.compose_check``; with a Hydra flag such as ``--cfg``,
+``@hydra.main`` composes instead), signals are recorded, and ``run_matrix`` runs the stages of
+``runners.orchestration.stages``:
 
     plan (``runners.planning.plan``; invalid parameters stop here, before any process; dry run: print, exit)
     -> identity gate (``runners.identity.gates``: declared pins, model, offload tree; fail closed)
@@ -15,10 +17,7 @@ expanded, signals are recorded, and ``run_matrix`` runs the stages of ``runners.
 The case command line and environment (``case_argv``, ``case_env``) live in
 ``runners.launching.case_command`` (``case.json``), which ``runners.orchestration.execute`` calls.
 
-Exit codes (``runners.errors``): 0 all cases as expected; 1 some case failed unexpectedly
-(records kept); 2 config error; 3 identity gate; 4 all cases ran but the accuracy verifier
-failed; 5 formal run stopped at its first failure; 6 validation (``analysis``) or serving
-validation failed; 42 health gate; 130 interrupted (resume to continue).
+Exit codes: ``runners.errors.EXIT_MEANINGS`` (each code with its meaning).
 
 What is deliberately not modelled: statistics of any kind (``analysis``).
 """
@@ -110,17 +109,45 @@ except ImportError:  # pragma: no cover - hydra is a core dependency
     hydra_main = None
 
 
-def main() -> int:
-    """Console entry point: ``+pins=FILE`` expansion, then Hydra; compose errors exit 2 (not Hydra's 1).
+def _run_composed(args: Sequence[str]) -> int:
+    """Compose ``args`` once (``runners.compose_check``), type the config and run it; the exit code.
 
-    The overrides are composed once first (``runners.compose_check``): a compose error is one
-    line naming the override, the nearest real key or option and the allowed ones, exit 2.
-    With a Hydra flag (``--help``, ``--cfg``, ``-m``, ...) Hydra handles everything.
+    A compose or config error is one line (compose: stderr; the typed config's checks: the console, as
+    under ``@hydra.main``), exit ``EXIT_CONFIG``; a bug shows its traceback, exit ``EXIT_CASE_FAILURES``.
+    """
+    from conf.schema import ConfigError
+    from conf.typed import load_config
+    from runners.compose_check import compose_checked, task_overrides
+
+    try:
+        cfg = compose_checked(args)
+    except ConfigError as exc:
+        print(f"error: config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    overrides = task_overrides(args)
+    try:
+        config = load_config(cfg, overrides)
+    except ConfigError as exc:
+        _console().print(f"[bold red]error:[/] config: {exc}")
+        return EXIT_CONFIG
+    try:
+        return run_matrix(config, overrides)
+    except Exception:  # a bug, not a config error: show it
+        import traceback
+
+        traceback.print_exc()
+        return EXIT_CASE_FAILURES
+
+
+def main() -> int:
+    """Console entry point: ``+pins=FILE`` expansion, then one compose; compose errors exit 2 (not Hydra's 1).
+
+    The overrides are composed once (``runners.compose_check``): a compose error is one line naming
+    the override, the nearest real key or option and the allowed ones, exit ``EXIT_CONFIG``. With a
+    Hydra flag (``--help``, ``--cfg``, ``-m``, ...) Hydra handles everything.
     """
     _install_signal_handlers()
-    from conf.schema import ConfigError
-    from runners.compose_check import compose_checked
-    from runners.pins import PinsError, expand_pins_args
+    from runners.identity.pins_file import PinsError, expand_pins_args
 
     try:
         sys.argv[1:] = expand_pins_args(sys.argv[1:])
@@ -128,11 +155,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if not any(a.startswith("-") for a in sys.argv[1:]):
-        try:
-            compose_checked(sys.argv[1:])
-        except ConfigError as exc:
-            print(f"error: config: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
+        return _run_composed(sys.argv[1:])
     try:
         hydra_main()
     except SystemExit as exc:  # Hydra reports a config / override error (already printed) with exit 1

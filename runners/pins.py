@@ -24,8 +24,9 @@ files); a ``source_trees`` value written ``sha256sum:<hex>`` is observed in that
 experiment does not declare is not written (undeclared stays unchecked, declared-but-missing stays ``???`` and
 fails closed).
 
-Exit codes: 0 every declared pin observed; 3 some pin not found or mismatched (the file is still written);
-2 bad arguments or config (one line, no traceback).
+Exit codes (``runners.errors.EXIT_MEANINGS``): ``EXIT_OK`` every declared pin observed; ``EXIT_IDENTITY`` some
+pin not found or mismatched (the file is still written); ``EXIT_CONFIG`` bad arguments or config (one line, no
+traceback).
 """
 
 from __future__ import annotations
@@ -38,19 +39,13 @@ from typing import Any, Mapping, Sequence
 
 from conf.schema import Config
 from conf.schema_stack import ModelConfig, RuntimeConfig
+from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, EXIT_OK
+from runners.identity.pins_file import PinsError, expand_pins_args
 from runners.identity.probe import Observation
-
-EXIT_OK = 0
-EXIT_CONFIG = 2
-EXIT_MISSING = 3
 
 _FIELDS = (("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
            ("source_trees", "source_tree"), ("source_commits", "source_commit"), ("files", "file"))
 _PATH_FIELDS = ("wheels", "source_trees", "source_commits", "files")
-
-
-class PinsError(RuntimeError):
-    """Bad arguments, an unreadable pins file or a config that does not compose (exit 2)."""
 
 
 def _q(value: str) -> str:
@@ -102,7 +97,7 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity.pin_checks import (MISSING_VALUE, _declared_pins, _version_ok, observed_field,
+    from runners.identity.pin_checks import (MISSING_VALUE, declared_pins, version_ok, observed_field,
                                              observed_values, probe_spec)
     from runners.identity.probe import observe
     from runners.identity.runtimes import interpreter_argv, map_path, own_process, probe_runtime
@@ -115,7 +110,7 @@ def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, An
         if not obs["tools"].get(tool):
             found.not_found.append({"key": f"{loc}.pins.tools", "pin": str(tool), "reason": "not on PATH"})
     for fld, kind in _FIELDS:
-        for name, declared in _declared_pins(pins, fld).items():
+        for name, declared in declared_pins(pins, fld).items():
             key = path_of(str(name)) if fld in _PATH_FIELDS else str(name)
             actual = observed_values(obs, observed_field(fld, declared)).get(key)  # sha256sum:<hex> source trees
             where = f" (read at {key})" if key != str(name) else ""
@@ -124,7 +119,7 @@ def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, An
                                         "reason": f"{kind} not found in runtime {rt.name!r}{where}"})
                 continue
             declared = str(declared)
-            ok = (declared == MISSING_VALUE or (_version_ok(declared, str(actual)) if fld == "packages"
+            ok = (declared == MISSING_VALUE or (version_ok(declared, str(actual)) if fld == "packages"
                                                 else declared == str(actual)))
             if not ok:
                 found.mismatched.append({"key": f"{loc}.pins.{fld}", "pin": str(name), "expected": declared,
@@ -220,7 +215,7 @@ def observe_all(cfg: Config) -> dict[str, Any]:
     Raises:
         runners.identity.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
-    from runners.identity.pin_checks import REPO_ROOT
+    from runners.paths import REPO_ROOT
     from runners.identity.probe import tree_sha256
 
     found = _Found()
@@ -261,43 +256,6 @@ def render(result: Mapping[str, Any], *, overrides: Sequence[str], argv: Sequenc
     body = yaml.safe_dump({k: result[k] for k in ("overrides", "not_found", "mismatched", "runtimes")},
                           sort_keys=False, width=200)
     return "\n".join(head) + "\n" + body
-
-
-def read_pins_file(path: str) -> list[str]:
-    """The ``overrides`` list of a pins file.
-
-    Raises:
-        PinsError: missing/unreadable file or not a mapping with a list of strings under ``overrides``.
-    """
-    import yaml
-
-    p = Path(path).expanduser()
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise PinsError(f"+pins={path}: cannot read the pins file ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise PinsError(f"+pins={path}: not YAML ({str(exc).splitlines()[0]})") from None
-    ov = data.get("overrides") if isinstance(data, dict) else None
-    if not isinstance(ov, list) or not all(isinstance(o, str) for o in ov):
-        raise PinsError(f"+pins={path}: expected a mapping with `overrides:` as a list of strings "
-                        "(the file `python -m runners.pins --out FILE` writes)")
-    return list(ov)
-
-
-def expand_pins_args(args: Sequence[str]) -> list[str]:
-    """Replace each ``+pins=FILE`` (or ``pins=FILE``) argument by the file's overrides, in place.
-
-    Raises:
-        PinsError: see :func:`read_pins_file`.
-    """
-    out: list[str] = []
-    for a in args:
-        if a.startswith(("+pins=", "pins=")):
-            out += read_pins_file(a.split("=", 1)[1])
-        else:
-            out.append(a)
-    return out
 
 
 def compose(overrides: Sequence[str]) -> Config:
@@ -353,7 +311,7 @@ def _report(result: Mapping[str, Any], path: Path, overrides: Sequence[str]) -> 
     if result["not_found"] or result["mismatched"]:
         print(f"incomplete: {len(result['not_found'])} not found, {len(result['mismatched'])} mismatched; "
               "the identity gate will refuse these until they are fixed or given")
-        return EXIT_MISSING
+        return EXIT_IDENTITY
     print(f"next: {matrix_command(overrides, str(path))}")
     return EXIT_OK
 
@@ -383,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except (PinsError, ProbeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG if isinstance(exc, PinsError) else EXIT_MISSING
+        return EXIT_CONFIG if isinstance(exc, PinsError) else EXIT_IDENTITY
     text = render(result, overrides=rest, argv=args)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from analysis.load import OFFLOAD_COLUMNS, ROUND_RENAME
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyVerification
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.choice import ChoiceDecision, PredictedSetting
@@ -203,30 +204,27 @@ def row(columns: list[Column], model: BaseModel, item: BaseModel | None = None) 
     return out
 
 
-_OFFLOAD_RENAME = {"offload_group_size": "group_size", "offload_num_in_group": "num_in_group",
-                   "offload_prefetch_step": "prefetch_step"}
-
 TABLE_MODELS: dict[str, Layout] = {
     "cases": Layout(
         CaseRun, bare=frozenset({"record", "record.offload", "record.workload", "kv_cache"}),
         prefixes={"record.window": "window_", "cpu_kernels": "cpu_kernels_"},
         rename={"record.schema_version": "record_schema_version",
-                **{f"record.offload.{k}": v for k, v in _OFFLOAD_RENAME.items()}},
+                **{f"record.offload.{k}": v for k, v in OFFLOAD_COLUMNS.items()}},
         convert={"record.offload.offload_params": _join},
         elsewhere=frozenset({"evidence", "record.rounds"})),
-    "rounds": Layout(RoundResult, rename={"index": "round"}),
-    "evidence": Layout(RuntimeEvidence, rename=dict(_OFFLOAD_RENAME), convert={"offload_params": _join}),
+    "rounds": Layout(RoundResult, rename=ROUND_RENAME),
+    "evidence": Layout(RuntimeEvidence, rename=dict(OFFLOAD_COLUMNS), convert={"offload_params": _join}),
     "failures": Layout(CaseFailure, bare=frozenset({"kv_cache"})),
     "serving_results": Layout(
         ServingRun, bare=frozenset({"rate", "offload", "kv_cache"}),
         prefixes={"evidence": "ev_", "load": "load_", "slo": "slo_", "engine": "engine_"},
         rename={"rate.index": "rate_index", "rate.max_concurrency": "rate_max_concurrency",
                 "slo.attainment": "slo_attainment_target",
-                **{f"offload.{k}": v for k, v in _OFFLOAD_RENAME.items()}},
+                **{f"offload.{k}": v for k, v in OFFLOAD_COLUMNS.items()}},
         convert={"offload.offload_params": _join, "evidence.offload_params": _join}),
     "accuracy_cases": Layout(
         AccuracyCaseRun, bare=frozenset({"offload"}), items="results",
-        rename={"schema_version": "case_schema_version", **{f"offload.{k}": v for k, v in _OFFLOAD_RENAME.items()}},
+        rename={"schema_version": "case_schema_version", **{f"offload.{k}": v for k, v in OFFLOAD_COLUMNS.items()}},
         convert={"offload.offload_params": _join}),
     "accuracy_verdicts": Layout(
         AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"}),

@@ -19,13 +19,8 @@ from analysis.load import RunData
 from analysis.validation.common import Collector
 from results_schema.records.files import file_sha256
 from results_schema.records.io import RecordError, read_json
-from results_schema.rules.token_rule import NOISE_NOTE, TokenRecord, phase_floors, token_status
-
-MIN_WINDOW_S = 3.0
-"""Shortest measured window (seconds of measured rounds per process) analysis accepts without a
-warning; equal to the runner's default minimum (``conf.schema_stack.DEFAULT_MIN_MEASURED_S``). The seed
-design measured 3 rounds x 64 tokens, about 0.4 s against ~20 s of engine load, and nothing flagged it."""
-
+from results_schema.records.models import DEFAULT_MIN_MEASURED_S, BenchRecord
+from results_schema.rules.token_rule import NOISE_NOTE, phase_floors, token_status
 
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     """``identical`` / ``differs`` / ``within_baseline_noise`` / ``no_baseline`` per (phase, label, repeat).
@@ -35,7 +30,7 @@ def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
     return token_statuses([cr.record for _p, _l, cr in data.case_runs])
 
 
-def token_statuses(records: Sequence[TokenRecord]) -> dict[tuple[str, str, int], str]:
+def token_statuses(records: Sequence[BenchRecord]) -> dict[tuple[str, str, int], str]:
     """``token_digest_status`` of these records (``BenchRecord`` models or ``RunData.record_views``)."""
     floors = phase_floors(records)
     return {(r.phase, r.label, r.repeat): token_status(r, floors.get(r.phase)) for r in records}
@@ -126,7 +121,7 @@ def check_device_memory(data: RunData, col: Collector) -> None:
                 severity="warning", phase=r.phase, label=r.label, repeat=r.repeat, path=cr.log_path)
 
 
-def check_window(data: RunData, col: Collector, min_window_s: float = MIN_WINDOW_S) -> None:
+def check_window(data: RunData, col: Collector, min_window_s: float = DEFAULT_MIN_MEASURED_S) -> None:
     short: dict[tuple[str, str], list[str]] = defaultdict(list)
     for _p, _l, cr in data.case_runs:
         r = cr.record

@@ -36,7 +36,8 @@ What is modelled (check name -> issue codes; severity error unless noted):
     device_memory       missing_device_memory (warning): an accelerator case without device memory before /
                         peak / after load (``BenchRecord.device_memory_error`` names why)
     measurement_window  short_measurement_window (warning, one per label): a process measured for less
-                        than ``MIN_WINDOW_S`` seconds or less than the minimum its workload asked
+                        than ``DEFAULT_MIN_MEASURED_S`` seconds (``results_schema.records.models``) or less than the
+                        minimum its workload asked
                         (``BenchRecord.window``; records without one were written before the rule)
     manifest            missing_manifest (warning), invalid_manifest (fails its model),
                         checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
@@ -55,7 +56,6 @@ from pathlib import Path
 
 from analysis.load import RunData, load_run
 from analysis.validation.checks import (
-    MIN_WINDOW_S,
     check_cpu_kernels,
     check_device_memory,
     check_kv,
@@ -170,7 +170,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     check_cpu_kernels(data, col)
     check_kv(data, col)
     check_device_memory(data, col)
-    check_window(data, col, MIN_WINDOW_S)
+    check_window(data, col)
     check_manifest(run_dir, col)
     check_placement(run_dir, col)
     check_choice(run_dir, col)

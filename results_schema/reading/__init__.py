@@ -1,1 +1,2 @@
-"""Reading many records at once: file-kind dispatch, the derived msgspec structs and the columnar scan."""
+"""Reading many records at once into columns: the whole-file scan (``table_scan``) and the table it fills
+(``columns``)."""

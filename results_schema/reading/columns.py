@@ -8,8 +8,8 @@ field of every row with one attribute lookup per row and level; a field the line
 in a struct) reads as the model's default, exactly as pydantic fills it. ``explode`` flattens a
 ``tuple[Model, ...]`` field (the rounds of every record) into a table of its own. ``models()`` builds
 the pydantic models without running a validator again (``fast_structs.ModelPlan.rebuild``): a table
-only ever holds lines that passed every per-field constraint and every cross-field validator
-(``results_schema.reading.table_scan``).
+only ever holds lines that passed every per-field constraint and the model's own validators
+(``results_schema.reading.table_scan`` runs them on every line).
 
 What is deliberately not modelled: reading files (``results_schema.reading.table_scan``), validation,
 fields through a ``dict`` or a union of several models.
@@ -148,12 +148,6 @@ class RecordTable(Generic[M]):
         struct = plan.struct
         with gc_paused():  # model trees hold no cycle; see gc_paused
             return [cast(M, rebuild(x)[0]) if type(x) is struct else x for x in self.items]
-
-    def select(self, keep: Sequence[bool], extra: Sequence[tuple[int, Any]] = ()) -> RecordTable[M]:
-        """A new table: the rows where ``keep`` is true plus ``extra`` ``(line, item)`` rows, in line order."""
-        rows = [(ln, x) for ln, x, k in zip(self.lines, self.items, keep, strict=True) if k] + list(extra)
-        rows.sort(key=lambda r: r[0])
-        return RecordTable(self.model, [r[0] for r in rows], [r[1] for r in rows])
 
     @classmethod
     def concat(cls, model: type[M], tables: Sequence[RecordTable[M]]) -> RecordTable[M]:

@@ -72,6 +72,12 @@ class DatasetEntry(StrictModel):
         return self
 
 
+DEFAULT_ACCURACY_MANIFEST = "eval_datasets/fixtures/manifest.json"
+"""The dataset manifest an accuracy run reads unless told otherwise (relative to the repository root): the
+small shipped fixtures. The default of ``conf``'s ``accuracy_manifest`` and of ``python -m
+runners.incase.accuracy run --manifest``."""
+
+
 class DatasetManifest(StrictModel):
     """``manifest.json`` next to the dataset files: the only place a dataset hash is declared."""
 

@@ -23,6 +23,8 @@ from pydantic import BaseModel
 
 from results_schema.records.fast_structs import ModelPlan, Unsupported, plan_for
 
+__all__ = ["fast_parse", "fast_struct"]
+
 M = TypeVar("M", bound=BaseModel)
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -57,28 +59,39 @@ def _pydantic_parse(raw: bytes, model_cls: type[M]) -> tuple[M, int] | None:
     return model, _keys_held(model)
 
 
+def _keys_in_text(raw: bytes, keys: int) -> bool:
+    """Whether the text holds exactly ``keys`` keys (colons outside strings): no object repeats a key."""
+    return raw.count(b":") == keys or _STRING.sub(b"", raw).count(b":") == keys
+
+
+def fast_struct(raw: bytes, plan: ModelPlan) -> tuple[msgspec.Struct, BaseModel] | None:
+    """``(derived struct, model)`` when the line is certainly accepted by ``parse_line``'s full path, else None.
+
+    Accepts only when (1) msgspec decodes the text into ``plan.struct`` (strict RFC 8259 JSON, no ``NaN`` /
+    ``Infinity``, no number overflowing a 64-bit float, no coercion, no unknown or missing field, every
+    constraint met), (2) the model's own cross-field validators pass on the model built from it
+    (``plan.convert``), and (3) the keys in the text equal the keys the decoded objects hold, so no object
+    repeats a key. Keys in the text = colons outside strings; the total count of colons is tried first
+    (equal: no colon in a string), then the count with strings removed. Anything else, an integral float for
+    an integer field included, goes to the full path, which accepts or names the error.
+    """
+    try:
+        struct = plan.decoder.decode(raw)
+        model, keys = plan.convert(struct)
+    except (msgspec.DecodeError, ValueError, AssertionError, UnicodeDecodeError):
+        return None
+    return (struct, model) if _keys_in_text(raw, keys) else None
+
+
 def fast_parse(raw: bytes, model_cls: type[M]) -> M | None:
     """The model when the line is certainly accepted by ``parse_line``'s full path, else None (then use it).
 
-    Accepts only when (1) msgspec decodes the text into ``model_cls``'s derived struct (strict RFC 8259
-    JSON, no ``NaN`` / ``Infinity``, no number overflowing a 64-bit float, no coercion, no unknown or
-    missing field, every constraint met), (2) the model's cross-field validators pass on the rebuilt model,
-    and (3) the keys in the text equal the keys the decoded objects hold, so no object repeats a key. Keys
-    in the text = colons outside strings; the total count of colons is tried first (equal: no colon in a
-    string), then the count with strings removed. Anything else, an integral float for an integer field
-    included, goes to the full path, which accepts or names the error.
+    A model with a derived struct is read by ``fast_struct``; one without (``fast_structs.Unsupported``) by
+    pydantic's strict JSON mode, with the same proof that no object repeats a key.
     """
     plan = _plan(model_cls)
     if plan is None:
         got = _pydantic_parse(raw, model_cls)
-    else:
-        try:
-            got = plan.convert(plan.decoder.decode(raw))  # type: ignore[assignment]
-        except (msgspec.DecodeError, ValueError, AssertionError, UnicodeDecodeError):
-            return None
-    if got is None:
-        return None
-    model, keys = got
-    if raw.count(b":") != keys and _STRING.sub(b"", raw).count(b":") != keys:
-        return None
-    return model
+        return got[0] if got is not None and _keys_in_text(raw, got[1]) else None
+    decoded = fast_struct(raw, plan)
+    return None if decoded is None else decoded[1]  # type: ignore[return-value]

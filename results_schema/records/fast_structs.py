@@ -10,7 +10,7 @@ default is ``UNSET`` when absent from the text, which gives ``model_fields_set``
 keys the text held (``results_schema.records.fast_json`` compares it with the keys in the text to refuse
 a key given twice, which every JSON object decoder collapses). The struct types are not tracked by
 Python's cyclic garbage collector (``gc=False``): a decoded JSON tree holds no reference cycle, and
-100,000 tracked records made each collector pass traverse all of them.
+tracked records make each collector pass traverse all of them.
 
 msgspec is at least as strict as pydantic's strict JSON mode for every type mapped here: no string
 is read as a number or boolean, no boolean as a number, no float as an integer; ``NaN`` /

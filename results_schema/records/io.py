@@ -320,8 +320,8 @@ def gc_paused() -> Iterator[None]:
 
     Reading builds no reference cycle (records are trees of frozen models, tuples, dicts and scalars), so
     reference counting frees everything and the cyclic collector only traverses, at each of its passes,
-    every record read so far: on 100,000 ``CaseRun`` lines that traversal was about half of the read
-    time (``python -m tests.support.bench``). Collection resumes, if it was enabled, when the block ends.
+    every record read so far (``python -m tests.support.bench`` times reading with it). Collection resumes, if
+    it was enabled, when the block ends.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from results_schema.records.dispatch import FileKind
-from results_schema.records.base import Device, SchemaVersion
+from results_schema.records.base import Device, SchemaVersion, StrictModel
 
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH", "PASSWD")
 """Environment variable names containing one of these (case-insensitive) are never written."""
@@ -64,15 +64,11 @@ def looks_like_credential(value: str) -> bool:
     return CREDENTIAL_VALUE.search(value) is not None
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
 PinKind = Literal["tool", "package", "package_tree", "wheel", "package_wheel", "source_tree", "source_commit", "file",
                   "model_sha256sums", "model_revision", "offload_tree"]
 
 
-class PinCheck(_Strict):
+class PinCheck(StrictModel):
     """One declared pin and what was observed."""
 
     kind: PinKind = Field(description="What is pinned (tool on PATH, package version, tree hash, ...).")
@@ -87,7 +83,7 @@ class PinCheck(_Strict):
                                            "differing files).")
 
 
-class ModelIdentity(_Strict):
+class ModelIdentity(StrictModel):
     """The model every case loaded."""
 
     name: str = Field(description="Model short name from the config.")
@@ -97,14 +93,14 @@ class ModelIdentity(_Strict):
     num_layers: int = Field(ge=0, description="Decoder layers declared in the config.")
 
 
-class GitIdentity(_Strict):
+class GitIdentity(StrictModel):
     """This repository's revision."""
 
     revision: str = Field(description="git rev-parse HEAD ('unborn' when the branch has no commit yet).")
     dirty: bool = Field(description="Whether tracked or untracked files differ from the revision.")
 
 
-class DeviceIdentity(_Strict):
+class DeviceIdentity(StrictModel):
     """The device the cases ran on."""
 
     kind: Device = Field(description="Device kind.")
@@ -117,7 +113,7 @@ class DeviceIdentity(_Strict):
     count: int = Field(ge=0, description="Devices of this kind visible on the host (CPU: logical cores).")
 
 
-class NumericsIdentity(_Strict):
+class NumericsIdentity(StrictModel):
     """What greedy tokens and CPU throughput depend on, for one runtime (``runners.identity.numerics``)."""
 
     device: Device = Field(description="Device kind of the runtime.")
@@ -143,7 +139,7 @@ class NumericsIdentity(_Strict):
     accelerator_driver: str | None = Field(default=None, description="GPU / NPU driver version; null on CPU.")
 
 
-class EnvironmentManifest(_Strict):
+class EnvironmentManifest(StrictModel):
     """``environment-manifest.json``: the identity of one run directory."""
 
     schema_version: SchemaVersion = 1

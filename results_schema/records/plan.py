@@ -20,20 +20,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from results_schema.records.dispatch import FileKind
-from results_schema.records.base import Implementation, PhaseKind, SchemaVersion
+from results_schema.records.base import Implementation, PhaseKind, SchemaVersion, StrictModel
 
 PLAN_FILE = "plan.json"
 """File name of the plan inside a run directory."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class PlannedCase(_Strict):
+class PlannedCase(StrictModel):
     """One case of one phase (all its repeats)."""
 
     label: str = Field(min_length=1, description="Unique within the phase; names the case's files.")
@@ -68,7 +64,7 @@ class PlannedCase(_Strict):
         return self
 
 
-class PlannedPhase(_Strict):
+class PlannedPhase(StrictModel):
     """One phase: its kind and cases in matrix order."""
 
     name: str = Field(min_length=1)
@@ -86,7 +82,7 @@ class PlannedPhase(_Strict):
         return self
 
 
-class RunPlan(_Strict):
+class RunPlan(StrictModel):
     """``plan.json``: the expanded plan of one run."""
 
     schema_version: SchemaVersion = 1

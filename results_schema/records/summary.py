@@ -19,18 +19,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from results_schema.records.base import StrictModel
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 Scalar = bool | int | Float | str | None
 """One cell of an auxiliary table: a JSON scalar, finite when a number."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class SummaryRow(_Strict):
+class SummaryRow(StrictModel):
     """One (phase, label): ``analysis.aggregate.SUMMARY_COLUMNS`` plus ``tokens``. Units in the names."""
 
     phase: str
@@ -83,7 +81,7 @@ class SummaryRow(_Strict):
     tokens: str = Field(description="Greedy token identity vs baseline: identical, differs, no_baseline.")
 
 
-class DecisionRow(_Strict):
+class DecisionRow(StrictModel):
     """One row of the decision table (``analysis.comparison.decision.DECISION_COLUMNS``)."""
 
     phase: str
@@ -113,7 +111,7 @@ class DecisionRow(_Strict):
     issues: str = Field(description="Codes of the validation errors concerning the label, joined by ','.")
 
 
-class Provenance(_Strict):
+class Provenance(StrictModel):
     """Where and with what the run was made (from ``environment-manifest.json`` and the records)."""
 
     run_id: str = Field(description="Run directory name (manifest run_id, else the directory name).")
@@ -138,14 +136,14 @@ class Provenance(_Strict):
     manifest: bool = Field(description="Whether environment-manifest.json was found.")
 
 
-class TokenDigest(_Strict):
+class TokenDigest(StrictModel):
     phase: str
     label: str
     repeat: int
     status: str = Field(description="identical, differs or no_baseline.")
 
 
-class ModelFit(_Strict):
+class ModelFit(StrictModel):
     """Fitted transfer-bound model of one ``phase/implementation`` (``analysis.model.fit``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
@@ -160,7 +158,7 @@ class ModelFit(_Strict):
     bandwidth: str
 
 
-class NoiseFloor(_Strict):
+class NoiseFloor(StrictModel):
     """Baseline vs baseline of one phase: the run's noise floor (``analysis.comparison.noise_floor``)."""
 
     phase: str
@@ -172,7 +170,7 @@ class NoiseFloor(_Strict):
         description="All baseline processes generated the same token digest; null with fewer than 2 processes.")
 
 
-class ComparisonSummary(_Strict):
+class ComparisonSummary(StrictModel):
     """``summary/comparison-summary.json``."""
 
     schema_version: Literal[1] = 1

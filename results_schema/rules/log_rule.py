@@ -13,6 +13,11 @@ engine-core child's output (and vLLM-Ascend forks still do). The payload is the 
 printed: it must then parse as the expected model, so trailing text is a parse error, not ignored. A marker
 anywhere else (``[rank0]: OFFLOAD_EVIDENCE ...`` inside a traceback torch.distributed re-printed,
 ``INFO ... OFFLOAD_EVIDENCE ...`` quoted by a logger) is not a publication and is not counted.
+
+vLLM's own ``Available KV cache memory: X GiB`` line is matched by one pattern, :data:`KV_CACHE_GIB`
+(:func:`kv_cache_gib_values`): the runner's count of those lines per case log
+(``runners.outcome.case_checks.check_kv_lines``) and its parse of the capacity
+(``runners.outcome.case_log.parse_kv_cache``) read the same lines.
 """
 
 from __future__ import annotations
@@ -49,3 +54,17 @@ def marked_lines(log_text: str, marker: str) -> list[str]:
         if idx == 0 or _PROCESS_TAGS.fullmatch(line[:idx]):
             out.append(line[idx + len(marker):])
     return out
+
+
+KV_CACHE_GIB = re.compile(r"Available KV cache memory:\s*([-+\u2212]?\s*\d[\d,]*(?:\.\d+)?)\s*GiB")
+"""vLLM's ``Available KV cache memory: 15.66 GiB`` (thousands separators, a sign: negative = no room for
+KV cache; vLLM logs it once per engine profile, wherever in the line, after any logger prefix)."""
+
+
+def kv_cache_gib_values(log_text: str) -> list[float]:
+    """Every ``Available KV cache memory`` value of ``log_text`` in GiB, in log order (:data:`KV_CACHE_GIB`).
+
+    Returns:
+        One value per occurrence, sign kept (``"-1,024.5"`` -> ``-1024.5``); [] when the log has none.
+    """
+    return [float(v.replace(",", "").replace("\u2212", "-").replace(" ", "")) for v in KV_CACHE_GIB.findall(log_text)]

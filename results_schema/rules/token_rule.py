@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
+
+from results_schema.records.models import BenchRecord
 
 TokenStatus = Literal["identical", "differs", "within_baseline_noise", "no_baseline"]
 
@@ -33,37 +35,9 @@ NOISE_NOTE = ("baseline not deterministic on this runtime: its processes generat
               "cases are judged against the baseline-vs-baseline floor per measured round (paired), not by identity")
 
 
-class _RoundDigest(Protocol):
-    @property
-    def token_digest(self) -> str: ...
 
 
-class _Workload(Protocol):
-    @property
-    def measured_rounds(self) -> int: ...
-
-
-class TokenRecord(Protocol):
-    """What the rule reads of a record: required ``BenchRecord`` fields only, so a ``BenchRecord`` or the msgspec
-    struct it was decoded from (``results_schema.records.fast_structs``: same field names) both serve."""
-
-    @property
-    def phase(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def repeat(self) -> int: ...
-    @property
-    def implementation(self) -> str: ...
-    @property
-    def token_digest(self) -> str: ...
-    @property
-    def rounds(self) -> Sequence[_RoundDigest]: ...
-    @property
-    def workload(self) -> _Workload: ...
-
-
-def round_digests(record: TokenRecord) -> tuple[str, ...]:
+def round_digests(record: BenchRecord) -> tuple[str, ...]:
     """Token digests of the first ``measured_rounds`` rounds (the ones ``token_digest`` covers)."""
     return tuple(x.token_digest for x in record.rounds[: record.workload.measured_rounds])
 
@@ -76,7 +50,7 @@ class PhaseFloor:
     rounds: tuple[frozenset[str], ...]
 
     @classmethod
-    def of(cls, baselines: Iterable[TokenRecord]) -> PhaseFloor:
+    def of(cls, baselines: Iterable[BenchRecord]) -> PhaseFloor:
         """The floor of these baseline records (any order)."""
         digests: set[str] = set()
         rounds: list[set[str]] = []
@@ -98,13 +72,13 @@ class PhaseFloor:
         """Round indices whose digests differ between baseline processes."""
         return [i for i, ds in enumerate(self.rounds) if len(ds) > 1]
 
-    def rounds_left(self, record: TokenRecord) -> list[int]:
+    def rounds_left(self, record: BenchRecord) -> list[int]:
         """Round indices where ``record``'s digest matches no baseline process's digest for that round."""
         return [i for i, d in enumerate(round_digests(record))
                 if i >= len(self.rounds) or d not in self.rounds[i]]
 
 
-def token_status(record: TokenRecord, floor: PhaseFloor | None) -> TokenStatus:
+def token_status(record: BenchRecord, floor: PhaseFloor | None) -> TokenStatus:
     """The rule above for one record against its phase's baseline floor (None or empty: no baseline).
 
     Returns:
@@ -119,9 +93,9 @@ def token_status(record: TokenRecord, floor: PhaseFloor | None) -> TokenStatus:
     return "within_baseline_noise" if len(floor.rounds_left(record)) <= len(floor.floor_rounds) else "differs"
 
 
-def phase_floors(records: Sequence[TokenRecord]) -> dict[str, PhaseFloor]:
+def phase_floors(records: Sequence[BenchRecord]) -> dict[str, PhaseFloor]:
     """``{phase: PhaseFloor}`` over the baseline records of each phase (phases without one are absent)."""
-    by_phase: dict[str, list[TokenRecord]] = {}
+    by_phase: dict[str, list[BenchRecord]] = {}
     for rec in records:
         if rec.implementation == "baseline":
             by_phase.setdefault(rec.phase, []).append(rec)

@@ -16,12 +16,13 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from conf.schema import Config, experiment_override
+from conf.schema import Config, experiment_override, nearest
 from conf.schema_stack import ModelConfig, PinsConfig, RuntimeConfig
 
-from runners.config import runtimes_used
+from results_schema.records.manifest import PinCheck
+from runners.config import distinct_runtimes
 from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, abs_path
 
@@ -62,11 +63,13 @@ def resolve_model_dir(model: ModelConfig) -> Path:
 class GateObservation:
     """What the identity gate observed, reused for the manifest and later re-checks."""
 
-    checks: list[Any]
+    checks: list[PinCheck]
     model_dir: Path
     model_sums: str
     offload_tree: str
     model_stat: tuple[tuple[str, int, int], ...]
+    runtimes: tuple[RuntimeConfig, ...] = ()
+    """The runtimes checked (``runners.config.runtimes_used``, computed once per run); re-checks reuse them."""
 
 
 def _model_stat(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
@@ -85,21 +88,19 @@ def required_scalar_pins(cfg: Config) -> dict[str, str | None]:
     Raises:
         RunnerError: (config) ``required_pins`` names something else.
     """
-    import difflib
-
     required = list(cfg.required_pins)
     bad = [r for r in required if r not in SCALAR_PINS]
     if bad:
-        near = difflib.get_close_matches(bad[0], SCALAR_PINS, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise RunnerError(f"config: required_pins {bad} not allowed{hint}; allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
+        raise RunnerError(f"config: required_pins {bad} not allowed{nearest(bad[0], SCALAR_PINS)}; "
+                          f"allowed: {list(SCALAR_PINS)}", EXIT_CONFIG)
     values = {"model.sha256sums_sha256": cfg.model.sha256sums_sha256,
               "model.revision": cfg.model.revision, "offload_tree_sha256": cfg.offload_tree_sha256}
     return {k: ("???" if v is None and k in required else v) for k, v in values.items()}
 
 
-def runtime_checks(cfg: Config, offload_tree: str) -> list[Any]:
-    """Pins of every runtime used, observed inside each runtime (``runners.identity.probe``).
+def runtime_checks(runtimes: Sequence[RuntimeConfig], offload_tree: str) -> list[PinCheck]:
+    """Pins of every runtime used (``runtimes``: ``runners.config.runtimes_used``), observed inside each runtime
+    (``runners.identity.probe``).
 
     A runtime with its own interpreter or command prefix is probed in a subprocess started
     through it; one without runs the probe in this interpreter (it is the runner's).
@@ -110,8 +111,8 @@ def runtime_checks(cfg: Config, offload_tree: str) -> list[Any]:
     from runners.identity.pin_checks import check_pins, probe_spec
     from runners.identity.runtimes import ProbeError, map_path, own_process, probe_runtime
 
-    checks: list[Any] = []
-    for rt in runtimes_used(cfg):
+    checks: list[PinCheck] = []
+    for rt in runtimes:
         pins = rt.pins
         path_of = (lambda p, _rt=rt: map_path(_rt, p))
         observed = None
@@ -126,8 +127,9 @@ def runtime_checks(cfg: Config, offload_tree: str) -> list[Any]:
     return checks
 
 
-def report_packages(cfg: Config) -> dict[str, str | None]:
-    """Versions of every runtime's ``report_packages``, observed where that runtime runs.
+def report_packages(runtimes: Sequence[RuntimeConfig]) -> dict[str, str | None]:
+    """Versions of every runtime's ``report_packages`` (``runtimes``: ``runners.config.runtimes_used``), observed
+    where that runtime runs.
 
     Keys: the distribution name for a runtime on the runner's interpreter; ``<runtime>/<dist>``
     for a runtime with its own interpreter or command prefix (its probe observed them).
@@ -139,7 +141,7 @@ def report_packages(cfg: Config) -> dict[str, str | None]:
     from runners.identity.runtimes import ProbeError, own_process, probe_runtime
 
     out: dict[str, str | None] = {}
-    for rt in runtimes_used(cfg):
+    for rt in runtimes:
         names = [str(p) for p in rt.report_packages]
         if own_process(rt):
             try:
@@ -152,8 +154,8 @@ def report_packages(cfg: Config) -> dict[str, str | None]:
     return dict(sorted(out.items()))
 
 
-def _pin_checks(cfg: Config, *, when: str, previous: GateObservation | None,
-                offload_tree: str) -> tuple[list[Any], Path]:
+def _pin_checks(cfg: Config, runtimes: Sequence[RuntimeConfig], *, when: str, previous: GateObservation | None,
+                offload_tree: str) -> tuple[list[PinCheck], Path]:
     """Runtime, model and offload-tree pin checks (enforced) and the model directory.
 
     Raises:
@@ -166,7 +168,7 @@ def _pin_checks(cfg: Config, *, when: str, previous: GateObservation | None,
     pins_cmd = " ".join(filter(None, ("python -m runners.pins", experiment_override(cfg.experiment_name))))
     hint = (f"Write every observed value with `{pins_cmd} [the same overrides] --out pins.yaml`, check it, "
             "then add `+pins=pins.yaml` to the run's command (docs/real-host.md).")
-    checks = runtime_checks(cfg, offload_tree)
+    checks = runtime_checks(runtimes, offload_tree)
     scalar = required_scalar_pins(cfg)
     try:
         model_dir = resolve_model_dir(cfg.model) if previous is None else previous.model_dir
@@ -199,8 +201,10 @@ def _changes(previous: GateObservation, ident: GateObservation) -> list[str]:
     return diffs
 
 
-def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None = None) -> GateObservation:
-    """Check every declared pin of every runtime used, the model and the offload tree.
+def gather_identity(cfg: Config, runtimes: Sequence[RuntimeConfig], *, when: str,
+                    previous: GateObservation | None = None) -> GateObservation:
+    """Check every declared pin of every runtime used (``runtimes``: ``runners.config.runtimes_used``, computed
+    once per run; a re-check passes ``previous.runtimes``), the model and the offload tree.
 
     The first call (``previous=None``) verifies every model file against ``SHA256SUMS``
     (full hash). Re-checks (before each phase, at the end) re-evaluate the pins and
@@ -216,7 +220,7 @@ def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None 
 
     offload_tree = tree_sha256(REPO_ROOT / "offload")
     try:
-        checks, model_dir = _pin_checks(cfg, when=when, previous=previous, offload_tree=offload_tree)
+        checks, model_dir = _pin_checks(cfg, runtimes, when=when, previous=previous, offload_tree=offload_tree)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
     if previous is None and cfg.model.source != "tiny":  # ensure_tiny_model verified the tiny one
@@ -229,7 +233,7 @@ def gather_identity(cfg: Config, *, when: str, previous: GateObservation | None 
                               EXIT_IDENTITY) from None
     try:
         ident = GateObservation(checks=checks, model_dir=model_dir, model_sums=file_sha256(model_dir / "SHA256SUMS"),
-                         offload_tree=offload_tree, model_stat=_model_stat(model_dir))
+                                offload_tree=offload_tree, model_stat=_model_stat(model_dir), runtimes=tuple(runtimes))
     except OSError as exc:
         raise RunnerError(f"identity gate ({when}): model files unreadable: {exc}", EXIT_IDENTITY) from None
     if previous is not None and (diffs := _changes(previous, ident)):
@@ -243,15 +247,11 @@ def numerics_of(cfg: Config, probe_torch: ProbeTorch) -> tuple[Any, ...]:
     path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
     the run runtime's name with another thread environment). ``probe_torch``: the torch probe
     (``runners.orchestration.host_measures.HostMeasures.probe_torch``)."""
-    import json
-
-    from conf.typed import plain
     from runners.identity.numerics import numerics_identity
 
     used = [ph.runtime or cfg.runtime for ph in cfg.phases.values()] or [cfg.runtime]
-    distinct = {json.dumps(plain(rt), sort_keys=True, default=str): rt for rt in reversed(used)}
     out = []
-    for rt in reversed(list(distinct.values())):
+    for rt in reversed(distinct_runtimes(reversed(used))):  # each at its last use, in order
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in rt.env.items()})
         out.append(numerics_identity(device=str(rt.device), python=sys.executable, case_env=env,
@@ -350,7 +350,7 @@ class RunIdentity:
         devices: ``DeviceIdentity`` per runtime used.
         packages: ``report_packages`` versions.
         git: the repository's ``GitIdentity``.
-        case_code: SHA-256 over the case code (``runners.identity.pin_checks.case_code_sha256``).
+        case_code: SHA-256 over the case code (``runners.identity.case_code.case_code_sha256``).
         declared_env: names of the environment variables the runtimes declare.
         numerics: ``numerics_of`` of the config as the identity stage measured it (``NumericsProbe``) for a
             new run; None for a resume, which measures none (``create_run_dir`` refuses None).
@@ -365,20 +365,23 @@ class RunIdentity:
     numerics: tuple[Any, ...] | None = None
 
 
-def observe_run_identity(cfg: Config, identity: GateObservation) -> RunIdentity:
-    """Devices, package versions, git and case-code identity of the run (after the identity gate).
+def observe_run_identity(identity: GateObservation) -> RunIdentity:
+    """Devices, package versions, git and case-code identity of the run (after the identity gate), for the
+    runtimes it checked (``identity.runtimes``).
 
     Raises:
         RunnerError: (identity) a device cannot be identified or a runtime's probe cannot run.
     """
     from runners.identity.devices import DeviceError, device_identity
-    from runners.identity.pin_checks import case_code_sha256, git_identity
+    from runners.identity.case_code import case_code_sha256
+    from runners.identity.git_identity import git_identity
 
+    runtimes = identity.runtimes
     try:
-        devices = tuple(device_identity(str(rt.device)) for rt in runtimes_used(cfg))
+        devices = tuple(device_identity(str(rt.device)) for rt in runtimes)
     except DeviceError as exc:
         raise RunnerError(f"identity gate: {exc}", EXIT_IDENTITY) from None
-    packages = report_packages(cfg)
+    packages = report_packages(runtimes)
     return RunIdentity(gate=identity, devices=devices, packages=packages, git=git_identity(),
                        case_code=case_code_sha256(),
-                       declared_env=tuple(sorted({str(k) for rt in runtimes_used(cfg) for k in rt.env})))
+                       declared_env=tuple(sorted({str(k) for rt in runtimes for k in rt.env})))

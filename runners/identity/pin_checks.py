@@ -1,12 +1,9 @@
-"""Identity gate: compute what the run is made of and refuse to run on any pin mismatch.
+"""Pin checks: declared pins against observed values; refuse to run on any mismatch.
 
-What is modelled: file and tree SHA-256s (a tree hash is the SHA-256 of the
-sorted ``<relative path>\\0<file sha256>\\n`` lines, ``__pycache__``/``*.pyc``/``.git``
-excluded), installed package versions and trees (the files listed in the
-distribution's RECORD), git revision + dirty flag, the pins a runtime declares
+What is modelled: the pins a runtime declares
 (checked in this order: tools, packages, package trees, wheels, source trees,
 source commits, files, package wheels (an installed distribution's package files against the
-wheel it was installed from), then model and offload tree), and the environment manifest. A source
+wheel it was installed from), then model and offload tree). A source
 tree or offload tree pin written ``sha256sum:<hex>`` is compared with the published tree hash
 (``runners.identity.probe.sha256sum_tree``), a bare hex with the project's.
 
@@ -18,42 +15,25 @@ Fail closed: a pin whose value is ``???`` (declared, not provided) is a mismatch
 as is an absent file/package/tool. The error lists every failed pin with its
 expected and observed value and the override that would set it.
 
-What is deliberately not modelled: health gates (``runners.identity.health``), device
-mapping (``runners.identity.devices``).
+What is deliberately not modelled: observing (hashes of files and trees, package versions:
+``runners.identity.probe``), git identity (``runners.identity.git_identity``), the config hash
+(``runners.identity.config_hash``), the environment manifest (``runners.identity.manifest``),
+health gates (``runners.identity.health``), device mapping (``runners.identity.devices``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import platform
-import socket
-import subprocess
-import sys
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from conf.schema import Config
 from conf.schema_stack import PinsConfig
 from results_schema.records.files import file_sha256
-from runners.identity.probe import (PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison, package_version)
-from results_schema.records.manifest import (
-    DeviceIdentity,
-    EnvironmentManifest,
-    GitIdentity,
-    ModelIdentity,
-    PinCheck,
-    PinKind,
-)
-from runners.incase.recorded_env import recordable_env
-from runners.identity.case_code import case_code_sha256  # noqa: F401 - its public import path until the split
+from runners.identity.probe import PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison
+from results_schema.records.manifest import PinCheck, PinKind
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MISSING_VALUE = "???"
 
 
@@ -65,23 +45,9 @@ class IdentityError(RuntimeError):
         self.checks = tuple(checks)
 
 
-def git_identity(repo: Path = REPO_ROOT) -> GitIdentity:
-    """Revision and dirty flag of ``repo`` (``unborn`` before the first commit)."""
-    rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    revision = rev.stdout.strip() if rev.returncode == 0 else "unborn"
-    st = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True,
-                        check=False)
-    if st.returncode != 0:
-        raise IdentityError(f"git status failed in {repo}: {st.stderr.strip()}")
-    return GitIdentity(revision=revision, dirty=bool(st.stdout.strip()))
-
-
-def filter_environment(env: Mapping[str, str], declared: Iterable[str] = ()) -> dict[str, str]:
-    """The environment as recorded in the manifest (``recordable_env``)."""
-    return recordable_env(env, declared)
-
-
-def _version_ok(expected: str, actual: str | None) -> bool:
+def version_ok(expected: str, actual: str | None) -> bool:
+    """Whether an observed package version satisfies a declared one: a specifier (``==0.23.*``, ``>=2``) by PEP 440,
+    else exact text equality; an absent (None) or unparsable version never does."""
     if actual is None:
         return False
     spec = expected.strip()
@@ -121,7 +87,7 @@ def observed_values(obs: Observation, key: str) -> Mapping[str, str | None]:
     return values
 
 
-def _declared_pins(pins: PinsConfig, field_name: str) -> dict[str, str]:
+def declared_pins(pins: PinsConfig, field_name: str) -> dict[str, str]:
     """The pins of one kind (``PIN_KINDS``): ``tools`` as names (value ``""``), the others name -> declared value."""
     if field_name == "tools":
         return {str(n): "" for n in pins.tools}
@@ -140,7 +106,7 @@ def probe_spec(pins: PinsConfig, path_of: Any = None) -> dict[str, list[str]]:
         if field_name == "wheels":
             spec["package_wheels"] = [f"{d}={path_of(str(w)) if path_of is not None else w}"
                                       for d, w in pins.package_wheels.items() if w != MISSING_VALUE]
-        for name, declared in _declared_pins(pins, field_name).items():
+        for name, declared in declared_pins(pins, field_name).items():
             key = path_of(str(name)) if field_name in PATH_KEYS and path_of is not None else str(name)
             spec[observed_field(field_name, declared)].append(str(key))
     return spec
@@ -194,7 +160,7 @@ def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | Non
     obs = observe(spec) if observed is None else observed
     out: list[PinCheck] = []
     for field_name, kind in PIN_KINDS:
-        declared = _declared_pins(pins, field_name)
+        declared = declared_pins(pins, field_name)
         for name in declared:
             key = path_of(str(name)) if field_name in PATH_KEYS else str(name)
             seen = observed_values(obs, field_name if field_name == "tools" else observed_field(field_name, declared[name]))
@@ -206,7 +172,7 @@ def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | Non
                 continue
             want = declared[name]
             if field_name == "packages":
-                ok = want != MISSING_VALUE and _version_ok(str(want), actual)
+                ok = want != MISSING_VALUE and version_ok(str(want), actual)
             else:
                 ok = want != MISSING_VALUE and actual == want
             out.append(PinCheck(kind=kind, name=str(name), expected=_declared(want), actual=actual, ok=ok,
@@ -268,33 +234,3 @@ def enforce(checks: Sequence[PinCheck], *, when: str, hint: str = "") -> None:
     if hint:
         lines.append(hint)
     raise IdentityError("\n".join(lines), checks)
-
-
-def config_sha256(config: Config) -> str:
-    """SHA-256 of the canonical JSON (sorted keys, no spaces) of the config's plain data (``conf.typed.plain_config``)."""
-    from conf.typed import plain_config
-
-    data = plain_config(config)
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
-                   checks: Sequence[PinCheck],
-                   model: ModelIdentity, offload_tree: str, devices: Sequence[DeviceIdentity],
-                   config: Config, overrides: Sequence[str], case_code: str,
-                   git: GitIdentity | None = None,
-                   env: Mapping[str, str] | None = None, declared_env: Iterable[str] = ()) -> EnvironmentManifest:
-    """Assemble the environment manifest (environment restricted by ``recordable_env``; the config as its plain data)."""
-    from conf.typed import plain_config
-
-    data = plain_config(config)
-    return EnvironmentManifest(
-        run_id=run_id, experiment=experiment,
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        hostname=socket.gethostname(), python_version=sys.version, platform=platform.platform(),
-        git=git or git_identity(),
-        packages=dict(packages) if isinstance(packages, Mapping) else {p: package_version(p) for p in packages}, pins=tuple(checks),
-        model=model, offload_tree_sha256=offload_tree, case_code_sha256=case_code, devices=tuple(devices), config_sha256=config_sha256(config),
-        config=data, overrides=tuple(overrides),
-        environment=filter_environment(os.environ if env is None else env, declared_env),
-    )

@@ -1,7 +1,7 @@
 """What runs inside a case process: the code whose hash is the recorded case code.
 
 Everything here imports only ``offload``, ``results_schema`` and this package (an import-linter
-contract in ``pyproject.toml``), so ``runners.identity.pin_checks.case_code_sha256`` (over
+contract in ``pyproject.toml``), so ``runners.identity.case_code.case_code_sha256`` (over
 ``offload/``, ``runners/incase/``, ``results_schema/``) covers exactly the code a case ran.
 
 Modules: ``bench_one`` (``python -m runners.incase.bench_one``: one throughput case), ``accuracy``

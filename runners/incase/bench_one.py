@@ -312,7 +312,7 @@ def run(case: CaseSpec) -> BenchRecord:
     _check_implementation_env(case.implementation)
     # A fatal signal in this process or in vLLM's engine-core child (e.g. SIGILL from a CPU
     # kernel) leaves "Fatal Python error: Illegal instruction" in the log, so the runner can
-    # name it (runners.orchestration.finalize.worker_signal) instead of a bare engine error.
+    # name it (runners.outcome.case_log.worker_signal) instead of a bare engine error.
     faulthandler.enable()
     os.environ["PYTHONFAULTHANDLER"] = "1"
 

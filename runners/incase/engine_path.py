@@ -12,7 +12,7 @@ three outcomes, each written as one marker line in the case log:
   was raised (``raised_in``, ``module:line function``) and that module's top-level package
   (``component``: ``vllm`` for vLLM's own config validation, ``offload`` for this project's
   factory, ``vllm_ascend``...), then the exception propagates (traceback, non-zero exit).
-  ``runners.orchestration.finalize`` makes it a ``CaseFailure`` of type ``engine_rejected`` whose message
+  ``runners.outcome.bench`` makes it a ``CaseFailure`` of type ``engine_rejected`` whose message
   is :func:`rejection_message`, so an ``expect_error`` can name the component, the type and
   the message (an unrelated crash does not match);
 * the engine accepts a setting the project's check refuses: ``ENGINE_ACCEPTED_INVALID <json>``

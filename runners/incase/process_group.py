@@ -28,7 +28,7 @@ Public helpers for other launchers (API servers of the serving phase):
 and pid file lives in ``runners.incase.case_processes`` (``case_environment``, ``end_processes``,
 ``end_case_processes``, ``end_orphaned_cases``, ``end_recorded_cases``).
 
-What is deliberately not modelled: parsing the log (``runners.orchestration.finalize``). A
+What is deliberately not modelled: parsing the log (``runners.outcome.bench``). A
 descendant that clears its environment *and* leaves the tree while the runner is
 SIGKILLed is beyond reach (documented limit).
 """

@@ -1,7 +1,7 @@
 """The part of an environment written to a run directory: what affects a run, secrets removed.
 
 What is modelled: ``recordable_env`` (manifest environment, case log header). What is deliberately
-not modelled: the manifest itself (``runners.identity.pin_checks.build_manifest``).
+not modelled: the manifest itself (``runners.identity.manifest.build_manifest``).
 """
 
 from __future__ import annotations

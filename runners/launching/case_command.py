@@ -1,6 +1,6 @@
 """The command line and environment of one case process, and the ``case.json`` it reads.
 
-What is modelled: for a scheduled bench or accuracy case (``runners.planning.plan.ScheduledCase``)
+What is modelled: for a scheduled bench or accuracy case (``runners.planning.cases.ScheduledCase``)
 the runner writes a ``results_schema.records.case.CaseSpec`` next to the case's record
 (``records/<phase>/<stem>.case.json``) and starts ``[python, -m, runners.incase.bench_one,
 --case, PATH]`` or ``[python, -m, runners.incase.accuracy, run, --case, PATH]`` (an explicit
@@ -24,10 +24,10 @@ from results_schema.records.io import write_json
 from results_schema.records.models import WorkloadSpec
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
-from runners.planning.plan import ScheduledCase
+from runners.planning.cases import ScheduledCase
 
 def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
-    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.plan.PhaseCase``).
+    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.cases.PhaseCase``).
 
     Raises:
         pydantic.ValidationError: the planned case does not fit the model (the plan validated it).

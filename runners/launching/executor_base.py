@@ -1,7 +1,6 @@
-"""What every executor shares: the launch spec of a case, launching it, its placement record.
+"""What every executor shares: launching a case from its ``runners.planning.cases.LaunchSpec``, its placement record.
 
-What is modelled: ``LaunchSpec`` (everything needed to start one case process; picklable,
-it travels to Ray workers), ``launch_case`` (``runners.incase.process_group.run_case_process`` of a spec),
+What is modelled: ``launch_case`` (``runners.incase.process_group.run_case_process`` of a spec),
 and the ``CasePlacement`` line appended to ``<run_dir>/<phase>-placements.jsonl`` for every
 attempt (node, device, start/end wall time, sharing rule, outcome).
 
@@ -11,7 +10,6 @@ What is deliberately not modelled: where a case runs (``runners.launching.execut
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
@@ -20,30 +18,10 @@ from results_schema.records.base import ExecutorKind
 from results_schema.records.io import append_jsonl
 from results_schema.records.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
-from runners.planning.plan import ScheduledCase
+from runners.planning.cases import LaunchSpec, ScheduledCase
 
 SHARING_MODES = tuple(m.value for m in PerformanceSharing)
 NODE_FAILURE_ACTIONS = tuple(a.value for a in NodeFailureAction)
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """Everything needed to start one case process (picklable: travels to Ray workers)."""
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    cwd: str
-    log_path: str
-    evidence_path: str
-    record_path: str
-    timeout_s: float
-    kill_grace_s: float
-    cooldown_s: float
-    accelerator: str | None
-    pid_file: str | None = None
-    """Kept while the case runs (``runners.incase.case_processes.end_recorded_cases`` ends leftovers at resume)."""
-    record_env: tuple[str, ...] = ()
-    """The runtime's declared env names, recorded in the case log header besides the allow-list."""
 
 
 OnDone = Callable[[ScheduledCase, LaunchSpec, ProcessOutcome], bool]

@@ -62,7 +62,7 @@ from runners.launching.executor_base import (
     placement,
 )
 from runners.incase.process_group import raise_if_interrupted
-from runners.planning.plan import ScheduledCase
+from runners.planning.cases import ScheduledCase
 from runners.launching.ray_scheduling import RayScheduler
 from runners.launching.ray_tasks import (
     identity_line,
@@ -173,18 +173,17 @@ class RayExecutor(RayScheduler):
                 or no node is left to run the cases.
         """
         from results_schema.records.manifest import PinCheck
-        from runners.identity.pin_checks import case_code_sha256
-        from runners.config import runtimes_used
+        from runners.identity.case_code import case_code_sha256
         from runners.errors import EXIT_IDENTITY, RunnerError
 
         ray = self._ray
-        accels = {rt.ray_resource for rt in runtimes_used(cfg)}
+        accels = {rt.ray_resource for rt in identity.runtimes}
         nodes = {nid: n for nid, n in self._alive_nodes().items()
                  if any(self._capacity(n, a, "accuracy") > 0 for a in accels)}
         if not nodes:
             raise RunnerError(f"identity gate: no alive Ray node offers {sorted(map(str, accels))} with "
                               f"{self.num_cpus_per_case} CPU(s) per case", EXIT_IDENTITY)
-        pins = [rt.pins for rt in runtimes_used(cfg)]
+        pins = [rt.pins for rt in identity.runtimes]
         sums = str(Path(identity.model_dir) / "SHA256SUMS")
         task = ray.remote(ray_node_identity)
         refs = {nid: task.options(num_cpus=0, max_retries=0, scheduling_strategy=self._affinity(nid)).remote(pins, sums)

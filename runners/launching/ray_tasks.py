@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from conf.schema_stack import PinsConfig
+from results_schema.records.manifest import PinCheck
 from results_schema.records.placement import NodeIdentity
 
-from runners.launching.executor_base import LaunchSpec, launch_case
+from runners.planning.cases import LaunchSpec
+from runners.launching.executor_base import launch_case
 from runners.incase.process_group import ProcessOutcome
 
 def node_info() -> dict[str, Any]:
@@ -54,7 +56,9 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
 
 def ray_node_identity(pins: Sequence[PinsConfig], model_sums: str | None) -> dict[str, Any]:
     """Body of the per-node identity task: the driver's pins, evaluated in this node's runtime."""
-    from runners.identity.pin_checks import REPO_ROOT, case_code_sha256, check_pins
+    from runners.identity.case_code import case_code_sha256
+    from runners.identity.pin_checks import check_pins
+    from runners.paths import REPO_ROOT
     from runners.identity.probe import sha256_file, tree_sha256
 
     offload = tree_sha256(REPO_ROOT / "offload")
@@ -89,7 +93,7 @@ def unanswered(node: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
             "error": f"{type(exc).__name__}: {exc}"}
 
 
-def node_problems(got: Mapping[str, Any], checks: Sequence[Any], *, driver_pins: list[tuple[str, str, Any]],
+def node_problems(got: Mapping[str, Any], checks: Sequence[PinCheck], *, driver_pins: list[tuple[str, str, Any]],
                   driver_code: str, identity: Any, sums: str) -> list[str]:
     """How a node's identity answer (``ray_node_identity``) differs from the driver's; [] when it agrees.
 

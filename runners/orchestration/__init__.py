@@ -2,8 +2,8 @@
 
 Modules: ``stages`` (the pipeline, each stage a small function), ``rundir`` (open or resume the run
 directory), ``run_lock`` (one runner per run directory), ``resume`` (what an interrupted run still has
-to do), ``execute`` (per phase: gates, each case, one line per case), ``finalize`` (a case's process
-outcome -> its line), ``accuracy_phase`` (accuracy phases: inputs, completion lines, the verifier),
+to do), ``execute`` (per phase: gates, each case, one line per case; a case's end is
+``runners.outcome``), ``accuracy_phase`` (accuracy phases: inputs, the resume check, the verifier),
 ``close`` (identity at the end, summary, checksums, verdict), ``progress`` (progress lines, dry-run
 table), ``path_checks`` (every path a run needs, before any process), ``copy_bench`` (the host copy
 bandwidth beside the fit), ``overhead`` (runner wall minus case walls).

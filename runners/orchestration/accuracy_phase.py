@@ -1,34 +1,25 @@
-"""Accuracy phases of a matrix run: inputs checked before launch, completion lines, the verifier.
+"""Accuracy phases of a matrix run: inputs checked before launch, the resume check, the verifier.
 
 What is modelled: the pre-launch check of every accuracy phase's dataset manifest and files
 (``check_accuracy_inputs``; formal mode only when every dataset is ``kind: full`` and the phase
-has no ``accuracy_limit``), the completion line of a finished accuracy case
-(``finalize_accuracy`` -> ``AccuracyCaseRun`` or ``CaseFailure``), the resume check that
-completed cases used the same manifest, and the end-of-run verifier (``analysis.accuracy.verifier``).
+has no ``accuracy_limit``), the resume check that completed cases used the same manifest, and the
+end-of-run verifier (``analysis.accuracy.verifier``).
 
-What is deliberately not modelled: running an accuracy case (``runners.incase.accuracy``).
+What is deliberately not modelled: running an accuracy case (``runners.incase.accuracy``), its
+completion line (``runners.outcome.accuracy``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from runners.models.accuracy_model import check_accuracy_model
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
+from runners.models.accuracy_model import check_accuracy_model
+from runners.outcome.accuracy import accuracy_cases_name
 from runners.paths import REPO_ROOT, accuracy_manifest_path
-
-if TYPE_CHECKING:
-    from runners.incase.process_group import ProcessOutcome
-    from runners.launching.executor_base import LaunchSpec
-    from runners.planning.plan import PhaseCase, ScheduledCase
-
-
-
-def accuracy_cases_name(phase: str) -> str:
-    """File of an accuracy phase's completion lines (``AccuracyCaseRun``)."""
-    return f"{phase}-accuracy-cases.jsonl"
+from runners.planning.cases import PhaseCase, ScheduledCase
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ def _check_phase(phase: str, c: PhaseCase) -> AccuracyPhase:
                          formal=formal, verify_limit=limit, max_accuracy_drop=float(c.max_accuracy_drop))
 
 
-def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
+def check_accuracy_inputs(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]:
     """Check every accuracy phase's dataset manifest and files before any process starts.
 
     The manifest must exist and validate, name exactly one entry for each task of the
@@ -95,7 +86,7 @@ def check_accuracy_inputs(items: Sequence[Any]) -> list[AccuracyPhase]:
     Raises:
         RunnerError: (config) naming the phase, the manifest path and what is wrong.
     """
-    seen: dict[str, Any] = {}
+    seen: dict[str, PhaseCase] = {}
     for sc in items:
         if sc.case.kind == "accuracy" and sc.case.phase not in seen:
             seen[sc.case.phase] = sc.case
@@ -123,91 +114,6 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
                     f"resume: accuracy phase {p.phase!r} case {line.label!r} r{line.repeat} used dataset manifest "
                     f"{line.dataset_manifest_path} (sha256 {line.dataset_manifest_sha256}); the run now has "
                     f"{p.manifest} (sha256 {now})", EXIT_IDENTITY)
-
-
-def _task_outcomes(c: PhaseCase, results: Sequence[Path], run_dir: Path) -> list[Any]:
-    """``AccuracyTaskOutcome`` per task from its result file.
-
-    Raises:
-        ValueError: a result file does not validate or is for another case.
-    """
-    from results_schema.records.accuracy import AccuracyResult, AccuracyTaskOutcome
-    from results_schema.records.files import file_sha256
-    from results_schema.records.io import read_json
-
-    outcomes = []
-    for result in results:
-        r = read_json(result, AccuracyResult)
-        if r.label != c.label or r.implementation != c.implementation:
-            raise ValueError(f"{result.name} is for case {r.label!r} ({r.implementation}), expected "
-                             f"{c.label!r} ({c.implementation})")
-        outcomes.append(AccuracyTaskOutcome(
-            task=r.task, mode=r.mode, protocol_name=r.protocol_name, protocol_sha256=r.protocol_sha256,
-            result_path=result.relative_to(run_dir).as_posix(),
-            result_sha256=file_sha256(result), examples_sha256=r.examples_sha256,
-            num_examples=r.num_examples, correct=r.correct, unparsable=r.unparsable, accuracy=r.accuracy))
-    return outcomes
-
-
-def _case_run(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, results: Sequence[Path], run_dir: Path) -> Any:
-    """The ``AccuracyCaseRun`` completion line of a case whose results all exist.
-
-    Raises:
-        ValueError, OSError: a result file is unreadable, invalid or for another case.
-    """
-    from results_schema.records.accuracy import AccuracyCaseRun
-    from results_schema.records.files import file_sha256
-    from results_schema.records.models import OffloadSetting
-
-    c = sc.case
-    outcomes = _task_outcomes(c, results, run_dir)
-    manifest = accuracy_manifest_path(str(c.accuracy_manifest))
-    offload = (OffloadSetting(offload_group_size=0, offload_num_in_group=0) if c.implementation == "baseline"
-               else OffloadSetting(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
-                                   offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
-                                   offload_backend=c.backend))
-    ev = Path(spec.evidence_path)
-    return AccuracyCaseRun(
-        phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat, offload=offload,
-        tasks=tuple(o.task for o in outcomes), results=tuple(outcomes), limit=c.accuracy_limit,
-        dataset_manifest_path=str(manifest), dataset_manifest_sha256=file_sha256(manifest),
-        process_wall_s=outcome.wall_s, log_path=str(Path(spec.log_path).relative_to(run_dir)),
-        evidence_path=str(ev.relative_to(run_dir)) if ev.is_file() else None, command=tuple(spec.argv))
-
-
-def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> tuple[Any, Any]:
-    """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json`` per task.
-
-    Returns:
-        ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else a failure.
-    """
-    from results_schema.records.case_outcome import CaseFailure, FailureType
-    from runners.outcome.case_log import root_cause, tail
-    from runners.outcome.finalized import Finalized
-
-    c = sc.case
-    log_path = Path(spec.log_path)
-    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    out_dir = Path(spec.record_path).parent / Path(spec.record_path).stem
-    results = [out_dir / f"{c.label}.{task}.result.json" for task in c.accuracy_tasks]
-    missing = [p.name for p in results if not p.is_file()]
-    if outcome.exit_code == 0 and not outcome.timed_out and not missing:
-        try:
-            line = _case_run(sc, spec, outcome, results, run_dir)
-            return Finalized(run=None, failure=None, expected=c.expect_error is None), line
-        except (ValueError, OSError) as exc:
-            msg = f"accuracy result does not validate: {exc}"
-    else:
-        msg = ("timeout" if outcome.timed_out else f"exit {outcome.exit_code} signal {outcome.signal}, "
-               f"missing results {missing}")
-    et, em = root_cause(log_text)
-    ftype: FailureType = "timeout" if outcome.timed_out else ("signal" if outcome.signal else
-                                                 ("nonzero_exit" if outcome.exit_code else "no_result"))
-    f = CaseFailure(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
-                    failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
-                    error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
-                    log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)
-    return Finalized(run=None, failure=f, expected=False), None
 
 
 def verify_accuracy(run_dir: Path, phases: Sequence[AccuracyPhase], console: Any) -> list[str]:

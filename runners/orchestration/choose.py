@@ -33,6 +33,8 @@ from conf.schema import Config
 from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
 from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck
+from results_schema.records.models import BenchRecord, CaseRun
+from runners.planning.cases import ScheduledCase
 from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_bytes
 
 REFIT_BUDGET = 1
@@ -92,8 +94,8 @@ def _runs(run_dir: Path, phase: str) -> list[Any]:
     return read_jsonl(path, CaseRun) if path.is_file() else []
 
 
-def _by_label(runs: Sequence[Any], bad: set[str], phase: str) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
+def _by_label(runs: Sequence[CaseRun], bad: set[str], phase: str) -> dict[str, list[CaseRun]]:
+    out: dict[str, list[CaseRun]] = {}
     for r in runs:
         if f"{phase}/{r.record.label}" not in bad:
             out.setdefault(r.record.label, []).append(r)
@@ -216,7 +218,7 @@ def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedChec
     return f"{head} (need {need / GIB:.4g} GiB)"
 
 
-def free_device_bytes(baselines: Sequence[Any]) -> int | None:
+def free_device_bytes(baselines: Sequence[BenchRecord]) -> int | None:
     """Device memory left free beside the baseline (bytes): the smallest ``device_memory_total_bytes -
     device_memory_peak_load_bytes`` over the baseline processes (``BenchRecord``); None where a process lacks either
     (the CPU runtime, whose "device" is host RAM; a device whose memory could not be read)."""
@@ -341,7 +343,7 @@ def has_verify(cfg: Config) -> bool:
     return active(cfg) and cfg.choose.verify_phase in with_choose(cfg).phases
 
 
-def _planned(cfg: Config, added: Sequence[Any]) -> Any:
+def _planned(cfg: Config, added: Sequence[ScheduledCase]) -> Any:
     """The verify phase's cases a decision adds, as ``plan.json`` holds cases (``results_schema.records.plan.PlannedPhase``)."""
     from results_schema.records.base import PhaseKind
     from results_schema.records.plan import PlannedPhase
@@ -367,7 +369,7 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
     stopped = [False]
     base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase)
 
-    def stage(items: Sequence[Any]) -> bool:
+    def stage(items: Sequence[ScheduledCase]) -> bool:
         todo = [replace(sc, index=base + sc.index) for sc in items if sc.key not in run.done | state.finished]
         state.progress.total = base + len(items)
         stopped[0] = run_phases(run.cfg, state, todo, phases=[run.cfg.choose.verify_phase],

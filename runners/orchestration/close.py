@@ -17,16 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
-from runners.config import RunOptions
 from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK,
                             RunnerError)
 from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
+from runners.planning.cases import ScheduledCase
 from runners.planning.plan import BENCH_KINDS
 from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
 
 if TYPE_CHECKING:
+    from runners.identity.gates import GateObservation
+    from runners.orchestration.accuracy_phase import AccuracyPhase
     from runners.orchestration.host_measures import CopyBenchRun
 
 
@@ -47,7 +49,7 @@ class Findings:
     accuracy_failed: list[str] = field(default_factory=list)
 
 
-def copy_bench(cfg: Config, items: Sequence[Any], run_dir: Path, model_dir: Path,
+def copy_bench(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun) -> None:
     """CPU runs with offload cases of a bench kind (``runners.planning.plan.BENCH_KINDS``: the cases whose
     ``BenchRecord`` the report's transfer-model fit reads): plain copy bandwidth
@@ -111,7 +113,7 @@ def refresh_html(run_dir: Path, console: Any) -> None:
     console.print(f"report: {path}", markup=False)
 
 
-def final_checks(cfg: Config, todo: Sequence[Any], state: RunState, identity: Any,
+def final_checks(cfg: Config, todo: Sequence[ScheduledCase], state: RunState, identity: GateObservation,
                  timings: Timings) -> Findings:
     """Health gate after the last phase (failure kept in ``Findings``), then the identity check at the end.
 
@@ -127,12 +129,12 @@ def final_checks(cfg: Config, todo: Sequence[Any], state: RunState, identity: An
         except RunnerError as exc:  # evidence is kept and checksummed; the run still fails (42)
             found.health_after = exc
     t = time.monotonic()
-    gather_identity(cfg, when="at the end", previous=identity)
+    gather_identity(cfg, identity.runtimes, when="at the end", previous=identity)
     timings.identity += time.monotonic() - t
     return found
 
 
-def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any], state: RunState, accuracy_phases: Sequence[Any],
+def analyse_and_checksum(cfg: Config, items: Sequence[ScheduledCase], state: RunState, accuracy_phases: Sequence[AccuracyPhase],
                          found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any,
                          run_copy_bench: CopyBenchRun) -> None:
     """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
@@ -141,7 +143,7 @@ def analyse_and_checksum(cfg: Config, options: RunOptions, items: Sequence[Any],
     run_dir = state.run_dir
     t = time.monotonic()
     try:
-        if options.analyze and not state.stopped:
+        if cfg.analyze and not state.stopped:
             t_bench = time.monotonic()
             copy_bench(cfg, items, run_dir, state.model_dir, base_env, console, run_copy_bench)
             t_bench = time.monotonic() - t_bench  # 0 when a choose run's probe measured it already
@@ -220,7 +222,7 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
         console.print(f"  [red]{line}[/]")
 
 
-def interrupted_line(items: Sequence[Any], run_dir: Path) -> str:
+def interrupted_line(items: Sequence[ScheduledCase], run_dir: Path) -> str:
     """The last line of an interrupted run: its verdict (none yet: incomplete), how many cases are recorded, how to resume."""
     from runners.orchestration.resume import complete_run
 

@@ -2,8 +2,8 @@
 
 What is modelled: per phase an identity re-check (not before the first phase of a new run) and
 the health gate, then one ``LaunchSpec`` per case (argv, explicit environment, files, limits),
-run by the executor (local or Ray); each finished case is finalised (``runners.orchestration.finalize``,
-``runners.orchestration.accuracy_phase``, ``runners.planning.serving_spec``) and one line is appended (fsync) to
+run by the executor (local or Ray); each finished case is finalised by its kind's module
+(``runners.outcome.bench``, ``runners.outcome.accuracy``, ``runners.outcome.serving``) and one line is appended (fsync) to
 ``<phase>-runs.jsonl`` / ``-accuracy-cases.jsonl`` / ``-serving.jsonl`` or ``-failures.jsonl``.
 A formal run stops at its first unexpected outcome.
 
@@ -23,9 +23,12 @@ from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
 
 if TYPE_CHECKING:
+    from results_schema.records.accuracy import AccuracyCaseRun
+    from results_schema.records.serving import ServingRun
+    from runners.identity.gates import GateObservation
     from runners.incase.process_group import ProcessOutcome
-    from runners.launching.executor_base import LaunchSpec
-    from runners.planning.plan import ScheduledCase
+    from runners.outcome.finalized import Finalized
+    from runners.planning.cases import LaunchSpec, ScheduledCase
 
 
 @dataclass
@@ -66,7 +69,7 @@ class Timings:
     model_build: float = 0.0  # building the tiny model once (cached afterwards): set-up, not per-case overhead
 
 
-def _success_status(fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> str:
+def _success_status(fin: Finalized, acc_line: AccuracyCaseRun | None, serving_lines: Sequence[ServingRun]) -> str:
     """Progress status of a case that ended as expected without a failure line."""
     status = "ok"
     if acc_line is not None:
@@ -98,7 +101,7 @@ def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
     from results_schema.records.models import CaseRun
 
     from results_schema.records.accuracy import AccuracyCaseRun
-    from runners.orchestration.accuracy_phase import accuracy_cases_name
+    from runners.outcome.accuracy import accuracy_cases_name
 
     for phase in phases:
         path = state.run_dir / f"{phase}-runs.jsonl"
@@ -184,29 +187,31 @@ def accuracy_output_check(state: RunState, line: Any) -> str | None:
     return "outputs identical to baseline"
 
 
-def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> tuple[Any, Any, list[Any]]:
+def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
+              run_dir: Path) -> tuple[Finalized, AccuracyCaseRun | None, list[ServingRun]]:
     """``(Finalized, accuracy line | None, serving lines)`` of one finished case process."""
     if sc.case.kind == "accuracy":
-        from runners.orchestration.accuracy_phase import finalize_accuracy
+        from runners.outcome.accuracy import finalize_accuracy
 
         fin, acc_line = finalize_accuracy(sc, spec, outcome, run_dir)
         return fin, acc_line, []
     if sc.case.kind == "serving":
-        from runners.planning.serving_spec import finalize_serving
+        from runners.outcome.serving import finalize_serving
 
         fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
         return fin, None, list(serving_lines)
-    from runners.orchestration.finalize import finalize
+    from runners.outcome.bench import finalize_bench
 
-    fin = finalize(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
-                   evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
-                   command=tuple(spec.argv))
+    fin = finalize_bench(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
+                         evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
+                         command=tuple(spec.argv))
     return fin, None, []
 
 
-def _append_lines(run_dir: Path, phase: str, fin: Any, acc_line: Any, serving_lines: Sequence[Any]) -> None:
+def _append_lines(run_dir: Path, phase: str, fin: Finalized, acc_line: AccuracyCaseRun | None,
+                  serving_lines: Sequence[ServingRun]) -> None:
     from results_schema.records.io import append_jsonl
-    from runners.orchestration.accuracy_phase import accuracy_cases_name
+    from runners.outcome.accuracy import accuracy_cases_name
 
     if fin.run is not None:
         append_jsonl(run_dir / f"{phase}-runs.jsonl", fin.run)
@@ -263,7 +268,7 @@ def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: Proce
 
 def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
-    from runners.launching.executor_base import LaunchSpec
+    from runners.planning.cases import LaunchSpec
     from runners.launching.case_command import HOST_MODEL_INFO_CACHE, case_argv, case_env, share_model_info_cache
 
     run_dir, phase = state.run_dir, sc.case.phase
@@ -296,8 +301,8 @@ def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str])
         record_env=tuple(str(k) for k in rt.env))
 
 
-def run_phases(cfg: Config, state: RunState, todo: Sequence[Any], *, phases: Sequence[str],
-               identity: Any, resumed: bool, timings: Timings) -> bool:
+def run_phases(cfg: Config, state: RunState, todo: Sequence[ScheduledCase], *, phases: Sequence[str],
+               identity: GateObservation, resumed: bool, timings: Timings) -> bool:
     """Run ``todo`` phase by phase (identity re-check, health gate, cases); True when interrupted.
 
     ``phases`` are all phases of the run in schedule order: identity is re-checked before every
@@ -320,7 +325,7 @@ def run_phases(cfg: Config, state: RunState, todo: Sequence[Any], *, phases: Seq
                 continue
             if phase != phases[0] or resumed:
                 t = time.monotonic()
-                gather_identity(cfg, when=f"before phase {phase}", previous=identity)
+                gather_identity(cfg, identity.runtimes, when=f"before phase {phase}", previous=identity)
                 timings.identity += time.monotonic() - t
             executor.health_gate(phase_items[0].case.runtime,
                                  state.run_dir / "health" / f"{phase}-{new_run_id()}.txt")

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
 from conf.typed import plain
-from runners.planning.plan import PhaseCase, ScheduledCase
+from runners.planning.cases import PhaseCase, ScheduledCase
 
 
 def make_console() -> Any:
@@ -158,7 +158,7 @@ def _manifest_state(configured: str) -> str:
     return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"
 
 
-def expected_duration_line(items: Sequence[Any], phases: Mapping[str, MatrixConfig]) -> str:
+def expected_duration_line(items: Sequence[ScheduledCase], phases: Mapping[str, MatrixConfig]) -> str:
     """The run's expected duration, printed before the first case.
 
     Args:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from runners.planning.cases import ScheduledCase
+
 RESUME_SWITCHES = ("resume", "progress", "analyze")
 """Keys a resume may give with any value: which run, the live progress bar, the analysis at the end."""
 
@@ -60,12 +62,12 @@ def override_differences(saved: Sequence[str], given: Sequence[str]) -> list[str
     return diffs
 
 
-def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
+def complete_run(run_dir: Path, items: Sequence[ScheduledCase]) -> tuple[bool, int]:
     """Whether ``run_dir`` is finished: every planned case recorded and ``SHA256SUMS`` written. Read only.
 
     Args:
         run_dir: the run directory.
-        items: its planned cases (``runners.planning.plan.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
+        items: its planned cases (``runners.planning.cases.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
 
     Returns:
         ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line
@@ -76,7 +78,7 @@ def complete_run(run_dir: Path, items: Sequence[Any]) -> tuple[bool, int]:
     from results_schema.records.case_outcome import CaseFailure
     from results_schema.records.models import CaseRun
     from results_schema.records.serving import ServingRun
-    from runners.orchestration.accuracy_phase import accuracy_cases_name
+    from runners.outcome.accuracy import accuracy_cases_name
 
     done: set[tuple[str, str, int]] = set()
     intact = True

@@ -6,7 +6,7 @@ resuming one (the saved config is used, identity must equal the saved manifest, 
 cases are skipped by ``(phase, label, repeat)``, partial leftovers and a torn final JSONL line
 move to ``quarantine/<time>/``); ``SHA256SUMS`` over every file at the end.
 
-What is deliberately not modelled: what a case writes (``runners.orchestration.finalize``) or how analysis
+What is deliberately not modelled: what a case writes (``runners.outcome.bench``) or how analysis
 reads the directory (``analysis.load``).
 """
 
@@ -24,12 +24,12 @@ from typing import Any, Sequence
 from conf.schema import Config
 from conf.typed import plain
 from results_schema.records.files import file_sha256, write_text_atomic
-from runners.config import RunOptions
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
+from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.orchestration.run_lock import RunLock
-from runners.planning.plan import PhaseCase
+from runners.planning.cases import PhaseCase, ScheduledCase
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -63,7 +63,7 @@ def write_sha256sums(run_dir: Path) -> Path:
 
 
 def planned_case(c: PhaseCase) -> Any:
-    """``PlannedCase`` of one ``runners.planning.plan.PhaseCase``."""
+    """``PlannedCase`` of one ``runners.planning.cases.PhaseCase``."""
     import math
 
     from results_schema.records.plan import PlannedCase
@@ -169,7 +169,7 @@ def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> se
     from results_schema.records.case_outcome import CaseFailure
     from results_schema.records.models import CaseRun
     from results_schema.records.serving import ServingRun
-    from runners.orchestration.accuracy_phase import accuracy_cases_name
+    from runners.outcome.accuracy import accuracy_cases_name
 
     done: set[Key] = set()
     for ph in phases:
@@ -197,7 +197,7 @@ def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], 
     """What differs between the saved environment manifest and the identity observed now."""
     from results_schema.records.io import read_json
     from results_schema.records.manifest import EnvironmentManifest
-    from runners.identity.pin_checks import build_manifest
+    from runners.identity.manifest import build_manifest
 
     saved = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
     ident = run_identity.gate
@@ -222,7 +222,7 @@ def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], 
     return diffs
 
 
-def _leftovers(items: Sequence[Any], done: set[Key], run_dir: Path) -> list[Path]:
+def _leftovers(items: Sequence[ScheduledCase], done: set[Key], run_dir: Path) -> list[Path]:
     """Files of cases not recorded as done (partial logs, evidence, records, serving files)."""
     from runners.planning.serving_spec import paths_of
 
@@ -240,8 +240,8 @@ def _leftovers(items: Sequence[Any], done: set[Key], run_dir: Path) -> list[Path
     return out
 
 
-def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: Sequence[Any],
-                   accuracy_phases: Sequence[Any], run_identity: RunIdentity, console: Any) -> set[Key]:
+def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: Sequence[ScheduledCase],
+                   accuracy_phases: Sequence[AccuracyPhase], run_identity: RunIdentity, console: Any) -> set[Key]:
     """Resume ``run_dir``: identity must equal the saved manifest; quarantine leftovers; return done keys.
 
     Raises:
@@ -282,14 +282,13 @@ def _make_dir(cfg: Config) -> tuple[Path, str]:
     """
     from conf.schema import ConfigError, check_name
 
-    opts = RunOptions.of(cfg)
     try:
-        check_name("run_id", opts.run_id)
-        check_name("experiment_name", opts.experiment_name)
+        check_name("run_id", cfg.run_id)
+        check_name("experiment_name", cfg.experiment_name)
     except ConfigError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
-    run_id = opts.run_id or new_run_id()
-    run_dir = abs_path(opts.results_root) / opts.experiment_name / run_id
+    run_id = cfg.run_id or new_run_id()
+    run_dir = abs_path(cfg.results_root) / cfg.experiment_name / run_id
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         run_dir.mkdir()
@@ -297,7 +296,7 @@ def _make_dir(cfg: Config) -> tuple[Path, str]:
         raise RunnerError(f"run directory {run_dir} already exists; refusing to reuse it "
                           "(choose another run_id, or resume=<dir>)", EXIT_CONFIG) from None
     except OSError as exc:
-        raise RunnerError(f"config: results_root={opts.results_root}: cannot create {run_dir} "
+        raise RunnerError(f"config: results_root={cfg.results_root}: cannot create {run_dir} "
                           f"({exc.strerror or exc})", EXIT_CONFIG) from None
     return run_dir, str(run_id)
 
@@ -333,7 +332,7 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
     """
     from results_schema.records.io import write_json
     from results_schema.records.manifest import ModelIdentity
-    from runners.identity.pin_checks import build_manifest
+    from runners.identity.manifest import build_manifest
 
     if run_identity.numerics is None:
         raise ValueError("create_run_dir: run_identity.numerics is None: a new run's numerics identity is measured "

@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
-from conf.schema_stack import ExecutorConfig, ModelConfig
+from conf.schema_stack import ExecutorConfig, ModelConfig, RuntimeConfig
 from runners.orchestration.accuracy_phase import AccuracyPhase
-from runners.config import RunOptions
+from runners.config import runtimes_used
 from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.orchestration.execute import RunState, Timings
 from runners.identity.gates import RunIdentity
 from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
-from runners.planning.plan import ScheduledCase
+from runners.planning.cases import ScheduledCase
 
 if TYPE_CHECKING:
     from runners.identity.numerics import ProbeTorch
@@ -49,16 +49,16 @@ class Plan:
 
     Attributes:
         cfg: the typed config (the saved one when resuming).
-        options: its run-level switches, typed.
+        runtimes: the runtimes the run uses (``runners.config.runtimes_used``), computed once here.
         overrides: the command-line overrides (the saved ones when resuming).
-        items: every case process in schedule order (``runners.planning.plan.ScheduledCase``).
+        items: every case process in schedule order (``runners.planning.cases.ScheduledCase``).
         phases: phase names in schedule order.
         accuracy_phases: what the pre-launch check learnt about each accuracy phase.
         resume_dir: the run directory to resume, or None for a new run.
     """
 
     cfg: Config
-    options: RunOptions
+    runtimes: tuple[RuntimeConfig, ...]
     overrides: tuple[str, ...]
     items: tuple[ScheduledCase, ...]
     phases: tuple[str, ...]
@@ -158,7 +158,7 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
     check_cpu_kernel_paths(items)
     _check_executor(cfg.executor)
     required_scalar_pins(cfg)  # a misspelt required_pins entry: refused by a dry run too, not only by the gate
-    return Plan(cfg=cfg, options=RunOptions.of(cfg), overrides=tuple(overrides), items=tuple(items),
+    return Plan(cfg=cfg, runtimes=runtimes_used(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
                 resume_dir=resume_dir)
 
@@ -197,13 +197,13 @@ def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch) -> RunIden
     probe = NumericsProbe(p.cfg, probe_torch) if p.resume_dir is None else None
     try:
         timings.model_build = build_model_once(p.cfg.model)
-        identity = gather_identity(p.cfg, when="before the first case")
-        facts = observe_run_identity(p.cfg, identity)
+        identity = gather_identity(p.cfg, p.runtimes, when="before the first case")
+        facts = observe_run_identity(identity)
     except BaseException:
         if probe is not None:
             probe.wait()  # a failed gate leaves no probe process behind
         raise
-    if p.options.analyze:
+    if p.cfg.analyze:
         import_analysis()  # while the probe process runs on the other core
     if probe is not None:
         facts = replace(facts, numerics=probe.result())
@@ -279,12 +279,12 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
     if verify is not None:
         console.print(verify_stage_line(run.cfg, has_verify(run.cfg)), markup=False)
-    progress = Progress(len(p.items), live=p.options.progress)
+    progress = Progress(len(p.items), live=p.cfg.progress)
     progress.skip(sum(1 for sc in p.items if sc.key in run.done))
-    opts = p.options
+    c = p.cfg
     state = RunState(run_dir=run.run_dir, model_dir=run.run_identity.gate.model_dir, python=sys.executable,
-                     bench_command=opts.bench_command, formal=opts.formal, progress=progress,
-                     accuracy_command=opts.accuracy_command, bench_module=opts.bench_module)
+                     bench_command=c.bench_command, formal=c.formal, progress=progress,
+                     accuracy_command=c.accuracy_command, bench_module=c.bench_module)
     if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
         seed_baselines(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
     base_env = dict(os.environ)
@@ -310,7 +310,7 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: Co
         console.print(interrupted_line(ex.items or p.items, run.run_dir), markup=False)
         return EXIT_INTERRUPTED
     found = final_checks(run.cfg, ex.todo, ex.state, run.run_identity.gate, run.timings)
-    analyse_and_checksum(run.cfg, p.options, ex.items or p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console,
+    analyse_and_checksum(run.cfg, ex.items or p.items, ex.state, p.accuracy_phases, found, run.timings, ex.base_env, console,
                          run_copy_bench)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
@@ -357,7 +357,7 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
 
     measures = host or HostMeasures()
     p = make_plan(cfg, overrides)
-    if p.options.dry_run:
+    if p.cfg.dry_run:
         print_schedule(p.items, p.cfg)
         if p.cfg.choose.probe_phase is not None:
             from runners.orchestration.choose_lines import dry_run_lines

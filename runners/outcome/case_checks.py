@@ -11,66 +11,23 @@ every round; the CPU GEMM kernel line (``OFFLOAD_CPU_KERNELS``) against the runt
 log (published runner rules). Each check raises ``CheckFailed`` naming the
 ``failure_type`` of the case's ``CaseFailure``.
 
-The scheduled case (``runners.planning.plan.ScheduledCase``) is typed by the protocols
-:class:`CheckedCase` / :class:`CheckedScheduledCase` (the fields these checks read) so that this
-module imports nothing above it (the serving phase uses these checks too).
-
 What is deliberately not modelled: parsing the log (``runners.outcome.case_log``), building the
-case's line (``runners.orchestration.finalize``, ``runners.planning.serving_spec``).
+case's line (``runners.outcome.bench``, ``runners.outcome.serving``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from pydantic import ValidationError
 
 from offload.selection import select_offload_layers
-from results_schema.records.base import Implementation, OffloadBackend
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
 from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.records.case_outcome import CpuKernelEvidence, FailureType
 from results_schema.records.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
-from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, marked_lines
-from conf.schema_stack import RuntimeConfig, WorkloadConfig
-
-
-class CheckedCase(Protocol):
-    """The fields of a planned case (``runners.planning.plan.PhaseCase``) the checks compare with."""
-
-    @property
-    def phase(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def implementation(self) -> Implementation: ...
-    @property
-    def group_size(self) -> int: ...
-    @property
-    def num_in_group(self) -> int: ...
-    @property
-    def prefetch_step(self) -> int: ...
-    @property
-    def params(self) -> Sequence[str]: ...
-    @property
-    def backend(self) -> OffloadBackend: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def workload(self) -> WorkloadConfig: ...
-    @property
-    def runtime(self) -> RuntimeConfig: ...
-
-
-class CheckedScheduledCase(Protocol):
-    """A case and its repeat (``runners.planning.plan.ScheduledCase``)."""
-
-    @property
-    def case(self) -> CheckedCase: ...
-    @property
-    def repeat(self) -> int: ...
+from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, kv_cache_gib_values, marked_lines
+from runners.planning.cases import PhaseCase, ScheduledCase
 
 
 class CheckFailed(Exception):
@@ -82,7 +39,7 @@ class CheckFailed(Exception):
         self.message = message
 
 
-def check_record(sc: CheckedScheduledCase, log_text: str, record_path: Path) -> BenchRecord:
+def check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchRecord:
     """The case's record: one ``BENCH_RESULT`` line equal to the record file, naming the case.
 
     Raises:
@@ -124,7 +81,7 @@ def check_record(sc: CheckedScheduledCase, log_text: str, record_path: Path) -> 
     return record
 
 
-def check_plan_match(c: CheckedCase, record: BenchRecord) -> None:
+def check_plan_match(c: PhaseCase, record: BenchRecord) -> None:
     """Published rule: the record's workload and model are the plan's."""
     from conf.typed import plain
 
@@ -152,18 +109,18 @@ def check_plan_model(record: BenchRecord, command: tuple[str, ...]) -> None:
             raise CheckFailed("invalid_record", f"record model {record.model!r} != the plan's {want!r}")
 
 
-def check_kv_lines(c: CheckedCase, log_text: str) -> None:
+def check_kv_lines(c: PhaseCase, log_text: str) -> None:
     """Published rule: on accelerators exactly one ``Available KV cache memory`` line per case log."""
     device = str(c.runtime.device)
     if device == "cpu" or c.kind == "accuracy":
         return
-    n = sum(1 for line in log_text.splitlines() if "Available KV cache memory" in line)
+    n = len(kv_cache_gib_values(log_text))
     if n != 1:
         raise CheckFailed("kv_cache_lines", f"{n} 'Available KV cache memory' lines in the log of a {device} case "
                     "(exactly one expected: missing means no capacity, repeated means the engine was profiled twice)")
 
 
-def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path,
+def check_evidence(sc: ScheduledCase, log_text: str, evidence_path: Path,
                    model: str | None = None) -> RuntimeEvidence:
     """The case's evidence: sidecar equal to the one ``OFFLOAD_EVIDENCE`` line, describing the case.
 
@@ -199,7 +156,7 @@ def check_evidence(sc: CheckedScheduledCase, log_text: str, evidence_path: Path,
     return sidecar
 
 
-def check_kernels(sc: CheckedScheduledCase, log_text: str) -> CpuKernelEvidence | None:
+def check_kernels(sc: ScheduledCase, log_text: str) -> CpuKernelEvidence | None:
     """The case's ``OFFLOAD_CPU_KERNELS`` line, checked against the runtime's ``cpu_kernel_path``.
 
     ``plain``: every processed linear layer must run ``torch_linear``; ``packed``: none may

@@ -8,7 +8,7 @@ named in the log, the signal that killed a process of the case (faulthandler's
 offline validation uses the same rule).
 
 What is deliberately not modelled: the agreement checks of a case
-(``runners.outcome.case_checks``), turning a finished process into one line (``runners.orchestration.finalize``).
+(``runners.outcome.case_checks``), turning a finished process into one line (``runners.outcome.bench``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from __future__ import annotations
 import re
 
 from results_schema.records.case_outcome import KVCacheCapacity
+from results_schema.rules.log_rule import kv_cache_gib_values
 
 LOG_TAIL_LINES = 30
 
 _NUM = r"(\d[\d,]*(?:\.\d+)?)"
-_SIGNED_NUM = r"([-+\u2212]?\s*\d[\d,]*(?:\.\d+)?)"
-_KV_GIB = re.compile(r"Available KV cache memory:\s*" + _SIGNED_NUM + r"\s*GiB")
 _KV_TOKENS = re.compile(r"(?:GPU|CPU|NPU|XPU)?\s*KV cache size:\s*" + _NUM + r"\s*tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for\s*" + _NUM + r"\s*tokens per request:\s*" + _NUM + r"\s*x")
 _EXC_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[A-Z]+\s+[\d-]+\s+[\d:]+\s+\[[^\]]*\]\s*)?"
@@ -45,7 +44,7 @@ def parse_kv_cache(log_text: str) -> KVCacheCapacity:
     KV cache (``kv_cache_gib < 0``; see ``kv_cache_problem``). When the log holds the
     GiB line more than once, every value is kept in ``kv_cache_gib_history``.
     """
-    gib = [_num(g) for g in _KV_GIB.findall(log_text)]
+    gib = kv_cache_gib_values(log_text)
     tokens = _KV_TOKENS.findall(log_text)
     conc = _CONCURRENCY.findall(log_text)
     return KVCacheCapacity(

@@ -1,8 +1,7 @@
 """The outcome of one finished case process: its line (a run or a failure) and whether it was expected.
 
-What is modelled: ``Finalized``, built by ``runners.orchestration.finalize`` (throughput cases),
-``runners.orchestration.accuracy_phase`` (accuracy cases) and ``runners.planning.serving_spec``
-(serving cases). What is deliberately not modelled: the checks that decide it
+What is modelled: ``Finalized``, built by ``runners.outcome.bench`` (throughput, ttft, stability
+cases), ``runners.outcome.accuracy`` (accuracy cases) and ``runners.outcome.serving`` (serving cases). What is deliberately not modelled: the checks that decide it
 (``runners.outcome.case_checks``).
 """
 

@@ -29,6 +29,7 @@ from typing import Sequence
 from conf.schema import Config
 from conf.schema_matrix import PointConfig
 from conf.schema_stack import ModelConfig
+from offload.matching import matches_offload_params
 from offload_tools.choice import calibration_settings, largest_release, slot_bytes
 from runners.errors import PlanError
 from runners.paths import abs_path
@@ -99,14 +100,14 @@ def model_sizes(model: ModelConfig, dtype: str, params: Sequence[str] = ()) -> M
             ``offload_tools.layer_bytes`` does not model.
     """
     from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
-                                     layer_param_shapes, safetensors_files, segment_match)
+                                     layer_param_shapes, safetensors_files)
 
     d = _model_dir(model)
     config, where = _config(model, d)
     n = model.num_layers
     try:
         size = dtype_bytes(dtype)
-        slot = slot_bytes(size * _numel(s) for name, s in layer_param_shapes(config).items() if segment_match(name, params))
+        slot = slot_bytes(size * _numel(s) for name, s in layer_param_shapes(config).items() if matches_offload_params(name, params))
         if d is not None and safetensors_files(d):
             per = layer_bytes_from_safetensors(safetensors_files(d), dtype=dtype, offload_params=params)
             if sorted(per) != list(range(n)):

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from conf.schema import Config
-from conf.schema_matrix import CaseConfig, MatrixConfig, ServingConfig
+from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
@@ -25,6 +24,7 @@ from results_schema.records.manifest import is_secret_name, looks_like_credentia
 from results_schema.records.protocols import UnknownProtocolError, check_protocol, protocol_spec
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
+from runners.planning.cases import PhaseCase, ScheduledCase
 from runners.planning.choose_plan import with_choose
 from runners.planning.workload_check import _effective_workload, validate_workload
 
@@ -35,87 +35,6 @@ ACCURACY_BASELINE_RUNS = 2
 """An accuracy phase's baseline runs at least this often (repeat-major: the runs bracket the offload cases), so
 the verifier compares them with each other before it blames an offloader (``analysis.accuracy.baselines``)."""
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-
-
-@dataclass(frozen=True)
-class PhaseCase:
-    """One case of one phase (all repeats share it).
-
-    Attributes:
-        phase: phase name (key of ``phases``).
-        label: unique within the phase; names log/evidence/record files.
-        implementation: ``baseline``, ``current``, ``official``, ``sync``, ``overlay``.
-        group_size, num_in_group, prefetch_step, params, backend: offload parameters.
-        kind: phase kind (``throughput``, ``ttft``, ``stability``, ``accuracy``).
-        repeats: how many times the case runs.
-        expect_error: regex the case's failure must match (expected failure), or None.
-        engine_validates: the bench process skips its offload pre-check (``runners.incase.engine_path``).
-        workload: the phase's effective workload (the run's, with the phase's overrides).
-        runtime: the phase's effective runtime (its own, else the run's).
-        timeout_s, kill_grace_s, cooldown_s: process limits of the phase.
-        accuracy_tasks: tasks for accuracy phases (one process evaluates all of them).
-        accuracy_limit: first N rows per task (smoke accuracy runs), None = all rows.
-        accuracy_manifest: dataset manifest of accuracy phases (as configured; resolved by the runner).
-        accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
-        accuracy_model: accuracy phases: model directory loaded instead of the run's (as configured), None = the run's.
-        fault: negative-control fault applied in the case process (``offload.faults``), None = none.
-        max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
-        serving: the phase's ``serving`` settings for ``kind=serving``, else None.
-    """
-
-    phase: str
-    label: str
-    implementation: Implementation
-    group_size: int
-    num_in_group: int
-    prefetch_step: int
-    params: tuple[str, ...]
-    backend: OffloadBackend
-    kind: str
-    repeats: int
-    expect_error: str | None
-    workload: WorkloadConfig = field(hash=False, compare=False)
-    runtime: RuntimeConfig = field(hash=False, compare=False)
-    timeout_s: float
-    kill_grace_s: float
-    cooldown_s: float
-    accuracy_tasks: tuple[str, ...] = ()
-    accuracy_limit: int | None = None
-    accuracy_manifest: str | None = None
-    accuracy_protocol: str | None = None
-    max_accuracy_drop: float = 0.0
-    serving: ServingConfig | None = field(default=None, hash=False, compare=False)
-    engine_validates: bool = False
-    accuracy_model: str | None = None
-    fault: str | None = None
-
-    @property
-    def offload_requested(self) -> bool:
-        """True when the case asks an offloader to move at least one layer."""
-        return self.implementation != "baseline" and self.group_size > 0 and self.num_in_group > 0
-
-    @property
-    def runtime_name(self) -> str:
-        return self.runtime.name
-
-
-@dataclass(frozen=True)
-class ScheduledCase:
-    """One process to launch: a case and its repeat, at a position in the run."""
-
-    index: int
-    case: PhaseCase
-    repeat: int
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        """``(phase, label, repeat)``: the identity used by resume."""
-        return (self.case.phase, self.case.label, self.repeat)
-
-    @property
-    def stem(self) -> str:
-        """File stem of this process's log / evidence / record: ``<label>-r<repeat>``."""
-        return f"{self.case.label}-r{self.repeat}"
 
 
 def _phase_runtime(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> RuntimeConfig:

@@ -125,15 +125,14 @@ def test_rejects_negative_and_unknown_backend() -> None:
 
 @pytest.mark.heavy  # measured 1.0 s in the fast tier (its budget is 2 minutes)
 def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
-    """The default run measures at least DEFAULT_MIN_MEASURED_S per case, passed to bench_one;
-    analysis warns below the same value."""
-    from analysis.validation.validate import MIN_WINDOW_S
-    from conf.schema_stack import DEFAULT_MIN_MEASURED_S
+    """The default run measures at least DEFAULT_MIN_MEASURED_S per case (the one constant analysis also
+    warns below), passed to bench_one."""
+    from results_schema.records.models import DEFAULT_MIN_MEASURED_S
     from runners.incase.bench_one import load_case
     from runners.launching.case_command import case_argv
     from runners.paths import CasePaths
 
-    assert DEFAULT_MIN_MEASURED_S == MIN_WINDOW_S == 3.0
+    assert DEFAULT_MIN_MEASURED_S == 3.0
     items = _plan(None, "matrix@phases.same_runtime=same_runtime_tiny")
     assert {sc.case.workload.min_measured_s for sc in items} == {3.0}
     assert {sc.case.workload.min_measured_s for sc in _plan(None)} == {6.0}  # the default phase measures 6 s

@@ -95,7 +95,8 @@ def test_examples_are_found() -> None:
 @pytest.mark.parametrize("name,args", examples(), ids=[n for n, _ in examples()])
 @pytest.mark.heavy  # measured 15.1 s over 67 cases in the fast tier (its budget is 2 minutes)
 def test_documented_override_composes(name: str, args: str, tmp_path: Path) -> None:
-    from runners.pins import PinsError, compose, expand_pins_args
+    from runners.identity.pins_file import PinsError, expand_pins_args
+    from runners.pins import compose
 
     pins_file = tmp_path / "pins.yaml"
     pins_file.write_text("overrides: []\nnot_found: []\nmismatched: []\n")

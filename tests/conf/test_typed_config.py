@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_module
 from results_schema.records.base import Device
 from conf.schema import Config, ConfigError
 from conf.typed import load_config, load_saved_config, plain_config, typed_config
-from runners.identity.pin_checks import config_sha256
+from runners.identity.config_hash import config_sha256
 from runners.orchestration.rundir import yaml_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -105,7 +105,7 @@ def test_pins_entry_point_refuses_a_misspelt_key_naming_the_nearest_real_one(tmp
     out = tmp_path / "pins.yaml"
     assert main(["+phases.same_runtime.repeatz=2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "unknown key 'phases.same_runtime.repeatz'" in err and "did you mean 'repeats'?" in err
+    assert "unknown key 'phases.same_runtime.repeatz'" in err and "did you mean 'phases.same_runtime.repeats'" in err
     assert not out.exists()
 
 

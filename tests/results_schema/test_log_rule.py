@@ -12,7 +12,7 @@ from analysis.validation.records import scan_log
 from conf.schema_stack import RuntimeConfig
 from results_schema.records.base import Device
 from results_schema.records.io import RecordError, parse_line, write_json
-from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
+from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, kv_cache_gib_values, marked_lines
 from results_schema.records.models import RuntimeEvidence
 from runners.outcome.case_checks import CheckFailed, check_evidence
 from tests.support.synthetic import SynthCase, make_case_run
@@ -77,3 +77,11 @@ def test_both_markers_are_read_by_the_validation() -> None:
     log = f"{BENCH_RESULT}{{}}\n(EngineCore pid=1) {OFFLOAD_EVIDENCE}{JSON}\nTraceback (most recent call last):\n"
     bench, ev, tb = scan_log(log)
     assert (bench, ev, tb) == (["{}"], [JSON], True)
+
+
+def test_kv_cache_line_is_one_pattern_for_the_count_and_the_parse() -> None:
+    log = ("INFO [gpu_worker.py:1] Available KV cache memory: 1,024.5 GiB\n"
+           "(EngineCore pid=1) Available KV cache memory: \u22120.87 GiB\n"
+           "the Available KV cache memory line is missing\n")
+    assert kv_cache_gib_values(log) == [1024.5, -0.87]  # a mention without a value is not a KV line
+    assert kv_cache_gib_values("no such line") == []

@@ -23,7 +23,7 @@ from runners.launching.case_command import case_argv, case_env
 from runners.paths import CasePaths
 from runners.incase.engine_path import ACCEPTED_INVALID, REJECTED, EngineAcceptedInvalid, build, engine_outcome, raised_in
 from runners.errors import PlanError
-from runners.orchestration.finalize import finalize
+from runners.outcome.bench import finalize_bench
 from runners.incase.process_group import run_case_process
 from runners.planning.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
@@ -139,7 +139,7 @@ def _fake_engine_case(tmp_path: Path, mode: str):
     env = case_env(sc, run_dir=tmp_path, paths=paths, base_env={"PATH": "/usr/bin:/bin"})
     env["FAKE_BEHAVIOUR"] = f"{sc.case.label}={mode}"
     out = run_case_process(argv, env, paths.log, REPO, timeout_s=120, kill_grace_s=2)
-    return finalize(sc, out, run_dir=tmp_path, log_path=paths.log, evidence_path=paths.evidence,
+    return finalize_bench(sc, out, run_dir=tmp_path, log_path=paths.log, evidence_path=paths.evidence,
                     record_path=paths.record, command=tuple(argv))
 
 

@@ -66,7 +66,7 @@ def test_root_cause_of_plain_error_line() -> None:
 
 from pathlib import Path  # noqa: E402
 
-from runners.orchestration.finalize import finalize  # noqa: E402
+from runners.outcome.bench import finalize_bench  # noqa: E402
 from runners.outcome.case_log import kv_cache_change, kv_cache_problem  # noqa: E402
 from runners.incase.process_group import ProcessOutcome  # noqa: E402
 
@@ -111,7 +111,7 @@ def test_negative_kv_cache_memory_fails_the_case_with_a_named_error(tmp_path: Pa
     log.write_text("Available KV cache memory: 0.5 GiB\nAvailable KV cache memory: -0.87 GiB\n"
                    + ("ValueError: No available memory for the cache blocks.\n" if exit_code else ""))
     out = ProcessOutcome(exit_code=exit_code, signal=None, timed_out=False, wall_s=1.0, pid=1)
-    fin = finalize(_sc(), out, run_dir=tmp_path, log_path=log, evidence_path=tmp_path / "e.json",
+    fin = finalize_bench(_sc(), out, run_dir=tmp_path, log_path=log, evidence_path=tmp_path / "e.json",
                    record_path=tmp_path / "r.json", command=("x",))
     assert fin.run is None and fin.failure is not None and not fin.expected
     f = fin.failure

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from conf.schema_stack import PinsConfig
 from results_schema.records.manifest import EnvironmentManifest, is_secret_name
-from runners.identity.pin_checks import IdentityError, check_pins, enforce, filter_environment
+from runners.identity.pin_checks import IdentityError, check_pins, enforce
+from runners.incase.recorded_env import recordable_env
 from runners.identity.probe import package_version, sha256_file, tree_sha256
 
 
@@ -63,12 +64,14 @@ def test_failed_pins_shared_by_two_runtimes_are_listed_once() -> None:
 
 def test_qwen7b_identity_gate_lists_each_failed_pin_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from runners.errors import RunnerError
+    from runners.config import runtimes_used
     from runners.identity.gates import gather_identity
     from tests.runners.helpers import compose_cfg
 
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)  # npu-smi absent even on an Ascend host
     with pytest.raises(RunnerError) as exc:
-        gather_identity(compose_cfg("+experiment=qwen7b"), when="test")
+        cfg = compose_cfg("+experiment=qwen7b")
+        gather_identity(cfg, runtimes_used(cfg), when="test")
     msg = str(exc.value)
     first = msg.splitlines()[0]
     assert "required tool 'npu-smi' is not on PATH" in first
@@ -97,7 +100,7 @@ def test_package_pins_accept_exact_versions_and_specifiers() -> None:
 def test_secret_environment_names_are_never_written() -> None:
     env = {"HF_TOKEN": "hf_abc", "AWS_SECRET_ACCESS_KEY": "s", "DB_PASSWORD": "p", "OPENAI_API_KEY": "k",
            "VLLM_CPU_KVCACHE_SPACE": "1", "PATH": "/bin"}
-    kept = filter_environment(env)
+    kept = recordable_env(env)
     assert kept == {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "1"}
     assert is_secret_name("my_api_token") and not is_secret_name("OMP_NUM_THREADS")
 

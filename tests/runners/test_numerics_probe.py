@@ -50,15 +50,14 @@ def test_identity_stage_waits_for_the_probe_when_the_gate_fails(monkeypatch):
         ended.set()
         return ()
 
-    def failing_gate(cfg, when, previous=None):
+    def failing_gate(cfg, runtimes, when, previous=None):
         raise RunnerError("identity gate: pin differs", EXIT_IDENTITY)
 
     monkeypatch.setattr(gates, "numerics_of", slow)
     monkeypatch.setattr(gates, "gather_identity", failing_gate)
     monkeypatch.setattr(stages, "build_model_once", lambda model: 0.0)
-    options = cast(Any, None)  # the identity stage reads no option
     cfg = cast(Any, SimpleNamespace(model=None))  # the stage reads cfg.model only (the build is faked)
-    plan = stages.Plan(cfg=cfg, options=options, overrides=(), items=(), phases=(), accuracy_phases=(),
+    plan = stages.Plan(cfg=cfg, runtimes=(), overrides=(), items=(), phases=(), accuracy_phases=(),
                        resume_dir=None)
     with pytest.raises(RunnerError, match="pin differs"):
         stages.identity_gate(plan, Timings(t_start=0.0), _no_probe)

@@ -14,7 +14,7 @@ import pytest
 
 from results_schema.records.case import CaseSpec
 from results_schema.records.io import read_json, write_json
-from runners.orchestration.finalize import finalize
+from runners.outcome.bench import finalize_bench
 from runners.incase.process_group import run_case_process
 from runners.launching.case_command import case_argv, case_env
 from runners.paths import CasePaths
@@ -40,7 +40,7 @@ def _run_one(tmp_path: Path, device: str, mode: str, label: str = "current_g4_n1
     if model_arg is not None:  # the plan's case.json names another model than the one the record reports
         write_json(paths.case, read_json(paths.case, CaseSpec).model_copy(update={"model": model_arg}))
     command = tuple(argv)
-    return finalize(sc, out, run_dir=tmp_path, log_path=paths.log, evidence_path=paths.evidence,
+    return finalize_bench(sc, out, run_dir=tmp_path, log_path=paths.log, evidence_path=paths.evidence,
                     record_path=paths.record, command=command)
 
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from offload.selection import validate_offload_params
-from results_schema.records.accuracy import EngineSettings
+from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST, EngineSettings
 from results_schema.records.base import IMPLEMENTATIONS
 from results_schema.records.models import OffloadSetting
 from results_schema.records.protocols import DEFAULT_PROTOCOL, registered_names
 from runners.incase.case_input import checked_offload, read_case
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_MANIFEST = REPO_ROOT / "eval_datasets" / "fixtures" / "manifest.json"
+DEFAULT_MANIFEST = REPO_ROOT / DEFAULT_ACCURACY_MANIFEST
 
 
 _ENGINE_HELP = " (default: the protocol's value, else vLLM's; a value contradicting the protocol is an error)"

@@ -25,7 +25,7 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
 The ``ServingCaseResult`` (with the first fault, if any) is written atomically in every case.
 
 What is deliberately not modelled: statistics across cases (``analysis.serving.summary``), the
-evidence check (``runners.planning.serving_spec.finalize_serving``, ``runners.outcome.case_checks``).
+evidence check (``runners.outcome.serving.finalize_serving``, ``runners.outcome.case_checks``).
 """
 
 from __future__ import annotations

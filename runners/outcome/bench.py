@@ -1,4 +1,4 @@
-"""Turn one finished case process into exactly one ``CaseRun`` or one ``CaseFailure``.
+"""The end of a bench case (throughput, ttft, stability): its finished process -> one ``CaseRun`` or one ``CaseFailure``.
 
 What is modelled: the order in which a finished case is judged (launch error; timeout;
 a log that reports no room for KV cache, whatever the exit; a signal; a process of the
@@ -11,7 +11,7 @@ exception; then the agreement checks of
 
 What is deliberately not modelled: parsing the log (``runners.outcome.case_log``), the checks
 themselves (``runners.outcome.case_checks``), statistics (analysis), selection-vs-formula
-validation (analysis validation), writing the lines (``runners.matrix``).
+validation (analysis validation), writing the lines (``runners.orchestration.execute``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ from runners.outcome.case_log import (
 from runners.outcome.finalized import Finalized
 from runners.incase.engine_path import engine_outcome
 from runners.incase.process_group import ProcessOutcome
-from runners.planning.plan import ScheduledCase
-
+from runners.planning.cases import ScheduledCase
 
 
 def _platform_note(sc: ScheduledCase) -> str:
@@ -119,7 +118,7 @@ def _failed(sc: ScheduledCase, outcome: ProcessOutcome, judged: _Judged, *, log_
     return Finalized(run=None, failure=f, expected=expected, note=note)
 
 
-def finalize(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_path: Path, evidence_path: Path,
+def finalize_bench(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_path: Path, evidence_path: Path,
              record_path: Path, command: tuple[str, ...]) -> Finalized:
     """Check one finished case and build its single line.
 
