@@ -31,7 +31,9 @@ JSONL each names), grouped by task. Every task needs a baseline and an offload c
   row and field named otherwise).
 * drop -- baseline accuracy minus case accuracy is at most ``max_accuracy_drop`` (per task; a fraction of
   accuracy, 0.01 = 1 percentage point; default 0: exactly zero or less). The tolerance relaxes this rule
-  only: identity is still required. It is written into the JSON, Markdown and CSV.
+  only: identity is still required. It is written into the JSON, Markdown and CSV. Where the baselines
+  disagree, ``noise_floor`` replaces identity and drop: a paired exact McNemar test on the items
+  (``analysis.accuracy.baselines.paired_drop``; its counts and p in every output).
 * backend -- the ``offload_backend`` each case recorded equals the one the run's ``plan.json`` gave it
   (``<run_dir>/records/<phase>`` with ``<run_dir>/plan.json``); a stand-alone directory has no plan:
   the check is then skipped, saying so.
@@ -74,8 +76,8 @@ from analysis.accuracy.checks import (
     refuse_mixed_protocols,
     wilson_interval,
 )
-from analysis.accuracy.baselines import NOISE_NOTE, add_agreement_check, agreement, check_vs_floor
-from analysis.accuracy.table import REPORT_CSV, write_csv
+from analysis.accuracy.baselines import NOISE_NOTE, PairedDrop, add_agreement_check, agreement, check_vs_floor
+from analysis.accuracy.table import REPORT_CSV, paired_cell, write_csv
 from results_schema.records.accuracy import (
     AccuracyExample,
     AccuracyResult,
@@ -248,17 +250,20 @@ def _verify_task(checks: Checks, task: Task, group: list[Case],
         check_gold_balance(checks, task, base_rows, rules.limit)
     agree = agreement(task, base_runs)
     add_agreement_check(checks, agree)
+    paired: dict[int, PairedDrop | None] = {}
     for result, path in others:
         if not _common_checks(checks, result, base, rules):
             refused.add(id(result))
             continue  # not comparable: no identity, drop or evidence verdict for this case
         rows = _check_case(checks, result, path, base, rules.limit)
         if agree.judged_by == "noise_floor":
-            check_vs_floor(checks, result, rows, agree, [r for _r, _p, r in base_runs], rules.max_accuracy_drop)
+            paired[id(result)] = check_vs_floor(checks, result, rows, agree, [r for _r, _p, r in base_runs],
+                                                rules.max_accuracy_drop)
         else:
             _check_vs_baseline(checks, result, rows, base, base_rows)
             check_drop(checks, result, base, rules.max_accuracy_drop)
-    return [_case_summary(result, base) for result, _ in bases + others if id(result) not in refused], agree
+    return [_case_summary(result, base, paired.get(id(result))) for result, _ in bases + others
+            if id(result) not in refused], agree
 
 
 def _check_case(checks: Checks, result: AccuracyResult, path: Path, base: AccuracyResult,
@@ -291,8 +296,10 @@ def _check_vs_baseline(checks: Checks, result: AccuracyResult, rows: list[Accura
                    f"({result.examples_sha256[:12]}... vs {base.examples_sha256[:12]}...) {detail}".rstrip())
 
 
-def _case_summary(result: AccuracyResult, base: AccuracyResult) -> CaseSummary:
+def _case_summary(result: AccuracyResult, base: AccuracyResult, paired: PairedDrop | None) -> CaseSummary:
     return CaseSummary(
+        paired_lost=paired.lost if paired else None, paired_gained=paired.gained if paired else None,
+        paired_floor=paired.floor if paired else None, mcnemar_p=paired.p if paired else None,
         label=result.label, implementation=result.implementation, task=result.task,
         protocol_name=result.protocol_name, protocol_sha256=result.protocol_sha256,
         num_examples=result.num_examples, correct=result.correct, unparsable=result.unparsable,
@@ -314,14 +321,14 @@ def render_markdown(report: AccuracyVerification) -> str:
                              "not checked (no plan.json: stand-alone directory)"), "",
              *baseline_lines(report),
              "| task | case | impl | backend | protocol | n | correct | unparsable | accuracy | 95% interval (Wilson) "
-             "| drop | identical | verdict |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---|---|"]
+             "| drop | identical | paired lost / gained (McNemar p) | verdict |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---|---|---|"]
     for c in report.cases:
         low, high = wilson_interval(c.correct, c.num_examples)
         lines.append(f"| {c.task} | {c.label} | {c.implementation} | {c.offload_backend} | {c.protocol_name} "
                      f"`{c.protocol_sha256[:12]}` | {c.num_examples} | {c.correct} | "
                      f"{c.unparsable} | {c.accuracy:.4f} | [{low:.4f}, {high:.4f}] | {c.drop_vs_baseline:+.4f} | "
-                     f"{'yes' if c.identical_to_baseline else 'NO'} | {c.verdict.upper()} |")
+                     f"{'yes' if c.identical_to_baseline else 'NO'} | {paired_cell(c)} | {c.verdict.upper()} |")
     failed = [c for c in report.checks if c.status == "fail"]
     skipped = [c for c in report.checks if c.status == "skipped"]
     lines += ["", f"Checks: {sum(c.status == 'pass' for c in report.checks)} passed, {len(failed)} failed, "

@@ -34,6 +34,7 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from analysis.accuracy.table import paired_cell
 from analysis.comparison.decision import GLOSSARY
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
@@ -195,9 +196,10 @@ def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:
         parts.append(f'<p id="accuracy-verdict-{_e(name)}"><strong>{"PASSED" if a.passed else "FAILED"}</strong> '
                      f"({_e(a.mode_note)}) — <code>{_e(name)}</code></p>")
         parts.append(_table(["label", "impl", "task", "examples", "correct", "accuracy", "drop vs baseline",
-                             "identical to baseline"],
+                             "identical to baseline", "paired lost / gained (exact McNemar p)"],
                             [[_e(c.label), _e(c.implementation), _e(c.task), _n(c.num_examples), _n(c.correct),
-                              _n(c.accuracy, 4), _n(c.drop_vs_baseline, 4), "yes" if c.identical_to_baseline else "no"]
+                              _n(c.accuracy, 4), _n(c.drop_vs_baseline, 4), "yes" if c.identical_to_baseline else "no",
+                              _e(paired_cell(c))]
                              for c in a.cases]))
         bad = [c for c in a.checks if c.status == "fail"]
         if bad:

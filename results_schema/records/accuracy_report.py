@@ -55,6 +55,18 @@ class CaseSummary(StrictModel):
     offload_backend: str = Field(default="auto", description="vLLM offload_backend the case recorded it ran with.")
     verdict: Literal["pass", "fail"] = Field(
         default="pass", description="'fail' when any check of this case and task failed (baseline: its own checks).")
+    paired_lost: NonNegInt | None = Field(
+        default=None, description="Judged against the noise floor: items every baseline run got right and this case "
+        "got wrong (null when judged by identity, and for the baseline).")
+    paired_gained: NonNegInt | None = Field(
+        default=None, description="Judged against the noise floor: items every baseline run got wrong and this case "
+        "got right.")
+    paired_floor: NonNegInt | None = Field(
+        default=None, description="Judged against the noise floor: items the baseline runs themselves score "
+        "differently (left out of the paired test).")
+    mcnemar_p: Fraction | None = Field(
+        default=None, description="One-sided exact McNemar p of a drop, P(X >= paired_lost) for X ~ Binomial("
+        "paired_lost + paired_gained, 1/2) (analysis.accuracy.baselines.paired_drop).")
 
 
 class BaselineAgreement(StrictModel):
