@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import setuptools  # noqa: F401  (before any test imports the stdlib's distutils: torch.compile's inductor does, and
+# setuptools' distutils shim, which vLLM's CPU model runner imports through torch.utils.cpp_extension, then
+# asserts in whichever later test of the same worker imports it: an order dependency between test files)
 from hypothesis import HealthCheck, settings
 
 from tests.shared_runs import share_host_measurements  # noqa: F401  (autouse, session)
