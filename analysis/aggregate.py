@@ -18,8 +18,11 @@ What is modelled (one row per (phase, label)):
       the baseline included as the zero-capacity point) and the planner's knee
       (``analysis.comparison.pareto.KNEE_RULE``), over *eligible* points only: a label whose
       generated tokens differ from the phase baseline, or that ``excluded`` names
-      (validation errors of its evidence, logs, counts...), is never on the front
-      nor the knee; ``front_excluded`` says why (empty when eligible).
+      (validation errors of its evidence, logs, counts...), whose verdict is withheld because a process it
+      rests on was contended, or that has an unstable process (``analysis.comparison.soundness``), is never
+      on the front nor the knee; ``front_excluded`` says why (empty when eligible).
+    * processes of the label that were contended (``contended_processes``) or unstable
+      (``unstable_processes``);
     * the measured window: shortest measured seconds and fewest measured rounds of any
       process of the label (``window_measured_s_min``, ``window_rounds_min``);
 
@@ -35,6 +38,7 @@ import pandas as pd
 from collections.abc import Mapping
 
 from analysis.load import RunData
+from analysis.comparison import soundness
 from analysis.comparison.pareto import knee_index, pareto_mask
 
 KEY = ["phase", "label"]
@@ -48,7 +52,7 @@ SUMMARY_COLUMNS = [
     "device_memory_bytes_median", "selected_layers", "num_selected_layers", "wrapped_layers", "wrapped_count",
     "offloaded_bytes", "static_buffer_bytes", "released_bytes", "offloader_class", "baseline_throughput_median_tok_s",
     "retention", "throughput_change_pct", "kv_gain_tokens", "kv_gain_gib", "window_measured_s_min",
-    "window_rounds_min", "front_excluded", "pareto", "knee",
+    "window_rounds_min", "contended_processes", "unstable_processes", "front_excluded", "pareto", "knee",
 ]
 
 CAPACITY_AXES = ("offloaded_bytes", "released_bytes", "kv_gain_bytes")
@@ -82,6 +86,10 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     _add_baseline_relative(out, runs)
     _add_window(out, data)
     keys = list(zip(out["phase"], out["label"], strict=True))
+    contended = soundness.contended_keys(runs)
+    unstable = soundness.unstable_processes(runs)
+    out["contended_processes"] = [sum(1 for c in contended if c[:2] == k) for k in keys]
+    out["unstable_processes"] = [sum(1 for u in unstable if u[:2] == k) for k in keys]
     reasons = _exclusions(data, excluded)
     out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
     out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
@@ -187,6 +195,8 @@ def _exclusions(data: RunData, excluded: Mapping[tuple[str, str], str] | None) -
     for (phase, label), why in (excluded or {}).items():
         if why:
             reasons.setdefault((phase, label), []).append(why)
+    for key, whys in soundness.point_exclusions(data.runs).items():
+        reasons.setdefault(key, []).extend(w for w in whys if w not in reasons.get(key, []))
     for (phase, label, _rep), st in token_statuses(data.record_views).items():
         if st == "differs":
             why = "tokens differ from the phase baseline"

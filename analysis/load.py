@@ -21,6 +21,7 @@ cross-file checks (``analysis.validation.validate``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +43,9 @@ OFFLOAD_COLUMNS = {"offload_group_size": "group_size", "offload_num_in_group": "
                    "offload_prefetch_step": "prefetch_step"}
 """Offload field (``OffloadSetting``, ``RuntimeEvidence``) -> its column name, the one table of these renames:
 the runs frame below (``ev_`` + it for the evidence's) and every catalog table (``analysis.catalog.columns``)."""
+
+HOST_LOAD_FIELDS = ("foreign_cores", "foreign_cpu_s", "case_cpu_s", "runner_cpu_s", "steal_fraction", "contended")
+"""``BenchRecord.host_load`` fields of the runs frame, as ``host_<field>`` (null where the record has none)."""
 
 ROUND_RENAME = {"index": "round"}
 """``RoundResult`` field -> its column name (rounds frame below, catalog ``rounds`` table)."""
@@ -66,10 +70,11 @@ RUN_FIELDS: dict[str, str] = {
     "ev_selected_layers": "evidence.selected_layers", "ev_wrapped_layers": "evidence.wrapped_layers",
     "ev_wrapped_count": "evidence.wrapped_count", "ev_offloaded_bytes": "evidence.offloaded_bytes",
     "ev_static_buffer_bytes": "evidence.static_buffer_bytes", "ev_released_bytes": "evidence.released_bytes",
-    "ev_device": "evidence.device",
+    "ev_device": "evidence.device", "warmup_rounds": "record.workload.warmup_rounds",
+    **{f"host_{name}": f"record.host_load.{name}" for name in HOST_LOAD_FIELDS},
 }
 """Runs-frame column -> dotted ``CaseRun`` field it holds (offload fields named by ``OFFLOAD_COLUMNS``)."""
-RUN_COLUMNS = [*RUN_FIELDS, "line"]
+RUN_COLUMNS = [*RUN_FIELDS, "rounds_drift_pct", "line"]
 ROUND_FIELDS = {**{col: name for name, col in ROUND_RENAME.items()}, "elapsed_s": "elapsed_s",
                 "output_tokens": "output_tokens", "throughput_tok_s": "throughput_tok_s"}
 """Rounds-frame column -> ``RoundResult`` field it holds (the first four columns repeat the record's)."""
@@ -130,18 +135,51 @@ def case_runs_frames(table: RecordTable[CaseRun]) -> tuple[pd.DataFrame, pd.Data
         ``(runs, rounds)`` with ``RUN_COLUMNS`` / ``ROUND_COLUMNS``; ``kv_cache_tokens`` and
         ``device_memory_bytes`` are ``Int64``, ``kv_cache_gib`` and ``max_concurrency`` ``Float64`` (nullable).
     """
-    runs = pd.DataFrame({name: table.column(path) for name, path in RUN_FIELDS.items()} | {"line": table.lines},
-                        columns=RUN_COLUMNS)
     sub, counts = table.explode("record.rounds")
+    elapsed, tokens = sub.column("elapsed_s"), sub.column("output_tokens")
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+    drift = [window_drift_pct(elapsed[a:b], tokens[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    runs = pd.DataFrame({name: table.column(path) for name, path in RUN_FIELDS.items()}
+                        | {"rounds_drift_pct": drift, "line": table.lines}, columns=RUN_COLUMNS)
     rounds = pd.DataFrame({name: np.repeat(np.array(table.column(RUN_FIELDS[name]), dtype=object), counts)
                            for name in ROUND_COLUMNS[:4]} | {name: sub.column(path) for name, path in ROUND_FIELDS.items()},
                           columns=ROUND_COLUMNS)
     rounds["repeat"] = rounds["repeat"].astype(runs["repeat"].dtype)
     for col in ("kv_cache_tokens", "device_memory_bytes"):
         runs[col] = runs[col].astype("Int64")
-    for col in ("kv_cache_gib", "max_concurrency"):
+    for col in ("kv_cache_gib", "max_concurrency", "rounds_drift_pct",
+                *(f"host_{n}" for n in HOST_LOAD_FIELDS if n != "contended")):
         runs[col] = runs[col].astype("Float64")
+    runs["host_contended"] = runs["host_contended"].astype("boolean")
     return runs, rounds
+
+
+def window_drift_pct(elapsed_s: list[float], output_tokens: list[int]) -> float | None:
+    """How far one process's throughput moved within its measured window, in percent of a whole window.
+
+    The measured rounds, in order, are split into a first and a second half (the middle round of an odd
+    count goes to the second); each half's throughput is its tokens over its seconds, and
+    ``|first - second| / mean(first, second) * 100`` is scaled by ``sqrt(2 / n) / sqrt(1 / h1 + 1 / h2)``
+    (``n`` rounds, ``h1`` and ``h2`` in the halves): under round-to-round noise alone that is the size of the
+    difference between two whole windows of ``n`` rounds, i.e. between two processes of one setting, so it
+    compares like with like with the noise floor (``analysis.comparison.noise_floor``: the baseline processes'
+    ``(max - min) / median``). Why halves rather than the range of the rounds: the range grows with the number
+    of rounds and counts jitter that averages out within a window; a window that has not settled (a cold first
+    round, work that started or stopped beside it) moves one half against the other.
+
+    Returns:
+        Percent, or None with fewer than 2 rounds or no tokens.
+    """
+    n = len(elapsed_s)
+    if n < 2:
+        return None
+    h = n // 2
+    first = sum(output_tokens[:h]) / sum(elapsed_s[:h])
+    second = sum(output_tokens[h:]) / sum(elapsed_s[h:])
+    if first + second <= 0:
+        return None
+    scale = math.sqrt(2.0 / n) / math.sqrt(1.0 / h + 1.0 / (n - h))
+    return abs(first - second) / ((first + second) / 2.0) * 100.0 * scale
 
 
 def _failures_frame(items: list[tuple[Path, int, CaseFailure]]) -> pd.DataFrame:

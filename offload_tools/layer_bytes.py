@@ -170,10 +170,27 @@ _FUSE = (
 )
 
 
-def _vllm_name(name: str) -> str:
+def vllm_param_name(name: str) -> str:
+    """A checkpoint parameter name as vLLM's module carries it: ``q/k/v_proj`` -> ``qkv_proj``,
+    ``gate/up_proj`` -> ``gate_up_proj`` (``mlp.up_proj.weight`` -> ``mlp.gate_up_proj.weight``)."""
     for a, b in _FUSE:
         name = name.replace(a, b)
     return name
+
+
+def layer_param_names_from_safetensors(files: Sequence[Path | str]) -> set[str]:
+    """Parameter names of the decoder layers in safetensors headers, relative to the layer, as vLLM names them
+    (:func:`vllm_param_name`): ``self_attn.qkv_proj.weight``, ``mlp.gate_up_proj.weight``, ...
+
+    Raises:
+        ValueError: a file whose header does not parse (:func:`read_safetensors_header`).
+    """
+    out: set[str] = set()
+    for f in files:
+        for name in read_safetensors_header(f):
+            if (m := _LAYER_RE.search(name)) is not None:
+                out.add(vllm_param_name(name[m.end():]))
+    return out
 
 
 def safetensors_files(model_dir: Path | str) -> list[Path]:
@@ -202,7 +219,7 @@ def layer_bytes_from_safetensors(
             m = _LAYER_RE.search(name)
             if not m:
                 continue
-            rel = _vllm_name(name[m.end():])
+            rel = vllm_param_name(name[m.end():])
             if not matches_offload_params(rel, offload_params):
                 continue
             if size is None:

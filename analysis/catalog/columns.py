@@ -15,7 +15,9 @@ The tables built this way (``TABLE_MODELS``): ``cases`` (``CaseRun`` less its ev
 ``results`` item, an ``AccuracyTaskOutcome``, flattened beside the case's fields) and ``accuracy_verdicts``
 (``AccuracyVerification``; its case, check and baseline rows as JSON text), ``choices`` (``ChoiceDecision``
 less its predictions; its points, fits, checks and chosen settings as JSON text, ``decided_phase_*`` its decided
-phase) and ``choice_predictions`` (``PredictedSetting``). A new model field is a new column with no edit here.
+phase), ``choice_predictions`` (``PredictedSetting``), and from ``summary/serving-summary.json``
+``serving_baseline_verdicts`` (``BaselineVerdictRow``), ``serving_outputs`` (``OutputCheckRow``) and
+``serving_percentiles`` (``PercentileRow``). A new model field is a new column with no edit here.
 
 What is deliberately not modelled: schema migration of an existing catalog file (a catalog built by an
 older version is rebuilt: ``analysis.catalog.store.connect`` compares the column lists).
@@ -38,6 +40,7 @@ from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.choice import ChoiceDecision, PredictedSetting
 from results_schema.records.models import CaseRun, RoundResult, RuntimeEvidence
 from results_schema.records.serving import ServingRun
+from results_schema.records.serving_summary import BaselineVerdictRow, OutputCheckRow, PercentileRow
 
 SCALARS: dict[type, str] = {bool: "BOOLEAN", int: "BIGINT", float: "DOUBLE", str: "VARCHAR"}
 
@@ -230,6 +233,9 @@ TABLE_MODELS: dict[str, Layout] = {
         AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"}),
     "choices": Layout(ChoiceDecision, elsewhere=frozenset({"predictions"})),
     "choice_predictions": Layout(PredictedSetting),
+    "serving_baseline_verdicts": Layout(BaselineVerdictRow),
+    "serving_outputs": Layout(OutputCheckRow),
+    "serving_percentiles": Layout(PercentileRow),
 }
 """Table -> the model its derived columns come from (keys and run-level columns are added by the schema)."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from analysis.catalog.columns import table_columns
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 """Bumped when a table's columns change; ``analysis.catalog.store.connect`` rebuilds an older catalog file."""
 
 TABLES: dict[str, str] = {
@@ -59,6 +59,8 @@ def _derived(table: str, head: str, key: str) -> str:
     return f"\n        {head},\n        {cols},\n        PRIMARY KEY ({key})"
 
 
+_RATE = ("request_rate VARCHAR NOT NULL  -- rate_rps as text ('inf' = every request at t = 0), part of the "
+         "key\n       ")
 _CASE_KEY = "run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, label VARCHAR NOT NULL, repeat INTEGER NOT NULL"
 TABLES.update({
     "cases": _derived("cases", "run_id VARCHAR NOT NULL", "run_id, phase, label, repeat"),
@@ -86,10 +88,17 @@ TABLES.update({
         "        meets_need BOOLEAN NOT NULL,  -- released_bytes >= the decision's need_bytes\n"
         "        chosen BOOLEAN NOT NULL  -- decided for measurement by this decision\n       ",
         "run_id, line, group_size, num_in_group, prefetch_step"),
+    "serving_baseline_verdicts": _derived(
+        "serving_baseline_verdicts", f"run_id VARCHAR NOT NULL, {_RATE}", "run_id, phase, label, request_rate, metric"),
+    "serving_outputs": _derived("serving_outputs", f"run_id VARCHAR NOT NULL, {_RATE}",
+                                "run_id, phase, label, repeat, request_rate"),
+    "serving_percentiles": _derived("serving_percentiles", f"run_id VARCHAR NOT NULL, {_RATE}",
+                                    "run_id, phase, label, request_rate, metric, percentile"),
 })
 """Table name -> column definitions (DuckDB DDL). ``cases``, ``rounds``, ``evidence``, ``failures``,
-``serving_results``, ``accuracy_cases``, ``accuracy_verdicts``, ``choices`` and ``choice_predictions`` are derived
-from the models (one column per field); the rest are run-level tables."""
+``serving_results``, ``accuracy_cases``, ``accuracy_verdicts``, ``choices``, ``choice_predictions``,
+``serving_baseline_verdicts``, ``serving_outputs`` and ``serving_percentiles`` are derived from the models (one
+column per field); the rest are run-level tables."""
 
 RUN_TABLES = [t for t in TABLES if t != "catalog_meta"]
 """Tables whose rows belong to one run (deleted and re-inserted together when a run is re-loaded)."""
@@ -104,7 +113,8 @@ VIEWS: dict[str, str] = {
                    median(c.throughput_tok_s) FILTER (WHERE isfinite(c.throughput_tok_s)) AS throughput_median_tok_s,
                    min(e.released_bytes) AS released_bytes, max(e.released_bytes) AS released_bytes_max,
                    any_value(e.selected_layers) AS selected_layers,
-                   median(c.kv_cache_tokens) AS kv_cache_tokens_median
+                   median(c.kv_cache_tokens) AS kv_cache_tokens_median,
+                   count(*) FILTER (WHERE c.host_load_contended) AS contended_processes
             FROM cases c LEFT JOIN evidence e USING (run_id, phase, label, repeat)
             GROUP BY c.run_id, c.phase, c.label),
         base AS (
@@ -144,6 +154,7 @@ VIEWS: dict[str, str] = {
                r.valid, r.errors, r.warnings,
                (SELECT count(*) FROM cases c WHERE c.run_id = r.run_id) AS processes,
                (SELECT count(*) FROM failures f WHERE f.run_id = r.run_id) AS failures,
+               (SELECT count(*) FROM cases c WHERE c.run_id = r.run_id AND c.host_load_contended) AS contended,
                r.run_dir
         FROM runs r""",
     "invalid_labels": """

@@ -6,7 +6,8 @@ directory holding ``*-runs.jsonl``, ``*-failures.jsonl``, ``*-accuracy-cases.jso
 it (``analysis.validation.validate``) and writes its rows into the tables of ``analysis.catalog.schema``:
 
     runs, plan_counts, cases, rounds, evidence, failures, validation_checks, validation_issues,
-    accuracy_cases, accuracy_verdicts, serving_results, choices, choice_predictions, load_notes
+    accuracy_cases, accuracy_verdicts, serving_results, serving_baseline_verdicts, serving_outputs,
+    serving_percentiles, choices, choice_predictions, load_notes
     (+ views label_summary, host_memory, run_overview, invalid_labels)
 
 A run is identified by its natural key ``run_id`` (the manifest's, else the directory name). Loading a
@@ -21,8 +22,12 @@ The record tables (``cases``, ``rounds``, ``evidence``, ``failures``, ``serving_
 ``choice_predictions``, ...) have one column per model field (``analysis.catalog.columns``); a catalog file written with other columns
 (an older ``catalog_schema.SCHEMA_VERSION``) is rebuilt from scratch when opened for writing.
 
+The serving tables beyond ``serving_results`` come from the run's ``summary/serving-summary.json``
+(``ServingSummary``): the verdicts vs the baseline's floor, the per-request output comparison per case process
+and rate, and the percentiles with their sample.
+
 What is deliberately not modelled: the per-request serving files (``serving_results`` holds each
-rate's recorded numbers; ``analysis.serving.summary`` recomputes them).
+rate's recorded numbers; ``analysis.serving.summary`` recomputes them and compares the outputs).
 """
 
 from __future__ import annotations
@@ -46,11 +51,17 @@ from results_schema.records.choice import FILE_NAME as DECISIONS_FILE, ChoiceDec
 from results_schema.records.files import file_sha256
 from results_schema.records.io import RecordError, read_json, scan_jsonl
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
+from results_schema.records.serving_summary import ServingSummary
 from results_schema.records.summary import Provenance
 
+SERVING_SUMMARY_FILE = "serving-summary.json"
 RUN_MARKERS = ("*-runs.jsonl", "*-failures.jsonl", "*-accuracy-cases.jsonl", f"*{SERVING_SUFFIX}",
                "environment-manifest.json")
-FINGERPRINT_GLOBS = ("*.jsonl", "environment-manifest.json", "config.yaml", "summary/**/accuracy-verification.json")
+FINGERPRINT_GLOBS = ("*.jsonl", "environment-manifest.json", "config.yaml", "summary/**/accuracy-verification.json",
+                     f"summary/{SERVING_SUMMARY_FILE}")
+SERVING_TABLES = {"serving_baseline_verdicts": "baseline_verdicts", "serving_outputs": "outputs",
+                  "serving_percentiles": "percentiles"}
+"""Catalog table -> the ``ServingSummary`` field whose rows it holds."""
 
 
 class CatalogError(Exception):
@@ -127,6 +138,7 @@ def run_rows(run_dir: Path) -> tuple[str, dict[str, list[dict]]]:
                                           "message": f"{run_dir}: no runs/failures file and no config.yaml"})
     _accuracy_rows(run_dir, rid, rows, notes)
     _serving_rows(run_dir, rid, rows, notes)
+    _serving_summary_rows(run_dir, rid, rows, notes)
     _choice_rows(run_dir, rid, rows, notes)
     rows["load_notes"] = [{"run_id": rid, "seq": i, "note": n} for i, n in enumerate(notes)]
     rows["runs"] = [_runs_row(run_dir, prov, valid=valid, errors=n_err, warnings=n_warn)]
@@ -160,6 +172,24 @@ def _serving_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: l
             rate = s.rate.request_rate_rps
             rows["serving_results"].append({"run_id": rid, "request_rate": "inf" if rate is None else repr(rate),
                                             **row(cols, s)})
+
+
+def _serving_summary_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:
+    """Append the rows of ``summary/serving-summary.json`` to the ``SERVING_TABLES``; an unreadable file goes to
+    ``notes``."""
+    path = run_dir / "summary" / SERVING_SUMMARY_FILE
+    if not path.is_file():
+        return
+    try:
+        s = read_json(path, ServingSummary)
+    except RecordError as exc:
+        notes.append(f"unreadable serving summary: {exc}")
+        return
+    for table, name in SERVING_TABLES.items():
+        cols = table_columns(table)
+        for item in getattr(s, name):
+            rate = item.rate_rps
+            rows[table].append({"run_id": rid, "request_rate": "inf" if rate is None else repr(rate), **row(cols, item)})
 
 
 def _choice_rows(run_dir: Path, rid: str, rows: dict[str, list[dict]], notes: list[str]) -> None:

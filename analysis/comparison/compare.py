@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import RunData
+from analysis.comparison.soundness import withheld_reason
 from analysis.comparison.verdict_rule import (
     DEFAULT_MARGIN_PCT,
     bootstrap_delta,
@@ -79,6 +80,16 @@ def _pair_row(phase, a_label, b_label, a_thr, b_thr, a_rounds, b_rounds, margin_
         "note": "" if min(len(a_thr), len(b_thr)) >= 2 else
         f"no CI: fewer than 2 processes on a side (n={len(a_thr)} vs {len(b_thr)})",
     }
+
+
+def _withhold(row: dict, data: RunData, phase: str, labels: list[str]) -> None:
+    """Withhold ``row``'s verdicts (in place) when a process of ``labels`` was contended
+    (``analysis.comparison.soundness.withheld_reason``); the interval stays, the note says why."""
+    why = withheld_reason(data.runs, phase, labels)
+    if why:
+        row["verdict"] = row["pooled_verdict"] = "withheld"
+        row["verdict_text"] = f"withheld: {why} ({row['verdict_text']})"
+        row["note"] = "; ".join(x for x in (row["note"], f"withheld: {why}") if x)
 
 
 def _samples(data: RunData, phase: str, label: str) -> tuple[list[float], list[float]]:
@@ -119,6 +130,7 @@ def compare_implementations(data: RunData, summary: pd.DataFrame, a: str = "curr
                 bt, br = _samples(data, phase, rb["label"])
                 row = _pair_row(phase, ra["label"], rb["label"], at, bt, ar, br, margin_pct)
                 row.update({k: ra[k] for k in POINT_KEY})
+                _withhold(row, data, phase, [ra["label"], rb["label"]])
                 rows.append(row)
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
@@ -166,6 +178,7 @@ def spaced_vs_adjacent(data: RunData, summary: pd.DataFrame, *, margin_pct: floa
                 at, ar = _samples(data, phase, ra["label"])
                 st, sr = _samples(data, phase, rs["label"])
                 p = _pair_row(phase, ra["label"], rs["label"], at, st, ar, sr, margin_pct)
+                _withhold(p, data, phase, [ra["label"], rs["label"]])
                 rows.append({
                     "phase": phase, "implementation": impl, "num_selected_layers": int(n),
                     "adjacent_label": ra["label"], "spaced_label": rs["label"],
@@ -273,7 +286,8 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
     baseline, or inconclusive"), the CI of the relative difference (percent), the margin and a note.
     Forced to ``inconclusive`` (the note says why) when the label or the baseline ran a single
     process (no interval), or when an offloaded label's retention exceeds 1.0 (an offload measured
-    faster than no offload is noise until repeated). Baseline rows get ``reference``.
+    faster than no offload is noise until repeated); ``withheld`` when a process of the label or of the
+    baseline was contended (``analysis.comparison.soundness``). Baseline rows get ``reference``.
     """
     check_margin(margin_pct)
     out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
@@ -298,6 +312,10 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
         if ret > 1.0:
             v = "inconclusive"
             notes.append(f"retention {ret:.3f} > 1.0: offloading measured faster than no offload (noise until repeated)")
+        why = withheld_reason(data.runs, r["phase"], [r["label"], *base["label"]])
+        if why:
+            v = "withheld"
+            notes.insert(0, f"withheld: {why}")
         out.loc[i, VS_BASELINE_COLUMNS] = [v, d.ci_low_pct, d.ci_high_pct, float(margin_pct), "; ".join(notes)]
     for c in ("vs_baseline_ci_low_pct", "vs_baseline_ci_high_pct", "vs_baseline_margin_pct"):
         out[c] = out[c].astype(float)

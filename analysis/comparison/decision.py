@@ -11,6 +11,10 @@ What is modelled (per label, from the aggregated summary and the validated recor
       through as ``margin_pct``);
     * greedy token identity vs the baseline (``tokens``: identical / differs / no_baseline);
     * Pareto / knee flags (``analysis.aggregate`` / ``analysis.comparison.pareto``);
+    * soundness (``analysis.comparison.soundness``): a verdict that rests on a contended process (the label's or
+      its phase baseline's: foreign work on the host while it measured) is ``withheld`` and ``withheld`` says
+      ``contended (N of M processes)``; ``unstable`` names the label's processes that ran no warmup round or
+      drifted within their window more than twice the phase's noise floor. Either keeps the point off the front;
     * validity per label: a label is invalid when a validation *error* names it, names its phase
       without a label, or names neither (a run-level error): a failed check is never shown as ok.
       ``verdict`` of an invalid label is ``INVALID`` and ``issues`` lists the error codes.
@@ -26,7 +30,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.comparison import verdict_rule
+from analysis.comparison import soundness, verdict_rule
 from analysis.load import RunData
 
 GIB = float(2**30)
@@ -35,7 +39,7 @@ DECISION_COLUMNS = [
     "phase", "label", "implementation", "group_size", "num_in_group", "prefetch_step", "selected_layers",
     "num_selected_layers", "processes", "released_bytes", "released_gib", "kv_gain_tokens", "kv_gain_gib",
     "throughput_median_tok_s", "baseline_throughput_median_tok_s", "retention", "retention_ci_low",
-    "retention_ci_high", "verdict", "tokens", "pareto", "knee", "valid", "issues",
+    "retention_ci_high", "verdict", "tokens", "pareto", "knee", "valid", "issues", "withheld", "unstable",
 ]
 """Columns of ``decision_table`` (also the fields of ``results_schema.records.summary.DecisionRow``)."""
 
@@ -82,11 +86,13 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
 
     Returns:
         DataFrame; NaN where a value is undefined (no baseline, no KV line, < 2 processes on a side).
-        ``verdict`` is ``baseline`` for baseline rows, ``INVALID`` for invalid labels, else
-        faster / slower / equivalent / inconclusive (label vs its phase baseline).
+        ``verdict`` is ``baseline`` for baseline rows, ``INVALID`` for invalid labels, ``withheld`` when a
+        process it rests on was contended, else faster / slower / equivalent / inconclusive (label vs its phase
+        baseline).
     """
     rows = []
     runs = data.runs
+    excluded = soundness.point_exclusions(runs)
     for _, r in summary.iterrows():
         phase, label = r["phase"], r["label"]
         thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].astype(float)
@@ -102,6 +108,11 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
             v = call_verdict(lo_p, hi_p, margin_pct)
             if _finite(lo_p) and _finite(hi_p):
                 lo, hi = 1.0 + lo_p / 100.0, 1.0 + hi_p / 100.0
+        why = excluded.get((phase, label), [])
+        withheld = next((w.removeprefix("withheld: ") for w in why if w.startswith("withheld: ")), "")
+        unstable = next((w for w in why if w.startswith("unstable")), "")
+        if withheld and v != "baseline":
+            v = "withheld"
         codes = label_errors(validation, phase, label)
         if codes:
             v = "INVALID"
@@ -120,8 +131,19 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
             "retention": float(r["retention"]) if _finite(r["retention"]) else np.nan,
             "retention_ci_low": lo, "retention_ci_high": hi, "verdict": v, "tokens": r.get("tokens", "no_baseline"),
             "pareto": bool(r["pareto"]), "knee": bool(r["knee"]), "valid": not codes, "issues": ",".join(codes),
+            "withheld": withheld, "unstable": unstable,
         })
     return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+
+
+def verdict_cell(verdict: str, withheld: str) -> str:
+    """The verdict as every table prints it: ``withheld: contended (N of M processes)`` for a withheld one."""
+    return f"withheld: {withheld}" if verdict == "withheld" and withheld else verdict
+
+
+def reasons_cell(issues: str, unstable: str) -> str:
+    """The reasons column: the validation error codes, then ``unstable (...)`` when the label is unstable."""
+    return "; ".join(x for x in (issues.replace(",", ", "), unstable) if x)
 
 
 GLOSSARY: dict[str, str] = {
@@ -148,8 +170,14 @@ GLOSSARY: dict[str, str] = {
     "verdict": "Label vs its phase baseline from the 95% interval of the throughput change: equivalent only "
                "when the whole interval lies inside the equivalence margin (5% by default, printed with the "
                "table); faster / slower when it excludes 0 and leaves the margin; inconclusive otherwise, and "
-               "always with a single process or retention above 1.0; INVALID when a validation error concerns "
-               "the label (never shown as ok).",
+               "always with a single process or retention above 1.0; withheld when a process it rests on (the "
+               "label's or its baseline's) was contended: other work used more than a quarter core of the host, "
+               "or steal took more than 5% of it, while that process measured; INVALID when a validation error "
+               "concerns the label (never shown as ok).",
+    "unstable": "A process of the label ran no warmup round (its cold start is measured) or its measured window "
+                "drifted (the throughputs of the window's two halves differ) by more than the phase's noise floor "
+                "(the baseline processes' spread). The verdict is shown, but the point is kept off the Pareto "
+                "front, the knee and every recommendation.",
     "tokens vs baseline": "Greedy token identity: 'identical' when every measured round generated the same "
                           "token ids as the baseline's, 'differs' otherwise, 'no_baseline' without one; where the "
                           "phase's baseline processes disagree with each other (baseline not deterministic on this "

@@ -2,7 +2,8 @@
 
 Modules: ``summary`` (``write_summary``), ``tables`` (every frame of the report), ``markdown``,
 ``html`` / ``html_figures``, ``plots``, ``console``, ``provenance``, ``host_memory``, ``released``; a choose run's
-decision: ``choice_view`` (what every report shows of it) and ``html_choice`` (its HTML section and figure).
+decision: ``choice_view`` (what every report shows of it) and ``html_choice`` (its HTML section and figure); a
+serving run: ``html_serving`` (its HTML section, from ``summary/serving-summary.json``).
 """
 
 

@@ -4,7 +4,8 @@ What is modelled: one row per (phase, label) of the decision table in
 ``summary/comparison-summary.json`` (read strictly as ``results_schema.records.summary.ComparisonSummary``):
 label, implementation, G, N, offloaded layers, released GiB, KV gain, median throughput (tok/s),
 retention with its 95% interval, tokens vs baseline, Pareto / knee, and last the verdict with its
-reasons (validation error codes of the label). Under the table: the run's validation verdict with
+reasons (validation error codes of the label; ``unstable (...)``). A verdict resting on a contended process
+reads ``withheld: contended (N of M processes)``; under the table, how many cases a busy host contended. Under the table: the run's validation verdict with
 every error (never summarised as ok), the caveats, and where the full Markdown and HTML are.
 
 What is deliberately not modelled: the full tables (they stay in ``summary/comparison-summary.md``).
@@ -19,15 +20,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.comparison.decision import reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
 from results_schema.records.io import read_json
-from results_schema.records.validation import ValidationReport
+from results_schema.records.validation import CONTENDED_CODE, ValidationReport
 from results_schema.records.summary import ComparisonSummary
 
 VERDICT_STYLE = {"INVALID": "bold red", "slower": "yellow", "faster": "green", "equivalent": "cyan",
-                 "inconclusive": "dim", "baseline": ""}
+                 "inconclusive": "dim", "withheld": "magenta", "baseline": ""}
+
 
 
 def _f(v, d: int = 2) -> str:
@@ -59,9 +62,22 @@ def decision_table(cs: ComparisonSummary) -> Table:
             r.label, str(r.group_size), str(r.num_in_group), r.selected_layers or "–",
             released_cell(r.released_bytes), _f(r.kv_gain_tokens, 0), _f(r.throughput_median_tok_s),
             _f(r.retention, 3), ci, r.tokens, front.strip(),
-            f"[{style}]{r.verdict}[/]" if style else r.verdict, r.issues.replace(",", ", ")]
+            f"[{style}]{verdict_cell(r.verdict, r.withheld)}[/]" if style else verdict_cell(r.verdict, r.withheld),
+            reasons_cell(r.issues, r.unstable)]
         t.add_row(*cells)
     return t
+
+
+def soundness_lines(cs: ComparisonSummary, val: ValidationReport) -> list[str]:
+    """How many cases a busy host contended, each one's foreign cores, and the labels withheld or unstable."""
+    lines = []
+    contended = val.contended_line()
+    if contended:
+        lines.append(f"host: {contended}; verdicts resting on them are withheld and their points kept off the front")
+        lines += [f"  {i.message}" for i in val.warnings if i.code == CONTENDED_CODE]
+    lines += [f"withheld: {r.phase}/{r.label}: {r.withheld}" for r in cs.decision if r.verdict == "withheld"]
+    lines += [f"{r.unstable.split(' ', 1)[0]}: {r.phase}/{r.label}: {r.unstable}" for r in cs.decision if r.unstable]
+    return lines
 
 
 def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
@@ -124,12 +140,15 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
     if any(r.knee for r in cs.decision):
         console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
+    for line in soundness_lines(cs, val):
+        console.print(line, markup=False, style="magenta")
     _print_choice(out_dir, console)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"
     console.print(f"[{'bold green' if val.valid else 'bold red'}]validation: {head}[/] "
-                  f"({len(val.errors)} error(s), {len(val.warnings)} warning(s))")
+                  f"({len(val.errors)} error(s), {len(val.warnings)} warning(s))"
+                  + (f"; {val.contended_line()}" if val.contended_line() else ""), markup=True)
     for c in val.checks:
         if not c.passed:
             console.print(f"  failed check {c.name}: {c.errors} error(s)", style="red", markup=False)

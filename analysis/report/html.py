@@ -2,7 +2,8 @@
 
 What is modelled: a page rendered only from the files the report step wrote
 (``comparison-summary.json`` -> ``results_schema.records.summary.ComparisonSummary``, ``validation.json`` ->
-``ValidationReport``, ``accuracy-verification.json`` -> ``AccuracyVerification`` where present) and
+``ValidationReport``, ``accuracy-verification.json`` -> ``AccuracyVerification`` and ``serving-summary.json`` ->
+``ServingSummary`` where present) and
 the run's ``*-failures.jsonl``, in this order:
 
     1. the validation verdict (VALID / INVALID) with every failing check, every error and every
@@ -13,6 +14,8 @@ the run's ``*-failures.jsonl``, in this order:
        (``summary/choice.json``) and predicted vs measured over the whole grid (``analysis.report.html_choice``);
     4. the interactive Pareto plot, retention and latency plots (``analysis.report.html_figures``, SVG);
     5. accuracy verification when present; current-vs-official verdicts when present;
+       a run with ``serving-summary.json``: the serving section (``analysis.report.html_serving``: verdicts vs the
+       baseline's floor, the per-request output comparison, percentiles with their n, rate-order effects);
     6. a glossary (``analysis.comparison.decision.GLOSSARY``) and links to the raw files (relative paths).
 
 Self-contained: plotly.js is inlined once per page (``plotly.offline.get_plotlyjs``) and each figure
@@ -35,17 +38,19 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from analysis.accuracy.table import paired_cell
-from analysis.comparison.decision import GLOSSARY
+from analysis.comparison.decision import GLOSSARY, reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.report.released import released_cell
 from analysis.report.choice_view import ChoiceView, read_choice_view
 from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure, choice_section
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
+from analysis.report.html_serving import SERVING_GLOSSARY, read_serving_summary, serving_section
 from results_schema.records.accuracy import AccuracyVerification
 from results_schema.records.files import write_text_atomic
 from results_schema.records.io import RecordError, read_json, scan_jsonl
 from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.serving_summary import ServingSummary
 from results_schema.records.validation import ValidationReport
 from results_schema.records.summary import ComparisonSummary
 
@@ -65,6 +70,7 @@ tr.invalid td{background:#fdecea;text-decoration:line-through}tr.invalid td.keep
 .v-INVALID{color:#c62828;font-weight:bold}.v-slower{color:#b35c00}.v-faster{color:#2e7d32}.v-inconclusive{color:#666}
 .note{background:#fff8e1;border-left:4px solid #f9a825;padding:6px 10px;font-size:.9em}
 dt{font-weight:bold;margin-top:8px}dd{margin-left:18px}code{background:#f4f4f4;padding:0 3px}
+tr.failure td,tr.withheld td{background:#fdecea}.pct-extreme{font-weight:bold;color:#b35c00}
 .choice-recommended{background:#e7f6e7;font-weight:bold}.choice-bad{color:#c62828;font-weight:bold}
 """
 
@@ -113,6 +119,10 @@ def verdict_section(validation: ValidationReport, failures: list[CaseFailure]) -
              f'<strong>{"VALID" if ok else "INVALID"}</strong> — validation of this run: '
              f"{len(validation.errors)} error(s), {len(validation.warnings)} warning(s), "
              f"{len(failures)} failed case(s).</div>"]
+    contended = validation.contended_line()
+    if contended:
+        parts.append(f'<p class="note" id="contended"><strong>{_e(contended)}</strong>: verdicts resting on them are '
+                     "withheld and their points kept off the front (warnings <code>contended_case</code>).</p>")
     bad = [c for c in validation.checks if not c.passed]
     if bad:
         parts.append("<h3>Failing checks</h3><ul id=\"failing-checks\">"
@@ -174,8 +184,9 @@ def decision_section(cs: ComparisonSummary) -> str:
         rows.append([_e(r.phase), _e(r.label), _e(r.implementation), _n(r.group_size), _n(r.num_in_group),
                      _e(r.selected_layers or "–"), _e(released_cell(r.released_bytes, 6)), _n(r.kv_gain_tokens, 0),
                      _n(r.kv_gain_gib, 4), _n(r.throughput_median_tok_s), _n(r.retention, 4), "\x00num" + _e(ci),
-                     f'\x00keep<span class="v-{_e(r.verdict)}">{_e(r.verdict)}</span>', _e(r.tokens),
-                     "yes" if r.pareto else "", "yes" if r.knee else "", "\x00keep" + _e(r.issues)])
+                     f'\x00keep<span class="v-{_e(r.verdict)}">{_e(verdict_cell(r.verdict, r.withheld))}</span>',
+                     _e(r.tokens), "yes" if r.pareto else "", "yes" if r.knee else "",
+                     "\x00keep" + _e(reasons_cell(r.issues, r.unstable))])
         cls.append("" if r.valid else "invalid")
     out = _table(header, rows, row_class=cls, tid="decision")
     for n in cs.notes:
@@ -226,7 +237,8 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
     cands += [run_dir / d for d in ("logs", "evidence", "records")]
     cands += [out_dir / n for n in ("comparison-summary.md", "comparison-summary.json", "comparison-summary.csv",
                                     "validation.json", "pareto.png", "retention.png", "choice.json", "choice.png",
-                                    "accuracy-verification.md")]
+                                    "accuracy-verification.md", "serving-summary.md", "serving-summary.json",
+                                    "serving-latency.png", "serving-front.png")]
     out = []
     for p in cands:
         if p.exists():
@@ -256,9 +268,11 @@ def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
 
 def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
            accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = (),
-           choice: ChoiceView | None = None) -> str:
+           choice: ChoiceView | None = None, serving: ServingSummary | None = None,
+           serving_error: str | None = None) -> str:
     """The page as one HTML string (see the module docstring for its order and guarantees); ``choice``: a
-    choose run's view (``analysis.report.choice_view``)."""
+    choose run's view (``analysis.report.choice_view``); ``serving``: the run's serving summary, or
+    ``serving_error``: why its file did not validate (an INVALID serving section either way heads an INVALID page)."""
     from analysis.report.provenance import one_line
 
     note = html.escape(one_line(cs.provenance))
@@ -271,13 +285,19 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
     plots = {k: pio.to_html(f, full_html=False, include_plotlyjs=False, div_id=k, config=cfg)
              for k, f in figs.items() if f is not None}
     acc_failed = [name for name, a in accuracy if not a.passed]  # a failed verification never heads a VALID page
-    status = "VALID" if validation.valid and not acc_failed else "INVALID"
+    has_serving = serving is not None or serving_error is not None
+    serving_failed = serving_error is not None or (serving is not None and not serving.valid)
+    status = "VALID" if validation.valid and not acc_failed and not serving_failed else "INVALID"
     title = f"{status} — offload report {cs.provenance.run_id}"
     acc_note = (f'<p class="verdict invalid" id="accuracy-failed"><strong>accuracy verification FAILED</strong>: '
                 f'{_e(", ".join(acc_failed))} (see Accuracy verification below)</p>' if acc_failed else "")
-    body = [f"<h1>{_e(title)}</h1>", acc_note, verdict_section(validation, list(failures)),
+    serving_note = ('<p class="verdict invalid" id="serving-failed"><strong>serving validation FAILED</strong> '
+                    '(see <a href="#serving">Serving</a> below)</p>' if serving_failed else "")
+    no_record = ("<p>No throughput case in this run (serving only: see <a href=\"#serving\">Serving</a>).</p>"
+                 if has_serving else "<p>No case produced a record.</p>")
+    body = [f"<h1>{_e(title)}</h1>", acc_note, serving_note, verdict_section(validation, list(failures)),
             "<h2>Provenance</h2>", provenance_section(cs),
-            "<h2>Decision table</h2>", decision_section(cs) if cs.decision else "<p>No case produced a record.</p>"]
+            "<h2>Decision table</h2>", decision_section(cs) if cs.decision else no_record]
     if choice is not None:
         body.append(choice_section(choice, plots.get(CHOICE_PLOT_ID)))
     body.append("<h2>Capacity vs throughput</h2>")
@@ -290,13 +310,16 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
         body += ["<h2>Accuracy verification</h2>", accuracy_section(list(accuracy))]
     body.append(host_memory_section(cs, cpu=cpu))
     body.append(comparison_section(cs))
+    if has_serving:
+        body.append(serving_section(serving, serving_error))
+    glossary = {**GLOSSARY, **(SERVING_GLOSSARY if has_serving else {})}
     body.append("<h2>Glossary</h2><dl id=\"glossary\">" + "".join(
-        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in GLOSSARY.items()) + "</dl>")
+        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in glossary.items()) + "</dl>")
     if links:
         body.append("<h2>Raw files</h2><ul id=\"raw-files\">" + "".join(
             f'<li><a href="{_e(h)}">{_e(t)}</a></li>' for t, h in links) + "</ul>")
-    data = json.dumps({"run_id": cs.provenance.run_id, "valid": validation.valid and not acc_failed,
-                       "cases": len(cs.decision)})
+    data = json.dumps({"run_id": cs.provenance.run_id, "valid": status == "VALID", "cases": len(cs.decision),
+                       "serving": has_serving})
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style>\n<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
@@ -337,8 +360,10 @@ def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) ->
     for p in sorted(run_dir.glob("*-failures.jsonl")):
         good, _errs = scan_jsonl(p, CaseFailure)
         failures += [f for _l, f in good]
+    serving, serving_error = read_serving_summary(out_dir)
     page = render(cs, validation, failures=failures, accuracy=accuracy_reports(out_dir),
-                  links=_links(run_dir, out_dir), choice=read_choice_view(run_dir, out_dir))
+                  links=_links(run_dir, out_dir), choice=read_choice_view(run_dir, out_dir), serving=serving,
+                  serving_error=serving_error)
     path = out_dir / REPORT_NAME
     write_text_atomic(path, page)
     return path

@@ -147,8 +147,9 @@ def _main_table(tables: dict) -> str:
     if floor:
         main += "\n\n" + floor
     main += (f"\n\nvs baseline: verdict of each label's processes against the phase baseline's (margin "
-             f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive. Pareto / knee: valid, "
-             f"token-identical points only (notes say why a point is excluded). "
+             f"±{margin:g}%); a single process, or retention > 1.0, is inconclusive; withheld when a process it "
+             f"rests on was contended (foreign work on the host while it measured). Pareto / knee: valid, "
+             f"token-identical, uncontended and stable points only (notes say why a point is excluded). "
              + knee_rule_text())
     return main
 
@@ -187,8 +188,9 @@ CROSS_COLUMNS = [
 
 def _header(rep: ValidationReport) -> tuple[str, list[str]]:
     """The validity line and the document's head (first 50 errors, first 20 warnings)."""
+    contended = rep.contended_line()
     vline = (f"validation: {'VALID' if rep.valid else 'INVALID'} ({len(rep.errors)} error(s), "
-             f"{len(rep.warnings)} warning(s))")
+             f"{len(rep.warnings)} warning(s))" + (f"; {contended}" if contended else ""))
     parts = ["# Offload comparison summary", "", vline, ""]
     parts += [f"- error `{i.code}`: {i.message}" for i in rep.errors[:50]]
     parts += [f"- warning `{i.code}`: {i.message}" for i in rep.warnings[:20]]

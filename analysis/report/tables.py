@@ -97,8 +97,9 @@ def display_columns(summary: pd.DataFrame) -> pd.DataFrame:
         ws = r.get("window_measured_s_min")
         win.append("–" if ws is None or (isinstance(ws, float) and math.isnan(ws)) else
                    f"{float(ws):.2f} s / {int(r.get('window_rounds_min'))} rounds (min per process)")
-        n = [str(x) for x in (r.get("vs_baseline_note"), r.get("front_excluded")) if isinstance(x, str) and x]
-        notes.append("; ".join(n))
+        n = [part for x in (r.get("vs_baseline_note"), r.get("front_excluded")) if isinstance(x, str) and x
+             for part in x.split("; ")]
+        notes.append("; ".join(dict.fromkeys(n)))
     s["vs_baseline"], s["window"], s["notes"] = vb, win, notes
     return s
 

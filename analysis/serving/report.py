@@ -10,6 +10,7 @@ What is deliberately not modelled: computing the tables (``analysis.serving.summ
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -21,6 +22,18 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.serving.request_checks import ServingValidation  # noqa: E402
+
+NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E"}
+
+@dataclass(frozen=True)
+class SummaryFrames:
+    """The tables of ``analysis.serving.stats`` and ``analysis.serving.outputs`` (frames of their row dicts)."""
+
+    percentiles: pd.DataFrame
+    baseline_verdicts: pd.DataFrame
+    order: pd.DataFrame
+    outputs: pd.DataFrame
+
 
 def _rate_txt(r: float) -> str:
     return "inf" if math.isinf(r) else f"{r:g}"
@@ -37,8 +50,9 @@ def _f(v: Any, d: int = 1) -> str:
 
 
 def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, val: ServingValidation,
-                    slo_def: dict[str, float] | None, *, cpu: bool = False) -> str:
-    """The serving Markdown: validity line, per-rate table, SLO-rate front, verdicts (``cpu``: add the CPU note)."""
+                    slo_def: dict[str, float] | None, *, cpu: bool = False, extra: SummaryFrames | None = None) -> str:
+    """The serving Markdown: validity line, per-rate table, SLO-rate front, verdicts (``cpu``: add the CPU note);
+    with ``extra``: outputs under load, verdicts vs the baseline's floor, percentiles with n, rate order."""
     lines = [f"serving: {'VALID' if val.valid else 'INVALID'} ({len(val.errors)} error(s), "
              f"{len(val.warnings)} warning(s))"]
     lines += [f"  error: {e}" for e in val.errors[:20]]
@@ -61,18 +75,8 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
                   f"prompts per rate: {int(table['distinct_prompts'].min())}-{int(table['distinct_prompts'].max())} "
                   f"of {int(table['num_prompts'].max())} (vLLM's random dataset; warm-up requests reuse the first "
                   "prompt and are excluded)."]
-    if not table.empty:
-        lines += ["", "| label | rate req/s | achieved req/s | out tok/s | TTFT P50/P99 ms | TPOT P50/P99 ms | "
-                  "ITL P50/P99 ms | E2E P99 ms | goodput req/s | SLO | offloader | wrapped layers | offloaded B |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for _i, r in table.iterrows():
-            lines.append(
-                f"| {r['label']} | {_rate_txt(r['rate_rps'])} | {_f(r['achieved_req_s'], 2)} | {_f(r['output_tok_s'])} | "
-                f"{_f(r['ttft_p50_ms'])} / {_f(r['ttft_p99_ms'])} | {_f(r['tpot_p50_ms'])} / {_f(r['tpot_p99_ms'])} | "
-                f"{_f(r['itl_p50_ms'])} / {_f(r['itl_p99_ms'])} | {_f(r['e2el_p99_ms'])} | "
-                f"{_f(r['goodput_req_s'], 2)} | {'met' if r['meets_slo'] else 'missed'} | "
-                f"{str(r['offloader_class']).rsplit('.', 1)[-1]} | {r['wrapped_layers'] or '–'} | "
-                f"{int(r['offloaded_bytes']):,} |")
+    pct = extra.percentiles if extra is not None else pd.DataFrame()
+    lines += _rate_table_md(table, pct)
     if not slo.empty:
         lines += ["", "| label | released B | highest rate meeting the SLO (req/s) | achieved req/s there | front |",
                   "|---|---|---|---|---|"]
@@ -89,7 +93,125 @@ def render_markdown(table: pd.DataFrame, slo: pd.DataFrame, verd: pd.DataFrame, 
                          f"{r['verdict_text']} |")
     elif not table.empty:
         lines += ["", "current vs official on P99 TPOT: no pair (the phase has no official cases)."]
+    if extra is not None:
+        lines += _outputs_md(extra.outputs) + _baseline_md(extra.baseline_verdicts) + _pct_md(pct) + \
+            _order_md(extra.order)
     return "\n".join(lines) + "\n"
+
+
+def _rate_table_md(table: pd.DataFrame, pct: pd.DataFrame) -> list[str]:
+    """The per-rate table, its latencies pooled over repeats with their n."""
+    if table.empty:
+        return []
+    lines = ["", "Latencies pool the requests of every repeat at a rate (n = the sample: requests, for ITL "
+             "chunk gaps); a percentile n cannot resolve is printed as the sample's max (P99 of fewer than "
+             "100 requests is the slowest request).",
+             "", "| label | rate req/s | repeats | achieved req/s | out tok/s | TTFT P50 / P99 ms | "
+             "TPOT P50 / P99 ms | ITL P50 / P99 ms | E2E P99 ms | goodput req/s | SLO | offloader | "
+             "wrapped layers | offloaded B |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _i, r in table.iterrows():
+        lat = {m: _pooled(pct, r, m) for m in NAMES}
+        slo_txt = "met" if r["meets_slo"] else ("missed" if r.get("slo_supported", True) else
+                                                f"no verdict (n {int(r['completed_requests'])})")
+        lines.append(
+            f"| {r['label']} | {_rate_txt(r['rate_rps'])} | {int(r['repeats'])} | {_f(r['achieved_req_s'], 2)} | "
+            f"{_f(r['output_tok_s'])} | {lat['ttft']} | {lat['tpot']} | {lat['itl']} | "
+            f"{_pooled(pct, r, 'e2el', (99,))} | {_f(r['goodput_req_s'], 2)} | {slo_txt} | "
+            f"{str(r['offloader_class']).rsplit('.', 1)[-1]} | {r['wrapped_layers'] or '–'} | "
+            f"{int(r['offloaded_bytes']):,} |")
+    return lines
+
+
+def _pct_txt(row: Any) -> str:
+    """``12.3`` / ``max 40.1`` with ``(n 32)``."""
+    v = _f(row["value_ms"])
+    return (f"{v} (n {int(row['n'])})" if row["kind"] == "percentile" else f"{row['kind']} {v} (n {int(row['n'])})")
+
+
+def _pooled(pct: pd.DataFrame, r: Any, metric: str, ps: tuple[int, ...] = (50, 99)) -> str:
+    """The pooled percentiles ``ps`` of ``metric`` at the table row's label and rate, each with its n."""
+    if pct.empty:
+        return "–"
+    rate = r["rate_rps"]
+    sel = pct[(pct["phase"] == r["phase"]) & (pct["label"] == r["label"]) & (pct["metric"] == metric)]
+    sel = sel[[_same_rate(x, rate) for x in sel["rate_rps"]]]
+    out = []
+    for p in ps:
+        got = sel[sel["percentile"] == p]
+        out.append(_pct_txt(got.iloc[0]) if not got.empty else "–")
+    return " / ".join(out)
+
+
+def _same_rate(x: Any, rate: float) -> bool:
+    x = math.inf if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+    return x == rate
+
+
+def _outputs_md(out: pd.DataFrame) -> list[str]:
+    if out.empty:
+        return []
+    lines = ["", "Outputs under load: each completed request's output token ids (SHA-256) vs the baseline "
+             "processes' for the same prompt at the same rate (greedy, seeded, fixed length); where the baselines "
+             "disagree among themselves (floor), a case may differ on no more requests than the floor.",
+             "", "| label | repeat | rate req/s | position | compared | mismatched requests | floor | status |",
+             "|---|---|---|---|---|---|---|---|"]
+    for _i, r in out.iterrows():
+        mm = list(r["mismatched"])
+        lines.append(f"| {r['label']} | {r['repeat']} | {_rate_txt(_inf(r['rate_rps']))} | {r['position']} | "
+                     f"{r['compared']} | {mm if mm else '–'} | {len(r['floor'])} | {r['status']} |")
+    return lines
+
+
+def _inf(x: Any) -> float:
+    return math.inf if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _baseline_md(b: pd.DataFrame) -> list[str]:
+    if b.empty:
+        return []
+    lines = ["", "Offload vs baseline per serving metric (per-process P50, bootstrap over processes; slower / "
+             "faster only beyond the baselines' floor, equivalent inside max(5%, floor)):",
+             "", "| label | rate req/s | metric | label ms (processes) | baseline ms (processes) | verdict |",
+             "|---|---|---|---|---|---|"]
+    for _i, r in b.iterrows():
+        lines.append(f"| {r['label']} | {_rate_txt(_inf(r['rate_rps']))} | {NAMES[r['metric']]} P50 | "
+                     f"{_f(r['a_median_ms'], 2)} ({r['a_processes']}) | {_f(r['b_median_ms'], 2)} ({r['b_processes']}) | "
+                     f"{r['verdict_text']} |")
+    return lines
+
+
+def _pct_md(pct: pd.DataFrame) -> list[str]:
+    if pct.empty:
+        return []
+    lines = ["", "Percentiles with their sample (requests of every repeat pooled; 95% bootstrap interval over "
+             "requests; an extreme has none):", "",
+             "| label | rate req/s | metric | P50 [CI] | P90 [CI] | P99 [CI] |", "|---|---|---|---|---|---|"]
+    for (label, rate, metric), g in pct.groupby(["label", "rate_rps", "metric"], sort=False, dropna=False):
+        cells = []
+        for p in (50, 90, 99):
+            got = g[g["percentile"] == p]
+            if got.empty:
+                cells.append("–")
+                continue
+            row = got.iloc[0]
+            ci = (f" [{_f(row['ci_low_ms'])}..{_f(row['ci_high_ms'])}]" if row["kind"] == "percentile" else "")
+            cells.append(_pct_txt(row) + ci)
+        lines.append(f"| {label} | {_rate_txt(_inf(rate))} | {NAMES[metric]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _order_md(order: pd.DataFrame) -> list[str]:
+    if order.empty:
+        return ["", "Rate order: every process ran the rates in one order (no position to compare)."]
+    hits = order[order["effect"]]
+    lines = ["", f"Rate order: rates rotated per repeat; {len(hits)} of {len(order)} (label, rate, metric) differ by "
+             "their position in the sweep beyond the same-position floor" + (":" if len(hits) else ".")]
+    for _i, r in hits.iterrows():
+        meds = ", ".join(f"pos {p}: {_f(v, 2)}" for p, v in zip(r["positions"], r["position_medians_ms"], strict=True))
+        lines.append(f"  order effect: {r['label']} at {_rate_txt(_inf(r['rate_rps']))} req/s, {NAMES[r['metric']]} "
+                     f"P50 ms {meds} (spread {r['spread_pct']:.1f}% > floor {r['floor_pct']:.1f}%)")
+    return lines
 
 
 def plot_latency(table: pd.DataFrame) -> Figure:

@@ -20,8 +20,14 @@ What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.recor
 * verdicts current vs official per (G, N, prefetch, params) and rate on P99 TPOT, one value per
   repeat and side, with the project's verdict rule (``analysis.comparison.verdict_rule.decide``, lower is
   better: "faster" = lower P99 TPOT).
+* outputs under load (``analysis.serving.outputs``): each request's output tokens vs the baseline's
+  for the same prompt at the same rate; a mismatch beyond the baselines' own floor is an error naming
+  the case, the rate and the requests.
+* percentiles with their sample, verdicts of every offload label vs the baseline against the
+  baselines' floor, rate-order effects (``analysis.serving.stats``).
 * outputs in ``summary/``: ``serving-summary.{json,md}``, ``serving-latency.png`` (curves),
-  ``serving-front.png`` (released MiB vs SLO rate).
+  ``serving-front.png`` (released MiB vs SLO rate); ``report.html`` re-rendered when the report step
+  wrote it there (its serving section reads ``serving-summary.json``).
 
 What is deliberately not modelled: a load sweep finer than the configured rates (the SLO
 rate is a configured rate, not an interpolation), multiple-comparison correction.
@@ -40,14 +46,26 @@ import pandas as pd
 from pydantic import BaseModel
 
 from analysis.comparison.pareto import pareto_mask
+from analysis.report.html import write_report_html
 from analysis.report.plots import save_png
-from analysis.serving.report import plot_front, plot_latency, render_markdown
+from analysis.serving.report import SummaryFrames, plot_front, plot_latency, render_markdown
+from analysis.serving.outputs import check_outputs, output_errors
 from analysis.serving.request_checks import ServingValidation, check_requests
+from analysis.serving.stats import baseline_verdicts, order_effects, percentile_rows
 from results_schema.records.files import write_text_atomic
 from results_schema.records.io import scan_jsonl, write_json
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
-from results_schema.records.serving_summary import ServingRateRow, ServingSummary, SLORateRow, VerdictRow
+from results_schema.records.serving_summary import (
+    BaselineVerdictRow,
+    OrderEffectRow,
+    OutputCheckRow,
+    PercentileRow,
+    ServingRateRow,
+    ServingSummary,
+    SLORateRow,
+    VerdictRow,
+)
 from results_schema.records.serving_spec import ServingSLO
 
 INF_RATE = float("inf")
@@ -141,7 +159,8 @@ def validate_serving(data: ServingData) -> ServingValidation:
     for r in data.runs:
         check_requests(data.run_dir, r, errors, warnings)
         _check_run(r, errors, warnings)
-    return ServingValidation(errors=errors, warnings=warnings)
+    out_errors, out_warnings = output_errors(check_outputs(data.run_dir, data.runs), data.runs)
+    return ServingValidation(errors=errors + out_errors, warnings=warnings + out_warnings)
 
 
 def _plan_errors(run_dir: Path, plan: dict[tuple[str, str], tuple[int, int]],
@@ -194,18 +213,26 @@ _MEDIAN_COLS = ["achieved_req_s", "output_tok_s", "goodput_req_s", "slo_attainme
 
 
 def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (phase, label, rate): medians over repeats; ``meets_slo`` only when every repeat met it."""
+    """Per (phase, label, configured rate): medians over repeats (whatever position the rate ran at);
+    ``meets_slo`` only when every repeat met it and the pooled completed requests support the attainment
+    (``slo_supported``: ``n * (1 - attainment) >= 1``); ``rate_index`` is the rate's rank by value."""
     if frame.empty:
         return pd.DataFrame()
     agg: dict[str, str | tuple[str, str]] = {c: "median" for c in _MEDIAN_COLS}
     agg.update(repeats=("repeat", "nunique"), failed=("failed", "sum"), meets_slo=("meets_slo", "all"),
+               completed_requests=("completed", "sum"), slo_target=("slo_target", "first"),
                released_bytes=("released_bytes", "median"), offloaded_bytes=("offloaded_bytes", "median"),
                offloader_class=("offloader_class", "first"), wrapped_layers=("wrapped_layers", "first"),
                prefix_caching=("prefix_caching", "first"), distinct_prompts=("distinct_prompts", "min"),
                num_prompts=("num_prompts", "max"))
     spec = {k: (v if isinstance(v, tuple) else (k, v)) for k, v in agg.items()}
-    out = frame.groupby(GROUP + ["rate_index", "rate_rps"], sort=False, dropna=False).agg(**spec).reset_index()
-    return out.sort_values(["phase", "label", "rate_rps"], kind="stable").reset_index(drop=True)
+    out = frame.groupby(GROUP + ["rate_rps"], sort=False, dropna=False).agg(**spec).reset_index()
+    out["slo_supported"] = [n * (1 - t) >= 1 - 1e-9 for n, t in zip(out["completed_requests"], out["slo_target"],
+                                                                     strict=True)]
+    out["meets_slo"] = out["meets_slo"] & out["slo_supported"]
+    out = out.sort_values(["phase", "label", "rate_rps"], kind="stable").reset_index(drop=True)
+    out["rate_index"] = out.groupby(["phase", "label"]).cumcount()
+    return out
 
 
 def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
@@ -297,7 +324,12 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     verd = verdicts(data.frame)
     slo_def = data.runs[0].slo.model_dump() if data.runs else None
     cpu = bool(not data.frame.empty and (data.frame["runtime"] == "cpu").any())
-    md = render_markdown(table, slo, verd, val, slo_def, cpu=cpu)
+    pct = pd.DataFrame(percentile_rows(run_dir, data.runs))
+    bver = pd.DataFrame(baseline_verdicts(data.runs))
+    order = pd.DataFrame(order_effects(data.runs))
+    outputs = pd.DataFrame([c.__dict__ for c in check_outputs(run_dir, data.runs)])
+    md = render_markdown(table, slo, verd, val, slo_def, cpu=cpu,
+                         extra=SummaryFrames(percentiles=pct, baseline_verdicts=bver, order=order, outputs=outputs))
     slo_rows = slo.copy()
     if not slo_rows.empty:
         slo_rows["slo_rate_is_inf"] = [bool(math.isinf(x)) for x in slo_rows["slo_rate_rps"]]
@@ -306,10 +338,16 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
         slo=ServingSLO(**slo_def) if slo_def else None,
         rates=_rows(table, ServingRateRow, inf_to_none=("rate_rps",)),
         slo_rates=_rows(slo_rows, SLORateRow, inf_to_none=("slo_rate_rps",)),
-        verdicts=_rows(verd, VerdictRow, inf_to_none=("rate_rps",)))
+        verdicts=_rows(verd, VerdictRow, inf_to_none=("rate_rps",)),
+        percentiles=_rows(pct, PercentileRow, inf_to_none=("rate_rps",)),
+        baseline_verdicts=_rows(bver, BaselineVerdictRow, inf_to_none=("rate_rps",)),
+        order_effects=_rows(order, OrderEffectRow, inf_to_none=("rate_rps",)),
+        outputs=_rows(outputs, OutputCheckRow, inf_to_none=("rate_rps",)))
     write_json(out / "serving-summary.json", summary)
     write_text_atomic(out / "serving-summary.md", md)
     if not table.empty:
         save_png(plot_latency(table), out / "serving-latency.png", bbox_inches=None)
         save_png(plot_front(slo), out / "serving-front.png", bbox_inches=None)
+    if (out / "comparison-summary.json").is_file() and (out / "validation.json").is_file():
+        write_report_html(run_dir, out)  # the page's serving section reads the file just written
     return md

@@ -20,6 +20,7 @@ from analysis.validation.common import Collector
 from results_schema.records.files import file_sha256
 from results_schema.records.io import RecordError, read_json
 from results_schema.records.models import DEFAULT_MIN_MEASURED_S, BenchRecord
+from results_schema.records.validation import CONTENDED_CODE
 from results_schema.rules.token_rule import NOISE_NOTE, phase_floors, token_status
 
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
@@ -136,6 +137,29 @@ def check_window(data: RunData, col: Collector, min_window_s: float = DEFAULT_MI
                 f"{phase}/{label}: measured window {', '.join(items)} is shorter than {min_window_s:g} s (or the "
                 f"workload's min_measured_s): its throughput is inconclusive noise-wise; raise "
                 f"workload.min_measured_s", severity="warning", phase=phase, label=label)
+
+
+def check_host_load(data: RunData, col: Collector) -> None:
+    """A warning per process that a busy host contended (``contended_case``) or that was unstable within its
+    window (``unstable_case``): ``analysis.comparison.soundness``. Verdicts resting on a contended process are
+    withheld and unstable points leave the front; neither is an error (the evidence still holds)."""
+    from analysis.comparison.soundness import contended_keys, unstable_processes
+
+    runs = data.runs
+    if runs.empty:
+        return
+    by_key = {(str(p), str(lb), int(r)): i for i, (p, lb, r) in enumerate(zip(runs["phase"], runs["label"],
+                                                                             runs["repeat"], strict=True))}
+    for phase, label, rep in sorted(contended_keys(runs)):
+        row = runs.iloc[by_key[(phase, label, rep)]]
+        col.add("host_load", CONTENDED_CODE,
+                f"{phase}/{label}-r{rep}: contended (foreign work on the host while it measured): "
+                f"{float(row['host_foreign_cores']):.2f} "
+                f"foreign cores, steal {float(row['host_steal_fraction']) * 100:.1f}% over its measured window; "
+                f"verdicts resting on it are withheld", severity="warning", phase=phase, label=label, repeat=rep)
+    for (phase, label, rep), why in sorted(unstable_processes(runs).items()):
+        col.add("stability", "unstable_case", f"{phase}/{label}-r{rep}: unstable: {why}; kept off the front",
+                severity="warning", phase=phase, label=label, repeat=rep)
 
 
 def check_manifest(run_dir: Path, col: Collector) -> None:

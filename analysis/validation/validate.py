@@ -39,6 +39,11 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         than ``DEFAULT_MIN_MEASURED_S`` seconds (``results_schema.records.models``) or less than the
                         minimum its workload asked
                         (``BenchRecord.window``; records without one were written before the rule)
+    host_load           contended_case (warning, one per process): foreign CPU work on the host or steal above
+                        its limit while the process measured (``BenchRecord.host_load``); verdicts resting on
+                        it are withheld (``analysis.comparison.soundness``), the run's last line counts them
+    stability           unstable_case (warning, one per process): no warmup round, or a measured window that
+                        drifted more than the phase's noise floor; the point is kept off the front
     manifest            missing_manifest (warning), invalid_manifest (fails its model),
                         checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
 
@@ -58,6 +63,7 @@ from analysis.load import RunData, load_run
 from analysis.validation.checks import (
     check_cpu_kernels,
     check_device_memory,
+    check_host_load,
     check_kv,
     check_manifest,
     check_placement,
@@ -78,7 +84,7 @@ from results_schema.records.validation import CaseCount, CheckResult, Validation
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
     "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "device_memory", "measurement_window",
-    "manifest", "cpu_kernels", "placement", "choice",
+    "host_load", "stability", "manifest", "cpu_kernels", "placement", "choice",
 )
 
 def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | None:
@@ -171,6 +177,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     check_kv(data, col)
     check_device_memory(data, col)
     check_window(data, col)
+    check_host_load(data, col)
     check_manifest(run_dir, col)
     check_placement(run_dir, col)
     check_choice(run_dir, col)

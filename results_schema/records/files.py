@@ -33,23 +33,34 @@ def write_bytes_atomic(path: Path | str, data: bytes, *, mode: int = 0o644) -> N
         mode: permission bits of the new file (``mkstemp`` alone would give 0600).
 
     Raises:
-        OSError: the write, fsync or rename failed; the temporary file is removed.
+        OSError: the write, fsync or rename failed (its ``filename`` is ``path`` where the system call named
+            none, e.g. a full disk on ``write``); the temporary file is removed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, mode)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, mode)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise naming(exc, path) from None
+
+
+def naming(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` itself when it names a file, else the same error (errno, cause) naming ``path``."""
+    if exc.filename is not None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:

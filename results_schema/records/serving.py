@@ -165,6 +165,10 @@ class RequestOutcome(StrictModel):
     latency_s: NonNegFloat = Field(description="End-to-end latency (s); 0 when it failed.")
     itl_s: tuple[NonNegFloat, ...] = Field(description="Gaps between consecutive streamed chunks (s).")
     error: str = Field(description="Error text of a failed request ('' on success).")
+    output_token_ids_sha256: Sha256Hex | None = Field(
+        description="SHA-256 of the output token ids the server streamed (return_token_ids; comma-joined "
+                    "decimals, runners.incase.serving.token_ids); null when the request failed. Compared with "
+                    "the baseline's for the same prompt at the same rate (analysis.serving.outputs).")
 
 
 class ServingRequests(StrictModel):

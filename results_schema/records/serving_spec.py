@@ -47,7 +47,9 @@ class ServingLoad(StrictModel):
     temperature: NonNegFloat = Field(description="Sampling temperature sent with every request.")
     ignore_eos: Literal[True] = Field(description="Generation runs to output_len (token counts are exact).")
     request_rates_rps: tuple[PosFloat | None, ...] = Field(
-        min_length=1, description="Sweep of configured request rates (req/s); null = inf (all sent at t=0).")
+        min_length=1, description="Configured request rates (req/s; null = inf, all sent at t=0) in the order "
+                                  "this case ran them: the phase's order rotated by the repeat index "
+                                  "(runners.planning.serving_spec.rotated).")
 
 
 class ServingEngine(StrictModel):

@@ -27,7 +27,9 @@ class ServingRateRow(StrictModel):
     num_in_group: NonNegInt = Field(description="offload_num_in_group.")
     prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
     offload_params: str = Field(description="offload_params, comma-joined.")
-    rate_index: NonNegInt = Field(description="Position in the sweep.")
+    rate_index: NonNegInt = Field(
+        description="Rank of the configured rate by value within the label (the rates run in a rotated order per "
+                    "repeat; positions are in order_effects).")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
     repeats: PosInt = Field(description="Repeats measured.")
     achieved_req_s: NonNegFloat = Field(description="Median achieved rate (req/s).")
@@ -48,7 +50,12 @@ class ServingRateRow(StrictModel):
     e2el_p90_ms: NonNegFloat = Field(description="Median P90 E2E latency (ms).")
     e2el_p99_ms: NonNegFloat = Field(description="Median P99 E2E latency (ms).")
     failed: NonNegInt = Field(description="Failed requests summed over repeats.")
-    meets_slo: bool = Field(description="Every repeat met the SLO at this rate.")
+    meets_slo: bool = Field(description="Every repeat met the SLO at this rate, and the requests support it "
+                                        "(slo_supported).")
+    slo_supported: bool = Field(
+        description="The pooled completed requests resolve the SLO's attainment: n * (1 - attainment) >= 1 (at 0.9, "
+                    "at least 10 requests); otherwise no SLO verdict stands at this rate.")
+    completed_requests: NonNegInt = Field(description="Completed requests summed over repeats (the sample of the rate).")
     released_bytes: float = Field(description="Median released bytes (evidence).")
     offloaded_bytes: NonNegFloat = Field(description="Median offloaded bytes (evidence).")
     offloader_class: str = Field(description="Offloader class (evidence).")
@@ -98,6 +105,88 @@ class VerdictRow(StrictModel):
     verdict_text: str = Field(description="Verdict with its interval and rule.")
 
 
+Metric = Literal["ttft", "tpot", "itl", "e2el"]
+
+
+class PercentileRow(StrictModel):
+    """One percentile of one metric at one (phase, label, rate), over the requests of every repeat, with its sample.
+
+    The p-th percentile of ``n`` values is the maximum when fewer than one value lies above it
+    (``n * (100 - p) / 100 < 1``: P99 from fewer than 100 requests) and the minimum when fewer than one
+    lies below it; such a value is reported as what it is (``kind``), never as the percentile.
+    """
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    metric: Metric = Field(description="ttft, tpot (per request), itl (pooled gaps) or e2el.")
+    percentile: Annotated[int, Field(ge=1, le=99)] = Field(description="Requested percentile.")
+    n: PosInt = Field(description="Sample size: requests (ITL: gaps) pooled over the label's processes at this rate.")
+    processes: PosInt = Field(description="Processes pooled.")
+    kind: Literal["percentile", "max", "min"] = Field(
+        description="'max' / 'min' when n cannot resolve the percentile (the value is the sample's extreme).")
+    value_ms: NonNegFloat = Field(description="The value (ms; numpy linear interpolation over the pooled sample).")
+    ci_low_ms: OptFloat = Field(description="Bootstrap 95% interval low bound, resampling requests (ms); null for an extreme.")
+    ci_high_ms: OptFloat = Field(description="Bootstrap 95% interval high bound (ms); null for an extreme.")
+
+
+class BaselineVerdictRow(StrictModel):
+    """An offload label vs the baseline on one serving metric at one rate, judged against the baselines' floor."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Offload case label.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    metric: Metric = Field(description="Metric; the per-process value is its P50 over that process's requests.")
+    a_processes: PosInt = Field(description="Processes of the offload label.")
+    b_processes: PosInt = Field(description="Baseline processes.")
+    a_median_ms: NonNegFloat = Field(description="Median over the label's processes of their P50 (ms).")
+    b_median_ms: NonNegFloat = Field(description="Median over the baseline processes of their P50 (ms).")
+    floor_pct: OptFloat = Field(
+        description="Baselines' spread at this rate: (max - min) / median of their per-process P50 (%); null with "
+                    "fewer than 2 baseline processes.")
+    margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
+    verdict: Literal["slower", "equivalent", "inconclusive", "faster"] = Field(
+        description="slower / faster only when the bootstrap interval (resampling processes) lies beyond the floor "
+                    "on one side; equivalent when it lies inside the margin; otherwise inconclusive.")
+    delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower).")
+    ci_low_pct: OptFloat = Field(description="Bootstrap interval low bound of that difference (%).")
+    ci_high_pct: OptFloat = Field(description="Bootstrap interval high bound (%).")
+    verdict_text: str = Field(description="Verdict with its interval, floor and margin.")
+
+
+class OrderEffectRow(StrictModel):
+    """One (phase, label, rate, metric): does the value depend on the rate's position in the sweep?"""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    metric: Metric = Field(description="Metric (per-process P50).")
+    positions: tuple[NonNegInt, ...] = Field(description="Positions in the sweep at which this rate ran.")
+    position_medians_ms: tuple[NonNegFloat, ...] = Field(description="Median per-process P50 at each position (ms).")
+    spread_pct: NonNegFloat = Field(description="(max - min) / median of the position medians (%).")
+    floor_pct: NonNegFloat = Field(
+        description="Threshold: max(default margin, the spread of this label's processes that ran this rate at the "
+                    "same position) (%).")
+    effect: bool = Field(description="spread_pct > floor_pct: the rate's position changes the value beyond the floor.")
+
+
+class OutputCheckRow(StrictModel):
+    """One case process at one rate: its requests' output tokens vs the baseline's (analysis.serving.outputs)."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    implementation: Implementation = Field(description="Implementation.")
+    repeat: NonNegInt = Field(description="Repeat index.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    position: NonNegInt = Field(description="Position of the rate in this process's sweep.")
+    compared: NonNegInt = Field(description="Requests compared (completed here and in a baseline process).")
+    mismatched: tuple[NonNegInt, ...] = Field(description="Request indices whose tokens match no baseline process's.")
+    floor: tuple[NonNegInt, ...] = Field(description="Request indices on which the baseline processes disagree.")
+    baselines: NonNegInt = Field(description="Baseline processes at this rate.")
+    status: Literal["identical", "differs", "within_baseline_noise", "no_baseline"] = Field(
+        description="The output rule's verdict; differs fails the case and the run.")
+
+
 class ServingSummary(StrictModel):
     """``summary/serving-summary.json``: validity, per-rate table, SLO rates with their front, verdicts."""
 
@@ -109,6 +198,11 @@ class ServingSummary(StrictModel):
     rates: tuple[ServingRateRow, ...] = Field(description="Per (phase, label, rate).")
     slo_rates: tuple[SLORateRow, ...] = Field(description="Per label.")
     verdicts: tuple[VerdictRow, ...] = Field(description="current vs official on P99 TPOT.")
+    percentiles: tuple[PercentileRow, ...] = Field(description="Every percentile with its sample and interval.")
+    baseline_verdicts: tuple[BaselineVerdictRow, ...] = Field(
+        description="Each offload label vs the baseline per metric and rate, against the baselines' floor.")
+    order_effects: tuple[OrderEffectRow, ...] = Field(description="Rate position effects (rates rotated per repeat).")
+    outputs: tuple[OutputCheckRow, ...] = Field(description="Per-request output comparison under load.")
 
     @model_validator(mode="after")
     def _check(self) -> "ServingSummary":

@@ -70,6 +70,12 @@ class SummaryRow(StrictModel):
     kv_gain_gib: Float | None
     window_measured_s_min: Float | None = Field(description="Shortest measured window (s) over the label's processes.")
     window_rounds_min: int = Field(description="Fewest measured rounds over the label's processes (0: not recorded).")
+    contended_processes: int = Field(
+        default=0, ge=0, description="Processes of the label whose measured window a busy host contended (foreign "
+        "CPU work or steal above the limit, BenchRecord.host_load.contended); 0 in summaries written before this field.")
+    unstable_processes: int = Field(
+        default=0, ge=0, description="Processes of the label that ran no warmup round or whose measured window "
+        "drifted more than the phase's noise floor (analysis.comparison.soundness).")
     front_excluded: str = Field(description="Why the point may not enter a front, knee or recommendation ('' = eligible).")
     pareto: bool
     knee: bool
@@ -102,13 +108,19 @@ class DecisionRow(StrictModel):
     retention: Float | None
     retention_ci_low: Float | None = Field(description="95% bootstrap lower bound of retention; null: no interval.")
     retention_ci_high: Float | None
-    verdict: Literal["baseline", "faster", "slower", "equivalent", "inconclusive", "INVALID"] = Field(
-        description="Label vs phase baseline; INVALID when a validation error concerns the label.")
+    verdict: Literal["baseline", "faster", "slower", "equivalent", "inconclusive", "withheld", "INVALID"] = Field(
+        description="Label vs phase baseline; withheld when a process it rests on (the label's or its baseline's) "
+                    "was contended (withheld says how many); INVALID when a validation error concerns the label.")
     tokens: str
     pareto: bool
     knee: bool
     valid: bool = Field(description="False when a validation error concerns the label.")
     issues: str = Field(description="Codes of the validation errors concerning the label, joined by ','.")
+    withheld: str = Field(default="", description="Why the verdict is withheld, e.g. 'contended (2 of 8 processes)' "
+                                                  "('' = not withheld).")
+    unstable: str = Field(default="", description="Why the label is unstable, e.g. 'unstable (4 of 4 processes: "
+                                                  "warmup_rounds=0 ...)' ('' = stable); an unstable point is off "
+                                                  "the front and out of recommendations.")
 
 
 class Provenance(StrictModel):

@@ -31,6 +31,10 @@ class ValidationIssue(StrictModel):
     path: str | None = Field(default=None, description="File concerned, relative to the run directory.")
 
 
+CONTENDED_CODE = "contended_case"
+"""Issue code (a warning) of a case process whose measured window a busy host contended."""
+
+
 class CaseCount(StrictModel):
     """Expected vs actual process count of one (phase, label)."""
 
@@ -75,14 +79,29 @@ class ValidationReport(StrictModel):
     def warnings(self) -> tuple[ValidationIssue, ...]:
         return tuple(i for i in self.issues if i.severity == "warning")
 
+    def contended_line(self) -> str:
+        """``N of M cases contended (foreign work on the host while they measured)``, or ``''`` when none was.
+
+        N counts the processes with a ``contended_case`` warning (``analysis.comparison.soundness``), M the
+        processes recorded (``counts``). Contention withholds verdicts; it never makes a run invalid.
+        """
+        hit = {(i.phase, i.label, i.repeat) for i in self.issues if i.code == CONTENDED_CODE}
+        if not hit:
+            return ""
+        total = sum(c.runs for c in self.counts)
+        return f"{len(hit)} of {max(total, len(hit))} cases contended (foreign work on the host while they measured)"
+
     def verdict(self, max_cases: int = 8) -> str:
         """One line for the end of a run / CLI: ``VALID (...)`` or ``INVALID: failing checks ...; cases ...``.
 
         Failing checks are named with their error counts; cases are the ``phase/label-rN`` of
         error issues (first ``max_cases``, then ``+N more``); the first error message closes it.
+        Cases a busy host contended are counted after it (``contended_line``); they do not change validity.
         """
+        contended = self.contended_line()
+        tail = f"; {contended}" if contended else ""
         if self.valid:
-            return f"validation: VALID ({len(self.checks)} checks passed, {len(self.warnings)} warning(s))"
+            return f"validation: VALID ({len(self.checks)} checks passed, {len(self.warnings)} warning(s)){tail}"
         failing = ", ".join(f"{c.name} ({c.errors})" for c in self.checks if not c.passed) or "?"
         cases: list[str] = []
         for i in self.errors:
@@ -94,4 +113,4 @@ class ValidationReport(StrictModel):
         shown = ", ".join(cases[:max_cases]) + (f", +{len(cases) - max_cases} more" if len(cases) > max_cases else "")
         first = " ".join(self.errors[0].message.split())[:300] if self.errors else ""
         return (f"validation: INVALID: failing checks: {failing}; cases: {shown or 'none (run-level)'}; "
-                f"first error: {first}")
+                f"first error: {first}{tail}")

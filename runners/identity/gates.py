@@ -33,20 +33,19 @@ SCALAR_PINS = ("model.sha256sums_sha256", "model.revision", "offload_tree_sha256
 
 
 def resolve_model_dir(model: ModelConfig) -> Path:
-    """Model directory: the tiny model is built (once) and verified; a path must exist.
+    """Model directory: a built model (``tiny``, ``smollm2``) is built (once) and verified; a path must exist.
 
     Raises:
         RunnerError: (identity) missing or unverifiable model.
     """
-    if model.source == "tiny":
-        from runners.models.tiny_model import ensure_tiny_model
+    from runners.models.built import BUILT_SOURCES, ensure_built
 
-        t = model.tiny
+    if model.source in BUILT_SOURCES:
         try:
-            return ensure_tiny_model(abs_path(model.cache_dir), num_layers=t.num_layers, hidden_size=t.hidden_size,
-                                     seed=t.seed)
+            return ensure_built(model)[0]
         except (OSError, ValueError) as exc:
-            raise RunnerError(f"identity gate: tiny model cannot be built/verified: {exc}", EXIT_IDENTITY) from None
+            raise RunnerError(f"identity gate: {model.source} model cannot be built/verified: {exc}",
+                              EXIT_IDENTITY) from None
     path = model.path
     if path in (None, "???"):
         raise RunnerError(f"identity gate: model.path is required for model {model.name!r} "
@@ -223,7 +222,9 @@ def gather_identity(cfg: Config, runtimes: Sequence[RuntimeConfig], *, when: str
         checks, model_dir = _pin_checks(cfg, runtimes, when=when, previous=previous, offload_tree=offload_tree)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
-    if previous is None and cfg.model.source != "tiny":  # ensure_tiny_model verified the tiny one
+    from runners.models.built import BUILT_SOURCES
+
+    if previous is None and cfg.model.source not in BUILT_SOURCES:  # ensure_built verified a built one
         from runners.models.tiny_model import verify_model_dir
 
         try:

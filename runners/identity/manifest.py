@@ -13,12 +13,14 @@ What is deliberately not modelled: observing any of it (``runners.identity.gates
 
 from __future__ import annotations
 
+import math
+
 import os
 import platform
 import socket
 import sys
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from conf.schema import Config
 from results_schema.records.manifest import DeviceIdentity, EnvironmentManifest, GitIdentity, ModelIdentity, PinCheck
@@ -26,6 +28,21 @@ from runners.identity.config_hash import config_sha256
 from runners.identity.git_identity import git_identity
 from runners.identity.probe import package_version
 from runners.incase.recorded_env import recordable_env
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float written as its YAML/Python text (``"inf"``, ``"-inf"``, ``"nan"``).
+
+    The manifest is strict JSON (no ``Infinity``); the config may hold ``.inf`` (a serving request rate: every
+    request at t = 0). ``config.yaml`` and ``config_sha256`` keep the float; only the manifest's copy is text.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
@@ -51,7 +68,7 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
     """
     from conf.typed import plain_config
 
-    data = plain_config(config)
+    data = json_safe(plain_config(config))
     return EnvironmentManifest(
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -18,6 +18,9 @@ round (warmup included) gets fresh prompts unless ``workload.prompts_vary_per_ro
 unless the workload says otherwise (published), so the token counts are real;
 generated tokens are counted from ``len(token_ids)`` of every output, and a SHA-256
 digest of the generated ids is kept per round (greedy identity across cases).
+The host is read at the start and the end of the measured rounds (``runners.incase.host_load``): CPU time
+used outside this process tree and the runner, and steal, recorded as ``BenchRecord.host_load`` with whether
+that foreign work made the case ``contended``.
 Peak RSS is sampled over this process and its children (vLLM V1 runs the engine
 core in a child process). Per the published runner, the record also carries the request count,
 requests/s and P50 / P95 round latency (``request_metrics``), and RSS and device memory before,
@@ -44,7 +47,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from pathlib import Path
 
@@ -56,6 +59,7 @@ from results_schema.rules.log_rule import BENCH_RESULT
 from results_schema.records.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
+from runners.incase.host_load import HostReading, read_host, window_load
 from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
 
 
@@ -152,7 +156,8 @@ def window_reached(rounds: int, measured_s: float, min_rounds: int, min_measured
     return rounds >= min_rounds and measured_s >= min_measured_s
 
 
-def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s: float) -> list[RoundResult]:
+def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s: float,
+               window_start: Callable[[], object] | None = None) -> list[RoundResult]:
     """Run warmup rounds, then measured rounds until ``window_reached``.
 
     Args:
@@ -161,6 +166,8 @@ def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s
         warmup_rounds: rounds run and discarded.
         min_rounds: minimum measured rounds (``workload.measured_rounds``).
         min_measured_s: minimum measured seconds (``workload.min_measured_s``), summed over measured rounds.
+        window_start: called once, after the warmup rounds and just before the first measured round (the
+            host reading at the start of the measured window, ``runners.incase.host_load.read_host``).
 
     Returns:
         The measured rounds (index 0..n-1), ``n >= min_rounds``; the last one is the first that
@@ -170,6 +177,8 @@ def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s
     measured_s = 0.0
     g = 0
     while g < warmup_rounds or not window_reached(len(rounds), measured_s, min_rounds, min_measured_s):
+        if g == warmup_rounds and window_start is not None:
+            window_start()
         elapsed, gen, prompt_tokens = one_round(g)
         g += 1
         if g <= warmup_rounds:
@@ -333,8 +342,10 @@ def run(case: CaseSpec) -> BenchRecord:
             load_seconds = time.perf_counter() - t0
         rss.include(load.rss.peak)
         device_mem = process_tree_cuda_bytes(case.device)
+        start: list[HostReading | None] = []
         rounds = run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
-                            min_measured_s=min_s)
+                            min_measured_s=min_s, window_start=lambda: start.append(read_host()))
+        host = window_load(start[0] if start else None, read_host())
     output_tokens = sum(r.output_tokens for r in rounds)
     elapsed_s = sum(r.elapsed_s for r in rounds)
     return BenchRecord(
@@ -348,6 +359,7 @@ def run(case: CaseSpec) -> BenchRecord:
                                  min_rounds=w.measured_rounds,
                                  reached=window_reached(len(rounds), elapsed_s, w.measured_rounds, min_s)),
         **request_metrics(rounds, w.num_prompts), **load.fields(),
+        host_load=None if host is None else host.record(),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
     )
 

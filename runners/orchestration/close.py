@@ -2,9 +2,12 @@
 
 What is modelled: the health gate after the last phase (a failure keeps and checksums the
 evidence, exit 42), the identity check at the end, the CPU copy-bandwidth measurement, the
-analysis (``analysis.report.summary``, ``analysis.serving.summary``, the accuracy verifier), ``SHA256SUMS`` (even
-when the analysis raises), the summary line, the exit code and the verdict line, printed last:
-a failed proof never ends "ok".
+analysis (``analysis.report.summary``, ``analysis.serving.summary``, the accuracy verifier), ``SHA256SUMS``
+(written only by a close whose every step completed: its presence is what makes a run finished), the summary
+line, the exit code and the verdict line, printed last: a failed proof never ends "ok". A step that fails
+(a full disk, a permission, any error of the analysis, report or checksums) ends the run in one line naming the
+step, the file and the cause, exit ``EXIT_IO``; a resume redoes the close only, rewriting the incomplete
+``summary/``.
 
 What is deliberately not modelled: the statistics (``analysis``).
 """
@@ -12,13 +15,14 @@ What is deliberately not modelled: the statistics (``analysis``).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from conf.schema import Config
-from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK,
-                            RunnerError)
+from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_IO,
+                            EXIT_OK, RunnerError)
 from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
@@ -41,9 +45,12 @@ class Findings:
         validation: ``summary/validation.json`` (None: the analysis did not run).
         serving_valid: False when the run has serving phases and their validation failed.
         accuracy_failed: accuracy phases whose verification failed.
+        close_error: a step of the close failed (``close_step``): the step, the file and the cause; no
+            ``SHA256SUMS`` was written.
     """
 
     health_after: RunnerError | None = None
+    close_error: str | None = None
     validation: Any = None
     serving_valid: bool = True
     accuracy_failed: list[str] = field(default_factory=list)
@@ -137,31 +144,114 @@ def final_checks(cfg: Config, todo: Sequence[ScheduledCase], state: RunState, id
 def analyse_and_checksum(cfg: Config, items: Sequence[ScheduledCase], state: RunState, accuracy_phases: Sequence[AccuracyPhase],
                          found: Findings, timings: Timings, base_env: Mapping[str, str], console: Any,
                          run_copy_bench: CopyBenchRun) -> None:
-    """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS`` even if the analysis raises."""
+    """Analysis (unless ``analyze=false`` or stopped), then ``SHA256SUMS``, written only when every step completed.
+
+    An incomplete ``summary/`` left by an earlier close that failed (no ``SHA256SUMS``: never part of a finished
+    run) is removed first and written anew. A step that fails (an ``OSError`` such as a full disk, or any error of
+    the analysis, the accuracy verifier, the report or the checksums) ends the close: ``found.close_error`` names the
+    step, the file and the cause (a traceback other than an ``OSError``'s goes to ``logs/close-error.txt`` where it
+    can be written) and no ``SHA256SUMS`` is written, so a resume redoes the close.
+    """
     from runners.orchestration.accuracy_phase import verify_accuracy
 
     run_dir = state.run_dir
+    summary = run_dir / "summary"
     t = time.monotonic()
     try:
+        if summary.exists():  # analyze=false on the resume too: no incomplete summary/ enters the checksums
+            with close_step("analysis", summary):
+                import shutil
+
+                console.print("close: removing the incomplete summary/ of an earlier close that failed (no "
+                              "SHA256SUMS: never part of a finished run); it is written anew", markup=False)
+                shutil.rmtree(summary)
         if cfg.analyze and not state.stopped:
-            t_bench = time.monotonic()
-            copy_bench(cfg, items, run_dir, state.model_dir, base_env, console, run_copy_bench)
-            t_bench = time.monotonic() - t_bench  # 0 when a choose run's probe measured it already
-            timings.copy_bench += t_bench
-            t += t_bench  # a measurement process, counted apart from the analysis
-            found.validation, found.serving_valid = analyze(run_dir, console)
+            with close_step("analysis", summary):
+                t_bench = time.monotonic()
+                copy_bench(cfg, items, run_dir, state.model_dir, base_env, console, run_copy_bench)
+                t_bench = time.monotonic() - t_bench  # 0 when a choose run's probe measured it already
+                timings.copy_bench += t_bench
+                t += t_bench  # a measurement process, counted apart from the analysis
+                found.validation, found.serving_valid = analyze(run_dir, console)
             if accuracy_phases:
-                found.accuracy_failed = verify_accuracy(run_dir, accuracy_phases, console)
-                refresh_html(run_dir, console)
-    finally:  # the run's evidence is complete: checksum it even if the analysis raises
+                with close_step("accuracy verification", summary):
+                    found.accuracy_failed = verify_accuracy(run_dir, accuracy_phases, console)
+                with close_step("report", summary / "report.html"):
+                    refresh_html(run_dir, console)
+    except CloseStepError as exc:
+        found.close_error = exc.text(run_dir)
+        return
+    finally:
         timings.analysis += time.monotonic() - t
-        t = time.monotonic()
-        write_sha256sums(run_dir)
-        timings.checksums += time.monotonic() - t
+    t = time.monotonic()
+    try:
+        with close_step("checksums", run_dir / "SHA256SUMS"):
+            write_sha256sums(run_dir)
+    except CloseStepError as exc:
+        (run_dir / "SHA256SUMS").unlink(missing_ok=True)  # never a partial one: its presence means "finished"
+        found.close_error = exc.text(run_dir)
+    timings.checksums += time.monotonic() - t
+
+
+class CloseStepError(Exception):
+    """A step of the close stage failed: the step, the file it was writing and the cause, one line each."""
+
+    def __init__(self, step: str, file: Path, cause: str, traceback_text: str | None) -> None:
+        super().__init__(f"close ({step}): {file}: {cause}")
+        self.step, self.file, self.cause, self.traceback_text = step, file, cause, traceback_text
+
+    def text(self, run_dir: Path) -> str:
+        """The one-line error (the traceback, when there is one, written to ``logs/close-error.txt`` first)."""
+        where = ""
+        if self.traceback_text is not None:
+            from results_schema.records.files import write_text_atomic
+
+            log = run_dir / "logs" / "close-error.txt"
+            try:
+                write_text_atomic(log, self.traceback_text)
+                where = f" (traceback: {log.relative_to(run_dir)})"
+            except OSError as exc:
+                where = f" (traceback not written: {exc.strerror or exc})"
+        return f"{self}{where}"
+
+
+@contextmanager
+def close_step(step: str, file: Path) -> Iterator[None]:
+    """Run one step of the close stage; any error it raises becomes a ``CloseStepError`` naming ``step``, the file
+    (an ``OSError``'s own, else ``file``) and the cause.
+
+    ``RunnerError`` (a gate's verdict, with its own exit code) and ``BaseException`` outside ``Exception``
+    (an interrupt) pass through.
+    """
+    from runners.errors import os_error_cause
+
+    try:
+        yield
+    except RunnerError:
+        raise
+    except OSError as exc:
+        where = Path(exc.filename) if exc.filename is not None else file
+        raise CloseStepError(step, where, os_error_cause(exc), None) from None
+    except Exception as exc:  # any error of the close: the run is not finished; named in one line, resumable
+        import traceback
+
+        raise CloseStepError(step, file, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+
+
+def close_failed_line(found: Findings, items: Sequence[ScheduledCase], run_dir: Path) -> str:
+    """The last line of a run whose close failed: the step, file and cause, what is kept, how to finish it."""
+    from runners.orchestration.resume import complete_run
+
+    _, recorded = complete_run(run_dir, items)
+    return (f"error: {found.close_error}; {recorded} of {len(items)} cases recorded and kept, no SHA256SUMS "
+            f"(the run is not finished); once the cause is gone, `python -m runners.matrix resume={run_dir}` "
+            f"redoes the close only; exit {EXIT_IO}")
 
 
 def exit_code(state: RunState, found: Findings, console: Any) -> int:
     """The run's exit code (first matching reason), printing the reason where one is printed."""
+    if found.close_error is not None:  # the run is not finished: no verdict of the evidence yet
+        return EXIT_IO
     if found.health_after is not None:  # the health gate after the last phase failed: evidence kept and checksummed
         from rich.markup import escape
 

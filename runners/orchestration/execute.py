@@ -87,6 +87,10 @@ def _success_status(fin: Finalized, acc_line: AccuracyCaseRun | None, serving_li
                    f"wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
         if fin.note:  # e.g. the KV cache memory changed during the case
             status += f"; {fin.note}"
+        hl = rec.host_load
+        if hl is not None and hl.contended:
+            status += (f"; CONTENDED: {hl.foreign_cores:.2f} foreign cores, steal {hl.steal_fraction * 100:.1f}% while "
+                       f"it measured (verdicts resting on it are withheld)")
     return status
 
 

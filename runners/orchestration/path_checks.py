@@ -22,6 +22,7 @@ from pathlib import Path
 
 from conf.schema import Config
 from runners.errors import EXIT_CONFIG, RunnerError
+from runners.models.built import BUILT_SOURCES
 from runners.paths import abs_path
 
 
@@ -75,7 +76,7 @@ def check_run_paths(cfg: Config, resuming: bool) -> None:
             raise RunnerError(f"config: run directory {root / cfg.experiment_name / run_id} already "
                               "exists; refusing to reuse it (choose another run_id, or resume=<dir>)", EXIT_CONFIG)
     model = cfg.model
-    if model.source == "tiny":
+    if model.source in BUILT_SOURCES:
         cache = abs_path(model.cache_dir)
         if (problem := folder_problem(cache)) is not None:
             raise RunnerError(f"config: model.cache_dir={model.cache_dir} ({cache}): {problem}", EXIT_CONFIG)

@@ -6,8 +6,8 @@ override must equal the saved one of the same key (``+key``, ``++key`` and ``key
 values compare as Hydra parses them, so ``[{g: 4, n: 1}]`` equals ``[{g:4,n:1}]``). Giving none,
 or some of the saved ones, is accepted. The resume's own switches (``RESUME_SWITCHES``: the
 run directory, the progress display, whether the analysis runs at the end) may differ.
-``complete_run`` says whether a run is finished: every planned case has its line and the
-close stage wrote ``SHA256SUMS``; read only (nothing is quarantined or rewritten).
+``complete_run`` says whether a run is finished: every planned case has its line and a
+close that completed wrote ``SHA256SUMS`` (a close that fails writes none); read only (nothing is quarantined or rewritten).
 
 What is deliberately not modelled: re-analysis (``python -m analysis report RUN --out DIR``).
 """
@@ -63,7 +63,7 @@ def override_differences(saved: Sequence[str], given: Sequence[str]) -> list[str
 
 
 def complete_run(run_dir: Path, items: Sequence[ScheduledCase]) -> tuple[bool, int]:
-    """Whether ``run_dir`` is finished: every planned case recorded and ``SHA256SUMS`` written. Read only.
+    """Whether ``run_dir`` is finished: every planned case recorded and ``SHA256SUMS`` written (by a completed close). Read only.
 
     Args:
         run_dir: the run directory.

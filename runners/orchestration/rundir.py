@@ -332,6 +332,7 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
     """
     from results_schema.records.io import write_json
     from results_schema.records.manifest import ModelIdentity
+    from runners.models.smollm2 import manifest_provenance
     from runners.identity.manifest import build_manifest
 
     if run_identity.numerics is None:
@@ -346,7 +347,7 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
         run_id=run_id, experiment=cfg.experiment_name, packages=run_identity.packages, checks=ident.checks,
         model=ModelIdentity(name=cfg.model.name, path=str(ident.model_dir),
                             sha256sums_sha256=str(ident.model_sums), revision=cfg.model.revision,
-                            num_layers=cfg.model.num_layers),
+                            num_layers=cfg.model.num_layers, provenance=manifest_provenance(ident.model_dir)),
         offload_tree=ident.offload_tree, devices=run_identity.devices, config=cfg, overrides=overrides,
         case_code=run_identity.case_code, git=run_identity.git, declared_env=run_identity.declared_env)
     manifest = manifest.model_copy(update={"numerics": run_identity.numerics})

@@ -12,8 +12,12 @@ Each stage is a small function taking and returning typed objects:
   quarantined leftovers. One runner per run directory (``runners.orchestration.run_lock``): the lock is held
   from creation (a resume: before the identity gate) to the end; a second runner exits 2.
 - ``execute(plan, run, console) -> Execution``: every phase's cases (``runners.orchestration.execute``).
-- ``close(plan, run, execution, console) -> int``: last gates, analysis, ``SHA256SUMS``, the
-  summary and the verdict line; returns the exit code.
+- ``close(plan, run, execution, console) -> int``: last gates, analysis, ``SHA256SUMS`` (only when every
+  step completed), the summary and the verdict line; returns the exit code. A step that fails ends in one
+  line naming it, the file and the cause (``EXIT_IO``); a resume redoes the close only.
+
+An ``OSError`` in any stage (a full disk, a permission) ends the run in one line naming the stage, the file
+and the cause (``io_error``, exit ``EXIT_IO``); the recorded cases are kept and a resume continues.
 
 What is deliberately not modelled: Hydra and signals (``runners.matrix``).
 """
@@ -231,17 +235,14 @@ def import_analysis() -> None:
 
 
 def build_model_once(model: ModelConfig) -> float:
-    """Build a ``source: tiny`` model that is not in its cache yet; return the seconds it took (0: cached or a path)."""
-    if model.source != "tiny":
+    """Build a built-source model (``tiny``, ``smollm2``) that is not in its cache yet; return the seconds it took
+    (0: cached or a path)."""
+    from runners.models.built import BUILT_SOURCES, built_dir
+
+    if model.source not in BUILT_SOURCES or (built_dir(model) / "SHA256SUMS").is_file():
         return 0.0
     from runners.identity.gates import resolve_model_dir
-    from runners.paths import abs_path
-    from runners.models.tiny_model import tiny_model_name
 
-    t = model.tiny
-    name = tiny_model_name(t.num_layers, t.hidden_size, t.seed)
-    if (abs_path(model.cache_dir) / name / "SHA256SUMS").is_file():
-        return 0.0
     start = time.monotonic()
     resolve_model_dir(model)
     return time.monotonic() - start
@@ -314,6 +315,11 @@ def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: Co
                          run_copy_bench)
     print_done(ex.state, run.timings, console)
     code = exit_code(ex.state, found, console)
+    if found.close_error is not None:  # not finished: no verdict; one line naming the step, the file, the cause
+        from runners.orchestration.close import close_failed_line
+
+        console.print(close_failed_line(found, ex.items or p.items, run.run_dir), markup=False)
+        return code
     console.print(f"{verdict_line(found, run.run_dir)}; exit {code}", markup=False)
     return code
 
@@ -355,8 +361,13 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
     from runners.orchestration.path_checks import check_run_paths
     from runners.orchestration.progress import print_schedule
 
+    from runners.errors import io_error
+
     measures = host or HostMeasures()
-    p = make_plan(cfg, overrides)
+    try:
+        p = make_plan(cfg, overrides)
+    except OSError as exc:
+        raise io_error("plan", exc, None) from None
     if p.cfg.dry_run:
         print_schedule(p.items, p.cfg)
         if p.cfg.choose.probe_phase is not None:
@@ -368,13 +379,21 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
         return EXIT_OK
     check_run_paths(p.cfg, resuming=p.resume_dir is not None)
     lock = RunLock()
+    stage, run_dir = "identity gate", p.resume_dir
     try:
         if p.resume_dir is not None:
             lock.acquire(p.resume_dir, "resumed", console)
         p = with_accuracy_inputs(p)
         timings = Timings(t_start=time.monotonic())
         run_identity = identity_gate(p, timings, measures.probe_torch)
+        stage = "open the run directory"
         run = open_run(p, run_identity, timings, console, lock)
-        return close(p, run, execute(p, run, console, measures.run_copy_bench), console, measures.run_copy_bench)
+        stage, run_dir = "execute", run.run_dir
+        ex = execute(p, run, console, measures.run_copy_bench)
+        stage = "close"
+        return close(p, run, ex, console, measures.run_copy_bench)
+    except OSError as exc:
+        raise io_error(stage, exc, run_dir) from None
     finally:
         lock.release()
+

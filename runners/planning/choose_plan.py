@@ -62,7 +62,8 @@ def need_bytes(cfg: Config) -> tuple[int, str]:
     return int(round(float(value) * GIB)), f"{key}={value:g}"
 
 
-def _model_dir(model: ModelConfig) -> Path | None:
+def model_dir_at_hand(model: ModelConfig) -> Path | None:
+    """The run's model directory when it is here (a built tiny model, a ``model.path`` with ``config.json``), else None."""
     if model.source == "tiny":
         from runners.models.tiny_model import tiny_model_name
 
@@ -75,7 +76,12 @@ def _model_dir(model: ModelConfig) -> Path | None:
     return d if (d / "config.json").is_file() else None
 
 
-def _config(model: ModelConfig, model_dir: Path | None) -> tuple[dict, str]:
+def model_config(model: ModelConfig, model_dir: Path | None) -> tuple[dict, str]:
+    """``(config.json dict, where it came from)``: the directory's, the tiny model's shapes, or ``model.config_json``.
+
+    Raises:
+        PlanError: none of them at hand, or ``model.config_json`` unreadable.
+    """
     if model_dir is not None:
         return json.loads((model_dir / "config.json").read_text()), f"{model_dir.name}/config.json"
     if model.source == "tiny":
@@ -102,8 +108,8 @@ def model_sizes(model: ModelConfig, dtype: str, params: Sequence[str] = ()) -> M
     from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
                                      layer_param_shapes, safetensors_files)
 
-    d = _model_dir(model)
-    config, where = _config(model, d)
+    d = model_dir_at_hand(model)
+    config, where = model_config(model, d)
     n = model.num_layers
     try:
         size = dtype_bytes(dtype)

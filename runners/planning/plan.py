@@ -1,7 +1,8 @@
 """Matrix expansion and schedule: composed config -> ordered list of case launches.
 
 What is modelled: the cases of each phase (baseline + points x implementations + explicit cases), their
-validation before any process starts (offload parameters through ``offload.selection``, labels, repeats, kinds;
+validation before any process starts (offload parameters through ``offload.selection``, ``offload_params``
+patterns against the model's layer parameter names through ``runners.planning.layer_names``, labels, repeats, kinds;
 the per-phase effective workload against ``results_schema.records.models.WorkloadSpec`` and input_len + max_tokens
 <= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the
 case order starts at index ``r``, as the seed did).
@@ -26,6 +27,7 @@ from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.cases import PhaseCase, ScheduledCase
 from runners.planning.choose_plan import with_choose
+from runners.planning.layer_names import check_offload_params
 from runners.planning.workload_check import _effective_workload, validate_workload
 
 KINDS = tuple(k.value for k in PhaseKind)
@@ -271,15 +273,18 @@ def expand(cfg: Config, *, num_layers: int | None = None) -> dict[str, list[Phas
     """Expand every phase of a config into cases, in phase order.
 
     Raises:
-        PlanError: see ``expand_phase``; also a config with no phase.
+        PlanError: see ``expand_phase``; also a config with no phase, or an ``offload_params`` pattern that
+            matches no parameter of the model its case loads (``runners.planning.layer_names``).
     """
     if not cfg.phases:
         raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
     cfg = with_choose(cfg)
     layers = num_layers if num_layers is not None else cfg.model.num_layers
-    return {name: expand_phase(name, cfg.phases[name], workload=cfg.workload, runtime=cfg.runtime,
-                               num_layers=phase_layers(name, cfg.phases[name], layers))
-            for name in phase_order(cfg.phases)}
+    by_phase = {name: expand_phase(name, cfg.phases[name], workload=cfg.workload, runtime=cfg.runtime,
+                                   num_layers=phase_layers(name, cfg.phases[name], layers))
+                for name in phase_order(cfg.phases)}
+    check_offload_params(by_phase, cfg.model)
+    return by_phase
 
 
 def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_phase: Mapping[str, bool] | None = None,

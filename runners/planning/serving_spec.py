@@ -7,6 +7,7 @@ What is modelled:
 * ``write_case_spec``: ``cases/<phase>/<stem>.serving-case.json`` from a scheduled case, and
   the argv of its process (``python -m runners.incase.serving --case FILE --run-dir DIR``).
 * ``paths_of``: the files of one serving case process.
+* ``rotated``: the rate order of a repeat (the configured order, rotated by the repeat index).
 
 What is deliberately not modelled: the measurement itself (``runners.incase.serving.driver``), the
 case's end (``runners.outcome.serving``).
@@ -32,6 +33,17 @@ DEFAULT_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 def _rates(values: Any) -> tuple[float | None, ...]:
     return tuple(None if math.isinf(float(v)) and float(v) > 0 else float(v) for v in values)
+
+
+def rotated(rates: tuple[float | None, ...], repeat: int) -> tuple[float | None, ...]:
+    """The rate order of repeat ``repeat``: the configured order started at index ``repeat % len(rates)``.
+
+    A server warms up over a sweep, so a fixed ascending order always serves the high rates warm;
+    rotating gives every rate every position over ``len(rates)`` repeats (the order is in the case's
+    spec and record: ``ServingLoad.request_rates_rps``). ``(1, 4, 16)`` in repeat 1 -> ``(4, 16, 1)``.
+    """
+    k = repeat % len(rates) if rates else 0
+    return rates[k:] + rates[:k]
 
 
 def _check_rates(where: str, rates: list[Any]) -> None:
@@ -120,7 +132,8 @@ def build_spec(sc: ScheduledCase, *, model_dir: Path, run_dir: Path, python: str
         load=ServingLoad(backend="openai", endpoint="/v1/completions", dataset="random",
                          num_prompts=w.num_prompts, input_len=w.input_len, output_len=w.max_tokens, seed=w.seed,
                          num_warmups=s.num_warmups, burstiness=s.burstiness, max_concurrency=s.max_concurrency,
-                         temperature=w.temperature, ignore_eos=True, request_rates_rps=_rates(s.request_rates)),
+                         temperature=w.temperature, ignore_eos=True,
+                         request_rates_rps=rotated(_rates(s.request_rates), sc.repeat)),
         slo=ServingSLO(ttft_ms=s.slo.ttft_ms, tpot_ms=s.slo.tpot_ms, attainment=s.slo.attainment),
         limits=ServingLimits(health_timeout_s=s.health_timeout_s, health_poll_s=s.health_poll_s,
                              rate_timeout_s=s.rate_timeout_s, stop_grace_s=s.stop_grace_s),

@@ -150,3 +150,15 @@ def test_materialize_cli_writes_manifest(tmp_path: Path) -> None:
     assert rc == 0
     manifest = DatasetManifest.model_validate_json((tmp_path / "manifest.json").read_text())
     assert manifest.entry("g").rows == 8
+
+
+def test_committed_addition_set_is_every_digit_pair_once_and_regenerates_byte_identical(tmp_path):
+    from runners.incase.accuracy.synthetic import ADDITION_NAME, addition_rows, write_addition_set
+
+    committed = Path(__file__).resolve().parents[2] / "eval_datasets" / "addition"
+    entry = write_addition_set(tmp_path)
+    assert entry.name == ADDITION_NAME == "single-digit-addition" and entry.task == "gsm8k" and entry.rows == 100
+    assert (tmp_path / f"{ADDITION_NAME}.jsonl").read_bytes() == (committed / f"{ADDITION_NAME}.jsonl").read_bytes()
+    assert (tmp_path / "manifest.json").read_text() == (committed / "manifest.json").read_text()
+    qs = {r["question"] for r in addition_rows()}
+    assert qs == {f"What is {a} + {b}?" for a in range(10) for b in range(10)}

@@ -176,3 +176,49 @@ def test_compare_covers_per_record_metrics_and_serving_results(tmp_path, capsys)
     assert main(["catalog", "compare", "fixture", "fixture", "--db", str(path)]) == 1  # no performance pair
     out = capsys.readouterr().out
     assert "tpot_p99_ms" in out and "serving_results" in out
+
+
+def test_serving_summary_tables_hold_the_verdicts_outputs_and_percentiles(db):
+    from results_schema.records.serving_summary import ServingSummary
+    from results_schema.records.io import read_json
+
+    s = read_json(FIXTURES / "serving_run" / "summary" / "serving-summary.json", ServingSummary)
+    v = query(db, "SELECT label, request_rate, metric, a_median_ms, b_median_ms, floor_pct, verdict "
+                  "FROM serving_baseline_verdicts WHERE run_id = 'fixture' ORDER BY rate_rps, metric")
+    assert len(v) == len(s.baseline_verdicts) == 8
+    assert set(v["request_rate"]) == {"4.0", "16.0"} and (v["label"] == "current_g4_n1").all()
+    assert v["floor_pct"].isna().all()  # one baseline process: no floor, NULL (never NaN in the file)
+    o = query(db, "SELECT label, repeat, request_rate, position, compared, len(mismatched) AS n_mismatched, status "
+                  "FROM serving_outputs WHERE run_id = 'fixture' ORDER BY label, position")
+    assert list(o["status"]) == ["identical"] * 4 and (o["compared"] == 6).all() and (o["n_mismatched"] == 0).all()
+    p = query(db, "SELECT kind, count(*) AS n FROM serving_percentiles WHERE run_id = 'fixture' GROUP BY kind")
+    got = dict(zip(p["kind"], p["n"], strict=True))
+    assert sum(got.values()) == len(s.percentiles) and got["max"] > 0
+    types = dict(query(db, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
+                           "'serving_outputs'").itertuples(index=False))
+    assert types["mismatched"] == types["floor"] == "BIGINT[]" and types["status"] == "VARCHAR"
+
+
+def test_serving_output_mismatch_is_queryable_and_a_bad_summary_is_a_load_note(tmp_path):
+    import shutil
+
+    from results_schema.records.io import read_json, write_json
+    from results_schema.records.serving_summary import ServingSummary
+
+    run = tmp_path / "serving"
+    shutil.copytree(FIXTURES / "serving_run", run)
+    path = run / "summary" / "serving-summary.json"
+    s = read_json(path, ServingSummary)
+    bad = s.outputs[2].model_copy(update={"status": "differs", "mismatched": (1, 4)})
+    write_json(path, s.model_copy(update={"outputs": (*s.outputs[:2], bad, *s.outputs[3:]), "valid": False,
+                                          "errors": ("outputs differ",)}))
+    db = tmp_path / "catalog.duckdb"
+    build(run, db)
+    got = query(db, "SELECT label, request_rate, mismatched FROM serving_outputs WHERE status = 'differs'")
+    assert list(got["label"]) == [bad.label] and list(got["mismatched"].iloc[0]) == [1, 4]
+    assert got["request_rate"].iloc[0] == repr(bad.rate_rps)
+    path.write_text('{"schema_version": 1}')
+    assert [r.action for r in build(run, db)] == ["replaced"]  # the summary is part of the fingerprint
+    assert int(query(db, "SELECT count(*) FROM serving_outputs").iloc[0, 0]) == 0
+    notes = query(db, "SELECT note FROM load_notes")["note"]
+    assert any(n.startswith("unreadable serving summary") for n in notes)

@@ -153,3 +153,93 @@ def test_browser_test_says_why_it_is_skipped_without_chromium(monkeypatch, tmp_p
     monkeypatch.setenv("PATH", str(tmp_path))  # no chromium on PATH
     reason = browser.skip_reason()
     assert reason and "chromium" in reason and "apt-get install -y chromium" in reason
+
+
+SERVING = FIXTURES / "serving_run"
+
+
+def _serving_copy(tmp_path, **updates):
+    """A copy of the serving fixture whose ``serving-summary.json`` carries ``updates``; its report re-rendered."""
+    from analysis.report.html import write_report_html
+    from results_schema.records.io import write_json
+    from results_schema.records.serving_summary import ServingSummary
+
+    run = tmp_path / "serving"
+    shutil.copytree(SERVING, run)
+    path = run / "summary" / "serving-summary.json"
+    s = read_json(path, ServingSummary)
+    if updates:
+        write_json(path, ServingSummary.model_validate({**s.model_dump(), **updates}))
+    write_report_html(run)
+    return run, read_json(path, ServingSummary)
+
+
+def test_serving_run_report_has_verdicts_outputs_percentiles_and_order(tmp_path):
+    run, s = _serving_copy(tmp_path)
+    page = _page(run)
+    assert page.index('id="verdict"') < page.index('id="serving"') < page.index('id="glossary"')
+    assert "<title>VALID" in page and 'id="serving-failed"' not in page
+    assert "No throughput case in this run (serving only" in page  # the fixture has no throughput phase
+    verdicts = page.split('id="serving-verdicts"', 1)[1].split("</table>", 1)[0]
+    assert verdicts.count("<tr>") == len(s.baseline_verdicts) + 1  # header + one row per verdict
+    v = s.baseline_verdicts[0]
+    assert f"{v.b_median_ms:,.2f} ({v.b_processes})" in verdicts and f"{v.a_median_ms:,.2f} ({v.a_processes})" in verdicts
+    assert f"{v.delta_pct:+.1f}" in verdicts
+    assert "inconclusive (no interval)" in verdicts  # one process per side: never a bare verdict
+    outputs = page.split('id="serving-outputs"', 1)[1].split("</table>", 1)[0]
+    assert outputs.count("identical") == len(s.outputs) and 'class="failure"' not in outputs
+    pct = page.split('id="serving-percentiles"', 1)[1].split("</table>", 1)[0]
+    extremes = [p for p in s.percentiles if p.kind == "max"]
+    assert extremes and pct.count('<span class="pct-extreme">max</span>') == len(extremes)
+    p50 = next(p for p in s.percentiles if p.percentile == 50 and p.kind == "percentile")
+    assert f"{p50.value_ms:,.2f} [{p50.ci_low_ms:,.2f} .. {p50.ci_high_ms:,.2f}] (n {p50.n})" in pct
+    assert 'id="serving-order-none"' in page  # one repeat: no position to compare
+    for term in ("serving verdict", "output comparison", "percentile n", "order effect"):
+        assert f"<dt>{term}</dt>" in page
+    assert "serving-summary.md" in page.split('id="raw-files"', 1)[1]
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""",
+                         re.sub(r"<script type=\"text/javascript\">.*?</script>", "", page, count=1, flags=re.S))
+
+
+def test_serving_output_mismatch_is_a_failure_row_and_withholds_the_verdict(tmp_path):
+    from results_schema.records.serving_summary import ServingSummary
+
+    s = read_json(SERVING / "summary" / "serving-summary.json", ServingSummary)
+    bad = s.outputs[3].model_copy(update={"status": "differs", "mismatched": tuple(range(12))})
+    outputs = [o.model_dump() for o in s.outputs[:3]] + [bad.model_dump()]
+    err = f"serving/{bad.label}-r0 rate 16: outputs differ from the baseline on requests 0..11"
+    run, s2 = _serving_copy(tmp_path, outputs=outputs, valid=False, errors=[err])
+    page = _page(run)
+    assert "<title>INVALID" in page and 'id="serving-failed"' in page
+    assert page.index('id="serving-failed"') < page.index('id="verdict"')
+    assert err in page and 'id="serving-outputs-failed"' in page
+    rows = page.split('id="serving-outputs"', 1)[1].split("</table>", 1)[0].split("<tr")
+    failed = [r for r in rows if 'class="failure"' in r]
+    assert len(failed) == 1 and "differs" in failed[0] and ">12<" in failed[0]
+    assert "0, 1, 2, 3, 4, 5, 6, 7, … (+4)" in failed[0]  # the first request indices and how many more
+    verdicts = page.split('id="serving-verdicts"', 1)[1].split("</table>", 1)[0].split("<tr")
+    withheld = [r for r in verdicts if 'class="withheld"' in r]
+    assert len(withheld) == sum(v.rate_rps == bad.rate_rps and v.label == bad.label for v in s2.baseline_verdicts) > 0
+    assert all("withheld: outputs differ" in r for r in withheld)
+    assert json.loads(re.search(r'id="report-data">(.*?)</script>', page).group(1))["valid"] is False
+
+
+def test_unreadable_serving_summary_is_an_invalid_section_not_a_missing_one(tmp_path):
+    from analysis.report.html import write_report_html
+
+    run = tmp_path / "serving"
+    shutil.copytree(SERVING, run)
+    (run / "summary" / "serving-summary.json").write_text('{"schema_version": 1}')
+    write_report_html(run)
+    page = _page(run)
+    assert "<title>INVALID" in page and 'id="serving-verdict"' in page and "does not validate" in page
+
+
+def test_serving_summary_rerenders_the_report_with_its_section(tmp_path):
+    from analysis.serving.summary import write_serving_summary
+
+    run = tmp_path / "serving"
+    shutil.copytree(SERVING, run)
+    assert not (run / "summary" / "report.html").exists()
+    write_serving_summary(run)
+    assert 'id="serving-outputs"' in _page(run)

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.load import ROUND_COLUMNS, RUN_COLUMNS, load_run
+from analysis.load import HOST_LOAD_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, load_run, window_drift_pct
 from analysis.validation.checks import token_digest_status, token_statuses
 from results_schema.records.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
-from tests.support.synthetic import default_cases, make_case_run
+from tests.support.synthetic import default_cases, host_load, make_case_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -32,7 +32,9 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
             wl.max_tokens, kv.kv_cache_tokens, kv.kv_cache_gib, kv.max_concurrency, cr.process_wall_s, cr.log_path,
             cr.evidence_path, e.offloader_class, e.implementation, e.offload_group_size, e.offload_num_in_group,
             e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
-            e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, lineno,
+            e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, wl.warmup_rounds,
+            *(None if r.host_load is None else getattr(r.host_load, n) for n in HOST_LOAD_FIELDS),
+            window_drift_pct([rd.elapsed_s for rd in r.rounds], [rd.output_tokens for rd in r.rounds]), lineno,
         ))
         rrows += [(r.phase, r.label, r.implementation, r.repeat, rd.index, rd.elapsed_s, rd.output_tokens,
                    rd.throughput_tok_s) for rd in r.rounds]
@@ -40,8 +42,10 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
     rounds = pd.DataFrame.from_records(rrows, columns=ROUND_COLUMNS)
     for col in ("kv_cache_tokens", "device_memory_bytes"):
         runs[col] = runs[col].astype("Int64")
-    for col in ("kv_cache_gib", "max_concurrency"):
+    for col in ("kv_cache_gib", "max_concurrency", "rounds_drift_pct",
+                *(f"host_{n}" for n in HOST_LOAD_FIELDS if n != "contended")):
         runs[col] = runs[col].astype("Float64")
+    runs["host_contended"] = runs["host_contended"].astype("boolean")
     return runs, rounds
 
 
@@ -52,7 +56,7 @@ def _mixed_run(tmp_path: Path) -> Path:
         for k, case in enumerate(default_cases(implementations=("current",))):
             cr = make_case_run(phase, case, k, rng)
             if k % 2:
-                rec = cr.record.model_copy(update={"device_memory_bytes": 123 + k})
+                rec = cr.record.model_copy(update={"device_memory_bytes": 123 + k, "host_load": host_load(0.1 * k)})
                 cr = cr.model_copy(update={"record": rec, "kv_cache": cr.kv_cache.model_copy(
                     update={"kv_cache_tokens": None, "kv_cache_gib": 1.5, "max_concurrency": 2.0})})
             append_jsonl(tmp_path / f"{phase}-runs.jsonl", cr)

@@ -24,7 +24,7 @@ SLO = ServingSLO(ttft_ms=200.0, tpot_ms=50.0, attainment=0.9)
 def _req(ttft: float, e2e: float, tokens: int, *, ok: bool = True, itl: tuple[float, ...] = ()) -> RequestOutcome:
     return RequestOutcome(success=ok, prompt_tokens=8, dataset_prompt_tokens=8, output_tokens=tokens if ok else 0,
                           ttft_s=ttft if ok else 0.0, latency_s=e2e if ok else 0.0, itl_s=itl if ok else (),
-                          error="" if ok else "boom")
+                          error="" if ok else "boom", output_token_ids_sha256="0" * 64 if ok else None)
 
 
 def test_limits_are_inclusive_and_compared_in_seconds_as_vllm_does():
@@ -97,7 +97,7 @@ def _edit_ttft(run: Path, ttft_s: float) -> None:
 def test_editing_one_ttft_beyond_the_slo_fails_validation_naming_goodput_and_the_p99(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(SERVING_RUN, run)
-    _edit_ttft(run, 0.9)  # the SLO's TTFT limit is 500 ms
+    _edit_ttft(run, 1.5)  # the SLO's TTFT limit is 1000 ms
     errors = validate_serving(load_serving(run)).errors
     text = "\n".join(errors)
     assert "serving/baseline-r0 rate 0 (4 req/s): goodput req/s recomputed" in text

@@ -26,11 +26,15 @@ PROCESS_COUNTS = {
     "ttft": 4,
     "reproduce": 8,  # 5 performance + 3 accuracy (baseline twice)
     "official_cpu": 3,
-    "serving": 3,  # baseline + current (4,1) (2,1), one API server each
+    "serving": 8,  # baseline + current (1,1), 4 processes each, one API server each
+    "negative_control_serving": 6,  # accuracy: baseline x2 + the batch-gated fault; serving: baseline x2 + it
     "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.incase.accuracy run` process each
     "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)
     "choose": 8,  # probe: baseline x2 + 2 calibration settings; verify: its baseline x4 (settings decided live)
     "qwen7b_choose": 7,  # probe 4; verify: its baseline x3 (settings decided live)
+    "smollm2": 12,  # SmolLM2-135M: baseline + current (2,1) (1,1), 4 repeats
+    "smollm2_accuracy": 5,  # baseline x2 + current (2,1) on single-digit-addition + serving baseline, current (2,1)
+    "smollm2_negative_control": 3,  # baseline x2 + the deliberately broken current (2,1)
 }
 NEEDS = {"choose": ("need_gib=0.05",), "qwen7b_choose": ("need_gib=3",)}
 """The need a choose experiment is planned with (it has none by default: a config error)."""

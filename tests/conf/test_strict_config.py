@@ -136,7 +136,7 @@ def test_resume_refuses_a_saved_config_with_an_unknown_key(tmp_path, capsys):
 @pytest.mark.parametrize("override,value,allowed", [
     ("runtime.device=xpu", "xpu", "[cpu, cuda, npu]"),
     ("runtime.cpu_kernel_path=fast", "fast", "[plain, packed]"),
-    ("model.source=url", "url", "[tiny, path]"),
+    ("model.source=url", "url", "[tiny, smollm2, path]"),
     ("workload.prompt_mode=chat", "chat", "[random_ids, seed_text]"),
     ("phases.same_runtime.kind=bogus", "bogus", "[throughput, ttft, stability, accuracy, serving]"),
     ("phases.same_runtime.implementations=[current,fast]", "fast", "[baseline, current, official, sync, overlay]"),

@@ -30,7 +30,7 @@ def test_zero_host_copy_zeroes_only_the_first_offloaded_layer_and_refills_the_sl
 
 
 def test_unknown_fault_and_nothing_to_corrupt_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"OFFLOAD_FAULT='flip' is not a known fault; allowed: \['zero_host_copy'\]"):
+    with pytest.raises(ValueError, match=r"OFFLOAD_FAULT='flip' is not a known fault; allowed: \['zero_host_copy', 'decode_batch_ge_72'\]"):
         apply_fault(FakeOffloader((1,)), "flip")
     with pytest.raises(ValueError, match="wrapped no layer"):
         apply_fault(FakeOffloader(()), "zero_host_copy")

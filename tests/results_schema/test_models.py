@@ -10,13 +10,13 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.support.synthetic import SynthCase, make_case_run
-from results_schema.records import case_outcome, models, validation
+from results_schema.records import case_outcome, host_load, models, validation
 from results_schema.records.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
     models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
     case_outcome.KVCacheCapacity, models.CaseRun, case_outcome.CaseFailure, validation.ValidationIssue, validation.CaseCount,
-    validation.CheckResult, validation.ValidationReport,
+    validation.CheckResult, validation.ValidationReport, host_load.HostLoad,
 ]
 
 
@@ -188,3 +188,34 @@ def test_records_without_a_window_keep_their_bytes():
     text = dumps_model(rec)
     assert '"window"' not in text and '"min_measured_s"' not in text
     assert '"window"' in dumps_model(_with_rounds(12, 0.25))
+
+
+def _host_load(**overrides):
+    fields = dict(wall_s=10.0, host_busy_cpu_s=16.0, case_cpu_s=9.0, runner_cpu_s=1.0, foreign_cpu_s=6.0,
+                  foreign_cores=0.6, steal_cpu_s=0.0, steal_fraction=0.0, host_cores=2, contended_cores_limit=0.25,
+                  contended_steal_limit=0.05, contended=True)
+    return host_load.HostLoad(**{**fields, **overrides})
+
+
+def test_host_load_contended_must_follow_the_limits_it_records():
+    assert _host_load().contended
+    with pytest.raises(ValueError, match="contended .False. contradicts foreign_cores 0.600"):
+        _host_load(contended=False)
+    assert not _host_load(contended_cores_limit=1.0, contended=False).contended
+    assert _host_load(foreign_cpu_s=0.0, foreign_cores=0.0, host_busy_cpu_s=10.0, steal_cpu_s=2.0,
+                      steal_fraction=0.1).contended
+    with pytest.raises(ValueError, match=r"foreign_cpu_s \(5.0\) != max\(0, host_busy_cpu_s"):
+        _host_load(foreign_cpu_s=5.0, foreign_cores=0.5)
+    with pytest.raises(ValueError, match="foreign_cores"):
+        _host_load(foreign_cores=0.7)
+
+
+def test_bench_records_without_host_load_still_validate_and_the_field_round_trips():
+    from tests.support.synthetic import host_load as synth_host_load
+
+    old = case_run()
+    assert old.record.host_load is None and '"host_load"' not in dumps_model(old)
+    assert models.CaseRun.model_validate_json(dumps_model(old)) == old
+    new = case_run(foreign_cores=(0.6,))
+    assert new.record.host_load == synth_host_load(0.6) and new.record.host_load.contended
+    assert parse_line(dumps_model(new), models.CaseRun) == new

@@ -2,7 +2,9 @@
 
 Accepts the API server's arguments (``--host``, ``--port``, ``--model``, ``--random-*`` ignored,
 ``--offload-group-size`` ...) and serves ``GET /health``, ``GET /v1/models`` and a streaming
-``POST /v1/completions`` that emits ``max_tokens`` one-token chunks (``FAKE_TOKEN_GAP_S`` apart)
+``POST /v1/completions`` that emits ``max_tokens`` one-token chunks (``FAKE_TOKEN_GAP_S`` apart; with
+``return_token_ids`` each carries a token id derived from the prompt, shifted when ``FAKE_TOKEN_SHIFT_IMPL`` names the case's
+``OFFLOAD_IMPL``: an offloader whose outputs differ)
 and a final ``usage`` chunk with ``prompt_tokens`` = the prompt's length under the model's
 tokenizer (the class ``transformers.AutoTokenizer`` returns, as vLLM: ``tests.support.tokenizer``; times ``FAKE_PROMPT_TOKENS_FACTOR``, default 1: a tokenizer-mismatch fault).
 Like the evidence hook inside a real server, it publishes offload evidence (explicit empty
@@ -99,9 +101,15 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         gap = float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
-        for _ in range(max_tokens):
+        want_ids = bool(req.get("return_token_ids"))
+        shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline")
+        seed = sum(map(ord, str(req.get("prompt", "")))) + (1 if shifted else 0)
+        for k in range(max_tokens):
             time.sleep(gap)
-            send({"choices": [{"text": "a", "index": 0}]})
+            choice = {"text": "a", "index": 0}
+            if want_ids:
+                choice["token_ids"] = [(seed * 31 + k) % 50_000]
+            send({"choices": [choice]})
         prompt_tokens = len(self.server.tokenizer(req.get("prompt", ""), add_special_tokens=False).input_ids)
         prompt_tokens *= int(os.environ.get("FAKE_PROMPT_TOKENS_FACTOR", "1"))
         send({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens}})

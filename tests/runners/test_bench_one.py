@@ -130,3 +130,18 @@ def test_identity_digest_covers_the_rounds_every_case_runs() -> None:
     slow = run_rounds(_fake_round(1.0, []), warmup_rounds=1, min_rounds=3, min_measured_s=3.0)
     assert len(fast) == 12 and len(slow) == 3
     assert overall_digest(fast, 3) == overall_digest(slow, 3)
+
+
+def test_the_host_is_read_once_after_the_warmup_rounds_and_before_the_first_measured_round():
+    from runners.incase.bench_one import run_rounds
+
+    calls: list[int] = []
+    marks: list[int] = []
+    rounds = run_rounds(_fake_round(0.25, calls), warmup_rounds=2, min_rounds=3, min_measured_s=0.0,
+                        window_start=lambda: marks.append(len(calls)))
+    assert marks == [2] and len(rounds) == 3
+    marks.clear()
+    calls.clear()
+    run_rounds(_fake_round(0.25, calls), warmup_rounds=0, min_rounds=2, min_measured_s=0.0,
+               window_start=lambda: marks.append(len(calls)))
+    assert marks == [0]

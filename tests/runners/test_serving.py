@@ -103,8 +103,8 @@ def test_clean_server_stops_on_sigterm_without_escalation(tmp_path):
 
 
 def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
-    overrides = [f"results_root={tmp_path}", "run_id=t", "progress=false", "+experiment=serving",
-                 "phases.serving.points=[]", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
+    overrides = [f"results_root={tmp_path}", "run_id=t", "progress=false", "+experiment=serving", "model=tiny",
+                 "phases.serving.points=[]", "phases.serving.repeats=1", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
                  "phases.serving.serving.request_rates=[8.0]", "phases.serving.serving.num_warmups=0",
                  f"phases.serving.serving.server_command=[{sys.executable},{FAKE_SERVER}]", *extra]
     cfg = compose_cfg(*overrides)
@@ -138,6 +138,26 @@ def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
     assert f.failure_type == "token_count_mismatch" and "prompt tokens [160" in f.error_message
     assert not (run_dir / "serving-serving.jsonl").exists()
     assert json.loads((run_dir / "summary" / "serving-summary.json").read_text())["valid"] is False
+
+
+@pytest.mark.heavy  # a serving matrix, 3 processes (20 s CPU)
+def test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests(tmp_path,
+                                                                                                 monkeypatch):
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # the offload server streams other token ids
+    code, run_dir = _matrix(tmp_path, "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2",
+                            "+phases.serving.repeats_by_label.current_g4_n1=1",
+                            "phases.serving.serving.request_rates=[8.0,16.0]")
+    assert code == 6
+    summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
+    assert summary["valid"] is False
+    err = [e for e in summary["errors"] if e.startswith("outputs under load")]
+    assert len(err) == 2 and "serving/current_g4_n1-r0 at 8 req/s (position 0" in err[0]
+    assert "output tokens of 4 of 4 requests differ" in err[0] and "requests [0, 1, 2, 3]" in err[0]
+    rows = {(o["label"], o["repeat"], o["rate_rps"]): o for o in summary["outputs"]}
+    assert rows[("baseline", 1, 8.0)]["status"] == "identical" and rows[("baseline", 1, 8.0)]["position"] == 1
+    assert rows[("current_g4_n1", 0, 16.0)]["status"] == "differs"
+    md = (run_dir / "summary" / "serving-summary.md").read_text()
+    assert "Outputs under load" in md and "(n 4)" in md
 
 
 def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):

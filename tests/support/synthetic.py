@@ -32,6 +32,7 @@ from results_schema.records.io import append_jsonl, dumps_model, write_json
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.records.base import Implementation
 from results_schema.records.case_outcome import CaseFailure, KVCacheCapacity
+from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad, is_contended
 from results_schema.records.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
 from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
@@ -112,6 +113,9 @@ class SynthCase:
     sd_tok_s: float = 1.0
     kv_cache_tokens: int | None = 10_000
     fail: bool = False
+    foreign_cores: tuple[float, ...] = ()
+    """Per repeat: foreign cores the host load over its window shows (``host_load``); no entry: none recorded."""
+    warmup_rounds: int = 1
 
 
 @dataclass
@@ -135,6 +139,17 @@ def default_cases(mean: float = 100.0, sd: float = 1.0, official_delta: float = 
             cases.append(SynthCase(f"{impl}_g{g}_n{n}", impl, g, n, mean_tok_s=m, sd_tok_s=sd,
                                    kv_cache_tokens=10_000 + 100 * layers))
     return cases
+
+
+def host_load(foreign_cores: float, *, wall_s: float = 10.0, steal_fraction: float = 0.0) -> HostLoad:
+    """A ``BenchRecord.host_load`` with ``foreign_cores`` of other work over a ``wall_s`` window on 2 cores."""
+    foreign = foreign_cores * wall_s
+    case, runner = 0.9 * wall_s, 0.05 * wall_s
+    host_total = 2 * wall_s
+    return HostLoad(wall_s=wall_s, host_busy_cpu_s=case + runner + foreign, case_cpu_s=case, runner_cpu_s=runner,
+                    foreign_cpu_s=foreign, foreign_cores=foreign_cores, steal_cpu_s=steal_fraction * host_total,
+                    steal_fraction=steal_fraction, host_cores=2, contended_cores_limit=CONTENDED_CORES,
+                    contended_steal_limit=CONTENDED_STEAL, contended=is_contended(foreign_cores, steal_fraction))
 
 
 def layer_bytes(config: dict = TINY_CONFIG) -> int:
@@ -161,7 +176,7 @@ def make_case_run(phase: str, case: SynthCase, repeat: int, rng: random.Random, 
     sel = select_offload_layers(num_layers, case.group_size, case.num_in_group)
     per_layer = layer_bytes(config)
     wl = WorkloadSpec(num_prompts=4, input_len=32, max_tokens=16, max_model_len=256, seed=0, dtype="bfloat16",
-                      enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=1,
+                      enforce_eager=True, gpu_memory_utilization=0.5, warmup_rounds=case.warmup_rounds,
                       measured_rounds=measured_rounds, enable_prefix_caching=False, prompts_vary_per_round=True)
     rounds = []
     dig = token_digest or digest(f"{phase}-tokens")
@@ -182,6 +197,7 @@ def make_case_run(phase: str, case: SynthCase, repeat: int, rng: random.Random, 
         output_tokens=out, elapsed_s=el, throughput_tok_s=out / el, token_digest=digest("".join([dig] * measured_rounds)),
         peak_rss_bytes=1_000_000_000 + rng.randrange(1000), device_memory_bytes=None, vllm_version="0.32.0",
         torch_version="2.13.0+cpu", pid=1000 + repeat, **load_metrics(rounds, wl.num_prompts, repeat),
+        host_load=host_load(case.foreign_cores[repeat]) if repeat < len(case.foreign_cores) else None,
     )
     evidence = RuntimeEvidence(
         offloader_class=OFFLOADER_CLASS[case.implementation], implementation=case.implementation,

@@ -20,6 +20,11 @@ manifest) come from this one generator with different seeds; training skips ever
 whose question (and, GPQA, option set) is a held-out row's (``held_out_keys``), so the
 held-out rows are never seen in training.
 
+A third set, ``single-digit-addition`` (``addition_rows``, ``write_addition_set``): every sum ``a + b`` of two
+digits 0..9 (100 rows, ``What is a + b?``, order shuffled by ``random.Random(seed)``), in the GSM8K format (an
+open numeric answer, scored by the protocol's GSM8K rule); a pretrained 135M instruct model (SmolLM2) answers
+it well above chance, where it fails the word problems and letter multiple choice.
+
 What is deliberately not modelled: anything of the real benchmarks' difficulty. These
 sets exist so that an accuracy comparison can fail for a real reason (a model that
 answers, whose answers an offload fault changes); a score on them says nothing about
@@ -143,3 +148,28 @@ def write_eval_sets(out_dir: Path | str, *, seed: int = EVAL_SEED, rows: int = E
             entries.append(materialize(task, out_dir, from_file=src, revision=f"synthetic-seed{seed}",
                                        name=dataset_name(task), kind="fixture", source="synthetic"))
     return entries
+
+
+ADDITION_SEED = 46
+"""Seed of the committed ``single-digit-addition`` order (eval_datasets/addition)."""
+ADDITION_NAME = "single-digit-addition"
+
+
+def addition_rows(seed: int = ADDITION_SEED) -> list[dict[str, object]]:
+    """All 100 GSM8K-format rows ``What is a + b?`` (a, b in 0..9), answer ``a + b = s\n#### s``, shuffled
+    by ``random.Random(seed)``."""
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    random.Random(seed).shuffle(pairs)
+    return [{"question": f"What is {a} + {b}?", "answer": f"{a} + {b} = {a + b}\n#### {a + b}"} for a, b in pairs]
+
+
+def write_addition_set(out_dir: Path | str, *, seed: int = ADDITION_SEED) -> DatasetEntry:
+    """Materialise ``addition_rows`` as ``single-digit-addition`` (task format ``gsm8k``, ``kind='fixture'``,
+    ``source='generated'``, revision ``addition-seed<seed>``) with its ``manifest.json`` entry."""
+    from runners.incase.accuracy.materialize import materialize
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "addition.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in addition_rows(seed)), encoding="utf-8")
+        return materialize("gsm8k", out_dir, from_file=src, revision=f"addition-seed{seed}", name=ADDITION_NAME,
+                           kind="fixture", source="generated")

@@ -11,7 +11,10 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
 3. per rate, vLLM's serving benchmark as a library call (``vllm.benchmarks.serve.main_async``,
    the code behind ``vllm bench serve``): fixed-seed random dataset, completions endpoint,
    warm-up requests excluded, percentiles 50/90/99 of TTFT/TPOT/ITL/E2E, goodput under the
-   SLO. A watcher polls the server while the benchmark runs: a server that dies mid-sweep
+   SLO; greedy (temperature from the workload, 0), seeded, fixed-length (``--ignore-eos``) requests whose
+   output token ids are streamed by the server (``return_token_ids``) and read from the stream the
+   benchmark times (``runners.incase.serving.token_ids``): their digest is recorded per request. The
+   rates run in the order of ``load.request_rates_rps`` (rotated per repeat by the planner). A watcher polls the server while the benchmark runs: a server that dies mid-sweep
    stops the sweep (``server_died``); a rate that overruns ``rate_timeout_s`` is a fault.
    Server-side token counts are checked: every completed request must have exactly
    ``output_len`` output tokens, and as many prompt tokens as the benchmark's dataset counted
@@ -55,9 +58,12 @@ from results_schema.records.serving import (
 )
 from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.serving import server as srv
+from runners.incase.serving.token_ids import capturing, token_ids_sha256
 
 PERCENTILES = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
+REQUEST_ID_PREFIX = "req-"
+"""Request ids are this prefix + the request's index in the dataset (vLLM's ``RandomDataset``)."""
 
 
 class Fault(Exception):
@@ -113,6 +119,7 @@ def bench_argv(spec: ServingCaseSpec, port: int, rate: float | None) -> list[str
         "--temperature", repr(float(ld.temperature)), "--ignore-eos",
         "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(str(p) for p in PERCENTILES),
         "--goodput", f"ttft:{slo.ttft_ms!r}", f"tpot:{slo.tpot_ms!r}", "--disable-tqdm", "--save-detailed",
+        "--request-id-prefix", REQUEST_ID_PREFIX, "--extra-body", json.dumps({"return_token_ids": True}),
     ]
     if ld.max_concurrency is not None:
         argv += ["--max-concurrency", str(ld.max_concurrency)]
@@ -171,7 +178,19 @@ def _parse(argv: list[str]) -> Any:
     return parser.parse_args(argv)
 
 
-def _request_outcomes(index: int, res: dict[str, Any], prompts: list[tuple[str, int]]) -> list[RequestOutcome]:
+def _digest(index: int, i: int, ok: bool, token_ids: dict[str, list[int] | str]) -> str | None:
+    """The output token ids' digest of request ``i`` (None when it failed; raises ``Fault`` when unread)."""
+    if not ok:
+        return None
+    got = token_ids.get(f"{REQUEST_ID_PREFIX}{i}")
+    if not isinstance(got, list):
+        raise Fault("benchmark_error", f"rate {index}: the output token ids of request {i} were not read from its "
+                    f"stream ({got or 'no stream captured'})", rate_index=index)
+    return token_ids_sha256(got)
+
+
+def _request_outcomes(index: int, res: dict[str, Any], prompts: list[tuple[str, int]],
+                      token_ids: dict[str, list[int] | str]) -> list[RequestOutcome]:
     """One ``RequestOutcome`` per request of vLLM's result dict (raises ``Fault`` when the counts differ)."""
     n = len(res["ttfts"])
     if n != len(prompts):
@@ -180,13 +199,14 @@ def _request_outcomes(index: int, res: dict[str, Any], prompts: list[tuple[str, 
     reqs = []
     for i in range(n):
         ok = res["errors"][i] == "" and float(res["ttfts"][i]) > 0
+        digest = _digest(index, i, ok, token_ids)
         reqs.append(RequestOutcome(success=ok, prompt_tokens=int(res["input_lens"][i]),
                                    dataset_prompt_tokens=prompts[i][1],
                                    output_tokens=int(res["output_lens"][i]) if ok else 0,
                                    ttft_s=float(res["ttfts"][i]) if ok else 0.0,
                                    latency_s=float(res["latencies"][i]) if ok else 0.0,
                                    itl_s=tuple(float(x) for x in res["itls"][i]) if ok else (),
-                                   error=str(res["errors"][i] or "")))
+                                   error=str(res["errors"][i] or ""), output_token_ids_sha256=digest))
     return reqs
 
 
@@ -213,17 +233,19 @@ def _check_counts(spec: ServingCaseSpec, index: int, res: dict[str, Any],
 
 
 def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_unix_s: float,
-                run_dir: Path, prompts: list[tuple[str, int]]) -> RateResult:
+                run_dir: Path, prompts: list[tuple[str, int]],
+                token_ids: dict[str, list[int] | str]) -> RateResult:
     """Build the ``RateResult`` of one rate from vLLM's result dict; write its ``ServingRequests`` file.
 
     Args:
         prompts: ``dataset_prompts`` (same order as the benchmark's requests).
+        token_ids: ``{request id: output token ids}`` read from the streams (``token_ids.capturing``).
 
     Raises:
         Fault: ``benchmark_error`` (counts disagree), ``token_count_mismatch`` (server token counts).
     """
     rate = spec.load.request_rates_rps[index]
-    reqs = _request_outcomes(index, res, prompts)
+    reqs = _request_outcomes(index, res, prompts, token_ids)
     path = Path(spec.requests_dir) / f"rate-{index}.requests.json"
     write_json(path, ServingRequests(phase=spec.phase, label=spec.label, repeat=spec.repeat, rate_index=index,
                                      request_rate_rps=rate, requests=tuple(reqs)), indent=None)
@@ -251,7 +273,8 @@ def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_
         requests_sha256=file_sha256(path))
 
 
-def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int) -> tuple[dict[str, Any], float]:
+def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int,
+              token_ids: dict[str, list[int] | str]) -> tuple[dict[str, Any], float]:
     from vllm.benchmarks.serve import main_async
 
     args = _parse(bench_argv(spec, port, spec.load.request_rates_rps[index]))
@@ -259,7 +282,9 @@ def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int) -> tuple[di
           flush=True)
     started = time.time()
     try:
-        res = asyncio.run(_watched(main_async(args), cp, spec.limits.rate_timeout_s, index))
+        with capturing(spec.load.backend) as got:
+            res = asyncio.run(_watched(main_async(args), cp, spec.limits.rate_timeout_s, index))
+        token_ids.update(got)
     except Fault:
         raise
     except Exception as exc:  # noqa: BLE001 - vLLM's benchmark raises plain exceptions; name it in the fault
@@ -314,8 +339,9 @@ def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, 
     print(f"SERVING dataset: {len(prompts)} requests, {len({p for p, _n in prompts})} distinct prompts, "
           f"dataset prompt tokens {sorted({n for _p, n in prompts})}", flush=True)
     for i in range(len(spec.load.request_rates_rps)):
-        res, started = _run_rate(spec, cp, port, i)
-        prog.rates.append(rate_result(spec, i, res, started, run_dir, prompts))
+        token_ids: dict[str, list[int] | str] = {}
+        res, started = _run_rate(spec, cp, port, i, token_ids)
+        prog.rates.append(rate_result(spec, i, res, started, run_dir, prompts, token_ids))
         r = prog.rates[-1]
         print(f"SERVING rate {i} ({spec.load.request_rates_rps[i] or 'inf'} req/s): {r.completed} ok "
               f"{r.failed} failed, {r.request_throughput_req_s:.2f} req/s, {r.output_throughput_tok_s:.1f} tok/s, "

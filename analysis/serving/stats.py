@@ -1,0 +1,179 @@
+"""Serving statistics with their sample: percentiles with n, verdicts against the baselines' floor, rate order.
+
+What is modelled:
+
+* ``percentile_rows``: per (phase, label, rate) and metric, the requests of every repeat pooled
+  (``analysis.serving.recompute.samples_s``: TTFT / TPOT / E2E per request, ITL per gap), each
+  percentile of ``PERCENTILES`` with its ``n``; a percentile that ``n`` cannot resolve is the sample's
+  maximum (``n * (100 - p) / 100 < 1``: P99 of fewer than 100 requests) or minimum and is named so
+  (``kind``), without an interval; the others carry a seeded percentile bootstrap 95% interval that
+  resamples requests (``BOOTSTRAP_SAMPLES`` draws).
+* ``baseline_verdicts``: each offload label vs the baseline, per metric and rate: one value per
+  process (its P50 over its own requests), the verdict rule of the throughput phase
+  (``analysis.comparison.verdict_rule.decide``, lower is better, bootstrap resampling processes) with
+  the margin widened to the baselines' *floor* (their per-process spread ``(max - min) / median`` at the
+  same rate), and a ``slower`` / ``faster`` kept only when the whole interval lies beyond that floor
+  (otherwise ``inconclusive``): an offload point is slower only by more than two runs of the baseline
+  differ.
+* ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
+  rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
+  medians spread by more than the floor of processes that ran that rate at the *same* position
+  (``max(default margin, their spread)``): a difference by position beyond what two processes in the
+  same position show.
+
+What is deliberately not modelled: a hierarchical bootstrap (processes, then requests) for the
+verdicts; tail percentiles as verdict metrics (P99 of one process is its maximum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, decide, verdict_text
+from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
+from results_schema.records.io import RecordError, StrictJSONError, read_json
+from results_schema.records.serving import ServingRequests, ServingRun
+
+BOOTSTRAP_SAMPLES = 2000
+SEED = 20261
+VERDICT_METRICS = METRICS
+"""Metrics with a verdict against the baseline (per-process P50 each)."""
+
+
+def extreme_kind(n: int, p: float) -> str:
+    """``max`` when fewer than one of ``n`` values lies above the p-th percentile, ``min`` when fewer than one
+    lies below it, else ``percentile`` (P99 of 99 requests -> max; of 100 -> percentile; P50 of 1 -> max)."""
+    if n * (100 - p) / 100 < 1:
+        return "max"
+    if n * p / 100 < 1:
+        return "min"
+    return "percentile"
+
+
+def percentile_ci(xs: Sequence[float], p: float, *, samples: int = BOOTSTRAP_SAMPLES,
+                  seed: int = SEED) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the p-th percentile of ``xs`` (resampling its values)."""
+    a = np.asarray(xs, dtype=float)
+    rng = np.random.default_rng(seed)
+    draws = np.percentile(a[rng.integers(0, a.size, size=(samples, a.size))], p, axis=1)
+    return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def _requests(run_dir: Path, r: ServingRun) -> ServingRequests | None:
+    try:
+        return read_json(run_dir / r.rate.requests_path, ServingRequests)
+    except (OSError, RecordError, StrictJSONError):
+        return None  # named by analysis.serving.request_checks
+
+
+def _key(r: ServingRun) -> tuple[str, str, float | None]:
+    return r.phase, r.label, r.rate.request_rate_rps
+
+
+def percentile_rows(run_dir: Path, runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
+    """``PercentileRow`` dicts (module docstring)."""
+    pooled: dict[tuple[str, str, float | None], dict[str, list[float]]] = {}
+    procs: dict[tuple[str, str, float | None], int] = {}
+    for r in runs:
+        reqs = _requests(run_dir, r)
+        if reqs is None:
+            continue
+        k = _key(r)
+        procs[k] = procs.get(k, 0) + 1
+        dst = pooled.setdefault(k, {m: [] for m in METRICS})
+        for m, xs in samples_s(reqs.requests).items():
+            dst[m].extend(xs)
+    rows = []
+    for (phase, label, rate), by_metric in pooled.items():
+        for m in METRICS:
+            xs = by_metric[m]
+            if not xs:
+                continue
+            for p in PERCENTILES:
+                kind = extreme_kind(len(xs), p)
+                lo, hi = percentile_ci(xs, p) if kind == "percentile" else (None, None)
+                rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "percentile": p,
+                             "n": len(xs), "processes": procs[(phase, label, rate)], "kind": kind,
+                             "value_ms": float(np.percentile(xs, p)) * MS_PER_S,
+                             "ci_low_ms": None if lo is None else lo * MS_PER_S,
+                             "ci_high_ms": None if hi is None else hi * MS_PER_S})
+    return rows
+
+
+def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], list[tuple[int, dict[str, float]]]]:
+    """Per (phase, label, rate): ``(position, {metric: P50 ms})`` of each process."""
+    out: dict[tuple[str, str, float | None], list[tuple[int, dict[str, float]]]] = {}
+    for r in runs:
+        out.setdefault(_key(r), []).append(
+            (r.rate.index, {m: float(getattr(r.rate, m).p50_ms) for m in METRICS}))
+    return out
+
+
+def _spread(xs: Sequence[float]) -> float | None:
+    med = float(np.median(xs)) if xs else 0.0
+    return (max(xs) - min(xs)) / med * 100.0 if len(xs) >= 2 and med > 0 else None
+
+
+def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | None) -> dict[str, Any]:
+    """The rule of ``baseline_verdicts`` for one metric (lower is better), as a ``BaselineVerdictRow`` part."""
+    margin = max(DEFAULT_MARGIN_PCT, floor_pct or 0.0)
+    d = decide(list(a), list(b), margin_pct=margin, higher_is_better=False)
+    v = d.verdict
+    f = floor_pct or 0.0
+    if v == "slower" and not d.ci_low_pct > f:
+        v = "inconclusive"
+    if v == "faster" and not d.ci_high_pct < -f:
+        v = "inconclusive"
+    floor_txt = "no floor (one baseline process)" if floor_pct is None else f"floor {floor_pct:.1f}%"
+    text = verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin) + f", {floor_txt}"
+    fin = [x if math.isfinite(x) else None for x in (d.delta_pct, d.ci_low_pct, d.ci_high_pct)]
+    return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
+            "verdict_text": text}
+
+
+def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
+    """``BaselineVerdictRow`` dicts (module docstring); labels without a baseline at a rate are left out."""
+    vals = _p50s(runs)
+    impl = {(r.phase, r.label): r.implementation for r in runs}
+    rows = []
+    for (phase, label, rate), procs in vals.items():
+        if impl[(phase, label)] == "baseline":
+            continue
+        base = next((v for (ph, lb, rt), v in vals.items()
+                     if ph == phase and rt == rate and impl[(ph, lb)] == "baseline"), None)
+        if not base:
+            continue
+        for m in VERDICT_METRICS:
+            a = [x[m] for _pos, x in procs]
+            b = [x[m] for _pos, x in base]
+            if not (float(np.median(b)) > 0):
+                continue
+            floor = _spread(b)
+            rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "a_processes": len(a),
+                         "b_processes": len(b), "a_median_ms": float(np.median(a)), "b_median_ms": float(np.median(b)),
+                         "floor_pct": floor, **floor_verdict(a, b, floor)})
+    return rows
+
+
+def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
+    """``OrderEffectRow`` dicts for every (label, rate) that ran at two or more positions."""
+    vals = _p50s(runs)
+    rows = []
+    for (phase, label, rate), procs in vals.items():
+        positions = sorted({pos for pos, _x in procs})
+        if len(positions) < 2:
+            continue
+        for m in METRICS:
+            at = [[x[m] for pos, x in procs if pos == q] for q in positions]
+            meds = [float(np.median(v)) for v in at]
+            spread = _spread(meds) or 0.0
+            floor = max([DEFAULT_MARGIN_PCT, *(s for v in at if (s := _spread(v)) is not None)])
+            rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m,
+                         "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
+                         "floor_pct": floor, "effect": spread > floor})
+    return rows
