@@ -76,7 +76,8 @@ def _success_status(fin: Finalized, acc_line: AccuracyCaseRun | None, serving_li
         status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
     if serving_lines:
         ev = serving_lines[0].evidence
-        status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT p99 {ln.rate.tpot.p99_ms:.1f} ms"
+        status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT P50 {ln.rate.tpot.p50_ms:.1f} ms "
+                                   f"(n {ln.rate.completed})"
                                    for ln in serving_lines)
                    + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
     if fin.run is not None:
