@@ -130,7 +130,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
                                                            color_system=None)
         wide.print(decision_table(cs))
     else:
-        console.print("no case produced a record")
+        console.print("no throughput case produced a record (a serving or accuracy phase reports on its own below)")
     print_host_memory(cs, console)
     for n in cs.notes:
         console.print(f"note: {n}", style="dim", markup=False)

@@ -47,7 +47,8 @@ def test_server_killed_mid_sweep_becomes_a_failure_record_and_leaves_nothing(tmp
     run_dir = tmp_path / "serving" / "kill"
     log = run_dir / "logs" / "serving" / "baseline-r0.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runners.matrix", "+experiment=serving", f"results_root={tmp_path}", "run_id=kill",
+        [sys.executable, "-m", "runners.matrix", "+experiment=serving", "model=tiny", "phases.serving.repeats=1",
+         f"results_root={tmp_path}", "run_id=kill",
          "progress=false", "phases.serving.points=[]", "phases.serving.serving.request_rates=[1.0,2.0]",
          "phases.serving.num_prompts=30", ONE_GEMM_THREAD],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
