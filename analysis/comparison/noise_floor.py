@@ -29,6 +29,18 @@ import pandas as pd
 FLAGGED_VERDICTS = ("slower", "faster", "equivalent")
 
 
+def spread_pct(xs: Sequence[float]) -> float | None:
+    """The spread of repeated measurements: ``(max - min) / median`` in percent.
+
+    None with fewer than 2 values or a median <= 0. The noise floor of a phase (the baselines'
+    throughput), of a serving rate (the baselines' per-process P50) and of a choose run use this one rule.
+    """
+    if len(xs) < 2:
+        return None
+    med = float(np.median(xs))
+    return (max(xs) - min(xs)) / med * 100.0 if med > 0 else None
+
+
 def noise_floors(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """One ``results_schema.records.summary.NoiseFloor`` dict per phase with a baseline process.
 
@@ -49,7 +61,7 @@ def noise_floors(runs: pd.DataFrame) -> list[dict[str, Any]]:
             continue
         thr = [float(x) for x in b["throughput_tok_s"]]
         n = len(thr)
-        spread = (max(thr) - min(thr)) / float(np.median(thr)) * 100.0 if n >= 2 else None
+        spread = spread_pct(thr)
         same = (b["token_digest"].nunique() == 1) if n >= 2 else None
         out.append({"phase": str(phase), "processes": n, "throughputs_tok_s": thr, "spread_pct": spread,
                     "tokens_identical": same})

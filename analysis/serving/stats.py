@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.comparison.noise_floor import spread_pct
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, decide, verdict_text
 from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
 from results_schema.records.io import RecordError, StrictJSONError, read_json
@@ -114,11 +115,6 @@ def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], lis
     return out
 
 
-def _spread(xs: Sequence[float]) -> float | None:
-    med = float(np.median(xs)) if xs else 0.0
-    return (max(xs) - min(xs)) / med * 100.0 if len(xs) >= 2 and med > 0 else None
-
-
 def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | None) -> dict[str, Any]:
     """The rule of ``baseline_verdicts`` for one metric (lower is better), as a ``BaselineVerdictRow`` part."""
     margin = max(DEFAULT_MARGIN_PCT, floor_pct or 0.0)
@@ -153,7 +149,7 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
             b = [x[m] for _pos, x in base]
             if not (float(np.median(b)) > 0):
                 continue
-            floor = _spread(b)
+            floor = spread_pct(b)
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "a_processes": len(a),
                          "b_processes": len(b), "a_median_ms": float(np.median(a)), "b_median_ms": float(np.median(b)),
                          "floor_pct": floor, **floor_verdict(a, b, floor)})
@@ -171,8 +167,8 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
         for m in METRICS:
             at = [[x[m] for pos, x in procs if pos == q] for q in positions]
             meds = [float(np.median(v)) for v in at]
-            spread = _spread(meds) or 0.0
-            floor = max([DEFAULT_MARGIN_PCT, *(s for v in at if (s := _spread(v)) is not None)])
+            spread = spread_pct(meds) or 0.0
+            floor = max([DEFAULT_MARGIN_PCT, *(s for v in at if (s := spread_pct(v)) is not None)])
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m,
                          "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
                          "floor_pct": floor, "effect": spread > floor})

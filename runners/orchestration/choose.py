@@ -160,7 +160,9 @@ def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
 
 
 def _noise_pct(xs: Sequence[float]) -> float:
-    return (max(xs) - min(xs)) / statistics.median(xs) * 100.0 if len(xs) > 1 else 0.0
+    from analysis.comparison.noise_floor import spread_pct
+
+    return spread_pct(xs) or 0.0
 
 
 def _candidates(ctx: _Context, need: int) -> int:
