@@ -316,8 +316,9 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
 
 def omit_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (a plain config) without the choose-then-confirm keys that hold their schema default
-    (``need_gib``, ``need_kv_gib``, ``choose``, ``model.config_json``): a config that does not use them keeps the
-    bytes and hash it had before they existed; loading it back (``checked_saved_config``) gives the defaults."""
+    (``need_gib``, ``need_kv_gib``, ``choose``, ``model.config_json``), and a phase case's ``step_delay_ms``
+    when null (the serving speed control): a config that does not use them keeps the bytes and hash it had
+    before they existed; loading it back (``checked_saved_config``) gives the defaults."""
     choose = OmegaConf.to_container(OmegaConf.structured(ChooseConfig), enum_to_str=True)
     for key, default in (("need_gib", None), ("need_kv_gib", None), ("choose", choose)):
         if key in data and data[key] == default:
@@ -325,4 +326,8 @@ def omit_defaults(data: dict[str, Any]) -> dict[str, Any]:
     model = data.get("model")
     if isinstance(model, dict) and "config_json" in model and model["config_json"] is None:
         del model["config_json"]
+    for phase in (data.get("phases") or {}).values():
+        for case in (phase.get("cases") or []) if isinstance(phase, dict) else []:
+            if isinstance(case, dict) and "step_delay_ms" in case and case["step_delay_ms"] is None:
+                del case["step_delay_ms"]
     return data

@@ -49,6 +49,10 @@ class CaseConfig:
             process after ``post_init`` (``offload.faults``; ``zero_host_copy``), for implementations
             ``current`` / ``sync`` with offload. The case must then fail its comparison
             (``+experiment=negative_control``). Null = none.
+        step_delay_ms: speed control only (serving phases, implementation ``baseline``): every forward of
+            the server's model sleeps this many milliseconds first (``offload.controls``); no byte moves.
+            Its outputs join the baselines' floor of the output comparison and its timing is judged against
+            the undelayed baselines (a known ``slower``). Null = none.
     """
 
     implementation: Implementation = MISSING
@@ -61,6 +65,7 @@ class CaseConfig:
     expect_error: Optional[str] = None
     engine_validates: bool = False
     fault: Optional[OffloadFault] = None
+    step_delay_ms: Optional[float] = None
 
 
 @with_config(FORBID_EXTRA)

@@ -27,7 +27,9 @@ the moment the module is first imported (no eager heavy imports):
   NPU runner: after loading, ``post_init`` of our offloader (or of the overlay) runs if nobody called it
   (idempotent; the GPU runner already calls it), and the CPU kernel report is printed;
 * with ``OFFLOAD_CPU_KERNEL_PATH`` set (any implementation, baseline included):
-  ``UnquantizedLinearMethod.process_weights_after_loading`` (:mod:`offload.cpu_kernels`).
+  ``UnquantizedLinearMethod.process_weights_after_loading`` (:mod:`offload.cpu_kernels`);
+* with ``OFFLOAD_STEP_DELAY_MS`` set (a baseline speed control, :mod:`offload.controls`): the same
+  ``load_model`` wrapper puts a sleeping forward pre-hook on the loaded model.
 
 The factory keeps the runner's own offloader for ``uva`` and for ``auto`` with offload
 disabled, and raises ``ValueError`` before loading for invalid settings
@@ -89,7 +91,7 @@ def register() -> None:
         _kernel_path_installed = kernel_path is not None
     impl = active_implementation()
     if impl is None or _installed_impl is not None:
-        if kernel_path is not None:
+        if kernel_path is not None or _step_delay_wanted():
             for mod, cls in LOAD_MODEL_CLASSES:
                 when_imported(mod, functools.partial(patch_load_model, class_name=cls))
         return
@@ -101,6 +103,13 @@ def register() -> None:
     when_imported(ASCEND_RUNNER_MODULE, functools.partial(patch_ascend_runner, implementation=impl))
     when_imported(ASCEND_ACL_GRAPH_MODULE, patch_acl_graph_wrapper)
     when_imported(CUDA_GRAPH_MODULE, patch_cuda_graph_wrapper)
+
+
+def _step_delay_wanted() -> bool:
+    """Whether ``OFFLOAD_STEP_DELAY_MS`` asks for the speed control (:mod:`offload.controls`)."""
+    from offload.controls import STEP_DELAY_ENV
+
+    return os.environ.get(STEP_DELAY_ENV, "").strip() not in ("", "0")
 
 
 def patch_factory_module(module: ModuleType, implementation: str) -> None:
@@ -155,6 +164,9 @@ def patch_load_model(module: ModuleType, class_name: str) -> None:
     def load_model(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         ensure_post_init()
+        from offload.controls import apply_step_delay_from_env
+
+        apply_step_delay_from_env(self)  # speed control only: OFFLOAD_STEP_DELAY_MS (once per model)
         from offload.cpu_kernels import print_report_once
 
         print_report_once()

@@ -15,7 +15,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "incase" / "evidence_hook"
 CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP",
-                  "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT", "OFFLOAD_FAULT")
+                  "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT", "OFFLOAD_FAULT",
+                  "OFFLOAD_STEP_DELAY_MS")
 """Variables the runner sets for every case process (never inherited from the runner's environment)."""
 
 

@@ -57,7 +57,9 @@ SERVING_GLOSSARY: dict[str, str] = {
                          "identical: every request matches a baseline; within_baseline_noise: the baselines disagree "
                          "among themselves on some requests (the floor) and no more requests than the floor's count "
                          "match no baseline; differs: more than that (fails the case and the run, exit 6); "
-                         "no_baseline: nothing to compare with.",
+                         "no_baseline: nothing to compare with. Speed controls are baselines whose every forward "
+                         "sleeps (no byte moved): they serve as slowly as an offloaded server, so the floor holds "
+                         "what a slower server alone changes.",
     "percentile n": "The sample a percentile is taken over: requests (ITL: chunk gaps) pooled over the label's "
                     "processes at one rate. When fewer than one value lies above the p-th percentile "
                     "(n * (100 - p) / 100 < 1: P99 of fewer than 100 requests) the value is the sample's maximum "
@@ -151,7 +153,7 @@ def _output_cells(o: OutputCheckRow) -> list[str]:
     return [_e(o.phase), _e(o.label), _e(o.implementation), "\x00num" + str(o.repeat), "\x00num" + _rate(o.rate_rps),
             "\x00num" + str(o.position), "\x00num" + str(o.compared), "\x00num" + str(len(o.mismatched)),
             _e(_first(o.mismatched)), "\x00num" + str(len(o.floor)), "\x00num" + str(o.baselines),
-            f'<span class="{_STATUS_CLASS[o.status]}">{_e(o.status)}</span>']
+            "\x00num" + str(o.controls), f'<span class="{_STATUS_CLASS[o.status]}">{_e(o.status)}</span>']
 
 
 def _outputs(s: ServingSummary) -> str:
@@ -164,7 +166,8 @@ def _outputs(s: ServingSummary) -> str:
             if n_bad else "")
     return head + _table("serving-outputs", ["phase", "label", "impl", "repeat", "rate req/s", "position",
                                              "compared", "mismatched", "first mismatched requests",
-                                             "floor (baselines disagree)", "baselines", "status"], rows)
+                                             "floor (baselines disagree)", "baselines", "of them speed controls",
+                                             "status"], rows)
 
 
 def _pct_cell(p: PercentileRow) -> str:

@@ -17,6 +17,13 @@ rate), the baseline processes give, per request index, the set of digests they p
   (``NOISE_NOTE``);
 * no baseline process at that rate: ``no_baseline`` (nothing to compare with; a warning).
 
+The baseline processes include speed controls (``ServingRun.step_delay_ms > 0``, ``offload.controls``): a
+baseline whose every forward sleeps, so it serves as slowly as an offloaded server and forms its decode
+batches as that one would, while moving no byte. Where a slower server alone changes greedy tokens, the
+controls disagree with the undelayed baselines on those requests and the floor holds them; where it does
+not, the floor stays empty and an offload case's mismatch is an error. The message names how many of the
+baseline processes are controls.
+
 A case that ``differs`` at any rate fails: an error naming the case, the rate, its position in the
 sweep and the request indices, so the serving validation and the run are INVALID (exit 6).
 
@@ -57,7 +64,8 @@ class OutputCheck:
         compared: requests compared (completed here and in at least one baseline process).
         mismatched: request indices whose digest matches no baseline process's digest for that request.
         floor: request indices whose digests differ between baseline processes.
-        baselines: baseline processes at this rate.
+        baselines: baseline processes at this rate (speed controls included).
+        controls: how many of them are speed controls (a step delay, no byte moved).
         status: the rule's verdict (module docstring).
     """
 
@@ -72,6 +80,7 @@ class OutputCheck:
     floor: tuple[int, ...]
     baselines: int
     status: OutputStatus
+    controls: int = 0
 
     def message(self) -> str:
         """One line naming the case, the rate, its position and the requests."""
@@ -79,8 +88,10 @@ class OutputCheck:
                 f"{self.position} of its sweep)")
         if self.status == "no_baseline":
             return f"{head}: no baseline process at this rate, outputs not compared"
-        floor = (f"; the {self.baselines} baseline processes disagree on requests {list(self.floor)} (floor "
-                 f"{len(self.floor)})" if self.floor else f"; the {self.baselines} baseline processes agree")
+        who = f"{self.baselines} baseline processes" + (
+            f" ({self.controls} of them speed controls)" if self.controls else "")
+        floor = (f"; the {who} disagree on requests {list(self.floor)} (floor {len(self.floor)})" if self.floor
+                 else f"; the {who} agree")
         return (f"{head}: output tokens of {len(self.mismatched)} of {self.compared} requests differ from the "
                 f"baseline's for the same prompts: requests {list(self.mismatched)}{floor}")
 
@@ -139,11 +150,12 @@ def check_outputs(run_dir: Path, runs: Sequence[ServingRun]) -> list[OutputCheck
     out = []
     for (phase, rate), items in by_rate.items():
         base = [d for r, d in items if r.implementation == "baseline"]
+        controls = sum(1 for r, _d in items if r.implementation == "baseline" and r.step_delay_ms)
         for r, d in items:
             compared, bad, floor, status = judge(d, base, is_baseline=r.implementation == "baseline")
             out.append(OutputCheck(phase=phase, label=r.label, implementation=r.implementation, repeat=r.repeat,
                                    rate_rps=rate, position=r.rate.index, compared=compared, mismatched=bad,
-                                   floor=floor, baselines=len(base), status=status))
+                                   floor=floor, baselines=len(base), status=status, controls=controls))
     return sorted(out, key=lambda c: (c.phase, c.label, c.repeat, math.inf if c.rate_rps is None else c.rate_rps))
 
 

@@ -153,7 +153,8 @@ def _outputs_md(out: pd.DataFrame) -> list[str]:
         return []
     lines = ["", "Outputs under load: each completed request's output token ids (SHA-256) vs the baseline "
              "processes' for the same prompt at the same rate (greedy, seeded, fixed length); where the baselines "
-             "disagree among themselves (floor), a case may differ on no more requests than the floor.",
+             "disagree among themselves (floor), a case may differ on no more requests than the floor. Speed "
+             "controls (baselines whose every forward sleeps, no byte moved) count as baselines here.",
              "", "| label | repeat | rate req/s | position | compared | mismatched requests | floor | status |",
              "|---|---|---|---|---|---|---|---|"]
     for _i, r in out.iterrows():

@@ -14,7 +14,9 @@ What is modelled:
   the margin widened to the baselines' *floor* (their per-process spread ``(max - min) / median`` at the
   same rate), and a ``slower`` / ``faster`` kept only when the whole interval lies beyond that floor
   (otherwise ``inconclusive``): an offload point is slower only by more than two runs of the baseline
-  differ.
+  differ. The floor's baselines are the undelayed ones (``is_floor_baseline``): a speed control (a
+  baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
+  label, and its answer is known (``slower``).
 * ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
   medians spread by more than the floor of processes that ran that rate at the *same* position
@@ -132,16 +134,23 @@ def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | Non
             "verdict_text": text}
 
 
+def is_floor_baseline(r: ServingRun) -> bool:
+    """Whether ``r`` is a baseline process of the timing floor: implementation baseline without a step delay
+    (a speed control, ``offload.controls``, is judged against that floor like an offload label: its known
+    answer is ``slower``)."""
+    return r.implementation == "baseline" and not r.step_delay_ms
+
+
 def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``BaselineVerdictRow`` dicts (module docstring); labels without a baseline at a rate are left out."""
     vals = _p50s(runs)
-    impl = {(r.phase, r.label): r.implementation for r in runs}
+    floor_label = {(r.phase, r.label): is_floor_baseline(r) for r in runs}
     rows = []
     for (phase, label, rate), procs in vals.items():
-        if impl[(phase, label)] == "baseline":
+        if floor_label[(phase, label)]:
             continue
         base = next((v for (ph, lb, rt), v in vals.items()
-                     if ph == phase and rt == rate and impl[(ph, lb)] == "baseline"), None)
+                     if ph == phase and rt == rate and floor_label[(ph, lb)]), None)
         if not base:
             continue
         for m in VERDICT_METRICS:

@@ -280,9 +280,15 @@ class ServingRun(StrictModel):
     evidence_path: str = Field(description="Evidence sidecar, relative to the run directory.")
     record_path: str = Field(description="ServingCaseResult file, relative to the run directory.")
     command: tuple[str, ...] = Field(description="argv of the case process.")
+    step_delay_ms: NonNegFloat = Field(
+        default=0.0, exclude_if=lambda v: not v, description="Speed control: ms every forward of a baseline server's model slept first (no "
+        "byte moved; offload.controls); 0 = none. Its outputs join the baselines' floor, its timing does not.")
 
     @model_validator(mode="after")
     def _check(self) -> "ServingRun":
+        if self.step_delay_ms and self.implementation != "baseline":
+            raise ValueError(f"step_delay_ms {self.step_delay_ms} on implementation {self.implementation!r}: the "
+                             "speed control is a baseline")
         if self.rate.index >= len(self.load.request_rates_rps) or \
                 self.load.request_rates_rps[self.rate.index] != self.rate.request_rate_rps:
             raise ValueError(f"rate {self.rate.index} ({self.rate.request_rate_rps}) is not in the sweep "

@@ -182,9 +182,11 @@ class OutputCheckRow(StrictModel):
     compared: NonNegInt = Field(description="Requests compared (completed here and in a baseline process).")
     mismatched: tuple[NonNegInt, ...] = Field(description="Request indices whose tokens match no baseline process's.")
     floor: tuple[NonNegInt, ...] = Field(description="Request indices on which the baseline processes disagree.")
-    baselines: NonNegInt = Field(description="Baseline processes at this rate.")
+    baselines: NonNegInt = Field(description="Baseline processes at this rate (speed controls included).")
     status: Literal["identical", "differs", "within_baseline_noise", "no_baseline"] = Field(
         description="The output rule's verdict; differs fails the case and the run.")
+    controls: NonNegInt = Field(default=0, description="How many of the baseline processes are speed controls "
+                                "(a step delay, no byte moved: offload.controls).")
 
 
 class ServingSummary(StrictModel):

@@ -5,7 +5,8 @@ names the case, and whose evidence sidecar agrees with the single ``OFFLOAD_EVID
 *server* log (the hook runs inside the server's engine process; ``runners.outcome.case_checks``
 checks it exactly as for bench cases): one ``ServingRun`` per rate. Anything else is one
 ``CaseFailure`` whose ``failure_type`` / ``error_type`` is the fault's cause and whose log tail is
-the server log's.
+the server log's. A speed control (``step_delay_ms``, :mod:`offload.controls`) must also show its applied
+and acted lines in the server log, else ``missing_evidence``.
 
 What is deliberately not modelled: the measurement (``runners.incase.serving.driver``), the case's
 spec and files (``runners.planning.serving_spec``).
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from offload import controls
 from results_schema.records.case_outcome import CaseFailure, FailureType
 from results_schema.records.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingCaseResult, ServingRun
@@ -85,6 +87,18 @@ def _process_fault(sc: ScheduledCase, outcome: ProcessOutcome, result: ServingCa
     return None
 
 
+def _control_missing(step_delay_ms: float, server_text: str) -> str | None:
+    """What the server log of a speed control lacks (``offload.controls``: the applied and the acted line, each
+    naming the configured delay), or None (also for a case without a delay)."""
+    if not step_delay_ms:
+        return None
+    want = f"step_delay_ms={step_delay_ms:g}"
+    for prefix in (controls.APPLIED, controls.ACTED):
+        if not any(ln.startswith(f"{prefix} {want}") for ln in server_text.splitlines()):
+            return f"speed control {want}: no '{prefix} {want}' line: the delay did not take effect"
+    return None
+
+
 def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
                      run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
     """Check a finished serving case; return ``(Finalized, lines)``.
@@ -118,6 +132,9 @@ def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcom
         evidence = check_evidence(sc, logs.server_text, Path(spec.evidence_path), model=result.model)
     except CheckFailed as f:
         return logs.failure(f.failure_type, f.message + " (server log)", None)
+    missing = _control_missing(c.step_delay_ms, logs.server_text)
+    if missing:
+        return logs.failure("missing_evidence", missing + " (server log)", None)
     kv = parse_kv_cache(logs.server_text)
     rel = logs.rel
     lines = [ServingRun(
@@ -126,5 +143,5 @@ def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcom
         evidence=evidence, kv_cache=kv, server_healthy_after_s=float(result.server.healthy_after_s or 0.0),
         teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(logs.log_path),
         server_log_path=rel(logs.server_log), evidence_path=rel(spec.evidence_path), record_path=rel(p["record"]),
-        command=tuple(spec.argv)) for r in result.rates]
+        command=tuple(spec.argv), step_delay_ms=c.step_delay_ms) for r in result.rates]
     return Finalized(run=None, failure=None, expected=c.expect_error is None), lines

@@ -13,12 +13,14 @@ What is deliberately not modelled: launching, identity, statistics.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Mapping, Sequence
 
 from conf.schema import Config
 from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
+from offload.controls import MAX_STEP_DELAY_MS
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.records.manifest import is_secret_name, looks_like_credential
@@ -193,7 +195,25 @@ def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: 
     if r.engine_validates and kind not in BENCH_KINDS:
         raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
                         f"{BENCH_KINDS}); a {kind!r} phase has none")
+    _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind)
     return n_rep
+
+
+def _check_step_delay(where: str, r: CaseConfig, kind: str) -> None:
+    """A speed control (``step_delay_ms``) is a serving baseline with a delay in (0, MAX_STEP_DELAY_MS] ms.
+
+    Raises:
+        PlanError: naming the value and what is allowed.
+    """
+    ms = r.step_delay_ms
+    if ms is None:
+        return
+    if kind != "serving" or str(r.implementation) != "baseline":
+        raise PlanError(f"{where}: step_delay_ms {ms!r} is the serving speed control: it needs a serving phase and "
+                        f"implementation baseline, not a {kind!r} phase with implementation {str(r.implementation)!r}")
+    if not (math.isfinite(ms) and 0.0 < ms <= MAX_STEP_DELAY_MS):
+        raise PlanError(f"{where}: step_delay_ms {ms!r} is invalid: allowed a number of milliseconds in "
+                        f"(0, {MAX_STEP_DELAY_MS:g}]")
 
 
 def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
@@ -260,6 +280,7 @@ def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: 
         engine_validates=r.engine_validates,
         accuracy_model=matrix.accuracy_model if accuracy and matrix.accuracy_model else None,
         fault=None if r.fault is None else str(r.fault),
+        step_delay_ms=float(r.step_delay_ms or 0.0),
     )
 
 

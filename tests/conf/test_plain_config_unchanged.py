@@ -19,6 +19,8 @@ The embedded default's measurement design then changed the default (``None``) on
 (hidden 1024), matrix ``same_runtime_cpu`` (points (4,1) (2,1) (4,3) (1,1), 2 repeats, input 8 / 64 output
 tokens, min window 6 s, its own runtime ``cpu_measure``); every phase gained ``expected_case_s`` (null unless set).
 Its points then became (2,1) (1,1) with 4 repeats and ``expected_case_s`` 27 (verdicts that survive one outlying process).
+The serving speed control added, and only added, to ``serving`` one explicit case ``control_delay_20ms`` (baseline,
+``step_delay_ms`` 20) in 2 repeats; a case without it carries no ``step_delay_ms`` key (``conf.schema.omit_defaults``).
 """
 
 from __future__ import annotations

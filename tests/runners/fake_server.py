@@ -11,6 +11,12 @@ Like the evidence hook inside a real server, it publishes offload evidence (expl
 evidence for the baseline; layers chosen by ``offload.selection`` otherwise) to
 ``OFFLOAD_EVIDENCE_PATH`` and prints one ``OFFLOAD_EVIDENCE`` line.
 
+With ``OFFLOAD_STEP_DELAY_MS`` set (the speed control), it installs ``offload.controls``' hook on a stand-in
+model and runs it before every streamed token, as the plugin does on a real model: the applied and acted
+lines appear in its log and every token waits the delay; ``FAKE_TOKEN_SHIFT_DELAYED=1`` then also shifts its
+token ids (a slower server whose batches turn greedy tokens), and ``FAKE_TOKEN_SHIFT_EVEN=1`` limits every
+shift to prompts whose character sum is even.
+
 ``FAKE_SERVER_MODE``:
 * ``ok`` (default): behave.
 * ``never_healthy``: listen on nothing, sleep forever.
@@ -30,6 +36,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from offload import controls
 from offload.selection import select_offload_layers
 from results_schema.records.io import dumps_model, write_json
 from results_schema.records.models import RuntimeEvidence
@@ -37,6 +44,23 @@ from tests.support.tokenizer import qwen2_tokenizer
 
 LAYER_BYTES = 295_936
 NUM_LAYERS = 8
+
+
+class _StandInModel:
+    """What ``offload.controls.apply_step_delay`` needs of a model: forward pre-hooks, run per step."""
+
+    def __init__(self) -> None:
+        self.hooks: list = []
+
+    def register_forward_pre_hook(self, hook) -> None:
+        self.hooks.append(hook)
+
+    def step(self) -> None:
+        for h in self.hooks:
+            h(self, ())
+
+
+MODEL = _StandInModel()
 
 
 def _evidence(a: argparse.Namespace) -> None:
@@ -102,10 +126,14 @@ class Handler(BaseHTTPRequestHandler):
 
         gap = float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
         want_ids = bool(req.get("return_token_ids"))
-        shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline")
-        seed = sum(map(ord, str(req.get("prompt", "")))) + (1 if shifted else 0)
+        shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline") or (
+            os.environ.get("FAKE_TOKEN_SHIFT_DELAYED") == "1" and bool(MODEL.hooks))
+        seed = sum(map(ord, str(req.get("prompt", ""))))
+        if shifted and (os.environ.get("FAKE_TOKEN_SHIFT_EVEN") != "1" or seed % 2 == 0):
+            seed += 1
         for k in range(max_tokens):
             time.sleep(gap)
+            MODEL.step()
             choice = {"text": "a", "index": 0}
             if want_ids:
                 choice["token_ids"] = [(seed * 31 + k) % 50_000]
@@ -142,6 +170,8 @@ def main() -> int:
                                   "time.sleep(1000)"])
         print(f"orphan child pid {child.pid}", flush=True)
     _evidence(a)
+    if controls.step_delay_requested():
+        controls.apply_step_delay(MODEL, controls.step_delay_requested())
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.model = a.model
     # the class vLLM's server counts with (AutoTokenizer's answer), loaded without importing torch

@@ -104,7 +104,8 @@ def test_clean_server_stops_on_sigterm_without_escalation(tmp_path):
 
 def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     overrides = [f"results_root={tmp_path}", "run_id=t", "progress=false", "+experiment=serving", "model=tiny",
-                 "phases.serving.points=[]", "phases.serving.repeats=1", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
+                 "phases.serving.points=[]", "phases.serving.cases=[]", "~phases.serving.repeats_by_label.control_delay_20ms",
+                 "phases.serving.repeats=1", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
                  "phases.serving.serving.request_rates=[8.0]", "phases.serving.serving.num_warmups=0",
                  f"phases.serving.serving.server_command=[{sys.executable},{FAKE_SERVER}]", *extra]
     cfg = compose_cfg(*overrides)
@@ -158,6 +159,48 @@ def test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_
     assert rows[("current_g4_n1", 0, 16.0)]["status"] == "differs"
     md = (run_dir / "summary" / "serving-summary.md").read_text()
     assert "Outputs under load" in md and "(n 4)" in md
+
+
+_CONTROL = ("phases.serving.cases=[{implementation: baseline, label: control_delay_5ms, step_delay_ms: 5.0}]",
+            "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2", "phases.serving.num_prompts=8")
+
+
+@pytest.mark.heavy  # a serving matrix with 5 fake servers (about 25 s CPU)
+def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # offload turns the tokens of some requests ...
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_DELAYED", "1")  # ... and so does a server that is only slower
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
+    code, run_dir = _matrix(tmp_path, *_CONTROL)
+    assert code == 0
+    lines = read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
+    assert sorted(r.step_delay_ms for r in lines if r.label == "control_delay_5ms") == [5.0, 5.0]
+    log = (run_dir / "logs" / "serving" / "control_delay_5ms-r0.server.log").read_text()
+    assert "OFFLOAD_CONTROL applied step_delay_ms=5" in log and "OFFLOAD_CONTROL acted step_delay_ms=5" in log
+    summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
+    rows = [o for o in summary["outputs"] if o["label"] == "current_g4_n1"]
+    assert rows and all(o["status"] == "within_baseline_noise" and o["floor"] and not o["mismatched"]
+                        and o["baselines"] == 4 and o["controls"] == 2 for o in rows)
+    assert [v for v in summary["baseline_verdicts"] if v["label"] == "control_delay_5ms"]  # judged, not a floor
+
+
+@pytest.mark.heavy  # a serving matrix with 5 fake servers (about 25 s CPU)
+def test_a_speed_control_that_turns_nothing_leaves_an_offload_mismatch_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")
+    monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
+    code, run_dir = _matrix(tmp_path, *_CONTROL)
+    assert code == 6
+    summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
+    err = [e for e in summary["errors"] if e.startswith("outputs under load")]
+    assert err and all("the 4 baseline processes (2 of them speed controls) agree" in e for e in err)
+
+
+def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_path):
+    code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: current, group_size: 4, "
+                            "num_in_group: 1, step_delay_ms: 5.0}]")
+    assert code == 2 and not run_dir.exists()
+    code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: baseline, label: c, "
+                            "step_delay_ms: -1.0}]")
+    assert code == 2 and not run_dir.exists()
 
 
 def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
