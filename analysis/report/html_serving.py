@@ -127,6 +127,8 @@ def _verdict_cells(v: BaselineVerdictRow, withheld: bool) -> list[str]:
                 else "no interval")
     if withheld:
         verdict = f'<span class="v-INVALID">withheld: outputs differ ({_e(v.verdict)})</span>'
+    elif v.verdict == "withheld":
+        verdict = f'<span class="v-inconclusive">{_e(v.verdict_text)}</span>'
     elif v.ci_low_pct is None or v.ci_high_pct is None:
         verdict = f'<span class="v-inconclusive">{_e(v.verdict)} (no interval)</span>'
     else:

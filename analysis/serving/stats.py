@@ -16,7 +16,8 @@ What is modelled:
   (otherwise ``inconclusive``): an offload point is slower only by more than two runs of the baseline
   differ. The floor's baselines are the undelayed ones (``is_floor_baseline``): a speed control (a
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
-  label, and its answer is known (``slower``).
+  label, and its answer is known (``slower``). A verdict is ``withheld`` when a process of either side ran
+  that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
 * ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
   medians spread by more than the floor of processes that ran that rate at the *same* position
@@ -117,6 +118,14 @@ def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], lis
     return out
 
 
+def _contended(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], int]:
+    """Per (phase, label, rate): processes whose rate ran beside foreign work (``RateResult.host_load``)."""
+    out: dict[tuple[str, str, float | None], int] = {}
+    for r in runs:
+        out[_key(r)] = out.get(_key(r), 0) + int(r.rate.host_load is not None and r.rate.host_load.contended)
+    return out
+
+
 def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | None) -> dict[str, Any]:
     """The rule of ``baseline_verdicts`` for one metric (lower is better), as a ``BaselineVerdictRow`` part."""
     margin = max(DEFAULT_MARGIN_PCT, floor_pct or 0.0)
@@ -143,25 +152,30 @@ def is_floor_baseline(r: ServingRun) -> bool:
 
 def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``BaselineVerdictRow`` dicts (module docstring); labels without a baseline at a rate are left out."""
-    vals = _p50s(runs)
+    vals, hot = _p50s(runs), _contended(runs)
     floor_label = {(r.phase, r.label): is_floor_baseline(r) for r in runs}
     rows = []
     for (phase, label, rate), procs in vals.items():
         if floor_label[(phase, label)]:
             continue
-        base = next((v for (ph, lb, rt), v in vals.items()
-                     if ph == phase and rt == rate and floor_label[(ph, lb)]), None)
+        base_label, base = next(((lb, v) for (ph, lb, rt), v in vals.items()
+                                 if ph == phase and rt == rate and floor_label[(ph, lb)]), ("", None))
         if not base:
             continue
+        busy = hot.get((phase, label, rate), 0) + hot.get((phase, base_label, rate), 0)
         for m in VERDICT_METRICS:
             a = [x[m] for _pos, x in procs]
             b = [x[m] for _pos, x in base]
             if not (float(np.median(b)) > 0):
                 continue
             floor = spread_pct(b)
+            verdict = floor_verdict(a, b, floor)
+            if busy:
+                verdict.update(verdict="withheld", verdict_text=f"withheld: contended ({busy} of {len(a) + len(b)} "
+                               "processes ran this rate beside foreign work)")
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "a_processes": len(a),
                          "b_processes": len(b), "a_median_ms": float(np.median(a)), "b_median_ms": float(np.median(b)),
-                         "floor_pct": floor, **floor_verdict(a, b, floor)})
+                         "floor_pct": floor, **verdict})
     return rows
 
 

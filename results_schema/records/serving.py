@@ -45,6 +45,7 @@ from results_schema.records.dispatch import FileKind
 from results_schema.records.base import REL_TOL, rel_close
 from results_schema.records.base import Implementation, NonNegFloat, NonNegInt, StrictModel
 from results_schema.records.case_outcome import KVCacheCapacity, ServingFaultCause
+from results_schema.records.host_load import HostLoad
 from results_schema.records.models import OffloadSetting, RuntimeEvidence
 from results_schema.records.serving_spec import (
     Fraction,
@@ -124,6 +125,10 @@ class RateResult(StrictModel):
     peak_concurrent_requests: NonNegInt = Field(description="vLLM's max concurrent requests in one second.")
     requests_path: str = Field(description="Per-request ServingRequests file, relative to the run directory.")
     requests_sha256: Sha256Hex = Field(description="SHA-256 of that file.")
+    host_load: HostLoad | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="The host over this rate's load (runners.incase.host_load: foreign CPU work beside the case "
+                    "process tree, which holds the API server and the benchmark client); absent where not read.")
 
     @model_validator(mode="after")
     def _check(self) -> "RateResult":

@@ -145,9 +145,10 @@ class BaselineVerdictRow(StrictModel):
         description="Baselines' spread at this rate: (max - min) / median of their per-process P50 (%); null with "
                     "fewer than 2 baseline processes.")
     margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
-    verdict: Literal["slower", "equivalent", "inconclusive", "faster"] = Field(
+    verdict: Literal["slower", "equivalent", "inconclusive", "faster", "withheld"] = Field(
         description="slower / faster only when the bootstrap interval (resampling processes) lies beyond the floor "
-                    "on one side; equivalent when it lies inside the margin; otherwise inconclusive.")
+                    "on one side; equivalent when it lies inside the margin; otherwise inconclusive; withheld when a "
+                    "process of either side was contended at this rate (RateResult.host_load).")
     delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower).")
     ci_low_pct: OptFloat = Field(description="Bootstrap interval low bound of that difference (%).")
     ci_high_pct: OptFloat = Field(description="Bootstrap interval high bound (%).")

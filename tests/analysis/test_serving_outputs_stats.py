@@ -60,3 +60,51 @@ def test_slower_only_beyond_the_baselines_floor():
     got = floor_verdict([10.8, 10.9, 10.7, 10.8], base, 12.0)
     assert got["verdict"] in ("inconclusive", "equivalent") and got["margin_pct"] == 12.0
     assert floor_verdict([10.0, 10.1, 9.95, 10.05], base, 3.0)["verdict"] == "equivalent"
+
+
+# --------------------------------------------------------------------- the floor's baselines and host load
+
+from pathlib import Path  # noqa: E402
+
+from analysis.serving.stats import baseline_verdicts  # noqa: E402
+from results_schema.records.host_load import HostLoad  # noqa: E402
+from results_schema.records.io import read_jsonl  # noqa: E402
+from results_schema.records.serving import ServingRun  # noqa: E402
+
+_LINES = Path(__file__).parents[1] / "fixtures" / "serving_run" / "serving-serving.jsonl"
+
+
+def _proc(r: ServingRun, label: str, impl: str, repeat: int, tpot_ms: float, **kw) -> ServingRun:
+    """A copy of fixture line ``r`` as process ``label-r<repeat>`` whose P50s are all ``tpot_ms``."""
+    stats = {m: getattr(r.rate, m).model_copy(update={"p50_ms": tpot_ms}) for m in ("ttft", "tpot", "itl", "e2el")}
+    rate = r.rate.model_copy(update={**stats, **kw})
+    ev = r.evidence.model_copy(update={"implementation": impl})
+    return r.model_copy(update={"label": label, "implementation": impl, "repeat": repeat, "rate": rate,
+                                "evidence": ev, "step_delay_ms": 20.0 if label == "control" else 0.0})
+
+
+def _runs(contended: bool = False) -> list[ServingRun]:
+    r = read_jsonl(_LINES, ServingRun)[0]
+    load = HostLoad(wall_s=10.0, host_busy_cpu_s=20.0, case_cpu_s=10.0, runner_cpu_s=0.0, foreign_cpu_s=10.0,
+                    foreign_cores=1.0, steal_cpu_s=0.0, steal_fraction=0.0, host_cores=2, contended_cores_limit=0.25,
+                    contended_steal_limit=0.05, contended=True)
+    out = [_proc(r, "baseline", "baseline", i, v) for i, v in enumerate((30.0, 30.5, 29.8, 30.2))]
+    out += [_proc(r, "control", "baseline", i, v) for i, v in enumerate((50.0, 51.0, 49.5, 50.5))]
+    out += [_proc(r, "current_g1_n1", "current", i, v, **({"host_load": load} if contended and i == 2 else {}))
+            for i, v in enumerate((48.0, 49.0, 50.0, 47.5))]
+    return out
+
+
+def test_a_speed_control_is_judged_against_the_undelayed_baselines_and_its_known_answer_is_slower():
+    rows = baseline_verdicts(_runs())
+    got = {(v["label"], v["metric"]): v for v in rows}
+    assert {lb for lb, _m in got} == {"control", "current_g1_n1"}  # the control is no floor baseline
+    assert all(v["b_processes"] == 4 and abs(v["b_median_ms"] - 30.1) < 1e-9 for v in rows)
+    assert got[("control", "tpot")]["verdict"] == "slower" and got[("current_g1_n1", "tpot")]["verdict"] == "slower"
+
+
+def test_a_rate_run_beside_foreign_work_withholds_its_verdicts():
+    rows = [v for v in baseline_verdicts(_runs(contended=True)) if v["label"] == "current_g1_n1"]
+    assert rows and all(v["verdict"] == "withheld" for v in rows)
+    assert rows[0]["verdict_text"].startswith("withheld: contended (1 of 8 processes")
+    assert all(v["verdict"] == "slower" for v in baseline_verdicts(_runs(contended=True)) if v["label"] == "control")

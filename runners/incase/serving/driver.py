@@ -57,6 +57,7 @@ from results_schema.records.serving import (
     Teardown,
 )
 from results_schema.records.serving_spec import ServingCaseSpec
+from runners.incase.host_load import read_host, window_load
 from runners.incase.serving import server as srv
 from runners.incase.serving.token_ids import capturing, token_ids_sha256
 
@@ -340,9 +341,14 @@ def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, 
           f"dataset prompt tokens {sorted({n for _p, n in prompts})}", flush=True)
     for i in range(len(spec.load.request_rates_rps)):
         token_ids: dict[str, list[int] | str] = {}
+        before = read_host()  # the host over this rate's load: foreign work beside the server and the client
         res, started = _run_rate(spec, cp, port, i, token_ids)
-        prog.rates.append(rate_result(spec, i, res, started, run_dir, prompts, token_ids))
-        r = prog.rates[-1]
+        load = window_load(before, read_host())
+        r = rate_result(spec, i, res, started, run_dir, prompts, token_ids)
+        r = r if load is None else r.model_copy(update={"host_load": load.record()})
+        prog.rates.append(r)
+        if r.host_load is not None and r.host_load.contended:
+            print(f"SERVING rate {i}: CONTENDED: {r.host_load.foreign_cores:.2f} foreign cores", flush=True)
         print(f"SERVING rate {i} ({spec.load.request_rates_rps[i] or 'inf'} req/s): {r.completed} ok "
               f"{r.failed} failed, {r.request_throughput_req_s:.2f} req/s, {r.output_throughput_tok_s:.1f} tok/s, "
               f"TTFT p50/p99 {r.ttft.p50_ms:.1f}/{r.ttft.p99_ms:.1f} ms, TPOT p50/p99 {r.tpot.p50_ms:.1f}/"
