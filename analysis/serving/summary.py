@@ -186,7 +186,8 @@ def _plan_errors(run_dir: Path, plan: dict[tuple[str, str], tuple[int, int]],
 
 
 def _check_run(r: ServingRun, errors: list[str], warnings: list[str]) -> None:
-    """Evidence vs the requested offload; prefix-cache hits, failed requests, a reached concurrency cap."""
+    """Evidence vs the requested offload; prefix-cache hits, failed requests, a contended rate, a reached
+    concurrency cap."""
     where = f"{r.phase}/{r.label}-r{r.repeat} rate {r.rate.index}"
     e = r.evidence
     if r.offload.enabled and (e.wrapped_count == 0 or e.offloaded_bytes == 0):
@@ -199,6 +200,10 @@ def _check_run(r: ServingRun, errors: list[str], warnings: list[str]) -> None:
                         "prefix caching on: a repeat can be a cache hit (low TTFT)")
     if r.rate.failed:
         warnings.append(f"{where}: {r.rate.failed} of {r.rate.num_prompts} requests failed")
+    hl = r.rate.host_load
+    if hl is not None and hl.contended:
+        warnings.append(f"{where}: contended (foreign work on the host while it served: {hl.foreign_cores:.2f} "
+                        f"foreign cores, steal {hl.steal_fraction * 100:.1f}%): verdicts resting on it are withheld")
     if r.rate.max_concurrency is not None and r.rate.peak_concurrent_requests >= r.rate.max_concurrency:
         warnings.append(f"{where}: max_concurrency {r.rate.max_concurrency} was reached: the achieved rate "
                         f"({r.rate.request_throughput_req_s:.2f} req/s) is limited by the cap, not the "

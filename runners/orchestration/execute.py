@@ -80,6 +80,11 @@ def _success_status(fin: Finalized, acc_line: AccuracyCaseRun | None, serving_li
                                    f"(n {ln.rate.completed})"
                                    for ln in serving_lines)
                    + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
+        hot = [ln for ln in serving_lines if ln.rate.host_load is not None and ln.rate.host_load.contended]
+        if hot:
+            status += "; CONTENDED at " + ", ".join(
+                f"{ln.rate.request_rate_rps or 'inf'} req/s ({ln.rate.host_load.foreign_cores:.2f} foreign cores)"
+                for ln in hot if ln.rate.host_load is not None) + " (verdicts resting on them are withheld)"
     if fin.run is not None:
         ev = fin.run.evidence
         rec = fin.run.record

@@ -108,3 +108,14 @@ def test_a_rate_run_beside_foreign_work_withholds_its_verdicts():
     assert rows and all(v["verdict"] == "withheld" for v in rows)
     assert rows[0]["verdict_text"].startswith("withheld: contended (1 of 8 processes")
     assert all(v["verdict"] == "slower" for v in baseline_verdicts(_runs(contended=True)) if v["label"] == "control")
+
+
+def test_a_contended_rate_is_a_warning_naming_the_process_and_its_foreign_cores():
+    from analysis.serving.summary import _check_run
+
+    errors: list[str] = []
+    warnings: list[str] = []
+    for r in _runs(contended=True):
+        _check_run(r, errors, warnings)
+    hot = [w for w in warnings if "contended" in w]
+    assert len(hot) == 1 and hot[0].startswith("serving/current_g1_n1-r2 rate 0: contended") and "1.00 foreign" in hot[0]
