@@ -46,7 +46,8 @@ What is deliberately not modelled: statistical tolerance beyond the baselines' o
 disagreement (where the baselines agree, greedy decoding must match exactly), launching processes.
 
 Outputs: ``accuracy-verification.json`` (``AccuracyVerification``), ``.md`` and ``.csv`` (one row per
-case x task, ``analysis.accuracy.table``).
+case x task, ``analysis.accuracy.table``). The JSON and Markdown also show the first examples of each task as
+text: question, gold, the baseline's reply beside each offload case's (``analysis.accuracy.samples``).
 
 CLI: ``python -m analysis.accuracy.verifier RUN_DIR [--limit N] [--manifest PATH] [--max-accuracy-drop F]
 [--report-dir DIR] [--no-write]`` (exit 0 = passed, 1 = failed, 2 = unreadable input or a bad option).
@@ -77,6 +78,7 @@ from analysis.accuracy.checks import (
     wilson_interval,
 )
 from analysis.accuracy.baselines import NOISE_NOTE, PairedDrop, add_agreement_check, agreement, check_vs_floor
+from analysis.accuracy.samples import sample_lines, task_samples
 from analysis.accuracy.table import REPORT_CSV, paired_cell, write_csv
 from results_schema.records.accuracy import (
     AccuracyExample,
@@ -84,6 +86,7 @@ from results_schema.records.accuracy import (
     AccuracyVerification,
     BaselineAgreement,
     CaseSummary,
+    SampleExample,
     Task,
 )
 from results_schema.records.files import write_text_atomic
@@ -168,10 +171,12 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
     if not loaded:
         checks.add("cases", None, None, False, f"no *.result.json under {run_dir}")
     agreements: list[BaselineAgreement] = []
+    samples: list[SampleExample] = []
     for task in sorted({r.task for r, _ in loaded}):
-        rows, agree = _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], rules)
-        summaries += rows
-        agreements += [agree] if agree is not None else []
+        verified = _verify_task(checks, task, [(r, p) for r, p in loaded if r.task == task], rules)
+        summaries += verified.summaries
+        agreements += [verified.agreement] if verified.agreement is not None else []
+        samples += verified.samples
     _check_repeats(checks, loaded, {a.task for a in agreements if a.judged_by == "noise_floor"})
     failed = {(c.task, c.label) for c in checks.items if c.status == "fail"}
     summaries = [s.model_copy(update={"verdict": "fail" if (s.task, s.label) in failed else "pass"})
@@ -188,6 +193,7 @@ def verify(run_dir: Path | str, *, limit: int | None = None, manifest: Path | st
         max_accuracy_drop=rules.max_accuracy_drop,
         plan_path=str(plan_path) if plan_path is not None else None,
         baselines=tuple(agreements),
+        samples=tuple(samples),
     )
 
 
@@ -222,16 +228,25 @@ def _common_checks(checks: Checks, result: AccuracyResult, base: AccuracyResult,
     return result is base or not refuse_mixed_protocols(checks, result, base)
 
 
-def _verify_task(checks: Checks, task: Task, group: list[Case],
-                 rules: _Rules) -> tuple[list[CaseSummary], BaselineAgreement | None]:
-    """Check every case of one task against its baseline runs; the comparable cases' summaries and the agreement."""
+@dataclass(frozen=True)
+class _TaskVerified:
+    """What one task adds to the report."""
+
+    summaries: list[CaseSummary]
+    agreement: BaselineAgreement | None
+    samples: tuple[SampleExample, ...] = ()
+
+
+def _verify_task(checks: Checks, task: Task, group: list[Case], rules: _Rules) -> _TaskVerified:
+    """Check every case of one task against its baseline runs: the comparable cases' summaries, the agreement and
+    the first examples as text (``analysis.accuracy.samples``)."""
     bases = [(r, p) for r, p in group if r.implementation == "baseline"]
     others = [(r, p) for r, p in group if r.implementation != "baseline"]
     base_labels = sorted({r.label for r, _ in bases})
     if len(base_labels) != 1:
         checks.add("cases", task, None, False,
                    f"{task}: expected exactly one baseline case, found {len(base_labels)} {base_labels}")
-        return [], None
+        return _TaskVerified([], None)
     if not others:
         checks.add("cases", task, None, False, f"{task}: no offload case to compare with the baseline")
     else:
@@ -251,19 +266,21 @@ def _verify_task(checks: Checks, task: Task, group: list[Case],
     agree = agreement(task, base_runs)
     add_agreement_check(checks, agree)
     paired: dict[int, PairedDrop | None] = {}
+    compared: list[tuple[AccuracyResult, list[AccuracyExample] | None]] = []
     for result, path in others:
         if not _common_checks(checks, result, base, rules):
             refused.add(id(result))
             continue  # not comparable: no identity, drop or evidence verdict for this case
         rows = _check_case(checks, result, path, base, rules.limit)
+        compared.append((result, rows))
         if agree.judged_by == "noise_floor":
             paired[id(result)] = check_vs_floor(checks, result, rows, agree, [r for _r, _p, r in base_runs],
                                                 rules.max_accuracy_drop)
         else:
             _check_vs_baseline(checks, result, rows, base, base_rows)
             check_drop(checks, result, base, rules.max_accuracy_drop)
-    return [_case_summary(result, base, paired.get(id(result))) for result, _ in bases + others
-            if id(result) not in refused], agree
+    return _TaskVerified([_case_summary(result, base, paired.get(id(result))) for result, _ in bases + others
+                          if id(result) not in refused], agree, task_samples(task, (base, base_rows), compared))
 
 
 def _check_case(checks: Checks, result: AccuracyResult, path: Path, base: AccuracyResult,
@@ -331,8 +348,9 @@ def render_markdown(report: AccuracyVerification) -> str:
                      f"{'yes' if c.identical_to_baseline else 'NO'} | {paired_cell(c)} | {c.verdict.upper()} |")
     failed = [c for c in report.checks if c.status == "fail"]
     skipped = [c for c in report.checks if c.status == "skipped"]
-    lines += ["", f"Checks: {sum(c.status == 'pass' for c in report.checks)} passed, {len(failed)} failed, "
-                  f"{len(skipped)} skipped."]
+    lines += ["", *sample_lines(report.samples),
+              f"Checks: {sum(c.status == 'pass' for c in report.checks)} passed, {len(failed)} failed, "
+              f"{len(skipped)} skipped."]
     for check in failed:
         lines.append(f"- FAIL {check.name} [{check.task or '-'} / {check.label or '-'}]: {check.message}")
     for check in skipped:

@@ -13,7 +13,8 @@ The tables built this way (``TABLE_MODELS``): ``cases`` (``CaseRun`` less its ev
 ``rounds`` (``RoundResult``), ``evidence`` (``RuntimeEvidence``), ``failures`` (``CaseFailure``),
 ``serving_results`` (``ServingRun``), ``accuracy_cases`` (``AccuracyCaseRun``, one row per task: its
 ``results`` item, an ``AccuracyTaskOutcome``, flattened beside the case's fields) and ``accuracy_verdicts``
-(``AccuracyVerification``; its case, check and baseline rows as JSON text), ``choices`` (``ChoiceDecision``
+(``AccuracyVerification``; its case, check and baseline rows as JSON text, its example texts left in the
+report files), ``choices`` (``ChoiceDecision``
 less its predictions; its points, fits, checks and chosen settings as JSON text, ``decided_phase_*`` its decided
 phase), ``choice_predictions`` (``PredictedSetting``), and from ``summary/serving-summary.json``
 ``serving_baseline_verdicts`` (``BaselineVerdictRow``), ``serving_outputs`` (``OutputCheckRow``) and
@@ -230,7 +231,8 @@ TABLE_MODELS: dict[str, Layout] = {
         rename={"schema_version": "case_schema_version", **{f"offload.{k}": v for k, v in OFFLOAD_COLUMNS.items()}},
         convert={"offload.offload_params": _join}),
     "accuracy_verdicts": Layout(
-        AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"}),
+        AccuracyVerification, rename={"cases": "case_rows", "checks": "check_rows", "baselines": "baseline_rows"},
+        elsewhere=frozenset({"samples"})),  # example texts stay in the report files (accuracy-verification.*)
     "choices": Layout(ChoiceDecision, elsewhere=frozenset({"predictions"})),
     "choice_predictions": Layout(PredictedSetting),
     "serving_baseline_verdicts": Layout(BaselineVerdictRow),

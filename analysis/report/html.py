@@ -13,7 +13,9 @@ the run's ``*-failures.jsonl``, in this order:
        a choose run (``choose-decisions.jsonl``): "Choose, then confirm" below it, its decision lines
        (``summary/choice.json``) and predicted vs measured over the whole grid (``analysis.report.html_choice``);
     4. the interactive Pareto plot, retention and latency plots (``analysis.report.html_figures``, SVG);
-    5. accuracy verification when present; current-vs-official verdicts when present;
+    5. accuracy verification when present (per report: its cases, the first examples of each task as text,
+       the baseline's reply beside each offload case's, and its failed checks); current-vs-official verdicts
+       when present;
        a run with ``serving-summary.json``: the serving section (``analysis.report.html_serving``: verdicts vs the
        baseline's floor, the per-request output comparison, percentiles with their n, rate-order effects);
     6. a glossary (``analysis.comparison.decision.GLOSSARY``) and links to the raw files (relative paths).
@@ -46,7 +48,7 @@ from analysis.report.choice_view import ChoiceView, read_choice_view
 from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure, choice_section
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from analysis.report.html_serving import SERVING_GLOSSARY, read_serving_summary, serving_section
-from results_schema.records.accuracy import AccuracyVerification
+from results_schema.records.accuracy import AccuracyVerification, SampleExample
 from results_schema.records.files import write_text_atomic
 from results_schema.records.io import RecordError, read_json, scan_jsonl
 from results_schema.records.case_outcome import CaseFailure
@@ -212,11 +214,31 @@ def accuracy_section(items: list[tuple[str, AccuracyVerification]]) -> str:
                               _n(c.accuracy, 4), _n(c.drop_vs_baseline, 4), "yes" if c.identical_to_baseline else "no",
                               _e(paired_cell(c))]
                              for c in a.cases]))
+        parts.append(accuracy_samples_table(a.samples, name))
         bad = [c for c in a.checks if c.status == "fail"]
         if bad:
             parts.append("<ul>" + "".join(f"<li>FAIL <code>{_e(c.name)}</code> {_e(c.label or '')}: {_e(c.message)}"
                                           "</li>" for c in bad) + "</ul>")
     return "\n".join(parts)
+
+
+def accuracy_samples_table(samples: Sequence[SampleExample], name: str) -> str:
+    """The first examples of each task as text: a row per example and case (question and gold on its first row),
+    the baseline's reply beside each offload case's; every text escaped, line breaks kept."""
+    if not samples:
+        return ""
+    rows = []
+    for s in samples:
+        for k, r in enumerate(s.replies):
+            reply = _e(r.output_text).replace("\n", "<br>") or "(empty)"
+            same = "(baseline)" if k == 0 else ("yes" if r.identical_to_baseline else "NO")
+            rows.append([_e(s.task) if k == 0 else "", _n(s.index) if k == 0 else "",
+                         _e(s.question).replace("\n", "<br>") if k == 0 else "", _e(s.gold) if k == 0 else "",
+                         _e(r.label), reply, _e("unparsable" if r.parsed is None else r.parsed),
+                         "yes" if r.correct else "no", same])
+    return ("<h3>Examples: baseline beside offload</h3>"
+            + _table(["task", "#", "question", "gold", "case", "reply", "parsed", "correct", "identical to baseline"],
+                     rows, tid=f"accuracy-samples-{_e(name)}"))
 
 
 def comparison_section(cs: ComparisonSummary) -> str:

@@ -31,6 +31,8 @@ from results_schema.records.models import OffloadSetting, RuntimeEvidence
 from results_schema.records.accuracy_report import AccuracyVerification as AccuracyVerification
 from results_schema.records.accuracy_report import BaselineAgreement as BaselineAgreement
 from results_schema.records.accuracy_report import CaseSummary as CaseSummary
+from results_schema.records.accuracy_report import SampleExample as SampleExample
+from results_schema.records.accuracy_report import SampleReply as SampleReply
 from results_schema.records.accuracy_report import VerifyCheck as VerifyCheck
 from results_schema.records.accuracy_types import FinishReason, Fraction, NonNegSeconds, ProtocolName, Sha256Hex, Task, VerifyMode
 
@@ -47,7 +49,7 @@ class DatasetEntry(StrictModel):
     """One local dataset file and where it came from."""
 
     name: str = Field(description="Entry name, unique in its manifest (e.g. gsm8k, gpqa_diamond, gsm8k-fixture).")
-    task: Task = Field(description="Benchmark the rows belong to; selects the loader, prompt and scorer.")
+    task: Task = Field(description="Task the rows belong to; selects the loader, prompt and scorer.")
     kind: Literal["full", "fixture"] = Field(
         description="'full': the complete evaluation split materialized from its source; 'fixture': a small "
         "hand-written file in the same format, for tests and smoke runs only."
@@ -62,6 +64,9 @@ class DatasetEntry(StrictModel):
 
     @model_validator(mode="after")
     def _check_full_rows(self) -> "DatasetEntry":
+        if self.kind == "full" and self.task not in FULL_ROW_COUNTS:
+            raise ValueError(f"dataset {self.name!r}: task {self.task} has no published full split; its datasets are "
+                             f"kind 'fixture' (full splits: {', '.join(FULL_ROW_COUNTS)})")
         if self.kind == "full" and self.rows != FULL_ROW_COUNTS[self.task]:
             raise ValueError(
                 f"dataset {self.name!r}: kind 'full' for task {self.task} must have "
@@ -175,10 +180,10 @@ class AccuracyExample(StrictModel):
     row: dict[str, Any] = Field(description="The data row as stored in the dataset file (JSON object).")
     prompt_sha256: Sha256Hex = Field(description="SHA-256 of the rendered prompt text (chat template applied).")
     prompt_tokens: NonNegInt = Field(description="Prompt length in tokens.")
-    gold: str = Field(description="Gold answer: normalized number (GSM8K) or letter A-D (GPQA).")
+    gold: str = Field(description="Gold answer: normalized number (GSM8K, addition) or letter A-D (GPQA).")
     option_order: tuple[NonNegInt, ...] | None = Field(
         default=None,
-        description="GPQA: original option index shown at A, B, C, D (0 = correct answer); null for GSM8K.",
+        description="GPQA: original option index shown at A, B, C, D (0 = correct answer); null otherwise.",
     )
     parsed: str | None = Field(description="Parsed answer in the gold's normal form; null when unparsable.")
     correct: bool = Field(description="parsed == gold (an unparsable answer is wrong).")

@@ -2,7 +2,8 @@
 
 What is modelled: one verifier check (:class:`VerifyCheck`), one comparable case x task as the verifier
 saw it (:class:`CaseSummary`: offload setting and backend, counts, accuracy, drop vs the baseline,
-verdict) and the report (:class:`AccuracyVerification`: mode, the ``max_accuracy_drop`` tolerance and
+verdict), a few examples as real text (:class:`SampleExample`, :class:`SampleReply`: question, gold, the
+baseline's and each offload case's reply) and the report (:class:`AccuracyVerification`: mode, the ``max_accuracy_drop`` tolerance and
 where the planned backends came from; :class:`BaselineAgreement`: the baseline runs of a task compared
 with each other). Re-exported by :mod:`results_schema.records.accuracy`; the CSV
 ``accuracy-verification.csv`` (``analysis.accuracy.table``) is one row per :class:`CaseSummary`.
@@ -91,6 +92,32 @@ class BaselineAgreement(StrictModel):
                     "the baseline-vs-baseline floor (runs disagree), or identity with the only baseline run.")
 
 
+class SampleReply(StrictModel):
+    """One case's reply to one sampled example (a row of the reports' example tables)."""
+
+    label: str = Field(description="Case label (the baseline first, then the offload cases in report order).")
+    implementation: Implementation
+    output_text: str = Field(description="Generated text, cut to at most ``text_chars`` characters of the report "
+                                         "(``truncated`` says whether it was cut).")
+    truncated: bool = Field(description="The generated text was longer and was cut.")
+    parsed: str | None = Field(description="Answer the protocol extracted (gold's normal form); null = unparsable.")
+    correct: bool = Field(description="parsed == gold.")
+    identical_to_baseline: bool = Field(
+        description="Same generated token ids (output_token_sha256) as the baseline's reply to this example.")
+
+
+class SampleExample(StrictModel):
+    """One example of a task with its prompt text, gold answer and every compared case's reply."""
+
+    task: Task
+    index: NonNegInt = Field(description="0-based row index in the dataset file.")
+    example_id: str = Field(description="Stable id of the row.")
+    question: str = Field(description="The row's question text as stored, cut like the replies (``question_truncated``).")
+    question_truncated: bool = Field(description="The question text was longer and was cut.")
+    gold: str = Field(description="Gold answer in the protocol's normal form.")
+    replies: tuple[SampleReply, ...] = Field(description="The baseline's reply first, then each offload case's.")
+
+
 class AccuracyVerification(StrictModel):
     """``accuracy-verification.json``: the verifier's report over one run directory."""
 
@@ -111,3 +138,6 @@ class AccuracyVerification(StrictModel):
     baselines: tuple[BaselineAgreement, ...] = Field(
         default=(), description="Per task: the baseline runs compared with each other and how offload cases were "
         "judged (identity or the baseline-vs-baseline noise floor).")
+    samples: tuple[SampleExample, ...] = Field(
+        default=(), description="Per task, the first few examples (prompt question, gold, the first baseline run's "
+        "reply beside each offload case's first run's), shown as real text in the Markdown and HTML reports.")

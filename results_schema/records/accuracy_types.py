@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-Task = Literal["gsm8k", "gpqa"]
-"""Which benchmark: GSM8K (grade-school math, free-form number) or GPQA Diamond (4-way choice)."""
+Task = Literal["gsm8k", "gpqa", "addition"]
+"""Which task: GSM8K (grade-school math, free-form number), GPQA Diamond (4-way choice), or ``addition`` (this
+project's generated single-digit sums ``What is a + b?``, an open number, GSM8K-format rows; no published split)."""
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]

@@ -19,6 +19,26 @@ Registered:
   registry call it ``qwen-chat-v1``; fractions and text written after the final answer are handled (see
   ``runners.incase.accuracy.scoring``).
 
+* ``chat-addition-v1``: this project's own protocol for the task ``addition`` (the generated single-digit
+  sums of ``eval_datasets/addition``, ``What is a + b?``); not a published protocol, and the sums are not GSM8K.
+  It reuses ``qwen-chat-v1``'s GSM8K rendering and number parsing unchanged (same texts, pattern, sampling
+  and engine pins; only the protocol and task names differ, so its SHA-256 differs):
+
+  - system turn: ``You are a precise math problem solver. Follow the requested answer format.``
+  - user turn: ``Solve the following math word problem step by step. End your response with a separate final
+    line exactly in this format: The answer is <number>. Do not write anything after the final answer
+    line.`` + a blank line + ``Question:`` + newline + the row's question as stored (``What is 7 + 1?``);
+    both rendered with the model's chat template (``add_generation_prompt=True``).
+  - parsing (gold ``a + b = s\\n#### s`` and reply alike): the text after the last ``####`` (the whole reply
+    when there is none); the last match of ``[+-]?\\d[\\d,]*(?:\\.\\d+)?``; commas dropped; decimal normal
+    form (no exponent, no trailing zeros or dot). No number = unparsable (counted wrong).
+  - greedy (temperature 0), at most 512 new tokens, ``enforce_eager``, ``max_model_len`` 4096, memory
+    utilisation 0.5.
+
+  The prompt is, byte for byte, what ``qwen-chat-v1``'s GSM8K rendering makes of these rows: the research
+  probe that measured SmolLM2-135M-Instruct at 88/100 (0 unparsable; ``docs/measurements/smollm2-2026-12-04.md``)
+  used exactly that rendering and parsing, so the number stands under this protocol.
+
 Freezing: a spec never changes under its name. Any change (one character of a prompt,
 one regex, one sampling value) is a new name or version; ``tests/accuracy`` pins every
 registered spec's SHA-256, so an edit here fails the tests until it is given a new name.
@@ -37,7 +57,8 @@ from results_schema.records.accuracy import EngineSettings, ProtocolSpec, Sampli
 DEFAULT_PROTOCOL = "qwen-chat-v1"
 """Protocol used when a run does not select one."""
 
-TASKS = ("gsm8k", "gpqa")
+TASKS = ("gsm8k", "gpqa", "addition")
+"""Every task a protocol may define (``results_schema.records.accuracy_types.Task``)."""
 
 
 class UnknownProtocolError(ValueError):
@@ -62,16 +83,21 @@ QWEN_SHUFFLE = ("random.Random(int.from_bytes(hashlib.sha256(f'{seed}{question}'
 
 _QWEN_ENGINE = EngineSettings(enforce_eager=True, max_model_len=4096, gpu_memory_utilization=0.5)
 
+QWEN_NUMBER_SYSTEM = "You are a precise math problem solver. Follow the requested answer format."
+"""qwen-chat-v1 GSM8K system turn (also chat-addition-v1's)."""
+QWEN_NUMBER_USER = (
+    "Solve the following math word problem step by step. End your response with a separate final line "
+    "exactly in this format: The answer is <number>. Do not write anything after the final answer line."
+    "\n\nQuestion:\n{question}"
+)
+"""qwen-chat-v1 GSM8K user turn template (also chat-addition-v1's)."""
+
 _QWEN = {
     "gsm8k": ProtocolSpec(
         name="qwen-chat-v1",
         task="gsm8k",
-        system_message="You are a precise math problem solver. Follow the requested answer format.",
-        user_template=(
-            "Solve the following math word problem step by step. End your response with a separate final line "
-            "exactly in this format: The answer is <number>. Do not write anything after the final answer line."
-            "\n\nQuestion:\n{question}"
-        ),
+        system_message=QWEN_NUMBER_SYSTEM,
+        user_template=QWEN_NUMBER_USER,
         option_shuffle=None,
         shuffle_seed=None,
         chat_template="model",
@@ -177,9 +203,32 @@ _BOXED = {
     ),
 }
 
+# ----------------------------------------------------------------------------- chat-addition-v1
+
+_ADDITION = {
+    "addition": ProtocolSpec(
+        name="chat-addition-v1",
+        task="addition",
+        system_message=QWEN_NUMBER_SYSTEM,
+        user_template=QWEN_NUMBER_USER,
+        option_shuffle=None,
+        shuffle_seed=None,
+        chat_template="model",
+        answer_extraction=(
+            "chat-addition-v1/addition (qwen-chat-v1's GSM8K rule): text after the last '####' (whole text when "
+            "none); last match of the pattern; commas dropped; decimal normal form (no exponent, no trailing zeros "
+            "or dot); no match = unparsable"
+        ),
+        extraction_patterns=(QWEN_NUMBER,),
+        sampling=SamplingSettings(temperature=0.0, max_tokens=512),
+        engine=_QWEN_ENGINE,
+    ),
+}
+
 REGISTRY: Mapping[str, Mapping[str, ProtocolSpec]] = MappingProxyType({
     "qwen-chat-v1": MappingProxyType(_QWEN),
     "boxed-chat-v1": MappingProxyType(_BOXED),
+    "chat-addition-v1": MappingProxyType(_ADDITION),
 })
 """name -> task -> frozen spec."""
 
@@ -201,16 +250,39 @@ def check_protocol(name: str) -> str:
     return name
 
 
+def protocols_of(task: str) -> tuple[str, ...]:
+    """Registered protocol names that define ``task``, sorted (empty for an unknown task)."""
+    return tuple(name for name in registered_names() if task in REGISTRY[name])
+
+
 def protocol_spec(name: str, task: str) -> ProtocolSpec:
-    """The frozen spec of protocol ``name`` for ``task`` (gsm8k or gpqa).
+    """The frozen spec of protocol ``name`` for ``task`` (a protocol defines only some of ``TASKS``).
 
     Raises:
-        UnknownProtocolError: unknown protocol or task (message names the value and what is allowed).
+        UnknownProtocolError: unknown protocol, or a task the protocol does not define (the message names the
+            value, the protocol's tasks and the protocols that do define the task).
     """
     specs = REGISTRY[check_protocol(name)]
     if task not in specs:
-        raise UnknownProtocolError(f"unknown task {task!r} for protocol {name!r}; expected one of {sorted(specs)}")
+        where = protocols_of(task)
+        hint = (f"; task {task!r} is defined by protocol {', '.join(where)}" if where else
+                f"; known tasks: {', '.join(TASKS)}")
+        raise UnknownProtocolError(f"unknown task {task!r} for protocol {name!r}; expected one of {sorted(specs)}"
+                                   + hint)
     return specs[task]
+
+
+def default_protocol(task: str) -> str:
+    """The protocol a ``task`` dataset is checked under when none is named: ``DEFAULT_PROTOCOL`` where it defines
+    the task, else the first registered protocol that does.
+
+    Raises:
+        UnknownProtocolError: no registered protocol defines ``task``.
+    """
+    where = protocols_of(task)
+    if not where:
+        raise UnknownProtocolError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    return DEFAULT_PROTOCOL if DEFAULT_PROTOCOL in where else where[0]
 
 
 def spec_by_sha256(sha256: str) -> ProtocolSpec | None:

@@ -157,7 +157,7 @@ def test_committed_addition_set_is_every_digit_pair_once_and_regenerates_byte_id
 
     committed = Path(__file__).resolve().parents[2] / "eval_datasets" / "addition"
     entry = write_addition_set(tmp_path)
-    assert entry.name == ADDITION_NAME == "single-digit-addition" and entry.task == "gsm8k" and entry.rows == 100
+    assert entry.name == ADDITION_NAME == "single-digit-addition" and entry.task == "addition" and entry.rows == 100
     assert (tmp_path / f"{ADDITION_NAME}.jsonl").read_bytes() == (committed / f"{ADDITION_NAME}.jsonl").read_bytes()
     assert (tmp_path / "manifest.json").read_text() == (committed / "manifest.json").read_text()
     qs = {r["question"] for r in addition_rows()}

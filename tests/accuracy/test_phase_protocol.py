@@ -37,5 +37,6 @@ def test_unknown_protocol_stops_before_any_process(tmp_path: Path, capsys) -> No
     code, run = run_accuracy(tmp_path, "phases.accuracy.accuracy_protocol=qwen-chat-v2")
     out = capsys.readouterr().out
     assert code == EXIT_CONFIG
-    assert "accuracy_protocol: unknown accuracy protocol 'qwen-chat-v2'; registered: boxed-chat-v1, qwen-chat-v1" in out
+    assert ("accuracy_protocol: unknown accuracy protocol 'qwen-chat-v2'; registered: boxed-chat-v1, "
+            "chat-addition-v1, qwen-chat-v1") in out
     assert not run.exists()

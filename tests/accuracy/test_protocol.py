@@ -34,6 +34,7 @@ PINNED_SHA256 = {
     ("qwen-chat-v1", "gpqa"): "d918c5a392499d6b6396843c7b392738b7e5f329b74ae95021b0d3ee4b129602",
     ("boxed-chat-v1", "gsm8k"): "0b10cb9e0c1a099bfd21482b45fd9a89e451d72049e94b443f8f8feeeef918c4",
     ("boxed-chat-v1", "gpqa"): "0f2c3b23718ae0e4fd53d326f14b6f3c8367d7ff329e5621594533bab4ff5ec5",
+    ("chat-addition-v1", "addition"): "b73708a6d7a485bdc014aa06fdf3acaa3b91e1d2848b6517d028dab53079bf84",
 }
 """Frozen: a spec never changes under its name. A failure here means a registered spec was edited;
 give the edited protocol a new name or version instead of updating these values."""
@@ -251,7 +252,7 @@ def test_protocol_hash_is_stable_across_processes() -> None:
 
 def test_unknown_protocol_or_task_is_an_error() -> None:
     with pytest.raises(UnknownProtocolError, match="unknown accuracy protocol 'qwen-chat-v9'; registered: "
-                                                   "boxed-chat-v1, qwen-chat-v1"):
+                                                   "boxed-chat-v1, chat-addition-v1, qwen-chat-v1"):
         protocol_spec("qwen-chat-v9", "gsm8k")
     with pytest.raises(UnknownProtocolError, match="unknown task 'mmlu'"):
         protocol_spec(QWEN, "mmlu")

@@ -131,7 +131,7 @@ def test_unregistered_protocol_name_fails(run: Path) -> None:
         _rewrite_result(path, protocol=proto, protocol_name="my-own-v1")
     msgs = _fails(verify(run, limit=50))
     assert any(m.startswith("registered: case baseline (gpqa) was scored under protocol 'my-own-v1', which is not "
-                            "registered (registered: boxed-chat-v1, qwen-chat-v1)") for m in msgs), msgs
+                            "registered (registered: boxed-chat-v1, chat-addition-v1, qwen-chat-v1)") for m in msgs), msgs
 
 
 def test_changed_engine_setting_fails(run: Path) -> None:
@@ -391,3 +391,32 @@ def test_wilson_interval_matches_the_closed_form_and_the_report_prints_it() -> N
     assert wilson_interval(8, 8) == _pytest.approx((0.67559, 1.0), abs=1e-5)
     with _pytest.raises(ValueError, match=r"correct \(9\) must be in \[0, n=8\]"):
         wilson_interval(9, 8)
+
+
+def test_report_shows_the_first_examples_as_text_baseline_beside_offload(tmp_path: Path, tiny_model_dir: Path) -> None:
+    class Twisted(FakeEngine):
+        twist = staticmethod(lambda i, text: "a <b>|c</b>\nno number" if i == 1 else text)
+
+    run = make_run(tmp_path / "a", tiny_model_dir, datasets=("gsm8k",), cases=(("baseline", offload()),))
+    make_run(tmp_path / "a", tiny_model_dir, datasets=("gsm8k",), cases=(("current", offload(4, 1)),),
+             engine_factory=Twisted)
+    report = verify(run, limit=50)
+    assert [(s.task, s.index) for s in report.samples] == [("gsm8k", 0), ("gsm8k", 1), ("gsm8k", 2)]
+    first, second = report.samples[0], report.samples[1]
+    assert first.question.startswith("A baker makes 24 muffins") and first.gold == "12"
+    assert [(r.label, r.implementation) for r in first.replies] == [("baseline", "baseline"),
+                                                                   ("current_g4_n1", "current")]
+    base, off = first.replies
+    assert off.identical_to_baseline and off.output_text == base.output_text and base.output_text.startswith("Step")
+    assert (off.parsed, off.correct) == (base.parsed, base.correct) and base.parsed is not None
+    twisted = second.replies[1]
+    assert (twisted.output_text, twisted.parsed, twisted.correct, twisted.identical_to_baseline) == (
+        "a <b>|c</b>\nno number", None, False, False)
+    md = render_markdown(report)
+    assert "## Examples (first rows of each task: baseline beside offload)" in md
+    assert (f"| gsm8k | 0 | {first.question} | 12 | baseline | Step by step... so the total is "
+            f"\\\\boxed{{{base.parsed}}}.<br>The answer is {base.parsed}. | {base.parsed} | "
+            f"{'yes' if base.correct else 'no'} | (baseline) |") in md
+    assert "| | | | | current_g4_n1 | a &lt;b&gt;\\|c&lt;/b&gt;<br>no number | unparsable | no | NO |" in md
+    json_path, _ = write_report(run, report)
+    assert read_json(json_path, AccuracyVerification).samples == report.samples

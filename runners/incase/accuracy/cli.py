@@ -27,7 +27,7 @@ from offload.selection import validate_offload_params
 from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST, EngineSettings
 from results_schema.records.base import IMPLEMENTATIONS
 from results_schema.records.models import OffloadSetting
-from results_schema.records.protocols import DEFAULT_PROTOCOL, registered_names
+from results_schema.records.protocols import DEFAULT_PROTOCOL, TASKS, registered_names
 from runners.incase.case_input import checked_offload, read_case
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -67,8 +67,6 @@ def engine_settings_from(ns: argparse.Namespace) -> EngineSettings:
 
 
 def _task(task: str) -> str:
-    from results_schema.records.protocols import TASKS
-
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     return task
@@ -191,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_protocol_parsers(sub: Any) -> None:
     ren = sub.add_parser("render", help="print {system, user, gold[, order]} of one data row under a protocol")
     _add_protocol_arg(ren)
-    ren.add_argument("--task", required=True, help="gsm8k | gpqa")
+    ren.add_argument("--task", required=True, help=" | ".join(TASKS))
     ren.add_argument("--row", required=True,
                      help="one data row as a JSON object (GSM8K question/answer; GPQA Question, Correct Answer, "
                           "Incorrect Answer 1..3, title or snake case)")
@@ -199,7 +197,7 @@ def _add_protocol_parsers(sub: Any) -> None:
 
     par = sub.add_parser("parse", help='print {"parsed": ...} for one reply under a protocol (null = unparsable)')
     _add_protocol_arg(par)
-    par.add_argument("--task", required=True, help="gsm8k | gpqa")
+    par.add_argument("--task", required=True, help=" | ".join(TASKS))
     par.add_argument("--text", required=True, help="the model's reply")
     par.set_defaults(func=_cmd_parse)
 
@@ -209,7 +207,7 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument("--case", default=None, help="case.json (results_schema.records.case.CaseSpec) written by runners.matrix")
     run.add_argument("--model", default=None, help="local model directory (must have a chat template)")
     run.add_argument("--dataset", default=None,
-                     help="gsm8k | gpqa | a manifest entry name; comma-separated = several datasets, one engine")
+                     help=" | ".join(TASKS) + " | a manifest entry name; comma-separated = several datasets, one engine")
     run.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="dataset manifest.json")
     run.add_argument("--implementation", default=None, choices=IMPLEMENTATIONS)
     run.add_argument("--offload", default="0", help="G,N[,P] (group size, num in group, prefetch step); 0 = none")
@@ -223,11 +221,12 @@ def _add_run_parser(sub: Any) -> None:
 
 def _add_dataset_parsers(sub: Any) -> None:
     mz = sub.add_parser("materialize", help="write dataset JSONL + manifest entry (hub only where reachable)")
-    mz.add_argument("--task", required=True, choices=["gsm8k", "gpqa"])
+    mz.add_argument("--task", required=True, choices=list(TASKS),
+                    help="gsm8k, gpqa: hub splits; addition: generated (--from-file, --kind fixture)")
     mz.add_argument("--out-dir", required=True, help="directory of manifest.json and the JSONL")
     mz.add_argument("--from-file", default=None, help="local .jsonl/.csv/.parquet copy; omit to fetch from the hub")
     mz.add_argument("--revision", default=None, help="hub commit of the source (resolved automatically from the hub)")
-    mz.add_argument("--name", default=None, help="entry name (default gsm8k / gpqa_diamond)")
+    mz.add_argument("--name", default=None, help="entry name (default gsm8k / gpqa_diamond / single-digit-addition)")
     mz.add_argument("--kind", default="full", choices=["full", "fixture"])
     mz.add_argument("--source", default=None, help="kind fixture: the entry's source (default 'fixture')")
     mz.set_defaults(func=_cmd_materialize)

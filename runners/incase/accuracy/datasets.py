@@ -8,7 +8,8 @@ actual values. Rows are read from the real public formats, texts kept exactly as
 stored (the protocol decides what to strip and how to read a gold answer):
 
 * GSM8K (``openai/gsm8k``, config ``main``, split ``test``): ``question``,
-  ``answer`` ending in ``#### N``.
+  ``answer`` ending in ``#### N``. Rows of the task ``addition`` (generated,
+  ``runners.incase.accuracy.synthetic.addition_rows``) have the same two columns.
 * GPQA Diamond (``Idavidrein/gpqa``, config ``gpqa_diamond``, split ``train``):
   title-case CSV columns (``Question``, ``Correct Answer``, ``Incorrect Answer 1``
   .. ``3``, ``Record ID``) or their snake-case variants (``question``,
@@ -31,6 +32,10 @@ from pydantic import ValidationError
 
 from results_schema.records.accuracy import DatasetEntry, DatasetManifest
 from results_schema.records.files import file_sha256
+
+QUESTION_ANSWER_TASKS = ("gsm8k", "addition")
+"""Tasks whose rows are GSM8K-format ``question`` / ``answer`` rows (:class:`GSM8KRow`)."""
+
 
 class DatasetError(ValueError):
     """A dataset file is missing, has the wrong hash or row count, or holds a malformed row."""
@@ -145,7 +150,7 @@ def normalize_row(task: str, index: int, raw: dict[str, object], where: str = ""
     if not isinstance(raw, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(raw).__name__}")
     row = {_normalize_key(str(k)): v for k, v in raw.items()}
-    if task == "gsm8k":
+    if task in QUESTION_ANSWER_TASKS:
         return GSM8KRow(index=index, example_id=f"row-{index}", question=_field(row, "question", where),
                         answer=_field(row, "answer", where), raw=dict(raw))
     if task == "gpqa":
@@ -159,7 +164,7 @@ def normalize_row(task: str, index: int, raw: dict[str, object], where: str = ""
         record_id = row.get("record_id")
         example_id = record_id.strip() if isinstance(record_id, str) and record_id.strip() else f"row-{index}"
         return GPQARow(index=index, example_id=example_id, question=question, options=options, raw=dict(raw))
-    raise DatasetError(f"unknown task {task!r}; expected gsm8k or gpqa")
+    raise DatasetError(f"unknown task {task!r}; expected one of {', '.join(QUESTION_ANSWER_TASKS)}, gpqa")
 
 
 def _reject_constant(name: str) -> object:

@@ -89,6 +89,21 @@ def parse(spec: ProtocolSpec, text: str) -> str | None:
     return parse_gsm8k(spec, text) if spec.task == "gsm8k" else parse_gpqa(spec, text)
 
 
+def render_number(spec: ProtocolSpec, row: GSM8KRow) -> Rendered:
+    """The GSM8K rendering of one question/answer row: ``spec.system_message``, ``spec.user_template`` with the
+    question as stored, gold = :func:`parse_gsm8k` of the answer (``chat-addition-v1`` reuses it unchanged).
+
+    Raises:
+        DatasetError: the answer has no number.
+    """
+    gold = parse_gsm8k(spec, row.answer)
+    if gold is None:
+        task = "GSM8K" if spec.task == "gsm8k" else spec.task
+        raise DatasetError(f"row {row.index}: {task} answer has no number ({spec.name}): {row.answer[-80:]!r}")
+    user = spec.user_template.format(question=row.question)
+    return Rendered(system=spec.system_message, user=user, gold=gold, order=None)
+
+
 def render(spec: ProtocolSpec, row: Row) -> Rendered:
     """System turn, user turn, gold answer and (GPQA) option order of one row.
 
@@ -96,11 +111,7 @@ def render(spec: ProtocolSpec, row: Row) -> Rendered:
         DatasetError: the row does not fit the task, or a GSM8K gold answer has no number.
     """
     if spec.task == "gsm8k" and isinstance(row, GSM8KRow):
-        gold = parse_gsm8k(spec, row.answer)
-        if gold is None:
-            raise DatasetError(f"row {row.index}: GSM8K answer has no number ({spec.name}): {row.answer[-80:]!r}")
-        user = spec.user_template.format(question=row.question)
-        return Rendered(system=spec.system_message, user=user, gold=gold, order=None)
+        return render_number(spec, row)
     if spec.task == "gpqa" and isinstance(row, GPQARow):
         assert spec.shuffle_seed is not None, "GPQA spec without a shuffle seed"
         order = shuffle_order(spec.shuffle_seed, row.question)

@@ -20,10 +20,11 @@ manifest) come from this one generator with different seeds; training skips ever
 whose question (and, GPQA, option set) is a held-out row's (``held_out_keys``), so the
 held-out rows are never seen in training.
 
-A third set, ``single-digit-addition`` (``addition_rows``, ``write_addition_set``): every sum ``a + b`` of two
-digits 0..9 (100 rows, ``What is a + b?``, order shuffled by ``random.Random(seed)``), in the GSM8K format (an
-open numeric answer, scored by the protocol's GSM8K rule); a pretrained 135M instruct model (SmolLM2) answers
-it well above chance, where it fails the word problems and letter multiple choice.
+A third set, ``single-digit-addition`` (``addition_rows``, ``write_addition_set``), task ``addition``: every sum
+``a + b`` of two digits 0..9 (100 rows, ``What is a + b?``, order shuffled by ``random.Random(seed)``), in GSM8K's
+columns (an open numeric answer, ``#### s``), scored under the protocol ``chat-addition-v1``; a pretrained 135M
+instruct model (SmolLM2) answers it well above chance, where it fails the word problems and letter multiple
+choice.
 
 What is deliberately not modelled: anything of the real benchmarks' difficulty. These
 sets exist so that an accuracy comparison can fail for a real reason (a model that
@@ -164,12 +165,12 @@ def addition_rows(seed: int = ADDITION_SEED) -> list[dict[str, object]]:
 
 
 def write_addition_set(out_dir: Path | str, *, seed: int = ADDITION_SEED) -> DatasetEntry:
-    """Materialise ``addition_rows`` as ``single-digit-addition`` (task format ``gsm8k``, ``kind='fixture'``,
+    """Materialise ``addition_rows`` as ``single-digit-addition`` (task ``addition``, ``kind='fixture'``,
     ``source='generated'``, revision ``addition-seed<seed>``) with its ``manifest.json`` entry."""
     from runners.incase.accuracy.materialize import materialize
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "addition.jsonl"
         src.write_text("".join(json.dumps(r) + "\n" for r in addition_rows(seed)), encoding="utf-8")
-        return materialize("gsm8k", out_dir, from_file=src, revision=f"addition-seed{seed}", name=ADDITION_NAME,
+        return materialize("addition", out_dir, from_file=src, revision=f"addition-seed{seed}", name=ADDITION_NAME,
                            kind="fixture", source="generated")
