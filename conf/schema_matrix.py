@@ -52,7 +52,7 @@ class CaseConfig:
         step_delay_ms: speed control only (serving phases, implementation ``baseline``): every forward of
             the server's model sleeps this many milliseconds first (``offload.controls``); no byte moves.
             Its outputs join the baselines' floor of the output comparison and its timing is judged against
-            the undelayed baselines (a known ``slower``). Null = none.
+            the undelayed baselines (expected ``slower``; a warning where it is not). Null = none.
     """
 
     implementation: Implementation = MISSING

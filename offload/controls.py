@@ -8,7 +8,8 @@ a runtime whose GEMM rounding depends on the batch shape (bf16 on CPU) a greedy 
 A delayed baseline shows how many requests that changes by itself, so an offload case whose outputs move
 no more than that is not called corrupt, and one that moves more still is
 (``analysis.serving.outputs``; ``+experiment=serving``). Its timing verdict against the undelayed
-baselines is a known answer too: ``slower`` by about the delay per output token.
+baselines has an expected answer too: ``slower`` by about the delay per output token (the serving
+summary warns at a rate where the baselines' floor is too wide to show it).
 
 Proof it took effect: :func:`apply_step_delay` prints ``OFFLOAD_CONTROL applied step_delay_ms=...`` once
 when it installs the hook, and the hook prints ``OFFLOAD_CONTROL acted step_delay_ms=...`` at the first
@@ -17,6 +18,10 @@ forward it delays; the runner requires both lines in the server log of a case wi
 
 The runner sets ``OFFLOAD_STEP_DELAY_MS`` per case (config: a serving case's ``step_delay_ms``, baseline
 only); the plugin applies it in the process that loads the model. Unset, empty or ``0``: nothing happens.
+
+The control needs an eager model (``enforce_eager``): a CUDA-graph replay runs no Python hook, so a runner
+whose model is graph-wrapped, or whose model config is not eager, is refused (``ValueError`` at load), and
+planning refuses a control whose workload is not eager.
 
 What is deliberately not modelled: a delay shaped like a layer copy (per layer, proportional to bytes);
 one sleep per step is what changes the batch timing.
@@ -65,7 +70,7 @@ def step_delay_requested() -> float:
 
 
 def applied_line(ms: float, model_class: str) -> str:
-    """The line :func:`apply_step_delay` prints (the runner matches its prefix and value)."""
+    """The line :func:`apply_step_delay` prints (the runner matches its prefix, value and the colon after it)."""
     return f"{APPLIED} step_delay_ms={ms:g}: every forward of {model_class} sleeps {ms:g} ms first (moves no bytes)"
 
 
@@ -114,4 +119,11 @@ def apply_step_delay_from_env(runner: Any) -> str | None:
     model = getattr(runner, "model", None)
     if model is None:
         raise ValueError(f"{STEP_DELAY_ENV}={ms:g}: {type(runner).__name__} has no loaded model to delay")
+    import torch
+
+    eager = getattr(getattr(runner, "model_config", None), "enforce_eager", None)
+    if not isinstance(model, torch.nn.Module) or eager is False:
+        # a CUDA-graph wrapper forwards attributes to the inner model, whose hooks a graph replay never runs
+        raise ValueError(f"{STEP_DELAY_ENV}={ms:g}: the speed control needs an eager model (enforce_eager); "
+                         f"{type(runner).__name__}.model is a {type(model).__name__}, enforce_eager={eager}")
     return apply_step_delay(model, ms)

@@ -70,10 +70,11 @@ def task_samples(task: Task, base: CaseRows, others: Sequence[CaseRows],
         if rows is not None and result.label not in shown:
             shown[result.label] = (result, rows)
     out = []
-    for i, ex in enumerate(base_rows[:count]):
+    shown_ids = [(r, {x.example_id: x for x in rows}) for r, rows in shown.values()]  # paired by example, not row
+    for ex in base_rows[:count]:
         question, q_cut = cut(question_text(ex.row), QUESTION_CHARS)
         replies = [_reply(base_result, ex, ex)]
-        replies += [_reply(r, rows[i], ex) for r, rows in shown.values() if i < len(rows)]
+        replies += [_reply(r, by_id[ex.example_id], ex) for r, by_id in shown_ids if ex.example_id in by_id]
         out.append(SampleExample(task=task, index=ex.index, example_id=ex.example_id, question=question,
                                  question_truncated=q_cut, gold=ex.gold, replies=tuple(replies)))
     return tuple(out)

@@ -1,7 +1,8 @@
 """Compare two catalogued runs on the per-record metrics and on the serving results (B vs A).
 
 What is modelled: labels of runs A and B are paired by setting as in ``analysis.catalog.compare``
-(phase, implementation, G, N, prefetch step, params; serving rows also by configured request rate).
+(phase, implementation, G, N, prefetch step, params; serving rows also by configured request rate and step
+delay, so a speed control, a baseline whose every forward sleeps, never pools with the undelayed baseline).
 For each pair and metric the per-process values (per-repeat values for serving) of B are compared with
 A's by ``analysis.comparison.verdict_rule.bootstrap_delta`` (95% percentile bootstrap interval of the relative
 median difference, percent) and ``analysis.comparison.verdict_rule.verdict``; for a lower-is-better metric
@@ -94,10 +95,12 @@ def compare_metrics(db, run_a: str, run_b: str, *, margin_pct: float | None = No
         a, b = resolve_run(con, run_a), resolve_run(con, run_b)
         cases = con.execute(f"SELECT run_id, phase, label, {', '.join(SETTING + list(PER_RECORD))} FROM cases "
                             "WHERE run_id IN (?, ?)", [a, b]).df()
-        serving = con.execute(f"SELECT run_id, phase, label, request_rate, {', '.join(SETTING + list(SERVING))} "
+        serving = con.execute(f"SELECT run_id, phase, label, request_rate, {', '.join(SETTING + list(SERVING))}, "
+                              "coalesce(step_delay_ms, 0) AS step_delay_ms "
                               "FROM serving_results WHERE run_id IN (?, ?)", [a, b]).df()
     finally:
         con.close()
     rows = _rows(cases, a, b, PER_RECORD, ["phase", *SETTING], "cases", margin_pct)
-    rows += _rows(serving, a, b, SERVING, ["phase", *SETTING, "request_rate"], "serving_results", margin_pct)
+    rows += _rows(serving, a, b, SERVING, ["phase", *SETTING, "step_delay_ms", "request_rate"], "serving_results",
+                  margin_pct)
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -12,9 +12,9 @@ rate), the baseline processes give, per request index, the set of digests they p
   a runtime): those request indices are the *floor*; a case is judged as the accuracy verifier and
   the greedy token rule do (``analysis.accuracy.baselines``, ``results_schema.rules.token_rule``),
   paired per request: the requests whose digest matches *no* baseline process's digest for that
-  request must be no more than the floor's count (``within_baseline_noise``), else ``differs``. A
-  baseline process itself is then ``within_baseline_noise``; the report says so
-  (``NOISE_NOTE``);
+  request must all lie in the floor and be no more than the floor's count (``within_baseline_noise``),
+  else ``differs``: a request every baseline process agrees on must match. A baseline process itself
+  is then ``within_baseline_noise``; the report says so (``NOISE_NOTE``);
 * no baseline process at that rate: ``no_baseline`` (nothing to compare with; a warning).
 
 The baseline processes include speed controls (``ServingRun.step_delay_ms > 0``, ``offload.controls``): a
@@ -44,8 +44,9 @@ from results_schema.records.serving import ServingRequests, ServingRun
 
 OutputStatus = Literal["identical", "differs", "within_baseline_noise", "no_baseline"]
 
-NOISE_NOTE = ("baseline not deterministic under this load: its processes generated different tokens for some "
-              "requests, so offload cases are judged against the baseline-vs-baseline floor per request (paired), "
+NOISE_NOTE = ("baseline not deterministic under this load: its processes (speed controls included, where the phase "
+              "runs any) generated different tokens for some requests, so offload cases are judged against that "
+              "floor per request (paired: a mismatch must lie on a request the baseline processes disagree on), "
               "not by identity")
 
 
@@ -127,7 +128,8 @@ def judge(digests: Sequence[str | None], baseline: Sequence[Sequence[str | None]
     mismatched = tuple(bad)
     if not floor:
         return compared, mismatched, floor, "identical" if not mismatched else "differs"
-    if is_baseline or len(mismatched) <= len(floor):
+    inside = set(floor)
+    if is_baseline or (len(mismatched) <= len(floor) and all(j in inside for j in mismatched)):
         return compared, mismatched, floor, "within_baseline_noise"
     return compared, mismatched, floor, "differs"
 

@@ -16,7 +16,7 @@ What is modelled:
   (otherwise ``inconclusive``): an offload point is slower only by more than two runs of the baseline
   differ. The floor's baselines are the undelayed ones (``is_floor_baseline``): a speed control (a
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
-  label, and its answer is known (``slower``). A verdict is ``withheld`` when a process of either side ran
+  label, and its answer is known (``slower``; ``control_warnings`` names a rate where it did not come out). A verdict is ``withheld`` when a process of either side ran
   that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
 * ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
@@ -177,6 +177,23 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
                          "b_processes": len(b), "a_median_ms": float(np.median(a)), "b_median_ms": float(np.median(b)),
                          "floor_pct": floor, **verdict})
     return rows
+
+
+def control_warnings(verdict_rows: Sequence[dict[str, Any]], runs: Sequence[ServingRun]) -> list[str]:
+    """Warnings where a speed control's known answer did not come out: its TPOT verdict at a rate is neither
+    ``slower`` nor ``withheld``. A step delay the timing rule cannot see is a floor too wide to see an offload
+    cost of that size either; the warning says so (a warning: the control's outputs, not its timing, are what
+    the output comparison rests on)."""
+    delay = {(r.phase, r.label): r.step_delay_ms for r in runs if r.step_delay_ms}
+    out = []
+    for v in verdict_rows:
+        ms = delay.get((v["phase"], v["label"]))
+        if ms and v["metric"] == "tpot" and v["verdict"] not in ("slower", "withheld"):
+            rate = "inf" if v["rate_rps"] is None or math.isinf(v["rate_rps"]) else f"{v['rate_rps']:g}"
+            out.append(f"speed control {v['phase']}/{v['label']} at {rate} req/s: TPOT {v['verdict']} against the "
+                       f"baselines, expected slower (every forward sleeps {ms:g} ms): the baselines' floor "
+                       f"({v['floor_pct'] or 0:.1f}%) is too wide here to show a cost of that size")
+    return out
 
 
 def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:

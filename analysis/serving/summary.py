@@ -51,7 +51,7 @@ from analysis.report.plots import save_png
 from analysis.serving.report import SummaryFrames, plot_front, plot_latency, render_markdown
 from analysis.serving.outputs import check_outputs, output_errors
 from analysis.serving.request_checks import ServingValidation, check_requests
-from analysis.serving.stats import baseline_verdicts, order_effects, percentile_rows
+from analysis.serving.stats import baseline_verdicts, control_warnings, order_effects, percentile_rows
 from results_schema.records.files import write_text_atomic
 from results_schema.records.io import scan_jsonl, write_json
 from results_schema.records.case_outcome import CaseFailure
@@ -116,6 +116,7 @@ def load_serving(run_dir: Path | str) -> ServingData:
                 "kv_cache_tokens": r.kv_cache.kv_cache_tokens, "max_concurrency": q.max_concurrency,
                 "peak_concurrent": q.peak_concurrent_requests, "distinct_prompts": q.distinct_prompts,
                 "num_prompts": q.num_prompts, "prefix_caching": r.engine.enable_prefix_caching,
+                "step_delay_ms": r.step_delay_ms,
             })
     data.frame = pd.DataFrame(rows)
     return data
@@ -229,7 +230,7 @@ def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
                released_bytes=("released_bytes", "median"), offloaded_bytes=("offloaded_bytes", "median"),
                offloader_class=("offloader_class", "first"), wrapped_layers=("wrapped_layers", "first"),
                prefix_caching=("prefix_caching", "first"), distinct_prompts=("distinct_prompts", "min"),
-               num_prompts=("num_prompts", "max"))
+               num_prompts=("num_prompts", "max"), step_delay_ms=("step_delay_ms", "first"))
     spec = {k: (v if isinstance(v, tuple) else (k, v)) for k, v in agg.items()}
     out = frame.groupby(GROUP + ["rate_rps"], sort=False, dropna=False).agg(**spec).reset_index()
     out["slo_supported"] = [n * (1 - t) >= 1 - 1e-9 for n, t in zip(out["completed_requests"], out["slo_target"],
@@ -241,7 +242,8 @@ def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
-    """Per label: highest configured rate met by it and every lower rate (NaN = none), and the front flag."""
+    """Per label: highest configured rate met by it and every lower rate (NaN = none), and the front flag (never
+    for a speed control, ``control``)."""
     rows = []
     if table.empty:
         return pd.DataFrame()
@@ -253,10 +255,12 @@ def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
                 break
             best, achieved = float(row["rate_rps"]), float(row["achieved_req_s"])
         rows.append(dict(zip(GROUP, key, strict=True), released_bytes=float(g["released_bytes"].iloc[0]),
-                         slo_rate_rps=best, slo_achieved_req_s=achieved))
+                         slo_rate_rps=best, slo_achieved_req_s=achieved,
+                         control=bool(g["step_delay_ms"].iloc[0]) if "step_delay_ms" in g else False))
     out = pd.DataFrame(rows)
     out["on_front"] = False
-    for _phase, g in out.groupby("phase", sort=False):
+    # a speed control (offload.controls) is a slowed baseline, not a setting a user picks: never on the front
+    for _phase, g in out[~out["control"]].groupby("phase", sort=False):
         cap = g["released_bytes"].tolist()
         # a label meeting no rate has SLO rate 0 for dominance; inf ranks above every finite rate
         rate = [0.0 if math.isnan(x) else (1e300 if math.isinf(x) else x) for x in g["slo_rate_rps"]]
@@ -330,7 +334,9 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     slo_def = data.runs[0].slo.model_dump() if data.runs else None
     cpu = bool(not data.frame.empty and (data.frame["runtime"] == "cpu").any())
     pct = pd.DataFrame(percentile_rows(run_dir, data.runs))
-    bver = pd.DataFrame(baseline_verdicts(data.runs))
+    bver_rows = baseline_verdicts(data.runs)
+    val.warnings.extend(control_warnings(bver_rows, data.runs))
+    bver = pd.DataFrame(bver_rows)
     order = pd.DataFrame(order_effects(data.runs))
     outputs = pd.DataFrame([c.__dict__ for c in check_outputs(run_dir, data.runs)])
     md = render_markdown(table, slo, verd, val, slo_def, cpu=cpu,

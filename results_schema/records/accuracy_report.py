@@ -97,8 +97,8 @@ class SampleReply(StrictModel):
 
     label: str = Field(description="Case label (the baseline first, then the offload cases in report order).")
     implementation: Implementation
-    output_text: str = Field(description="Generated text, cut to at most ``text_chars`` characters of the report "
-                                         "(``truncated`` says whether it was cut).")
+    output_text: str = Field(description="Generated text, cut to at most ``analysis.accuracy.samples.REPLY_CHARS`` "
+                                         "(400) characters (``truncated`` says whether it was cut).")
     truncated: bool = Field(description="The generated text was longer and was cut.")
     parsed: str | None = Field(description="Answer the protocol extracted (gold's normal form); null = unparsable.")
     correct: bool = Field(description="parsed == gold.")

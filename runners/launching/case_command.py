@@ -207,7 +207,7 @@ def case_env(sc: ScheduledCase, *, run_dir: Path, paths: CasePaths, base_env: Ma
         "OFFLOAD_EVIDENCE_PATH": str(paths.evidence),
         "OFFLOAD_CPU_KERNEL_PATH": str(sc.case.runtime.cpu_kernel_path or ""),
         "OFFLOAD_FAULT": str(sc.case.fault or ""),  # negative control only (offload.faults)
-        STEP_DELAY_ENV: f"{sc.case.step_delay_ms:g}" if sc.case.step_delay_ms else "",  # speed control only
+        STEP_DELAY_ENV: repr(sc.case.step_delay_ms) if sc.case.step_delay_ms else "",  # speed control only
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",

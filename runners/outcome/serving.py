@@ -94,7 +94,7 @@ def _control_missing(step_delay_ms: float, server_text: str) -> str | None:
         return None
     want = f"step_delay_ms={step_delay_ms:g}"
     for prefix in (controls.APPLIED, controls.ACTED):
-        if not any(ln.startswith(f"{prefix} {want}") for ln in server_text.splitlines()):
+        if not any(ln.startswith(f"{prefix} {want}:") for ln in server_text.splitlines()):
             return f"speed control {want}: no '{prefix} {want}' line: the delay did not take effect"
     return None
 

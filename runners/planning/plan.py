@@ -196,6 +196,9 @@ def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: 
         raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
                         f"{BENCH_KINDS}); a {kind!r} phase has none")
     _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind)
+    if r.step_delay_ms is not None and not matrix.baseline:
+        raise PlanError(f"phase {phase!r}, case {label!r}: step_delay_ms {r.step_delay_ms!r} is a speed control, "
+                        "judged against the phase's undelayed baseline: set baseline: true")
     return n_rep
 
 
@@ -255,6 +258,9 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
         if r.implementation == "overlay":
             check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = _repeats(phase, label, r, matrix, kind)
+        if r.step_delay_ms is not None and not eff_workload.enforce_eager:
+            raise PlanError(f"phase {phase!r}, case {label!r}: step_delay_ms {r.step_delay_ms!r} needs an eager "
+                            "model (workload.enforce_eager: true): a CUDA-graph replay runs no forward hook")
         cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
     unknown = sorted(set(matrix.repeats_by_label) - seen)
     if unknown:

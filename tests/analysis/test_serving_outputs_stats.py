@@ -22,7 +22,8 @@ def test_failed_requests_are_not_compared():
 def test_baselines_that_disagree_give_a_floor_and_a_case_is_judged_against_its_count():
     base = [["a", "b", "c", "d"], ["a", "B", "c", "d"]]  # request 1 differs between baselines: floor 1
     assert judge(["a", "Z", "c", "d"], base, is_baseline=False)[3] == "within_baseline_noise"
-    assert judge(["a", "B", "c", "Z"], base, is_baseline=False)[3] == "within_baseline_noise"  # 1 miss <= floor 1
+    assert judge(["a", "B", "c", "Z"], base, is_baseline=False) == (4, (3,), (1,), "differs")  # outside the floor
+    assert judge(["a", "Y", "c", "d"], base, is_baseline=False) == (4, (1,), (1,), "within_baseline_noise")
     got = judge(["Z", "b", "c", "Z"], base, is_baseline=False)
     assert got == (4, (0, 3), (1,), "differs")
     assert judge(["a", "b", "c", "d"], base, is_baseline=True)[3] == "within_baseline_noise"
@@ -119,3 +120,27 @@ def test_a_contended_rate_is_a_warning_naming_the_process_and_its_foreign_cores(
         _check_run(r, errors, warnings)
     hot = [w for w in warnings if "contended" in w]
     assert len(hot) == 1 and hot[0].startswith("serving/current_g1_n1-r2 rate 0: contended") and "1.00 foreign" in hot[0]
+
+
+def test_a_control_whose_slowdown_the_floor_hides_is_a_warning_and_never_on_the_slo_front():
+    import pandas as pd
+
+    from analysis.serving.stats import control_warnings
+    from analysis.serving.summary import rate_table, slo_rates
+
+    runs = _runs()
+    rows = [dict(v, verdict="inconclusive") if v["label"] == "control" else v for v in baseline_verdicts(runs)]
+    warn = control_warnings(rows, runs)
+    assert len(warn) == 1 and warn[0].startswith("speed control serving/control at ") and "expected slower" in warn[0]
+    assert control_warnings(baseline_verdicts(runs), runs) == []  # slower: the expected answer, no warning
+    frame = pd.DataFrame([{"phase": "serving", "label": lb, "implementation": "baseline", "group_size": 0,
+                           "num_in_group": 0, "prefetch_step": 1, "offload_params": "", "rate_rps": 4.0,
+                           "achieved_req_s": 4.0, "output_tok_s": 1.0, "goodput_req_s": 4.0, "slo_attainment": 1.0,
+                           "duration_s": 1.0, "repeat": 0, "failed": 0, "meets_slo": True, "completed": 200,
+                           "slo_target": 0.9, "released_bytes": 0, "offloaded_bytes": 0, "offloader_class": "x",
+                           "wrapped_layers": "", "prefix_caching": False, "distinct_prompts": 1, "num_prompts": 1,
+                           "step_delay_ms": ms,
+                           **{f"{m}_{p}_ms": 1.0 for m in ("ttft", "tpot", "itl", "e2el") for p in ("p50", "p90", "p99")}}
+                          for lb, ms in (("baseline", 0.0), ("control", 20.0))])
+    front = slo_rates(rate_table(frame)).set_index("label")["on_front"].to_dict()
+    assert front == {"baseline": True, "control": False}

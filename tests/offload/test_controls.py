@@ -51,3 +51,29 @@ def test_from_env_is_inert_unset_and_needs_a_model(monkeypatch: pytest.MonkeyPat
     assert controls.apply_step_delay_from_env(r) == controls.applied_line(5.0, "Identity")
     with pytest.raises(ValueError, match="delay > 0"):
         controls.apply_step_delay(torch.nn.Identity(), 0.0)
+
+
+def test_a_graph_wrapped_or_non_eager_model_is_refused_not_silently_undelayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Wrapper:  # like vLLM's CUDAGraphWrapper: not a module, forwards attributes to the inner model
+        def __init__(self) -> None:
+            self.inner = torch.nn.Identity()
+
+        def __getattr__(self, name: str):
+            return getattr(self.inner, name)
+
+    class Runner:
+        model = Wrapper()
+
+    monkeypatch.setenv(controls.STEP_DELAY_ENV, "5")
+    with pytest.raises(ValueError, match="needs an eager model"):
+        controls.apply_step_delay_from_env(Runner())
+
+    class Config:
+        enforce_eager = False
+
+    class GraphRunner:
+        model = torch.nn.Identity()
+        model_config = Config()
+
+    with pytest.raises(ValueError, match="enforce_eager=False"):
+        controls.apply_step_delay_from_env(GraphRunner())

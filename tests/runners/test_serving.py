@@ -201,6 +201,11 @@ def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_
     code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: baseline, label: c, "
                             "step_delay_ms: -1.0}]")
     assert code == 2 and not run_dir.exists()
+    ok_case = "phases.serving.cases=[{implementation: baseline, label: c, step_delay_ms: 5.0}]"
+    code, run_dir = _matrix(tmp_path, ok_case, "workload.enforce_eager=false")
+    assert code == 2 and not run_dir.exists()  # a CUDA-graph replay runs no hook: refused before any process
+    code, run_dir = _matrix(tmp_path, ok_case, "phases.serving.baseline=false")
+    assert code == 2 and not run_dir.exists()  # a control needs the undelayed baseline it is judged against
 
 
 def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
