@@ -49,7 +49,9 @@ def test_server_killed_mid_sweep_becomes_a_failure_record_and_leaves_nothing(tmp
     proc = subprocess.Popen(
         [sys.executable, "-m", "runners.matrix", "+experiment=serving", "model=tiny", "phases.serving.repeats=1",
          f"results_root={tmp_path}", "run_id=kill",
-         "progress=false", "phases.serving.points=[]", "phases.serving.serving.request_rates=[1.0,2.0]",
+         "progress=false", "phases.serving.points=[]", "phases.serving.cases=[]",
+         "~phases.serving.repeats_by_label.control_delay_20ms",
+         "phases.serving.serving.request_rates=[1.0,2.0]",
          "phases.serving.num_prompts=30", ONE_GEMM_THREAD],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _env(tmp_path: Path, impl: str) -> dict[str, str]:
     sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=RuntimeConfig(name="cpu", device=Device.cpu),
-                                              fault=None))
+                                              fault=None, step_delay_ms=0.0))
     return case_env(sc, run_dir=tmp_path, paths=CasePaths.of(tmp_path, "p", f"{impl}-g4n1-r0"), base_env={})
 
 

@@ -76,7 +76,7 @@ def test_matrix_with_overlay_cases_and_no_source_root_exits_2_before_any_process
 
 
 def _env(impl, runtime, base=None):
-    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=runtime, fault=None))
+    sc = SimpleNamespace(case=SimpleNamespace(implementation=impl, runtime=runtime, fault=None, step_delay_ms=0.0))
     return case_env(sc, run_dir=Path("/run"), paths=CasePaths.of(Path("/run"), "p", "x-r0"), base_env=base or {})
 
 
