@@ -195,15 +195,12 @@ def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: 
     if r.engine_validates and kind not in BENCH_KINDS:
         raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
                         f"{BENCH_KINDS}); a {kind!r} phase has none")
-    _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind)
-    if r.step_delay_ms is not None and not matrix.baseline:
-        raise PlanError(f"phase {phase!r}, case {label!r}: step_delay_ms {r.step_delay_ms!r} is a speed control, "
-                        "judged against the phase's undelayed baseline: set baseline: true")
     return n_rep
 
 
-def _check_step_delay(where: str, r: CaseConfig, kind: str) -> None:
-    """A speed control (``step_delay_ms``) is a serving baseline with a delay in (0, MAX_STEP_DELAY_MS] ms.
+def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig, workload: WorkloadConfig) -> None:
+    """A speed control (``step_delay_ms``) is a baseline of a serving phase that also runs the undelayed baseline,
+    with an eager workload (a CUDA-graph replay runs no forward hook) and a delay in (0, MAX_STEP_DELAY_MS] ms.
 
     Raises:
         PlanError: naming the value and what is allowed.
@@ -217,6 +214,12 @@ def _check_step_delay(where: str, r: CaseConfig, kind: str) -> None:
     if not (math.isfinite(ms) and 0.0 < ms <= MAX_STEP_DELAY_MS):
         raise PlanError(f"{where}: step_delay_ms {ms!r} is invalid: allowed a number of milliseconds in "
                         f"(0, {MAX_STEP_DELAY_MS:g}]")
+    if not matrix.baseline:
+        raise PlanError(f"{where}: step_delay_ms {ms!r} is a speed control, judged against the phase's undelayed "
+                        "baseline: set baseline: true")
+    if not workload.enforce_eager:
+        raise PlanError(f"{where}: step_delay_ms {ms!r} needs an eager model (workload.enforce_eager: true): a "
+                        "CUDA-graph replay runs no forward hook")
 
 
 def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
@@ -258,9 +261,7 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
         if r.implementation == "overlay":
             check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = _repeats(phase, label, r, matrix, kind)
-        if r.step_delay_ms is not None and not eff_workload.enforce_eager:
-            raise PlanError(f"phase {phase!r}, case {label!r}: step_delay_ms {r.step_delay_ms!r} needs an eager "
-                            "model (workload.enforce_eager: true): a CUDA-graph replay runs no forward hook")
+        _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind, matrix, eff_workload)
         cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
     unknown = sorted(set(matrix.repeats_by_label) - seen)
     if unknown:
