@@ -206,23 +206,18 @@ _BOXED = {
 # ----------------------------------------------------------------------------- chat-addition-v1
 
 _ADDITION = {
-    "addition": ProtocolSpec(
-        name="chat-addition-v1",
-        task="addition",
-        system_message=QWEN_NUMBER_SYSTEM,
-        user_template=QWEN_NUMBER_USER,
-        option_shuffle=None,
-        shuffle_seed=None,
-        chat_template="model",
-        answer_extraction=(
+    # qwen-chat-v1's GSM8K spec under this protocol's own name and task: the same system and user text, pattern,
+    # sampling and engine by construction, not by a copy that could drift
+    "addition": ProtocolSpec(**{
+        **dict(_QWEN["gsm8k"]),  # validated again under the new name and task
+        "name": "chat-addition-v1",
+        "task": "addition",
+        "answer_extraction": (
             "chat-addition-v1/addition (qwen-chat-v1's GSM8K rule): text after the last '####' (whole text when "
             "none); last match of the pattern; commas dropped; decimal normal form (no exponent, no trailing zeros "
             "or dot); no match = unparsable"
         ),
-        extraction_patterns=(QWEN_NUMBER,),
-        sampling=SamplingSettings(temperature=0.0, max_tokens=512),
-        engine=_QWEN_ENGINE,
-    ),
+    }),
 }
 
 REGISTRY: Mapping[str, Mapping[str, ProtocolSpec]] = MappingProxyType({
