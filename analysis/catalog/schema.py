@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from analysis.catalog.columns import table_columns
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Bumped when a table's columns change; ``analysis.catalog.store.connect`` rebuilds an older catalog file."""
 
 TABLES: dict[str, str] = {

@@ -1,7 +1,8 @@
 """The verdict rule of every comparison: percentile bootstrap interval and equivalence margin.
 
 What is modelled: ``bootstrap_delta`` (difference of medians with a seeded percentile bootstrap
-95% interval, Efron & Tibshirani 1993, ch. 13), ``verdict`` (interval of the relative difference vs
+95% interval, Efron & Tibshirani 1993, ch. 13), ``bootstrap_median`` (its paired form: the median of
+per-block differences, resampling blocks), ``verdict`` (interval of the relative difference vs
 an equivalence margin, Schuirmann 1987: inconclusive / equivalent / faster / slower), ``verdict_text``
 and ``decide`` (the rule applied to two groups of per-process values). The rule and its worked
 examples are stated in ``analysis.comparison.compare``'s docstring; every table, plot, report and recommendation
@@ -114,6 +115,31 @@ def verdict_text(v: str, ci_low_pct: float | None, ci_high_pct: float | None, *,
     ci = (f"CI95 {float(ci_low_pct):+.1f}%..{float(ci_high_pct):+.1f}%"
           if _finite(ci_low_pct) and _finite(ci_high_pct) else "no CI")
     return f"{v} ({ci}, margin ±{margin_pct:g}%)"
+
+
+def bootstrap_median(xs, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED,
+                     confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """Median of ``xs`` with a seeded percentile bootstrap interval (resampling its values).
+
+    The paired form of ``bootstrap_delta``: ``xs`` are per-block differences (percent), one per block of
+    a blocked design (``analysis.serving.stats.block_verdict``); resampling blocks keeps each pair whole.
+
+    Args:
+        xs: values, length >= 1.
+        samples, seed, confidence: as ``bootstrap_delta``.
+
+    Returns:
+        ``(median, ci_low, ci_high)``; NaN bounds with fewer than two values. With three values the
+        95% interval is their range (a resample's median is the smallest value with probability 7/27).
+    """
+    a = np.asarray(xs, dtype=float)
+    med = float(np.median(a))
+    if a.size < 2:
+        return med, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    draws = np.median(a[rng.integers(0, a.size, size=(samples, a.size))], axis=1)
+    lo_q, hi_q = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
+    return med, float(np.percentile(draws, lo_q)), float(np.percentile(draws, hi_q))
 
 
 @dataclass(frozen=True)

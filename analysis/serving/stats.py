@@ -9,12 +9,28 @@ What is modelled:
   (``kind``), without an interval; the others carry a seeded percentile bootstrap 95% interval that
   resamples requests (``BOOTSTRAP_SAMPLES`` draws).
 * ``baseline_verdicts``: each offload label vs the baseline, per metric and rate: one value per
-  process (its P50 over its own requests), the verdict rule of the throughput phase
-  (``analysis.comparison.verdict_rule.decide``, lower is better, bootstrap resampling processes) with
-  the margin widened to the baselines' *floor* (their per-process spread ``(max - min) / median`` at the
-  same rate), and a ``slower`` / ``faster`` kept only when the whole interval lies beyond that floor
-  (otherwise ``inconclusive``): an offload point is slower only by more than two runs of the baseline
-  differ. The floor's baselines are the undelayed ones (``is_floor_baseline``): a speed control (a
+  process (its P50 over its own requests), judged by one of two designs (``BaselineVerdictRow.design``):
+
+  - ``blocks`` (``block_verdict``), where the phase runs its floor baselines at least twice in each of
+    at least ``MIN_BLOCKS`` blocks (a block = the processes of one repeat index: they run next to each
+    other in the schedule and sweep the rates in the same order, ``runners.planning.plan.schedule``).
+    Each label process is compared with its own block's baselines (the difference of its P50 from
+    their median, in percent); the verdict interval bootstraps the median of those per-block
+    differences over blocks; the *floor* is the widest spread ``(max - min) / median`` of the
+    baselines inside one block. A host that drifts over the run (measured: baselines 30% slower at the
+    end of a 13-minute run than at its start, docs/measurements/serving-2026-12-04.md) moves a block's
+    baselines and its offload process together, so the drift widens neither the floor nor the
+    interval; it does widen the floor across blocks, which is why the unpaired design was inconclusive
+    there. Under no effect the label process is exchangeable with its block's baselines: with three
+    blocks of two baselines, it is the slowest of its block in all three with probability (1/3)^3 = 1/27.
+  - ``processes`` (``floor_verdict``) otherwise: the verdict rule of the throughput phase
+    (``analysis.comparison.verdict_rule.decide``, lower is better, bootstrap resampling processes) with
+    the floor the baselines' per-process spread at the same rate over the whole run.
+
+  Either way the margin is widened to the floor, and a ``slower`` / ``faster`` is kept only when the whole
+  interval lies beyond the floor (otherwise ``inconclusive``): an offload point is slower only by more
+  than two runs of the baseline differ. The floor's baselines are the undelayed ones, pooled over
+  their labels (``is_floor_baseline``; a twin baseline label is a second baseline process per block): a speed control (a
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
   label, and its answer is known (``slower``; ``control_warnings`` names a rate where it did not come out). A verdict is ``withheld`` when a process of either side ran
   that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
@@ -38,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from analysis.comparison.noise_floor import spread_pct
-from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, decide, verdict_text
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, bootstrap_median, decide, verdict, verdict_text
 from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
 from results_schema.records.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
@@ -47,6 +63,8 @@ BOOTSTRAP_SAMPLES = 2000
 SEED = 20261
 VERDICT_METRICS = METRICS
 """Metrics with a verdict against the baseline (per-process P50 each)."""
+MIN_BLOCKS = 2
+"""Blocks (each with >= 2 floor baselines and the label) the ``blocks`` design needs; fewer -> ``processes``."""
 
 
 def extreme_kind(n: int, p: float) -> str:
@@ -109,12 +127,16 @@ def percentile_rows(run_dir: Path, runs: Sequence[ServingRun]) -> list[dict[str,
     return rows
 
 
-def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], list[tuple[int, dict[str, float]]]]:
-    """Per (phase, label, rate): ``(position, {metric: P50 ms})`` of each process."""
-    out: dict[tuple[str, str, float | None], list[tuple[int, dict[str, float]]]] = {}
+_Proc = tuple[int, int, dict[str, float]]
+"""One process at one rate: (position in its sweep, repeat index = block, {metric: P50 ms})."""
+
+
+def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], list[_Proc]]:
+    """Per (phase, label, rate): ``(position, repeat, {metric: P50 ms})`` of each process."""
+    out: dict[tuple[str, str, float | None], list[_Proc]] = {}
     for r in runs:
         out.setdefault(_key(r), []).append(
-            (r.rate.index, {m: float(getattr(r.rate, m).p50_ms) for m in METRICS}))
+            (r.rate.index, r.repeat, {m: float(getattr(r.rate, m).p50_ms) for m in METRICS}))
     return out
 
 
@@ -140,7 +162,58 @@ def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | Non
     text = verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin) + f", {floor_txt}"
     fin = [x if math.isfinite(x) else None for x in (d.delta_pct, d.ci_low_pct, d.ci_high_pct)]
     return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
-            "verdict_text": text}
+            "verdict_text": text, "design": "processes", "blocks": None}
+
+
+def _beyond_floor(v: str, lo: float, hi: float, floor: float) -> str:
+    """``v`` unless it is a ``slower`` / ``faster`` whose interval does not clear the floor (then inconclusive)."""
+    if (v == "slower" and not lo > floor) or (v == "faster" and not hi < -floor):
+        return "inconclusive"
+    return v
+
+
+def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[str, Any]:
+    """The ``blocks`` design for one metric (module docstring; lower is better), as a ``BaselineVerdictRow`` part.
+
+    Args:
+        blocks: per block, (the label's P50s, >= 1; the block's floor-baseline P50s, >= 2), in ms.
+
+    Returns:
+        verdict, margin, the median per-block difference (%) and its bootstrap interval over blocks
+        (``analysis.comparison.verdict_rule.bootstrap_median``), the floor (widest within-block baseline
+        spread, %), text.
+
+    Raises:
+        ValueError: a block with fewer than 2 baselines, no label value, or a baseline median <= 0.
+    """
+    diffs, floors = [], []
+    for a, b in blocks:
+        med_b = float(np.median(b))
+        if len(b) < 2 or not a or not med_b > 0:
+            raise ValueError(f"block_verdict: a block needs >= 2 baselines with a median > 0 and a label value, "
+                             f"got {len(b)} baseline(s) (median {med_b}) and {len(a)} label value(s)")
+        diffs.append((float(np.median(a)) - med_b) / med_b * 100.0)
+        floors.append(spread_pct(list(b)) or 0.0)
+    floor = max(floors)
+    margin = max(DEFAULT_MARGIN_PCT, floor)
+    med, lo, hi = bootstrap_median(diffs)
+    v = verdict(-hi, -lo, margin_pct=margin)  # lower is better: an interval above 0 is "slower"
+    v = _beyond_floor(v, lo, hi, floor) if math.isfinite(lo) and math.isfinite(hi) else v
+    text = (verdict_text(v, lo, hi, margin_pct=margin) + f", paired in {len(blocks)} blocks (per-block differences "
+            f"{', '.join(f'{d:+.1f}%' for d in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)")
+    fin = [x if math.isfinite(x) else None for x in (med, lo, hi)]
+    return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
+            "verdict_text": text, "floor_pct": floor, "design": "blocks", "blocks": len(blocks)}
+
+
+def _blocks(procs: Sequence[_Proc], base: Sequence[_Proc], m: str) -> list[tuple[list[float], list[float]]]:
+    """Per repeat index where the label ran and >= 2 floor baselines ran: (label values, baseline values)."""
+    out = []
+    for rep in sorted({p[1] for p in procs}):
+        b = [x[m] for _pos, r, x in base if r == rep]
+        if len(b) >= 2:
+            out.append(([x[m] for _pos, r, x in procs if r == rep], b))
+    return out
 
 
 def is_floor_baseline(r: ServingRun) -> bool:
@@ -158,24 +231,27 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     for (phase, label, rate), procs in vals.items():
         if floor_label[(phase, label)]:
             continue
-        base_label, base = next(((lb, v) for (ph, lb, rt), v in vals.items()
-                                 if ph == phase and rt == rate and floor_label[(ph, lb)]), ("", None))
+        bases = [(lb, v) for (ph, lb, rt), v in vals.items() if ph == phase and rt == rate and floor_label[(ph, lb)]]
+        base = [p for _lb, v in bases for p in v]
         if not base:
             continue
-        busy = hot.get((phase, label, rate), 0) + hot.get((phase, base_label, rate), 0)
+        busy = hot.get((phase, label, rate), 0) + sum(hot.get((phase, lb, rate), 0) for lb, _v in bases)
         for m in VERDICT_METRICS:
-            a = [x[m] for _pos, x in procs]
-            b = [x[m] for _pos, x in base]
+            a = [x[m] for _pos, _r, x in procs]
+            b = [x[m] for _pos, _r, x in base]
             if not (float(np.median(b)) > 0):
                 continue
-            floor = spread_pct(b)
-            verdict = floor_verdict(a, b, floor)
+            blocks = _blocks(procs, base, m)
+            if len(blocks) >= MIN_BLOCKS and all(float(np.median(bb)) > 0 for _aa, bb in blocks):
+                verdict_row = block_verdict(blocks)
+            else:
+                verdict_row = {"floor_pct": spread_pct(b), **floor_verdict(a, b, spread_pct(b))}
             if busy:
-                verdict.update(verdict="withheld", verdict_text=f"withheld: contended ({busy} of {len(a) + len(b)} "
-                               "processes ran this rate beside foreign work)")
+                verdict_row.update(verdict="withheld", verdict_text=f"withheld: contended ({busy} of "
+                                   f"{len(a) + len(b)} processes ran this rate beside foreign work)")
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "a_processes": len(a),
                          "b_processes": len(b), "a_median_ms": float(np.median(a)), "b_median_ms": float(np.median(b)),
-                         "floor_pct": floor, **verdict})
+                         **verdict_row})
     return rows
 
 
@@ -201,11 +277,11 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     vals = _p50s(runs)
     rows = []
     for (phase, label, rate), procs in vals.items():
-        positions = sorted({pos for pos, _x in procs})
+        positions = sorted({pos for pos, _r, _x in procs})
         if len(positions) < 2:
             continue
         for m in METRICS:
-            at = [[x[m] for pos, x in procs if pos == q] for q in positions]
+            at = [[x[m] for pos, _r, x in procs if pos == q] for q in positions]
             meds = [float(np.median(v)) for v in at]
             spread = spread_pct(meds) or 0.0
             floor = max([DEFAULT_MARGIN_PCT, *(s for v in at if (s := spread_pct(v)) is not None)])

@@ -142,17 +142,26 @@ class BaselineVerdictRow(StrictModel):
     a_median_ms: NonNegFloat = Field(description="Median over the label's processes of their P50 (ms).")
     b_median_ms: NonNegFloat = Field(description="Median over the baseline processes of their P50 (ms).")
     floor_pct: OptFloat = Field(
-        description="Baselines' spread at this rate: (max - min) / median of their per-process P50 (%); null with "
-                    "fewer than 2 baseline processes.")
+        description="The baselines' floor at this rate (%): design processes, the spread (max - min) / median of "
+                    "every baseline process's P50 (null with fewer than 2); design blocks, the widest such spread "
+                    "of the baselines inside one block.")
     margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
     verdict: Literal["slower", "equivalent", "inconclusive", "faster", "withheld"] = Field(
         description="slower / faster only when the bootstrap interval (resampling processes) lies beyond the floor "
                     "on one side; equivalent when it lies inside the margin; otherwise inconclusive; withheld when a "
                     "process of either side was contended at this rate (RateResult.host_load).")
-    delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower).")
-    ci_low_pct: OptFloat = Field(description="Bootstrap interval low bound of that difference (%).")
+    delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower); "
+                                            "design blocks: the median over blocks of that difference per block.")
+    ci_low_pct: OptFloat = Field(description="Bootstrap 95% interval low bound of that difference (%).")
     ci_high_pct: OptFloat = Field(description="Bootstrap interval high bound (%).")
     verdict_text: str = Field(description="Verdict with its interval, floor and margin.")
+    design: Literal["processes", "blocks"] = Field(
+        default="processes",
+        description="processes: the label's processes vs the baseline's, bootstrap resampling processes, floor "
+                    "over the whole run; blocks: each label process vs the baselines of its own block (repeat "
+                    "index: adjacent in the schedule, same rate order), delta and interval of the median per-block "
+                    "difference, bootstrap resampling blocks (analysis.serving.stats).")
+    blocks: PosInt | None = Field(default=None, description="Blocks of the blocks design; null for processes.")
 
 
 class OrderEffectRow(StrictModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from analysis.serving.outputs import OutputCheck, judge
 from analysis.serving.stats import extreme_kind, floor_verdict, percentile_ci
@@ -144,3 +145,47 @@ def test_a_control_whose_slowdown_the_floor_hides_is_a_warning_and_never_on_the_
                           for lb, ms in (("baseline", 0.0), ("control", 20.0))])
     front = slo_rates(rate_table(frame)).set_index("label")["on_front"].to_dict()
     assert front == {"baseline": True, "control": False}
+
+
+# --------------------------------------------------------------------- the blocks design (paired by repeat)
+
+def _blocked(drift: float, effect: float, twin_gap: float = 0.0) -> list[ServingRun]:
+    """3 blocks (repeats) of baseline + baseline_twin + current_g1_n1 on a host that slows by ``drift`` (a
+    factor per block); current is ``effect`` times its block's baseline; the twin ``twin_gap`` apart."""
+    r = read_jsonl(_LINES, ServingRun)[0]
+    out = []
+    for rep in range(3):
+        base = 30.0 * (1 + drift) ** rep
+        out += [_proc(r, "baseline", "baseline", rep, base),
+                _proc(r, "baseline_twin", "baseline", rep, base * (1 + twin_gap)),
+                _proc(r, "current_g1_n1", "current", rep, base * effect * (1 + 0.01 * rep))]
+    return out
+
+
+def test_a_host_that_drifts_between_blocks_widens_the_unpaired_floor_but_not_the_blocks_one():
+    from analysis.serving.stats import block_verdict
+
+    rows = [v for v in baseline_verdicts(_blocked(drift=0.3, effect=1.3, twin_gap=0.02)) if v["metric"] == "tpot"]
+    assert len(rows) == 1 and rows[0]["design"] == "blocks" and rows[0]["blocks"] == 3
+    assert abs(rows[0]["floor_pct"] - 2.0) < 0.05 and rows[0]["verdict"] == "slower"
+    assert 28.0 < rows[0]["ci_low_pct"] <= rows[0]["delta_pct"] <= rows[0]["ci_high_pct"] < 33.0
+    assert "paired in 3 blocks" in rows[0]["verdict_text"] and "widest baseline spread inside a block" in rows[0]["verdict_text"]
+    # the same processes judged unpaired: the drift (30% per block) is the floor, and hides the 30% cost
+    a = [30.0 * 1.3 ** k * 1.3 * (1 + 0.01 * k) for k in range(3)]
+    b = [30.0 * 1.3 ** k * f for k in range(3) for f in (1.0, 1.02)]
+    assert floor_verdict(a, b, 70.0)["verdict"] == "inconclusive"
+    # a block whose twins disagree by more than the effect: the floor is that block's spread, not the median
+    got = block_verdict([([39.0], [30.0, 30.6]), ([39.0], [30.0, 30.6]), ([39.0], [25.0, 36.0])])
+    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "equivalent"  # +28% inside a 36% floor
+
+
+def test_no_cost_is_equivalent_in_blocks_and_one_block_falls_back_to_processes():
+    from analysis.serving.stats import block_verdict
+
+    rows = [v for v in baseline_verdicts(_blocked(drift=0.3, effect=1.0, twin_gap=0.02)) if v["metric"] == "tpot"]
+    assert rows[0]["design"] == "blocks" and rows[0]["verdict"] == "equivalent"
+    one = [p for p in _blocked(drift=0.0, effect=1.3) if p.repeat == 0 or p.label != "baseline_twin"]
+    row = [v for v in baseline_verdicts(one) if v["metric"] == "tpot"][0]
+    assert row["design"] == "processes" and row["blocks"] is None  # only block 0 has two baselines
+    with pytest.raises(ValueError, match="block needs >= 2 baselines"):
+        block_verdict([([39.0], [30.0])])

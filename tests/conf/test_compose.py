@@ -26,7 +26,7 @@ PROCESS_COUNTS = {
     "ttft": 4,
     "reproduce": 8,  # 5 performance + 3 accuracy (baseline twice)
     "official_cpu": 3,
-    "serving": 10,  # baseline + current (1,1) in 4 processes each, the speed control in 2; one API server each
+    "serving": 11,  # 3 blocks of baseline + baseline_twin + current (1,1), the speed control in 2; one API server each
     "negative_control_serving": 6,  # accuracy: baseline x2 + the batch-gated fault; serving: baseline x2 + it
     "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.incase.accuracy run` process each
     "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)

@@ -21,6 +21,8 @@ tokens, min window 6 s, its own runtime ``cpu_measure``); every phase gained ``e
 Its points then became (2,1) (1,1) with 4 repeats and ``expected_case_s`` 27 (verdicts that survive one outlying process).
 The serving speed control added, and only added, to ``serving`` one explicit case ``control_delay_20ms`` (baseline,
 ``step_delay_ms`` 20) in 2 repeats; a case without it carries no ``step_delay_ms`` key (``conf.schema.omit_defaults``).
+The serving blocks design then set ``serving``'s ``repeats`` to 3 and added one explicit case ``baseline_twin``
+(implementation baseline): two baseline processes in each block (``analysis.serving.stats``).
 """
 
 from __future__ import annotations
