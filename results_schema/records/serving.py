@@ -198,12 +198,6 @@ class ServerStartup(StrictModel):
     healthy_after_s: NonNegFloat | None = Field(description="Launch -> first GET /health 200 (s); null if never.")
     health_polls: NonNegInt = Field(description="GET /health attempts made.")
     log_path: str = Field(description="Server log, relative to the run directory.")
-    worker_cpus: tuple[NonNegInt, ...] | None = Field(
-        default=None, description="CPUs the model worker is bound to (runners.incase.serving.placement); null when "
-                                  "no process of the server's tree was bound, or the server never came up.")
-    front_end_cpus: tuple[NonNegInt, ...] | None = Field(
-        default=None, description="CPUs the API server, the engine core and the benchmark client were moved to once "
-                                  "the server was healthy (the CPUs the worker does not use); null when not moved.")
 
 
 class Teardown(StrictModel):

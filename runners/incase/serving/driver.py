@@ -7,9 +7,7 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
    as engine arguments, prefix caching as configured, in its own process group; it inherits
    this process's environment, so the evidence hook (``PYTHONPATH``, ``OFFLOAD_IMPL``,
    ``OFFLOAD_EVIDENCE_PATH``) runs inside the server's engine process;
-2. ``GET /health`` polled until 200 (bounded; stops when the server exits); then the front end (API
-   server, engine core) and this client move off the CPUs vLLM bound its model worker to
-   (``runners.incase.serving.placement``, recorded in ``ServerStartup``);
+2. ``GET /health`` polled until 200 (bounded; stops when the server exits);
 3. per rate, vLLM's serving benchmark as a library call (``vllm.benchmarks.serve.main_async``,
    the code behind ``vllm bench serve``): fixed-seed random dataset, completions endpoint,
    warm-up requests excluded, percentiles 50/90/99 of TTFT/TPOT/ITL/E2E, goodput under the
@@ -61,7 +59,6 @@ from results_schema.records.serving import (
 from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.host_load import read_host, window_load
 from runners.incase.serving import server as srv
-from runners.incase.serving.placement import Placement, pin_front_end
 from runners.incase.serving.token_ids import capturing, token_ids_sha256
 
 PERCENTILES = (50, 90, 99)
@@ -309,7 +306,6 @@ class _Progress:
 
     health: Any = None
     healthy_after_s: float | None = None
-    placement: Placement | None = None
     vllm_version: str = "unknown"
     rates: list[RateResult] = field(default_factory=list)
 
@@ -328,8 +324,6 @@ def _wait_healthy(spec: ServingCaseSpec, cp: Any, port: int, t0: float, prog: _P
         raise Fault("server_never_healthy", f"GET /health did not return 200 within health_timeout_s="
                     f"{spec.limits.health_timeout_s:g} s ({health.polls} polls)")
     print(f"SERVING healthy after {prog.healthy_after_s:.1f} s", flush=True)
-    prog.placement = pin_front_end(cp.pid)  # the worker is bound by now: the front end and this client leave its CPUs
-    print(prog.placement.line(), flush=True)
 
 
 def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, prog: _Progress) -> None:
@@ -366,13 +360,6 @@ def _rel(path: Path, run_dir: Path) -> str:
     return path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(path)
 
 
-def _cpus(pl: Placement | None) -> dict[str, tuple[int, ...] | None]:
-    """``ServerStartup.worker_cpus`` / ``front_end_cpus`` from a placement (None where not known / not moved)."""
-    if pl is None:
-        return {"worker_cpus": None, "front_end_cpus": None}
-    return {"worker_cpus": pl.worker_cpus or None, "front_end_cpus": pl.front_end_cpus if pl.pinned else None}
-
-
 def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
     """Run one serving case end to end (see the module docstring); never leaves the server running."""
     t0 = time.monotonic()
@@ -399,7 +386,7 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
     server = ServerStartup(argv=tuple(argv), host=srv.HOST, port=port, pid=cp.pid,
                            healthy_after_s=prog.healthy_after_s if health is not None and health.healthy else None,
                            health_polls=health.polls if health is not None else 0,
-                           log_path=_rel(log_path, run_dir), **_cpus(prog.placement))
+                           log_path=_rel(log_path, run_dir))
     return ServingCaseResult(
         phase=spec.phase, label=spec.label, implementation=spec.implementation, repeat=spec.repeat,
         runtime=spec.runtime, model=spec.model, offload=spec.offload, engine=spec.engine, load=spec.load,
