@@ -111,10 +111,10 @@ def verdict(ci_low_pct: float | None, ci_high_pct: float | None, *,
 
 def verdict_text(v: str, ci_low_pct: float | None, ci_high_pct: float | None, *,
                  margin_pct: float = DEFAULT_MARGIN_PCT) -> str:
-    """``v`` with its interval and margin, e.g. ``inconclusive (CI95 -50.0%..+100.0%, margin ±5%)``."""
+    """``v`` with its interval and margin (3 significant digits), e.g. ``inconclusive (CI95 -50.0%..+100.0%, margin ±5%)``."""
     ci = (f"CI95 {float(ci_low_pct):+.1f}%..{float(ci_high_pct):+.1f}%"
           if _finite(ci_low_pct) and _finite(ci_high_pct) else "no CI")
-    return f"{v} ({ci}, margin ±{margin_pct:g}%)"
+    return f"{v} ({ci}, margin ±{float(margin_pct):.3g}%)"
 
 
 def bootstrap_median(xs, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED,

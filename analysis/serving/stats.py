@@ -37,8 +37,10 @@ What is modelled:
 * ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
   medians spread by more than the floor of processes that ran that rate at the *same* position
-  (``max(default margin, their spread)``): a difference by position beyond what two processes in the
-  same position show.
+  (``max(default margin, their spread)``, over the label's own processes and over the floor baselines
+  pooled across their labels: in the blocks design a block's two baselines run every rate at the same
+  position, so a label with one process per position is judged against them): a difference by position
+  beyond what two processes in the same position show.
 
 What is deliberately not modelled: a hierarchical bootstrap (processes, then requests) for the
 verdicts; tail percentiles as verdict metrics (P99 of one process is its maximum).
@@ -272,9 +274,24 @@ def control_warnings(verdict_rows: Sequence[dict[str, Any]], runs: Sequence[Serv
     return out
 
 
+def _same_position_spreads(procs: Sequence[_Proc], m: str) -> list[float]:
+    """Spread of ``m`` among the processes that ran this rate at the same position, per position with >= 2."""
+    out = []
+    for q in sorted({pos for pos, _r, _x in procs}):
+        s = spread_pct([x[m] for pos, _r, x in procs if pos == q])
+        if s is not None:
+            out.append(s)
+    return out
+
+
 def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``OrderEffectRow`` dicts for every (label, rate) that ran at two or more positions."""
     vals = _p50s(runs)
+    floor_label = {(r.phase, r.label): is_floor_baseline(r) for r in runs}
+    base: dict[tuple[str, float | None], list[_Proc]] = {}
+    for (phase, label, rate), procs in vals.items():
+        if floor_label[(phase, label)]:
+            base.setdefault((phase, rate), []).extend(procs)
     rows = []
     for (phase, label, rate), procs in vals.items():
         positions = sorted({pos for pos, _r, _x in procs})
@@ -284,7 +301,8 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
             at = [[x[m] for pos, _r, x in procs if pos == q] for q in positions]
             meds = [float(np.median(v)) for v in at]
             spread = spread_pct(meds) or 0.0
-            floor = max([DEFAULT_MARGIN_PCT, *(s for v in at if (s := spread_pct(v)) is not None)])
+            floor = max([DEFAULT_MARGIN_PCT, *_same_position_spreads(procs, m),
+                         *_same_position_spreads(base.get((phase, rate), []), m)])
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m,
                          "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
                          "floor_pct": floor, "effect": spread > floor})

@@ -176,7 +176,7 @@ class OrderEffectRow(StrictModel):
     spread_pct: NonNegFloat = Field(description="(max - min) / median of the position medians (%).")
     floor_pct: NonNegFloat = Field(
         description="Threshold: max(default margin, the spread of this label's processes that ran this rate at the "
-                    "same position) (%).")
+                    "same position, and of the floor baselines' (pooled over their labels) likewise) (%).")
     effect: bool = Field(description="spread_pct > floor_pct: the rate's position changes the value beyond the floor.")
 
 

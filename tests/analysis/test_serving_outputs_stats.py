@@ -189,3 +189,17 @@ def test_no_cost_is_equivalent_in_blocks_and_one_block_falls_back_to_processes()
     assert row["design"] == "processes" and row["blocks"] is None  # only block 0 has two baselines
     with pytest.raises(ValueError, match="block needs >= 2 baselines"):
         block_verdict([([39.0], [30.0])])
+
+
+def test_order_effects_take_their_same_position_floor_from_the_blocks_two_baselines():
+    from analysis.serving.stats import order_effects
+
+    runs = _blocked(drift=0.0, effect=1.3, twin_gap=0.08)
+    rows = {(v["label"], v["metric"]): v for v in order_effects(runs)}
+    # every process here ran rate 0 at position 0: one position, no order row; rotate the record to fake two
+    assert rows == {}
+    moved = [p.model_copy(update={"rate": p.rate.model_copy(update={"index": p.repeat % 2})}) for p in runs]
+    got = {(v["label"], v["metric"]): v for v in order_effects(moved)}
+    cur = got[("current_g1_n1", "tpot")]
+    assert abs(cur["floor_pct"] - 8.0 / 1.04) < 0.01  # the twins' same-position spread, not the 5% default
+    assert cur["positions"] == (0, 1) and cur["effect"] is False  # current differs by 1% between positions
