@@ -45,13 +45,18 @@ METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E"}
 
 SERVING_GLOSSARY: dict[str, str] = {
     "serving verdict": "An offload label vs the baseline on one serving metric (per-process P50 of TTFT, TPOT, "
-                       "ITL or E2E) at one rate: the change of the median over processes with a bootstrap interval "
-                       "over processes; slower / faster only when the interval lies beyond the baselines' floor on "
-                       "one side, equivalent when it lies inside the margin (max(default margin, floor)), "
-                       "inconclusive otherwise and always without an interval. Withheld when the label's outputs "
-                       "differ from the baseline's at that rate.",
-    "baselines' floor": "The spread of the baseline processes at one rate: (max - min) / median of their "
-                        "per-process values (%); none with a single baseline process.",
+                       "ITL or E2E) at one rate. Design blocks (the phase runs its baseline twice in each repeat): "
+                       "each label process against the baselines of its own block, the median per-block "
+                       "difference with a bootstrap interval over blocks (with 3 blocks: about their range). Design "
+                       "processes: the change of the median over processes with a bootstrap 95% interval over "
+                       "processes. slower / faster only when the interval lies beyond the baselines' floor on "
+                       "one side, equivalent when it lies inside the margin (max(default margin, floor)) (blocks: "
+                       "and contains 0), inconclusive otherwise and always without an interval. Withheld when the "
+                       "label's outputs differ from the baseline's at that rate, or a process ran it beside "
+                       "foreign work.",
+    "baselines' floor": "Design blocks: the widest spread (max - min) / median of the baselines inside one block. "
+                        "Design processes: the spread of every baseline process at one rate; none with a single "
+                        "baseline process.",
     "output comparison": "Every completed request's output token ids (SHA-256 in rate-<i>.requests.json) vs the "
                          "baseline processes' for the same prompt at the same rate (greedy, seeded, fixed length). "
                          "identical: every request matches a baseline; within_baseline_noise: the baselines disagree "
@@ -66,7 +71,10 @@ SERVING_GLOSSARY: dict[str, str] = {
                     "and is shown as max, without an interval (min likewise below).",
     "order effect": "The rates run in a rotated order per repeat; an order effect is a (label, rate, metric) whose "
                     "medians at different positions in the sweep differ by more than the spread of processes that "
-                    "ran the rate at the same position (or the default margin).",
+                    "ran the rate at the same position (the label's and the baselines', or the default margin); in "
+                    "the blocks design each position ran in another block, so the label's position medians are "
+                    "taken relative to the baselines' at the same position (the host's drift between blocks "
+                    "cancels).",
 }
 
 
@@ -118,7 +126,7 @@ def _verdict_rows(s: ServingSummary) -> str:
         withheld = (v.phase, v.label, v.rate_rps) in bad
         rows.append(("withheld" if withheld else "", _verdict_cells(v, withheld)))
     return _table("serving-verdicts", ["phase", "label", "rate req/s", "metric", "baseline ms (processes)",
-                                       "label ms (processes)", "delta %", "95% interval %", "floor %", "margin %",
+                                       "label ms (processes)", "delta %", "interval %", "floor %", "margin %",
                                        "verdict", "rule"], rows)
 
 

@@ -36,11 +36,13 @@ What is modelled:
   that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
 * ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
-  medians spread by more than the floor of processes that ran that rate at the *same* position
-  (``max(default margin, their spread)``, over the label's own processes and over the floor baselines
-  pooled across their labels: in the blocks design a block's two baselines run every rate at the same
-  position, so a label with one process per position is judged against them): a difference by position
-  beyond what two processes in the same position show.
+  medians spread by more than the floor: ``max(default margin, the spread of processes that ran that rate at
+  the same position)``, over the label's own processes and over the floor baselines pooled across their
+  labels (in the blocks design a block's two baselines run every rate at the same position). In the blocks
+  design each position of a rate ran in another block, so position and the host's drift between blocks
+  cannot be told apart: there the spread is that of the label's position medians *relative to the floor
+  baselines' at the same position*, and an effect reads "the position changes this label more than it
+  changes an unchanged server" (for a floor baseline itself, about 0 by construction).
 
 What is deliberately not modelled: a hierarchical bootstrap (processes, then requests) for the
 verdicts; tail percentiles as verdict metrics (P99 of one process is its maximum).
@@ -174,11 +176,21 @@ def _beyond_floor(v: str, lo: float, hi: float, floor: float) -> str:
     return v
 
 
-def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[str, Any]:
+def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, unpaired: int = 0) -> dict[str, Any]:
     """The ``blocks`` design for one metric (module docstring; lower is better), as a ``BaselineVerdictRow`` part.
+
+    The rule: ``slower`` when the interval's low end exceeds the floor, ``faster`` when its high end lies below
+    minus the floor; ``equivalent`` when the interval lies inside ``max(default margin, floor)`` *and* contains
+    0 (a difference that every block shows on one side is not called equivalent, however wide the floor);
+    otherwise ``inconclusive``. With k blocks the bootstrap interval of the median is close to the range of
+    the k differences (k = 3: exactly the range), so a ``slower`` says every block's label process was slower
+    than its block's baselines by more than two baselines of one block ever differed; under no effect each
+    block has the label slowest of its block's three with probability 1/3, so a false ``slower`` (likewise
+    ``faster``) has probability at most (1/3)^k (printed).
 
     Args:
         blocks: per block, (the label's P50s, >= 1; the block's floor-baseline P50s, >= 2), in ms.
+        unpaired: the label's processes left out because their block lacks two baselines (named in the text).
 
     Returns:
         verdict, margin, the median per-block difference (%) and its bootstrap interval over blocks
@@ -199,13 +211,21 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) -> 
     floor = max(floors)
     margin = max(DEFAULT_MARGIN_PCT, floor)
     med, lo, hi = bootstrap_median(diffs)
-    v = verdict(-hi, -lo, margin_pct=margin)  # lower is better: an interval above 0 is "slower"
-    v = _beyond_floor(v, lo, hi, floor) if math.isfinite(lo) and math.isfinite(hi) else v
-    text = (verdict_text(v, lo, hi, margin_pct=margin) + f", paired in {len(blocks)} blocks (per-block differences "
-            f"{', '.join(f'{d:+.1f}%' for d in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)")
+    if math.isfinite(lo) and math.isfinite(hi):
+        v = _beyond_floor(verdict(-hi, -lo, margin_pct=margin), lo, hi, floor)  # lower is better
+        if v == "equivalent" and not lo <= 0 <= hi:
+            v = "inconclusive"
+        interval = f"interval {lo:+.1f}%..{hi:+.1f}% (bootstrap over {len(blocks)} blocks: about their range)"
+    else:
+        v, interval = "inconclusive", "no interval (one block)"
+    k = len(blocks)
+    text = (f"{v} ({interval}, margin ±{margin:.3g}%), paired in {k} blocks (per-block differences "
+            f"{', '.join(f'{d:+.1f}%' for d in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)"
+            + (f", false slower/faster <= 1/{3 ** k}" if k >= 2 else "")
+            + (f"; {unpaired} process(es) unpaired (their block lacks two baselines)" if unpaired else ""))
     fin = [x if math.isfinite(x) else None for x in (med, lo, hi)]
     return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
-            "verdict_text": text, "floor_pct": floor, "design": "blocks", "blocks": len(blocks)}
+            "verdict_text": text, "floor_pct": floor, "design": "blocks", "blocks": k}
 
 
 def _blocks(procs: Sequence[_Proc], base: Sequence[_Proc], m: str) -> list[tuple[list[float], list[float]]]:
@@ -245,7 +265,7 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
                 continue
             blocks = _blocks(procs, base, m)
             if len(blocks) >= MIN_BLOCKS and all(float(np.median(bb)) > 0 for _aa, bb in blocks):
-                verdict_row = block_verdict(blocks)
+                verdict_row = block_verdict(blocks, unpaired=len(a) - sum(len(aa) for aa, _bb in blocks))
             else:
                 verdict_row = {"floor_pct": spread_pct(b), **floor_verdict(a, b, spread_pct(b))}
             if busy:
@@ -284,6 +304,16 @@ def _same_position_spreads(procs: Sequence[_Proc], m: str) -> list[float]:
     return out
 
 
+def _blocked_design(base: Sequence[_Proc]) -> bool:
+    """Whether the floor baselines ran >= 2 processes in each of >= ``MIN_BLOCKS`` repeats (the blocks design)."""
+    per = [sum(1 for _pos, r, _x in base if r == rep) for rep in {r for _pos, r, _x in base}]
+    return sum(1 for n in per if n >= 2) >= MIN_BLOCKS
+
+
+def _position_medians(procs: Sequence[_Proc], m: str, positions: Sequence[int]) -> list[float]:
+    return [float(np.median([x[m] for pos, _r, x in procs if pos == q])) for q in positions]
+
+
 def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``OrderEffectRow`` dicts for every (label, rate) that ran at two or more positions."""
     vals = _p50s(runs)
@@ -297,12 +327,16 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
         positions = sorted({pos for pos, _r, _x in procs})
         if len(positions) < 2:
             continue
+        b = base.get((phase, rate), [])
+        relative = _blocked_design(b) and set(positions) <= {pos for pos, _r, _x in b}
         for m in METRICS:
-            at = [[x[m] for pos, _r, x in procs if pos == q] for q in positions]
-            meds = [float(np.median(v)) for v in at]
-            spread = spread_pct(meds) or 0.0
-            floor = max([DEFAULT_MARGIN_PCT, *_same_position_spreads(procs, m),
-                         *_same_position_spreads(base.get((phase, rate), []), m)])
+            meds = _position_medians(procs, m, positions)
+            shown = meds
+            if relative:  # blocks: position and block coincide; judge the label relative to the baselines there
+                bm = _position_medians(b, m, positions)
+                shown = [x / y for x, y in zip(meds, bm, strict=True)] if all(y > 0 for y in bm) else meds
+            spread = spread_pct(shown) or 0.0
+            floor = max([DEFAULT_MARGIN_PCT, *_same_position_spreads(procs, m), *_same_position_spreads(b, m)])
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m,
                          "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
                          "floor_pct": floor, "effect": spread > floor})

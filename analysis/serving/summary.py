@@ -243,7 +243,8 @@ def rate_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
     """Per label: highest configured rate met by it and every lower rate (NaN = none), and the front flag (never
-    for a speed control, ``control``)."""
+    for a speed control, ``control``, nor for a second undelayed baseline label of the phase: one setting, one
+    point)."""
     rows = []
     if table.empty:
         return pd.DataFrame()
@@ -259,8 +260,13 @@ def slo_rates(table: pd.DataFrame) -> pd.DataFrame:
                          control=bool(g["step_delay_ms"].iloc[0]) if "step_delay_ms" in g else False))
     out = pd.DataFrame(rows)
     out["on_front"] = False
-    # a speed control (offload.controls) is a slowed baseline, not a setting a user picks: never on the front
-    for _phase, g in out[~out["control"]].groupby("phase", sort=False):
+    # a speed control (offload.controls) is a slowed baseline, not a setting a user picks: never on the front;
+    # a second undelayed baseline label (the blocks design's twin) is the same setting measured again: the
+    # setting stands on the front once, as the phase's first baseline label
+    plain_base = (out["implementation"].astype(str) == "baseline") & ~out["control"]
+    first = out[plain_base].groupby("phase", sort=False)["label"].first()
+    twin = plain_base & (out["label"] != out["phase"].map(first))
+    for _phase, g in out[~out["control"] & ~twin].groupby("phase", sort=False):
         cap = g["released_bytes"].tolist()
         # a label meeting no rate has SLO rate 0 for dominance; inf ranks above every finite rate
         rate = [0.0 if math.isnan(x) else (1e300 if math.isinf(x) else x) for x in g["slo_rate_rps"]]

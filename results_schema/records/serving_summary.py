@@ -139,20 +139,24 @@ class BaselineVerdictRow(StrictModel):
     metric: Metric = Field(description="Metric; the per-process value is its P50 over that process's requests.")
     a_processes: PosInt = Field(description="Processes of the offload label.")
     b_processes: PosInt = Field(description="Baseline processes.")
-    a_median_ms: NonNegFloat = Field(description="Median over the label's processes of their P50 (ms).")
-    b_median_ms: NonNegFloat = Field(description="Median over the baseline processes of their P50 (ms).")
+    a_median_ms: NonNegFloat = Field(description="Median over the label's processes of their P50 (ms), every process "
+                                                 "pooled (design blocks pairs them; delta_pct is the paired figure).")
+    b_median_ms: NonNegFloat = Field(description="Median over the floor baseline processes of their P50 (ms), every "
+                                                 "process of every baseline label pooled.")
     floor_pct: OptFloat = Field(
         description="The baselines' floor at this rate (%): design processes, the spread (max - min) / median of "
                     "every baseline process's P50 (null with fewer than 2); design blocks, the widest such spread "
                     "of the baselines inside one block.")
     margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
     verdict: Literal["slower", "equivalent", "inconclusive", "faster", "withheld"] = Field(
-        description="slower / faster only when the bootstrap interval (resampling processes) lies beyond the floor "
-                    "on one side; equivalent when it lies inside the margin; otherwise inconclusive; withheld when a "
-                    "process of either side was contended at this rate (RateResult.host_load).")
+        description="slower / faster only when the bootstrap interval (design processes: resampling processes; "
+                    "blocks: resampling blocks) lies beyond the floor on one side; equivalent when it lies inside "
+                    "the margin (blocks: and contains 0); otherwise inconclusive; withheld when a process of either "
+                    "side was contended at this rate (RateResult.host_load).")
     delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower); "
                                             "design blocks: the median over blocks of that difference per block.")
-    ci_low_pct: OptFloat = Field(description="Bootstrap 95% interval low bound of that difference (%).")
+    ci_low_pct: OptFloat = Field(description="Bootstrap interval low bound of that difference (%): 95% percentile "
+                                             "interval; with 3 blocks it is the range of the per-block differences.")
     ci_high_pct: OptFloat = Field(description="Bootstrap interval high bound (%).")
     verdict_text: str = Field(description="Verdict with its interval, floor and margin.")
     design: Literal["processes", "blocks"] = Field(
@@ -162,6 +166,13 @@ class BaselineVerdictRow(StrictModel):
                     "index: adjacent in the schedule, same rate order), delta and interval of the median per-block "
                     "difference, bootstrap resampling blocks (analysis.serving.stats).")
     blocks: PosInt | None = Field(default=None, description="Blocks of the blocks design; null for processes.")
+
+    @model_validator(mode="after")
+    def _design(self) -> "BaselineVerdictRow":
+        if (self.design == "blocks") != (self.blocks is not None):
+            raise ValueError(f"design {self.design!r} with blocks {self.blocks!r}: blocks is set exactly for the "
+                             "blocks design")
+        return self
 
 
 class OrderEffectRow(StrictModel):
@@ -173,7 +184,9 @@ class OrderEffectRow(StrictModel):
     metric: Metric = Field(description="Metric (per-process P50).")
     positions: tuple[NonNegInt, ...] = Field(description="Positions in the sweep at which this rate ran.")
     position_medians_ms: tuple[NonNegFloat, ...] = Field(description="Median per-process P50 at each position (ms).")
-    spread_pct: NonNegFloat = Field(description="(max - min) / median of the position medians (%).")
+    spread_pct: NonNegFloat = Field(description="(max - min) / median of the position medians (%); where the "
+                                               "floor baselines ran in blocks, of the position medians relative to "
+                                               "theirs at the same position (analysis.serving.stats).")
     floor_pct: NonNegFloat = Field(
         description="Threshold: max(default margin, the spread of this label's processes that ran this rate at the "
                     "same position, and of the floor baselines' (pooled over their labels) likewise) (%).")

@@ -176,7 +176,9 @@ def test_a_host_that_drifts_between_blocks_widens_the_unpaired_floor_but_not_the
     assert floor_verdict(a, b, 70.0)["verdict"] == "inconclusive"
     # a block whose twins disagree by more than the effect: the floor is that block's spread, not the median
     got = block_verdict([([39.0], [30.0, 30.6]), ([39.0], [30.0, 30.6]), ([39.0], [25.0, 36.0])])
-    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "equivalent"  # +28% inside a 36% floor
+    # +28% in every block, inside a 36% floor: not slower, and not "equivalent" either (every block on one side)
+    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "inconclusive"
+    assert "false slower/faster <= 1/27" in got["verdict_text"] and "bootstrap over 3 blocks" in got["verdict_text"]
 
 
 def test_no_cost_is_equivalent_in_blocks_and_one_block_falls_back_to_processes():
@@ -203,3 +205,59 @@ def test_order_effects_take_their_same_position_floor_from_the_blocks_two_baseli
     cur = got[("current_g1_n1", "tpot")]
     assert abs(cur["floor_pct"] - 8.0 / 1.04) < 0.01  # the twins' same-position spread, not the 5% default
     assert cur["positions"] == (0, 1) and cur["effect"] is False  # current differs by 1% between positions
+
+
+def test_under_drift_only_a_label_whose_position_matters_more_than_the_baselines_shows_an_order_effect():
+    from analysis.serving.stats import order_effects
+
+    # 3 blocks, the host 30% slower per block; positions rotate with the block (position = repeat), as in serving
+    runs = [p.model_copy(update={"rate": p.rate.model_copy(update={"index": p.repeat})})
+            for p in _blocked(drift=0.3, effect=1.3, twin_gap=0.02)]
+    got = {(v["label"], v["metric"]): v for v in order_effects(runs)}
+    assert {lb for lb, _m in got} == {"baseline", "baseline_twin", "current_g1_n1"}
+    assert not any(v["effect"] for v in got.values())  # the drift moves every label alike: no order effect
+    assert got[("current_g1_n1", "tpot")]["spread_pct"] < 2.0  # relative to the baselines at each position
+    # current 40% slower when the rate runs first: beyond what the baselines show by position
+    bumped = [p.model_copy(update={"rate": p.rate.model_copy(update={
+        "tpot": p.rate.tpot.model_copy(update={"p50_ms": p.rate.tpot.p50_ms * 1.4})})})
+        if p.label == "current_g1_n1" and p.repeat == 2 else p for p in runs]
+    row = {(v["label"], v["metric"]): v for v in order_effects(bumped)}[("current_g1_n1", "tpot")]
+    assert row["effect"] is True and row["spread_pct"] > row["floor_pct"]
+
+
+def test_a_block_without_two_baselines_is_left_out_and_named():
+    runs = [p for p in _blocked(drift=0.0, effect=1.3, twin_gap=0.02) if not (p.repeat == 2 and p.label == "baseline_twin")]
+    row = [v for v in baseline_verdicts(runs) if v["metric"] == "tpot"][0]
+    assert row["design"] == "blocks" and row["blocks"] == 2 and row["a_processes"] == 3
+    assert "1 process(es) unpaired (their block lacks two baselines)" in row["verdict_text"]
+    assert "false slower/faster <= 1/9" in row["verdict_text"]
+
+
+def test_a_verdict_row_says_blocks_exactly_for_the_blocks_design():
+    from results_schema.records.serving_summary import BaselineVerdictRow
+
+    row = {"phase": "serving", "label": "current_g1_n1", "rate_rps": 4.0, "metric": "tpot", "a_processes": 3,
+           "b_processes": 6, "a_median_ms": 40.0, "b_median_ms": 30.0, "floor_pct": 5.0, "margin_pct": 5.0,
+           "verdict": "slower", "delta_pct": 33.0, "ci_low_pct": 30.0, "ci_high_pct": 36.0, "verdict_text": "x"}
+    assert BaselineVerdictRow(**row, design="blocks", blocks=3).blocks == 3
+    assert BaselineVerdictRow(**row).design == "processes"  # a summary written before the blocks design
+    with pytest.raises(ValueError, match="blocks is set exactly for the blocks design"):
+        BaselineVerdictRow(**row, design="blocks")
+    with pytest.raises(ValueError, match="blocks is set exactly for the blocks design"):
+        BaselineVerdictRow(**row, blocks=3)
+
+
+def test_the_twin_baseline_is_never_a_second_point_on_the_slo_front():
+    import pandas as pd
+
+    from analysis.serving.summary import slo_rates
+
+    def row(label: str, impl: str, released: int, ok: bool, delay: float = 0.0) -> dict:
+        return {"phase": "serving", "label": label, "implementation": impl, "group_size": 0, "num_in_group": 0,
+                "prefetch_step": 1, "offload_params": "", "rate_rps": 4.0, "meets_slo": ok, "achieved_req_s": 4.0,
+                "released_bytes": released, "step_delay_ms": delay}
+
+    frame = pd.DataFrame([row("baseline", "baseline", 0, False), row("baseline_twin", "baseline", 0, True),
+                          row("control", "baseline", 0, True, 20.0), row("current_g1_n1", "current", 10, True)])
+    front = slo_rates(frame).set_index("label")["on_front"].to_dict()
+    assert front == {"baseline": False, "baseline_twin": False, "control": False, "current_g1_n1": True}
