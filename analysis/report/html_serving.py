@@ -208,7 +208,8 @@ def _percentiles(s: ServingSummary) -> str:
 def _order_cells(o: OrderEffectRow) -> list[str]:
     meds = ", ".join(f"pos {p}: {_num(v)}" for p, v in zip(o.positions, o.position_medians_ms, strict=True))
     return [_e(o.phase), _e(o.label), "\x00num" + _rate(o.rate_rps), _e(METRIC_NAMES[o.metric]) + " P50", _e(meds),
-            "\x00num" + _num(o.spread_pct, 1), "\x00num" + _num(o.floor_pct, 1),
+            "\x00num" + _num(o.spread_pct, 1) + (" (relative to the baselines)" if o.relative else ""),
+            "\x00num" + _num(o.floor_pct, 1),
             '<span class="v-slower">effect</span>' if o.effect else "none"]
 
 

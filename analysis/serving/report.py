@@ -213,7 +213,8 @@ def _order_md(order: pd.DataFrame) -> list[str]:
     for _i, r in hits.iterrows():
         meds = ", ".join(f"pos {p}: {_f(v, 2)}" for p, v in zip(r["positions"], r["position_medians_ms"], strict=True))
         lines.append(f"  order effect: {r['label']} at {_rate_txt(_inf(r['rate_rps']))} req/s, {NAMES[r['metric']]} "
-                     f"P50 ms {meds} (spread {r['spread_pct']:.1f}% > floor {r['floor_pct']:.1f}%)")
+                     f"P50 ms {meds} ({'relative to the baselines at each position: ' if r.get('relative') else ''}"
+                     f"spread {r['spread_pct']:.1f}% > floor {r['floor_pct']:.1f}%)")
     return lines
 
 

@@ -331,13 +331,14 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
         relative = _blocked_design(b) and set(positions) <= {pos for pos, _r, _x in b}
         for m in METRICS:
             meds = _position_medians(procs, m, positions)
-            shown = meds
+            shown, rel = meds, False
             if relative:  # blocks: position and block coincide; judge the label relative to the baselines there
                 bm = _position_medians(b, m, positions)
-                shown = [x / y for x, y in zip(meds, bm, strict=True)] if all(y > 0 for y in bm) else meds
+                if all(y > 0 for y in bm):
+                    shown, rel = [x / y for x, y in zip(meds, bm, strict=True)], True
             spread = spread_pct(shown) or 0.0
             floor = max([DEFAULT_MARGIN_PCT, *_same_position_spreads(procs, m), *_same_position_spreads(b, m)])
             rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m,
                          "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
-                         "floor_pct": floor, "effect": spread > floor})
+                         "floor_pct": floor, "effect": spread > floor, "relative": rel})
     return rows

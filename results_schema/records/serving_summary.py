@@ -191,6 +191,8 @@ class OrderEffectRow(StrictModel):
         description="Threshold: max(default margin, the spread of this label's processes that ran this rate at the "
                     "same position, and of the floor baselines' (pooled over their labels) likewise) (%).")
     effect: bool = Field(description="spread_pct > floor_pct: the rate's position changes the value beyond the floor.")
+    relative: bool = Field(default=False, description="spread_pct is of the position medians relative to the floor "
+                                                      "baselines' at the same position (the blocks design).")
 
 
 class OutputCheckRow(StrictModel):

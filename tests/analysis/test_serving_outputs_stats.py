@@ -261,3 +261,20 @@ def test_the_twin_baseline_is_never_a_second_point_on_the_slo_front():
                           row("control", "baseline", 0, True, 20.0), row("current_g1_n1", "current", 10, True)])
     front = slo_rates(frame).set_index("label")["on_front"].to_dict()
     assert front == {"baseline": False, "baseline_twin": False, "control": False, "current_g1_n1": True}
+
+
+def test_an_order_effect_in_blocks_says_its_spread_is_relative_to_the_baselines():
+    import pandas as pd
+
+    from analysis.serving.report import _order_md
+    from analysis.serving.stats import order_effects
+
+    runs = [p.model_copy(update={"rate": p.rate.model_copy(update={"index": p.repeat})})
+            for p in _blocked(drift=0.3, effect=1.3, twin_gap=0.02)]
+    bumped = [p.model_copy(update={"rate": p.rate.model_copy(update={
+        "tpot": p.rate.tpot.model_copy(update={"p50_ms": p.rate.tpot.p50_ms * 1.4})})})
+        if p.label == "current_g1_n1" and p.repeat == 2 else p for p in runs]
+    rows = order_effects(bumped)
+    assert all(v["relative"] for v in rows)
+    lines = [ln for ln in _order_md(pd.DataFrame(rows)) if "order effect: current_g1_n1" in ln]
+    assert len(lines) == 1 and "(relative to the baselines at each position: spread" in lines[0]
