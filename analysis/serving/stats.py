@@ -152,28 +152,24 @@ def _contended(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None]
     return out
 
 
+def _beyond_floor(v: str, lo: float, hi: float, floor: float) -> str:
+    """``v`` unless it is a ``slower`` / ``faster`` whose interval does not clear the floor (then inconclusive;
+    a NaN bound never clears it)."""
+    if (v == "slower" and not lo > floor) or (v == "faster" and not hi < -floor):
+        return "inconclusive"
+    return v
+
+
 def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | None) -> dict[str, Any]:
     """The rule of ``baseline_verdicts`` for one metric (lower is better), as a ``BaselineVerdictRow`` part."""
     margin = max(DEFAULT_MARGIN_PCT, floor_pct or 0.0)
     d = decide(list(a), list(b), margin_pct=margin, higher_is_better=False)
-    v = d.verdict
-    f = floor_pct or 0.0
-    if v == "slower" and not d.ci_low_pct > f:
-        v = "inconclusive"
-    if v == "faster" and not d.ci_high_pct < -f:
-        v = "inconclusive"
+    v = _beyond_floor(d.verdict, d.ci_low_pct, d.ci_high_pct, floor_pct or 0.0)
     floor_txt = "no floor (one baseline process)" if floor_pct is None else f"floor {floor_pct:.1f}%"
     text = verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin) + f", {floor_txt}"
     fin = [x if math.isfinite(x) else None for x in (d.delta_pct, d.ci_low_pct, d.ci_high_pct)]
     return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
-            "verdict_text": text, "design": "processes", "blocks": None}
-
-
-def _beyond_floor(v: str, lo: float, hi: float, floor: float) -> str:
-    """``v`` unless it is a ``slower`` / ``faster`` whose interval does not clear the floor (then inconclusive)."""
-    if (v == "slower" and not lo > floor) or (v == "faster" and not hi < -floor):
-        return "inconclusive"
-    return v
+            "verdict_text": text, "floor_pct": floor_pct, "design": "processes", "blocks": None}
 
 
 def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, unpaired: int = 0) -> dict[str, Any]:
@@ -228,14 +224,19 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
             "verdict_text": text, "floor_pct": floor, "design": "blocks", "blocks": k}
 
 
+def _by_block(procs: Sequence[_Proc]) -> dict[int, list[_Proc]]:
+    """``procs`` grouped by repeat index (= block), in repeat order."""
+    out: dict[int, list[_Proc]] = {}
+    for p in sorted(procs, key=lambda p: p[1]):
+        out.setdefault(p[1], []).append(p)
+    return out
+
+
 def _blocks(procs: Sequence[_Proc], base: Sequence[_Proc], m: str) -> list[tuple[list[float], list[float]]]:
     """Per repeat index where the label ran and >= 2 floor baselines ran: (label values, baseline values)."""
-    out = []
-    for rep in sorted({p[1] for p in procs}):
-        b = [x[m] for _pos, r, x in base if r == rep]
-        if len(b) >= 2:
-            out.append(([x[m] for _pos, r, x in procs if r == rep], b))
-    return out
+    base_at = _by_block(base)
+    return [([x[m] for _pos, _r, x in mine], [x[m] for _pos, _r, x in base_at[rep]])
+            for rep, mine in _by_block(procs).items() if len(base_at.get(rep, [])) >= 2]
 
 
 def is_floor_baseline(r: ServingRun) -> bool:
@@ -245,19 +246,30 @@ def is_floor_baseline(r: ServingRun) -> bool:
     return r.implementation == "baseline" and not r.step_delay_ms
 
 
+def _floor_baselines(runs: Sequence[ServingRun]) -> tuple[set[tuple[str, str]], dict[tuple[str, float | None],
+                                                                                      list[str]]]:
+    """The (phase, label)s of the floor baselines (``is_floor_baseline``) and, per (phase, rate), their labels."""
+    labels = {(r.phase, r.label) for r in runs if is_floor_baseline(r)}
+    at: dict[tuple[str, float | None], list[str]] = {}
+    for r in runs:
+        if (r.phase, r.label) in labels and r.label not in at.setdefault((r.phase, r.rate.request_rate_rps), []):
+            at[(r.phase, r.rate.request_rate_rps)].append(r.label)
+    return labels, at
+
+
 def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``BaselineVerdictRow`` dicts (module docstring); labels without a baseline at a rate are left out."""
     vals, hot = _p50s(runs), _contended(runs)
-    floor_label = {(r.phase, r.label): is_floor_baseline(r) for r in runs}
+    floor_labels, floor_at = _floor_baselines(runs)
     rows = []
     for (phase, label, rate), procs in vals.items():
-        if floor_label[(phase, label)]:
+        if (phase, label) in floor_labels:
             continue
-        bases = [(lb, v) for (ph, lb, rt), v in vals.items() if ph == phase and rt == rate and floor_label[(ph, lb)]]
-        base = [p for _lb, v in bases for p in v]
+        bases = floor_at.get((phase, rate), [])
+        base = [p for lb in bases for p in vals[(phase, lb, rate)]]
         if not base:
             continue
-        busy = hot.get((phase, label, rate), 0) + sum(hot.get((phase, lb, rate), 0) for lb, _v in bases)
+        busy = hot.get((phase, label, rate), 0) + sum(hot.get((phase, lb, rate), 0) for lb in bases)
         for m in VERDICT_METRICS:
             a = [x[m] for _pos, _r, x in procs]
             b = [x[m] for _pos, _r, x in base]
@@ -267,7 +279,7 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
             if len(blocks) >= MIN_BLOCKS and all(float(np.median(bb)) > 0 for _aa, bb in blocks):
                 verdict_row = block_verdict(blocks, unpaired=len(a) - sum(len(aa) for aa, _bb in blocks))
             else:
-                verdict_row = {"floor_pct": spread_pct(b), **floor_verdict(a, b, spread_pct(b))}
+                verdict_row = floor_verdict(a, b, spread_pct(b))
             if busy:
                 verdict_row.update(verdict="withheld", verdict_text=f"withheld: contended ({busy} of "
                                    f"{len(a) + len(b)} processes ran this rate beside foreign work)")
@@ -306,8 +318,7 @@ def _same_position_spreads(procs: Sequence[_Proc], m: str) -> list[float]:
 
 def _blocked_design(base: Sequence[_Proc]) -> bool:
     """Whether the floor baselines ran >= 2 processes in each of >= ``MIN_BLOCKS`` repeats (the blocks design)."""
-    per = [sum(1 for _pos, r, _x in base if r == rep) for rep in {r for _pos, r, _x in base}]
-    return sum(1 for n in per if n >= 2) >= MIN_BLOCKS
+    return sum(1 for procs in _by_block(base).values() if len(procs) >= 2) >= MIN_BLOCKS
 
 
 def _position_medians(procs: Sequence[_Proc], m: str, positions: Sequence[int]) -> list[float]:
@@ -317,17 +328,13 @@ def _position_medians(procs: Sequence[_Proc], m: str, positions: Sequence[int]) 
 def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     """``OrderEffectRow`` dicts for every (label, rate) that ran at two or more positions."""
     vals = _p50s(runs)
-    floor_label = {(r.phase, r.label): is_floor_baseline(r) for r in runs}
-    base: dict[tuple[str, float | None], list[_Proc]] = {}
-    for (phase, label, rate), procs in vals.items():
-        if floor_label[(phase, label)]:
-            base.setdefault((phase, rate), []).extend(procs)
+    _labels, floor_at = _floor_baselines(runs)
     rows = []
     for (phase, label, rate), procs in vals.items():
         positions = sorted({pos for pos, _r, _x in procs})
         if len(positions) < 2:
             continue
-        b = base.get((phase, rate), [])
+        b = [p for lb in floor_at.get((phase, rate), []) for p in vals[(phase, lb, rate)]]
         relative = _blocked_design(b) and set(positions) <= {pos for pos, _r, _x in b}
         for m in METRICS:
             meds = _position_medians(procs, m, positions)
