@@ -17,11 +17,9 @@ What is modelled:
     Each label process is compared with its own block's baselines (the difference of its P50 from
     their median, in percent); the verdict interval bootstraps the median of those per-block
     differences over blocks; the *floor* is the widest spread ``(max - min) / median`` of the
-    baselines inside one block. A host that drifts over the run (measured: baselines 30% slower at the
-    end of a 13-minute run than at its start, docs/measurements/serving-2026-12-04.md) moves a block's
+    baselines inside one block. A host that drifts over the run (docs/measurements/serving-2026-12-04.md) moves a block's
     baselines and its offload process together, so the drift widens neither the floor nor the
-    interval; it does widen the floor across blocks, which is why the unpaired design was inconclusive
-    there. Under no effect the label process is exchangeable with its block's baselines: with three
+    interval (it does widen a floor taken across blocks, as the ``processes`` design takes it). Under no effect the label process is exchangeable with its block's baselines: with three
     blocks of two baselines, it is the slowest of its block in all three with probability (1/3)^3 = 1/27.
   - ``processes`` (``floor_verdict``) otherwise: the verdict rule of the throughput phase
     (``analysis.comparison.verdict_rule.decide``, lower is better, bootstrap resampling processes) with
