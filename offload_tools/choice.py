@@ -79,8 +79,19 @@ class Prediction:
     class_id: int = -1
 
 
+def setting_key(num_layers: int, group_size: int, num_in_group: int, prefetch_step: int) -> tuple[tuple[int, ...], int]:
+    """What makes two settings the same offloader: ``(offloaded layer indices, slots)``, the slots
+    ``offload.ring.num_slots(len(layers), prefetch_step)`` (0 when nothing is offloaded).
+
+    Raises:
+        ValueError: ``prefetch_step < 1`` (``offload.ring.num_slots``).
+    """
+    layers = select_offload_layers(num_layers, group_size, num_in_group)
+    return layers, num_slots(len(layers), prefetch_step)
+
+
 def distinct_settings(num_layers: int, max_step: int = MAX_PREFETCH_STEP) -> list[Setting]:
-    """Every distinct offloading setting of ``num_layers`` layers, one representative each, in order.
+    """Every distinct offloading setting of ``num_layers`` layers (``setting_key``), one representative each, in order.
 
     Raises:
         ValueError: ``num_layers < 1`` or ``max_step < 1``.
@@ -91,11 +102,10 @@ def distinct_settings(num_layers: int, max_step: int = MAX_PREFETCH_STEP) -> lis
     out = []
     for g in range(1, num_layers + 1):
         for n in range(1, g + 1):
-            layers = select_offload_layers(num_layers, g, n)
-            if not layers:
+            if not select_offload_layers(num_layers, g, n):
                 continue
             for k in range(1, max_step + 1):
-                key = (layers, num_slots(len(layers), k))
+                key = setting_key(num_layers, g, n, k)
                 if key not in seen:
                     seen.add(key)
                     out.append(Setting(g, n, k))
