@@ -133,6 +133,8 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
         "model_table": records(tables["model_table"]),
         "noise_floor": noise_floors(tables["data"].runs),
         "host_memory": records(host_memory_table(tables["data"])),
+        "variance_components": tables["variance"],
+        "detectable_effects": tables["effects"],
     })
 
 

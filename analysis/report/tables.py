@@ -27,6 +27,8 @@ from analysis.comparison.compare import (
     native_vs_same_runtime,
     spaced_vs_adjacent,
 )
+from analysis.comparison.power import detectable_effects
+from analysis.comparison.variance import variance_components
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, verdict_text
 from analysis.load import RunData, load_run
 from analysis.model.fit import fit_model, model_table
@@ -127,7 +129,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     Returns:
         dict with frames ``summary``, ``comparison``, ``long_window``, ``spaced_vs_adjacent``,
         ``cross_stack``, ``model_table``; ``models`` (per phase, dict or None); ``validation``
-        (``ValidationReport``); ``data`` (``RunData``); ``margin_pct``.
+        (``ValidationReport``); ``data`` (``RunData``); ``margin_pct``; ``variance`` (variance components per
+        phase and arm, ``analysis.comparison.variance``) and ``effects`` (each label's minimum detectable cost,
+        ``analysis.comparison.power``), lists of dicts.
 
     Raises:
         ValueError: a margin that is not a finite number > 0.
@@ -150,7 +154,8 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     models, mt = model_fits(run_dir, data, summary)
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
-            "margin_pct": float(margin_pct)}
+            "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
+            "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct)}
 
 
 def model_fits(run_dir: Path, data: RunData, summary: pd.DataFrame) -> tuple[dict[str, dict | None], pd.DataFrame]:

@@ -182,6 +182,50 @@ class NoiseFloor(StrictModel):
         description="All baseline processes generated the same token digest; null with fewer than 2 processes.")
 
 
+class VarianceComponentsRow(StrictModel):
+    """Where one arm's noise lives (``analysis.comparison.variance``): variances of log tok/s of measured rounds,
+    between processes and within a process, with their intervals."""
+
+    phase: str
+    arm: str = Field(description="A label, or 'reference': the phase's undelayed baselines pooled (what verdicts use).")
+    processes: int = Field(ge=2, description="Case processes of the arm (a).")
+    rounds: int = Field(ge=2, description="Measured rounds of those processes (N).")
+    n0: Float = Field(gt=0, description="Searle's average rounds per process (N - sum n_i^2 / N) / (a - 1).")
+    df_between: int = Field(ge=1, description="Degrees of freedom of the between-process mean square (a - 1).")
+    df_within: int = Field(ge=0, description="Degrees of freedom of the within-process mean square (N - a).")
+    confidence: Float = Field(gt=0, lt=1, description="Coverage of the intervals (the verdicts' confidence).")
+    between_var: Float = Field(ge=0, description="Between-process variance of log tok/s (ANOVA, truncated at 0).")
+    between_var_low: Float = Field(ge=0, description="Lower bound (chi-square on the between mean square less MSW/n0).")
+    between_var_high: Float = Field(ge=0, description="Upper bound, same construction.")
+    within_var: Float = Field(ge=0, description="Within-process (round-to-round) variance of log tok/s (MSW).")
+    within_var_low: Float | None = Field(description="Chi-square lower bound (N - a df); null with one round per process.")
+    within_var_high: Float | None = Field(description="Chi-square upper bound; null with one round per process.")
+    process_var: Float = Field(ge=0, description="Variance of one process's value: between + within / n0.")
+    process_var_low: Float = Field(ge=0, description="Chi-square lower bound with a - 1 df.")
+    process_var_high: Float = Field(ge=0, description="Chi-square upper bound with a - 1 df.")
+    between_sd_pct: Float = Field(ge=0, description="sqrt(between_var) as percent of the throughput (exp(sd) - 1).")
+    within_sd_pct: Float = Field(ge=0, description="sqrt(within_var) as percent of the throughput.")
+    process_sd_pct: Float = Field(ge=0, description="sqrt(process_var) as percent of the throughput.")
+
+
+class DetectableEffectRow(StrictModel):
+    """A label's minimum detectable cost vs its phase's reference arm (``analysis.comparison.power``): the cost the
+    production verdict rule calls ``slower`` with ``power``, simulated at the run's variance components."""
+
+    phase: str
+    label: str
+    processes: int = Field(ge=2, description="Processes of the label in the design judged.")
+    reference_processes: int = Field(ge=2, description="Processes of the reference arm in the design judged.")
+    mde_pct: Float | None = Field(description="Minimum detectable cost, percent of the reference's throughput; "
+                                  "null when no cost below 100% reaches the power.")
+    mde_low_pct: Float | None = Field(description="MDE at the lower end of the noise's interval (percent).")
+    mde_high_pct: Float | None = Field(description="MDE at the upper end of the noise's interval (percent).")
+    df: Float | None = Field(description="Welch-Satterthwaite df of the difference's variance; null when it is 0.")
+    power: Float = Field(gt=0, lt=1, description="Power at which the MDE is stated.")
+    confidence: Float = Field(gt=0, lt=1, description="Confidence of the verdicts (and of the range).")
+    margin_pct: Float = Field(gt=0, description="Equivalence margin of the verdicts (percent).")
+
+
 class ComparisonSummary(StrictModel):
     """``summary/comparison-summary.json``."""
 
@@ -210,3 +254,9 @@ class ComparisonSummary(StrictModel):
     host_memory: tuple[dict[str, Scalar], ...] = Field(
         default=(), description="Per label: host memory (measured RSS vs the phase baseline's, with its source) per "
         "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.report.host_memory).")
+    variance_components: tuple[VarianceComponentsRow, ...] = Field(
+        default=(), description="Per phase and arm: between-process and within-process variance of log tok/s with "
+        "intervals (analysis.comparison.variance; empty where no arm ran 2 processes).")
+    detectable_effects: tuple[DetectableEffectRow, ...] = Field(
+        default=(), description="Per label: minimum detectable cost at the run's confidence and 80% power, with its "
+        "range (analysis.comparison.power; empty where no label and reference ran 2 processes each).")
