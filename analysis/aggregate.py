@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from analysis.load import RunData
 from analysis.comparison import soundness
 from analysis.comparison.pareto import knee_index, pareto_mask
+from results_schema.units import GIB
 
 KEY = ["phase", "label"]
 
@@ -92,7 +93,7 @@ def aggregate(data: RunData, *, excluded: Mapping[tuple[str, str], str] | None =
     out["unstable_processes"] = [sum(1 for u in unstable if u[:2] == k) for k in keys]
     reasons = _exclusions(data, excluded)
     out["front_excluded"] = ["; ".join(reasons.get(k, [])) for k in keys]
-    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(2**30)  # Pareto axis only (analysis.published reports it)
+    out["kv_gain_bytes"] = out["kv_gain_gib"] * float(GIB)  # Pareto axis only (analysis.published reports it)
     _mark_fronts(out, capacity_axis)
     return out[SUMMARY_COLUMNS]
 

@@ -42,6 +42,7 @@ import pandas as pd
 
 from analysis.aggregate import CAPACITY_AXES, KEY, aggregate
 from analysis.load import RunData
+from results_schema.units import GIB
 
 KV_GIB_LOG_RESOLUTION = 0.005
 """Half the last printed digit of vLLM's ``Available KV cache memory: X.XX GiB`` (GiB)."""
@@ -124,7 +125,7 @@ def published_summary(data: RunData, *, capacity_axis: str = "offloaded_bytes") 
     out = aggregate(data, capacity_axis=capacity_axis)
     if out.empty:
         return pd.DataFrame(columns=PUBLISHED_COLUMNS)
-    out["kv_gain_bytes"] = out["kv_gain_gib"].astype("Float64") * float(2**30)
+    out["kv_gain_bytes"] = out["kv_gain_gib"].astype("Float64") * float(GIB)
     runs = data.runs.sort_values(["phase", "label", "repeat"], kind="stable")
     listed = runs.groupby(KEY, sort=False)["throughput_tok_s"].agg(lambda v: ",".join(f"{x:.6g}" for x in v))
     keys = list(zip(out["phase"], out["label"], strict=True))
@@ -138,7 +139,7 @@ def published_summary(data: RunData, *, capacity_axis: str = "offloaded_bytes") 
                                 - 1.0) * 100.0
     _add_record_metrics(out, data, keys)
     excess = out["kv_gain_bytes"] - out["released_bytes"].astype("Float64")
-    out["kv_gain_exceeds_released"] = (excess > KV_GIB_LOG_RESOLUTION * 2**30).astype("boolean")
+    out["kv_gain_exceeds_released"] = (excess > KV_GIB_LOG_RESOLUTION * GIB).astype("boolean")
     out["pareto_axis"] = capacity_axis
     doms: dict[int, set[str]] = {i: set() for i in out.index}
     for _, sub in out.groupby("phase", sort=False):

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from runners.incase import REPO_ROOT
+
 EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "incase" / "evidence_hook"
 CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_CPU_KERNEL_PATH", "PYTHONSTARTUP",
                   "OFFLOAD_OVERLAY_CLASS", "OFFLOAD_OVERLAY_SOURCE_ROOT", "OFFLOAD_FAULT",

@@ -32,8 +32,7 @@ import pandas as pd
 
 from analysis.comparison import soundness, verdict_rule
 from analysis.load import RunData
-
-GIB = float(2**30)
+from results_schema.units import GIB
 
 DECISION_COLUMNS = [
     "phase", "label", "implementation", "group_size", "num_in_group", "prefetch_step", "selected_layers",

@@ -27,8 +27,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from results_schema.records.choice import FILE_NAME, ChoiceDecision
-
-GIB = 1 << 30
+from results_schema.units import GIB
 
 
 @dataclass

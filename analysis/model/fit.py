@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from offload_tools.transfer_model import MeasuredPoint, TransferModel, fit, with_errors
-
-GIB = 1 << 30
+from results_schema.units import GIB
 
 MAX_FIT_ERROR_PCT = 10.0
 """Largest RMS relative throughput error (percent) of a trusted model (``analysis.model.trust``)."""

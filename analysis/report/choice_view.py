@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Sequence
 
 from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting
+from results_schema.units import GIB
 
-GIB = float(2**30)
 BAD_MARKS = ("MISSED", "NOT TRUSTED", "NONE")
 """A decision line holding one of these is marked (red in HTML, yellow on the console)."""
 FIRST_PREFIXES = ("recommended", "margin over the runner-up")

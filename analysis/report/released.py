@@ -13,7 +13,7 @@ than the offloaded bytes" (alignment of the buffer's slots, ``offload.arena``).
 
 from __future__ import annotations
 
-GIB = float(2**30)
+from results_schema.units import GIB
 
 
 def released_cell(released_bytes: int | float, digits: int = 4) -> str:

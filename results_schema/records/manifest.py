@@ -176,8 +176,8 @@ class EnvironmentManifest(StrictModel):
     model: ModelIdentity
     offload_tree_sha256: str = Field(description="SHA-256 of this project's offload/ source tree.")
     case_code_sha256: str = Field(
-        description="SHA-256 over the source trees that run inside case processes (offload/, runners/, "
-        "results_schema/); resume requires it unchanged (a git revision change alone is only reported)."
+        description="SHA-256 of the case code: the project files a case process imports (runners.identity.case_code); "
+        "resume requires it unchanged (a git revision change alone is only reported)."
     )
     devices: tuple[DeviceIdentity, ...] = Field(description="Device identity per runtime used by the run.")
     config_sha256: str = Field(description="SHA-256 of the resolved config (canonical JSON).")

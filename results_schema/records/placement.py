@@ -86,7 +86,8 @@ class NodeIdentity(StrictModel):
     python_version: str = Field(description="sys.version on the node.")
     pins: tuple[PinCheck, ...] = Field(description="Every declared pin of every runtime of the run, observed on the node.")
     offload_tree_sha256: str = Field(description="SHA-256 of offload/ as the node's workers import it.")
-    case_code_sha256: str = Field(description="SHA-256 of offload/, runners/, results_schema/ on the node.")
+    case_code_sha256: str = Field(description="SHA-256 of the case code on the node: the project files a case process "
+                                  "imports (runners.identity.case_code).")
     model_sha256sums_sha256: str | None = Field(description="SHA-256 of the model's SHA256SUMS on the node; null if absent.")
     problems: tuple[str, ...] = Field(description="Every difference from the driver's identity (empty = same stack).")
     action: Literal["used", "excluded", "stopped_run"] = Field(

@@ -278,12 +278,3 @@ def default_protocol(task: str) -> str:
     if not where:
         raise UnknownProtocolError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
     return DEFAULT_PROTOCOL if DEFAULT_PROTOCOL in where else where[0]
-
-
-def spec_by_sha256(sha256: str) -> ProtocolSpec | None:
-    """The registered spec with this SHA-256, or None."""
-    for specs in REGISTRY.values():
-        for spec in specs.values():
-            if spec.sha256() == sha256:
-                return spec
-    return None

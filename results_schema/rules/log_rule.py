@@ -31,7 +31,7 @@ OFFLOAD_EVIDENCE = "OFFLOAD_EVIDENCE "
 """Marker of the evidence hook's line (``results_schema.records.models.RuntimeEvidence`` JSON)."""
 
 OFFLOAD_CPU_KERNELS = "OFFLOAD_CPU_KERNELS "
-"""Marker of the CPU kernel report (``results_schema.records.case_outcome.CpuKernelReport`` JSON)."""
+"""Marker of the CPU kernel report (``results_schema.records.case_outcome.CpuKernelEvidence`` JSON)."""
 
 _PROCESS_TAGS = re.compile(r"(?:\([^()]*\)\s*)+")
 

@@ -19,10 +19,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from runners.identity.probe import tree_sha256
+from runners.paths import REPO_ROOT
 
 __all__ = ["CASE_ENTRY_PACKAGES", "CASE_ENTRY_MODULES", "case_code_files", "case_code_sha256"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CASE_ENTRY_PACKAGES = ("runners.incase",)
 """Every module of these packages can be a case process's ``python -m`` entry."""
 CASE_ENTRY_MODULES = ("offload.plugin",)

@@ -34,9 +34,7 @@ from typing import Mapping, Sequence
 
 from conf.schema_stack import RuntimeConfig
 from runners.identity.probe import Observation
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EVIDENCE_HOOK_DIR = REPO_ROOT / "runners" / "incase" / "evidence_hook"
+from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
 
 
 class ProbeError(RuntimeError):

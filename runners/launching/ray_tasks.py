@@ -113,7 +113,7 @@ def node_problems(got: Mapping[str, Any], checks: Sequence[PinCheck], *, driver_
     if got["offload_tree_sha256"] != identity.offload_tree:
         problems.append("offload/ tree differs from the driver's")
     if got["case_code_sha256"] != driver_code:
-        problems.append("case code (offload/, runners/incase/, results_schema/) differs from the driver's")
+        problems.append("case code (the project files a case process imports) differs from the driver's")
     if got["model_sha256sums_sha256"] != identity.model_sums:
         problems.append(f"model SHA256SUMS at {sums}: {got['model_sha256sums_sha256']} != driver's "
                         f"{identity.model_sums}")

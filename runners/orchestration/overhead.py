@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from runners.paths import REPO_ROOT
 
 
 def measure(results_root: Path, overrides: Sequence[str], *, run_id: str = "overhead") -> dict[str, object]:

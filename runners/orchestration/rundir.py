@@ -215,7 +215,7 @@ def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], 
     if [(c.kind, c.name, c.actual) for c in saved.pins] != [(c.kind, c.name, c.actual) for c in now.pins]:
         diffs.append("pinned values changed")
     if saved.case_code_sha256 != run_identity.case_code:
-        diffs.append("case code (offload/, runners/incase/, results_schema/) changed")
+        diffs.append("case code (the project files a case process imports) changed")
     if saved.git.revision != run_identity.git.revision:
         console.print(f"[yellow]resume: git revision {saved.git.revision} -> {run_identity.git.revision} "
                       "(case code unchanged)[/]")

@@ -33,8 +33,7 @@ from offload.matching import matches_offload_params
 from offload_tools.choice import calibration_settings, largest_release, slot_bytes
 from runners.errors import PlanError
 from runners.paths import abs_path
-
-GIB = 1 << 30
+from results_schema.units import GIB
 
 
 @dataclass(frozen=True)

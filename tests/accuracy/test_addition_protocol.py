@@ -57,14 +57,25 @@ def test_addition_replies_parse_as_qwen_chat_gsm8k_replies(reply: str, parsed: s
     assert parse_reply(protocol_spec("qwen-chat-v1", "gsm8k"), reply) == parsed
 
 
-def test_the_protocol_is_documented_as_ours_with_its_prompt_and_parsing_rule() -> None:
-    import results_schema.records.protocols as protocols
+@pytest.mark.parametrize(("reply", "parsed"), [
+    ("#### 3\nthen #### 4", "4"),  # the text after the last ####
+    ("1 then 2 then 3", "3"),  # the last number
+    ("The answer is 1,234.", "1234"),  # commas dropped
+    ("The answer is 12.50", "12.5"), ("The answer is 7.0", "7"),  # decimal normal form
+    ("no number at all", None),  # unparsable
+])
+def test_addition_replies_parse_by_the_last_number_after_the_last_marker(reply: str, parsed: str | None) -> None:
+    assert parse_reply(protocol_spec(ADDITION, "addition"), reply) == parsed
 
-    doc = protocols.__doc__ or ""
-    part = doc[doc.index("``chat-addition-v1``"):doc.index("Freezing:")]
-    for needle in ("this project's own protocol", "not a published protocol", "Solve the following math word",
-                   "The answer is <number>", "last ``####``", "88/100", "byte for byte"):
-        assert needle in part, needle
+
+def test_the_protocol_is_its_own_spec_with_qwen_chat_gsm8k_texts_and_pins() -> None:
+    """Only its names (and so its SHA-256) differ from qwen-chat-v1's GSM8K spec: greedy, 512 new tokens, eager,
+    max_model_len 4096, memory utilisation 0.5, the same texts and pattern."""
+    ours, published = protocol_spec(ADDITION, "addition"), protocol_spec("qwen-chat-v1", "gsm8k")
+    assert {k for k, v in dict(ours).items() if v != dict(published)[k]} == {"name", "task", "answer_extraction"}
+    assert ours.sha256() != published.sha256()
+    assert (ours.sampling.temperature, ours.sampling.max_tokens) == (0.0, 512)
+    assert (ours.engine.enforce_eager, ours.engine.max_model_len, ours.engine.gpu_memory_utilization) == (True, 4096, 0.5)
 
 
 def test_each_protocol_defines_only_its_tasks_and_says_where_a_task_lives() -> None:

@@ -20,12 +20,12 @@ from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, FormFit, PredictedSetting, SettingRef
 from results_schema.records.io import append_jsonl, write_json
 from results_schema.records.plan import PLAN_FILE, PlannedPhase
+from results_schema.units import GIB
 from tests.support.synthetic import TINY_CONFIG, SynthCase, SynthPhase, layer_bytes, run_plan, write_run_dir
 
 BASE_TOK_S = 100.0
 SLOT = 4096
 """Bytes of one static slot: the synthetic evidence's static buffers per prefetch step."""
-GIB = 2**30
 
 
 def _calibration_mean(layers: int) -> float:

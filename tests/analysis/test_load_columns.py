@@ -1,16 +1,21 @@
 """Claim: the frames ``load_run`` builds a column at a time from the decoded lines equal the frames built row
-by row from the validated ``CaseRun`` models, and ``case_runs`` holds exactly the models the strict reader gives."""
+by row from the validated ``CaseRun`` models, and ``case_runs`` holds exactly the models the strict reader gives.
+
+The oracle's column types come from the schema, not from the loader: a column whose ``CaseRun`` field (or a
+parent of it) may be null and holds ints, floats or bools has pandas' nullable dtype (``NULLABLE_DTYPES``)."""
 
 from __future__ import annotations
 
 import random
+import typing
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.load import HOST_LOAD_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, load_run, window_drift_pct
+from analysis.load import HOST_LOAD_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, RUN_FIELDS, load_run, window_drift_pct
 from analysis.validation.checks import token_digest_status, token_statuses
 from results_schema.records.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
@@ -40,13 +45,42 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
                    rd.throughput_tok_s) for rd in r.rounds]
     runs = pd.DataFrame.from_records(rows, columns=RUN_COLUMNS)
     rounds = pd.DataFrame.from_records(rrows, columns=ROUND_COLUMNS)
-    for col in ("kv_cache_tokens", "device_memory_bytes"):
-        runs[col] = runs[col].astype("Int64")
-    for col in ("kv_cache_gib", "max_concurrency", "rounds_drift_pct",
-                *(f"host_{n}" for n in HOST_LOAD_FIELDS if n != "contended")):
-        runs[col] = runs[col].astype("Float64")
-    runs["host_contended"] = runs["host_contended"].astype("boolean")
+    types = {col: _schema_type(CaseRun, path) for col, path in RUN_FIELDS.items()}
+    types["rounds_drift_pct"] = _nullable(typing.get_type_hints(window_drift_pct)["return"])
+    for col, (nullable, tp) in types.items():
+        if nullable and tp in NULLABLE_DTYPES:
+            runs[col] = runs[col].astype(NULLABLE_DTYPES[tp])
     return runs, rounds
+
+
+NULLABLE_DTYPES = {int: "Int64", float: "Float64", bool: "boolean"}
+"""pandas' nullable dtype of a field of this Python type that may be null (pandas ``Int64`` / ``Float64`` / ``boolean``
+extension types keep a null as ``<NA>`` beside the numbers; a plain column would turn ints into floats or objects)."""
+
+
+def _bare(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _nullable(tp: Any) -> tuple[bool, Any]:
+    """``(may be None, the type without None)`` of an annotation."""
+    tp = _bare(tp)
+    args = typing.get_args(tp)
+    if type(None) in args:
+        return True, _bare(next(a for a in args if a is not type(None)))
+    return False, tp
+
+
+def _schema_type(model: Any, path: str) -> tuple[bool, Any]:
+    """``(nullable, type)`` of the dotted field ``path`` of ``model`` as the schema declares it: nullable when the
+    field or any parent on the path admits None (a record without ``host_load`` has no ``host_load.contended``)."""
+    nullable = False
+    for part in path.split("."):
+        maybe, model = _nullable(model.model_fields[part].annotation)
+        nullable = nullable or maybe
+    return nullable, model
 
 
 def _mixed_run(tmp_path: Path) -> Path:

@@ -10,9 +10,9 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.load import load_run
 from analysis.published import PUBLISHED_COLUMNS, dominated_by, main, published_summary
+from results_schema.units import GIB
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real_tiny_run"
-GIB = 2**30
 
 
 @pytest.fixture()

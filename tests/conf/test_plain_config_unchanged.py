@@ -1,28 +1,18 @@
-"""The plain data of a composed config is unchanged by the typed schema (choice fields as enums).
+"""The plain data of every composed config is exactly the committed golden, so no config hash moves unseen.
 
-``fixtures/plain_config_main.json`` holds ``conf.schema.checked_plain_config`` of the default
-config and of every experiment, computed on main (72b25e4) before the schema was split and its
-choice fields became ``StrEnum``s. Records, config hashes and the saved ``config.yaml`` are made
-from this plain data, so it must stay the same plain strings (not enum members).
-The published accuracy design added, and only added, ``max_accuracy_drop: 0.0`` to every phase and the
-``accuracy`` phase (``accuracy_published``) of ``qwen7b`` / ``qwen1_5b``, whose ``accuracy_manifest`` is the
-full splits (``eval_datasets/full/manifest.json``), as published.
-The engine path added, and only added, ``engine_validates: false`` to every explicit case and
-smoke's ``engine_invalid_g2_n3`` case; and (wheel-vs-installed tree) only ``package_wheels: {}`` to every
-runtime's ``pins``.
-Implementation ``overlay`` added, and only added, ``overlay_source_root`` (null) and ``overlay_class``
-(null; the published ``AscendPrefetchOffloader`` pattern on the Ascend runtimes) to every runtime.
-The trained accuracy model added, and only added, ``accuracy_model`` to every phase (null; ``reproduce``:
-``eval_models/tiny-answering-qwen2-l4-h128``) and ``fault: null`` to every explicit case, and ``reproduce``'s
-``accuracy_manifest`` became the generated held-out sets (``eval_datasets/synthetic/manifest.json``).
-The embedded default's measurement design then changed the default (``None``) only: model ``cpu_default``
-(hidden 1024), matrix ``same_runtime_cpu`` (points (4,1) (2,1) (4,3) (1,1), 2 repeats, input 8 / 64 output
-tokens, min window 6 s, its own runtime ``cpu_measure``); every phase gained ``expected_case_s`` (null unless set).
-Its points then became (2,1) (1,1) with 4 repeats and ``expected_case_s`` 27 (verdicts that survive one outlying process).
-The serving speed control added, and only added, to ``serving`` one explicit case ``control_delay_20ms`` (baseline,
-``step_delay_ms`` 20) in 2 repeats; a case without it carries no ``step_delay_ms`` key (``conf.schema.omit_defaults``).
-The serving blocks design then set ``serving``'s ``repeats`` to 3 and added one explicit case ``baseline_twin``
-(implementation baseline): two baseline processes in each block (``analysis.serving.stats``).
+What it checks, for the embedded default (``None``) and every experiment of ``conf/experiment/``:
+``fixtures/plain_config_main.json`` holds ``conf.schema.checked_plain_config`` of each. Records, config hashes
+(``runners.identity.config_hash``) and the saved ``config.yaml`` are made from this plain data, so
+
+* the composed config, through ``checked_plain_config`` and through the typed config
+  (``conf.typed.plain_config(load_config(...))``), equals the golden;
+* loading it back (``checked_saved_config``) gives it again;
+* it holds plain types only (``str``, ``int``, ``float``, ``bool``, ``None``; never an enum member) and
+  round-trips through YAML.
+
+A failure means a config, its hash and its records changed. If that is intended, regenerate the golden and list
+the change and its reason in the commit; a new field that must not change old hashes is left out of the plain data
+while it holds its default (``conf.schema.omit_defaults``). The history of the golden is the git log of its file.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from typing import Any
 
@@ -28,9 +27,9 @@ from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST, EngineSet
 from results_schema.records.base import IMPLEMENTATIONS
 from results_schema.records.models import OffloadSetting
 from results_schema.records.protocols import DEFAULT_PROTOCOL, TASKS, registered_names
+from runners.incase import REPO_ROOT
 from runners.incase.case_input import checked_offload, read_case
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_MANIFEST = REPO_ROOT / DEFAULT_ACCURACY_MANIFEST
 
 
