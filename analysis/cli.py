@@ -3,7 +3,8 @@
 Subcommands:
     report RUN_DIR [--out DIR] [--margin-pct M] [--allow-invalid]
                                         write RUN_DIR/summary (or DIR, a new directory) and print the per-label
-                                        table; the last line is the verdict (``validation: INVALID: failing
+                                        table (a run with a serving phase: its serving summary and figures
+                                        too, ``analysis.serving.summary``); the last line is the verdict (``validation: INVALID: failing
                                         checks ...; cases ...``); exit 1 if invalid unless --allow-invalid;
                                         never overwrites an existing summary (exit 2)
     validate RUN_DIR                    print the validation report; last line VALID / INVALID naming the
@@ -181,6 +182,7 @@ def _report_target_error(args: argparse.Namespace) -> str | None:
 
 def _report(args: argparse.Namespace) -> int:
     from analysis.report.summary import write_summary
+    from results_schema.records.serving import SERVING_SUFFIX
 
     refusal = _report_target_error(args)
     if refusal is not None:
@@ -192,6 +194,10 @@ def _report(args: argparse.Namespace) -> int:
     kw = {} if args.margin_pct is None else {"margin_pct": args.margin_pct}
     text = write_summary(args.run_dir, model_dir=args.model_dir, out_dir=out, **kw)
     print(text)
+    if any(args.run_dir.glob(f"*{SERVING_SUFFIX}")):  # a serving phase: its tables and figures too
+        from analysis.serving.summary import write_serving_summary
+
+        print(write_serving_summary(args.run_dir, out))
     print(f"wrote {out.resolve()}")
     rep = _read_validation(out / "validation.json")
     print(rep.verdict() + (" (--allow-invalid: exit 0)" if not rep.valid and args.allow_invalid else ""))

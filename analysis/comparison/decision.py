@@ -43,6 +43,20 @@ DECISION_COLUMNS = [
 """Columns of ``decision_table`` (also the fields of ``results_schema.records.summary.DecisionRow``)."""
 
 
+RETENTION_CI_NAME = "retention 95% CI"
+"""What every table, console line and figure calls a label's interval vs its phase baseline: the verdict's own
+interval (``retention_interval``), a 95% percentile bootstrap over processes."""
+
+
+def retention_interval(ci_low_pct, ci_high_pct) -> tuple[float, float] | None:
+    """The retention bounds of a verdict interval: ``1 + pct / 100`` of each bound of the bootstrap interval of
+    ``(A - B) / B`` in percent (``verdict_rule.bootstrap_delta``); None when either bound is missing or not finite
+    (fewer than 2 processes on a side, a baseline row)."""
+    if not (_finite(ci_low_pct) and _finite(ci_high_pct)):
+        return None
+    return 1.0 + float(ci_low_pct) / 100.0, 1.0 + float(ci_high_pct) / 100.0
+
+
 def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:
     """``analysis.comparison.verdict_rule.verdict`` on a percent interval.
 
@@ -105,8 +119,7 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
         else:
             _d, _l, _h, lo_p, hi_p = verdict_rule.bootstrap_delta(thr.to_numpy(), base.to_numpy())
             v = call_verdict(lo_p, hi_p, margin_pct)
-            if _finite(lo_p) and _finite(hi_p):
-                lo, hi = 1.0 + lo_p / 100.0, 1.0 + hi_p / 100.0
+            lo, hi = retention_interval(lo_p, hi_p) or (lo, hi)
         why = excluded.get((phase, label), [])
         withheld = next((w.removeprefix("withheld: ") for w in why if w.startswith("withheld: ")), "")
         unstable = next((w for w in why if w.startswith("unstable")), "")

@@ -5,10 +5,11 @@ What is modelled: three figures built from the decision rows of ``comparison-sum
 
     pareto_figure     released MiB (evidence-accounted) vs median throughput (tok/s); one marker trace
                       per (phase, implementation) with ``meta="case"`` (one point per label, so the
-                      browser test can count drawn points per case); hover: label, layers, bytes,
+                      browser test can count drawn points per case), each with its verdict interval (the
+                      retention interval times the phase baseline's median tok/s); hover: label, layers, bytes,
                       retention with interval, verdict; the Pareto front of each implementation as a
                       labelled line; the knee as a ringed star; invalid labels crossed out (red x).
-    retention_figure  retention vs offloaded layers with the 95% bootstrap interval as error bars.
+    retention_figure  retention vs offloaded layers with the verdict's interval (``RETENTION_CI_NAME``) as error bars.
     latency_figure    round latency P50 / P95 (seconds per generate call) per label.
 
 Plotly Express switches to WebGL (``scattergl``) above 1000 points and headless browsers without a
@@ -25,6 +26,7 @@ import math
 
 import plotly.graph_objects as go
 
+from analysis.comparison.decision import RETENTION_CI_NAME
 from offload.selection import case_label
 
 IMPL_COLORS = {"baseline": "#222222", "current": "#1f77b4", "official": "#ff7f0e", "sync": "#2ca02c",
@@ -51,6 +53,19 @@ def _ret_text(r) -> str:
     return f"{r.retention:.3f}{ci}"
 
 
+def _scaled_ci(rows) -> dict:
+    """``error_y`` of the Pareto figure: each row's verdict interval (``retention_ci_low`` / ``_high``) times its
+    phase baseline's median tok/s, around its median tok/s; hidden when no row has one."""
+    def has(r) -> bool:
+        return _finite(r.retention_ci_low) and _finite(r.retention_ci_high) and _finite(r.baseline_throughput_median_tok_s)
+
+    return {"type": "data", "symmetric": False, "visible": any(has(r) for r in rows),
+            "array": [r.retention_ci_high * r.baseline_throughput_median_tok_s - r.throughput_median_tok_s
+                      if has(r) else 0 for r in rows],
+            "arrayminus": [r.throughput_median_tok_s - r.retention_ci_low * r.baseline_throughput_median_tok_s
+                           if has(r) else 0 for r in rows]}
+
+
 def _groups(rows):
     out: dict[tuple[str, str], list] = {}
     for r in rows:
@@ -68,6 +83,10 @@ def style(fig: go.Figure, title: str, x: str, y: str, note: str) -> go.Figure:
         xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=520,
         legend={"font": {"size": 11}}, margin={"t": 90, "l": 70, "r": 20, "b": 60}, hovermode="closest")
     return fig
+
+
+PARETO_TITLE = (f"Capacity vs throughput (Pareto front per implementation; knee starred; bars: {RETENTION_CI_NAME} x "
+                "the baseline's median)")
 
 
 def pareto_figure(rows, *, cpu: bool = False, note: str = "") -> go.Figure:
@@ -94,6 +113,7 @@ def pareto_figure(rows, *, cpu: bool = False, note: str = "") -> go.Figure:
             textposition="top right", textfont={"size": 10, "color": IMPL_COLORS.get(impl, "gray")},
             marker={"symbol": IMPL_SYMBOLS.get(impl, "cross"), "size": 11, "color": IMPL_COLORS.get(impl, "gray"),
                     "line": {"width": 1, "color": "white"}},
+            error_y=_scaled_ci(good),
             customdata=[[r.label, r.selected_layers or "none", f"{r.released_bytes:,}", _ret_text(r), r.verdict,
                          f"{r.processes}"] for r in good],
             hovertemplate=("<b>%{customdata[0]}</b><br>layers: %{customdata[1]}<br>released bytes: "
@@ -128,12 +148,12 @@ def pareto_figure(rows, *, cpu: bool = False, note: str = "") -> go.Figure:
         x += " — CPU runtime: nothing is freed"
     if dropped:
         note += ("<br>" if note else "") + "not plotted (no finite throughput): " + ", ".join(dropped)
-    return style(fig, "Capacity vs throughput (Pareto front per implementation; knee starred)", x,
-                   "median process throughput (tok/s)", note)
+    return style(fig, PARETO_TITLE, x, "median process throughput (tok/s)", note)
 
 
 def retention_figure(rows, *, note: str = "") -> go.Figure:
-    """Retention vs offloaded layers (evidence), 95% bootstrap interval as error bars where one exists."""
+    """Retention vs offloaded layers (evidence), the verdict's interval (``retention_ci_low`` / ``_high``, named
+    ``RETENTION_CI_NAME`` as the decision table names it) as error bars where one exists."""
     fig = go.Figure()
     groups = _groups(rows)
     keys = list(groups)
@@ -157,7 +177,7 @@ def retention_figure(rows, *, note: str = "") -> go.Figure:
     fig.add_hline(y=1.0, line={"color": "gray", "width": 1})
     if not any(_finite(r.retention_ci_low) for r in rows):
         note += ("<br>" if note else "") + "no interval: fewer than 2 processes per label"
-    return style(fig, "Throughput retention vs offloaded layers (bars: 95% bootstrap interval)",
+    return style(fig, f"Throughput retention vs offloaded layers (bars: {RETENTION_CI_NAME}, the verdict's interval)",
                    "offloaded layers (evidence)", "retention vs phase baseline", note)
 
 

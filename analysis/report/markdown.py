@@ -9,10 +9,10 @@ What is deliberately not modelled: computing the tables (``analysis.report.table
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
+from analysis.comparison.decision import retention_interval
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
@@ -125,11 +125,9 @@ def noise_floor_markdown(tables: dict, margin_pct: float) -> str:
     rows = []
     if "vs_baseline_verdict" in summary:
         for _, r in summary.iterrows():
-            lo, hi = r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct")
-            ok = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (lo, hi))
+            ci = retention_interval(r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"))
             rows.append({"phase": r["phase"], "label": r["label"], "verdict": str(r["vs_baseline_verdict"]),
-                         "retention_ci_low": 1 + lo / 100 if ok else None,
-                         "retention_ci_high": 1 + hi / 100 if ok else None})
+                         "retention_ci_low": ci[0] if ci else None, "retention_ci_high": ci[1] if ci else None})
     lines = floor_lines(noise_floors(tables["data"].runs), rows, margin_pct)
     lines += power_lines(tables.get("variance", []), tables.get("effects", []), rows)
     return "\n".join(f"- {ln}" for ln in lines)

@@ -57,7 +57,8 @@ def provenance(run_dir: Path | str, data: RunData | None = None) -> Provenance:
             m = None
     if m is None:
         return Provenance(run_id=run_dir.name, vllm_versions=vllm, torch_versions=torch, manifest=False)
-    devices = tuple(f"{d.kind}: {d.name} x{d.count}" for d in m.devices)
+    # one entry per distinct device: the manifest lists the device of every runtime used, often the same one
+    devices = tuple(dict.fromkeys(f"{d.kind}: {d.name} x{d.count}" for d in m.devices))
     isa = _isa(m)
     return Provenance(
         run_id=m.run_id, experiment=m.experiment, created_utc=m.created_utc, model_name=m.model.name,

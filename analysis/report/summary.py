@@ -97,9 +97,7 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
         _write_plots(tables["summary"], out, one_line(prov), cpu=cpu)
     view = read_choice_view(run_dir, out) if choice else None
     if view is not None and view.points:
-        fig = plot_choice(view)
-        fig.text(0.01, 0.002, one_line(prov), fontsize=6, color="gray", va="bottom")
-        save_png(fig, out / "choice.png")
+        save_png(plot_choice(view, note=one_line(prov)), out / "choice.png")
     write_report_html(run_dir, out)
     return main
 
@@ -141,6 +139,4 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
 def _write_plots(summary: pd.DataFrame, out: Path, note: str, *, cpu: bool) -> None:
     """``pareto.png`` and ``retention.png`` of ``summary`` with ``note`` (the provenance line) at the bottom."""
     for name, plot in (("pareto.png", plot_pareto), ("retention.png", plot_retention)):
-        fig = plot(summary, cpu=cpu)
-        fig.text(0.01, 0.002, note, fontsize=6, color="gray", va="bottom")
-        save_png(fig, out / name)
+        save_png(plot(summary, cpu=cpu, note=note), out / name)

@@ -1,8 +1,9 @@
 """Serving report rendering (``analysis.serving.summary``): Markdown tables and the latency / front plots.
 
 What is modelled: ``render_markdown`` (validity, SLO, per-rate latency table, SLO rates and front,
-current vs official verdicts on P99 TPOT); ``plot_latency`` (P50 / P99 TTFT, TPOT, ITL vs achieved
-rate) and ``plot_front`` (released MiB vs the highest rate meeting the SLO).
+current vs official verdicts on P99 TPOT); ``plot_latency`` (pooled P50 / P99 TTFT, TPOT, ITL vs achieved
+rate: the percentile table's numbers and names, a P99 its n cannot resolve named as the max) and ``plot_front``
+(released MiB vs the highest rate meeting the SLO); figure layout by ``analysis.report.figure_layout``.
 
 What is deliberately not modelled: computing the tables (``analysis.serving.summary``).
 """
@@ -13,15 +14,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from analysis.serving.request_checks import ServingValidation  # noqa: E402
+from analysis.report.figure_layout import LEGEND_FONTSIZE, PointLabel, finish, legend_outside, new_figure, wrap
+from analysis.serving.request_checks import ServingValidation
 
 NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E"}
 
@@ -218,40 +216,115 @@ def _order_md(order: pd.DataFrame) -> list[str]:
     return lines
 
 
-def plot_latency(table: pd.DataFrame) -> Figure:
-    """P50 (dashed) and P99 (solid) TTFT, TPOT and ITL vs achieved request rate, one line per label."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, m, name in zip(axes, ("ttft", "tpot", "itl"), ("TTFT", "TPOT", "ITL"), strict=True):
-        for i, ((_ph, label), g) in enumerate(table.groupby(["phase", "label"], sort=False)):
-            g = g.sort_values("rate_rps")
+def stat_name(kind: str, p: float) -> str:
+    """What a pooled percentile row is called: ``P99`` when its sample resolves it, else its ``kind`` (``max`` /
+    ``min``), decided by ``analysis.serving.stats.extreme_kind`` when the row was computed (the tables' rule)."""
+    return f"P{p:g}" if kind == "percentile" else kind
+
+
+def _line_name(label: str, p: float, rows: pd.DataFrame) -> str:
+    """Legend entry of one label's curve of percentile ``p``: its ``stat_name`` (both where its rates differ) and n."""
+    names = list(dict.fromkeys(stat_name(k, p) for k in rows["kind"]))
+    lo, hi = int(rows["n"].min()), int(rows["n"].max())
+    n = f"n {lo}" if lo == hi else f"n {lo}-{hi}"
+    what = names[0] if len(names) == 1 else f"P{p:g} where n resolves it, else {'/'.join(names[1:] or names)}"
+    return f"{label}: {what} ({n})"
+
+
+def pct_gid(phase: str, label: str, metric: str, p: float, rate: float) -> str:
+    """``gid`` of the error bar of one pooled percentile's 95% bootstrap interval in ``plot_latency``."""
+    return f"ci:{phase}/{label}/{metric}/P{p:g}/{_rate_txt(rate)}"
+
+
+PCT_CI_LEGEND = "bar: 95% bootstrap interval over requests (the percentile table's; none for a max / min)"
+EXTREME_LEGEND = "hollow marker: the sample's max (its n cannot resolve the percentile), as the tables print it"
+
+
+def _latency_curve(ax, table: pd.DataFrame, pct: pd.DataFrame, key: tuple, m: str, p: int, style: dict) -> bool:
+    """One label's curve of percentile ``p`` of metric ``m`` (pooled rows of ``pct``) vs its achieved rate; True when
+    some point is an extreme (drawn hollow)."""
+    phase, label = key
+    if pct.empty:
+        return False
+    rows = pct[(pct["phase"] == phase) & (pct["label"] == label) & (pct["metric"] == m) & (pct["percentile"] == p)]
+    ach = {_inf(r["rate_rps"]): float(r["achieved_req_s"]) for _i, r in table[(table["phase"] == phase)
+                                                                             & (table["label"] == label)].iterrows()}
+    rows = rows.assign(_rate=[_inf(x) for x in rows["rate_rps"]]).sort_values("_rate")
+    rows = rows[[r in ach for r in rows["_rate"]]]
+    if rows.empty:
+        return False
+    x = [ach[r] for r in rows["_rate"]]
+    ax.plot(x, rows["value_ms"], style["ls"], color=style["color"], alpha=style["alpha"], lw=1.2,
+            label=_line_name(label, p, rows))
+    ext = (rows["kind"] != "percentile").to_numpy()
+    ax.scatter([xi for xi, e in zip(x, ext, strict=True) if not e], rows.loc[~ext, "value_ms"], s=22,
+               marker=style["marker"], color=style["color"], zorder=3)
+    ax.scatter([xi for xi, e in zip(x, ext, strict=True) if e], rows.loc[ext, "value_ms"], s=30, marker="o",
+               facecolors="none", edgecolors=style["color"], zorder=3)
+    for xi, (_i, r) in zip(x, rows.iterrows(), strict=True):
+        if r["kind"] == "percentile" and _finite(r["ci_low_ms"]) and _finite(r["ci_high_ms"]):
+            lo, hi = float(r["ci_low_ms"]), float(r["ci_high_ms"])
+            eb = ax.errorbar([xi], [(lo + hi) / 2], yerr=[[(hi - lo) / 2]], fmt="none", ecolor=style["color"],
+                             alpha=style["alpha"], capsize=2, lw=0.8, zorder=2)
+            eb.lines[2][0].set_gid(pct_gid(phase, label, m, p, r["_rate"]))
+    return bool(ext.any())
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and isinstance(v, (int, float, np.floating)) and math.isfinite(float(v))
+
+
+def plot_latency(table: pd.DataFrame, pct: pd.DataFrame) -> Figure:
+    """P50 (dashed, x) and P99 (solid, o) TTFT, TPOT and ITL vs achieved request rate, one curve per label.
+
+    Args:
+        table: ``rate_table`` rows (achieved rate per phase, label and rate: medians over repeats).
+        pct: ``analysis.serving.stats.percentile_rows`` (the requests of every repeat pooled): the values drawn,
+            the numbers the tables print. A percentile its n cannot resolve is drawn hollow and named as the
+            sample's max (or min) with its n (``stat_name``); a resolved one carries its 95% bootstrap interval
+            over requests (``pct_gid``).
+    """
+    fig, axes = new_figure(3, figsize=(15, 4.6))
+    keys = list(dict.fromkeys(zip(table["phase"], table["label"], strict=True)))
+    extreme = False
+    for ax, m in zip(axes, ("ttft", "tpot", "itl"), strict=True):
+        for i, key in enumerate(keys):
             color = f"C{i % 10}"
-            ax.plot(g["achieved_req_s"], g[f"{m}_p99_ms"], "o-", color=color, label=f"{label} P99")
-            ax.plot(g["achieved_req_s"], g[f"{m}_p50_ms"], "x--", color=color, alpha=0.6, label=f"{label} P50")
+            extreme |= _latency_curve(ax, table, pct, key, m, 99, {"ls": "-", "marker": "o", "color": color,
+                                                                  "alpha": 1.0})
+            extreme |= _latency_curve(ax, table, pct, key, m, 50, {"ls": "--", "marker": "x", "color": color,
+                                                                  "alpha": 0.6})
         ax.set_xlabel("achieved request rate (req/s)")
-        ax.set_ylabel(f"{name} (ms)")
-        ax.set_title(f"{name} vs load")
+        ax.set_ylabel(f"{NAMES[m]} (ms)")
+        ax.set_title(f"{NAMES[m]} vs load (requests of every repeat pooled)", fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    drawn, names = axes[0].get_legend_handles_labels()
+    handles: list[Any] = list(drawn)
+    labels = list(names)
+    handles.append(axes[0].errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=2))
+    labels.append(wrap(PCT_CI_LEGEND, fig, LEGEND_FONTSIZE, share=0.15))
+    if extreme:
+        handles.append(axes[0].scatter([], [], s=30, facecolors="none", edgecolors="gray"))
+        labels.append(wrap(EXTREME_LEGEND, fig, LEGEND_FONTSIZE, share=0.15))
+    fig.legend(handles, labels, loc="outside right upper", fontsize=LEGEND_FONTSIZE)
+    return finish(fig)
 
 
 def plot_front(slo: pd.DataFrame) -> Figure:
-    """Released MiB (evidence) vs highest rate meeting the SLO; front points highlighted."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    """Released MiB (evidence) vs highest rate meeting the SLO; front points highlighted, labels off the markers."""
+    fig, (ax,) = new_figure(figsize=(7.5, 4.5))
     finite = slo[[not (math.isnan(x) or math.isinf(x)) for x in slo["slo_rate_rps"]]]
     rate = [0.0 if math.isnan(x) else x for x in slo["slo_rate_rps"]]
     ax.scatter(slo["released_bytes"] / 2**20, rate, color="grey", label="label (meeting no rate: drawn at 0)")
     f = slo[slo["on_front"]]
     ax.scatter(f["released_bytes"] / 2**20, [0.0 if math.isnan(x) else x for x in f["slo_rate_rps"]],
                color="C3", s=80, facecolors="none", label="front")
-    for (_i, r), y in zip(slo.iterrows(), rate, strict=True):
-        ax.annotate(r["label"], (r["released_bytes"] / 2**20, y), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
     ax.set_xlabel("released MiB (evidence)")
     ax.set_ylabel("highest request rate meeting the SLO (req/s)")
     ax.set_title("released capacity vs SLO rate" + ("" if len(finite) == len(slo) else " (inf/none shown at 0)"))
+    ax.margins(x=0.15, y=0.15)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    legend_outside(ax)
+    labels = [PointLabel(float(r["released_bytes"]) / 2**20, y, str(r["label"]))
+              for (_i, r), y in zip(slo.iterrows(), rate, strict=True)]
+    return finish(fig, [(ax, labels)])

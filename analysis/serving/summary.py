@@ -363,7 +363,7 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     write_json(out / "serving-summary.json", summary)
     write_text_atomic(out / "serving-summary.md", md)
     if not table.empty:
-        save_png(plot_latency(table), out / "serving-latency.png", bbox_inches=None)
+        save_png(plot_latency(table, pct), out / "serving-latency.png", bbox_inches=None)
         save_png(plot_front(slo), out / "serving-front.png", bbox_inches=None)
     if (out / "comparison-summary.json").is_file() and (out / "validation.json").is_file():
         write_report_html(run_dir, out)  # the page's serving section reads the file just written

@@ -137,7 +137,8 @@ class Provenance(StrictModel):
     platform: str | None = None
     machine: str | None = Field(default=None, description="Architecture / ISA family (platform machine, e.g. x86_64).")
     isa: str | None = Field(default=None, description="CPU ISA extensions when recorded; null when the run did not.")
-    devices: tuple[str, ...] = Field(default=(), description="'kind: name x count' per device entry.")
+    devices: tuple[str, ...] = Field(default=(), description="'kind: name x count' per distinct device entry "
+                                                                 "(runtimes on the same device: once).")
     python_version: str | None = None
     vllm_versions: tuple[str, ...] = Field(default=(), description="vllm_version of the case records (distinct).")
     torch_versions: tuple[str, ...] = Field(default=(), description="torch_version of the case records (distinct).")
