@@ -9,6 +9,11 @@ capture and before every replay, ``join_after_forward`` inside capture, as vLLM 
 steps a graph is replayed ``async_replays`` more times with no host synchronisation between
 replays (the host running ahead, as with async scheduling); each output is cloned on the compute
 stream and all are compared with the reference at the end.
+
+Timing: :func:`time_steps` times every arm (un-offloaded baseline and offloaded stacks alike) on the
+device's clock on CUDA (events on the compute stream around each step) and with ``perf_counter``
+elsewhere. :func:`prepare` builds a mode's step function once (a compiled stack or a captured graph),
+so the un-offloaded baseline is prepared at set-up and timed again at every point (:func:`measure`).
 """
 
 from __future__ import annotations
@@ -63,24 +68,42 @@ def measure_h2d_bandwidth(nbytes: int, device: torch.device, repeats: int = 5) -
     return nbytes / statistics.median(times[1:])
 
 
-def time_steps(fn: Callable[[], torch.Tensor], steps: int, sync: Callable[[], None]) -> tuple[float, torch.Tensor]:
-    """Median seconds of ``steps`` calls of ``fn`` (one untimed call first) and the last output."""
+def time_steps(fn: Callable[[], torch.Tensor], steps: int, sync: Callable[[], None],
+               device: torch.device | None = None) -> tuple[list[float], torch.Tensor]:
+    """Seconds of each of ``steps`` calls of ``fn`` (one untimed call first) and the last output.
+
+    On CUDA each step is timed on the device's clock: CUDA events recorded on the compute stream
+    before and after ``fn`` (what the host issues in between, ``sync_prev_onload`` and the launches,
+    is inside), read after ``sync``; elsewhere with ``time.perf_counter`` around ``fn`` and ``sync``.
+    Every arm of the check (protocols and the un-offloaded baseline) is timed by this one function.
+    """
     out = fn()
     sync()
+    cuda = device is not None and device.type == "cuda"
     times = []
     for _ in range(steps):
-        t = time.perf_counter()
-        out = fn()
-        sync()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn()
+            end.record()
+            sync()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            out = fn()
+            sync()
+            times.append(time.perf_counter() - t)
+    return times, out
 
 
 @dataclass
 class ModeResult:
-    """Median step seconds, last output, and (graph) the outputs of the unsynchronised replays."""
+    """Median step seconds, every step's seconds, last output, and (graph) the unsynchronised replays' outputs."""
 
     step_s: float
+    step_times_s: list[float]
     out: torch.Tensor
     async_outs: list[torch.Tensor]
 
@@ -122,28 +145,59 @@ def _graph(stack: torch.nn.Module, x: torch.Tensor, off: Any) -> Callable[[], to
     return replay
 
 
+def prepare(mode: str, stack: torch.nn.Module, x: torch.Tensor, off: Any,
+            compile_backend: str = "inductor") -> Callable[[], torch.Tensor]:
+    """The step function of ``stack`` under ``mode``: a call (eager), a compiled call, or a captured graph's replay.
+
+    Raises:
+        ValueError: unknown ``mode``.
+    """
+    if mode == "eager":
+        return lambda: stack(x)
+    if mode == "compile":
+        emulate_precision_casts()
+        _allow_recompiles()
+        compiled = torch.compile(stack, backend=compile_backend, dynamic=False, fullgraph=True)
+        return lambda: compiled(x)
+    if mode == "graph":
+        return _graph(stack, x, off)
+    raise ValueError(f"mode ({mode!r}) must be one of eager, graph, compile")
+
+
+def _allow_recompiles() -> None:
+    """Each stack of a check is one more compiled entry of ``Stack.forward``: lift dynamo's per-code limit (8)."""
+    import torch._dynamo.config as dynamo_config
+
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, max(64, getattr(dynamo_config, name)))
+
+
+def measure(fn: Callable[[], torch.Tensor], steps: int, device: torch.device, step_sync: str = "stream",
+            async_replays: int = 0) -> ModeResult:
+    """Time ``steps`` steps of ``fn`` (:func:`time_steps`); then ``async_replays`` more with no host sync between them.
+
+    Raises:
+        ValueError: unknown ``step_sync``.
+    """
+    sync = StepSync(device, step_sync)
+    with torch.no_grad():
+        times, out = time_steps(fn, steps, sync, device)
+        outs = [fn().clone() for _ in range(async_replays)]  # no host sync in between
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    return ModeResult(statistics.median(times), times, out, outs)
+
+
 def run_mode(mode: str, stack: torch.nn.Module, x: torch.Tensor, off: Any, steps: int, device: torch.device,
              compile_backend: str, step_sync: str = "stream", async_replays: int = 0) -> ModeResult:
     """Run ``stack`` under ``mode`` (eager / graph / compile) with offloader ``off`` (or None).
 
+    ``async_replays`` applies to graph mode only.
+
     Raises:
         ValueError: unknown ``mode`` or ``step_sync``.
     """
-    sync = StepSync(device, step_sync)
     with torch.no_grad():
-        if mode == "eager":
-            t, out = time_steps(lambda: stack(x), steps, sync)
-            return ModeResult(t, out, [])
-        if mode == "compile":
-            torch._dynamo.reset()
-            emulate_precision_casts()
-            compiled = torch.compile(stack, backend=compile_backend, dynamic=False, fullgraph=True)
-            t, out = time_steps(lambda: compiled(x), steps, sync)
-            return ModeResult(t, out, [])
-        if mode == "graph":
-            replay = _graph(stack, x, off)
-            t, out = time_steps(replay, steps, sync)
-            outs = [replay().clone() for _ in range(async_replays)]  # no host sync in between
-            torch.cuda.synchronize()
-            return ModeResult(t, out, outs)
-    raise ValueError(f"mode ({mode!r}) must be one of eager, graph, compile")
+        fn = prepare(mode, stack, x, off, compile_backend)
+    return measure(fn, steps, device, step_sync, async_replays if mode == "graph" else 0)

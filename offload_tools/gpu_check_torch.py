@@ -9,9 +9,12 @@ the hooks and custom ops of :mod:`offload.ops`): ``current`` =
 :class:`offload.prefetch.CurrentPrefetchOffloader` (crossing protocol where torch has external
 events, else the captured join: the JSON says which ran), ``upstream`` =
 :class:`offload_tools.upstream_protocol.UpstreamProtocolOffloader` (vLLM 0.32's protocol, re-implemented).
-Per point the protocols run on the same layers and input, in alternating order (ABBA: current
-first at even points, upstream first at odd ones); the JSON gives per protocol and mode the step
-time, the ratio to the bound and, per point and mode, the speedup ``upstream step / current step``.
+Per point the un-offloaded stack and the protocols run on the same layers and input, in the order
+baseline, protocols (ABBA: current first at even points, upstream first at odd ones), baseline again;
+every step of every arm is timed by one function on one clock (CUDA events on the compute stream on
+cuda, ``perf_counter`` elsewhere: :func:`offload_tools.gpu_check_modes.time_steps`). The JSON gives
+per protocol and mode every step time, the ratios of :mod:`offload_tools.gpu_check_ratios` and, per
+point and mode, the speedup ``upstream step / current step``.
 
 * ``eager``: every (G, N) point;
 * ``graph`` (cuda only): capture one full forward in a CUDA graph and replay it
@@ -20,23 +23,36 @@ time, the ratio to the bound and, per point and mode, the speedup ``upstream ste
 * ``compile``: ``torch.compile`` (Inductor) of the whole stack for ``--compile-points``.
 
 Per point and mode it checks that the output of the offloaded stack is **bitwise equal**
-to the un-offloaded stack's (same mode, same input), and times ``--steps`` forward steps
-(median; ``--step-sync stream`` waits for the compute stream's output after each step, as vLLM;
-``device`` for the whole device). ``ceiling_step_s = max(t_base, L * b / BW)`` (``t_base`` the
-un-offloaded step time, same mode; ``L * b`` the offloaded bytes; ``BW`` the pinned host-to-device
-bandwidth measured in the same run, one layer per copy, median of 5); ``bound_step_s`` knows the
-step boundary of the protocol (:mod:`offload_tools.step_model`) and ``model_step_s`` is the event model's
-prediction; ``ratio = bound / step time``. Goals (cuda only; on cpu copies are synchronous and
-``goal_met`` is ``null``): ``current`` in graph mode ``ratio >= 0.97`` at every point, in eager
-mode with stream sync ``>= 0.95`` for ``G <= 4``; speedup over upstream ``>= 1.6`` at (28,1),
-``>= 1.25`` at (28,2), ``>= 1.12`` at (14,1) when both run. Per point it also reports pinned host
+to the un-offloaded stack's (same mode, same input; the interleaved baselines' too), and times
+``--steps`` forward steps (median; ``--step-sync stream`` waits for the compute stream's output after
+each step, as vLLM; ``device`` for the whole device). Against what (:mod:`offload_tools.gpu_check_ratios`):
+``ceiling_ratio`` first, ``max(t_base, M_c * b / BW) / step`` (``t_base`` the interleaved
+un-offloaded step, same mode; ``M_c`` the layers copied per step; ``BW`` the pinned host-to-device
+bandwidth measured in the same run, one layer per copy, median of 5), ``None`` with
+``ceiling_note`` "ceiling n/a: nothing copied" where nothing is copied; ``bound_ratio = bound / step``
+with the event model's bound for the protocol's step boundary (:mod:`offload_tools.step_model`; the
+crossing refill owed to the next replay starts with it), built from the device's layer time (graph
+mode's un-offloaded step / L; launch-bound eager and compiled steps: no faster than their own
+``t_base`` either); ``model_step_s`` the event model's prediction. Goals (cuda only; on cpu copies are
+synchronous, the host is shared, and ``goal_met`` is ``null``): ``current`` in graph mode
+``bound_ratio >= 0.97`` at every point, in eager mode with stream sync ``>= 0.95`` for ``G <= 4``;
+speedup over upstream ``>= 1.6`` at (28,1), ``>= 1.25`` at (28,2), ``>= 1.12`` at (14,1) when both
+run; no offloaded step below its interleaved baseline by more than the baselines' step-to-step spread
+(at least 1 %; ``faster_than_baseline`` names each such point). Per point it also reports pinned host
 bytes and device memory (allocated after set-up, peak during the run), and the stale-read counter
 of the crossing protocol (must be 0). ``--skip-refill-control`` skips one owed refill after the
 first replay (crossing protocol): the counter and the bitwise check must then fail (exit 1).
 
-Exit status: 0 when every output is bitwise equal, no stale read was counted and (cuda) the
-goals hold; 1 otherwise; 2 for bad arguments. The summary is printed as one
-``GPU_CHECK_TORCH <json>`` line (and written to ``--out``).
+Budget (``--budget-s``, cuda): a point starts only when its estimate (the event model's steps plus
+the run's own set-up time per offloaded layer) fits in what is left; otherwise it is listed in
+``not_run`` with the reason, and ``ok`` is false. The summary is rewritten to ``--out`` after every
+point (``complete: false`` and the ``pending`` points until the end). Offloaders keep torch's pinned
+host cache (:func:`keep_host_cache`), so the points reuse the pinned blocks of the points before.
+
+Exit status: 0 when every output is bitwise equal, no stale read was counted, every point ran and
+(cuda) the goals hold; 1 otherwise; 2 for bad arguments. One ``GPU_CHECK_POINT`` line per point,
+protocol and mode (ceiling ratio first, :func:`offload_tools.gpu_check_report.point_lines`), then the
+summary as one ``GPU_CHECK_TORCH <json>`` line (and written to ``--out``).
 
 Sizes on one H200 (default points): 13.05 GB of weights on the device for the
 un-offloaded stack, at most 14 layers (6.5 GB) of pinned host memory per point.
@@ -53,6 +69,8 @@ import argparse
 import copy
 import dataclasses
 import json
+import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -60,16 +78,20 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from offload_tools.gpu_check_modes import STEP_SYNCS, emulate_precision_casts, measure_h2d_bandwidth, run_mode
+from offload.backend import DeviceBackend, backend_for_device
 from offload.selection import select_offload_layers
-from offload_tools.step_model import boundary, bound_step_s, simulate_step_s
+from offload_tools.gpu_check_modes import STEP_SYNCS, ModeResult, emulate_precision_casts, measure, \
+    measure_h2d_bandwidth, prepare, run_mode
+from offload_tools.gpu_check_ratios import faster_than_baseline, mode_ratios
+from offload_tools.gpu_check_report import point_lines
+from offload_tools.step_model import boundary, simulate_step_s
 from offload_tools.synthetic_stack import QWEN25_7B, QWEN25_7B_LAYER_BYTES_BF16, DecoderLayer, Shapes, Stack, build_reference
 
 if TYPE_CHECKING:  # the offloaders are imported after the arguments are checked (_protocol_class)
     from offload.prefetch import CurrentPrefetchOffloader
 
 __all__ = ["QWEN25_7B", "QWEN25_7B_LAYER_BYTES_BF16", "DecoderLayer", "Shapes", "Stack", "build_reference", "main",
-           "measure_h2d_bandwidth", "run_check", "run_mode"]
+           "measure_h2d_bandwidth", "run_check", "run_mode", "verdict"]
 
 
 DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4, 1), (2, 1), (4, 2))
@@ -83,6 +105,11 @@ EAGER_GOAL_RATIO = 0.95
 GOAL_MAX_GROUP = 4
 SPEEDUP_GOALS = {(28, 1): 1.6, (28, 2): 1.25, (14, 1): 1.12}
 """Least speedup of ``current`` over ``upstream`` in graph mode at these points (cuda)."""
+SETUP_S_PER_LAYER = 0.45
+"""Seconds of set-up per offloaded layer and protocol assumed before a point has run (2026-12-04, H200:
+0.4-0.45 s when each point pinned its own host memory); then the run's own mean is used."""
+GRAPH_EXTRA_STEPS = 4
+"""Untimed graph steps per run: two warm-up steps, the capture, the first replay."""
 
 
 def _device_mem(device: torch.device) -> dict[str, int | None]:
@@ -101,16 +128,45 @@ def _host_pinned_allocator_bytes(device: torch.device) -> int | None:
         return None
 
 
-def _baselines(args: argparse.Namespace, modes: list[str], ref_layers: list[DecoderLayer], x: torch.Tensor,
-               device: torch.device) -> dict[str, dict[str, Any]]:
-    """Per mode: the un-offloaded stack's median step seconds and output."""
-    base: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        if mode == "compile" and not args.compile_points:
-            continue
-        r = run_mode(mode, Stack(ref_layers), x, None, args.steps, device, args.compile_backend, args.step_sync)
-        base[mode] = {"step_s": r.step_s, "out": r.out.clone()}
-    return base
+def keep_host_cache(device: torch.device) -> DeviceBackend:
+    """The device's backend (:func:`offload.backend.backend_for_device`) with ``release_host_cache`` a no-op.
+
+    The offloader returns torch's cached pinned blocks to the OS after ``post_init`` (right for a
+    serving process). The check sets up 20 offloaders one after the other: keeping the cache lets
+    each reuse the pinned blocks of the one before (pinning cost 0.4-0.45 s per layer and protocol
+    on the H200 of 2026-12-04), so only the largest point's blocks are pinned, once.
+    """
+    backend = backend_for_device(device)
+    setattr(backend, "release_host_cache", lambda: None)  # noqa: B010 - an instance attribute shadows the method
+    return backend
+
+
+class Baselines:
+    """The un-offloaded stack, prepared once per mode; timed at every point before and after the protocols.
+
+    ``ref[mode]`` is the output every offloaded run must equal bitwise; ``setup_step_s[mode]`` the
+    median step when it was prepared.
+    """
+
+    def __init__(self, args: argparse.Namespace, modes: list[str], ref_layers: list[DecoderLayer],
+                 x: torch.Tensor, device: torch.device) -> None:
+        self.args, self.device = args, device
+        self.fns: dict[str, Any] = {}
+        self.ref: dict[str, torch.Tensor] = {}
+        self.setup_step_s: dict[str, float] = {}
+        stack = Stack(ref_layers)
+        for mode in modes:
+            if mode == "compile" and not args.compile_points:
+                continue
+            with torch.no_grad():
+                self.fns[mode] = prepare(mode, stack, x, None, args.compile_backend)
+            r = measure(self.fns[mode], args.steps, device, args.step_sync)
+            self.ref[mode], self.setup_step_s[mode] = r.out.clone(), r.step_s
+
+    def block(self, modes: Sequence[str]) -> dict[str, ModeResult]:
+        """One timed block of the un-offloaded stack in each of ``modes`` it was prepared for."""
+        return {m: measure(self.fns[m], self.args.steps, self.device, self.args.step_sync)
+                for m in modes if m in self.fns}
 
 
 def _protocol_class(protocol: str) -> type[CurrentPrefetchOffloader]:
@@ -151,7 +207,7 @@ def _setup_point(args: argparse.Namespace, g: int, n: int, s: Shapes, ref_layers
                  protocol: str = "current") -> tuple[CurrentPrefetchOffloader, Stack]:
     """The offloader of ``protocol`` at point (G, N) over copies of the selected reference layers, and its stack."""
     sel = select_offload_layers(s.layers, g, n)
-    off = _protocol_class(protocol)(g, n, args.prefetch_step)
+    off = _protocol_class(protocol)(g, n, args.prefetch_step, backend_factory=keep_host_cache)
     layers = off.wrap_modules(copy.deepcopy(ref_layers[i]) if i in sel else ref_layers[i] for i in range(s.layers))
     off.post_init()
     if args.negative_control:  # corrupt the host copy: the bitwise check must then fail
@@ -164,38 +220,26 @@ def _setup_point(args: argparse.Namespace, g: int, n: int, s: Shapes, ref_layers
     return off, Stack(layers)
 
 
-def _mode_record(args: argparse.Namespace, mode: str, g: int, n: int, off: CurrentPrefetchOffloader,
-                 stack: Stack, ctx: dict[str, Any]) -> dict[str, Any]:
-    """One protocol's record in one mode: equality, timing, ceiling, bound, model, goal."""
-    device, base, sel = ctx["device"], ctx["base"][mode], ctx["sel"]
-    r = run_mode(mode, stack, x=ctx["x"], off=off, steps=args.steps, device=device,
+def _mode_record(args: argparse.Namespace, mode: str, off: CurrentPrefetchOffloader, stack: Stack,
+                 ctx: dict[str, Any]) -> dict[str, Any]:
+    """One protocol's raw record in one mode: equality and per-step times (ratios come with the baselines)."""
+    ref = ctx["baselines"].ref[mode]
+    r = run_mode(mode, stack, x=ctx["x"], off=off, steps=args.steps, device=ctx["device"],
                  compile_backend=args.compile_backend, step_sync=args.step_sync,
                  async_replays=args.async_replays if mode == "graph" else 0)
-    copy_s = ctx["layer_bytes"] / ctx["bw"]
-    proto = off.evidence_state()["copy_protocol"]
-    skip = not isinstance(off, _protocol_class("upstream"))  # upstream copies a module onto itself too
-    kw = boundary(proto, mode, args.step_sync) | {"skip_resident": skip}
-    joined = kw["joined_boundary"]
-    bound = bound_step_s(ctx["shapes"].layers, sel, base["step_s"], copy_s, args.prefetch_step, **kw)
-    ceiling = max(base["step_s"], len(sel) * copy_s)
-    ratio = bound / r.step_s
-    goal = GRAPH_GOAL_RATIO if mode == "graph" else EAGER_GOAL_RATIO
-    judged = device.type == "cuda" and ctx["protocol"] == "current" and mode != "compile" and (
-        mode == "graph" or (g <= GOAL_MAX_GROUP and args.step_sync == "stream"))
     return {
-        "bitwise_equal": bool(torch.equal(r.out, base["out"])), "step_s": r.step_s,
-        "baseline_step_s": base["step_s"], "transfer_s": len(sel) * copy_s, "ceiling_step_s": ceiling,
-        "ceiling_ratio": ceiling / r.step_s, "bound_step_s": bound, "ratio": ratio,
-        "model_step_s": simulate_step_s(ctx["shapes"].layers, sel, base["step_s"], copy_s, args.prefetch_step, **kw),
-        "joined_boundary": joined, "meets_goal": (ratio >= goal) if judged else None,
-        "fallback_loads": off.fallback_loads, "stale_reads": off.stale_reads,
-        "async_replays": len(r.async_outs),
-        "async_replays_bitwise_equal": all(torch.equal(o, base["out"]) for o in r.async_outs),
+        "bitwise_equal": bool(torch.equal(r.out, ref)), "step_s": r.step_s, "step_times_s": r.step_times_s,
+        "fallback_loads": off.fallback_loads, "stale_reads": off.stale_reads, "async_replays": len(r.async_outs),
+        "async_replays_bitwise_equal": all(torch.equal(o, ref) for o in r.async_outs),
     }
 
 
+def _point_modes(args: argparse.Namespace, g: int, n: int, ctx: dict[str, Any]) -> list[str]:
+    return [m for m in ctx["modes"] if m in ctx["baselines"].fns and (m != "compile" or (g, n) in args.compile_points)]
+
+
 def _run_protocol(args: argparse.Namespace, g: int, n: int, protocol: str, ctx: dict[str, Any]) -> dict[str, Any]:
-    """One protocol at one point: offloader sizes, device memory and, per mode, its record."""
+    """One protocol at one point: offloader sizes, device memory and, per mode, its raw record."""
     device = ctx["device"]
     t0 = time.perf_counter()
     if device.type == "cuda":
@@ -208,10 +252,8 @@ def _run_protocol(args: argparse.Namespace, g: int, n: int, protocol: str, ctx: 
         "host_pinned_allocator_bytes": _host_pinned_allocator_bytes(device),
         "device_allocated_bytes_after_setup": _device_mem(device)["device_allocated_bytes"], "modes": {},
     }
-    for mode in ctx["modes"]:
-        if mode not in ctx["base"] or (mode == "compile" and (g, n) not in args.compile_points):
-            continue
-        rec["modes"][mode] = _mode_record(args, mode, g, n, off, stack, {**ctx, "protocol": protocol})
+    for mode in _point_modes(args, g, n, ctx):
+        rec["modes"][mode] = _mode_record(args, mode, off, stack, ctx)
     rec["device_peak_bytes"] = _device_mem(device)["device_peak_bytes"]
     rec["elapsed_s"] = time.perf_counter() - t0
     off.shutdown()
@@ -221,15 +263,48 @@ def _run_protocol(args: argparse.Namespace, g: int, n: int, protocol: str, ctx: 
     return rec
 
 
+def _judged(args: argparse.Namespace, device: torch.device, protocol: str, mode: str, g: int) -> bool:
+    return device.type == "cuda" and protocol == "current" and mode != "compile" and (
+        mode == "graph" or (g <= GOAL_MAX_GROUP and args.step_sync == "stream"))
+
+
+def _finish_point(args: argparse.Namespace, rec: dict[str, Any], base: dict[str, list[ModeResult]],
+                  ctx: dict[str, Any]) -> None:
+    """Add to every protocol's mode record its interleaved baseline, ceiling, bound, model and goal."""
+    times = {m: [t for r in rs for t in r.step_times_s] for m, rs in base.items()}
+    med = {m: statistics.median(ts) for m, ts in times.items()}
+    rec["baseline"] = {m: {"step_s": med[m], "step_times_s": times[m],
+                           "bitwise_equal": all(torch.equal(r.out, ctx["baselines"].ref[m]) for r in rs)}
+                       for m, rs in base.items()}
+    dev_base = med.get("graph")
+    g = rec["group_size"]
+    for name, prec in rec["protocols"].items():
+        for mode, m in prec["modes"].items():
+            r = mode_ratios(mode=mode, copy_protocol=prec["copy_protocol"], skip_resident=name == "current",
+                            num_layers=ctx["shapes"].layers, offloaded=rec["offloaded_layers"],
+                            prefetch_step=args.prefetch_step, step_sync=args.step_sync, t_base_s=med[mode],
+                            device_t_base_s=dev_base if dev_base is not None else med[mode],
+                            copy_s=ctx["copy_s"], step_s=m["step_s"])
+            fast = faster_than_baseline(m["step_s"], times[mode])
+            goal = GRAPH_GOAL_RATIO if mode == "graph" else EAGER_GOAL_RATIO
+            m.update(r, baseline_step_s=fast["baseline_step_s"], baseline_spread=fast["spread"],
+                     below_baseline=fast["below_baseline"], faster_than_baseline=fast["faster"],
+                     meets_goal=(r["bound_ratio"] >= goal) if _judged(args, ctx["device"], name, mode, g) else None)
+
+
 def _run_point(args: argparse.Namespace, k: int, g: int, n: int, ctx: dict[str, Any]) -> dict[str, Any]:
-    """Point (G, N): every protocol (ABBA order), speedups ``upstream / current`` per mode."""
+    """Point (G, N): baseline, every protocol (ABBA order), baseline again; speedups ``upstream / current``."""
     sel = select_offload_layers(ctx["shapes"].layers, g, n)
     order = list(args.protocols) if k % 2 == 0 else list(reversed(args.protocols))
+    modes = _point_modes(args, g, n, ctx)
     rec: dict[str, Any] = {"group_size": g, "num_in_group": n, "prefetch_step": args.prefetch_step,
                            "offloaded_layers": list(sel), "offloaded_bytes": len(sel) * ctx["layer_bytes"],
-                           "order": order, "protocols": {}}
+                           "order": ["baseline", *order, "baseline"], "protocols": {}}
+    before = ctx["baselines"].block(modes)
     for protocol in order:
         rec["protocols"][protocol] = _run_protocol(args, g, n, protocol, {**ctx, "sel": sel})
+    after = ctx["baselines"].block(modes)
+    _finish_point(args, rec, {m: [before[m], after[m]] for m in before}, ctx)
     p = rec["protocols"]
     if "current" in p and "upstream" in p:
         rec["speedup"] = {m: p["upstream"]["modes"][m]["step_s"] / p["current"]["modes"][m]["step_s"]
@@ -237,26 +312,106 @@ def _run_point(args: argparse.Namespace, k: int, g: int, n: int, ctx: dict[str, 
     return rec
 
 
-def _verdict(points: list[dict[str, Any]], device: torch.device) -> dict[str, Any]:
-    """``all_bitwise_equal``, ``stale_reads``, ``goal_met`` (cuda) and ``speedup_goals_met`` over every point."""
+def timing_failures(points: list[dict[str, Any]]) -> list[str]:
+    """One line per offloaded step faster than its interleaved baseline beyond the baselines' spread."""
+    out = []
+    for p in points:
+        for name, pr in p.get("protocols", {}).items():
+            for mode, m in pr["modes"].items():
+                if m.get("faster_than_baseline"):
+                    out.append(f"{name} ({p['group_size']},{p['num_in_group']}) {mode}: {m['step_s'] * 1e3:.3f} ms is "
+                               f"{m['below_baseline']:.1%} below the interleaved un-offloaded step "
+                               f"{m['baseline_step_s'] * 1e3:.3f} ms (spread {m['baseline_spread']:.1%})")
+    return out
+
+
+def verdict(points: list[dict[str, Any]], judged: bool, not_run: Sequence[dict[str, Any]] = (),
+            complete: bool = True) -> dict[str, Any]:
+    """``ok`` and its parts over every point.
+
+    Args:
+        points: point records (:func:`_run_point`).
+        judged: the timing goals and the no-offload check apply (cuda: asynchronous copies).
+        not_run: points not run, each with its reason (any one fails ``ok``).
+        complete: the run reached its end (a partial summary written during the run is not ok).
+
+    Returns:
+        ``ok``, ``all_bitwise_equal`` (offloaded and interleaved baseline outputs), ``stale_reads``,
+        ``goal_met`` / ``speedup_goals_met`` (``None`` unless judged), ``faster_than_baseline`` (lines
+        naming the points, judged or not) and ``timing_judged``.
+    """
     runs = [m for p in points for pr in p.get("protocols", {}).values() for m in pr["modes"].values()]
-    equal = all(m["bitwise_equal"] and m["async_replays_bitwise_equal"] for m in runs)
+    equal = all(m["bitwise_equal"] and m["async_replays_bitwise_equal"] for m in runs) and all(
+        b["bitwise_equal"] for p in points for b in p.get("baseline", {}).values())
     stale = sum(m["stale_reads"] for m in runs)
-    checked = [m["meets_goal"] for m in runs if m["meets_goal"] is not None]
+    checked = [m["meets_goal"] for m in runs if m.get("meets_goal") is not None]
     speed = [p["speedup"]["graph"] >= SPEEDUP_GOALS[(p["group_size"], p["num_in_group"])]
              for p in points if "graph" in p.get("speedup", {}) and (p["group_size"], p["num_in_group"]) in SPEEDUP_GOALS
              and p["prefetch_step"] == 1]
-    cuda = device.type == "cuda"
-    goal = (all(checked) if checked else None) if cuda else None
-    speed_met = (all(speed) if speed else None) if cuda else None
-    stopped = any("stopped" in p for p in points)
-    return {"ok": bool(equal and stale == 0 and goal is not False and speed_met is not False and not stopped),
-            "all_bitwise_equal": equal, "stale_reads": stale, "goal_met": goal, "speedup_goals_met": speed_met}
+    goal = (all(checked) if checked else None) if judged else None
+    speed_met = (all(speed) if speed else None) if judged else None
+    fast = timing_failures(points)
+    ok = equal and stale == 0 and goal is not False and speed_met is not False and not not_run and complete \
+        and not (judged and fast)
+    return {"ok": bool(ok), "all_bitwise_equal": equal, "stale_reads": stale, "goal_met": goal,
+            "speedup_goals_met": speed_met, "faster_than_baseline": fast, "timing_judged": judged}
 
 
-def run_check(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every point, protocol and mode; return the summary dict (see module docstring)."""
-    t_start = time.perf_counter()
+def estimate_point_s(args: argparse.Namespace, sel: Sequence[int], ctx: dict[str, Any], setup_s_per_layer: float) -> float:
+    """Predicted seconds of one point: the event model's steps of every run and baseline block, plus set-up.
+
+    Per protocol and mode ``steps + 1`` steps (graph: + :data:`GRAPH_EXTRA_STEPS` - 1 and the async
+    replays) of the model's step (:func:`offload_tools.step_model.simulate_step_s`, launch-bound modes no
+    faster than their un-offloaded step), two baseline blocks per mode, and ``setup_s_per_layer`` per
+    offloaded layer and protocol. Compiling is not predicted (a compile point's estimate is low).
+    """
+    layers, base = ctx["shapes"].layers, ctx["baselines"].setup_step_s
+    dev = base.get("graph")
+    total = 0.0
+    for mode, t_base in base.items():
+        graph = mode == "graph"
+        steps = args.steps + 1 + ((GRAPH_EXTRA_STEPS - 1 + args.async_replays) if graph else 0)
+        model = simulate_step_s(layers, list(sel), dev if dev is not None else t_base, ctx["copy_s"],
+                                args.prefetch_step, **boundary("crossing", mode, args.step_sync))
+        total += len(args.protocols) * steps * max(model, t_base) + 2 * (args.steps + 1) * t_base
+    return total + setup_s_per_layer * len(sel) * len(args.protocols)
+
+
+def _header(args: argparse.Namespace, ctx: dict[str, Any]) -> dict[str, Any]:
+    """The run's fixed fields: what ran, on what, with which goals."""
+    device, s, base = ctx["device"], ctx["shapes"], ctx["baselines"]
+    return {
+        "check": "gpu_check_torch",
+        "goal": (f"current: graph bound ratio >= {GRAPH_GOAL_RATIO} at every point, eager (stream sync) >= "
+                 f"{EAGER_GOAL_RATIO} for G <= {GOAL_MAX_GROUP}; speedup over upstream in graph mode >= "
+                 + ", ".join(f"{v} at {k}" for k, v in SPEEDUP_GOALS.items())
+                 + "; no offloaded step faster than the interleaved un-offloaded step beyond its spread (cuda)"),
+        "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch_version": torch.__version__, "python": sys.version.split()[0],
+        "shapes": dataclasses.asdict(s), "bytes_per_layer": ctx["layer_bytes"],
+        "qwen25_7b_layer_bytes": ctx["layer_bytes"] == QWEN25_7B_LAYER_BYTES_BF16,
+        "tokens": args.tokens, "steps": args.steps, "modes": ctx["modes"], "protocols": list(args.protocols),
+        "step_sync": args.step_sync, "async_replays": args.async_replays, "budget_s": args.budget_s,
+        "step_clock": "cuda_events" if device.type == "cuda" else "perf_counter",
+        "compile_backend": args.compile_backend, "h2d_bandwidth_bytes_s": ctx["bw"],
+        "emulate_precision_casts": emulate_precision_casts() if "compile" in base.fns else None,
+        "negative_control": bool(args.negative_control), "skip_refill_control": bool(args.skip_refill_control),
+        "baseline_step_s": dict(base.setup_step_s),
+    }
+
+
+def _write(path: str | None, summary: dict[str, Any]) -> None:
+    """Write ``summary`` to ``path`` atomically (a run killed at its time limit leaves the last point's state)."""
+    if not path:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(summary, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _setup(args: argparse.Namespace) -> dict[str, Any]:
+    """Reference stack, input, bandwidth and prepared baselines (the context every point shares)."""
     device = torch.device(args.device)
     dtype = torch.bfloat16
     s = Shapes.qwen25_7b(args.layers, args.width_divisor)
@@ -266,33 +421,50 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     ref_layers = build_reference(s, device, dtype)
     x = torch.randn(args.tokens, s.hidden, device=device, dtype=dtype)
     bw = measure_h2d_bandwidth(layer_bytes, device)
-    base = _baselines(args, modes, ref_layers, x, device)
-    ctx = {"device": device, "shapes": s, "base": base, "layer_bytes": layer_bytes, "bw": bw, "modes": modes,
-           "ref_layers": ref_layers, "x": x}
+    baselines = Baselines(args, modes, ref_layers, x, device)
+    return {"device": device, "shapes": s, "baselines": baselines, "layer_bytes": layer_bytes, "bw": bw,
+            "copy_s": layer_bytes / bw, "modes": modes, "ref_layers": ref_layers, "x": x}
+
+
+def run_check(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every point, protocol and mode; return the summary dict (see module docstring).
+
+    A point starts only when its estimate (:func:`estimate_point_s`) fits in what is left of
+    ``--budget-s`` (cuda); a point that does not is listed in ``not_run`` with the reason and the run
+    goes on with the next. The summary is rewritten to ``--out`` after every point (``complete`` false,
+    ``pending`` the points still to run), so a run killed at its time limit names what it did not run.
+    """
+    t_start = time.perf_counter()
+    ctx = _setup(args)
+    head = _header(args, ctx)
+    judged = ctx["device"].type == "cuda"
     points_out: list[dict[str, Any]] = []
+    not_run: list[dict[str, Any]] = []
+    setup_s_per_layer, overheads = SETUP_S_PER_LAYER, []
     baseline_s = time.perf_counter() - t_start
     for k, (g, n) in enumerate(args.points):
-        points_out.append(_run_point(args, k, g, n, ctx))
-        if device.type == "cuda" and time.perf_counter() - t_start > args.budget_s:
-            points_out.append({"stopped": f"time budget {args.budget_s}s spent before the remaining points"})
-            break
-    return {
-        "check": "gpu_check_torch", **_verdict(points_out, device),
-        "goal": (f"current: graph ratio >= {GRAPH_GOAL_RATIO} at every point, eager (stream sync) >= "
-                 f"{EAGER_GOAL_RATIO} for G <= {GOAL_MAX_GROUP}; speedup over upstream in graph mode >= "
-                 + ", ".join(f"{v} at {k}" for k, v in SPEEDUP_GOALS.items()) + " (cuda)"),
-        "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch_version": torch.__version__, "python": sys.version.split()[0],
-        "shapes": dataclasses.asdict(s), "bytes_per_layer": layer_bytes,
-        "qwen25_7b_layer_bytes": layer_bytes == QWEN25_7B_LAYER_BYTES_BF16,
-        "tokens": args.tokens, "steps": args.steps, "modes": modes, "protocols": list(args.protocols),
-        "step_sync": args.step_sync, "async_replays": args.async_replays,
-        "compile_backend": args.compile_backend, "h2d_bandwidth_bytes_s": bw,
-        "emulate_precision_casts": emulate_precision_casts() if "compile" in base else None,
-        "negative_control": bool(args.negative_control), "skip_refill_control": bool(args.skip_refill_control),
-        "baseline_step_s": {m: b["step_s"] for m, b in base.items()}, "points": points_out,
-        "elapsed_s": time.perf_counter() - t_start, "setup_and_baseline_s": baseline_s,
-    }
+        sel = select_offload_layers(ctx["shapes"].layers, g, n)
+        est = estimate_point_s(args, sel, ctx, setup_s_per_layer)
+        left = args.budget_s - (time.perf_counter() - t_start)
+        if judged and est > left:
+            not_run.append({"group_size": g, "num_in_group": n, "reason": f"not started: predicted {est:.1f} s, "
+                            f"{left:.1f} s left of the {args.budget_s:g} s point budget"})
+            continue
+        t0 = time.perf_counter()
+        rec = _run_point(args, k, g, n, ctx)
+        rec["elapsed_s"], rec["predicted_s"] = time.perf_counter() - t0, est
+        points_out.append(rec)
+        if sel:
+            overheads.append(max(0.0, rec["elapsed_s"] - estimate_point_s(args, sel, ctx, 0.0))
+                             / (len(sel) * len(args.protocols)))
+            setup_s_per_layer = statistics.mean(overheads)
+        pending = [list(p) for p in args.points[k + 1:]]
+        _write(args.out, {**head, **verdict(points_out, judged, not_run, complete=False), "points": points_out,
+                          "not_run": not_run, "pending": pending, "complete": False,
+                          "elapsed_s": time.perf_counter() - t_start, "setup_and_baseline_s": baseline_s})
+    return {**head, **verdict(points_out, judged, not_run), "points": points_out, "not_run": not_run,
+            "pending": [], "complete": True, "elapsed_s": time.perf_counter() - t_start,
+            "setup_and_baseline_s": baseline_s}
 
 
 def _point(text: str) -> tuple[int, int]:
@@ -324,7 +496,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--prefetch-step", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=16, help="tokens per forward step")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per point and mode (median)")
-    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting points after this (cuda)")
+    ap.add_argument("--budget-s", type=float, default=300.0,
+                    help="seconds for set-up and points: a point whose estimate does not fit is listed as not run (cuda)")
     ap.add_argument("--out", help="also write the JSON summary here")
     ap.add_argument("--negative-control", action="store_true",
                     help="zero the offloaded host copies after post_init (outputs must then differ, exit 1)")
@@ -348,11 +521,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     summary = run_check(args)
-    line = json.dumps(summary, sort_keys=True)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-    print("GPU_CHECK_TORCH " + line, flush=True)
+    _write(args.out, summary)
+    for line in point_lines(summary):
+        print(line, flush=True)
+    print("GPU_CHECK_TORCH " + json.dumps(summary, sort_keys=True), flush=True)
     return 0 if summary["ok"] else 1
 
 

@@ -13,9 +13,18 @@ the protocol:
   copy issued in it is done, so the refill whose consumer is in the next step is not overlapped;
 * ``crossing`` (ours), and eager steps timed on the compute stream only: the step ends with its
   last layer; copies carry over into the next step up to their consumer.
-* ``deferred`` (ours in graphs when each step ends with a device-wide sync): the refill whose
-  consumer is in the next step is issued by the host before the next replay, so it starts with
-  the next step (``deferred_boundary`` together with ``joined_boundary``).
+* ``deferred`` (ours in graphs, whenever the host waits for a step's output before it replays the
+  next one, as vLLM's synchronous loop waits for the sampled tokens and the GPU check's timed loop
+  does): the refill whose consumer is in the next step is issued by the host in
+  ``sync_prev_onload`` before the next replay, so it starts with the next step, not when its
+  slot's last reader ends (``deferred_boundary``; with a device-wide sync per step together with
+  ``joined_boundary``). The copy engine then idles over the layers after the last offloaded one:
+  with one slot and copies longer than the compute between offloaded layers the step is
+  ``M_c * (c + t_layer) + tail * t_layer``, ``tail`` the layers after the last offloaded layer
+  (0 when the last layer is offloaded, as at every point of the H200 table but G = 8, where
+  28 = 3 * 8 + 4 leaves layers 24..27 after layer 23). A host that runs ahead of the device
+  (async scheduling) issues the refill while the step still runs: then the crossing boundary
+  above applies.
 
 Ring: :mod:`offload.ring` (vLLM 0.32's ``_get_next_prefetch_index`` picks the same targets, so
 upstream's protocol has the same refills); ``skip_resident``: a slot that serves one module is
@@ -29,7 +38,7 @@ with one slot ``max(t_base, M_c * (c + t_layer))`` (the slot cannot be refilled 
 runs), with more slots ``max(t_base, M_c * c)``: while a layer runs the copy engine serves another
 slot, so in the steady state it never idles (the event model reaches this; the ``+ t_layer`` of a
 first estimate, ``M_c * c + t_layer``, is the latency of one step alone, not the period). For a
-joined boundary the bound is the event model.
+joined or deferred boundary the bound is the event model.
 
 Not modelled: host launch overhead (eager steps are launch-bound: ``t_base`` then measures the
 host, not the device), copy/compute bandwidth contention, uneven layer times.
@@ -54,8 +63,8 @@ def boundary(copy_protocol: str, mode: str, step_sync: str) -> dict[str, bool]:
     device = step_sync == "device"
     if mode != "graph":  # eager refills are issued inline, after their slot's last reader
         return {"joined_boundary": device, "deferred_boundary": False}
-    if copy_protocol == "crossing":
-        return {"joined_boundary": device, "deferred_boundary": device}
+    if copy_protocol == "crossing":  # the owed refill waits for the host's next sync_prev_onload
+        return {"joined_boundary": device, "deferred_boundary": True}
     return {"joined_boundary": True, "deferred_boundary": False}
 
 
@@ -130,14 +139,14 @@ def simulate_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_b
 def bound_step_s(num_layers: int, offloaded: list[int] | tuple[int, ...], t_base: float, copy_s: float,
                  prefetch_step: int = 1, *, skip_resident: bool = True, joined_boundary: bool = False,
                  deferred_boundary: bool = False) -> float:
-    """Closed-form bound of a step (module docstring); the event model for a joined boundary.
+    """Closed-form bound of a step (module docstring); the event model for a joined or deferred boundary.
 
     Raises:
         ValueError: as :func:`simulate_step_s`.
     """
-    if joined_boundary:
+    if joined_boundary or deferred_boundary:
         return simulate_step_s(num_layers, offloaded, t_base, copy_s, prefetch_step, skip_resident=skip_resident,
-                               joined_boundary=True, deferred_boundary=deferred_boundary)
+                               joined_boundary=joined_boundary, deferred_boundary=deferred_boundary)
     m = len(offloaded)
     if m == 0:
         return t_base

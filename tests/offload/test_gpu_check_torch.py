@@ -11,6 +11,7 @@ has Qwen2.5-7B's 466,115,584 bytes (arithmetic only; nothing is allocated).
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +56,22 @@ def test_cpu_run_prints_summary_and_outputs_are_bitwise_equal_in_eager_and_compi
     for p in cur.values():
         for m in p["modes"].values():
             assert m["bitwise_equal"] is True and m["fallback_loads"] == 0 and m["stale_reads"] == 0
-            assert m["ceiling_step_s"] == max(m["baseline_step_s"], m["transfer_s"])
-            assert m["ratio"] == pytest.approx(m["bound_step_s"] / m["step_s"])
+            if m["copied_per_step"]:
+                assert m["ceiling_step_s"] == max(m["baseline_step_s"], m["transfer_s"])
+                assert m["ceiling_ratio"] == pytest.approx(m["ceiling_step_s"] / m["step_s"])
+            else:  # a slot serving one module is never refilled: nothing copied, no ceiling
+                assert m["ceiling_step_s"] is None and m["ceiling_note"] == "ceiling n/a: nothing copied"
+            assert m["bound_ratio"] == pytest.approx(m["bound_step_s"] / m["step_s"])
+            assert len(m["step_times_s"]) == 2 and m["step_s"] == pytest.approx(statistics.median(m["step_times_s"]))
             assert m["meets_goal"] is None
+    assert cur[(1, 1)]["modes"]["eager"]["copied_per_step"] == 4 and cur[(4, 1)]["modes"]["eager"]["copied_per_step"] == 0
+    for p in pts.values():  # the un-offloaded stack timed before and after the protocols, same function
+        assert p["order"][0] == p["order"][-1] == "baseline"
+        for mode, b in p["baseline"].items():
+            assert len(b["step_times_s"]) == 4 and b["bitwise_equal"] is True
+            assert p["protocols"]["current"]["modes"][mode]["baseline_step_s"] == statistics.median(b["step_times_s"])
+    assert s["complete"] is True and s["not_run"] == [] and s["step_clock"] == "perf_counter"
+    assert s["timing_judged"] is False  # cpu: copies are synchronous, shared host
 
 
 def test_both_protocols_run_in_abba_order_bitwise_equal_with_speedups(capsys, tmp_path):
@@ -66,7 +80,8 @@ def test_both_protocols_run_in_abba_order_bitwise_equal_with_speedups(capsys, tm
                    "--out", str(out_file)])
     s = json.loads(out_file.read_text())
     assert rc == 0 and s["ok"] is True and s["all_bitwise_equal"] is True and s["protocols"] == ["current", "upstream"]
-    assert [p["order"] for p in s["points"]] == [["current", "upstream"], ["upstream", "current"]]
+    assert [p["order"] for p in s["points"]] == [["baseline", "current", "upstream", "baseline"],
+                                                 ["baseline", "upstream", "current", "baseline"]]
     for p in s["points"]:
         assert p["protocols"]["upstream"]["offloader_class"].endswith("UpstreamProtocolOffloader")
         for proto in ("current", "upstream"):
