@@ -73,7 +73,7 @@ class PointLabel:
     color: str = "black"
 
 
-OFFSETS_PT = [(dx, dy) for r in (4.0, 10.0, 18.0, 28.0, 40.0)
+OFFSETS_PT = [(dx, dy) for r in (6.0, 12.0, 20.0, 30.0, 42.0)
               for dx, dy in ((r, r * 0.25), (r, -r), (-r, r * 0.25), (-r, -r), (0.0, r), (0.0, -r - 4.0),
                              (r, r), (-r, r))]
 """Candidate offsets (points) of a label's anchor from its point, nearest first (``ha`` follows ``dx``'s sign)."""
@@ -146,7 +146,7 @@ def place_labels(ax: Axes, labels: Sequence[PointLabel], *, fontsize: float = LA
             if outside == 0 and text_cost == 0 and mark_cost == 0:
                 break
         placed.append(_candidate(ax, renderer, ann, *best))
-        if abs(best[0]) > 12 or abs(best[1]) > 12:
+        if abs(best[0]) > 14 or abs(best[1]) > 14:
             ax.annotate("", (lb.x, lb.y), xytext=best, textcoords="offset points",
                         arrowprops={"arrowstyle": "-", "color": lb.color, "lw": 0.5, "alpha": 0.6,
                                     "shrinkA": 0, "shrinkB": 3})
