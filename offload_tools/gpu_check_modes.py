@@ -18,9 +18,10 @@ so the un-offloaded baseline is prepared at set-up and timed again at every poin
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,3 +202,30 @@ def run_mode(mode: str, stack: torch.nn.Module, x: torch.Tensor, off: Any, steps
     with torch.no_grad():
         fn = prepare(mode, stack, x, off, compile_backend)
     return measure(fn, steps, device, step_sync, async_replays if mode == "graph" else 0)
+
+
+class Baselines:
+    """The un-offloaded stack, prepared once per mode; timed at every point before and after the protocols.
+
+    ``ref[mode]`` is the output every offloaded run must equal bitwise; ``setup_step_s[mode]`` the
+    median step when it was prepared.
+    """
+
+    def __init__(self, args: argparse.Namespace, modes: list[str], stack: torch.nn.Module,
+                 x: torch.Tensor, device: torch.device) -> None:
+        self.args, self.device = args, device
+        self.fns: dict[str, Any] = {}
+        self.ref: dict[str, torch.Tensor] = {}
+        self.setup_step_s: dict[str, float] = {}
+        for mode in modes:
+            if mode == "compile" and not args.compile_points:
+                continue
+            with torch.no_grad():
+                self.fns[mode] = prepare(mode, stack, x, None, args.compile_backend)
+            r = measure(self.fns[mode], args.steps, device, args.step_sync)
+            self.ref[mode], self.setup_step_s[mode] = r.out.clone(), r.step_s
+
+    def block(self, modes: Sequence[str]) -> dict[str, ModeResult]:
+        """One timed block of the un-offloaded stack in each of ``modes`` it was prepared for."""
+        return {m: measure(self.fns[m], self.args.steps, self.device, self.args.step_sync)
+                for m in modes if m in self.fns}

@@ -49,7 +49,8 @@ the run's own set-up time per offloaded layer) fits in what is left; otherwise i
 point (``complete: false`` and the ``pending`` points until the end). Offloaders keep torch's pinned
 host cache (:func:`keep_host_cache`), so the points reuse the pinned blocks of the points before.
 
-Exit status: 0 when every output is bitwise equal, no stale read was counted, every point ran and
+Exit status (:func:`offload_tools.gpu_check_rules.verdict`): 0 when every output is bitwise equal, no stale
+read was counted, every point ran and
 (cuda) the goals hold; 1 otherwise; 2 for bad arguments. One ``GPU_CHECK_POINT`` line per point,
 protocol and mode (ceiling ratio first, :func:`offload_tools.gpu_check_report.point_lines`), then the
 summary as one ``GPU_CHECK_TORCH <json>`` line (and written to ``--out``).
@@ -80,18 +81,19 @@ import torch
 
 from offload.backend import DeviceBackend, backend_for_device
 from offload.selection import select_offload_layers
-from offload_tools.gpu_check_modes import STEP_SYNCS, ModeResult, emulate_precision_casts, measure, \
-    measure_h2d_bandwidth, prepare, run_mode
+from offload_tools.gpu_check_modes import STEP_SYNCS, Baselines, ModeResult, emulate_precision_casts, \
+    measure_h2d_bandwidth, run_mode
 from offload_tools.gpu_check_ratios import faster_than_baseline, mode_ratios
 from offload_tools.gpu_check_report import point_lines
-from offload_tools.step_model import boundary, simulate_step_s
+from offload_tools.gpu_check_rules import GOAL_MAX_GROUP, GRAPH_GOAL_RATIO, EAGER_GOAL_RATIO, SETUP_S_PER_LAYER, \
+    SPEEDUP_GOALS, estimate_point_s, judged, verdict
 from offload_tools.synthetic_stack import QWEN25_7B, QWEN25_7B_LAYER_BYTES_BF16, DecoderLayer, Shapes, Stack, build_reference
 
 if TYPE_CHECKING:  # the offloaders are imported after the arguments are checked (_protocol_class)
     from offload.prefetch import CurrentPrefetchOffloader
 
 __all__ = ["QWEN25_7B", "QWEN25_7B_LAYER_BYTES_BF16", "DecoderLayer", "Shapes", "Stack", "build_reference", "main",
-           "measure_h2d_bandwidth", "run_check", "run_mode", "verdict"]
+           "measure_h2d_bandwidth", "run_check", "run_mode"]
 
 
 DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4, 1), (2, 1), (4, 2))
@@ -100,16 +102,6 @@ DEFAULT_POINTS = ((28, 1), (14, 1), (28, 2), (8, 1), (7, 1), (14, 2), (8, 2), (4
 PROTOCOLS = ("current", "upstream")
 """``--protocols`` choices: ``current`` = :class:`offload.prefetch.CurrentPrefetchOffloader`, ``upstream`` =
 :class:`offload_tools.upstream_protocol.UpstreamProtocolOffloader` (:func:`_protocol_class`)."""
-GRAPH_GOAL_RATIO = 0.97
-EAGER_GOAL_RATIO = 0.95
-GOAL_MAX_GROUP = 4
-SPEEDUP_GOALS = {(28, 1): 1.6, (28, 2): 1.25, (14, 1): 1.12}
-"""Least speedup of ``current`` over ``upstream`` in graph mode at these points (cuda)."""
-SETUP_S_PER_LAYER = 0.45
-"""Seconds of set-up per offloaded layer and protocol assumed before a point has run (2026-12-04, H200:
-0.4-0.45 s when each point pinned its own host memory); then the run's own mean is used."""
-GRAPH_EXTRA_STEPS = 4
-"""Untimed graph steps per run: two warm-up steps, the capture, the first replay."""
 
 
 def _device_mem(device: torch.device) -> dict[str, int | None]:
@@ -139,34 +131,6 @@ def keep_host_cache(device: torch.device) -> DeviceBackend:
     backend = backend_for_device(device)
     setattr(backend, "release_host_cache", lambda: None)  # noqa: B010 - an instance attribute shadows the method
     return backend
-
-
-class Baselines:
-    """The un-offloaded stack, prepared once per mode; timed at every point before and after the protocols.
-
-    ``ref[mode]`` is the output every offloaded run must equal bitwise; ``setup_step_s[mode]`` the
-    median step when it was prepared.
-    """
-
-    def __init__(self, args: argparse.Namespace, modes: list[str], ref_layers: list[DecoderLayer],
-                 x: torch.Tensor, device: torch.device) -> None:
-        self.args, self.device = args, device
-        self.fns: dict[str, Any] = {}
-        self.ref: dict[str, torch.Tensor] = {}
-        self.setup_step_s: dict[str, float] = {}
-        stack = Stack(ref_layers)
-        for mode in modes:
-            if mode == "compile" and not args.compile_points:
-                continue
-            with torch.no_grad():
-                self.fns[mode] = prepare(mode, stack, x, None, args.compile_backend)
-            r = measure(self.fns[mode], args.steps, device, args.step_sync)
-            self.ref[mode], self.setup_step_s[mode] = r.out.clone(), r.step_s
-
-    def block(self, modes: Sequence[str]) -> dict[str, ModeResult]:
-        """One timed block of the un-offloaded stack in each of ``modes`` it was prepared for."""
-        return {m: measure(self.fns[m], self.args.steps, self.device, self.args.step_sync)
-                for m in modes if m in self.fns}
 
 
 def _protocol_class(protocol: str) -> type[CurrentPrefetchOffloader]:
@@ -263,11 +227,6 @@ def _run_protocol(args: argparse.Namespace, g: int, n: int, protocol: str, ctx: 
     return rec
 
 
-def _judged(args: argparse.Namespace, device: torch.device, protocol: str, mode: str, g: int) -> bool:
-    return device.type == "cuda" and protocol == "current" and mode != "compile" and (
-        mode == "graph" or (g <= GOAL_MAX_GROUP and args.step_sync == "stream"))
-
-
 def _finish_point(args: argparse.Namespace, rec: dict[str, Any], base: dict[str, list[ModeResult]],
                   ctx: dict[str, Any]) -> None:
     """Add to every protocol's mode record its interleaved baseline, ceiling, bound, model and goal."""
@@ -289,7 +248,7 @@ def _finish_point(args: argparse.Namespace, rec: dict[str, Any], base: dict[str,
             goal = GRAPH_GOAL_RATIO if mode == "graph" else EAGER_GOAL_RATIO
             m.update(r, baseline_step_s=fast["baseline_step_s"], baseline_spread=fast["spread"],
                      below_baseline=fast["below_baseline"], faster_than_baseline=fast["faster"],
-                     meets_goal=(r["bound_ratio"] >= goal) if _judged(args, ctx["device"], name, mode, g) else None)
+                     meets_goal=(r["bound_ratio"] >= goal) if judged(args, ctx["device"].type, name, mode, g) else None)
 
 
 def _run_point(args: argparse.Namespace, k: int, g: int, n: int, ctx: dict[str, Any]) -> dict[str, Any]:
@@ -310,71 +269,6 @@ def _run_point(args: argparse.Namespace, k: int, g: int, n: int, ctx: dict[str, 
         rec["speedup"] = {m: p["upstream"]["modes"][m]["step_s"] / p["current"]["modes"][m]["step_s"]
                           for m in p["current"]["modes"] if m in p["upstream"]["modes"]}
     return rec
-
-
-def timing_failures(points: list[dict[str, Any]]) -> list[str]:
-    """One line per offloaded step faster than its interleaved baseline beyond the baselines' spread."""
-    out = []
-    for p in points:
-        for name, pr in p.get("protocols", {}).items():
-            for mode, m in pr["modes"].items():
-                if m.get("faster_than_baseline"):
-                    out.append(f"{name} ({p['group_size']},{p['num_in_group']}) {mode}: {m['step_s'] * 1e3:.3f} ms is "
-                               f"{m['below_baseline']:.1%} below the interleaved un-offloaded step "
-                               f"{m['baseline_step_s'] * 1e3:.3f} ms (spread {m['baseline_spread']:.1%})")
-    return out
-
-
-def verdict(points: list[dict[str, Any]], judged: bool, not_run: Sequence[dict[str, Any]] = (),
-            complete: bool = True) -> dict[str, Any]:
-    """``ok`` and its parts over every point.
-
-    Args:
-        points: point records (:func:`_run_point`).
-        judged: the timing goals and the no-offload check apply (cuda: asynchronous copies).
-        not_run: points not run, each with its reason (any one fails ``ok``).
-        complete: the run reached its end (a partial summary written during the run is not ok).
-
-    Returns:
-        ``ok``, ``all_bitwise_equal`` (offloaded and interleaved baseline outputs), ``stale_reads``,
-        ``goal_met`` / ``speedup_goals_met`` (``None`` unless judged), ``faster_than_baseline`` (lines
-        naming the points, judged or not) and ``timing_judged``.
-    """
-    runs = [m for p in points for pr in p.get("protocols", {}).values() for m in pr["modes"].values()]
-    equal = all(m["bitwise_equal"] and m["async_replays_bitwise_equal"] for m in runs) and all(
-        b["bitwise_equal"] for p in points for b in p.get("baseline", {}).values())
-    stale = sum(m["stale_reads"] for m in runs)
-    checked = [m["meets_goal"] for m in runs if m.get("meets_goal") is not None]
-    speed = [p["speedup"]["graph"] >= SPEEDUP_GOALS[(p["group_size"], p["num_in_group"])]
-             for p in points if "graph" in p.get("speedup", {}) and (p["group_size"], p["num_in_group"]) in SPEEDUP_GOALS
-             and p["prefetch_step"] == 1]
-    goal = (all(checked) if checked else None) if judged else None
-    speed_met = (all(speed) if speed else None) if judged else None
-    fast = timing_failures(points)
-    ok = equal and stale == 0 and goal is not False and speed_met is not False and not not_run and complete \
-        and not (judged and fast)
-    return {"ok": bool(ok), "all_bitwise_equal": equal, "stale_reads": stale, "goal_met": goal,
-            "speedup_goals_met": speed_met, "faster_than_baseline": fast, "timing_judged": judged}
-
-
-def estimate_point_s(args: argparse.Namespace, sel: Sequence[int], ctx: dict[str, Any], setup_s_per_layer: float) -> float:
-    """Predicted seconds of one point: the event model's steps of every run and baseline block, plus set-up.
-
-    Per protocol and mode ``steps + 1`` steps (graph: + :data:`GRAPH_EXTRA_STEPS` - 1 and the async
-    replays) of the model's step (:func:`offload_tools.step_model.simulate_step_s`, launch-bound modes no
-    faster than their un-offloaded step), two baseline blocks per mode, and ``setup_s_per_layer`` per
-    offloaded layer and protocol. Compiling is not predicted (a compile point's estimate is low).
-    """
-    layers, base = ctx["shapes"].layers, ctx["baselines"].setup_step_s
-    dev = base.get("graph")
-    total = 0.0
-    for mode, t_base in base.items():
-        graph = mode == "graph"
-        steps = args.steps + 1 + ((GRAPH_EXTRA_STEPS - 1 + args.async_replays) if graph else 0)
-        model = simulate_step_s(layers, list(sel), dev if dev is not None else t_base, ctx["copy_s"],
-                                args.prefetch_step, **boundary("crossing", mode, args.step_sync))
-        total += len(args.protocols) * steps * max(model, t_base) + 2 * (args.steps + 1) * t_base
-    return total + setup_s_per_layer * len(sel) * len(args.protocols)
 
 
 def _header(args: argparse.Namespace, ctx: dict[str, Any]) -> dict[str, Any]:
@@ -421,7 +315,7 @@ def _setup(args: argparse.Namespace) -> dict[str, Any]:
     ref_layers = build_reference(s, device, dtype)
     x = torch.randn(args.tokens, s.hidden, device=device, dtype=dtype)
     bw = measure_h2d_bandwidth(layer_bytes, device)
-    baselines = Baselines(args, modes, ref_layers, x, device)
+    baselines = Baselines(args, modes, Stack(ref_layers), x, device)
     return {"device": device, "shapes": s, "baselines": baselines, "layer_bytes": layer_bytes, "bw": bw,
             "copy_s": layer_bytes / bw, "modes": modes, "ref_layers": ref_layers, "x": x}
 

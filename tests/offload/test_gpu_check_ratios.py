@@ -27,6 +27,7 @@ from offload_tools import gpu_check_torch as chk
 from offload_tools.gpu_check_modes import ModeResult
 from offload_tools.gpu_check_ratios import NOTHING_COPIED, faster_than_baseline, mode_ratios, recompute
 from offload_tools.gpu_check_report import bundle, main as report_main, readme_table
+from offload_tools.gpu_check_rules import verdict
 from offload_tools.step_model import boundary, simulate_step_s
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,24 +148,24 @@ def _point_with(offloaded_times_ms: list[float], baseline_ms: list[float], g: in
 def test_an_offloaded_step_faster_than_its_interleaved_baseline_beyond_the_spread_fails_naming_the_point():
     base = [10.0, 10.1, 9.9, 10.0, 10.2, 10.0, 9.9, 10.1]  # spread (10.2 - 9.9) / 10.0 = 3 %
     slow = _point_with([10.0, 10.05, 10.1, 10.0], base)
-    assert chk.verdict([slow], judged=True)["ok"] is True
+    assert verdict([slow], judged=True)["ok"] is True
     within = _point_with([9.8, 9.8, 9.8, 9.8], base)  # 2 % below: inside the spread
     assert within["protocols"]["current"]["modes"]["eager"]["baseline_spread"] == pytest.approx(0.03)
-    assert chk.verdict([within], judged=True)["ok"] is True
+    assert verdict([within], judged=True)["ok"] is True
     fast = _point_with([9.6, 9.6, 9.6, 9.6], base)  # 4 % below: beyond it
-    v = chk.verdict([fast], judged=True)
+    v = verdict([fast], judged=True)
     assert v["ok"] is False and v["faster_than_baseline"] == [
         "current (2,1) eager: 9.600 ms is 4.0% below the interleaved un-offloaded step 10.000 ms (spread 3.0%)"]
     flat = _point_with([9.95, 9.95, 9.95, 9.95], [10.0] * 8)  # no spread: the 1 % floor; 0.5 % below passes
-    assert chk.verdict([flat], judged=True)["ok"] is True
-    assert chk.verdict([_point_with([9.85] * 4, [10.0] * 8)], judged=True)["ok"] is False  # 1.5 % below fails
-    assert chk.verdict([fast], judged=False)["ok"] is True  # cpu: reported, not judged
+    assert verdict([flat], judged=True)["ok"] is True
+    assert verdict([_point_with([9.85] * 4, [10.0] * 8)], judged=True)["ok"] is False  # 1.5 % below fails
+    assert verdict([fast], judged=False)["ok"] is True  # cpu: reported, not judged
 
 
 def test_a_point_not_run_fails_and_an_incomplete_run_is_not_ok():
     p = _point_with([10.0] * 4, [10.0] * 8)
-    assert chk.verdict([p], judged=True, not_run=[{"group_size": 4, "num_in_group": 2, "reason": "x"}])["ok"] is False
-    assert chk.verdict([p], judged=True, complete=False)["ok"] is False
+    assert verdict([p], judged=True, not_run=[{"group_size": 4, "num_in_group": 2, "reason": "x"}])["ok"] is False
+    assert verdict([p], judged=True, complete=False)["ok"] is False
 
 
 def test_mode_ratios_says_nothing_copied_instead_of_a_ratio():
