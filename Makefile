@@ -30,12 +30,14 @@ run: $(STAMP)
 	$(PY) -m runners.matrix
 
 # ruff (pyflakes, bugbear, complexity <= 12), mypy, import-linter layering contracts,
-# module/function length limits (scripts/check_layout.py)
+# module/function length limits (scripts/check_layout.py), the ceiling on function-level project imports in
+# runners/ (scripts/count_function_imports.py)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_layout.py
+	$(PY) scripts/count_function_imports.py
 
 # scripts/test_passes.sh: the `exclusive` tests alone among the tests with lint starting beside them, then,
 # lint going on, the engine-free tests (TEST_WORKERS pytest-xdist processes: 3 on 2 cores, the fake-engine

@@ -127,8 +127,6 @@ def compose_checked(overrides: Sequence[str], *, config_name: str = "config") ->
     from omegaconf import open_dict, read_write
     from omegaconf.errors import OmegaConfBaseException
 
-    import conf  # noqa: F401  (registers the structured-config schemas)
-
     ovs = task_overrides(overrides)
     with initialize_config_module(config_module="conf", version_base="1.3"):
         try:

@@ -32,6 +32,12 @@ from conf.schema import Config
 
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK, RunnerError
 from runners.orchestration.progress import make_console as _console
+from conf.schema import ConfigError
+from conf.typed import load_config
+from runners.compose_check import compose_checked, refuse_schema_choices, task_overrides
+from runners.identity.pins_file import PinsError, expand_pins_args
+from runners.incase.process_group import install_interrupt_handlers
+from runners.orchestration.stages import run_stages
 
 if TYPE_CHECKING:
     from runners.orchestration.host_measures import HostMeasures
@@ -50,7 +56,6 @@ def run_matrix(cfg: Config, overrides: Sequence[str] = (), host: HostMeasures | 
         overrides: the command-line overrides (saved with the run).
         host: the host measurements (``runners.orchestration.host_measures.HostMeasures``); None = the real ones.
     """
-    from runners.orchestration.stages import run_stages
 
     console = _console()
     try:
@@ -69,8 +74,6 @@ _EXIT_CODE = EXIT_OK
 
 
 def _install_signal_handlers() -> None:
-    from runners.incase.process_group import install_interrupt_handlers
-
     install_interrupt_handlers((signal.SIGINT, signal.SIGTERM))  # recorded: never lost inside a fork callback
 
 
@@ -84,10 +87,6 @@ try:
     def hydra_main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from conf.schema import ConfigError
-        from conf.typed import load_config
-
-        from runners.compose_check import refuse_schema_choices
 
         global _EXIT_CODE
         overrides = list(HydraConfig.get().overrides.task)
@@ -115,9 +114,6 @@ def _run_composed(args: Sequence[str]) -> int:
     A compose or config error is one line (compose: stderr; the typed config's checks: the console, as
     under ``@hydra.main``), exit ``EXIT_CONFIG``; a bug shows its traceback, exit ``EXIT_CASE_FAILURES``.
     """
-    from conf.schema import ConfigError
-    from conf.typed import load_config
-    from runners.compose_check import compose_checked, task_overrides
 
     try:
         cfg = compose_checked(args)
@@ -147,7 +143,6 @@ def main() -> int:
     Hydra flag (``--help``, ``--cfg``, ``-m``, ...) Hydra handles everything.
     """
     _install_signal_handlers()
-    from runners.identity.pins_file import PinsError, expand_pins_args
 
     try:
         sys.argv[1:] = expand_pins_args(sys.argv[1:])

@@ -43,6 +43,20 @@ from conf.schema_stack import ModelConfig, RuntimeConfig
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, EXIT_IO, EXIT_OK, os_error_text
 from runners.identity.pins_file import PinsError, expand_pins_args
 from runners.identity.probe import Observation
+from conf.schema import ConfigError
+from conf.typed import load_config
+from runners.compose_check import compose_checked
+from runners.errors import RunnerError
+from runners.identity.gates import required_scalar_pins
+from runners.identity.pin_checks import (MISSING_VALUE, declared_pins, observed_field, observed_values,
+    package_wheel_check, probe_spec, version_ok)
+from runners.identity.probe import observe, sha256_file, tree_sha256
+from runners.identity.published_identity import msc_revision
+from runners.identity.runtimes import ProbeError, interpreter_argv, map_path, own_process, probe_runtime
+from runners.models.built import BUILT_SOURCES
+from runners.orchestration.path_checks import output_file_problem
+from runners.orchestration.stages import make_plan
+from runners.paths import REPO_ROOT, abs_path as _abs
 
 _FIELDS = (("packages", "package"), ("package_trees", "package_tree"), ("wheels", "wheel"),
            ("source_trees", "source_tree"), ("source_commits", "source_commit"), ("files", "file"))
@@ -88,7 +102,6 @@ class _Found:
 
     def pin(self, key: str, pin: str, declared: Any, actual: str, override: str) -> None:
         """``override`` when ``actual`` satisfies ``declared`` (``???`` or equal), else a mismatch."""
-        from runners.identity.pin_checks import MISSING_VALUE
 
         if declared not in (MISSING_VALUE, actual):
             self.mismatched.append({"key": key, "pin": pin, "expected": str(declared), "observed": actual})
@@ -98,10 +111,6 @@ class _Found:
 
 def _observe_runtime(loc: str, rt: RuntimeConfig, found: _Found) -> dict[str, Any]:
     """Observe the pins of one runtime (in its own interpreter when it has one); returns how it was probed."""
-    from runners.identity.pin_checks import (MISSING_VALUE, declared_pins, version_ok, observed_field,
-                                             observed_values, probe_spec)
-    from runners.identity.probe import observe
-    from runners.identity.runtimes import interpreter_argv, map_path, own_process, probe_runtime
 
     pins = rt.pins
     path_of = (lambda p, _rt=rt: map_path(_rt, p))
@@ -139,7 +148,6 @@ def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Observation, path_
     The declared wheel path is kept (written back when the trees agree); a difference is listed under
     ``mismatched`` naming the first differing files, a missing wheel or distribution under ``not_found``.
     """
-    from runners.identity.pin_checks import MISSING_VALUE, package_wheel_check
 
     key = f"{loc}.pins.package_wheels"
     for dist, wheel in rt.pins.package_wheels.items():
@@ -157,12 +165,9 @@ def _observe_package_wheels(loc: str, rt: RuntimeConfig, obs: Observation, path_
 
 def _model_dir(model: ModelConfig, scalar: Mapping[str, Any]) -> Path | None:
     """The model directory whose ``SHA256SUMS`` / ``REVISION`` are observed (None: ``model.path`` not given)."""
-    from runners.identity.pin_checks import MISSING_VALUE
-    from runners.paths import abs_path as _abs
 
     path = model.path
     declared = any(scalar[k] is not None for k in ("model.sha256sums_sha256", "model.revision"))
-    from runners.models.built import BUILT_SOURCES
 
     if model.source in BUILT_SOURCES and declared:
         from runners.identity.gates import resolve_model_dir
@@ -173,7 +178,6 @@ def _model_dir(model: ModelConfig, scalar: Mapping[str, Any]) -> Path | None:
 
 def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) -> bool:
     """``model.revision`` from ModelScope's ``.msc`` index when there is no ``REVISION``; False: no index."""
-    from runners.identity.published_identity import msc_revision
 
     try:
         msc = msc_revision(mdir)  # ModelScope's .msc index
@@ -188,7 +192,6 @@ def _observe_msc_revision(key: str, declared: Any, mdir: Path, found: _Found) ->
 
 def _observe_model(cfg: Config, scalar: Mapping[str, Any], found: _Found) -> None:
     """Observe ``model.sha256sums_sha256`` and ``model.revision`` where the experiment declares them."""
-    from runners.identity.probe import sha256_file
 
     mdir = _model_dir(cfg.model, scalar)
     for key, fname in (("model.sha256sums_sha256", "SHA256SUMS"), ("model.revision", "REVISION")):
@@ -218,12 +221,9 @@ def observe_all(cfg: Config) -> dict[str, Any]:
     Raises:
         runners.identity.runtimes.ProbeError: a runtime's interpreter cannot run the probe.
     """
-    from runners.paths import REPO_ROOT
-    from runners.identity.probe import tree_sha256
 
     found = _Found()
     runtimes = {loc: _observe_runtime(loc, rt, found) for loc, rt in runtime_locations(cfg)}
-    from runners.identity.gates import required_scalar_pins
 
     scalar = required_scalar_pins(cfg)
     _observe_model(cfg, scalar, found)
@@ -269,9 +269,6 @@ def compose(overrides: Sequence[str]) -> Config:
             repeatz=2``) or give a value of the wrong type: one line naming the key, the nearest real one and the
             allowed ones (``runners.compose_check``, ``conf.schema``).
     """
-    from conf.schema import ConfigError
-    from conf.typed import load_config
-    from runners.compose_check import compose_checked
 
     try:
         return load_config(compose_checked(overrides), overrides)
@@ -321,10 +318,6 @@ def _report(result: Mapping[str, Any], path: Path, overrides: Sequence[str]) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m runners.pins``: exit 0 every pin observed, 3 some not found/mismatched, 2 bad arguments."""
-    from runners.errors import RunnerError
-    from runners.orchestration.path_checks import output_file_problem
-    from runners.orchestration.stages import make_plan
-    from runners.identity.runtimes import ProbeError
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):

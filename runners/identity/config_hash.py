@@ -12,11 +12,11 @@ import hashlib
 import json
 
 from conf.schema import Config
+from conf.typed import plain_config
 
 
 def config_sha256(config: Config) -> str:
     """SHA-256 (hex) of the canonical JSON (sorted keys, no spaces) of the config's plain data (``conf.typed.plain_config``)."""
-    from conf.typed import plain_config
 
     data = plain_config(config)
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

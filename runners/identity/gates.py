@@ -25,6 +25,18 @@ from results_schema.records.manifest import PinCheck
 from runners.config import distinct_runtimes
 from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, abs_path
+from results_schema.records.files import file_sha256
+from runners.identity.case_code import case_code_sha256
+from runners.identity.devices import DeviceError, device_identity
+from runners.identity.git_identity import git_identity
+from runners.identity.health import health_argv, health_verdict, needs_device
+from runners.identity.numerics import numerics_identity
+from runners.identity.pin_checks import IdentityError, check_pins, enforce, probe_spec
+from runners.identity.probe import package_version, tree_sha256
+from runners.identity.published_identity import model_revision, tree_value_for_pin
+from runners.identity.runtimes import ProbeError, map_path, own_process, prefixed, probe_runtime
+from runners.incase.device_index import device_placeholders
+from runners.models.built import BUILT_SOURCES, ensure_built
 
 if TYPE_CHECKING:
     from runners.identity.numerics import ProbeTorch
@@ -38,7 +50,6 @@ def resolve_model_dir(model: ModelConfig) -> Path:
     Raises:
         RunnerError: (identity) missing or unverifiable model.
     """
-    from runners.models.built import BUILT_SOURCES, ensure_built
 
     if model.source in BUILT_SOURCES:
         try:
@@ -107,8 +118,6 @@ def runtime_checks(runtimes: Sequence[RuntimeConfig], offload_tree: str) -> list
     Raises:
         RunnerError: (identity) a runtime's probe cannot run.
     """
-    from runners.identity.pin_checks import check_pins, probe_spec
-    from runners.identity.runtimes import ProbeError, map_path, own_process, probe_runtime
 
     checks: list[PinCheck] = []
     for rt in runtimes:
@@ -136,8 +145,6 @@ def report_packages(runtimes: Sequence[RuntimeConfig]) -> dict[str, str | None]:
     Raises:
         RunnerError: (identity) a runtime's probe cannot run.
     """
-    from runners.identity.probe import package_version
-    from runners.identity.runtimes import ProbeError, own_process, probe_runtime
 
     out: dict[str, str | None] = {}
     for rt in runtimes:
@@ -161,8 +168,6 @@ def _pin_checks(cfg: Config, runtimes: Sequence[RuntimeConfig], *, when: str, pr
         IdentityError: a pin failed (every failed pin listed once).
         RunnerError: (identity) the model is missing or its revision unreadable.
     """
-    from runners.identity.pin_checks import check_pins, enforce
-    from runners.identity.published_identity import model_revision, tree_value_for_pin
 
     pins_cmd = " ".join(filter(None, ("python -m runners.pins", experiment_override(cfg.experiment_name))))
     hint = (f"Write every observed value with `{pins_cmd} [the same overrides] --out pins.yaml`, check it, "
@@ -213,16 +218,12 @@ def gather_identity(cfg: Config, runtimes: Sequence[RuntimeConfig], *, when: str
     Raises:
         RunnerError: (identity) naming the first mismatch.
     """
-    from results_schema.records.files import file_sha256
-    from runners.identity.pin_checks import IdentityError
-    from runners.identity.probe import tree_sha256
 
     offload_tree = tree_sha256(REPO_ROOT / "offload")
     try:
         checks, model_dir = _pin_checks(cfg, runtimes, when=when, previous=previous, offload_tree=offload_tree)
     except IdentityError as exc:
         raise RunnerError(str(exc), EXIT_IDENTITY) from None
-    from runners.models.built import BUILT_SOURCES
 
     if previous is None and cfg.model.source not in BUILT_SOURCES:  # ensure_built verified a built one
         from runners.models.tiny_model import verify_model_dir
@@ -248,7 +249,6 @@ def numerics_of(cfg: Config, probe_torch: ProbeTorch) -> tuple[Any, ...]:
     path, accelerator): a phase's own runtime, else the run's; distinct by content (a phase runtime may keep
     the run runtime's name with another thread environment). ``probe_torch``: the torch probe
     (``runners.orchestration.host_measures.HostMeasures.probe_torch``)."""
-    from runners.identity.numerics import numerics_identity
 
     used = [ph.runtime or cfg.runtime for ph in cfg.phases.values()] or [cfg.runtime]
     out = []
@@ -273,8 +273,6 @@ class NumericsProbe:
 
     def __init__(self, cfg: Config, probe_torch: ProbeTorch) -> None:
         import threading
-
-        import runners.identity.numerics  # noqa: F401  (imported before the thread starts)
 
         self._result: tuple[Any, ...] | None = None
         self._error: BaseException | None = None
@@ -304,8 +302,6 @@ def _run_health_command(runtime: RuntimeConfig, cmd: list[str]) -> tuple[str, in
     """Output and exit status of the health command (127: not found, 124: timed out)."""
     import subprocess
 
-    from runners.identity.runtimes import prefixed
-
     try:
         r = subprocess.run(prefixed(runtime, cmd), capture_output=True, text=True,
                            timeout=runtime.health_timeout_s, check=False)
@@ -322,8 +318,6 @@ def health_gate(runtime: RuntimeConfig, out_path: Path) -> None:
     OK = exit 0 and, when ``health_expect`` is set, the output matches it; ``{physical_index}`` /
     ``{chip}`` in the command name the case device (``runners.identity.health``).
     """
-    from runners.identity.health import health_argv, health_verdict, needs_device
-    from runners.incase.device_index import device_placeholders
 
     cmd = runtime.health_command
     if not cmd:
@@ -373,9 +367,6 @@ def observe_run_identity(identity: GateObservation) -> RunIdentity:
     Raises:
         RunnerError: (identity) a device cannot be identified or a runtime's probe cannot run.
     """
-    from runners.identity.devices import DeviceError, device_identity
-    from runners.identity.case_code import case_code_sha256
-    from runners.identity.git_identity import git_identity
 
     runtimes = identity.runtimes
     try:

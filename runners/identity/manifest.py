@@ -28,6 +28,7 @@ from runners.identity.config_hash import config_sha256
 from runners.identity.git_identity import git_identity
 from runners.identity.probe import package_version
 from runners.incase.recorded_env import recordable_env
+from conf.typed import plain_config
 
 
 def json_safe(value: Any) -> Any:
@@ -66,7 +67,6 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
     Raises:
         IdentityError: ``git`` is None and ``git status`` fails.
     """
-    from conf.typed import plain_config
 
     data = json_safe(plain_config(config))
     return EnvironmentManifest(

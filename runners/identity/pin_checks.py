@@ -33,6 +33,7 @@ from conf.schema_stack import PinsConfig
 from results_schema.records.files import file_sha256
 from runners.identity.probe import PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison
 from results_schema.records.manifest import PinCheck, PinKind
+from runners.identity.probe import observe
 
 MISSING_VALUE = "???"
 
@@ -153,7 +154,6 @@ def check_pins(pins: PinsConfig, *, model_dir: Path | None, model_pin: str | Non
     Returns:
         One ``PinCheck`` per declared pin.
     """
-    from runners.identity.probe import observe
 
     path_of = path_of or (lambda x: x)
     spec = probe_spec(pins, path_of)

@@ -35,6 +35,7 @@ from typing import Mapping, Sequence
 from conf.schema_stack import RuntimeConfig
 from runners.identity.probe import Observation
 from runners.paths import EVIDENCE_HOOK_DIR, REPO_ROOT
+from runners.identity.probe import parse_probe_output
 
 
 class ProbeError(RuntimeError):
@@ -107,7 +108,6 @@ def probe_runtime(runtime: RuntimeConfig, spec: Mapping[str, Sequence[str]], *,
         ProbeError: the interpreter or prefix cannot start, the probe fails or times out,
             or it prints no ``PIN_PROBE`` line (message names the runtime and the command).
     """
-    from runners.identity.probe import parse_probe_output
 
     name = runtime.name
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OFFLOAD_EVIDENCE_PATH", "OFFLOAD_IMPL")}

@@ -26,6 +26,9 @@ from results_schema.records.models import WorkloadSpec
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)
 from runners.planning.cases import ScheduledCase
+from conf.typed import plain
+from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
+from runners.identity.runtimes import map_path
 
 def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
     """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.cases.PhaseCase``).
@@ -54,7 +57,6 @@ def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSp
 
 def case_workload(w: WorkloadConfig) -> WorkloadSpec:
     """The planned workload as the record's ``WorkloadSpec`` (the same fields)."""
-    from conf.typed import plain
 
     return WorkloadSpec(**plain(w))
 
@@ -90,8 +92,6 @@ def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:
     The root is where the declared ``runtime.overlay_source_root`` is on this host (``runtime.path_map``,
     as for pins), so the tree on ``PYTHONPATH`` is the tree the identity gate hashed.
     """
-    from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
-    from runners.identity.runtimes import map_path
 
     root = map_path(runtime, runtime.overlay_source_root or "")
     return {OVERLAY_CLASS_ENV: runtime.overlay_class or "", OVERLAY_ROOT_ENV: root}

@@ -72,6 +72,10 @@ from runners.launching.ray_tasks import (
     ray_node_identity,
     unanswered,
 )
+from results_schema.records.manifest import PinCheck
+from runners.errors import EXIT_HEALTH, EXIT_IDENTITY, RunnerError
+from runners.identity.case_code import case_code_sha256
+from runners.identity.gates import health_gate
 
 __all__ = ["LocalExecutor", "RayExecutor", "check_executor_config", "make_executor"]
 
@@ -92,7 +96,6 @@ class LocalExecutor:
 
     def health_gate(self, runtime: RuntimeConfig, out_path: Path) -> None:
         """The runtime's health command on this host (``runners.identity.gates.health_gate``)."""
-        from runners.identity.gates import health_gate
 
         health_gate(runtime, out_path)
 
@@ -172,9 +175,6 @@ class RayExecutor(RayScheduler):
             runners.errors.RunnerError: (identity, exit 3) a node failed and ``on_node_failure=stop``,
                 or no node is left to run the cases.
         """
-        from results_schema.records.manifest import PinCheck
-        from runners.identity.case_code import case_code_sha256
-        from runners.errors import EXIT_IDENTITY, RunnerError
 
         ray = self._ray
         accels = {rt.ray_resource for rt in identity.runtimes}
@@ -227,7 +227,6 @@ class RayExecutor(RayScheduler):
         Raises:
             runners.errors.RunnerError: (health, exit 42) a node failed and the run stops, or none is left.
         """
-        from runners.errors import EXIT_HEALTH, RunnerError
 
         cmd = runtime.health_command
         if not cmd:

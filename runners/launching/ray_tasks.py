@@ -24,6 +24,10 @@ from results_schema.records.placement import NodeIdentity
 from runners.planning.cases import LaunchSpec
 from runners.launching.executor_base import launch_case
 from runners.incase.process_group import ProcessOutcome
+from runners.identity.case_code import case_code_sha256
+from runners.identity.pin_checks import check_pins
+from runners.identity.probe import sha256_file, tree_sha256
+from runners.paths import REPO_ROOT
 
 def node_info() -> dict[str, Any]:
     """Where this task runs: hostname, Ray node id, the accelerators granted to it (``device``, ids)."""
@@ -56,10 +60,6 @@ def ray_case(spec: LaunchSpec) -> tuple[ProcessOutcome, dict[str, Any]]:
 
 def ray_node_identity(pins: Sequence[PinsConfig], model_sums: str | None) -> dict[str, Any]:
     """Body of the per-node identity task: the driver's pins, evaluated in this node's runtime."""
-    from runners.identity.case_code import case_code_sha256
-    from runners.identity.pin_checks import check_pins
-    from runners.paths import REPO_ROOT
-    from runners.identity.probe import sha256_file, tree_sha256
 
     offload = tree_sha256(REPO_ROOT / "offload")
     checks = []

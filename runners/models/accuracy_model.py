@@ -18,6 +18,7 @@ from conf.schema_matrix import MatrixConfig
 
 from runners.errors import EXIT_IDENTITY, PlanError, RunnerError
 from runners.paths import abs_path
+from runners.models.tiny_model import verify_model_dir
 
 
 def accuracy_model_dir(configured: str) -> Path:
@@ -33,7 +34,6 @@ def check_accuracy_model(phase: str, configured: str | None) -> None:
     """
     if not configured:
         return
-    from runners.models.tiny_model import verify_model_dir
 
     try:
         verify_model_dir(accuracy_model_dir(configured))

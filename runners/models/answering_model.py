@@ -43,6 +43,11 @@ from typing import Any
 
 from results_schema.records.protocols import DEFAULT_PROTOCOL, protocol_spec
 from runners.incase.accuracy import synthetic
+from runners.incase.accuracy.datasets import GPQARow, normalize_row
+from runners.incase.accuracy.protocol import parse_reply, render_row
+from runners.incase.accuracy.rendered import LETTERS
+from runners.models.tiny_model import (_byte_to_unicode, _model_config, _tokenizer_config, build_tokenizer_json,
+    verify_model_dir, write_model_dir)
 
 MODEL_NAME = "tiny-answering-qwen2-l4-h128"
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "eval_models" / MODEL_NAME
@@ -82,9 +87,6 @@ def chatml(system: str, user: str) -> str:
 
 def _tokenizer_corpus() -> list[list[str]]:
     """Pre-tokenised corpus of the merges: both tasks' prompts and replies for 300 rows each (seed 7)."""
-    from runners.incase.accuracy.protocol import render_row
-    from runners.incase.accuracy.datasets import normalize_row
-    from runners.models.tiny_model import _byte_to_unicode
 
     b2u = _byte_to_unicode()
     texts = []
@@ -98,7 +100,6 @@ def _tokenizer_corpus() -> list[list[str]]:
 
 def build_tokenizer(num_merges: int) -> tuple[str, int]:
     """``(tokenizer.json text, vocab size)``: digit bytes are never merged (numbers stay one token per digit)."""
-    from runners.models.tiny_model import build_tokenizer_json
 
     return build_tokenizer_json(num_merges, words=_tokenizer_corpus(), mergeable=lambda sym: not any(
         c.isdigit() for c in sym))
@@ -110,9 +111,6 @@ def render_example(task: str, raw: dict[str, object], rng: random.Random | None)
     Args:
         rng: training: GPQA options in an order drawn from it; None: the protocol's own shuffle.
     """
-    from runners.incase.accuracy.datasets import GPQARow, normalize_row
-    from runners.incase.accuracy.protocol import render_row
-    from runners.incase.accuracy.rendered import LETTERS
 
     spec = protocol_spec(DEFAULT_PROTOCOL, task)
     row = normalize_row(task, 0, raw)
@@ -247,8 +245,6 @@ def greedy_accuracy(model: Any, tokenizer_json: str, vocab_size: int, task: str,
     """``(correct, unparsable)`` of ``model``'s greedy replies to ``rows`` scored by the protocol's parser."""
     from tokenizers import Tokenizer
 
-    from runners.incase.accuracy.protocol import parse_reply
-
     tok = Tokenizer.from_str(tokenizer_json)
     spec = protocol_spec(DEFAULT_PROTOCOL, task)
     correct = unparsable = 0
@@ -267,8 +263,6 @@ def _json(obj: dict[str, Any]) -> str:
 
 
 def _config(s: TrainSettings, vocab_size: int) -> dict[str, Any]:
-    from runners.models.tiny_model import _model_config
-
     cfg = _model_config(num_layers=s.num_layers, hidden_size=s.hidden_size, inter=s.intermediate_size,
                         num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, vocab_size=vocab_size,
                         max_position_embeddings=4096, init_std=0.02)
@@ -289,8 +283,6 @@ def build_answering_model(out_dir: Path | str, s: TrainSettings = TrainSettings(
         ValueError: ``out_dir`` exists and is not empty; training diverged.
     """
     import torch
-
-    from runners.models.tiny_model import _tokenizer_config, write_model_dir
 
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -335,7 +327,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    from runners.models.tiny_model import verify_model_dir
 
     print(f"{d}  sha256(SHA256SUMS)={verify_model_dir(d)}  train+write {time.perf_counter() - t0:.0f}s")
     if a.eval_rows:

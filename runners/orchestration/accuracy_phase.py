@@ -20,6 +20,10 @@ from runners.models.accuracy_model import check_accuracy_model
 from runners.outcome.accuracy import accuracy_cases_name
 from runners.paths import REPO_ROOT, accuracy_manifest_path
 from runners.planning.cases import PhaseCase, ScheduledCase
+from results_schema.records.accuracy import AccuracyCaseRun
+from results_schema.records.files import file_sha256
+from results_schema.records.io import read_jsonl
+from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,6 @@ def _check_phase(phase: str, c: PhaseCase) -> AccuracyPhase:
     Raises:
         RunnerError: (config) naming the phase, the manifest path and what is wrong.
     """
-    from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
     manifest = accuracy_manifest_path(str(c.accuracy_manifest))
     where = f"config: accuracy phase {phase!r}: accuracy_manifest={c.accuracy_manifest!r}"
@@ -99,9 +102,6 @@ def check_resumed_manifests(run_dir: Path, phases: Sequence[AccuracyPhase]) -> N
     Raises:
         RunnerError: (identity) naming the phase, the case and the manifest hashes.
     """
-    from results_schema.records.accuracy import AccuracyCaseRun
-    from results_schema.records.files import file_sha256
-    from results_schema.records.io import read_jsonl
 
     for p in phases:
         path = run_dir / accuracy_cases_name(p.phase)

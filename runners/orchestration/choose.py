@@ -36,6 +36,18 @@ from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint
 from results_schema.records.models import BenchRecord, CaseRun
 from runners.planning.cases import ScheduledCase
 from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_bytes
+from conf.schema_matrix import PointConfig
+from offload_tools.choice import distinct_settings, released_bytes
+from results_schema.records.base import PhaseKind
+from results_schema.records.choice import Form, FormFit, PredictedSetting
+from results_schema.records.copy_bench import CopyBench, FILE_NAME as BENCH, H2DBench, H2D_FILE_NAME as H2D
+from results_schema.records.io import append_jsonl, read_json, read_jsonl
+from results_schema.records.plan import PlannedPhase
+from runners.orchestration.close import copy_bench
+from runners.orchestration.execute import run_phases
+from runners.orchestration.rundir import planned_case
+from runners.planning.choose_plan import with_choose
+from runners.planning.plan import expand_phase, schedule
 
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
@@ -50,7 +62,6 @@ def active(cfg: Config) -> bool:
 
 def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
     """The decision lines already written (none for a new run)."""
-    from results_schema.records.io import read_jsonl
 
     path = run_dir / FILE_NAME
     return read_jsonl(path, ChoiceDecision) if path.is_file() else []
@@ -64,8 +75,6 @@ def decided_settings(decisions: Sequence[ChoiceDecision]) -> list[Setting]:
 def verify_items(cfg: Config, decided: Sequence[Setting], start_index: int) -> list[Any]:
     """The verify phase's schedule (``ScheduledCase``) with ``decided`` as its points: baseline and each setting
     ``repeats`` processes, rotated; numbered from ``start_index``."""
-    from conf.schema_matrix import PointConfig
-    from runners.planning.plan import expand_phase, schedule
 
     name = cfg.choose.verify_phase
     matrix = dataclasses.replace(cfg.phases[name], implementations=[cfg.choose.implementation], points=[
@@ -87,9 +96,6 @@ def decided_items(cfg: Config, run_dir: Path | None, start_index: int) -> list[A
 
 
 def _runs(run_dir: Path, phase: str) -> list[Any]:
-    from results_schema.records.io import read_jsonl
-    from results_schema.records.models import CaseRun
-
     path = run_dir / f"{phase}-runs.jsonl"
     return read_jsonl(path, CaseRun) if path.is_file() else []
 
@@ -143,9 +149,6 @@ class _Context:
 
 
 def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
-    from results_schema.records.copy_bench import FILE_NAME as BENCH, H2D_FILE_NAME as H2D, CopyBench, H2DBench
-    from results_schema.records.io import read_json
-
     probe = cfg.choose.probe_phase
     assert probe is not None
     runs = _by_label(_runs(run_dir, probe), bad, probe).get("baseline", [])
@@ -166,8 +169,6 @@ def _noise_pct(xs: Sequence[float]) -> float:
 
 
 def _candidates(ctx: _Context, need: int) -> int:
-    from offload_tools.choice import distinct_settings, released_bytes
-
     layer = dict(enumerate(ctx.sizes.layer_bytes))
     n = sum(1 for s in distinct_settings(ctx.cfg.model.num_layers)
             if released_bytes(s, layer, ctx.sizes.slot, ctx.cfg.model.num_layers) >= need)
@@ -176,7 +177,6 @@ def _candidates(ctx: _Context, need: int) -> int:
 
 def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked: Sequence[VerifiedCheck],
             exclude: Sequence[Setting], budget: int, trusted: bool) -> ChoiceDecision:
-    from results_schema.records.choice import Form, FormFit, PredictedSetting
 
     cfg = ctx.cfg
     need, text = need_bytes(cfg)
@@ -310,7 +310,6 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
     Raises:
         PlanError: the model cannot be sized (checked at planning, so not expected here).
     """
-    from results_schema.records.io import append_jsonl
 
     bench()
     verify = has_verify(cfg)
@@ -340,16 +339,12 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
 def has_verify(cfg: Config) -> bool:
     """Whether the run has a verify phase as planned (``runners.planning.choose_plan.with_choose``: a need of 0
     drops it)."""
-    from runners.planning.choose_plan import with_choose
 
     return active(cfg) and cfg.choose.verify_phase in with_choose(cfg).phases
 
 
 def _planned(cfg: Config, added: Sequence[ScheduledCase]) -> Any:
     """The verify phase's cases a decision adds, as ``plan.json`` holds cases (``results_schema.records.plan.PlannedPhase``)."""
-    from results_schema.records.base import PhaseKind
-    from results_schema.records.plan import PlannedPhase
-    from runners.orchestration.rundir import planned_case
 
     cases = tuple(dict.fromkeys(sc.case for sc in added))
     planned = tuple(planned_case(c) for c in cases)
@@ -364,9 +359,6 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
     returns ``(interrupted, verify items)``."""
     import time
     from dataclasses import replace
-
-    from runners.orchestration.close import copy_bench
-    from runners.orchestration.execute import run_phases
 
     stopped = [False]
     base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from conf.schema import Config
 from runners.orchestration.choose import REFIT_BUDGET
 from runners.planning.choose_plan import model_sizes, need_bytes
+from offload_tools.choice import distinct_settings, released_bytes
+from runners.paths import REPO_ROOT
 
 
 def verify_stage_line(cfg: Config, has_verify: bool) -> str:
@@ -29,9 +31,6 @@ def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
     """A dry run's scale on paper: the probe, the largest verify stage (with a refit and a front), the full design of
     ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
     from omegaconf import DictConfig, OmegaConf
-
-    from offload_tools.choice import distinct_settings, released_bytes
-    from runners.paths import REPO_ROOT
 
     ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
     probe = cfg.phases[str(ch.probe_phase)]

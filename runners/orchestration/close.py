@@ -29,6 +29,11 @@ from runners.orchestration.rundir import write_sha256sums
 from runners.planning.cases import ScheduledCase
 from runners.planning.plan import BENCH_KINDS
 from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
+from results_schema.records.io import RecordError, read_json
+from results_schema.records.validation import ValidationReport
+from runners.errors import os_error_cause
+from runners.orchestration.accuracy_phase import verify_accuracy
+from runners.orchestration.resume import complete_run
 
 if TYPE_CHECKING:
     from runners.identity.gates import GateObservation
@@ -104,8 +109,6 @@ def analyze(run_dir: Path, console: Any) -> tuple[Any, bool]:
         md = write_serving_summary(run_dir)
         console.print(md, markup=False)
         serving_valid = md.startswith("serving: VALID")
-    from results_schema.records.io import read_json
-    from results_schema.records.validation import ValidationReport
 
     return read_json(run_dir / "summary" / "validation.json", ValidationReport), serving_valid
 
@@ -152,7 +155,6 @@ def analyse_and_checksum(cfg: Config, items: Sequence[ScheduledCase], state: Run
     step, the file and the cause (a traceback other than an ``OSError``'s goes to ``logs/close-error.txt`` where it
     can be written) and no ``SHA256SUMS`` is written, so a resume redoes the close.
     """
-    from runners.orchestration.accuracy_phase import verify_accuracy
 
     run_dir = state.run_dir
     summary = run_dir / "summary"
@@ -223,7 +225,6 @@ def close_step(step: str, file: Path) -> Iterator[None]:
     ``RunnerError`` (a gate's verdict, with its own exit code) and ``BaseException`` outside ``Exception``
     (an interrupt) pass through.
     """
-    from runners.errors import os_error_cause
 
     try:
         yield
@@ -240,7 +241,6 @@ def close_step(step: str, file: Path) -> Iterator[None]:
 
 def close_failed_line(found: Findings, items: Sequence[ScheduledCase], run_dir: Path) -> str:
     """The last line of a run whose close failed: the step, file and cause, what is kept, how to finish it."""
-    from runners.orchestration.resume import complete_run
 
     _, recorded = complete_run(run_dir, items)
     return (f"error: {found.close_error}; {recorded} of {len(items)} cases recorded and kept, no SHA256SUMS "
@@ -314,7 +314,6 @@ def print_done(state: RunState, timings: Timings, console: Any) -> None:
 
 def interrupted_line(items: Sequence[ScheduledCase], run_dir: Path) -> str:
     """The last line of an interrupted run: its verdict (none yet: incomplete), how many cases are recorded, how to resume."""
-    from runners.orchestration.resume import complete_run
 
     _, recorded = complete_run(run_dir, items)
     return (f"validation: INTERRUPTED: incomplete run, no verdict ({recorded} of {len(items)} cases recorded, "
@@ -324,8 +323,6 @@ def interrupted_line(items: Sequence[ScheduledCase], run_dir: Path) -> str:
 
 def recorded_verdict(run_dir: Path) -> str:
     """The verdict a finished run recorded (``summary/validation.json``), or that its validation did not run."""
-    from results_schema.records.io import RecordError, read_json
-    from results_schema.records.validation import ValidationReport
 
     path = run_dir / "summary" / "validation.json"
     if not path.is_file():

@@ -25,6 +25,9 @@ from pathlib import Path
 
 from results_schema.records.copy_bench import FILE_NAME, CopyBench
 from results_schema.records.io import write_json
+from results_schema.records.copy_bench import H2DBench, H2D_FILE_NAME
+from runners.paths import CONTROLLED_ENV, REPO_ROOT
+from runners.planning.choose_plan import model_sizes
 
 BENCH_PREFIX = "OFFLOAD_BENCH "
 REPEATS = 5
@@ -74,7 +77,6 @@ def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Map
     """``python -m offload_tools.h2d_bench`` (pinned host-to-device copy of ``nbytes``, one layer) on ``device`` (cuda /
     npu) in the runtime's interpreter; writes ``<run_dir>/h2d-bench.json`` (``results_schema.records.copy_bench.H2DBench``
     with the command) and returns its dict; None when it failed (reported by the caller, never raised)."""
-    from results_schema.records.copy_bench import H2D_FILE_NAME, H2DBench
 
     argv = [python, "-m", "offload_tools.h2d_bench", "--bytes", str(int(nbytes)), "--device", device]
     try:
@@ -94,9 +96,6 @@ def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Map
 
 def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
     """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
-    from results_schema.records.copy_bench import H2D_FILE_NAME
-    from runners.paths import CONTROLLED_ENV, REPO_ROOT
-    from runners.planning.choose_plan import model_sizes
 
     if (run_dir / H2D_FILE_NAME).is_file() or cfg.bench_command:
         return

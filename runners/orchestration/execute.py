@@ -21,6 +21,15 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from conf.schema import Config
 from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
+from results_schema.records.io import append_jsonl, read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.rules.accuracy_rule import baseline_judgement
+from results_schema.rules.token_rule import PhaseFloor, token_status
+from runners.launching.case_command import (HOST_MODEL_INFO_CACHE, case_argv, case_env, publish_model_infos,
+    share_model_info_cache)
+from runners.launching.executors import make_executor
+from runners.outcome.accuracy import accuracy_cases_name
+from runners.outcome.bench import finalize_bench
 
 if TYPE_CHECKING:
     from results_schema.records.accuracy import AccuracyCaseRun
@@ -107,11 +116,8 @@ def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
     Without it a resumed case whose tokens differ from a baseline recorded before the interruption
     would be printed and counted as ``ok`` (``token_check`` would have no reference).
     """
-    from results_schema.records.io import read_jsonl
-    from results_schema.records.models import CaseRun
 
     from results_schema.records.accuracy import AccuracyCaseRun
-    from runners.outcome.accuracy import accuracy_cases_name
 
     for phase in phases:
         path = state.run_dir / f"{phase}-runs.jsonl"
@@ -133,7 +139,6 @@ def token_check(state: RunState, rec: Any) -> str | None:
     phase: nothing to say), ``"tokens identical to baseline"``, ``"tokens within the baseline-vs-baseline
     floor"`` or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
     """
-    from results_schema.rules.token_rule import PhaseFloor, token_status
 
     if rec.implementation == "baseline":
         state.baseline_records.setdefault(rec.phase, []).append(rec)
@@ -166,7 +171,6 @@ def accuracy_output_check(state: RunState, line: Any) -> str | None:
     first baseline run"`` / ``"BASELINE NOT DETERMINISTIC ..."``, or, once the baseline runs differ, a note
     that the case is judged against their floor (not a mismatch: the verifier judges it so).
     """
-    from results_schema.rules.accuracy_rule import baseline_judgement
 
     digests = state.accuracy_baseline_digests
     keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
@@ -210,7 +214,6 @@ def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
 
         fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
         return fin, None, list(serving_lines)
-    from runners.outcome.bench import finalize_bench
 
     fin = finalize_bench(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
                          evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
@@ -220,8 +223,6 @@ def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
 
 def _append_lines(run_dir: Path, phase: str, fin: Finalized, acc_line: AccuracyCaseRun | None,
                   serving_lines: Sequence[ServingRun]) -> None:
-    from results_schema.records.io import append_jsonl
-    from runners.outcome.accuracy import accuracy_cases_name
 
     if fin.run is not None:
         append_jsonl(run_dir / f"{phase}-runs.jsonl", fin.run)
@@ -266,7 +267,6 @@ def _on_done_impl(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome:
 
 def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome) -> bool:
     """Executor callback: finalise one case, append its line, print progress; False stops a formal run."""
-    from runners.launching.case_command import HOST_MODEL_INFO_CACHE, publish_model_infos
 
     t0 = time.monotonic()
     try:
@@ -279,7 +279,6 @@ def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: Proce
 def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
     """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
     from runners.planning.cases import LaunchSpec
-    from runners.launching.case_command import HOST_MODEL_INFO_CACHE, case_argv, case_env, share_model_info_cache
 
     run_dir, phase = state.run_dir, sc.case.phase
     paths = CasePaths.of(run_dir, phase, sc.stem)
@@ -321,7 +320,6 @@ def run_phases(cfg: Config, state: RunState, todo: Sequence[ScheduledCase], *, p
     Raises:
         RunnerError: an identity re-check, the health gate or the executor stopped the run.
     """
-    from runners.launching.executors import make_executor
     from runners.identity.gates import gather_identity
 
     base_env = dict(os.environ)

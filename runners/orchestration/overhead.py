@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runners.paths import REPO_ROOT
+from conf.typed import load_saved_config
 
 
 def measure(results_root: Path, overrides: Sequence[str], *, run_id: str = "overhead") -> dict[str, object]:
@@ -62,8 +63,6 @@ def measure(results_root: Path, overrides: Sequence[str], *, run_id: str = "over
             d = json.loads(line)
             cases.append((f"{d['phase']}/{d['label']}-r{d['repeat']} (failed)", float(d["duration_s"])))
     import yaml
-
-    from conf.typed import load_saved_config
 
     cfg = load_saved_config(yaml.safe_load((run_dir / "config.yaml").read_text()))
     cooldown = 0.0

@@ -15,6 +15,7 @@ from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
 from conf.typed import plain
 from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.paths import accuracy_manifest_path
 
 
 def make_console() -> Any:
@@ -153,7 +154,6 @@ def _workload_line(c: PhaseCase) -> str:
 
 def _manifest_state(configured: str) -> str:
     """``present`` or ``missing: a real run stops before any process`` (a dry run does not check the files)."""
-    from runners.paths import accuracy_manifest_path
 
     return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"
 

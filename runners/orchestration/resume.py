@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from runners.planning.cases import ScheduledCase
+from results_schema.records.accuracy import AccuracyCaseRun
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.io import read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.records.serving import ServingRun
+from runners.outcome.accuracy import accuracy_cases_name
 
 RESUME_SWITCHES = ("resume", "progress", "analyze")
 """Keys a resume may give with any value: which run, the live progress bar, the analysis at the end."""
@@ -73,12 +79,6 @@ def complete_run(run_dir: Path, items: Sequence[ScheduledCase]) -> tuple[bool, i
         ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line
         (a file with a torn or invalid line is not counted, and makes the run incomplete).
     """
-    from results_schema.records.accuracy import AccuracyCaseRun
-    from results_schema.records.io import read_jsonl
-    from results_schema.records.case_outcome import CaseFailure
-    from results_schema.records.models import CaseRun
-    from results_schema.records.serving import ServingRun
-    from runners.outcome.accuracy import accuracy_cases_name
 
     done: set[tuple[str, str, int]] = set()
     intact = True

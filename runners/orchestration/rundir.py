@@ -30,6 +30,25 @@ from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
 from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.orchestration.run_lock import RunLock
 from runners.planning.cases import PhaseCase, ScheduledCase
+from conf.schema import ConfigError, check_name
+from conf.typed import load_saved_config
+from results_schema.records.accuracy import AccuracyCaseRun
+from results_schema.records.base import PhaseKind
+from results_schema.records.case_outcome import CaseFailure
+from results_schema.records.io import read_json, read_jsonl, write_json
+from results_schema.records.manifest import EnvironmentManifest, ModelIdentity
+from results_schema.records.models import CaseRun
+from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
+from results_schema.records.run_owner import HOLDER_FILE, LOCK_FILE
+from results_schema.records.serving import ServingRun
+from runners.identity.manifest import build_manifest
+from runners.incase.case_processes import end_recorded_cases
+from runners.models.smollm2 import manifest_provenance
+from runners.orchestration.accuracy_phase import check_resumed_manifests
+from runners.orchestration.resume import override_differences
+from runners.outcome.accuracy import accuracy_cases_name
+from runners.planning.plan import expand
+from runners.planning.serving_spec import paths_of
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -49,7 +68,6 @@ def write_sha256sums(run_dir: Path) -> Path:
     ``runner.json``, which names the live holder and is removed when it exits; the history of
     holders, ``runner-history.jsonl``, is covered).
     """
-    from results_schema.records.run_owner import HOLDER_FILE, LOCK_FILE
 
     out = run_dir / "SHA256SUMS"
     lines = []
@@ -65,8 +83,6 @@ def write_sha256sums(run_dir: Path) -> Path:
 def planned_case(c: PhaseCase) -> Any:
     """``PlannedCase`` of one ``runners.planning.cases.PhaseCase``."""
     import math
-
-    from results_schema.records.plan import PlannedCase
 
     rates = None
     if c.serving is not None:  # set for kind=serving only
@@ -88,10 +104,6 @@ def write_plan(run_dir: Path, cfg: Config) -> Path:
     Raises:
         runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
-    from results_schema.records.io import write_json
-    from results_schema.records.base import PhaseKind
-    from results_schema.records.plan import PLAN_FILE, PlannedPhase, RunPlan
-    from runners.planning.plan import expand
 
     phases = []
     for name, cases in expand(cfg).items():
@@ -118,10 +130,6 @@ def load_resumed_config(resume: str, cfg: Config, overrides: Sequence[str]) -> t
             or ``overrides`` differ from the saved ones (each difference listed).
     """
     from omegaconf import OmegaConf
-
-    from conf.schema import ConfigError
-    from conf.typed import load_saved_config
-    from runners.orchestration.resume import override_differences
 
     run_dir = abs_path(resume, Path.cwd())
     if not run_dir.is_dir():
@@ -150,7 +158,6 @@ def load_resumed_config(resume: str, cfg: Config, overrides: Sequence[str]) -> t
 
 def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[Any]:
     """Read a JSONL file strictly; a torn final line is moved to ``quarantine`` first."""
-    from results_schema.records.io import read_jsonl
 
     if not path.is_file():
         return []
@@ -165,11 +172,6 @@ def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[
 
 def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[Key]:
     """``(phase, label, repeat)`` of every case with a run, accuracy-case, serving or failure line."""
-    from results_schema.records.accuracy import AccuracyCaseRun
-    from results_schema.records.case_outcome import CaseFailure
-    from results_schema.records.models import CaseRun
-    from results_schema.records.serving import ServingRun
-    from runners.outcome.accuracy import accuracy_cases_name
 
     done: set[Key] = set()
     for ph in phases:
@@ -195,9 +197,6 @@ def quarantine(paths: Sequence[Path], run_dir: Path, qdir: Path) -> None:
 def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], run_identity: RunIdentity,
                           console: Any) -> list[str]:
     """What differs between the saved environment manifest and the identity observed now."""
-    from results_schema.records.io import read_json
-    from results_schema.records.manifest import EnvironmentManifest
-    from runners.identity.manifest import build_manifest
 
     saved = read_json(run_dir / "environment-manifest.json", EnvironmentManifest)
     ident = run_identity.gate
@@ -224,7 +223,6 @@ def _manifest_differences(run_dir: Path, cfg: Config, overrides: Sequence[str], 
 
 def _leftovers(items: Sequence[ScheduledCase], done: set[Key], run_dir: Path) -> list[Path]:
     """Files of cases not recorded as done (partial logs, evidence, records, serving files)."""
-    from runners.planning.serving_spec import paths_of
 
     out: list[Path] = []
     for sc in items:
@@ -247,8 +245,6 @@ def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: 
     Raises:
         RunnerError: (identity) the identity or an accuracy dataset manifest differs from the run's.
     """
-    from runners.orchestration.accuracy_phase import check_resumed_manifests
-    from runners.incase.case_processes import end_recorded_cases
 
     diffs = _manifest_differences(run_dir, cfg, overrides, run_identity, console)
     if diffs:
@@ -280,7 +276,6 @@ def _make_dir(cfg: Config) -> tuple[Path, str]:
     Raises:
         RunnerError: (config) a name is not a single path component, or the directory exists.
     """
-    from conf.schema import ConfigError, check_name
 
     try:
         check_name("run_id", cfg.run_id)
@@ -330,10 +325,6 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
         RunnerError: (config) bad name or existing directory (see ``_make_dir``).
         ValueError: ``run_identity.numerics`` is None (not measured), before anything is created.
     """
-    from results_schema.records.io import write_json
-    from results_schema.records.manifest import ModelIdentity
-    from runners.models.smollm2 import manifest_provenance
-    from runners.identity.manifest import build_manifest
 
     if run_identity.numerics is None:
         raise ValueError("create_run_dir: run_identity.numerics is None: a new run's numerics identity is measured "

@@ -41,6 +41,23 @@ from runners.identity.gates import RunIdentity
 from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
 from runners.planning.cases import ScheduledCase
+from offload.cpu_kernels import CPU_KERNEL_PATHS
+from runners.errors import PlanError, io_error
+from runners.identity.gates import required_scalar_pins, resolve_model_dir
+from runners.incase.case_processes import end_orphaned_cases
+from runners.launching.executors import check_executor_config
+from runners.models.built import BUILT_SOURCES, built_dir
+from runners.orchestration.accuracy_phase import check_accuracy_inputs
+from runners.orchestration.choose import active, choose_stage, decided_items, has_verify
+from runners.orchestration.choose_lines import verify_stage_line
+from runners.orchestration.close import (analyse_and_checksum, exit_code, final_checks, print_done, recorded_verdict,
+    verdict_line)
+from runners.orchestration.execute import run_phases, seed_baselines
+from runners.orchestration.path_checks import check_run_paths
+from runners.orchestration.progress import Progress, expected_duration_line, print_schedule
+from runners.orchestration.resume import complete_run
+from runners.orchestration.rundir import create_run_dir, load_resumed_config, reopen_run_dir
+from runners.planning.plan import plan
 
 if TYPE_CHECKING:
     from runners.identity.numerics import ProbeTorch
@@ -99,7 +116,6 @@ def check_cpu_kernel_paths(items: Sequence[ScheduledCase]) -> None:
     packed kernels, which our offloader replaces by plain ones in the layers it wraps, so a
     matrix with an offload case under ``packed`` would compare kernels, not residency.
     """
-    from offload.cpu_kernels import CPU_KERNEL_PATHS
 
     for sc in items:
         rt = sc.case.runtime
@@ -121,8 +137,6 @@ def check_cpu_kernel_paths(items: Sequence[ScheduledCase]) -> None:
 
 
 def _check_executor(executor: ExecutorConfig) -> None:
-    from runners.launching.executors import check_executor_config
-
     if (bad := check_executor_config(executor)) is not None:
         raise RunnerError(f"config: {bad}", EXIT_CONFIG)
 
@@ -131,8 +145,6 @@ def _accuracy_phases(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]:
     if not any(sc.case.kind == "accuracy" for sc in items):
         return []
     import importlib.util
-
-    from runners.orchestration.accuracy_phase import check_accuracy_inputs
 
     if importlib.util.find_spec("runners.incase.accuracy") is None:
         raise RunnerError("config: an accuracy phase needs runners.incase.accuracy, which is not installed", EXIT_CONFIG)
@@ -145,10 +157,6 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
     Raises:
         RunnerError: (config) the config describes cases that cannot run.
     """
-    from runners.errors import PlanError
-    from runners.identity.gates import required_scalar_pins
-    from runners.planning.plan import plan
-    from runners.orchestration.rundir import load_resumed_config
 
     resume_dir = None
     if cfg.resume:
@@ -169,7 +177,6 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
 
 def _with_decided(cfg: Config, items: list[ScheduledCase], resume_dir: Path | None) -> list[ScheduledCase]:
     """A resumed choose run's plan with its verify phase as decided (``runners.orchestration.choose``)."""
-    from runners.orchestration.choose import active, decided_items
 
     if not active(cfg) or resume_dir is None:
         return items
@@ -237,11 +244,9 @@ def import_analysis() -> None:
 def build_model_once(model: ModelConfig) -> float:
     """Build a built-source model (``tiny``, ``smollm2``) that is not in its cache yet; return the seconds it took
     (0: cached or a path)."""
-    from runners.models.built import BUILT_SOURCES, built_dir
 
     if model.source not in BUILT_SOURCES or (built_dir(model) / "SHA256SUMS").is_file():
         return 0.0
-    from runners.identity.gates import resolve_model_dir
 
     start = time.monotonic()
     resolve_model_dir(model)
@@ -250,7 +255,6 @@ def build_model_once(model: ModelConfig) -> float:
 
 def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any, lock: RunLock | None = None) -> OpenRun:
     """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
-    from runners.orchestration.rundir import create_run_dir, reopen_run_dir
 
     if p.resume_dir is not None:
         done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, run_identity, console)
@@ -263,11 +267,6 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | None = None) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done; a choose run's verify
     phase runs as decided after its probe (``runners.orchestration.choose``; ``run_copy_bench`` for its probe)."""
-    from runners.orchestration.choose import active, choose_stage, has_verify
-    from runners.orchestration.choose_lines import verify_stage_line
-    from runners.orchestration.execute import run_phases, seed_baselines
-    from runners.incase.case_processes import end_orphaned_cases
-    from runners.orchestration.progress import Progress, expected_duration_line
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
@@ -303,7 +302,6 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
 def close(p: Plan, run: OpenRun, ex: Execution, console: Any, run_copy_bench: CopyBenchRun) -> int:
     """Stage 5: last gates, analysis (the copy bench: ``run_copy_bench``), ``SHA256SUMS``, the
     summary and the verdict line; the exit code."""
-    from runners.orchestration.close import analyse_and_checksum, exit_code, final_checks, print_done, verdict_line
 
     if ex.interrupted:
         from runners.orchestration.close import interrupted_line
@@ -330,8 +328,6 @@ def resume_complete(p: Plan, console: Any) -> bool:
     Raises:
         RunnerError: (config) another runner holds the run (``runners.orchestration.run_lock``).
     """
-    from runners.orchestration.close import recorded_verdict
-    from runners.orchestration.resume import complete_run
 
     assert p.resume_dir is not None
     RunLock().check_free(p.resume_dir)
@@ -358,10 +354,6 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
         RunnerError: a stage stopped the run (its exit code is the run's).
     """
     from runners.orchestration.host_measures import HostMeasures
-    from runners.orchestration.path_checks import check_run_paths
-    from runners.orchestration.progress import print_schedule
-
-    from runners.errors import io_error
 
     measures = host or HostMeasures()
     try:

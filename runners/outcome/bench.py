@@ -44,11 +44,10 @@ from runners.outcome.finalized import Finalized
 from runners.incase.engine_path import engine_outcome
 from runners.incase.process_group import ProcessOutcome
 from runners.planning.cases import ScheduledCase
+from runners.identity.numerics import cpu_facts, describe
 
 
 def _platform_note(sc: ScheduledCase) -> str:
-    from runners.identity.numerics import cpu_facts, describe
-
     _, flags = cpu_facts()
     return f"prompt length {sc.case.workload.input_len} tokens; CPU flags: {describe(flags)}"
 

@@ -26,8 +26,10 @@ from results_schema.rules.evidence_rule import config_num_layers, evidence_probl
 from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.records.case_outcome import CpuKernelEvidence, FailureType
 from results_schema.records.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
-from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, kv_cache_gib_values, marked_lines
+from results_schema.rules.log_rule import (BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, kv_cache_gib_values,
+    marked_lines)
 from runners.planning.cases import PhaseCase, ScheduledCase
+from conf.typed import plain
 
 
 class CheckFailed(Exception):
@@ -83,7 +85,6 @@ def check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchRe
 
 def check_plan_match(c: PhaseCase, record: BenchRecord) -> None:
     """Published rule: the record's workload and model are the plan's."""
-    from conf.typed import plain
 
     try:
         planned = WorkloadSpec(**plain(c.workload))

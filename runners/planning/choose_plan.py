@@ -34,6 +34,8 @@ from offload_tools.choice import calibration_settings, largest_release, slot_byt
 from runners.errors import PlanError
 from runners.paths import abs_path
 from results_schema.units import GIB
+from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
+    layer_param_shapes, safetensors_files)
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,6 @@ def model_sizes(model: ModelConfig, dtype: str, params: Sequence[str] = ()) -> M
         PlanError: no model directory and no ``config.json`` to size it with, or an architecture
             ``offload_tools.layer_bytes`` does not model.
     """
-    from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
-                                     layer_param_shapes, safetensors_files)
 
     d = model_dir_at_hand(model)
     config, where = model_config(model, d)

@@ -29,6 +29,8 @@ from runners.errors import PlanError
 from runners.models.accuracy_model import accuracy_model_dir
 from runners.planning.cases import PhaseCase
 from runners.planning.choose_plan import model_config, model_dir_at_hand
+from offload_tools.layer_bytes import (layer_param_names_from_safetensors, layer_param_shapes, safetensors_files,
+    vllm_param_name)
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,6 @@ class LayerNames:
 
 
 def _from_dir(d: Path) -> LayerNames | None:
-    from offload_tools.layer_bytes import layer_param_names_from_safetensors, safetensors_files
-
     files = safetensors_files(d)
     if not files:
         return None
@@ -53,8 +53,6 @@ def _from_dir(d: Path) -> LayerNames | None:
 
 
 def _from_config(config: dict, where: str) -> LayerNames:
-    from offload_tools.layer_bytes import layer_param_shapes
-
     try:
         names = layer_param_shapes(config)
     except ValueError as exc:
@@ -106,7 +104,6 @@ def _segments(names: Sequence[str]) -> list[str]:
 
 def unmatched_pattern_message(pattern: str, found: LayerNames) -> str:
     """Why ``pattern`` matches nothing: the names it could have matched, and the fused or nearest name."""
-    from offload_tools.layer_bytes import vllm_param_name
 
     hint = ""
     fused = vllm_param_name(f".{pattern}.").strip(".")

@@ -31,6 +31,8 @@ from runners.planning.cases import PhaseCase, ScheduledCase
 from runners.planning.choose_plan import with_choose
 from runners.planning.layer_names import check_offload_params
 from runners.planning.workload_check import _effective_workload, validate_workload
+from offload.overlay import check_class_pattern
+from runners.planning.serving_spec import validate_serving
 
 KINDS = tuple(k.value for k in PhaseKind)
 BENCH_KINDS = ("throughput", "ttft", "stability")
@@ -53,8 +55,6 @@ def _phase_runtime(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> 
 
 
 def _check_serving(phase: str, matrix: MatrixConfig) -> None:
-    from runners.planning.serving_spec import validate_serving
-
     try:
         validate_serving(phase, matrix.serving)
     except ValueError as exc:
@@ -131,7 +131,6 @@ def check_overlay_runtime(where: str, runtime: RuntimeConfig) -> None:
         PlanError: ``runtime.overlay_source_root`` null, relative or holding ``:`` (the ``PYTHONPATH``
             separator), or ``runtime.overlay_class`` malformed; naming the value and what is allowed.
     """
-    from offload.overlay import check_class_pattern
 
     root = runtime.overlay_source_root
     rt = f"runtime {runtime.name!r}"

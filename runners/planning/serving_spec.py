@@ -27,6 +27,9 @@ from results_schema.records.io import write_json
 from results_schema.records.models import OffloadSetting
 from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
 from runners.planning.cases import ScheduledCase
+from conf.typed import plain
+from results_schema.records.models import WorkloadSpec
+from runners.incase.bench_one import optional_engine_kwargs
 
 DEFAULT_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -105,10 +108,6 @@ def paths_of(run_dir: Path, phase: str, stem: str) -> dict[str, Path]:
 def _engine_options(w: WorkloadConfig) -> dict[str, Any]:
     """The workload's optional engine options as the API server gets them: the same ones ``vllm.LLM`` gets
     (``runners.incase.bench_one.optional_engine_kwargs``); prefix caching null = not passed."""
-    from results_schema.records.models import WorkloadSpec
-    from runners.incase.bench_one import optional_engine_kwargs
-
-    from conf.typed import plain
 
     return {"enable_prefix_caching": None, **optional_engine_kwargs(WorkloadSpec(**plain(w)))}
 

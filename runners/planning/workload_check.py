@@ -16,6 +16,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from conf.schema_matrix import MatrixConfig
 from conf.schema_stack import WorkloadConfig
 from runners.errors import PlanError
+from conf.typed import plain
+from results_schema.records.models import WorkloadSpec
 
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 """``--dtype`` values vLLM accepts (``vllm.config.model.ModelDType``, vLLM 0.32); any other fails inside the case."""
@@ -61,9 +63,6 @@ def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig
             phase overrides it), the value and what is allowed.
     """
     from pydantic import ValidationError
-
-    from conf.typed import plain
-    from results_schema.records.models import WorkloadSpec
 
     fields = plain(workload)
     try:
