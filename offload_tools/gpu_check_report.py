@@ -16,7 +16,8 @@
 Pass rule of the bundle (``ok``): the main check exits 0, the compile check exits 0, the negative
 control exits 1 with ``all_bitwise_equal`` false, the skip-refill control exits 1 with
 ``stale_reads >= 1``, the transfer check of the main run exits 0, no point is left not run, and the
-whole script ended within its limit (``--limit-s``).
+whole script ended within its limit (``--limit-s``). An optional part the script left out for lack of
+time (the device-wide sync run) is listed in ``parts_not_run`` with the reason and not judged.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def _not_run(main: dict[str, Any] | None, rc: int, limit_s: int | None, points: 
 
 
 def summarize(parts: dict[str, dict[str, Any] | None], rc: dict[str, int], elapsed_s: int, limit_s: int,
-              main_limit_s: int | None = None, points: Sequence[Sequence[int]] = ()) -> dict[str, Any]:
+              main_limit_s: int | None = None, points: Sequence[Sequence[int]] = (),
+              skipped: dict[str, str] | None = None) -> dict[str, Any]:
     """The bundle's summary (pass rule in the module docstring).
 
     Args:
@@ -127,6 +129,7 @@ def summarize(parts: dict[str, dict[str, Any] | None], rc: dict[str, int], elaps
         limit_s: the script's limit.
         main_limit_s: the main check's time limit (for the reason of a killed run).
         points: the main check's points (listed as not run when it wrote nothing).
+        skipped: optional part name -> why the script did not run it (``parts_not_run``; not judged).
     """
     main, neg, skip = parts.get("gpu_check_torch"), parts.get("negative"), parts.get("skip_refill")
     not_run = _not_run(main, rc.get("gpu_check_torch", -1), main_limit_s, points)
@@ -135,6 +138,7 @@ def summarize(parts: dict[str, dict[str, Any] | None], rc: dict[str, int], elaps
                                                           "bound_ratio": r["bound_ratio"]}
              for r in (recompute(main) if main else []) if r["protocol"] == "current" and r["mode"] == "graph"}
     s = {"elapsed_s": elapsed_s, "limit_s": limit_s, "within_limit": elapsed_s <= limit_s, "exit": dict(rc),
+         "parts_not_run": dict(skipped or {}),
          "main_ok": (main or {}).get("ok"), "points_run": len((main or {}).get("points", [])), "not_run": not_run,
          "faster_than_baseline": (main or {}).get("faster_than_baseline"), "current_graph_ratios": graph,
          "compile_ok": rc.get("compile") == 0 and bool((parts.get("compile") or {}).get("all_bitwise_equal")),
@@ -149,13 +153,14 @@ def summarize(parts: dict[str, dict[str, Any] | None], rc: dict[str, int], elaps
 
 
 def bundle(parts_dir: Path, out_dir: Path, rc: dict[str, int], elapsed_s: int, limit_s: int,
-           main_limit_s: int | None = None, points: Sequence[Sequence[int]] = ()) -> dict[str, Any]:
+           main_limit_s: int | None = None, points: Sequence[Sequence[int]] = (),
+           skipped: dict[str, str] | None = None) -> dict[str, Any]:
     """Write ``gpu_protocols.json``, ``logs.tar.gz`` and ``README.md`` into ``out_dir``; return the summary.
 
     ``parts_dir`` holds ``<part>.json``, ``<part>.log``, ``env.txt`` and ``steps.txt`` of the script.
     """
     parts = {name: _load(parts_dir / f"{name}.json") for name in PARTS}
-    summary = summarize(parts, rc, elapsed_s, limit_s, main_limit_s, points)
+    summary = summarize(parts, rc, elapsed_s, limit_s, main_limit_s, points, skipped)
 
     def text(name: str) -> str:
         p = parts_dir / name
@@ -197,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--limit-s", type=int, required=True)
     b.add_argument("--main-limit-s", type=int)
     b.add_argument("--points", nargs="*", default=[], help="the main check's points, G,N")
+    b.add_argument("--skipped", nargs="*", default=[], metavar="PART=WHY", help="optional parts not run, and why")
     a = ap.parse_args(argv)
     if a.cmd == "table":
         data = _load(a.file)
@@ -208,10 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc = {k: int(v) for k, v in (item.split("=", 1) for item in a.exit)}
         points = [tuple(int(v) for v in p.split(",")) for p in a.points]
+        skipped = dict(item.split("=", 1) for item in a.skipped)
     except ValueError:
-        print(f"error: --exit takes PART=INT (got {a.exit}), --points G,N (got {a.points})", file=sys.stderr)
+        print(f"error: --exit takes PART=INT (got {a.exit}), --points G,N (got {a.points}), --skipped PART=WHY "
+              f"(got {a.skipped})", file=sys.stderr)
         return 2
-    summary = bundle(a.parts, a.out, rc, a.elapsed_s, a.limit_s, a.main_limit_s, points)
+    summary = bundle(a.parts, a.out, rc, a.elapsed_s, a.limit_s, a.main_limit_s, points, skipped)
     print("GPU_PROTOCOLS_SUMMARY " + json.dumps(summary, sort_keys=True), flush=True)
     return 0 if summary["ok"] else 1
 

@@ -208,7 +208,8 @@ def test_bundle_lists_the_points_a_killed_main_check_did_not_reach(tmp_path, rec
     partial = {**recorded, "complete": False, "pending": [[4, 2]], "not_run": []}
     parts = _write_parts(tmp_path, partial)
     s = bundle(parts, tmp_path, {"gpu_check_torch": 124, "transfer_check": 0}, elapsed_s=200, limit_s=270,
-               main_limit_s=150)
+               main_limit_s=150, skipped={"step_sync_device": "not run: 20 s left"})
+    assert s["parts_not_run"] == {"step_sync_device": "not run: 20 s left"}
     assert s["ok"] is False and s["not_run"] == [{"group_size": 4, "num_in_group": 2, "reason":
                                                   "not reached: the main check killed at its 150 s time limit"}]
     assert s["current_graph_ratios"]["(28,1)"] == {"ceiling_ratio": None, "ceiling_note": NOTHING_COPIED,
