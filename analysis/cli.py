@@ -31,14 +31,32 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
+
+from analysis.accuracy.verifier import ROW_LIMIT_RANGE
+from analysis.comparison.verdict_rule import MARGIN_PCT_RANGE
+from results_schema.rules.number_rule import NumberRange
 
 
 EXIT_INVALID = 1
 """Exit status of ``report`` / ``validate`` for an INVALID run (``report --allow-invalid``: 0)."""
+
+GIB_NEED = NumberRange(unit="GiB")
+BANDWIDTH_GBPS = NumberRange(low=0, low_open=True, unit="GB/s")
+THRESHOLD_PCT = NumberRange(unit="percent")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``argparse`` parser whose refusal is one line (``python -m analysis recommend: error: argument
+    --need-gib: nan: must be a finite number >= 0 (GiB); see --help``), exit 2, instead of a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``<prog>: error: <message>; see --help`` to stderr and exit 2."""
+        print(f"{self.prog}: error: {message}; see --help", file=sys.stderr)
+        sys.exit(2)
 
 
 def _read_validation(path: Path):
@@ -48,14 +66,14 @@ def _read_validation(path: Path):
     return read_json(path, ValidationReport)
 
 
-def _add_accuracy_verify(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_accuracy_verify(sub: "argparse._SubParsersAction[OneLineParser]") -> None:
     """The ``accuracy-verify`` subcommand's parser (options of ``python -m analysis.accuracy.verifier``)."""
     p = sub.add_parser("accuracy-verify", help="accuracy-equivalence verifier over accuracy case files",
                        description="Verify accuracy case files under DIR (searched recursively for *.result.json; "
                                    "for a runners.matrix run give DIR=<run_dir>/records/<phase>). Delegates to "
                                    "analysis.accuracy.verifier; formal mode unless --limit is given.")
     p.add_argument("run_dir", type=Path, metavar="DIR")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=ROW_LIMIT_RANGE.arg_type(integer=True), default=None,
                    help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
     p.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
     p.add_argument("--max-accuracy-drop", default=None, metavar="F", help="drop tolerance, fraction in [0, 1]")
@@ -65,7 +83,7 @@ def _add_accuracy_verify(sub: "argparse._SubParsersAction[argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m analysis", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("report", help="write summary/ and print the table")
     p.add_argument("run_dir", type=Path)
@@ -73,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="write the report into this new directory (required when RUN_DIR/summary exists: "
                         "it is covered by SHA256SUMS and is never overwritten)")
     p.add_argument("--model-dir", type=Path, default=None, help="model directory for layer-byte checks")
-    p.add_argument("--margin-pct", type=float, default=None,
+    p.add_argument("--margin-pct", type=MARGIN_PCT_RANGE.arg_type(), default=None,
                    help="equivalence margin of every verdict, percent of the reference median (default 5)")
     p.add_argument("--allow-invalid", action="store_true",
                    help="exit 0 even when the run is INVALID (the report still says INVALID)")
@@ -83,37 +101,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="model directory for layer-byte checks (default: run_dir/model or the records' model path)")
     p = sub.add_parser("verify", help="independent recomputation of the summary")
     p.add_argument("run_dir", type=Path)
-    p = rec_parser = sub.add_parser("recommend", help="pick a setting for a capacity need")
+    p = sub.add_parser("recommend", help="pick a setting for a capacity need")
     p.add_argument("run_dir", type=Path)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--need-gib", type=float, help="memory to release (GiB, >= 0; compared with evidence-accounted released bytes)")
-    g.add_argument("--need-kv-gib", type=float, help="KV cache gain needed (GiB, >= 0)")
+    g.add_argument("--need-gib", type=GIB_NEED.arg_type(), help="memory to release (GiB, >= 0; compared with evidence-accounted released bytes)")
+    g.add_argument("--need-kv-gib", type=GIB_NEED.arg_type(), help="KV cache gain needed (GiB, >= 0)")
     p.add_argument("--phase", default=None, help="phase of the run (default: a choose run's verify phase, else "
                                                  "the one with most labels)")
     p.add_argument("--implementation", default="current",
                    help="offload implementation whose measured points are candidates (the baseline always is)")
-    p.add_argument("--bandwidth-gbps", type=float, default=None, help="host-to-device GB/s (default: fitted)")
-    p.add_argument("--margin-pct", type=float, default=None,
+    p.add_argument("--bandwidth-gbps", type=BANDWIDTH_GBPS.arg_type(), default=None, help="host-to-device GB/s (default: fitted)")
+    p.add_argument("--margin-pct", type=MARGIN_PCT_RANGE.arg_type(), default=None,
                    help="equivalence margin of the verdicts printed, percent (default 5)")
     p = sub.add_parser("pareto", help="front and knee of a CSV table (label,capacity_bytes,throughput_tok_s)")
     p.add_argument("csv", type=Path, metavar="FILE.csv")
     p = sub.add_parser("transfer-check", help="step model vs a GPU check JSON (analysis.model.transfer_check)")
     p.add_argument("file", type=Path, metavar="FILE.json")
     p.add_argument("--modes", nargs="+", default=None, help="modes to compare (eager graph compile; default all)")
-    p.add_argument("--threshold-pct", type=float, default=5.0, help="largest |error| in percent for exit 0")
+    p.add_argument("--threshold-pct", type=THRESHOLD_PCT.arg_type(), default=5.0, help="largest |error| in percent for exit 0")
     _add_accuracy_verify(sub)
     from analysis.catalog.cli import add_parser as add_catalog
 
     add_catalog(sub)
     args = parser.parse_args(argv)
-    for opt in ("need_gib", "need_kv_gib"):
-        v = getattr(args, opt, None)
-        if v is not None and not (math.isfinite(v) and v >= 0):
-            flag = "--" + opt.replace("_", "-")
-            rec_parser.error(f"{flag} {v:g}: must be a finite number of GiB >= 0 (e.g. {flag} 0.0005)")
-    m = getattr(args, "margin_pct", None)
-    if m is not None and not (math.isfinite(m) and m > 0):
-        parser.error(f"--margin-pct {m:g}: must be a finite percentage > 0 (e.g. --margin-pct 5)")
     try:
         return _run(args)
     except FileNotFoundError as exc:

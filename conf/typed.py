@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from conf.ranges import check_numbers
 from conf.schema import Config, ConfigError, checked_plain_config, checked_saved_config, omit_defaults, unknown_key
 
 
@@ -78,9 +79,11 @@ def typed_config(data: Mapping[str, Any]) -> Config:
 
     Raises:
         ConfigError: an unknown key, a value of the wrong type (``???`` in a non-string field included),
-            naming the dotted key, the value and what the schema allows there.
+            naming the dotted key, the value and what the schema allows there; a number outside its range
+            (``conf.ranges.check_numbers``: NaN anywhere, an infinity or a negative where it means nothing).
     """
     config: Config = validate_as(Config, data)
+    check_numbers(config)
     return config
 
 

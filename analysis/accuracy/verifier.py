@@ -90,6 +90,7 @@ from results_schema.records.accuracy import (
     Task,
 )
 from results_schema.records.files import write_text_atomic
+from results_schema.rules.number_rule import NumberRange
 from results_schema.records.io import RecordError, read_json, write_json
 
 REPORT_JSON = "accuracy-verification.json"
@@ -114,6 +115,10 @@ def load_results(run_dir: Path | str) -> list[tuple[AccuracyResult, Path]]:
 
 
 Case = tuple[AccuracyResult, Path]
+
+
+ROW_LIMIT_RANGE = NumberRange(low=1, unit="rows per task")
+"""Where ``--limit`` has a meaning: a whole number of rows >= 1 per task."""
 
 
 def check_max_accuracy_drop(value: float) -> float:
@@ -394,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m analysis.accuracy.verifier RUN_DIR [--limit N] [--manifest PATH] [--no-write]``."""
     parser = argparse.ArgumentParser(prog="python -m analysis.accuracy.verifier", description="Verify an accuracy matrix.")
     parser.add_argument("run_dir")
-    parser.add_argument("--limit", type=int, default=None,
+    parser.add_argument("--limit", type=ROW_LIMIT_RANGE.arg_type(integer=True), default=None,
                         help="limited (smoke) mode: cases ran min(N, rows) examples; omit for formal mode")
     parser.add_argument("--manifest", default=None, help="dataset manifest (default: the one each case recorded)")
     parser.add_argument("--max-accuracy-drop", default="0", metavar="F",

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.comparison.verdict_rule import MARGIN_PCT_RANGE
+
 if TYPE_CHECKING:  # rich and pandas load only when a catalog command runs
     import pandas as pd
     from rich.console import Console
@@ -39,7 +41,7 @@ def add_parser(sub) -> None:
     c.add_argument("run_b")
     c.add_argument("--db", type=Path, default=DEFAULT_DB)
     c.add_argument("--any-phase", action="store_true", help="pair labels of different phases too")
-    c.add_argument("--margin-pct", type=float, default=None,
+    c.add_argument("--margin-pct", type=MARGIN_PCT_RANGE.arg_type(), default=None,
                    help="equivalence margin for the verdict (percent; default: analysis.comparison.compare's)")
     q = csub.add_parser("query", help="run read-only SQL")
     q.add_argument("sql")

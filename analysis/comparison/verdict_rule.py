@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from results_schema.rules.number_rule import NumberRange
+
 BOOTSTRAP_SAMPLES = 4000
 CONFIDENCE = 0.95
 SEED = 20260
@@ -27,6 +29,9 @@ DEFAULT_MARGIN_PCT = 5.0
 """Default equivalence margin (percent of B's median). Chosen as the spread seen between repeated
 processes of one vLLM throughput case on one machine (a few percent); give ``margin_pct`` per
 comparison (``python -m analysis report --margin-pct``) where a tighter or looser claim is wanted."""
+
+MARGIN_PCT_RANGE = NumberRange(low=0, low_open=True, unit="percent")
+"""Where an equivalence margin has a meaning: a finite percentage > 0 (``--margin-pct`` of every command)."""
 
 
 def bootstrap_delta(a, b, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED,

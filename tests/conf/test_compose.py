@@ -9,6 +9,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from conf.schema import ConfigError
 from runners.errors import PlanError
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg, compose_real
@@ -119,7 +120,7 @@ def test_rejects_num_in_group_larger_than_group_size_before_any_process() -> Non
 
 
 def test_rejects_negative_and_unknown_backend() -> None:
-    with pytest.raises(PlanError, match=r"offload_group_size \(-1\) must be >= 0"):
+    with pytest.raises(ConfigError, match=r"^phases\.same_runtime\.points\[0\]\.g=-1: must be a whole number >= 0$"):
         _plan(None, "phases.same_runtime.points=[{g: -1, n: 1}]")
     # an unknown backend is refused when the config is composed (results_schema.records.base.OffloadBackend)
     with pytest.raises(ConfigCompositionException) as info:
@@ -175,15 +176,13 @@ def test_accuracy_phases_keep_their_cases_and_a_zero_tolerance() -> None:
 
 
 @pytest.mark.parametrize("value", ["-0.01", "1.5"])
-def test_max_accuracy_drop_outside_zero_one_is_a_plan_error(value: str) -> None:
-    with pytest.raises(PlanError, match=rf"phase 'accuracy': max_accuracy_drop = {value} is invalid: must be a "
-                                        r"fraction of accuracy in \[0, 1\]"):
+def test_max_accuracy_drop_outside_zero_one_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"phases\.accuracy\.max_accuracy_drop={value}: must be a number in "
+                                          r"\[0, 1\] \(fraction of accuracy\)"):
         _plan("accuracy", f"phases.accuracy.max_accuracy_drop={value}")
 
 
 @pytest.mark.parametrize(("override", "needle"), [
-    ("phases.accuracy.accuracy_limit=-3", "accuracy_limit = -3 is invalid: must be a number of rows >= 1"),
-    ("phases.accuracy.accuracy_limit=0", "accuracy_limit = 0 is invalid: must be a number of rows >= 1"),
     ("phases.accuracy.accuracy_protocol=qwen-chat-v2", "unknown accuracy protocol 'qwen-chat-v2'; registered: "),
     ("phases.accuracy.accuracy_tasks=[gsm8kk]", "unknown task 'gsm8kk' for protocol 'qwen-chat-v1'; expected one of"),
 ])
@@ -193,17 +192,23 @@ def test_accuracy_inputs_a_case_would_refuse_are_plan_errors(override: str, need
         _plan("accuracy", override)
 
 
+@pytest.mark.parametrize("override", ["phases.accuracy.accuracy_limit=-3", "phases.accuracy.accuracy_limit=0"])
+def test_an_accuracy_limit_below_one_row_is_a_config_error(override: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{re.escape(override)}: must be a whole number >= 1$"):
+        _plan("accuracy", override)
+
+
 @pytest.mark.parametrize(("value", "shown"), [("-1", "-1.0"), ("0", "0.0"), ("nan", "nan")])
-def test_a_runtime_health_timeout_not_above_zero_is_a_plan_error(value: str, shown: str) -> None:
-    with pytest.raises(PlanError, match=rf"phase 'same_runtime': runtime 'cpu': health_timeout_s = {shown} is "
-                                        r"invalid: must be a number of seconds > 0"):
+def test_a_runtime_health_timeout_not_above_zero_is_a_config_error(value: str, shown: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^phases\.same_runtime\.runtime\.health_timeout_s={shown}: must be a "
+                                          r"finite number > 0 \(s\)$"):
         _plan(None, f"phases.same_runtime.runtime.health_timeout_s={value}")
     assert _plan(None, "phases.same_runtime.runtime.health_timeout_s=0.5")
 
 
-def test_an_expected_case_time_not_above_zero_is_a_plan_error() -> None:
-    with pytest.raises(PlanError, match=r"phase 'same_runtime': expected_case_s = -5.0 is invalid: must be a number "
-                                        r"of seconds > 0"):
+def test_an_expected_case_time_not_above_zero_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"^phases\.same_runtime\.expected_case_s=-5\.0: must be a finite number > 0 "
+                                          r"\(s\)$"):
         _plan(None, "phases.same_runtime.expected_case_s=-5")
 
 

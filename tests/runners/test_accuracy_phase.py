@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conf.schema import ConfigError
+
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
 from results_schema.records.case import CaseSpec
 from results_schema.cli import check_paths
@@ -243,9 +245,8 @@ def test_phase_backend_and_limit_reach_every_case_and_are_verified(tmp_path: Pat
     assert "  summary/accuracy-verification.csv\n" in (run / "SHA256SUMS").read_text()
 
 
-def test_negative_max_accuracy_drop_stops_before_any_process(tmp_path: Path, capsys) -> None:
-    code, run = run_accuracy(tmp_path, "phases.accuracy.max_accuracy_drop=-0.5")
-    out = capsys.readouterr().out
-    assert code == EXIT_CONFIG, out
-    assert "max_accuracy_drop = -0.5 is invalid: must be a fraction of accuracy in [0, 1]" in out
-    assert "Traceback" not in out and not run.exists()
+def test_negative_max_accuracy_drop_stops_before_any_process(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^phases\.accuracy\.max_accuracy_drop=-0\.5: must be a number in \[0, 1\] "
+                                          r"\(fraction of accuracy\)$"):  # refused when typed: the CLI exits 2
+        run_accuracy(tmp_path, "phases.accuracy.max_accuracy_drop=-0.5")
+    assert not (tmp_path / "default").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.schema import Config
+from conf.schema import Config, ConfigError
 from offload_tools.choice import calibration_settings, largest_release
 from runners.errors import EXIT_CONFIG, PlanError
 from runners.planning.choose_plan import GIB, model_sizes, need_bytes, with_choose
@@ -89,10 +89,10 @@ def test_a_choose_experiment_without_a_need_is_refused() -> None:
         plan(compose_cfg("+experiment=choose"))
 
 
-@pytest.mark.parametrize("need", ["need_gib=-1", "need_kv_gib=-0.5"])
-def test_a_negative_need_is_refused(need: str) -> None:
-    with pytest.raises(PlanError, match=rf"{need}: a need must be >= 0 GiB"):
-        plan(compose_cfg("+experiment=choose", need))
+@pytest.mark.parametrize("need", ["need_gib=-1.0", "need_kv_gib=-0.5", "need_gib=nan", "need_gib=inf"])
+def test_a_need_that_is_negative_nan_or_infinite_is_a_config_error(need: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{need}: must be a finite number >= 0 \(GiB\)$"):
+        compose_cfg("+experiment=choose", need)
 
 
 def test_decided_points_given_to_the_verify_phase_are_refused() -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conf.schema import ConfigError
+
 from results_schema.records.io import read_json, read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import ServingCaseResult, ServingRequests, ServingRun
@@ -198,9 +200,9 @@ def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_
     code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: current, group_size: 4, "
                             "num_in_group: 1, step_delay_ms: 5.0}]")
     assert code == 2 and not run_dir.exists()
-    code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: baseline, label: c, "
-                            "step_delay_ms: -1.0}]")
-    assert code == 2 and not run_dir.exists()
+    with pytest.raises(ConfigError, match=r"^phases\.serving\.cases\[0\]\.step_delay_ms=-1\.0: must be a finite "
+                                          r"number > 0 \(ms\)$"):  # refused when the config is typed (exit 2)
+        _matrix(tmp_path, "phases.serving.cases=[{implementation: baseline, label: c, step_delay_ms: -1.0}]")
     ok_case = "phases.serving.cases=[{implementation: baseline, label: c, step_delay_ms: 5.0}]"
     code, run_dir = _matrix(tmp_path, ok_case, "workload.enforce_eager=false")
     assert code == 2 and not run_dir.exists()  # a CUDA-graph replay runs no hook: refused before any process
@@ -208,12 +210,15 @@ def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_
     assert code == 2 and not run_dir.exists()  # a control needs the undelayed baseline it is judged against
 
 
-def test_invalid_serving_settings_exit_2_before_any_process(tmp_path):
-    code, run_dir = _matrix(tmp_path, "phases.serving.serving.request_rates=[0.0]")
-    assert code == 2
-    assert not run_dir.exists()
-    code, _ = _matrix(tmp_path, "phases.serving.serving.slo.attainment=1.5")
-    assert code == 2
+def test_invalid_serving_settings_are_config_errors_before_any_process(tmp_path):
+    """Refused when the config is typed (``conf.ranges``; the entry points exit 2 with this one line)."""
+    with pytest.raises(ConfigError, match=r"^phases\.serving\.serving\.request_rates\[0\]=0\.0: must be a finite "
+                                          r"number > 0 \(req/s\) or \.inf \(every request at t = 0\)$"):
+        _matrix(tmp_path, "phases.serving.serving.request_rates=[0.0]")
+    with pytest.raises(ConfigError, match=r"^phases\.serving\.serving\.slo\.attainment=1\.5: must be a number in "
+                                          r"\(0, 1\]$"):
+        _matrix(tmp_path, "phases.serving.serving.slo.attainment=1.5")
+    assert not (tmp_path / "serving").exists()
 
 
 @pytest.mark.heavy  # a serving matrix (14 s CPU)
