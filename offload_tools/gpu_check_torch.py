@@ -43,8 +43,8 @@ bytes and device memory (allocated after set-up, peak during the run), and the s
 of the crossing protocol (must be 0). ``--skip-refill-control`` skips one owed refill after the
 first replay (crossing protocol): the counter and the bitwise check must then fail (exit 1).
 
-Budget (``--budget-s``, cuda): a point starts only when its estimate (the event model's steps plus
-the run's own set-up time per offloaded layer) fits in what is left; otherwise it is listed in
+Budget (``--budget-s``): a point starts only when its estimate (the event model's steps plus the
+run's own set-up time per offloaded layer, pooled over the points run so far) fits in what is left; otherwise it is listed in
 ``not_run`` with the reason, and ``ok`` is false. The summary is rewritten to ``--out`` after every
 point (``complete: false`` and the ``pending`` points until the end). Offloaders keep torch's pinned
 host cache (:func:`keep_host_cache`), so the points reuse the pinned blocks of the points before.
@@ -324,7 +324,7 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     """Run every point, protocol and mode; return the summary dict (see module docstring).
 
     A point starts only when its estimate (:func:`estimate_point_s`) fits in what is left of
-    ``--budget-s`` (cuda); a point that does not is listed in ``not_run`` with the reason and the run
+    ``--budget-s``; a point that does not is listed in ``not_run`` with the reason and the run
     goes on with the next. The summary is rewritten to ``--out`` after every point (``complete`` false,
     ``pending`` the points still to run), so a run killed at its time limit names what it did not run.
     """
@@ -334,13 +334,13 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     judged = ctx["device"].type == "cuda"
     points_out: list[dict[str, Any]] = []
     not_run: list[dict[str, Any]] = []
-    setup_s_per_layer, overheads = SETUP_S_PER_LAYER, []
+    setup_s_per_layer, overhead_s, layer_runs = SETUP_S_PER_LAYER, 0.0, 0
     baseline_s = time.perf_counter() - t_start
     for k, (g, n) in enumerate(args.points):
         sel = select_offload_layers(ctx["shapes"].layers, g, n)
         est = estimate_point_s(args, sel, ctx, setup_s_per_layer)
         left = args.budget_s - (time.perf_counter() - t_start)
-        if judged and est > left:
+        if est > left:
             not_run.append({"group_size": g, "num_in_group": n, "reason": f"not started: predicted {est:.1f} s, "
                             f"{left:.1f} s left of the {args.budget_s:g} s point budget"})
             continue
@@ -348,10 +348,10 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
         rec = _run_point(args, k, g, n, ctx)
         rec["elapsed_s"], rec["predicted_s"] = time.perf_counter() - t0, est
         points_out.append(rec)
-        if sel:
-            overheads.append(max(0.0, rec["elapsed_s"] - estimate_point_s(args, sel, ctx, 0.0))
-                             / (len(sel) * len(args.protocols)))
-            setup_s_per_layer = statistics.mean(overheads)
+        if sel:  # pooled over the points run: the large points, which the budget is about, weigh most
+            overhead_s += max(0.0, rec["elapsed_s"] - estimate_point_s(args, sel, ctx, 0.0))
+            layer_runs += len(sel) * len(args.protocols)
+            setup_s_per_layer = overhead_s / layer_runs
         pending = [list(p) for p in args.points[k + 1:]]
         _write(args.out, {**head, **verdict(points_out, judged, not_run, complete=False), "points": points_out,
                           "not_run": not_run, "pending": pending, "complete": False,
@@ -391,7 +391,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--tokens", type=int, default=16, help="tokens per forward step")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per point and mode (median)")
     ap.add_argument("--budget-s", type=float, default=300.0,
-                    help="seconds for set-up and points: a point whose estimate does not fit is listed as not run (cuda)")
+                    help="seconds for set-up and points: a point whose estimate does not fit is listed as not run")
     ap.add_argument("--out", help="also write the JSON summary here")
     ap.add_argument("--negative-control", action="store_true",
                     help="zero the offloaded host copies after post_init (outputs must then differ, exit 1)")
@@ -401,6 +401,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for name in ("layers", "width_divisor", "prefetch_step", "tokens", "steps"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} ({getattr(a, name)}) must be >= 1")
+    if not a.budget_s > 0:
+        ap.error(f"--budget-s ({a.budget_s}) must be > 0")
     if a.async_replays < 0:
         ap.error(f"--async-replays ({a.async_replays}) must be >= 0")
     if len(set(a.protocols)) != len(a.protocols):

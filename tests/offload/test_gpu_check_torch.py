@@ -4,7 +4,8 @@ Claims: the one command runs eager and torch.compile (Inductor, fullgraph: the o
 are opaque custom ops, a traced stream call would break the graph) through the real
 offloader, prints one ``GPU_CHECK_TORCH`` JSON summary with every documented field, the
 offloaded stack's outputs are bitwise equal to the un-offloaded stack's, and a corrupted
-host copy makes the check fail (exit 1, ``ok`` false). At full scale the synthetic layer
+host copy makes the check fail (exit 1, ``ok`` false); a point whose estimate does not fit the budget is
+listed as not run with the reason (exit 1); the check's offloaders keep torch's pinned host cache. At full scale the synthetic layer
 has Qwen2.5-7B's 466,115,584 bytes (arithmetic only; nothing is allocated).
 """
 
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from offload_tools import gpu_check_torch as chk
 
@@ -106,6 +108,33 @@ def test_negative_control_corrupted_host_copy_fails_the_check(capsys):
     assert s["points"][0]["protocols"]["current"]["modes"]["eager"]["bitwise_equal"] is False
 
 
+def test_a_point_whose_estimate_does_not_fit_the_budget_is_listed_as_not_run_with_the_reason(capsys, tmp_path):
+    out_file = tmp_path / "budget.json"
+    rc = chk.main([*SMALL, "--points", "4,1", "2,1", "--modes", "eager", "--budget-s", "1e-6", "--out", str(out_file)])
+    s = json.loads(out_file.read_text())
+    assert rc == 1 and s["ok"] is False and s["points"] == [] and s["complete"] is True
+    assert [(p["group_size"], p["num_in_group"]) for p in s["not_run"]] == [(4, 1), (2, 1)]
+    assert all(p["reason"].startswith("not started: predicted ") and "s left of the 1e-06 s point budget" in p["reason"]
+               for p in s["not_run"])
+    assert "GPU_CHECK_NOT_RUN (2,1): not started: predicted" in capsys.readouterr().out
+
+
+def test_the_check_keeps_the_pinned_host_cache_across_offloaders(monkeypatch):
+    """The offloader empties torch's pinned cache after post_init; the check's backend does not (reuse)."""
+    from offload.backend import StreamBackend
+
+    off, _ = chk._setup_point(chk.parse_args([*SMALL]), 2, 1, chk.Shapes.qwen25_7b(4, 32),
+                              chk.build_reference(chk.Shapes.qwen25_7b(4, 32), torch.device("cpu"), torch.bfloat16))
+    assert off._backend_factory is chk.keep_host_cache
+    emptied = []
+    monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: emptied.append(1), raising=False)
+    monkeypatch.setattr(chk, "backend_for_device", lambda device: StreamBackend("cuda", ns=object(), pin=False))
+    StreamBackend("cuda", ns=object(), pin=False).release_host_cache()
+    assert emptied == [1]  # what an offloader in a serving process does
+    chk.keep_host_cache(torch.device("cuda")).release_host_cache()
+    assert emptied == [1]
+
+
 BAD_ARGUMENTS = [
     (["--points", "2,3"], "need G >= 1 and 1 <= N <= G"),
     (["--points", "x"], "must be G,N"),
@@ -113,6 +142,7 @@ BAD_ARGUMENTS = [
     (["--width-divisor", "256"], "--width-divisor (256) must be <= 128"),
     (["--protocols", "current", "current"], "each protocol at most once"),
     (["--step-sync", "host"], "invalid choice: 'host'"),
+    (["--budget-s", "0"], "--budget-s (0.0) must be > 0"),
 ]
 
 _EACH_IN_ONE_PROCESS = """
