@@ -2,7 +2,8 @@
 
 What is modelled: a phase that runs its baseline in two or more processes (rotated with the
 other labels) measures how much one unchanged setting moves between processes on this machine.
-Its *spread* is ``(max - min) / median`` of the baseline processes' throughputs (percent), and
+Its *spread* is ``(max - min) / median`` of the baseline processes' throughputs (percent; the one rule,
+``results_schema.rules.spread_rule.spread_pct``, re-exported here), and
 their token digests must all be equal (same greedy tokens). A verdict's *margin* is how far its
 retention interval sits from the verdict's boundary, in percent of the baseline:
 
@@ -23,22 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from results_schema.rules.spread_rule import spread_pct
+
 FLAGGED_VERDICTS = ("slower", "faster", "equivalent")
-
-
-def spread_pct(xs: Sequence[float]) -> float | None:
-    """The spread of repeated measurements: ``(max - min) / median`` in percent.
-
-    None with fewer than 2 values or a median <= 0. The noise floor of a phase (the baselines'
-    throughput), of a serving rate (the baselines' per-process P50) and of a choose run use this one rule.
-    """
-    if len(xs) < 2:
-        return None
-    med = float(np.median(xs))
-    return (max(xs) - min(xs)) / med * 100.0 if med > 0 else None
 
 
 def noise_floors(runs: pd.DataFrame) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from results_schema.records.choice import FILE_NAME, ChoiceDecision
+from results_schema.records.choice import ChoiceDecision, read_decisions
 from results_schema.units import GIB
 
 
@@ -40,14 +40,6 @@ class ChoiceResult:
     processes_every_candidate: int
     trusted: bool
     lines: list[str] = field(default_factory=list)
-
-
-def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
-    """The run's ``choose-decisions.jsonl`` lines (none: not a choose run)."""
-    from results_schema.records.io import read_jsonl
-
-    path = Path(run_dir) / FILE_NAME
-    return read_jsonl(path, ChoiceDecision) if path.is_file() else []
 
 
 def _verified(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, phase: str) -> list[dict]:

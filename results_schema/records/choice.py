@@ -17,12 +17,14 @@ with their intervals); the cases' own records (``<phase>-runs.jsonl``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Sequence
 
 from pydantic import Field, model_validator
 
 from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, SchemaVersion, StrictModel
 from results_schema.records.dispatch import FileKind
+from results_schema.records.io import read_jsonl
 from results_schema.records.plan import PlannedPhase, RunPlan
 
 FILE_NAME = "choose-decisions.jsonl"
@@ -199,3 +201,15 @@ class ChoiceSummary(StrictModel):
                                                              "measure every setting meeting the need.")
     trusted: bool = Field(description="False when a verified point still missed after the refit.")
     lines: tuple[str, ...] = Field(description="The printed reasoning, one line each.")
+
+
+def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
+    """The run's ``choose-decisions.jsonl`` lines, in order (none: not a choose run, or nothing decided yet); read by
+    the runner (``runners.orchestration.choose``: a resume continues the same decision) and the analysis
+    (``analysis.model.choice``: ``analysis verify`` recomputes it).
+
+    Raises:
+        results_schema.records.io.RecordError: the first line that does not validate, naming ``path:line``.
+    """
+    path = Path(run_dir) / FILE_NAME
+    return read_jsonl(path, ChoiceDecision) if path.is_file() else []

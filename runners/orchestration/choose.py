@@ -32,10 +32,11 @@ from typing import Any, Mapping, Sequence, cast
 from conf.schema import Config
 from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
 from offload_tools.transfer_model import MeasuredPoint
-from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck
+from results_schema.records.choice import (FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck,
+                                           read_decisions)
 from results_schema.records.models import BenchRecord, CaseRun
 from runners.planning.cases import ScheduledCase
-from runners.planning.choose_plan import GIB, ModelSizes, model_sizes, need_bytes
+from runners.planning.choose_plan import ModelSizes, model_sizes, need_bytes
 from conf.schema_matrix import PointConfig
 from offload_tools.choice import distinct_settings, released_bytes
 from results_schema.records.base import PhaseKind
@@ -48,6 +49,8 @@ from runners.orchestration.execute import run_phases
 from runners.orchestration.rundir import planned_case
 from runners.planning.choose_plan import with_choose
 from runners.planning.plan import expand_phase, schedule
+from results_schema.rules.spread_rule import spread_pct
+from results_schema.units import GIB
 
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
@@ -58,13 +61,6 @@ __all__ = ["active", "choose_stage", "decided_items", "read_decisions", "run_cho
 def active(cfg: Config) -> bool:
     """True when the config has a choose probe phase."""
     return cfg.choose.probe_phase is not None
-
-
-def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
-    """The decision lines already written (none for a new run)."""
-
-    path = run_dir / FILE_NAME
-    return read_jsonl(path, ChoiceDecision) if path.is_file() else []
 
 
 def decided_settings(decisions: Sequence[ChoiceDecision]) -> list[Setting]:
@@ -163,8 +159,6 @@ def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
 
 
 def _noise_pct(xs: Sequence[float]) -> float:
-    from analysis.comparison.noise_floor import spread_pct
-
     return spread_pct(xs) or 0.0
 
 

@@ -6,11 +6,15 @@ What is deliberately not modelled: the choice (``runners.orchestration.choose``)
 
 from __future__ import annotations
 
+from omegaconf import DictConfig, OmegaConf
+
 from conf.schema import Config
+from conf.schema_matrix import MatrixConfig
 from runners.orchestration.choose import REFIT_BUDGET
 from runners.planning.choose_plan import model_sizes, need_bytes
 from offload_tools.choice import distinct_settings, released_bytes
 from runners.paths import REPO_ROOT
+from runners.planning.plan import expand_phase
 
 
 def verify_stage_line(cfg: Config, has_verify: bool) -> str:
@@ -30,7 +34,6 @@ def verify_stage_line(cfg: Config, has_verify: bool) -> str:
 def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
     """A dry run's scale on paper: the probe, the largest verify stage (with a refit and a front), the full design of
     ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
-    from omegaconf import DictConfig, OmegaConf
 
     ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
     probe = cfg.phases[str(ch.probe_phase)]
@@ -58,10 +61,24 @@ def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
                  f"measuring every candidate with the verify design: {(cands + 1) * m.repeats} processes"
                  f"{eta((cands + 1) * m.repeats, m.expected_case_s)}")
     if ch.compare_matrix:
-        doc = OmegaConf.load(REPO_ROOT / "conf" / "matrix" / f"{ch.compare_matrix}.yaml")
-        assert isinstance(doc, DictConfig)  # a matrix file is a mapping
-        full = (int(bool(doc.get("baseline", True))) + len(doc.points) * len(doc.get("implementations", ["current"]))) \
-            * int(doc.get("repeats", 1))
+        full, matrix = compare_design(cfg, ch.compare_matrix)
         lines.append(f"choose: the full design conf/matrix/{ch.compare_matrix}.yaml: {full} processes"
-                     f"{eta(full, doc.get('expected_case_s'))}")
+                     f"{eta(full, matrix.expected_case_s)}")
     return lines
+
+
+def compare_design(cfg: Config, name: str) -> tuple[int, MatrixConfig]:
+    """``(processes, typed matrix)`` of ``conf/matrix/<name>.yaml`` as the planner expands it for this run's model,
+    workload and runtime (``runners.planning.plan.expand_phase``): the file over the schema's defaults
+    (``conf.schema_matrix.MatrixConfig``); its Hydra ``defaults`` list (a runtime of its own) is not composed.
+
+    Raises:
+        PlanError: the design does not plan for this run's model (``expand_phase``).
+    """
+    doc = OmegaConf.load(REPO_ROOT / "conf" / "matrix" / f"{name}.yaml")
+    assert isinstance(doc, DictConfig)  # a matrix file is a mapping
+    body = {k: v for k, v in doc.items() if k != "defaults"}
+    matrix = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(MatrixConfig), body))
+    assert isinstance(matrix, MatrixConfig)
+    cases = expand_phase(name, matrix, workload=cfg.workload, runtime=cfg.runtime, num_layers=cfg.model.num_layers)
+    return sum(c.repeats for c in cases), matrix
