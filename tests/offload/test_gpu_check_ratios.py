@@ -191,6 +191,10 @@ def test_deferred_refill_costs_the_layers_after_the_last_offloaded_one_with_one_
     assert ahead == pytest.approx(len(sel) * (c + t_layer))
     assert deferred == pytest.approx(len(sel) * (c + t_layer) + tail * t_layer)
     assert (tail > 0) == (g == 8)  # 28 = 3 * 8 + 4: only G = 8 leaves layers after the last offloaded one
+    captured = simulate_step_s(28, sel, t_base, c, joined_boundary=True)  # the refill captured and joined instead
+    first = sel[0]
+    assert captured == pytest.approx(len(sel) * (c + t_layer) + first * t_layer)  # layers 0..first-1 not overlapped
+    assert captured >= deferred  # deferring (tail layers idle) never loses to capturing (head layers idle) here
 
 
 def _write_parts(tmp: Path, main: dict | None) -> Path:
