@@ -18,6 +18,13 @@ Registered:
   number normalisation, a per-option SHA-256 option order). Records of the earlier protocol
   registry call it ``qwen-chat-v1``; fractions and text written after the final answer are handled (see
   ``runners.incase.accuracy.scoring``).
+* ``boxed-chat-v2``: the next version of the project's own protocol. GSM8K is ``boxed-chat-v1``'s rule unchanged;
+  GPQA asks for at most one sentence of reasoning and the letter within ``\\boxed{}`` (``max_tokens`` 64 instead
+  of 8, so a sentence fits) and reads the *final* answer rather than the first letter-like token: the last boxed
+  letter, else the last stated choice (``final answer: C`` after a discussion, ``not A; the answer is C``, a
+  correction at the end), else a reply that is only a letter; a hedge between options (``A or B, I am not
+  sure``) is unparsable. ``boxed-chat-v1`` stays frozen (it reads ``The answer is \\boxed{C}`` as unparsable and
+  ``Answer: A or B`` as A); ``tests/accuracy/data/gpqa_replies.json`` pins all three GPQA readings.
 
 * ``chat-addition-v1``: this project's own protocol for the task ``addition`` (the generated single-digit
   sums of ``eval_datasets/addition``, ``What is a + b?``); not a published protocol, and the sums are not GSM8K.
@@ -203,6 +210,56 @@ _BOXED = {
     ),
 }
 
+# ----------------------------------------------------------------------------- boxed-chat-v2
+
+BOXED_V2_BOXED_LETTER = r"\\(?:boxed|fbox)\s*\{\s*(?:\\text(?:bf)?\s*\{\s*)?[(\[]?\s*(?P<letter>[A-Da-d])\s*[)\]]?\s*\}?\s*\}"
+"""boxed-chat-v2 GPQA: a boxed letter, ``\\boxed{C}``, ``\\boxed{(C)}``, ``\\boxed{\\text{C}}`` (the last one wins)."""
+BOXED_V2_MARKER = (
+    r"(?i:\b(?:final\s+answer(?:\s+is)?|(?:correct|best|right)\s+(?:answer|option|choice)(?:\s+is)?"
+    r"|answer(?:\s+is|\s+would\s+be|\s+should\s+be)?|(?:option|choice)\s+is|i\s+(?:choose|chose|pick|select)"
+    r"|i(?:'ll|\s+will)\s+go\s+with|correction|actually,?\s+it(?:'s|\s+is)))"
+    r"\s*[:=\-]?\s*(?:[*_`]+\s*)*"
+    r"(?:\((?P<paren>[A-Da-d])\)|\[(?P<bracket>[A-Da-d])\]|(?P<bare>[A-D])(?![A-Za-z]))"
+)
+"""boxed-chat-v2 GPQA: a stated choice (``Final answer: C``, ``the answer is (C)``, ``I choose C``, ``Correction:
+D``); the last one in the reply wins."""
+BOXED_V2_ONLY_LETTER = r"^\s*(?:[*_`#>]+\s*)*(?:\((?P<paren>[A-Da-d])\)|\[(?P<bracket>[A-Da-d])\]|(?P<bare>[A-D]))[.)]?\s*(?:[*_`]+)?\s*$"
+"""boxed-chat-v2 GPQA: a reply that is only a letter (``C``, ``(C)``, ``**C.**``)."""
+BOXED_V2_HEDGE = r"^\s*[)\]*_`]*\s*(?:,\s*)?(?:or|and/or|/)\s*(?:option\s+|choice\s+)?[(\[]?[A-D](?![A-Za-z])"
+"""boxed-chat-v2 GPQA: right after the chosen letter, another option offered beside it (``A or B``, ``A/B``):
+a hedge, unparsable."""
+
+_BOXED_V2 = {
+    # boxed-chat-v1's GSM8K rule, prompt, sampling and engine under the new name (by construction, not a copy)
+    "gsm8k": ProtocolSpec(**{
+        **dict(_BOXED["gsm8k"]),
+        "name": "boxed-chat-v2",
+        "answer_extraction": "boxed-chat-v2/gsm8k: boxed-chat-v1's GSM8K rule unchanged (" +
+                             _BOXED["gsm8k"].answer_extraction.split(": ", 1)[1] + ")",
+    }),
+    "gpqa": ProtocolSpec(
+        name="boxed-chat-v2",
+        task="gpqa",
+        system_message=("You are answering a multiple-choice science question. Think briefly, then give the letter "
+                        "(A, B, C or D) of the one correct option within \\boxed{}."),
+        user_template=("{question}\n\nA) {A}\nB) {B}\nC) {C}\nD) {D}\n\n"
+                       "At most one sentence of reasoning, then your final answer as \\boxed{{X}}."),
+        option_shuffle=_BOXED["gpqa"].option_shuffle,
+        shuffle_seed="0",
+        chat_template="model",
+        answer_extraction=(
+            "boxed-chat-v2/gpqa: cut at the first continuation; the final answer, not the first letter-like token: "
+            "the last \\boxed{} letter, else the last stated choice ('final answer: X', 'the answer is (X)', "
+            "'I choose X', 'correction: X'), else a reply that is only a letter; a letter offered beside another "
+            "('A or B', 'A/B') or a box holding anything but one letter = unparsable"
+        ),
+        extraction_patterns=(BOXED_CONTINUATION, BOXED_V2_BOXED_LETTER, BOXED_V2_MARKER, BOXED_V2_ONLY_LETTER,
+                             BOXED_V2_HEDGE),
+        sampling=_boxed_sampling(64),
+        engine=_BOXED_ENGINE,
+    ),
+}
+
 # ----------------------------------------------------------------------------- chat-addition-v1
 
 _ADDITION = {
@@ -223,6 +280,7 @@ _ADDITION = {
 REGISTRY: Mapping[str, Mapping[str, ProtocolSpec]] = MappingProxyType({
     "qwen-chat-v1": MappingProxyType(_QWEN),
     "boxed-chat-v1": MappingProxyType(_BOXED),
+    "boxed-chat-v2": MappingProxyType(_BOXED_V2),
     "chat-addition-v1": MappingProxyType(_ADDITION),
 })
 """name -> task -> frozen spec."""

@@ -38,5 +38,5 @@ def test_unknown_protocol_stops_before_any_process(tmp_path: Path, capsys) -> No
     out = capsys.readouterr().out
     assert code == EXIT_CONFIG
     assert ("accuracy_protocol: unknown accuracy protocol 'qwen-chat-v2'; registered: boxed-chat-v1, "
-            "chat-addition-v1, qwen-chat-v1") in out
+            "boxed-chat-v2, chat-addition-v1, qwen-chat-v1") in out
     assert not run.exists()

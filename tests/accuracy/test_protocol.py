@@ -34,6 +34,8 @@ PINNED_SHA256 = {
     ("qwen-chat-v1", "gpqa"): "d918c5a392499d6b6396843c7b392738b7e5f329b74ae95021b0d3ee4b129602",
     ("boxed-chat-v1", "gsm8k"): "0b10cb9e0c1a099bfd21482b45fd9a89e451d72049e94b443f8f8feeeef918c4",
     ("boxed-chat-v1", "gpqa"): "0f2c3b23718ae0e4fd53d326f14b6f3c8367d7ff329e5621594533bab4ff5ec5",
+    ("boxed-chat-v2", "gsm8k"): "a5389b46f17538563395aa04912f5076bc97c077c58cc32f4769611cf43863bc",
+    ("boxed-chat-v2", "gpqa"): "065c83b96ad3b698ed274db2ca1000c45daf2669add7cb4b0012f9e8e6d3d431",
     ("chat-addition-v1", "addition"): "b73708a6d7a485bdc014aa06fdf3acaa3b91e1d2848b6517d028dab53079bf84",
 }
 """Frozen: a spec never changes under its name. A failure here means a registered spec was edited;
@@ -252,7 +254,7 @@ def test_protocol_hash_is_stable_across_processes() -> None:
 
 def test_unknown_protocol_or_task_is_an_error() -> None:
     with pytest.raises(UnknownProtocolError, match="unknown accuracy protocol 'qwen-chat-v9'; registered: "
-                                                   "boxed-chat-v1, chat-addition-v1, qwen-chat-v1"):
+                                                   "boxed-chat-v1, boxed-chat-v2, chat-addition-v1, qwen-chat-v1"):
         protocol_spec("qwen-chat-v9", "gsm8k")
     with pytest.raises(UnknownProtocolError, match="unknown task 'mmlu'"):
         protocol_spec(QWEN, "mmlu")

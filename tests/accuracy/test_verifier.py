@@ -131,7 +131,7 @@ def test_unregistered_protocol_name_fails(run: Path) -> None:
         _rewrite_result(path, protocol=proto, protocol_name="my-own-v1")
     msgs = _fails(verify(run, limit=50))
     assert any(m.startswith("registered: case baseline (gpqa) was scored under protocol 'my-own-v1', which is not "
-                            "registered (registered: boxed-chat-v1, chat-addition-v1, qwen-chat-v1)") for m in msgs), msgs
+                            "registered (registered: boxed-chat-v1, boxed-chat-v2, chat-addition-v1, qwen-chat-v1)") for m in msgs), msgs
 
 
 def test_changed_engine_setting_fails(run: Path) -> None:

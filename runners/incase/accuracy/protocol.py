@@ -4,7 +4,7 @@ What is modelled: the registry of frozen specs lives in ``results_schema.records
 (pure data, readable by the verifier); this module maps every registered name to its
 implementation (``runners.incase.accuracy.qwen_chat`` for ``qwen-chat-v1``, the published
 protocol and the default; ``runners.incase.accuracy.boxed_chat`` for ``boxed-chat-v1``, the
-project's own; ``runners.incase.accuracy.chat_addition`` for ``chat-addition-v1``, the project's protocol of the
+project's own (frozen), ``runners.incase.accuracy.boxed_chat_v2`` for ``boxed-chat-v2``, its next version; ``runners.incase.accuracy.chat_addition`` for ``chat-addition-v1``, the project's protocol of the
 generated ``addition`` task). Prompts are chat conversations (system + user) rendered with the
 *model's own* chat template (``add_generation_prompt=True``); a tokenizer without a chat
 template is an error, never a silent fallback to raw text.
@@ -20,7 +20,7 @@ from typing import Any
 
 from results_schema.records.accuracy import ProtocolSpec
 from results_schema.records.protocols import REGISTRY
-from runners.incase.accuracy import boxed_chat, chat_addition, qwen_chat
+from runners.incase.accuracy import boxed_chat, boxed_chat_v2, chat_addition, qwen_chat
 from runners.incase.accuracy.datasets import Row
 from runners.incase.accuracy.rendered import Rendered
 
@@ -29,6 +29,7 @@ __all__ = ["ChatTemplateMissing", "parse_reply", "render_prompt", "render_row", 
 IMPLEMENTATIONS: Mapping[str, Any] = MappingProxyType({
     "qwen-chat-v1": qwen_chat,
     "boxed-chat-v1": boxed_chat,
+    "boxed-chat-v2": boxed_chat_v2,
     "chat-addition-v1": chat_addition,
 })
 """name -> module with ``render(spec, row) -> Rendered`` and ``parse(spec, text) -> str | None``."""
