@@ -226,6 +226,11 @@ class Baselines:
             self.ref[mode], self.setup_step_s[mode] = r.out.clone(), r.step_s
 
     def block(self, modes: Sequence[str]) -> dict[str, ModeResult]:
-        """One timed block of the un-offloaded stack in each of ``modes`` it was prepared for."""
-        return {m: measure(self.fns[m], self.args.steps, self.device, self.args.step_sync)
-                for m in modes if m in self.fns}
+        """One timed block of the un-offloaded stack in each of ``modes`` it was prepared for (outputs cloned:
+        a graph's output buffer is overwritten by the next block's replays)."""
+        out = {}
+        for m in modes:
+            if m in self.fns:
+                r = measure(self.fns[m], self.args.steps, self.device, self.args.step_sync)
+                out[m] = ModeResult(r.step_s, r.step_times_s, r.out.clone(), r.async_outs)
+        return out
