@@ -37,6 +37,7 @@ import pandas as pd
 
 from collections.abc import Mapping
 
+from analysis.comparison.variance import reference_mask
 from analysis.load import RunData
 from analysis.comparison import soundness
 from analysis.comparison.pareto import knee_index, pareto_mask
@@ -139,8 +140,9 @@ def _per_label(data: RunData) -> pd.DataFrame:
 
 
 def _add_baseline_relative(out: pd.DataFrame, runs: pd.DataFrame) -> None:
-    """Baseline median, retention, throughput change and KV gain vs the phase baseline (in place)."""
-    base = runs[runs["implementation"] == "baseline"].groupby("phase")
+    """Baseline median, retention, throughput change and KV gain vs the phase baseline (in place): the phase's
+    undelayed baselines pooled (``analysis.comparison.variance.reference_mask``; a speed control is none of them)."""
+    base = runs[reference_mask(runs)].groupby("phase")
     base_thr = base["throughput_tok_s"].median()
     base_kv = base["kv_cache_tokens"].median()
     base_kvg = base["kv_cache_gib"].median()

@@ -49,10 +49,12 @@ class CaseConfig:
             process after ``post_init`` (``offload.faults``; ``zero_host_copy``), for implementations
             ``current`` / ``sync`` with offload. The case must then fail its comparison
             (``+experiment=negative_control``). Null = none.
-        step_delay_ms: speed control only (serving phases, implementation ``baseline``): every forward of
-            the server's model sleeps this many milliseconds first (``offload.controls``); no byte moves.
-            Its outputs join the baselines' floor of the output comparison and its timing is judged against
-            the undelayed baselines (expected ``slower``; a warning where it is not). Null = none.
+        step_delay_ms: speed control only (serving and throughput phases, implementation ``baseline``): every
+            forward of the model sleeps this many milliseconds first (``offload.controls``); no byte moves.
+            Serving: its outputs join the baselines' floor of the output comparison and its timing is judged
+            against the undelayed baselines (expected ``slower``; a warning where it is not). Throughput: a cost
+            of known size, judged against the undelayed baselines (``analysis.comparison.decision``), never one
+            of them, never on a front or in a recommendation. Null = none.
     """
 
     implementation: Implementation = MISSING

@@ -52,6 +52,7 @@ import pandas as pd
 
 from analysis.load import RunData
 from analysis.comparison.soundness import withheld_reason
+from analysis.comparison.variance import reference_mask
 from analysis.comparison.verdict_rule import (
     DEFAULT_MARGIN_PCT,
     bootstrap_delta,
@@ -287,15 +288,18 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
     Forced to ``inconclusive`` (the note says why) when the label or the baseline ran a single
     process (no interval), or when an offloaded label's retention exceeds 1.0 (an offload measured
     faster than no offload is noise until repeated); ``withheld`` when a process of the label or of the
-    baseline was contended (``analysis.comparison.soundness``). Baseline rows get ``reference``.
+    baseline was contended (``analysis.comparison.soundness``). The phase's undelayed baselines (``reference_mask``)
+    get ``reference``; a speed control (a baseline with ``step_delay_ms``) is judged against them like a label.
     """
     check_margin(margin_pct)
     out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
+    ref = data.runs[reference_mask(data.runs)]
     for i, r in summary.iterrows():
-        if r["implementation"] == "baseline":
+        ref_labels = list(dict.fromkeys(ref.loc[ref["phase"] == r["phase"], "label"].astype(str)))
+        if r["label"] in ref_labels:
             out.loc[i, VS_BASELINE_COLUMNS] = ["reference", math.nan, math.nan, float(margin_pct), "phase baseline"]
             continue
-        base = summary[(summary["phase"] == r["phase"]) & (summary["implementation"] == "baseline")]
+        base = summary[(summary["phase"] == r["phase"]) & summary["label"].isin(ref_labels)]
         at, _ar = _samples(data, r["phase"], r["label"])
         bt = []
         for lb in base["label"]:

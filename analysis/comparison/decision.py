@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison import soundness, verdict_rule
+from analysis.comparison.variance import reference_mask
 from analysis.load import RunData
 from results_schema.units import GIB
 
@@ -99,20 +100,20 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
 
     Returns:
         DataFrame; NaN where a value is undefined (no baseline, no KV line, < 2 processes on a side).
-        ``verdict`` is ``baseline`` for baseline rows, ``INVALID`` for invalid labels, ``withheld`` when a
+        ``verdict`` is ``baseline`` for the phase's undelayed baselines (a speed control is judged like a label), ``INVALID`` for invalid labels, ``withheld`` when a
         process it rests on was contended, else faster / slower / equivalent / inconclusive (label vs its phase
         baseline).
     """
     rows = []
     runs = data.runs
     excluded = soundness.point_exclusions(runs)
+    ref = runs[reference_mask(runs)]
     for _, r in summary.iterrows():
         phase, label = r["phase"], r["label"]
         thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].astype(float)
-        base = runs.loc[(runs["phase"] == phase) & (runs["implementation"] == "baseline"),
-                        "throughput_tok_s"].astype(float)
+        base = ref.loc[ref["phase"] == phase, "throughput_tok_s"].astype(float)
         lo = hi = float("nan")
-        if r["implementation"] == "baseline":
+        if ((ref["phase"] == phase) & (ref["label"] == label)).any():
             v = "baseline"
         elif base.empty or thr.empty:
             v = "inconclusive"

@@ -1,7 +1,8 @@
 """The run's noise floor: baseline vs baseline, and the verdicts that hold by less than it.
 
 What is modelled: a phase that runs its baseline in two or more processes (rotated with the
-other labels) measures how much one unchanged setting moves between processes on this machine.
+other labels) measures how much one unchanged setting moves between processes on this machine
+(every undelayed baseline label of the phase, a twin included; a speed control is none of them).
 Its *spread* is ``(max - min) / median`` of the baseline processes' throughputs (percent; the one rule,
 ``results_schema.rules.spread_rule.spread_pct``, re-exported here), and
 their token digests must all be equal (same greedy tokens). A verdict's *margin* is how far its
@@ -26,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.comparison.variance import reference_mask
 from results_schema.rules.spread_rule import spread_pct
 
 FLAGGED_VERDICTS = ("slower", "faster", "equivalent")
@@ -46,7 +48,7 @@ def noise_floors(runs: pd.DataFrame) -> list[dict[str, Any]]:
     if runs.empty:
         return out
     for phase in dict.fromkeys(runs["phase"]):
-        b = runs[(runs["phase"] == phase) & (runs["implementation"] == "baseline")].sort_values("repeat")
+        b = runs[(runs["phase"] == phase) & reference_mask(runs)].sort_values("repeat")
         if b.empty:
             continue
         thr = [float(x) for x in b["throughput_tok_s"]]

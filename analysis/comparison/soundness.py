@@ -32,13 +32,17 @@ from typing import Any
 import pandas as pd
 
 from analysis.comparison.noise_floor import noise_floors
+from analysis.comparison.variance import reference_mask
 
-__all__ = ["CONTENDED_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "point_exclusions", "unstable_processes", "withheld_reason"]
+__all__ = ["CONTENDED_NOTE", "CONTROL_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "point_exclusions", "unstable_processes", "withheld_reason"]
 
 DRIFT_FLOOR_FACTOR = 2.0
 """A process whose window drift exceeds this many times its phase's noise floor is unstable."""
 DRIFT_FLOOR_PROCESSES = 4
 """Baseline processes a phase's floor needs before one process's drift is judged against it."""
+
+CONTROL_NOTE = "speed control (a known-size cost, no byte moved): never on a front or in a recommendation"
+"""Why a speed control (a baseline with ``step_delay_ms``) is kept off the front, the knee and recommendations."""
 
 CONTENDED_NOTE = "foreign work on the host while they measured"
 """What ``contended`` means, in the run's last line and the reports."""
@@ -71,8 +75,8 @@ def withheld_reason(runs: pd.DataFrame, phase: str, labels: Iterable[str]) -> st
 
 
 def baseline_labels(runs: pd.DataFrame, phase: str) -> list[str]:
-    """The baseline labels of ``phase`` (run order)."""
-    b = runs[(runs["phase"] == phase) & (runs["implementation"] == "baseline")]
+    """The baseline labels of ``phase`` (run order): its undelayed baselines, never a speed control."""
+    b = runs[(runs["phase"] == phase) & reference_mask(runs)]
     return list(dict.fromkeys(str(x) for x in b["label"]))
 
 
@@ -105,7 +109,8 @@ def point_exclusions(runs: pd.DataFrame, floors: Sequence[Any] | None = None) ->
     """``(phase, label) -> reasons`` that keep a point off the front, the knee and recommendations.
 
     ``withheld: contended (N of M processes)`` when a process of the label or of its phase baseline was
-    contended; ``unstable (k of n processes: why)`` when a process of the label was unstable.
+    contended; ``unstable (k of n processes: why)`` when a process of the label was unstable; ``CONTROL_NOTE``
+    for a speed control (its verdict against the undelayed baselines is shown; it is never a point).
     """
     if runs.empty:
         return {}
@@ -113,8 +118,10 @@ def point_exclusions(runs: pd.DataFrame, floors: Sequence[Any] | None = None) ->
     out: dict[tuple[str, str], list[str]] = {}
     for (phase, label), sub in runs.groupby(["phase", "label"], sort=False):
         phase, label = str(phase), str(label)
-        impl = str(sub["implementation"].iloc[0])
-        rests_on = [label] if impl == "baseline" else [label, *baseline_labels(runs, phase)]
+        is_ref = bool(reference_mask(sub).all())
+        rests_on = [label] if is_ref else [label, *baseline_labels(runs, phase)]
+        if not is_ref and str(sub["implementation"].iloc[0]) == "baseline":
+            out.setdefault((phase, label), []).append(CONTROL_NOTE)
         w = withheld_reason(runs, phase, rests_on)
         if w:
             out.setdefault((phase, label), []).append(f"withheld: {w}")

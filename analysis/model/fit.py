@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from analysis.comparison.variance import reference_mask
 from offload_tools.transfer_model import MeasuredPoint, TransferModel, fit, with_errors
 from results_schema.units import GIB
 
@@ -57,7 +58,7 @@ def fit_model(summary: pd.DataFrame, runs: pd.DataFrame, phase: str, *, implemen
     landed on an edge of ``BANDWIDTH_GRID``.
     """
     ph = summary[summary["phase"] == phase]
-    base = ph[ph["implementation"] == "baseline"]
+    base = ph[ph["label"].isin(set(runs.loc[reference_mask(runs) & (runs["phase"] == phase), "label"]))]
     pts = _points(summary, phase)
     pts = pts[pts["implementation"] == implementation] if (pts["implementation"] == implementation).any() else pts
     if base.empty or pts.empty:

@@ -23,6 +23,7 @@ from rich.table import Table
 from analysis.comparison.decision import reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
+from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.report.released import released_cell
 from results_schema.records.io import read_json
@@ -141,6 +142,8 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
     for line in power_lines(cs.variance_components, cs.detectable_effects, cs.decision):
         console.print(line, markup=False, style="dim" if line.startswith("variance estimator") else "")
+    for line in dimensioning_lines(list(cs.aa_comparisons), list(cs.dimensioning)):
+        console.print(line, markup=False, style="yellow" if "NOT AS EXPECTED" in line else "")
     if any(r.knee for r in cs.decision):
         console.print(f"knee rule: {cs.knee_rule}", style="dim", markup=False)
     for line in soundness_lines(cs, val):

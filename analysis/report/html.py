@@ -43,6 +43,7 @@ from analysis.accuracy.table import paired_cell
 from analysis.comparison.decision import GLOSSARY, reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
+from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.report.released import released_cell
 from analysis.report.choice_view import ChoiceView, read_choice_view
@@ -202,7 +203,8 @@ def noise_floor_html(cs: ComparisonSummary) -> str:
     and each label's resolving power, and the knee rule (``analysis.model.trust.model_lines``,
     ``analysis.comparison.noise_floor.floor_lines``, ``analysis.comparison.power.power_lines``), one paragraph each."""
     lines = (model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision, cs.margin_pct)
-             + power_lines(cs.variance_components, cs.detectable_effects, cs.decision))
+             + power_lines(cs.variance_components, cs.detectable_effects, cs.decision)
+             + dimensioning_lines(list(cs.aa_comparisons), list(cs.dimensioning)))
     return "".join(f'<p class="note noise-floor">{_e(ln)}</p>' for ln in [*lines, f"knee rule: {cs.knee_rule}"])
 
 

@@ -16,6 +16,7 @@ from analysis.comparison.decision import retention_interval
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT
 from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
+from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
@@ -130,6 +131,7 @@ def noise_floor_markdown(tables: dict, margin_pct: float) -> str:
                          "retention_ci_low": ci[0] if ci else None, "retention_ci_high": ci[1] if ci else None})
     lines = floor_lines(noise_floors(tables["data"].runs), rows, margin_pct)
     lines += power_lines(tables.get("variance", []), tables.get("effects", []), rows)
+    lines += dimensioning_lines(tables.get("aa", []), tables.get("dimensioning", []))
     return "\n".join(f"- {ln}" for ln in lines)
 
 

@@ -133,6 +133,8 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
         "host_memory": records(host_memory_table(tables["data"])),
         "variance_components": tables["variance"],
         "detectable_effects": tables["effects"],
+        "aa_comparisons": tables["aa"],
+        "dimensioning": tables["dimensioning"],
     })
 
 

@@ -27,6 +27,7 @@ from analysis.comparison.compare import (
     native_vs_same_runtime,
     spaced_vs_adjacent,
 )
+from analysis.comparison.dimensioning import aa_comparisons, design_rows
 from analysis.comparison.power import detectable_effects
 from analysis.comparison.variance import variance_components
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, verdict_text
@@ -131,7 +132,8 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
         ``cross_stack``, ``model_table``; ``models`` (per phase, dict or None); ``validation``
         (``ValidationReport``); ``data`` (``RunData``); ``margin_pct``; ``variance`` (variance components per
         phase and arm, ``analysis.comparison.variance``) and ``effects`` (each label's minimum detectable cost,
-        ``analysis.comparison.power``), lists of dicts.
+        ``analysis.comparison.power``), ``aa`` and ``dimensioning`` (``analysis.comparison.dimensioning``), lists
+        of dicts.
 
     Raises:
         ValueError: a margin that is not a finite number > 0.
@@ -155,7 +157,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     return {"data": data, "validation": report, "summary": summary, "comparison": comparison, "long_window": lw,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
             "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
-            "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct)}
+            "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct),
+            "aa": aa_comparisons(data.runs, margin_pct=margin_pct),
+            "dimensioning": design_rows(data.runs, data.rounds, margin_pct=margin_pct)}
 
 
 def model_fits(run_dir: Path, data: RunData, summary: pd.DataFrame) -> tuple[dict[str, dict | None], pd.DataFrame]:

@@ -316,9 +316,17 @@ class BenchRecord(StrictModel):
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")
+    step_delay_ms: NonNegFloat = Field(
+        default=0.0, exclude_if=lambda v: not v,
+        description="Speed control (a known-size cost): ms every forward of a baseline's model slept first (no byte "
+                    "moved; offload.controls); 0 = none. Judged against the phase's undelayed baselines, never one "
+                    "of them, never on a front or in a recommendation.")
 
     @model_validator(mode="after")
     def _check_published_metrics(self) -> "BenchRecord":
+        if self.step_delay_ms and self.implementation != "baseline":
+            raise ValueError(f"step_delay_ms {self.step_delay_ms} on implementation {self.implementation!r}: the "
+                             "speed control is a baseline")
         check_requests(self.requests, self.requests_per_s, num_prompts=self.workload.num_prompts,
                        rounds=len(self.rounds), elapsed_s=self.elapsed_s)
         check_round_latency(self.round_latency_p50_s, self.round_latency_p95_s, [r.elapsed_s for r in self.rounds])

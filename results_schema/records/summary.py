@@ -261,3 +261,9 @@ class ComparisonSummary(StrictModel):
     detectable_effects: tuple[DetectableEffectRow, ...] = Field(
         default=(), description="Per label: minimum detectable cost at the run's confidence and 80% power, with its "
         "range (analysis.comparison.power; empty where no label and reference ran 2 processes each).")
+    aa_comparisons: tuple[dict[str, Scalar], ...] = Field(
+        default=(), description="A/A rows (a label's twin vs the label) and the speed control's rows (vs each "
+        "undelayed baseline label) under the verdict rule (analysis.comparison.dimensioning).")
+    dimensioning: tuple[dict[str, Scalar], ...] = Field(
+        default=(), description="Phases with a twin or a speed control: the MDE of the default's design and the "
+        "processes x rounds per arm that resolve 5% and 10% (analysis.comparison.dimensioning).")

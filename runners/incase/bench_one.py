@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from pathlib import Path
 
+from offload.controls import step_delay_requested
 from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.records.case import CaseSpec, RequestedOffload
 from results_schema.records.io import dumps_model, write_json
@@ -361,6 +362,7 @@ def run(case: CaseSpec) -> BenchRecord:
         **request_metrics(rounds, w.num_prompts), **load.fields(),
         host_load=None if host is None else host.record(),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
+        step_delay_ms=step_delay_requested(),
     )
 
 

@@ -6,7 +6,8 @@ sidecar present and equal to the single ``OFFLOAD_EVIDENCE`` log line; evidence
 describing the case's implementation and offload parameters (a requested offload with
 no wrapped module, zero bytes or no ``post_init`` is a failure, never a data point; a
 baseline that wrapped something is a mismatch); stability cases must produce output in
-every round; the CPU GEMM kernel line (``OFFLOAD_CPU_KERNELS``) against the runtime's
+every round; a speed control (``step_delay_ms``) records its delay and its log shows the control's applied and
+acted lines; the CPU GEMM kernel line (``OFFLOAD_CPU_KERNELS``) against the runtime's
 ``cpu_kernel_path``; on accelerators exactly one ``Available KV cache memory`` line per
 log (published runner rules). Each check raises ``CheckFailed`` naming the
 ``failure_type`` of the case's ``CaseFailure``.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from offload import controls
 from offload.selection import select_offload_layers
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
 from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
@@ -76,11 +78,38 @@ def check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchRe
     if want_off != got_off:
         raise CheckFailed("invalid_record", f"record offload {got_off} != case offload {want_off}")
     check_plan_match(c, record)
+    check_control(c, record, log_text)
     if c.kind == "stability":
         empty = [r.index for r in record.rounds if r.output_tokens == 0]
         if empty:
             raise CheckFailed("invalid_record", f"stability: rounds {empty[:10]} produced no output token")
     return record
+
+
+def control_missing(step_delay_ms: float, log_text: str) -> str | None:
+    """What the log of a speed control lacks (``offload.controls``: the applied and the acted line, each naming the
+    configured delay), or None (also for a case without a delay). A serving case passes its server's log."""
+    if not step_delay_ms:
+        return None
+    want = f"step_delay_ms={step_delay_ms:g}"
+    for prefix in (controls.APPLIED, controls.ACTED):
+        if not any(ln.startswith(f"{prefix} {want}:") for ln in log_text.splitlines()):
+            return f"speed control {want}: no '{prefix} {want}' line: the delay did not take effect"
+    return None
+
+
+def check_control(c: PhaseCase, record: BenchRecord, log_text: str) -> None:
+    """A speed control's record carries the case's delay and its log shows the delay applied and acting.
+
+    Raises:
+        CheckFailed: ``invalid_record`` (another delay) or ``missing_evidence`` (a control line missing).
+    """
+    if record.step_delay_ms != c.step_delay_ms:
+        raise CheckFailed("invalid_record", f"record step_delay_ms {record.step_delay_ms:g} != the case's "
+                          f"{c.step_delay_ms:g} (the speed control's delay)")
+    missing = control_missing(c.step_delay_ms, log_text)
+    if missing:
+        raise CheckFailed("missing_evidence", missing)
 
 
 def check_plan_match(c: PhaseCase, record: BenchRecord) -> None:

@@ -19,12 +19,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from offload import controls
 from results_schema.records.case_outcome import CaseFailure, FailureType
 from results_schema.records.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingCaseResult, ServingRun
 from runners.incase.process_group import ProcessOutcome
-from runners.outcome.case_checks import CheckFailed, check_evidence
+from runners.outcome.case_checks import CheckFailed, check_evidence, control_missing
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail
 from runners.outcome.finalized import Finalized
 from runners.planning.cases import LaunchSpec, ScheduledCase
@@ -87,18 +86,6 @@ def _process_fault(sc: ScheduledCase, outcome: ProcessOutcome, result: ServingCa
     return None
 
 
-def _control_missing(step_delay_ms: float, server_text: str) -> str | None:
-    """What the server log of a speed control lacks (``offload.controls``: the applied and the acted line, each
-    naming the configured delay), or None (also for a case without a delay)."""
-    if not step_delay_ms:
-        return None
-    want = f"step_delay_ms={step_delay_ms:g}"
-    for prefix in (controls.APPLIED, controls.ACTED):
-        if not any(ln.startswith(f"{prefix} {want}:") for ln in server_text.splitlines()):
-            return f"speed control {want}: no '{prefix} {want}' line: the delay did not take effect"
-    return None
-
-
 def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
                      run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
     """Check a finished serving case; return ``(Finalized, lines)``.
@@ -132,7 +119,7 @@ def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcom
         evidence = check_evidence(sc, logs.server_text, Path(spec.evidence_path), model=result.model)
     except CheckFailed as f:
         return logs.failure(f.failure_type, f.message + " (server log)", None)
-    missing = _control_missing(c.step_delay_ms, logs.server_text)
+    missing = control_missing(c.step_delay_ms, logs.server_text)
     if missing:
         return logs.failure("missing_evidence", missing + " (server log)", None)
     kv = parse_kv_cache(logs.server_text)

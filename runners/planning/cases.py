@@ -42,8 +42,8 @@ class PhaseCase:
         accuracy_protocol: registered accuracy protocol of accuracy phases (None for other kinds).
         accuracy_model: accuracy phases: model directory loaded instead of the run's (as configured), None = the run's.
         fault: negative-control fault applied in the case process (``offload.faults``), None = none.
-        step_delay_ms: serving speed control (``offload.controls``): ms slept before every forward of a
-            baseline server's model; 0.0 = none.
+        step_delay_ms: speed control (``offload.controls``; serving and throughput phases): ms slept before
+            every forward of a baseline's model; 0.0 = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings for ``kind=serving``, else None.
     """

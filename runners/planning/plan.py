@@ -36,6 +36,9 @@ from runners.planning.serving_spec import validate_serving
 
 KINDS = tuple(k.value for k in PhaseKind)
 BENCH_KINDS = ("throughput", "ttft", "stability")
+CONTROL_KINDS = ("serving", "throughput")
+"""Phase kinds that may run a speed control (``step_delay_ms``): its verdict against the undelayed baselines is
+judged there (``analysis.serving.stats``; ``analysis.comparison.decision``)."""
 """Phase kinds whose cases run ``runners.incase.bench_one`` (the only ones with ``engine_validates``)."""
 ACCURACY_BASELINE_RUNS = 2
 """An accuracy phase's baseline runs at least this often (repeat-major: the runs bracket the offload cases), so
@@ -198,7 +201,8 @@ def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: 
 
 
 def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig, workload: WorkloadConfig) -> None:
-    """A speed control (``step_delay_ms``) is a baseline of a serving phase that also runs the undelayed baseline,
+    """A speed control (``step_delay_ms``) is a baseline of a serving or throughput phase (``CONTROL_KINDS``) that
+    also runs the undelayed baseline,
     with an eager workload (a CUDA-graph replay runs no forward hook) and a delay in (0, MAX_STEP_DELAY_MS] ms.
 
     Raises:
@@ -207,9 +211,10 @@ def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig
     ms = r.step_delay_ms
     if ms is None:
         return
-    if kind != "serving" or str(r.implementation) != "baseline":
-        raise PlanError(f"{where}: step_delay_ms {ms!r} is the serving speed control: it needs a serving phase and "
-                        f"implementation baseline, not a {kind!r} phase with implementation {str(r.implementation)!r}")
+    if kind not in CONTROL_KINDS or str(r.implementation) != "baseline":
+        raise PlanError(f"{where}: step_delay_ms {ms!r} is the speed control: it needs a phase of kind "
+                        f"{' or '.join(CONTROL_KINDS)} and implementation baseline, not a {kind!r} phase with "
+                        f"implementation {str(r.implementation)!r}")
     if not (math.isfinite(ms) and 0.0 < ms <= MAX_STEP_DELAY_MS):
         raise PlanError(f"{where}: step_delay_ms {ms!r} is invalid: allowed a number of milliseconds in "
                         f"(0, {MAX_STEP_DELAY_MS:g}]")

@@ -38,7 +38,7 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
             cr.evidence_path, e.offloader_class, e.implementation, e.offload_group_size, e.offload_num_in_group,
             e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
             e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, wl.warmup_rounds,
-            *(None if r.host_load is None else getattr(r.host_load, n) for n in HOST_LOAD_FIELDS),
+            *(None if r.host_load is None else getattr(r.host_load, n) for n in HOST_LOAD_FIELDS), r.step_delay_ms,
             window_drift_pct([rd.elapsed_s for rd in r.rounds], [rd.output_tokens for rd in r.rounds]), lineno,
         ))
         rrows += [(r.phase, r.label, r.implementation, r.repeat, rd.index, rd.elapsed_s, rd.output_tokens,

@@ -40,7 +40,8 @@ AFTER_GOLDEN = {"choose": ["+experiment=choose", "need_gib=0.05"],
 """Experiments written after the golden file (they have no bytes from before typing): checked to round-trip."""
 
 
-NEW_AFTER_GOLDEN = ("smollm2", "smollm2_accuracy", "smollm2_negative_control", "negative_control_serving")
+NEW_AFTER_GOLDEN = ("smollm2", "smollm2_accuracy", "smollm2_negative_control", "negative_control_serving",
+                    "aa_noise")
 """Other experiments written after the golden file: checked to round-trip."""
 
 

@@ -53,6 +53,7 @@ import sys
 import time
 from pathlib import Path
 
+from offload import controls
 from offload.selection import select_offload_layers
 from results_schema.records.io import dumps_model, write_json
 from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
@@ -161,7 +162,11 @@ def main() -> int:
     def produced(i: int) -> int:
         return 0 if (mode == "empty" and i == 1) else workload.num_prompts * workload.max_tokens
 
-    step = _round_seconds(a.label, len(layers))
+    delay_ms = controls.step_delay_requested()
+    if delay_ms:  # the speed control: lines as offload.controls prints them; every step of a round sleeps
+        print(controls.applied_line(delay_ms, "FakeForCausalLM"), flush=True)
+        print(f"{controls.ACTED} step_delay_ms={delay_ms:g}: first forward delayed", flush=True)
+    step = _round_seconds(a.label, len(layers)) + workload.max_tokens * delay_ms / 1000.0
     rounds = tuple(RoundResult(index=i, elapsed_s=step, prompt_tokens=workload.num_prompts * workload.input_len,
                                output_tokens=produced(i), throughput_tok_s=produced(i) / step,
                                token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
@@ -172,7 +177,7 @@ def main() -> int:
                       runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,
                       rounds=rounds, output_tokens=out, elapsed_s=elapsed, throughput_tok_s=out / elapsed,
                       token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
-                      torch_version="fake", pid=os.getpid())
+                      torch_version="fake", pid=os.getpid(), step_delay_ms=delay_ms)
     if mode == "otherworkload":
         rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
     write_json(record_path, rec)
