@@ -2,7 +2,7 @@
 
 Subpackages (each ``__init__`` lists its modules):
     validation  ``validate_run(run_dir)``: every trust check -> ``ValidationReport`` (``valid`` iff no error)
-    comparison  the verdict rule (bootstrap interval, equivalence margin), the noise floor, Pareto front and
+    comparison  the verdict rule (t interval over processes, equivalence margin), the noise floor, Pareto front and
                 knee, the decision table; current vs official, per label vs baseline, cross-stack tables
     model       the transfer-bound throughput model: fit, predictions, when to trust it, the recommender,
                 a choose run's decision and ``transfer-check``

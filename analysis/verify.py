@@ -15,7 +15,7 @@ The current-vs-official rows' medians, delta and delta percent are
 recomputed too (at 2 decimals), and so is every Pareto flag (strict dominance per
 phase and implementation, baseline included). A choose run's decisions (``choose-decisions.jsonl``) are
 recomputed from their recorded inputs with the runner's own rule (predictions, form, chosen settings). What is deliberately not modelled: the
-bootstrap intervals (resampling is the aggregation code's own computation;
+verdict rule's intervals (``analysis.comparison.verdict_rule``'s own computation;
 their inputs are the per-process values checked here) and the plots.
 """
 

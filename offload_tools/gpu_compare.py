@@ -9,10 +9,10 @@ throughput and a digest of the generated token ids.
 ``--repeats R`` runs every (implementation, G, N) ``R`` times, alternating which
 implementation goes first at each point and repeat (drift hits both sides alike).
 ``python -m offload_tools.gpu_compare summarize FILE.jsonl`` prints, per (G, N), the median
-throughput of each side, the difference of medians with the project's interval rule
-(percentile bootstrap 95% interval of ``median(current) - median(official)``, as
-``analysis/comparison/compare.py``, re-implemented here because ``offload`` must not import
-``analysis``): ``faster``/``slower`` only when the whole interval is above/below zero,
+throughput of each side, the difference of medians with a percentile bootstrap 95% interval of
+``median(current) - median(official)`` (the rule ``analysis.comparison.verdict_rule`` used before
+issue 53; not the project's verdict rule, which ``offload_tools`` must not import, and which has an
+equivalence margin): ``faster``/``slower`` only when the whole interval is above/below zero,
 ``equivalent`` when it contains zero, ``inconclusive`` with fewer than two engines a side.
 A point is ``ok`` when current is ``faster`` or ``equivalent``. Generated tokens are
 compared with the baseline's (token digest, greedy): a point where official's tokens differ
@@ -106,8 +106,8 @@ def bootstrap_median_delta(a: Sequence[float], b: Sequence[float], *, samples: i
                            seed: int = SEED) -> tuple[float, float | None, float | None]:
     """``median(a) - median(b)`` and its percentile bootstrap interval (None with < 2 per side).
 
-    Same rule as ``analysis.comparison.verdict_rule.bootstrap_delta`` (Efron & Tibshirani 1993, ch. 13):
-    each side resampled with replacement independently, seeded.
+    Percentile bootstrap (Efron & Tibshirani 1993, ch. 13): each side resampled with replacement
+    independently, seeded (the module docstring says how this differs from the project's verdict rule).
     """
     delta = statistics.median(a) - statistics.median(b)
     if len(a) < 2 or len(b) < 2:

@@ -148,12 +148,12 @@ def _print_metrics(args: argparse.Namespace, console: Console) -> None:
         console.print("per-record metrics and serving results: no pair with values on both sides", markup=False)
         return
     t = Table(title="B vs A per setting and metric (better/worse: B better/worse than A, lower latency, memory "
-                    "and load time being better; 95% bootstrap interval of (B - A) / A)", title_justify="left")
+                    "and load time being better; 95% t interval of B / A - 1, ratio of geometric means)", title_justify="left")
     for name in ("table", "phase", "label A", "label B", "rate", "metric", "n A/B", "A", "B", "delta %",
                  "CI95 %", "verdict"):
         t.add_column(name, no_wrap=True)
     for r in m.itertuples(index=False):
-        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none (n<2)"
+        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none"
         t.add_row(r.table, r.phase, r.label_a, r.label_b, r.request_rate, r.metric, f"{r.n_a}/{r.n_b}",
                   _fmt(r.median_a, 4), _fmt(r.median_b, 4), f"{r.delta_pct:+.1f}", ci, r.verdict)
     console.print(t)
@@ -163,14 +163,14 @@ def _compare_table(df: pd.DataFrame) -> Table:
     """The B-vs-A table of ``analysis.catalog.compare.compare_runs``'s pairs."""
     from rich.table import Table
 
-    t = Table(title="B vs A per setting (verdict: B is faster/slower/equivalent than A; 95% bootstrap "
-                    "interval of (B - A) / A over processes)", title_justify="left")
+    t = Table(title="B vs A per setting (verdict: B is faster/slower/equivalent than A; 95% t interval "
+                    "of B / A - 1 over processes, ratio of geometric means)", title_justify="left")
     for name in ("phase", "label A", "label B", "n A/B", "A tok/s", "B tok/s", "delta %", "CI95 %",
                  "ret. A", "ret. B", "released A", "released B", "verdict"):
         t.add_column(name, no_wrap=True)
     t.add_column("issues", overflow="fold")
     for r in df.itertuples(index=False):
-        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none (n<2)"
+        ci = f"{r.ci_low_pct:+.1f}..{r.ci_high_pct:+.1f}" if math.isfinite(r.ci_low_pct) else "none"
         phase = r.phase_a if r.phase_a == r.phase_b else f"{r.phase_a}/{r.phase_b}"
         t.add_row(phase, r.label_a, r.label_b, f"{r.processes_a}/{r.processes_b}", _fmt(r.median_a_tok_s),
                   _fmt(r.median_b_tok_s), f"{r.delta_pct:+.1f}", ci, _fmt(r.retention_a, 3),

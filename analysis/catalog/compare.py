@@ -4,9 +4,9 @@ What is modelled: labels of run A and run B are paired by setting -- (phase, imp
 offload_group_size, offload_num_in_group, offload_prefetch_step, offload_params); ``match_phase=False``
 drops the phase from the key (runs of different experiments). For each pair the per-process
 throughputs (``cases.throughput_tok_s``, finite only) of B are compared with A's by
-``analysis.comparison.verdict_rule.bootstrap_delta`` (percentile bootstrap 95% interval of the relative median
-difference ``(B - A) / A`` in percent) and the verdict comes from ``analysis.comparison.verdict_rule.verdict``
-(``faster`` = B is faster than A). With fewer than two processes on a side there is no interval and
+``analysis.comparison.verdict_rule.unpaired_interval`` (the verdict rule's 95% t interval over processes of
+``B / A - 1`` in percent: ratio of geometric means, log tok/s) and the verdict comes from
+``analysis.comparison.verdict_rule.verdict`` (``faster`` = B is faster than A). With fewer than two processes on a side there is no interval and
 the verdict is ``inconclusive``. A pair is ``INVALID`` when a validation error concerns either label
 (or either run as a whole). Retention (each run vs its own baseline) and evidence-released bytes are
 printed beside it, so a host change (absolute tok/s differ) can be told from an offloader change
@@ -20,7 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.catalog.store import CatalogError, connect
-from analysis.comparison.verdict_rule import bootstrap_delta
+from analysis.comparison.verdict_rule import unpaired_interval
 from analysis.comparison.decision import call_verdict
 
 SETTING = ["implementation", "group_size", "num_in_group", "prefetch_step", "offload_params"]
@@ -112,7 +112,8 @@ def _pair_row(p: pd.Series, cases: pd.DataFrame, issues: dict, ids: tuple[str, s
                    "throughput_tok_s"].to_numpy()
     if len(ta) == 0 or len(tb) == 0:
         return None
-    _delta, _lo, _hi, lo_p, hi_p = bootstrap_delta(tb, ta)
+    iv = unpaired_interval(tb, ta)
+    lo_p, hi_p = iv.low_pct, iv.high_pct
     try:
         v = call_verdict(lo_p, hi_p, margin_pct)
     except ValueError as exc:

@@ -4,8 +4,8 @@ What is modelled: labels of runs A and B are paired by setting as in ``analysis.
 (phase, implementation, G, N, prefetch step, params; serving rows also by configured request rate and step
 delay, so a speed control, a baseline whose every forward sleeps, never pools with the undelayed baseline).
 For each pair and metric the per-process values (per-repeat values for serving) of B are compared with
-A's by ``analysis.comparison.verdict_rule.bootstrap_delta`` (95% percentile bootstrap interval of the relative
-median difference, percent) and ``analysis.comparison.verdict_rule.verdict``; for a lower-is-better metric
+A's by ``analysis.comparison.verdict_rule.unpaired_interval`` (the verdict rule's 95% t interval of ``B / A - 1``,
+percent: ratio of geometric means; no interval where a value is 0) and ``analysis.comparison.verdict_rule.verdict``; for a lower-is-better metric
 (latency, memory, load time) the interval is negated first, so "better" always means B is better than A.
 Verdicts: better / worse / equivalent / inconclusive (fewer than two values on a side, or an interval
 straddling the margin). A metric a run's records predate (NULL) gives no row.
@@ -24,7 +24,7 @@ import pandas as pd
 
 from analysis.catalog.store import CatalogError, connect
 from analysis.catalog.compare import resolve_run
-from analysis.comparison.verdict_rule import bootstrap_delta, verdict
+from analysis.comparison.verdict_rule import unpaired_interval, verdict
 
 PER_RECORD: dict[str, bool] = {"requests_per_s": True, "round_latency_p50_s": False, "round_latency_p95_s": False,
                                "rss_peak_load_bytes": False, "load_seconds": False}
@@ -51,7 +51,8 @@ def metric_verdict(a: list[float], b: list[float], higher_is_better: bool,
     """
     if not a or not b:
         raise CatalogError(f"metric_verdict needs values on both sides (got {len(a)} and {len(b)})")
-    _d, _lo, _hi, lo_p, hi_p = bootstrap_delta(b, a)
+    iv = unpaired_interval(b, a)
+    lo_p, hi_p = iv.low_pct, iv.high_pct
     med_a, med_b = float(pd.Series(a).median()), float(pd.Series(b).median())
     delta = (med_b - med_a) / med_a * 100.0 if med_a else math.nan
     lo, hi = (lo_p, hi_p) if higher_is_better else (-hi_p, -lo_p)

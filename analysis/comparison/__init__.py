@@ -1,5 +1,5 @@
 """Noise-aware comparisons: the verdict rule, the noise floor, Pareto fronts, the decision table.
 
-Modules: ``compare`` (current vs official, per label vs baseline, ...), ``verdict_rule`` (bootstrap
-interval and equivalence margin), ``noise_floor``, ``pareto``, ``decision``.
+Modules: ``compare`` (current vs official, per label vs baseline, ...), ``verdict_rule`` (t interval
+over processes or blocks and equivalence margin), ``noise_floor``, ``pareto``, ``decision``.
 """

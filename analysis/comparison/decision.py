@@ -3,12 +3,12 @@
 What is modelled (per label, from the aggregated summary and the validated records):
     * released bytes (evidence-accounted, ``analysis.aggregate``) in bytes and GiB (2**30 bytes);
     * KV-cache gain vs the phase baseline (tokens and GiB, from the case logs);
-    * throughput retention = median(label tok/s) / median(baseline tok/s) with a 95% percentile
-      bootstrap interval: ``analysis.comparison.verdict_rule.bootstrap_delta(label, baseline)`` gives the interval of
-      ``(median_a* - median_b*) / median_b*`` in percent, and retention bounds are ``1 + pct / 100``;
+    * throughput retention = median(label tok/s) / median(baseline tok/s) with the verdict rule's 95% t
+      interval over processes: ``analysis.comparison.verdict_rule.unpaired_interval(label, baseline)`` gives the
+      interval of the ratio of geometric means minus 1 in percent (log tok/s, the wider of Welch's and the
+      pooled t), and retention bounds are ``1 + pct / 100``;
     * the verdict vs the baseline from that interval, by ``analysis.comparison.verdict_rule.verdict`` (the project's
-      one verdict function; its equivalence margin, where the installed version has one, is passed
-      through as ``margin_pct``);
+      one verdict function, with ``margin_pct``);
     * greedy token identity vs the baseline (``tokens``: identical / differs / no_baseline);
     * Pareto / knee flags (``analysis.aggregate`` / ``analysis.comparison.pareto``);
     * soundness (``analysis.comparison.soundness``): a verdict that rests on a contended process (the label's or
@@ -46,12 +46,12 @@ DECISION_COLUMNS = [
 
 RETENTION_CI_NAME = "retention 95% CI"
 """What every table, console line and figure calls a label's interval vs its phase baseline: the verdict's own
-interval (``retention_interval``), a 95% percentile bootstrap over processes."""
+interval (``retention_interval``), the verdict rule's 95% t interval over processes."""
 
 
 def retention_interval(ci_low_pct, ci_high_pct) -> tuple[float, float] | None:
-    """The retention bounds of a verdict interval: ``1 + pct / 100`` of each bound of the bootstrap interval of
-    ``(A - B) / B`` in percent (``verdict_rule.bootstrap_delta``); None when either bound is missing or not finite
+    """The retention bounds of a verdict interval: ``1 + pct / 100`` of each bound of the t interval of
+    ``(A - B) / B`` in percent (``verdict_rule.unpaired_interval``); None when either bound is missing or not finite
     (fewer than 2 processes on a side, a baseline row)."""
     if not (_finite(ci_low_pct) and _finite(ci_high_pct)):
         return None
@@ -118,9 +118,9 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
         elif base.empty or thr.empty:
             v = "inconclusive"
         else:
-            _d, _l, _h, lo_p, hi_p = verdict_rule.bootstrap_delta(thr.to_numpy(), base.to_numpy())
-            v = call_verdict(lo_p, hi_p, margin_pct)
-            lo, hi = retention_interval(lo_p, hi_p) or (lo, hi)
+            iv = verdict_rule.unpaired_interval(thr.to_numpy(), base.to_numpy())
+            v = call_verdict(iv.low_pct, iv.high_pct, margin_pct)
+            lo, hi = retention_interval(iv.low_pct, iv.high_pct) or (lo, hi)
         why = excluded.get((phase, label), [])
         withheld = next((w.removeprefix("withheld: ") for w in why if w.startswith("withheld: ")), "")
         unstable = next((w for w in why if w.startswith("unstable")), "")
@@ -164,8 +164,9 @@ GLOSSARY: dict[str, str] = {
                         "divided by their wall seconds (one LLM.generate call per round over every prompt). The "
                         "table shows the median over the label's processes.",
     "retention": "Median throughput of the label divided by the median throughput of its phase's baseline "
-                 "(no offload). 1.0 = as fast as the baseline; 0.8 = 20% slower. The interval is a 95% "
-                 "percentile bootstrap over processes (none with fewer than 2 processes on a side).",
+                 "(no offload). 1.0 = as fast as the baseline; 0.8 = 20% slower. The interval is the verdict's 95% t "
+                 "interval over processes (of the ratio of geometric means: Welch t on log tok/s, or the pooled t "
+                 "where wider; none with fewer than 2 processes on a side).",
     "released bytes": "Bytes the offloader moved out of the device-resident set minus its static prefetch "
                       "buffers, as reported by runtime evidence (offloaded_bytes - static_buffer_bytes). "
                       "Accounted, not measured: on the CPU runtime host and device memory are the same RAM and "
@@ -180,9 +181,10 @@ GLOSSARY: dict[str, str] = {
             "more points.",
     "Pareto front": "Settings not beaten on both released bytes and median throughput by another setting of the "
                     "same implementation (the baseline is the zero-capacity point).",
-    "verdict": "Label vs its phase baseline from the 95% interval of the throughput change: equivalent only "
+    "verdict": "Label vs its phase baseline from the 95% t interval of the throughput change over processes "
+               "(under no effect at most about 5% of labels are called faster or slower): equivalent only "
                "when the whole interval lies inside the equivalence margin (5% by default, printed with the "
-               "table); faster / slower when it excludes 0 and leaves the margin; inconclusive otherwise, and "
+               "table; also when it excludes 0, and then the text names the side); faster / slower when it excludes 0 and leaves the margin; inconclusive otherwise, and "
                "always with a single process or retention above 1.0; withheld when a process it rests on (the "
                "label's or its baseline's) was contended: other work used more than a quarter core of the host, "
                "or steal took more than 5% of it, while that process measured; INVALID when a validation error "

@@ -7,13 +7,14 @@ of runs of the same design (``n_a`` label processes vs ``n_b`` reference process
 measured (``analysis.comparison.variance``: the SD of one process's value, per arm).
 
 Why simulation and not the textbook formula ``(z_{1-alpha/2} + z_power) * sqrt(s_a^2/n_a + s_b^2/n_b)``: the
-rule is a percentile bootstrap of medians over a handful of values with an equivalence margin checked first,
-so its power is not that of a t- or z-test (with 4 vs 4 processes the formula is off by tens of percent).
+rule is a t interval on a handful of log values with estimated variances and degrees of freedom (Welch, widened
+to the pooled t, 1 df with two processes on a side) and an equivalence margin checked first, so its power is not
+that of a z-test with known variances (with 4 vs 4 processes the formula is off by tens of percent).
 
 How: ``SIM_DATASETS`` datasets are drawn (seeded) with process values ``exp(sd * z)``, ``z`` standard normal;
-``decide(a, b)`` runs once on each at no cost. Scaling ``a`` by ``c = 1 - d/100`` maps every bootstrap draw of
-``(median(a*) - median(b*)) / median(b*)`` (percent) to ``c * (draw + 100) - 100``, an increasing affine map,
-which the interval's percentiles follow exactly; so the verdict on ``c * a`` vs ``b`` is ``slower`` exactly when
+``decide(a, b)`` runs once on each at no cost. Scaling ``a`` by ``c = 1 - d/100`` shifts the interval of
+``mean(log a) - mean(log b)`` by ``log c`` and leaves its width alone, so each percent bound maps to
+``c * (bound + 100) - 100``, an increasing affine map; so the verdict on ``c * a`` vs ``b`` is ``slower`` exactly when
 ``c * (hi + 100) < 100`` and ``c * (lo + 100) < 100 - margin`` (not inside the margin, below 0). Each dataset
 thus has one threshold cost above which it is called ``slower``, and the MDE is the ``POWER`` quantile of the
 thresholds: the power curve of ``decide`` itself, from one ``decide`` call per dataset. The tests check it by

@@ -4,8 +4,8 @@ What is modelled:
 
 * ``decide``: the recommended setting among the *measured* settings of the verify phase that are valid
   (``front_excluded`` empty: evidence and tokens as the baseline's) and release at least the need (evidence
-  bytes), the fastest by median throughput; its retention interval (the verdict rule's percentile bootstrap of
-  the median difference against the phase's baselines, ``analysis.comparison.verdict_rule.decide``), its margin
+  bytes), the fastest by median throughput; its retention interval (the verdict rule's 95% t interval over
+  processes against the phase's baselines, ``analysis.comparison.verdict_rule.decide``), its margin
   over the runner-up (the same rule), prediction beside measurement for every verified setting, and the process
   counts (run, and what measuring every candidate with the same design would take). A need of 0 recommends the
   baseline ("offload unnecessary"). Nothing is recommended from a prediction: with no valid measured setting

@@ -5,7 +5,7 @@ What is modelled: ``serving_section(summary)`` renders ``summary/serving-summary
 
     1. the serving validity line with every serving error (``id="serving-verdict"``) and its warnings;
     2. each offload label vs the baseline per metric and rate (``BaselineVerdictRow``): both medians with their
-       process counts, the change with its bootstrap interval, the baselines' floor, the margin and the verdict
+       process counts, the change with its t interval, the baselines' floor, the margin and the verdict
        (``table#serving-verdicts``); a verdict on a label whose outputs differ at that rate is marked withheld
        and a verdict without an interval says so, so neither reads as a clean result;
     3. the per-request output comparison (``OutputCheckRow``) per case process and rate: requests compared,
@@ -47,11 +47,12 @@ SERVING_GLOSSARY: dict[str, str] = {
     "serving verdict": "An offload label vs the baseline on one serving metric (per-process P50 of TTFT, TPOT, "
                        "ITL or E2E) at one rate. Design blocks (the phase runs its baseline twice in each repeat): "
                        "each label process against the baselines of its own block, the median per-block "
-                       "difference with a bootstrap interval over blocks (with 3 blocks: about their range). Design "
-                       "processes: the change of the median over processes with a bootstrap 95% interval over "
-                       "processes. slower / faster only when the interval lies beyond the baselines' floor on "
-                       "one side, equivalent when it lies inside the margin (max(default margin, floor)) (blocks: "
-                       "and contains 0), inconclusive otherwise and always without an interval. Withheld when the "
+                       "difference with a paired 95% t interval over blocks (blocks - 1 degrees of freedom: 2 "
+                       "blocks call only a difference both repeat closely). Design processes: the change of the "
+                       "median over processes with the unpaired 95% t interval over processes (ratio of geometric "
+                       "means). slower / faster only when the interval lies beyond the baselines' floor on "
+                       "one side, equivalent when it lies inside the margin (max(default margin, floor); the text "
+                       "names the side when it excludes 0), inconclusive otherwise and always without an interval. Withheld when the "
                        "label's outputs differ from the baseline's at that rate, or a process ran it beside "
                        "foreign work.",
     "baselines' floor": "Design blocks: the widest spread (max - min) / median of the baselines inside one block. "

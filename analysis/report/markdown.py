@@ -67,16 +67,16 @@ COMPARISON_COLUMNS = [
     ("a_median_tok_s", "current tok/s"), ("b_median_tok_s", "official tok/s"), ("delta_tok_s", "delta tok/s"),
     ("delta_pct", "delta %"), ("ci_low_pct", "CI95 low %"), ("ci_high_pct", "CI95 high %"),
     ("a_processes", "n current"), ("b_processes", "n official"), ("margin_pct", "margin ±%"), ("verdict", "verdict"),
-    ("pooled_ci_low_tok_s", "pooled CI low"), ("pooled_ci_high_tok_s", "pooled CI high"),
-    ("pooled_verdict", "pooled verdict"), ("note", "note"),
+    ("pooled_delta_tok_s", "pooled-round delta tok/s (descriptive)"), ("note", "note"),
 ]
 
 
 def verdict_legend(margin_pct: float) -> str:
     """The verdict rule (``analysis.comparison.verdict_rule.verdict``) in words, with the margin in force."""
     return (f"equivalence margin ±{margin_pct:g}% of the reference median. equivalent only when the whole "
-            f"process-level 95% CI of the relative difference lies inside ±{margin_pct:g}% (also when it excludes "
-            f"0: a difference smaller than the margin is never a speed-up); otherwise faster / slower when the CI "
+            f"process-level 95% t interval of the relative difference (ratio of geometric means; Welch t on log "
+            f"values, the pooled t where wider) lies inside ±{margin_pct:g}% (also when it excludes 0: a difference "
+            f"smaller than the margin is never a speed-up, and the text names its side); otherwise faster / slower when the CI "
             f"excludes 0; otherwise inconclusive (the CI contains 0 but is wider than the margin), and "
             f"inconclusive when no CI can be computed (fewer than 2 processes on a side; the note gives n).")
 
@@ -202,7 +202,7 @@ def _header(rep: ValidationReport) -> tuple[str, list[str]]:
 def _comparison_sections(tables: dict, margin: float) -> list[str]:
     """Current vs official, long-window, confirmation, spaced-vs-adjacent and cross-stack sections."""
     parts = [f"Verdicts (every table): {verdict_legend(margin)}", ""]
-    parts += [f"## Current vs official (bootstrap 95% CI of the median difference; margin ±{margin:g}%)", ""]
+    parts += [f"## Current vs official (95% t interval over processes; margin ±{margin:g}%)", ""]
     comp = tables["comparison"]
     parts += [markdown_table(comp, COMPARISON_COLUMNS) if not comp.empty else "_no (G,N) point with both_", ""]
     if not comp.empty:

@@ -90,7 +90,7 @@ def _set_title(fig: Figure, ax: Axes, summary: pd.DataFrame, title: str, rule: s
     ax.set_title(title, fontsize=9 if margin is not None else None)
 
 
-CI_LEGEND = f"bar: {RETENTION_CI_NAME} (bootstrap over processes; the verdict's interval, as the tables print it)"
+CI_LEGEND = f"bar: {RETENTION_CI_NAME} (t interval over processes; the verdict's interval, as the tables print it)"
 """Legend entry of the verdict intervals in ``plot_retention`` (and, scaled, ``plot_pareto``)."""
 
 

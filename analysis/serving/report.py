@@ -170,8 +170,8 @@ def _baseline_md(b: pd.DataFrame) -> list[str]:
     if b.empty:
         return []
     lines = ["", "Offload vs baseline per serving metric (per-process P50; design blocks: each process against the "
-             "baselines of its own block, bootstrap over blocks, floor = the widest baseline spread inside a block; "
-             "design processes: bootstrap over processes, floor = the baselines' spread over the run; slower / "
+             "baselines of its own block, paired 95% t interval over blocks, floor = the widest baseline spread inside a "
+             "block; design processes: unpaired 95% t interval over processes, floor = the baselines' spread over the run; slower / "
              "faster only beyond the floor, equivalent inside max(5%, floor)):",
              "", "| label | rate req/s | metric | label ms (processes) | baseline ms (processes) | verdict |",
              "|---|---|---|---|---|---|"]

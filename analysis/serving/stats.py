@@ -14,15 +14,17 @@ What is modelled:
   - ``blocks`` (``block_verdict``), where the phase runs its floor baselines at least twice in each of
     at least ``MIN_BLOCKS`` blocks (a block = the processes of one repeat index: they run next to each
     other in the schedule and sweep the rates in the same order, ``runners.planning.plan.schedule``).
-    Each label process is compared with its own block's baselines (the difference of its P50 from
-    their median, in percent); the verdict interval bootstraps the median of those per-block
-    differences over blocks; the *floor* is the widest spread ``(max - min) / median`` of the
-    baselines inside one block. A host that drifts over the run (docs/measurements/serving-2026-12-04.md) moves a block's
-    baselines and its offload process together, so the drift widens neither the floor nor the
-    interval (it does widen a floor taken across blocks, as the ``processes`` design takes it). Under no effect the label process is exchangeable with its block's baselines: with three
-    blocks of two baselines, it is the slowest of its block in all three with probability (1/3)^3 = 1/27.
+    Each label process is compared with its own block's baselines (the ratio of its P50 to their
+    median); the verdict interval is the paired t interval of those per-block log ratios with
+    ``blocks - 1`` degrees of freedom (``analysis.comparison.verdict_rule.decide_paired``); the *floor* is
+    the widest spread ``(max - min) / median`` of the baselines inside one block. A host that drifts over
+    the run (docs/measurements/serving-2026-12-04.md) moves a block's baselines and its offload process
+    together, so the drift widens neither the floor nor the interval (it does widen a floor taken across
+    blocks, as the ``processes`` design takes it). Under no effect a false ``slower`` (likewise ``faster``)
+    has probability at most 2.5% when the per-block log ratios are normal (t quantile 12.71 at 2 blocks,
+    4.30 at 3: see ``block_verdict`` for what that lets 2 and 3 blocks call).
   - ``processes`` (``floor_verdict``) otherwise: the verdict rule of the throughput phase
-    (``analysis.comparison.verdict_rule.decide``, lower is better, bootstrap resampling processes) with
+    (``analysis.comparison.verdict_rule.decide``, lower is better, unpaired t interval over processes) with
     the floor the baselines' per-process spread at the same rate over the whole run.
 
   Either way the margin is widened to the floor, and a ``slower`` / ``faster`` is kept only when the whole
@@ -56,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from analysis.comparison.noise_floor import spread_pct
-from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, bootstrap_median, decide, verdict, verdict_text
+from analysis.comparison.verdict_rule import PAIRED, DEFAULT_MARGIN_PCT, decide, decide_paired, verdict_text
 from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
 from results_schema.records.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
@@ -173,51 +175,48 @@ def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | Non
 def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, unpaired: int = 0) -> dict[str, Any]:
     """The ``blocks`` design for one metric (module docstring; lower is better), as a ``BaselineVerdictRow`` part.
 
-    The rule: ``slower`` when the interval's low end exceeds the floor, ``faster`` when its high end lies below
-    minus the floor; ``equivalent`` when the interval lies inside ``max(default margin, floor)`` *and* contains
-    0 (a difference that every block shows on one side is not called equivalent, however wide the floor);
-    otherwise ``inconclusive``. With k blocks the bootstrap interval of the median is close to the range of
-    the k differences (k = 3: exactly the range), so a ``slower`` says every block's label process was slower
-    than its block's baselines by more than two baselines of one block ever differed; under no effect each
-    block has the label slowest of its block's three with probability 1/3, so a false ``slower`` (likewise
-    ``faster``) has probability at most (1/3)^k (printed).
+    The rule: the project's paired verdict (``analysis.comparison.verdict_rule.decide_paired``: a t interval
+    of the mean per-block log ratio, label median over the block's baseline median, with ``k - 1`` degrees
+    of freedom) with the margin widened to the floor; a ``slower`` / ``faster`` is kept only when the whole
+    interval lies beyond the floor. What ``k`` blocks can call: the half-width is ``t(k - 1) s / sqrt(k)``
+    on the log scale (``s`` the SD of the per-block log ratios), ``t`` = 12.71 at 2 blocks (half-width about
+    6.4 times the distance between the two blocks' differences) and 4.30 at 3 blocks, so 2 blocks call only a
+    difference that both blocks repeat closely. Under no effect a false ``slower`` (likewise ``faster``) has
+    probability at most 2.5% when the per-block log ratios are normal (simulated in
+    ``tests/analysis/test_verdict_coverage.py``).
 
     Args:
         blocks: per block, (the label's P50s, >= 1; the block's floor-baseline P50s, >= 2), in ms.
         unpaired: the label's processes left out because their block lacks two baselines (named in the text).
 
     Returns:
-        verdict, margin, the median per-block difference (%) and its bootstrap interval over blocks
-        (``analysis.comparison.verdict_rule.bootstrap_median``), the floor (widest within-block baseline
-        spread, %), text.
+        verdict, margin, the median per-block difference (%) and the interval, the floor (widest
+        within-block baseline spread, %), text.
 
     Raises:
         ValueError: a block with fewer than 2 baselines, no label value, or a baseline median <= 0.
     """
-    diffs, floors = [], []
+    labels, bases, floors = [], [], []
     for a, b in blocks:
         med_b = float(np.median(b))
         if len(b) < 2 or not a or not med_b > 0:
             raise ValueError(f"block_verdict: a block needs >= 2 baselines with a median > 0 and a label value, "
                              f"got {len(b)} baseline(s) (median {med_b}) and {len(a)} label value(s)")
-        diffs.append((float(np.median(a)) - med_b) / med_b * 100.0)
+        labels.append(float(np.median(a)))
+        bases.append(med_b)
         floors.append(spread_pct(list(b)) or 0.0)
     floor = max(floors)
     margin = max(DEFAULT_MARGIN_PCT, floor)
-    med, lo, hi = bootstrap_median(diffs)
-    if math.isfinite(lo) and math.isfinite(hi):
-        v = _beyond_floor(verdict(-hi, -lo, margin_pct=margin), lo, hi, floor)  # lower is better
-        if v == "equivalent" and not lo <= 0 <= hi:
-            v = "inconclusive"
-        interval = f"interval {lo:+.1f}%..{hi:+.1f}% (bootstrap over {len(blocks)} blocks: about their range)"
-    else:
-        v, interval = "inconclusive", "no interval (one block)"
+    d = decide_paired(labels, bases, margin_pct=margin, higher_is_better=False)
+    lo, hi = d.ci_low_pct, d.ci_high_pct
+    v = _beyond_floor(d.verdict, lo, hi, floor)
+    diffs = [(x - y) / y * 100.0 for x, y in zip(labels, bases, strict=True)]
     k = len(blocks)
-    text = (f"{v} ({interval}, margin ±{margin:.3g}%), paired in {k} blocks (per-block differences "
-            f"{', '.join(f'{d:+.1f}%' for d in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)"
-            + (f", false slower/faster <= 1/{3 ** k}" if k >= 2 else "")
+    text = (verdict_text(v, lo, hi, margin_pct=margin, higher_is_better=False, method=PAIRED)
+            + f", paired in {k} blocks ({k - 1} df; per-block differences "
+            f"{', '.join(f'{x:+.1f}%' for x in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)"
             + (f"; {unpaired} process(es) unpaired (their block lacks two baselines)" if unpaired else ""))
-    fin = [x if math.isfinite(x) else None for x in (med, lo, hi)]
+    fin = [x if math.isfinite(x) else None for x in (d.delta_pct, lo, hi)]
     return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
             "verdict_text": text, "floor_pct": floor, "design": "blocks", "blocks": k}
 
@@ -287,11 +286,20 @@ def baseline_verdicts(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     return rows
 
 
+def _interval_txt(v: dict[str, Any]) -> str:
+    """``+12.2..+93.2% over 2 blocks`` (or ``none``) for a verdict row."""
+    lo, hi = v.get("ci_low_pct"), v.get("ci_high_pct")
+    if lo is None or hi is None:
+        return "none"
+    over = f" over {v['blocks']} blocks" if v.get("blocks") else ""
+    return f"{lo:+.1f}..{hi:+.1f}%{over}"
+
+
 def control_warnings(verdict_rows: Sequence[dict[str, Any]], runs: Sequence[ServingRun]) -> list[str]:
     """Warnings where a speed control's known answer did not come out: its TPOT verdict at a rate is neither
-    ``slower`` nor ``withheld``. A step delay the timing rule cannot see is a floor too wide to see an offload
-    cost of that size either; the warning says so (a warning: the control's outputs, not its timing, are what
-    the output comparison rests on)."""
+    ``slower`` nor ``withheld``. A step delay the timing rule cannot see means a cost of that size is out of the
+    design's reach (the floor, or the interval over this few blocks or processes, is too wide); the warning
+    names both (a warning: the control's outputs, not its timing, are what the output comparison rests on)."""
     delay = {(r.phase, r.label): r.step_delay_ms for r in runs if r.step_delay_ms}
     out = []
     for v in verdict_rows:
@@ -300,7 +308,8 @@ def control_warnings(verdict_rows: Sequence[dict[str, Any]], runs: Sequence[Serv
             rate = "inf" if v["rate_rps"] is None or math.isinf(v["rate_rps"]) else f"{v['rate_rps']:g}"
             out.append(f"speed control {v['phase']}/{v['label']} at {rate} req/s: TPOT {v['verdict']} against the "
                        f"baselines, expected slower (every forward sleeps {ms:g} ms): the baselines' floor "
-                       f"({v['floor_pct'] or 0:.1f}%) is too wide here to show a cost of that size")
+                       f"({v['floor_pct'] or 0:.1f}%) or the interval ({_interval_txt(v)}) is too wide here to "
+                       "show a cost of that size")
     return out
 
 

@@ -149,22 +149,23 @@ class BaselineVerdictRow(StrictModel):
                     "of the baselines inside one block.")
     margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
     verdict: Literal["slower", "equivalent", "inconclusive", "faster", "withheld"] = Field(
-        description="slower / faster only when the bootstrap interval (design processes: resampling processes; "
-                    "blocks: resampling blocks) lies beyond the floor on one side; equivalent when it lies inside "
-                    "the margin (blocks: and contains 0); otherwise inconclusive; withheld when a process of either "
-                    "side was contended at this rate (RateResult.host_load).")
+        description="slower / faster only when the 95% t interval (design processes: the wider of Welch's and the "
+                    "pooled t over processes; blocks: paired t over blocks, blocks - 1 df; "
+                    "analysis.comparison.verdict_rule) lies beyond the floor on one side; equivalent when it lies "
+                    "inside the margin (the text names the side when it excludes 0); otherwise inconclusive; "
+                    "withheld when a process of either side was contended at this rate (RateResult.host_load).")
     delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower); "
                                             "design blocks: the median over blocks of that difference per block.")
-    ci_low_pct: OptFloat = Field(description="Bootstrap interval low bound of that difference (%): 95% percentile "
-                                             "interval; with 3 blocks it is the range of the per-block differences.")
-    ci_high_pct: OptFloat = Field(description="Bootstrap interval high bound (%).")
+    ci_low_pct: OptFloat = Field(description="95% t interval low bound of the ratio minus 1 (%): processes, of the "
+                                             "ratio of the geometric means; blocks, of the geometric-mean per-block "
+                                             "ratio (analysis.comparison.verdict_rule).")
+    ci_high_pct: OptFloat = Field(description="95% t interval high bound (%).")
     verdict_text: str = Field(description="Verdict with its interval, floor and margin.")
     design: Literal["processes", "blocks"] = Field(
         default="processes",
-        description="processes: the label's processes vs the baseline's, bootstrap resampling processes, floor "
-                    "over the whole run; blocks: each label process vs the baselines of its own block (repeat "
-                    "index: adjacent in the schedule, same rate order), delta and interval of the median per-block "
-                    "difference, bootstrap resampling blocks (analysis.serving.stats).")
+        description="processes: the label's processes vs the baseline's (unpaired t interval), floor over the "
+                    "whole run; blocks: each label process vs the baselines of its own block (repeat index: adjacent "
+                    "in the schedule, same rate order), paired t interval over blocks (analysis.serving.stats).")
     blocks: PosInt | None = Field(default=None, description="Blocks of the blocks design; null for processes.")
 
     @model_validator(mode="after")

@@ -106,7 +106,7 @@ class DecisionRow(StrictModel):
     throughput_median_tok_s: Float | None
     baseline_throughput_median_tok_s: Float | None
     retention: Float | None
-    retention_ci_low: Float | None = Field(description="95% bootstrap lower bound of retention; null: no interval.")
+    retention_ci_low: Float | None = Field(description="Lower bound of retention from the verdict rule's 95% t interval over processes; null: no interval.")
     retention_ci_high: Float | None
     verdict: Literal["baseline", "faster", "slower", "equivalent", "inconclusive", "withheld", "INVALID"] = Field(
         description="Label vs phase baseline; withheld when a process it rests on (the label's or its baseline's) "

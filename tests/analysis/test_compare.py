@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
@@ -9,7 +10,18 @@ import pytest
 
 from analysis.aggregate import aggregate
 from analysis.comparison.compare import compare_implementations, spaced_vs_adjacent
-from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, bootstrap_delta, decide, verdict
+from analysis.comparison.verdict_rule import (
+    DEFAULT_MARGIN_PCT,
+    PAIRED,
+    POOLED,
+    WELCH,
+    decide,
+    decide_paired,
+    t_quantile,
+    unpaired_interval,
+    verdict,
+    verdict_text,
+)
 from analysis.load import load_run
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
@@ -32,9 +44,9 @@ def test_verdict_rule_with_margin():
 def test_wide_interval_around_zero_is_inconclusive_not_equivalent():
     """cases/README.md "Verdicts need evidence": [100, 140, 180] vs [90, 150, 200] decide nothing."""
     d = decide([100.0, 140.0, 180.0], [90.0, 150.0, 200.0])
-    assert d.verdict == "inconclusive"
-    assert d.ci_low_pct == pytest.approx(-50.0) and d.ci_high_pct == pytest.approx(100.0)
-    assert "margin ±5%" in d.text and "-50.0%..+100.0%" in d.text
+    assert d.verdict == "inconclusive" and d.method == WELCH
+    assert d.ci_low_pct < -50.0 and d.ci_high_pct > 100.0
+    assert "margin ±5%" in d.text and "CI95 Welch t" in d.text
 
 
 def test_tight_interval_is_equivalent_under_the_default_margin():
@@ -44,24 +56,80 @@ def test_tight_interval_is_equivalent_under_the_default_margin():
     assert decide([100.0, 101.0, 99.0], [100.0, 100.0, 100.0], margin_pct=0.5).verdict == "inconclusive"
 
 
+def test_equivalent_that_excludes_zero_names_its_side():
+    """One meaning of equivalent: inside the margin; when 0 lies outside, the text says which side."""
+    d = decide([96.0, 97.0, 98.0, 96.5], [100.0, 100.5, 99.5, 100.0])
+    assert d.verdict == "equivalent" and -5.0 < d.ci_low_pct < d.ci_high_pct < 0.0
+    assert d.text.startswith("equivalent (slower by ") and "inside ±5%" in d.text
+    latency = decide([96.0, 97.0, 98.0, 96.5], [100.0, 100.5, 99.5, 100.0], higher_is_better=False)
+    assert latency.verdict == "equivalent" and latency.text.startswith("equivalent (faster by ")
+    assert "slower" not in verdict_text("equivalent", -0.5, 2.0)
+
+
 def test_lower_is_better_metric_flips_direction():
     # latency: A lower than B is "faster"
     assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2], higher_is_better=False).verdict == "faster"
     assert decide([10.0, 10.1, 10.2], [20.0, 20.1, 20.2]).verdict == "slower"
 
 
-def test_bootstrap_is_deterministic_and_brackets_the_delta():
-    a, b = [101.0, 103.0, 105.0], [100.0, 102.0, 104.0]
-    r1, r2 = bootstrap_delta(a, b), bootstrap_delta(a, b)
-    assert r1 == r2
-    delta, lo, hi, *_ = r1
-    assert delta == 1.0 and lo <= delta <= hi and lo < 0 < hi
+@pytest.mark.parametrize(("p", "df", "printed"), [
+    (0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 4, 2.776), (0.975, 6, 2.447),
+    (0.975, 10, 2.228), (0.975, 30, 2.042), (0.995, 4, 4.604), (0.95, 5, 2.015), (0.975, math.inf, 1.960)])
+def test_t_quantile_matches_the_printed_table(p, df, printed):
+    """Student's t table (e.g. Abramowitz & Stegun table 26.10), 3 decimals."""
+    assert t_quantile(p, df) == pytest.approx(printed, abs=5e-4)
+    assert t_quantile(1.0 - p, df) == pytest.approx(-printed, abs=5e-4)
+
+
+def test_interval_follows_a_scaling_and_a_swap_exactly():
+    """The interval is of a ratio: scaling A by c scales (1 + bounds/100) by c; swapping A and B inverts it."""
+    a, b = [101.0, 103.0, 105.0, 99.0], [100.0, 102.0, 104.0, 97.0, 98.0]
+    iv, scaled, swapped = unpaired_interval(a, b), unpaired_interval([0.9 * x for x in a], b), unpaired_interval(b, a)
+    assert 1 + scaled.low_pct / 100 == pytest.approx(0.9 * (1 + iv.low_pct / 100))
+    assert 1 + scaled.high_pct / 100 == pytest.approx(0.9 * (1 + iv.high_pct / 100))
+    assert (1 + swapped.low_pct / 100) * (1 + iv.high_pct / 100) == pytest.approx(1.0)
+    assert iv.low_pct < iv.center_pct < iv.high_pct and iv.df > 0
+
+
+def test_unequal_counts_take_the_wider_of_welch_and_pooled():
+    """Equal counts: Welch's interval; unequal: a call needs the pooled t to exclude 0 too."""
+    even = unpaired_interval([100.0, 104.0, 98.0, 101.0], [95.0, 99.0, 97.0, 96.0])
+    assert even.method == WELCH
+    # three tight processes against six spread ones: Welch trusts the tight side's variance, the pooled t does not
+    spread = [90.0, 110.0, 95.0, 105.0, 92.0, 108.0]
+    odd = unpaired_interval([100.0, 100.2, 100.1], spread)
+    assert odd.method == POOLED and odd.df == 7.0
+    # two processes on a side: Welch with 1 degree of freedom (Hsu), wider than the pooled t
+    two = unpaired_interval([100.0, 100.2], spread)
+    assert two.method == WELCH and two.df == 1.0 and two.high_pct - two.low_pct > odd.high_pct - odd.low_pct
+
+
+def test_confidence_is_an_argument_for_a_sequential_look():
+    a, b = [96.0, 97.0, 98.0, 96.5], [100.0, 100.5, 99.5, 100.0]
+    wide, std = decide(a, b, confidence=0.99), decide(a, b)
+    assert wide.ci_low_pct < std.ci_low_pct < std.ci_high_pct < wide.ci_high_pct
+    assert "CI99 Welch t" in wide.text and wide.confidence == 0.99
+    with pytest.raises(ValueError, match="confidence 1.5"):
+        decide(a, b, confidence=1.5)
+
+
+def test_paired_blocks_use_k_minus_1_degrees_of_freedom():
+    d = decide_paired([110.0, 111.0], [100.0, 100.0])
+    assert d.method == PAIRED and d.df == 1.0 and d.n_a == 2
+    assert d.verdict == "faster" and 0.0 < d.ci_low_pct < 10.0 < 11.0 < d.ci_high_pct
+    # t(1) = 12.71: two blocks 2 points apart already leave the interval reaching below 0
+    assert decide_paired([110.0, 112.0], [100.0, 100.0]).verdict == "inconclusive"
+    assert decide_paired([110.0], [100.0]).verdict == "inconclusive"  # one block: no interval
+    with pytest.raises(ValueError, match="one value per block"):
+        decide_paired([1.0, 2.0], [1.0])
 
 
 def test_single_process_gives_no_interval():
-    delta, lo, hi, *_ = bootstrap_delta([5.0], [4.0, 4.5])
-    assert delta == 0.75 and verdict(lo, hi) == "inconclusive"
+    iv = unpaired_interval([5.0], [4.0, 4.5])
+    assert math.isnan(iv.low_pct) and "fewer than 2 processes" in iv.why
+    assert verdict(iv.low_pct, iv.high_pct) == "inconclusive"
     assert decide([5.0], [4.0, 4.5]).verdict == "inconclusive"
+    assert math.isnan(unpaired_interval([0.0, 1.0], [1.0, 2.0]).low_pct)  # a ratio needs positive values
 
 
 def test_single_process_large_delta_is_inconclusive_not_equivalent(tmp_path):
@@ -107,7 +175,7 @@ def test_difference_below_process_spread_is_equivalent_only_inside_the_margin(tm
     assert len(comp) == 4
     assert set(comp["verdict"]) == {"equivalent"}
     assert (comp["margin_pct"] == 5.0).all()
-    assert all("margin ±5%" in t for t in comp["verdict_text"])
+    assert all("±5%" in t for t in comp["verdict_text"])
     # same small shift, spread ~ the margin: the interval contains 0 but is too wide to decide
     wide = _matrix(tmp_path / "wide", shift=0.3, sd=6.0)
     assert set(wide["verdict"]) == {"inconclusive"}
@@ -118,7 +186,8 @@ def test_difference_below_process_spread_is_equivalent_only_inside_the_margin(tm
 def test_difference_of_ten_spreads_gets_a_direction(tmp_path, shift, expected):
     comp = _matrix(tmp_path, shift=shift, sd=3.0)
     assert set(comp["verdict"]) == {expected}
-    assert set(comp["pooled_verdict"]) == {expected}
+    assert "pooled_verdict" not in comp  # rounds are not independent: the pooled figure is descriptive only
+    assert ((comp["pooled_delta_tok_s"] > 0) if expected == "faster" else (comp["pooled_delta_tok_s"] < 0)).all()
     assert ((comp["ci_low_tok_s"] > 0) if expected == "faster" else (comp["ci_high_tok_s"] < 0)).all()
 
 

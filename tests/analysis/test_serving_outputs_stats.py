@@ -168,7 +168,7 @@ def test_a_host_that_drifts_between_blocks_widens_the_unpaired_floor_but_not_the
     rows = [v for v in baseline_verdicts(_blocked(drift=0.3, effect=1.3, twin_gap=0.02)) if v["metric"] == "tpot"]
     assert len(rows) == 1 and rows[0]["design"] == "blocks" and rows[0]["blocks"] == 3
     assert abs(rows[0]["floor_pct"] - 2.0) < 0.05 and rows[0]["verdict"] == "slower"
-    assert 28.0 < rows[0]["ci_low_pct"] <= rows[0]["delta_pct"] <= rows[0]["ci_high_pct"] < 33.0
+    assert 25.0 < rows[0]["ci_low_pct"] <= rows[0]["delta_pct"] <= rows[0]["ci_high_pct"] < 35.0
     assert "paired in 3 blocks" in rows[0]["verdict_text"] and "widest baseline spread inside a block" in rows[0]["verdict_text"]
     # the same processes judged unpaired: the drift (30% per block) is the floor, and hides the 30% cost
     a = [30.0 * 1.3 ** k * 1.3 * (1 + 0.01 * k) for k in range(3)]
@@ -176,9 +176,10 @@ def test_a_host_that_drifts_between_blocks_widens_the_unpaired_floor_but_not_the
     assert floor_verdict(a, b, 70.0)["verdict"] == "inconclusive"
     # a block whose twins disagree by more than the effect: the floor is that block's spread, not the median
     got = block_verdict([([39.0], [30.0, 30.6]), ([39.0], [30.0, 30.6]), ([39.0], [25.0, 36.0])])
-    # +28% in every block, inside a 36% floor: not slower, and not "equivalent" either (every block on one side)
-    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "inconclusive"
-    assert "false slower/faster <= 1/27" in got["verdict_text"] and "bootstrap over 3 blocks" in got["verdict_text"]
+    # +28% in every block, inside a 36% floor: not slower; equivalent within the floor-wide margin (the one meaning
+    # of equivalent), and the text names the side, since every block is on it
+    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "equivalent"
+    assert got["verdict_text"].startswith("equivalent (slower by ") and "paired in 3 blocks (2 df" in got["verdict_text"]
 
 
 def test_no_cost_is_equivalent_in_blocks_and_one_block_falls_back_to_processes():
@@ -230,7 +231,7 @@ def test_a_block_without_two_baselines_is_left_out_and_named():
     row = [v for v in baseline_verdicts(runs) if v["metric"] == "tpot"][0]
     assert row["design"] == "blocks" and row["blocks"] == 2 and row["a_processes"] == 3
     assert "1 process(es) unpaired (their block lacks two baselines)" in row["verdict_text"]
-    assert "false slower/faster <= 1/9" in row["verdict_text"]
+    assert "paired in 2 blocks (1 df" in row["verdict_text"] and "CI95 paired t" in row["verdict_text"]
 
 
 def test_a_verdict_row_says_blocks_exactly_for_the_blocks_design():

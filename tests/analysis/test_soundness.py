@@ -160,6 +160,5 @@ def test_official_pairs_resting_on_a_contended_process_are_withheld(tmp_path):
     summary = aggregate(data)
     pairs = compare_implementations(data, summary).set_index("a_label")
     assert pairs.loc["current_g2_n1", "verdict"] == "withheld"
-    assert pairs.loc["current_g2_n1", "pooled_verdict"] == "withheld"
     assert pairs.loc["current_g1_n1", "verdict"] != "withheld"
 

@@ -1,0 +1,113 @@
+"""Simulated process values with this host's noise, for stating the verdict rule's error rates and power.
+
+What is modelled: one case process measures ``rounds`` rounds; round ``r`` of process ``p`` runs at
+``exp(c + u_p + e_pr)`` tok/s, with ``u_p ~ N(0, process_sd^2)`` (between processes: placement, load at
+start) and ``e_pr ~ N(0, round_sd^2)`` (between rounds); the process's value is what its record holds,
+tokens over wall seconds of its rounds, i.e. the harmonic mean of its round rates (every round generates
+the same tokens). Options: a *two-cluster* arm (each process falls in a second mode ``cluster_gap`` slower
+with probability ``cluster_p``: host-load run 3 measured 117, 137, 138, 112 tok/s), and a *linear drift*
+over the schedule (``drift_per_process``: the host's speed changes by that fraction per process started,
+given the process's position in the run's order). The defaults are this host's components
+(``/work/shared/cases/observed-2026-12-05.md``: between-process SD about 2.5%, round SD 2-4%, 4 rounds).
+
+``call_rate`` runs the production rule (``analysis.comparison.verdict_rule.decide``) on simulated arms and
+returns the fraction of ``slower`` / ``faster`` calls with its binomial standard error: under no effect the
+false-call rate, under an effect the power. The tests (``tests/analysis/test_verdict_coverage.py``) and
+``scripts/verdict_power.py`` use it.
+
+What is deliberately not modelled: correlation between arms (a paired design simulates its blocks itself),
+rounds as samples (the rule never uses them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide
+
+CALLS = ("slower", "faster")
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Noise of one arm's processes (module docstring); SDs are of log tok/s (0.025 = about 2.5%).
+
+    Attributes:
+        process_sd: between-process SD.
+        round_sd: round-to-round SD inside a process.
+        rounds: measured rounds per process (>= 1).
+        cluster_gap: the second mode's deficit (0.15 = 15% slower); 0 = one mode.
+        cluster_p: probability that a process falls in the second mode.
+        drift_per_process: relative speed change per schedule position (-0.01 = 1% slower per process).
+    """
+
+    process_sd: float = 0.025
+    round_sd: float = 0.03
+    rounds: int = 4
+    cluster_gap: float = 0.0
+    cluster_p: float = 0.5
+    drift_per_process: float = 0.0
+
+
+def process_values(rng: np.random.Generator, n: int, noise: Noise, *, effect: float = 1.0,
+                   positions: Sequence[int] | None = None) -> np.ndarray:
+    """``n`` simulated per-process throughputs (arbitrary unit, centre 1.0 times ``effect``).
+
+    Args:
+        rng: numpy generator (seeded by the caller).
+        n: processes (>= 1).
+        noise: the arm's noise.
+        effect: multiplicative effect of the arm (0.95 = a 5% cost).
+        positions: schedule position of each process (length ``n``) for the drift; None = no drift.
+
+    Raises:
+        ValueError: ``positions`` of another length than ``n``.
+    """
+    u = noise.process_sd * rng.standard_normal(n)
+    if noise.cluster_gap:
+        u = u + np.where(rng.random(n) < noise.cluster_p, math.log1p(-noise.cluster_gap), 0.0)
+    if positions is not None:
+        if len(positions) != n:
+            raise ValueError(f"process_values: {len(positions)} positions for {n} processes")
+        u = u + np.log1p(noise.drift_per_process * np.asarray(positions, dtype=float))
+    rounds = np.exp(u[:, None] + noise.round_sd * rng.standard_normal((n, noise.rounds)))
+    return effect * noise.rounds / np.sum(1.0 / rounds, axis=1)
+
+
+def rate_and_se(hits: int, reps: int) -> tuple[float, float]:
+    """``(hits / reps, its binomial standard error)``."""
+    p = hits / reps
+    return p, math.sqrt(max(p * (1.0 - p), 1e-12) / reps)
+
+
+def call_rate(n_a: int, n_b: int, noise: Noise, *, reps: int, seed: int, effect: float = 1.0,
+              noise_b: Noise | None = None, positions: tuple[Sequence[int], Sequence[int]] | None = None,
+              margin_pct: float = DEFAULT_MARGIN_PCT, confidence: float = CONFIDENCE,
+              calls: Sequence[str] = CALLS) -> tuple[float, float]:
+    """Fraction of ``reps`` simulated comparisons that ``decide(a, b)`` calls one of ``calls``, and its SE.
+
+    Args:
+        n_a, n_b: processes per arm.
+        noise: arm A's noise (and B's unless ``noise_b``).
+        reps, seed: simulated comparisons and the generator's seed.
+        effect: A's multiplicative effect (1.0: A/A; 0.9: a 10% cost).
+        positions: (A's, B's) schedule positions for the drift.
+        margin_pct, confidence: passed to ``decide``.
+        calls: verdicts counted (default: ``slower`` and ``faster``).
+
+    Returns:
+        ``(rate, standard error)``.
+    """
+    rng = np.random.default_rng(seed)
+    nb_noise = noise if noise_b is None else noise_b
+    pa, pb = positions if positions is not None else (None, None)
+    hits = 0
+    for _ in range(reps):
+        a = process_values(rng, n_a, noise, effect=effect, positions=pa)
+        b = process_values(rng, n_b, nb_noise, positions=pb)
+        hits += decide(a, b, margin_pct=margin_pct, confidence=confidence).verdict in calls
+    return rate_and_se(hits, reps)
