@@ -36,7 +36,7 @@ from results_schema.records.choice import (FILE_NAME, ChoiceDecision, FittedPoin
                                            read_decisions)
 from results_schema.records.models import BenchRecord, CaseRun
 from runners.planning.cases import ScheduledCase
-from runners.planning.choose_plan import ModelSizes, model_sizes, need_bytes
+from runners.planning.choose_plan import ChooseNeed
 from conf.schema_matrix import PointConfig
 from offload_tools.choice import distinct_settings, released_bytes
 from results_schema.records.base import PhaseKind
@@ -80,9 +80,10 @@ def verify_items(cfg: Config, decided: Sequence[Setting], start_index: int) -> l
     return [dataclasses.replace(sc, index=start_index + i) for i, sc in enumerate(items)]
 
 
-def decided_items(cfg: Config, run_dir: Path | None, start_index: int) -> list[Any]:
-    """On resume: the verify phase's items from the decisions already written; else none."""
-    if run_dir is None or not has_verify(cfg):
+def decided_items(cfg: Config, run_dir: Path | None, start_index: int, known: ChooseNeed | None) -> list[Any]:
+    """On resume: the verify phase's items from the decisions already written; else none (``known``: the plan's
+    ``choose_need``)."""
+    if run_dir is None or not has_verify(cfg, known):
         return []
     decisions = read_decisions(run_dir)
     return verify_items(cfg, decided_settings(decisions), start_index) if decisions else []
@@ -136,7 +137,7 @@ def measured_points(run_dir: Path, phase: str, scale: float, bad: set[str]) -> l
 class _Context:
     cfg: Config
     run_dir: Path
-    sizes: ModelSizes
+    known: ChooseNeed
     baselines: tuple[float, ...]
     num_prompts: int
     bench: float | None
@@ -144,7 +145,7 @@ class _Context:
     baseline_records: tuple[Any, ...] = ()
 
 
-def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
+def _context(cfg: Config, run_dir: Path, bad: set[str], known: ChooseNeed) -> _Context | None:
     probe = cfg.choose.probe_phase
     assert probe is not None
     runs = _by_label(_runs(run_dir, probe), bad, probe).get("baseline", [])
@@ -153,8 +154,7 @@ def _context(cfg: Config, run_dir: Path, bad: set[str]) -> _Context | None:
     bench_path, h2d_path = run_dir / BENCH, run_dir / H2D
     bench = (read_json(bench_path, CopyBench).plain_copy_bandwidth_bytes_s if bench_path.is_file() else
              read_json(h2d_path, H2DBench).bandwidth_bytes_s if h2d_path.is_file() else None)
-    sizes = model_sizes(cfg.model, cfg.workload.dtype)
-    return _Context(cfg, run_dir, sizes, tuple(r.record.throughput_tok_s for r in runs),
+    return _Context(cfg, run_dir, known, tuple(r.record.throughput_tok_s for r in runs),
                     runs[0].record.workload.num_prompts, bench, bad, tuple(r.record for r in runs))
 
 
@@ -163,19 +163,20 @@ def _noise_pct(xs: Sequence[float]) -> float:
 
 
 def _candidates(ctx: _Context, need: int) -> int:
-    layer = dict(enumerate(ctx.sizes.layer_bytes))
+    sizes = ctx.known.sizes
+    layer = dict(enumerate(sizes.layer_bytes))
     n = sum(1 for s in distinct_settings(ctx.cfg.model.num_layers)
-            if released_bytes(s, layer, ctx.sizes.slot, ctx.cfg.model.num_layers) >= need)
+            if released_bytes(s, layer, sizes.slot, ctx.cfg.model.num_layers) >= need)
     return (n + 1) * ctx.cfg.phases[ctx.cfg.choose.verify_phase].repeats
 
 
 def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked: Sequence[VerifiedCheck],
             exclude: Sequence[Setting], budget: int, trusted: bool) -> ChoiceDecision:
 
-    cfg = ctx.cfg
-    need, text = need_bytes(cfg)
+    cfg, sizes = ctx.cfg, ctx.known.sizes
+    need, text = ctx.known.need, ctx.known.text
     inp = ChoiceInputs(num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts,
-                       layer_bytes=dict(enumerate(ctx.sizes.layer_bytes)), slot=ctx.sizes.slot,
+                       layer_bytes=dict(enumerate(sizes.layer_bytes)), slot=sizes.slot,
                        baseline_tok_s=statistics.median(ctx.baselines), noise_pct=_noise_pct(ctx.baselines),
                        points=[MeasuredPoint(p.group_size, p.num_in_group, p.prefetch_step, p.throughput_tok_s)
                                for p in points], need_bytes=need, budget=budget, exclude=tuple(exclude),
@@ -188,8 +189,8 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
     note = _note(stage, refs, checked, need)
     return ChoiceDecision(
         stage=stage, need_bytes=need, need_source=text, implementation=impl, num_layers=cfg.model.num_layers,
-        num_prompts=ctx.num_prompts, layer_bytes=ctx.sizes.layer_bytes, layer_bytes_source=ctx.sizes.source,
-        slot_bytes=ctx.sizes.slot, baseline_phase=str(cfg.choose.probe_phase), baseline_tok_s=ctx.baselines,
+        num_prompts=ctx.num_prompts, layer_bytes=sizes.layer_bytes, layer_bytes_source=sizes.source,
+        slot_bytes=sizes.slot, baseline_phase=str(cfg.choose.probe_phase), baseline_tok_s=ctx.baselines,
         noise_pct=inp.noise_pct, copy_bench_bandwidth_bytes_s=ctx.bench, points=tuple(points),
         fits=tuple(FormFit(form=cast(Form, f), bandwidth_bytes_s=m.bandwidth_bytes_s, bandwidth_source=m.bandwidth_source,
                            rms_error_pct=m.fit_rms_error_pct or 0.0, max_point_error_pct=m.max_point_error_pct or 0.0)
@@ -227,12 +228,11 @@ def unnecessary(ctx: _Context, note: str = "offload unnecessary: a need of 0 byt
                                              "(no verify stage)") -> ChoiceDecision:
     """The decision that the need is met without offload (a need of 0, or device memory already free): the
     baseline, no verify stage."""
-    cfg = ctx.cfg
-    need, text = need_bytes(cfg)
+    cfg, sizes = ctx.cfg, ctx.known.sizes
     return ChoiceDecision(
-        stage="unnecessary", need_bytes=need, need_source=text, implementation=str(cfg.choose.implementation),
-        num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts, layer_bytes=ctx.sizes.layer_bytes,
-        layer_bytes_source=ctx.sizes.source, slot_bytes=ctx.sizes.slot, baseline_phase=str(cfg.choose.probe_phase),
+        stage="unnecessary", need_bytes=ctx.known.need, need_source=ctx.known.text,
+        implementation=str(cfg.choose.implementation), num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts,
+        layer_bytes=sizes.layer_bytes, layer_bytes_source=sizes.source, slot_bytes=sizes.slot, baseline_phase=str(cfg.choose.probe_phase),
         baseline_tok_s=ctx.baselines, noise_pct=_noise_pct(ctx.baselines), copy_bench_bandwidth_bytes_s=ctx.bench,
         points=(), fits=(), form=None, form_reason="no model needed: the need is met without offload",
         half_width_pct=0.0, predictions=(), checked=(), budget=0, chosen=(), decided_phase=None, trusted=True,
@@ -263,7 +263,7 @@ def next_decision(ctx: _Context, decisions: Sequence[ChoiceDecision]) -> ChoiceD
     cfg = ctx.cfg
     probe = str(cfg.choose.probe_phase)
     if not decisions:
-        need = need_bytes(cfg)[0]
+        need = ctx.known.need
         if need == 0:
             return unnecessary(ctx)
         free = free_device_bytes(ctx.baseline_records)
@@ -290,7 +290,8 @@ def next_decision(ctx: _Context, decisions: Sequence[ChoiceDecision]) -> ChoiceD
     return _record(ctx, "front", pts, found, done, cfg.choose.front_budget, False)
 
 
-def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: Any, bench: Any) -> list[Any]:
+def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: Any, bench: Any,
+               known: ChooseNeed) -> list[Any]:
     """Decide and measure until the choice is complete; return every verify item (done or run here).
 
     Args:
@@ -300,13 +301,14 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
         console: where one line per decision goes.
         run_stage: ``(items) -> bool``: runs the items not yet recorded; True when interrupted.
         bench: ``() -> None``: runs the copy bench once (before the first decision).
+        known: the run's need and model sizes (the plan's ``choose_need``).
 
     Raises:
         PlanError: the model cannot be sized (checked at planning, so not expected here).
     """
 
     bench()
-    verify = has_verify(cfg)
+    verify = has_verify(cfg, known)
     items: list[Any] = []
     while True:
         decisions = read_decisions(run_dir)
@@ -314,7 +316,7 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
             items = verify_items(cfg, decided_settings(decisions), 0)
             if run_stage(items):
                 return items
-        ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches))
+        ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches), known)
         if ctx is None:
             console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)
             return items
@@ -330,11 +332,11 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
             return items
 
 
-def has_verify(cfg: Config) -> bool:
+def has_verify(cfg: Config, known: ChooseNeed | None) -> bool:
     """Whether the run has a verify phase as planned (``runners.planning.choose_plan.with_choose``: a need of 0
-    drops it)."""
+    drops it; ``known``: the plan's ``choose_need``)."""
 
-    return active(cfg) and cfg.choose.verify_phase in with_choose(cfg).phases
+    return active(cfg) and cfg.choose.verify_phase in with_choose(cfg, known).phases
 
 
 def _planned(cfg: Config, added: Sequence[ScheduledCase]) -> Any:
@@ -354,6 +356,8 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
     import time
     from dataclasses import replace
 
+    known = p.choose
+    assert known is not None  # a choose phase: make_plan computed it
     stopped = [False]
     base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase)
 
@@ -371,8 +375,8 @@ def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], cons
         else:
             from runners.orchestration.copy_bench import probe_h2d_bench
 
-            probe_h2d_bench(run.cfg, run.run_dir, state.python, base_env, console)
+            probe_h2d_bench(run.cfg, run.run_dir, state.python, base_env, console, max(known.sizes.layer_bytes))
         run.timings.copy_bench += time.monotonic() - t
 
-    decided = run_choose(run.cfg, run.run_dir, state, console, stage, bench)
+    decided = run_choose(run.cfg, run.run_dir, state, console, stage, bench, known)
     return stopped[0], [replace(sc, index=base + sc.index) for sc in decided]

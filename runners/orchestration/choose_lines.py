@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
 from runners.orchestration.choose import REFIT_BUDGET
-from runners.planning.choose_plan import model_sizes, need_bytes
+from runners.planning.choose_plan import ChooseNeed
 from offload_tools.choice import distinct_settings, released_bytes
 from runners.paths import REPO_ROOT
 from runners.planning.plan import expand_phase
@@ -31,9 +31,10 @@ def verify_stage_line(cfg: Config, has_verify: bool) -> str:
             f"wrong: the measured front, at most {ch.front_budget * m.repeats} more)")
 
 
-def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
+def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]:
     """A dry run's scale on paper: the probe, the largest verify stage (with a refit and a front), the full design of
-    ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known."""
+    ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known
+    (``known``: the plan's need and model sizes, ``choose_need``)."""
 
     ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
     probe = cfg.phases[str(ch.probe_phase)]
@@ -45,8 +46,7 @@ def dry_run_lines(cfg: Config, probe_items: int) -> list[str]:
     lines.append(f"choose: probe {probe_items} processes{eta(probe_items, probe.expected_case_s)}")
     if m is None:
         return [*lines, "choose: no verify stage (a need of 0 is met by the baseline)"]
-    need, text = need_bytes(cfg)
-    sizes = model_sizes(cfg.model, cfg.workload.dtype)
+    need, text, sizes = known.need, known.text, known.sizes
     layer = dict(enumerate(sizes.layer_bytes))
     settings = distinct_settings(cfg.model.num_layers)
     cands = sum(1 for s in settings if released_bytes(s, layer, sizes.slot, cfg.model.num_layers) >= need)

@@ -27,7 +27,6 @@ from results_schema.records.copy_bench import FILE_NAME, CopyBench
 from results_schema.records.io import write_json
 from results_schema.records.copy_bench import H2DBench, H2D_FILE_NAME
 from runners.paths import CONTROLLED_ENV, REPO_ROOT
-from runners.planning.choose_plan import model_sizes
 
 BENCH_PREFIX = "OFFLOAD_BENCH "
 REPEATS = 5
@@ -94,8 +93,10 @@ def run_h2d_bench(run_dir: Path, python: str, device: str, nbytes: int, env: Map
     return record.model_dump(mode="json")
 
 
-def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any) -> None:
-    """The probe's pinned host-to-device copy of one layer's bytes on a CUDA / NPU runtime (once per run)."""
+def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str, str], console: Any,
+                    nbytes: int) -> None:
+    """The probe's pinned host-to-device copy of ``nbytes`` (one layer's bytes: the largest of the plan's
+    ``choose_need`` sizes) on a CUDA / NPU runtime (once per run)."""
 
     if (run_dir / H2D_FILE_NAME).is_file() or cfg.bench_command:
         return
@@ -103,6 +104,5 @@ def probe_h2d_bench(cfg: Any, run_dir: Path, python: str, base_env: Mapping[str,
     env = {k: v for k, v in base_env.items() if k not in CONTROLLED_ENV}
     env.update({str(k): str(v) for k, v in rt.env.items()})
     env["PYTHONPATH"] = str(REPO_ROOT)
-    nbytes = max(model_sizes(cfg.model, cfg.workload.dtype).layer_bytes)
     if run_h2d_bench(run_dir, str(rt.python or python), str(rt.device), nbytes, env, REPO_ROOT) is None:
         console.print("[yellow]offload_tools.h2d_bench failed; the choice has no copy bandwidth beside its fit[/]")

@@ -47,6 +47,7 @@ from runners.models.smollm2 import manifest_provenance
 from runners.orchestration.accuracy_phase import check_resumed_manifests
 from runners.orchestration.resume import override_differences
 from runners.outcome.accuracy import accuracy_cases_name
+from runners.planning.choose_plan import ChooseNeed
 from runners.planning.plan import expand
 from runners.planning.serving_spec import paths_of
 
@@ -98,15 +99,16 @@ def planned_case(c: PhaseCase) -> Any:
         expected_runs=0 if failing else c.repeats, expected_failures=c.repeats if failing else 0)
 
 
-def write_plan(run_dir: Path, cfg: Config) -> Path:
-    """``plan.json`` (``results_schema.records.plan.RunPlan``): the expanded plan and the counts analysis expects.
+def write_plan(run_dir: Path, cfg: Config, choose: ChooseNeed | None = None) -> Path:
+    """``plan.json`` (``results_schema.records.plan.RunPlan``): the expanded plan and the counts analysis expects
+    (``choose``: the plan's ``choose_need``, not computed again).
 
     Raises:
         runners.errors.PlanError: the config does not expand (checked before, so not expected here).
     """
 
     phases = []
-    for name, cases in expand(cfg).items():
+    for name, cases in expand(cfg, choose=choose).items():
         planned = tuple(planned_case(c) for c in cases)
         phases.append(PlannedPhase(name=name, kind=PhaseKind(cases[0].kind), cases=planned,
                                    processes=sum(c.repeats for c in planned)))
@@ -239,7 +241,8 @@ def _leftovers(items: Sequence[ScheduledCase], done: set[Key], run_dir: Path) ->
 
 
 def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: Sequence[ScheduledCase],
-                   accuracy_phases: Sequence[AccuracyPhase], run_identity: RunIdentity, console: Any) -> set[Key]:
+                   accuracy_phases: Sequence[AccuracyPhase], run_identity: RunIdentity, console: Any,
+                   choose: ChooseNeed | None = None) -> set[Key]:
     """Resume ``run_dir``: identity must equal the saved manifest; quarantine leftovers; return done keys.
 
     Raises:
@@ -258,7 +261,7 @@ def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: 
     if (run_dir / "SHA256SUMS").exists():
         (run_dir / "SHA256SUMS").unlink()
     if not (run_dir / "plan.json").is_file():  # a run directory from before plan.json existed
-        write_plan(run_dir, cfg)
+        write_plan(run_dir, cfg, choose)
     leftovers = _leftovers(items, done, run_dir)
     if leftovers:
         quarantine(leftovers, run_dir, qdir)
@@ -311,7 +314,7 @@ def _write_reproduction(run_dir: Path, cfg: Config, overrides: Sequence[str], gi
 
 
 def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdentity,
-                   lock: RunLock | None = None) -> tuple[Path, Config]:
+                   lock: RunLock | None = None, choose: ChooseNeed | None = None) -> tuple[Path, Config]:
     """A new run directory with its config, overrides, environment manifest and reproduction copy.
 
     ``lock`` (a ``runners.orchestration.run_lock.RunLock``) is acquired on the new directory before anything
@@ -346,6 +349,6 @@ def create_run_dir(cfg: Config, overrides: Sequence[str], run_identity: RunIdent
     write_text_atomic(run_dir / "overrides.yaml", yaml_text(list(overrides)))
     write_text_atomic(run_dir / "overrides.json", json.dumps(list(overrides)) + "\n")
     write_json(run_dir / "environment-manifest.json", manifest)
-    write_plan(run_dir, cfg)
+    write_plan(run_dir, cfg, choose)
     _write_reproduction(run_dir, cfg, overrides, run_identity.git)
     return run_dir, cfg

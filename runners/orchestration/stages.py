@@ -57,6 +57,7 @@ from runners.orchestration.path_checks import check_run_paths
 from runners.orchestration.progress import Progress, expected_duration_line, print_schedule
 from runners.orchestration.resume import complete_run
 from runners.orchestration.rundir import create_run_dir, load_resumed_config, reopen_run_dir
+from runners.planning.choose_plan import ChooseNeed, choose_need
 from runners.planning.plan import plan
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class Plan:
         phases: phase names in schedule order.
         accuracy_phases: what the pre-launch check learnt about each accuracy phase.
         resume_dir: the run directory to resume, or None for a new run.
+        choose: a choose run's need and model sizes (``runners.planning.choose_plan.choose_need``), computed
+            once here; None without a choose phase.
     """
 
     cfg: Config
@@ -85,6 +88,7 @@ class Plan:
     phases: tuple[str, ...]
     accuracy_phases: tuple[AccuracyPhase, ...]
     resume_dir: Path | None
+    choose: ChooseNeed | None = None
 
 
 @dataclass(frozen=True)
@@ -163,24 +167,26 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
         cfg, overrides = load_resumed_config(cfg.resume, cfg, overrides)
         resume_dir = Path(str(cfg.resume))
     try:
-        items = plan(cfg)
+        known = choose_need(cfg)
+        items = plan(cfg, known)
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
-    items = _with_decided(cfg, items, resume_dir)
+    items = _with_decided(cfg, items, resume_dir, known)
     check_cpu_kernel_paths(items)
     _check_executor(cfg.executor)
     required_scalar_pins(cfg)  # a misspelt required_pins entry: refused by a dry run too, not only by the gate
     return Plan(cfg=cfg, runtimes=runtimes_used(cfg), overrides=tuple(overrides), items=tuple(items),
                 phases=tuple(dict.fromkeys(sc.case.phase for sc in items)), accuracy_phases=(),
-                resume_dir=resume_dir)
+                resume_dir=resume_dir, choose=known)
 
 
-def _with_decided(cfg: Config, items: list[ScheduledCase], resume_dir: Path | None) -> list[ScheduledCase]:
+def _with_decided(cfg: Config, items: list[ScheduledCase], resume_dir: Path | None,
+                  known: ChooseNeed | None) -> list[ScheduledCase]:
     """A resumed choose run's plan with its verify phase as decided (``runners.orchestration.choose``)."""
 
     if not active(cfg) or resume_dir is None:
         return items
-    decided = decided_items(cfg, resume_dir, len(items))
+    decided = decided_items(cfg, resume_dir, len(items), known)
     if not decided:
         return items
     return [sc for sc in items if sc.case.phase != cfg.choose.verify_phase] + decided
@@ -257,9 +263,10 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
     """Stage 3: a new run directory (``lock`` taken on it first), or the resumed one with its completed cases."""
 
     if p.resume_dir is not None:
-        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, run_identity, console)
+        done = reopen_run_dir(p.resume_dir, p.cfg, p.overrides, p.items, p.accuracy_phases, run_identity, console,
+                              p.choose)
         return OpenRun(run_dir=p.resume_dir, cfg=p.cfg, run_identity=run_identity, done=frozenset(done), timings=timings)
-    run_dir, cfg = create_run_dir(p.cfg, p.overrides, run_identity, lock)
+    run_dir, cfg = create_run_dir(p.cfg, p.overrides, run_identity, lock, p.choose)
     console.print(f"run directory: {run_dir}")
     return OpenRun(run_dir=run_dir, cfg=cfg, run_identity=run_identity, done=frozenset(), timings=timings)
 
@@ -278,7 +285,7 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
     console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
     if verify is not None:
-        console.print(verify_stage_line(run.cfg, has_verify(run.cfg)), markup=False)
+        console.print(verify_stage_line(run.cfg, has_verify(run.cfg, p.choose)), markup=False)
     progress = Progress(len(p.items), live=p.cfg.progress)
     progress.skip(sum(1 for sc in p.items if sc.key in run.done))
     c = p.cfg
@@ -364,7 +371,9 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
         print_schedule(p.items, p.cfg)
         if p.cfg.choose.probe_phase is not None:
             from runners.orchestration.choose_lines import dry_run_lines
-            for line in dry_run_lines(p.cfg, sum(1 for sc in p.items if sc.case.phase == p.cfg.choose.probe_phase)):
+            probe_items = sum(1 for sc in p.items if sc.case.phase == p.cfg.choose.probe_phase)
+            assert p.choose is not None  # a choose phase: make_plan computed it
+            for line in dry_run_lines(p.cfg, probe_items, p.choose):
                 console.print(line, markup=False)
         return EXIT_OK
     if p.resume_dir is not None and resume_complete(p, console):  # a finished run needs no other path

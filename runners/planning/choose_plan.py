@@ -9,6 +9,8 @@ What is modelled:
   exists, else from its ``config.json`` arithmetic (``offload_tools.layer_bytes``: the tiny model's own shapes, the
   directory's ``config.json``, or ``model.config_json`` where no directory is at hand), and the bytes of one
   static prefetch slot from the vLLM (fused) parameter shapes;
+* ``choose_need``: the need and the model sizes of a run, computed once per runner process (the plan carries them,
+  ``runners.orchestration.stages.Plan.choose``; every later use reads them there);
 * ``with_choose``: the config the planner expands: a need above the largest release is refused (naming it);
   the probe phase gets ``offload_tools.choice.calibration_settings`` when its points are empty; a need of 0 drops
   the calibration points and the verify phase (offload is unnecessary); the verify phase's points stay empty
@@ -131,8 +133,37 @@ def _numel(shape: Sequence[int]) -> int:
     return out
 
 
-def with_choose(cfg: Config) -> Config:
-    """The config the planner expands (module docstring); unchanged without a choose phase.
+@dataclass(frozen=True)
+class ChooseNeed:
+    """What a choose run is sized by, computed once per runner process (``choose_need``).
+
+    Attributes:
+        need: bytes the setting must release (``need_bytes``).
+        text: where the need came from (``need_gib=X`` / ``need_kv_gib=X``).
+        sizes: the model's layer and slot bytes (``model_sizes``), as at hand when the run was planned.
+    """
+
+    need: int
+    text: str
+    sizes: ModelSizes
+
+
+def choose_need(cfg: Config) -> ChooseNeed | None:
+    """The need and the model sizes of a choose run (None: the config has no choose phase); the one place a runner
+    computes them (reading the weight headers), so a run (a resume included) does it once.
+
+    Raises:
+        PlanError: see ``need_bytes`` and ``model_sizes``.
+    """
+    if cfg.choose.probe_phase is None:
+        return None
+    need, text = need_bytes(cfg)
+    return ChooseNeed(need, text, model_sizes(cfg.model, cfg.workload.dtype))
+
+
+def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
+    """The config the planner expands (module docstring); unchanged without a choose phase. ``known``: the run's
+    ``choose_need`` when already computed (else computed here, once the phases are checked).
 
     Raises:
         PlanError: a need without a choose phase, a choose phase without a need, unknown phase names, budgets
@@ -154,8 +185,9 @@ def with_choose(cfg: Config) -> Config:
     if cfg.phases[ch.verify_phase].points or cfg.phases[ch.verify_phase].cases:
         raise PlanError(f"phase {ch.verify_phase!r}: a verify phase's settings are decided while the run goes; "
                         "give it no points or cases")
-    need, text = need_bytes(cfg)
-    sizes = model_sizes(cfg.model, cfg.workload.dtype)
+    known = known if known is not None else choose_need(cfg)
+    assert known is not None  # the config has a probe phase
+    need, text, sizes = known.need, known.text, known.sizes
     top = largest_release(cfg.model.num_layers, dict(enumerate(sizes.layer_bytes)), sizes.slot)
     if need > top:
         raise PlanError(f"{text}: more than the largest release of {cfg.model.name}: {top / GIB:.4g} GiB "

@@ -28,7 +28,7 @@ from results_schema.records.protocols import UnknownProtocolError, check_protoco
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from runners.planning.cases import PhaseCase, ScheduledCase
-from runners.planning.choose_plan import with_choose
+from runners.planning.choose_plan import ChooseNeed, with_choose
 from runners.planning.layer_names import check_offload_params
 from runners.planning.workload_check import _effective_workload, validate_workload
 from offload.overlay import check_class_pattern
@@ -301,8 +301,9 @@ def phase_order(phases: Mapping[str, MatrixConfig]) -> list[str]:
     return sorted(names, key=lambda n: (phases[n].order, names.index(n)))
 
 
-def expand(cfg: Config, *, num_layers: int | None = None) -> dict[str, list[PhaseCase]]:
-    """Expand every phase of a config into cases, in phase order.
+def expand(cfg: Config, *, num_layers: int | None = None, choose: ChooseNeed | None = None) -> dict[str, list[PhaseCase]]:
+    """Expand every phase of a config into cases, in phase order (``choose``: the run's ``choose_need`` when
+    already computed).
 
     Raises:
         PlanError: see ``expand_phase``; also a config with no phase, or an ``offload_params`` pattern that
@@ -310,7 +311,7 @@ def expand(cfg: Config, *, num_layers: int | None = None) -> dict[str, list[Phas
     """
     if not cfg.phases:
         raise PlanError("the config has no phase: select a matrix (e.g. +experiment=smoke)")
-    cfg = with_choose(cfg)
+    cfg = with_choose(cfg, choose)
     layers = num_layers if num_layers is not None else cfg.model.num_layers
     by_phase = {name: expand_phase(name, cfg.phases[name], workload=cfg.workload, runtime=cfg.runtime,
                                    num_layers=phase_layers(name, cfg.phases[name], layers))
@@ -349,8 +350,8 @@ def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_pha
     return out
 
 
-def plan(cfg: Config) -> list[ScheduledCase]:
-    """Expand and schedule a config. Raises ``PlanError``."""
-    by_phase = expand(cfg)
+def plan(cfg: Config, choose: ChooseNeed | None = None) -> list[ScheduledCase]:
+    """Expand and schedule a config (``choose``: the run's ``choose_need`` when already computed). Raises ``PlanError``."""
+    by_phase = expand(cfg, choose=choose)
     rotate, focus = ({name: getattr(cfg.phases[name], k) for name in by_phase} for k in ("rotate", "focus_first"))
     return schedule(by_phase, rotate_by_phase=rotate, focus_first_by_phase=focus)

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from runners.orchestration.choose import _Context, free_device_bytes, next_decision
-from runners.planning.choose_plan import GIB, ModelSizes
+from runners.planning.choose_plan import GIB, ChooseNeed, ModelSizes, need_bytes
 from tests.runners.helpers import compose_cfg
 
 
@@ -27,7 +27,8 @@ def test_no_free_memory_is_claimed_where_a_baseline_lacks_the_device_figures() -
 def _ctx(need: str, records: list[SimpleNamespace]) -> _Context:
     cfg = compose_cfg("+experiment=choose", need)
     sizes = ModelSizes((18_882_560,) * cfg.model.num_layers, 18_886_656, "test")
-    return _Context(cfg, Path("/nonexistent"), sizes, (100.0, 101.0), 4, None, set(), tuple(records))
+    known = ChooseNeed(*need_bytes(cfg), sizes)
+    return _Context(cfg, Path("/nonexistent"), known, (100.0, 101.0), 4, None, set(), tuple(records))
 
 
 def test_a_need_within_the_free_device_memory_is_met_without_offload() -> None:
