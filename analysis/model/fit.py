@@ -275,7 +275,7 @@ def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict
         why = ""
         if best["retention"] > 1.0:
             v, why = "inconclusive", f"; retention {best['retention']:.3f} > 1.0 is noise until repeated"
-        vs_base = f"vs baseline: {verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin_pct)}"
+        vs_base = f"vs baseline: {verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin_pct, method=d.method)}"
         lines.append(f"{best['label']} {vs_base} (n={d.n_a} vs {d.n_b}{why})")
     if len(ranked) > 1:
         r2 = ranked.iloc[1]

@@ -166,7 +166,8 @@ def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | Non
     d = decide(list(a), list(b), margin_pct=margin, higher_is_better=False)
     v = _beyond_floor(d.verdict, d.ci_low_pct, d.ci_high_pct, floor_pct or 0.0)
     floor_txt = "no floor (one baseline process)" if floor_pct is None else f"floor {floor_pct:.1f}%"
-    text = verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin) + f", {floor_txt}"
+    text = (verdict_text(v, d.ci_low_pct, d.ci_high_pct, margin_pct=margin, higher_is_better=False, method=d.method)
+            + f", {floor_txt}")
     fin = [x if math.isfinite(x) else None for x in (d.delta_pct, d.ci_low_pct, d.ci_high_pct)]
     return {"verdict": v, "margin_pct": margin, "delta_pct": fin[0], "ci_low_pct": fin[1], "ci_high_pct": fin[2],
             "verdict_text": text, "floor_pct": floor_pct, "design": "processes", "blocks": None}

@@ -62,6 +62,9 @@ def test_slower_only_beyond_the_baselines_floor():
     got = floor_verdict([10.8, 10.9, 10.7, 10.8], base, 12.0)
     assert got["verdict"] in ("inconclusive", "equivalent") and got["margin_pct"] == 12.0
     assert floor_verdict([10.0, 10.1, 9.95, 10.05], base, 3.0)["verdict"] == "equivalent"
+    # a latency 2-3% higher, inside the margin: equivalent, and the text says on which side (higher = slower)
+    near = floor_verdict([10.2, 10.3, 10.25, 10.3], [10.0, 10.05, 9.95, 10.0], 1.0)
+    assert near["verdict"] == "equivalent" and near["verdict_text"].startswith("equivalent (slower by ")
 
 
 # --------------------------------------------------------------------- the floor's baselines and host load
