@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING as MISSING_FIELD, dataclass, field, fields, is_dataclass
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -31,7 +32,9 @@ from conf.schema_matrix import (
 from results_schema.records.base import Implementation
 from conf.schema_stack import (
     FORBID_EXTRA,
+    OMIT_WHEN_DEFAULT,
     ExecutorConfig,
+    added_field,
     ModelConfig,
     RuntimeConfig,
     WorkloadConfig,
@@ -120,9 +123,9 @@ class Config:
     accuracy_command: Optional[List[str]] = None
     analyze: bool = True
     progress: bool = True
-    need_gib: Optional[float] = None
-    need_kv_gib: Optional[float] = None
-    choose: ChooseConfig = field(default_factory=ChooseConfig)
+    need_gib: Optional[float] = added_field()
+    need_kv_gib: Optional[float] = added_field()
+    choose: ChooseConfig = added_field(default_factory=ChooseConfig)
 
 
 def register_configs() -> None:
@@ -314,20 +317,44 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
     return omit_defaults({str(k): v for k, v in out.items()})
 
 
-def omit_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a plain config) without the choose-then-confirm keys that hold their schema default
-    (``need_gib``, ``need_kv_gib``, ``choose``, ``model.config_json``), and a phase case's ``step_delay_ms``
-    when null (the serving speed control): a config that does not use them keeps the bytes and hash it had
-    before they existed; loading it back (``checked_saved_config``) gives the defaults."""
-    choose = OmegaConf.to_container(OmegaConf.structured(ChooseConfig), enum_to_str=True)
-    for key, default in (("need_gib", None), ("need_kv_gib", None), ("choose", choose)):
-        if key in data and data[key] == default:
-            del data[key]
-    model = data.get("model")
-    if isinstance(model, dict) and "config_json" in model and model["config_json"] is None:
-        del model["config_json"]
-    for phase in (data.get("phases") or {}).values():
-        for case in (phase.get("cases") or []) if isinstance(phase, dict) else []:
-            if isinstance(case, dict) and "step_delay_ms" in case and case["step_delay_ms"] is None:
-                del case["step_delay_ms"]
+def omit_defaults(data: dict[str, Any], schema: type | None = None) -> dict[str, Any]:
+    """``data`` (a plain config of ``schema``, default ``Config``) without the fields marked ``added_field`` that hold
+    their default, at any depth (nested schemas, lists and string-keyed maps of them): a config that does not use
+    them keeps the bytes and hash it had before they existed; loading it back (``checked_saved_config``) gives the
+    defaults. The marked fields are the schema's own record of what was added (``need_gib``, ``need_kv_gib``,
+    ``choose``, ``model.config_json``, a case's ``step_delay_ms``)."""
+    cls = Config if schema is None else schema
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.metadata.get(OMIT_WHEN_DEFAULT) and value == _plain_default(f):
+            del data[f.name]
+            continue
+        _omit_nested(value, hints[f.name])
     return data
+
+
+def _omit_nested(value: Any, tp: Any) -> None:
+    """``omit_defaults`` inside ``value`` where its type ``tp`` holds schemas (``Optional``, ``List``, ``Dict``)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    origin = typing.get_origin(tp)
+    if is_dataclass(tp) and isinstance(value, dict):
+        omit_defaults(value, tp)  # type: ignore[arg-type]
+    elif origin is typing.Union and len(args) == 1:
+        _omit_nested(value, args[0])
+    elif origin is list and args and isinstance(value, list):
+        for v in value:
+            _omit_nested(v, args[0])
+    elif origin is dict and len(args) == 2 and isinstance(value, dict):
+        for v in value.values():
+            _omit_nested(v, args[1])
+
+
+def _plain_default(f: Any) -> Any:
+    """The plain value of field ``f``'s default (a schema default as its plain dict, choice fields as strings)."""
+    if f.default_factory is not MISSING_FIELD:
+        value = f.default_factory()
+        return OmegaConf.to_container(OmegaConf.structured(value), enum_to_str=True) if is_dataclass(value) else value
+    return f.default

@@ -13,7 +13,7 @@ from omegaconf import MISSING
 from pydantic import with_config
 
 from offload.faults import OffloadFault
-from conf.schema_stack import FORBID_EXTRA, RuntimeConfig
+from conf.schema_stack import FORBID_EXTRA, RuntimeConfig, added_field
 from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.records.protocols import DEFAULT_PROTOCOL
@@ -67,7 +67,7 @@ class CaseConfig:
     expect_error: Optional[str] = None
     engine_validates: bool = False
     fault: Optional[OffloadFault] = None
-    step_delay_ms: Optional[float] = None
+    step_delay_ms: Optional[float] = added_field()
 
 
 @with_config(FORBID_EXTRA)

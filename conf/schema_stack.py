@@ -8,7 +8,7 @@ gate refuses to run until it is given (fail closed, never "NA").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 from pydantic import ConfigDict, with_config
@@ -20,6 +20,19 @@ from results_schema.records.models import DEFAULT_MIN_MEASURED_S
 
 
 FORBID_EXTRA = ConfigDict(extra="forbid")
+
+OMIT_WHEN_DEFAULT = "omit_when_default"
+"""Field metadata key of ``added_field``: the field was added after configs (and their hashes) were recorded."""
+
+
+def added_field(default: Any = None, *, default_factory: Any = None) -> Any:
+    """A schema field added after a config format was fixed: left out of the plain config while it holds its
+    default (``conf.schema.omit_defaults``), so a config that does not use it keeps the bytes and hash it had before
+    the field existed; loading it back gives the default."""
+    meta = {OMIT_WHEN_DEFAULT: True}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
 """Pydantic config of every schema dataclass: validating a config (``conf.typed``) refuses unknown keys."""
 
 
@@ -154,7 +167,7 @@ class ModelConfig:
     sha256sums_sha256: Optional[str] = None
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     cache_dir: str = ".cache/models"
-    config_json: Optional[str] = None
+    config_json: Optional[str] = added_field()
 
 
 @with_config(FORBID_EXTRA)

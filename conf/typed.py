@@ -170,7 +170,7 @@ def plain(obj: Any) -> Any:
 
 def plain_config(config: Config) -> dict[str, Any]:
     """The plain dict of ``config`` that a run saves (``config.yaml``), hashes and records in its manifest
-    (``conf.schema.omit_defaults``: the choose-then-confirm keys left out while at their default)."""
+    (``conf.schema.omit_defaults``: the fields marked ``added_field`` left out while at their default)."""
     out = plain(config)
     assert isinstance(out, dict)  # a dataclass's plain form is a dict
     return omit_defaults(out)
