@@ -56,6 +56,7 @@ ServingFaultCause = Literal[
     "rate_timeout",
     "benchmark_error",
     "token_count_mismatch",
+    "request_failed",
 ]
 """Why a serving case produced no data point (closed set; also the ``error_type`` of its CaseFailure)."""
 

@@ -22,6 +22,8 @@ shift to prompts whose character sum is even.
 * ``never_healthy``: listen on nothing, sleep forever.
 * ``exit``: print a traceback-like line and exit 3 at once.
 * ``orphan``: behave, but start a child that ignores SIGTERM (it outlives the server).
+* ``fail_one``: behave, but answer the second completion request with HTTP 500 and vLLM's error body (one
+  failed request: the benchmark records the HTTP reason as its error).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,6 +44,10 @@ from offload.selection import select_offload_layers
 from results_schema.records.io import dumps_model, write_json
 from results_schema.records.models import RuntimeEvidence
 from tests.support.tokenizer import qwen2_tokenizer
+
+COMPLETIONS: list[int] = []
+"""One entry per completion request served (``fail_one`` fails the second)."""
+COUNT_LOCK = threading.Lock()
 
 LAYER_BYTES = 295_936
 NUM_LAYERS = 8
@@ -114,6 +121,13 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": "not found"})
             return
         max_tokens = int(req.get("max_tokens") or 1)
+        with COUNT_LOCK:
+            COMPLETIONS.append(1)
+            nth = len(COMPLETIONS)
+        if os.environ.get("FAKE_SERVER_MODE") == "fail_one" and nth == 2:
+            self._json(500, {"object": "error", "type": "InternalServerError", "code": 500,
+                             "message": "EngineCore encountered an issue (fake)"})
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")

@@ -143,6 +143,25 @@ def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
     assert json.loads((run_dir / "summary" / "serving-summary.json").read_text())["valid"] is False
 
 
+@pytest.mark.heavy  # a serving matrix (14 s CPU)
+def test_a_failed_request_is_named_with_its_error_and_fails_the_case(tmp_path, monkeypatch, capsys):
+    """The server answers one request with HTTP 500 (a fault injected at the driver's HTTP boundary): the rate is
+    recorded (its requests file holds the error), the console names the request and its error, the case fails."""
+    monkeypatch.setenv("FAKE_SERVER_MODE", "fail_one")
+    code, run_dir = _matrix(tmp_path)
+    out = capsys.readouterr().out
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "request_failed"
+    assert "rate 0 (8.0 req/s): 1 of 4 requests failed: req-1: Internal Server Error" in f.error_message
+    assert "request_failed" in out and "req-1: Internal Server Error" in out
+    result = read_json(next((run_dir / "records" / "serving").glob("*.serving.json")), ServingCaseResult)
+    assert result.fault is not None and result.fault.cause == "request_failed" and result.rates[0].failed == 1
+    reqs = read_json(run_dir / result.rates[0].requests_path, ServingRequests)
+    assert [r.success for r in reqs.requests] == [True, False, True, True]
+    assert not (run_dir / "serving-serving.jsonl").exists()
+
+
 @pytest.mark.heavy  # a serving matrix, 3 processes (20 s CPU)
 def test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests(tmp_path,
                                                                                                  monkeypatch):

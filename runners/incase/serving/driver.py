@@ -20,7 +20,8 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
    ``output_len`` output tokens, and as many prompt tokens as the benchmark's dataset counted
    for its prompt, within ``PROMPT_LEN_TOLERANCE`` of ``input_len`` (``token_count_mismatch``);
    the prompts are rebuilt here with vLLM's own ``get_samples`` (same seed, same order) to know
-   those counts and how many prompts are distinct;
+   those counts and how many prompts are distinct. A request that failed (an HTTP error, a broken stream)
+   stops the sweep after its rate is recorded: ``request_failed`` names each with its error;
 4. the whole process tree stopped (``runners.incase.serving.server.stop_tree``); a process alive
    after SIGTERM + grace is ``server_left_processes``; nothing may survive SIGKILL and the
    port must be free.
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from results_schema.records.files import file_sha256
-from results_schema.records.io import write_json
+from results_schema.records.io import read_json, write_json
 from results_schema.records.case_outcome import ServingFaultCause
 from results_schema.records.serving import (
     PROMPT_LEN_TOLERANCE,
@@ -354,6 +355,31 @@ def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, 
               f"TTFT p50/p99 {r.ttft.p50_ms:.1f}/{r.ttft.p99_ms:.1f} ms, TPOT p50/p99 {r.tpot.p50_ms:.1f}/"
               f"{r.tpot.p99_ms:.1f} ms, ITL p50/p99 {r.itl.p50_ms:.1f}/{r.itl.p99_ms:.1f} ms, "
               f"goodput {r.goodput_req_s:.2f} req/s", flush=True)
+        failed = failed_requests_fault(i, read_json(run_dir / r.requests_path, ServingRequests)) if r.failed else None
+        if failed is not None:
+            print(f"SERVING rate {i}: FAILED REQUESTS: {failed.fault.message}", flush=True)
+            raise failed
+
+
+def failed_requests_fault(index: int, requests: ServingRequests) -> Fault | None:
+    """``request_failed`` naming every failed request of a rate with its error (None when every request completed).
+
+    A failed request has no TTFT, TPOT or output digest, so the rate's percentiles and its output comparison rest
+    on fewer requests than the load asked for: the case fails rather than report them as if the load had run.
+    The error is the last line of what vLLM's benchmark recorded (an HTTP reason, or an exception's traceback).
+    """
+    failed = [(i, r.error) for i, r in enumerate(requests.requests) if not r.success]
+    if not failed:
+        return None
+    named = "; ".join(f"{REQUEST_ID_PREFIX}{i}: {_last_line(err) or 'no error text'}" for i, err in failed[:5])
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return Fault("request_failed", f"rate {index} ({requests.request_rate_rps or 'inf'} req/s): {len(failed)} of "
+                 f"{len(requests.requests)} requests failed: {named}{more}", rate_index=index)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
 
 
 def _rel(path: Path, run_dir: Path) -> str:
@@ -398,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m runners.incase.serving --case FILE``: exit 0 ok, 1 fault (record written), 2 bad spec."""
     import argparse
 
-    from results_schema.records.io import RecordError, read_json
+    from results_schema.records.io import RecordError
 
     ap = argparse.ArgumentParser(prog="python -m runners.incase.serving", description=__doc__.splitlines()[0])
     ap.add_argument("--case", required=True, type=Path, help="ServingCaseSpec JSON written by runners.matrix")
