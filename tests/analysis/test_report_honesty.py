@@ -148,7 +148,7 @@ def test_recommend_rejects_bad_need_cleanly(real_copy, capsys, argv):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert f"{argv[0]} " in err and ">= 0" in err
+    assert f"argument {argv[0]}: {argv[1]}:" in err and ">= 0" in err and len(err.strip().splitlines()) == 1
 
 
 def test_readme_recommend_example_is_met_by_the_default_tiny_run(real_copy, capsys):
