@@ -44,6 +44,10 @@ OFFLOAD_COLUMNS = {"offload_group_size": "group_size", "offload_num_in_group": "
 """Offload field (``OffloadSetting``, ``RuntimeEvidence``) -> its column name, the one table of these renames:
 the runs frame below (``ev_`` + it for the evidence's) and every catalog table (``analysis.catalog.columns``)."""
 
+PROCESS_STATE_FIELDS = ("anon_huge_pages_bytes", "anon_bytes", "minor_faults", "major_faults", "cpus_allowed")
+"""``BenchRecord.process_state`` fields of the runs frame, as ``proc_<field>`` (null where the record has none; the
+first four nullable integers)."""
+
 HOST_LOAD_FIELDS = ("foreign_cores", "foreign_cpu_s", "case_cpu_s", "runner_cpu_s", "steal_fraction", "contended")
 """``BenchRecord.host_load`` fields of the runs frame, as ``host_<field>`` (null where the record has none)."""
 
@@ -73,6 +77,7 @@ RUN_FIELDS: dict[str, str] = {
     "ev_device": "evidence.device", "warmup_rounds": "record.workload.warmup_rounds",
     **{f"host_{name}": f"record.host_load.{name}" for name in HOST_LOAD_FIELDS},
     "step_delay_ms": "record.step_delay_ms",
+    **{f"proc_{name}": f"record.process_state.{name}" for name in PROCESS_STATE_FIELDS},
 }
 """Runs-frame column -> dotted ``CaseRun`` field it holds (offload fields named by ``OFFLOAD_COLUMNS``)."""
 RUN_COLUMNS = [*RUN_FIELDS, "rounds_drift_pct", "line"]
@@ -146,7 +151,7 @@ def case_runs_frames(table: RecordTable[CaseRun]) -> tuple[pd.DataFrame, pd.Data
                            for name in ROUND_COLUMNS[:4]} | {name: sub.column(path) for name, path in ROUND_FIELDS.items()},
                           columns=ROUND_COLUMNS)
     rounds["repeat"] = rounds["repeat"].astype(runs["repeat"].dtype)
-    for col in ("kv_cache_tokens", "device_memory_bytes"):
+    for col in ("kv_cache_tokens", "device_memory_bytes", *(f"proc_{n}" for n in PROCESS_STATE_FIELDS[:4])):
         runs[col] = runs[col].astype("Int64")
     for col in ("kv_cache_gib", "max_concurrency", "rounds_drift_pct",
                 *(f"host_{n}" for n in HOST_LOAD_FIELDS if n != "contended")):

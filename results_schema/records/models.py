@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from results_schema.records.process_state import ProcessState
+
 from results_schema.records.base import (
     Digest,
     Implementation,
@@ -316,6 +318,10 @@ class BenchRecord(StrictModel):
     vllm_version: str = Field(description="vllm.__version__ in the case process.")
     torch_version: str = Field(description="torch.__version__ in the case process.")
     pid: NonNegInt = Field(description="PID of the bench process.")
+    process_state: ProcessState | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Memory and thread placement of the bench process over its measured rounds (AnonHugePages, page "
+                    "faults, CPU affinity, THP mode: results_schema.records.process_state); null where not read.")
     step_delay_ms: NonNegFloat = Field(
         default=0.0, exclude_if=lambda v: not v,
         description="Speed control (a known-size cost): ms every forward of a baseline's model slept first (no byte "

@@ -52,6 +52,7 @@ from typing import Any
 from pathlib import Path
 
 from offload.controls import step_delay_requested
+from runners.incase.process_state import ProcessStateReader
 from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.records.case import CaseSpec, RequestedOffload
 from results_schema.records.io import dumps_model, write_json
@@ -344,9 +345,16 @@ def run(case: CaseSpec) -> BenchRecord:
         rss.include(load.rss.peak)
         device_mem = process_tree_cuda_bytes(case.device)
         start: list[HostReading | None] = []
+        state = ProcessStateReader()
+
+        def window_start() -> None:
+            state.start()
+            start.append(read_host())
+
         rounds = run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
-                            min_measured_s=min_s, window_start=lambda: start.append(read_host()))
+                            min_measured_s=min_s, window_start=window_start)
         host = window_load(start[0] if start else None, read_host())
+        process_state = state.finish()
     output_tokens = sum(r.output_tokens for r in rounds)
     elapsed_s = sum(r.elapsed_s for r in rounds)
     return BenchRecord(
@@ -362,7 +370,7 @@ def run(case: CaseSpec) -> BenchRecord:
         **request_metrics(rounds, w.num_prompts), **load.fields(),
         host_load=None if host is None else host.record(),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
-        step_delay_ms=step_delay_requested(),
+        step_delay_ms=step_delay_requested(), process_state=process_state,
     )
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.load import HOST_LOAD_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, RUN_FIELDS, load_run, window_drift_pct
+from analysis.load import HOST_LOAD_FIELDS, PROCESS_STATE_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, RUN_FIELDS, load_run, window_drift_pct
 from analysis.validation.checks import token_digest_status, token_statuses
 from results_schema.records.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
@@ -39,6 +39,7 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
             e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
             e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, wl.warmup_rounds,
             *(None if r.host_load is None else getattr(r.host_load, n) for n in HOST_LOAD_FIELDS), r.step_delay_ms,
+            *(None if r.process_state is None else getattr(r.process_state, n) for n in PROCESS_STATE_FIELDS),
             window_drift_pct([rd.elapsed_s for rd in r.rounds], [rd.output_tokens for rd in r.rounds]), lineno,
         ))
         rrows += [(r.phase, r.label, r.implementation, r.repeat, rd.index, rd.elapsed_s, rd.output_tokens,
