@@ -185,9 +185,9 @@ def dimensioning_lines(aa: list[Any], design: list[Any]) -> list[str]:
               else f"CI95 {r['ci_low_pct']:+.1f}%..{r['ci_high_pct']:+.1f}%")
         what = "A/A" if r["kind"] == "A/A" else f"speed control ({r['step_delay_ms']:g} ms per step)"
         ok = (not r["called"]) if r["kind"] == "A/A" else r["verdict"] == "slower"
+        tail = f" ({r['note']})" if r["verdict"] == "withheld" else ("" if ok else " -- NOT AS EXPECTED")
         lines.append(f"{what} {r['phase']}: {r['a_label']} vs {r['b_label']}: {r['verdict']} ({ci}, "
-                     f"{r['a_processes']} vs {r['b_processes']} processes); expected {r['expected']}"
-                     f"{'' if ok else ' -- NOT AS EXPECTED'}")
+                     f"{r['a_processes']} vs {r['b_processes']} processes); expected {r['expected']}{tail}")
     calls = sum(1 for r in aa if r["kind"] == "A/A" and r["called"])
     n_aa = sum(1 for r in aa if r["kind"] == "A/A")
     if n_aa:

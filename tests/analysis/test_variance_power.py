@@ -136,6 +136,15 @@ def test_thresholds_are_where_decide_turns_slower():
         assert decide(list(ak * (1 - (t - 0.01) / 100)), list(bk)).verdict != "slower"
 
 
+def test_mde_at_a_noise_too_large_to_resolve_anything_is_large_or_inf_not_an_error():
+    assert detectable_cost_pct(2, 3.0, 2, 3.0) > 90.0  # process SD of 3 in log units: (almost) nothing resolved
+    assert detectable_cost_pct(2, 30.0, 2, 30.0) == math.inf  # resamples at -100%: no cost below 100% reaches 80%
+    a = np.array([[1e-300, 1e-300], [1.0, 2.0]])
+    b = np.array([[1.0, 1.0], [1.0, 2.0]])
+    t = slower_thresholds_pct(a, b)  # the first interval sits at -100%: slower at any cost
+    assert t[0] == -math.inf and math.isfinite(t[1])
+
+
 def test_mde_grows_with_noise_and_refuses_a_single_process():
     assert detectable_cost_pct(4, 0.05, 4, 0.05) > detectable_cost_pct(4, 0.02, 4, 0.02)
     assert detectable_cost_pct(8, 0.05, 8, 0.05) < detectable_cost_pct(4, 0.05, 4, 0.05)
