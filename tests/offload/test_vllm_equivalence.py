@@ -19,8 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from conf.choices import ModelSource
+from conf.schema_stack import ModelConfig
 from offload.matching import matches_offload_params
+from offload.ring import num_slots
 from offload.selection import select_offload_layers
+from offload_tools.choice import Setting, released_bytes
+from runners.planning.choose_plan import model_sizes
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -93,6 +98,12 @@ def check_point(model_dir: Path, base: dict, r: dict, p: dict) -> None:
     assert ev["offloaded_bytes"] == layer_param_bytes(model_dir, expected_layers, p["offload_params"])
     assert ev["released_bytes"] == ev["offloaded_bytes"] - ev["static_buffer_bytes"]
     assert r["fallback_loads"] == 0
+    if p["impl"] == "current":  # the choose run's accounting of this setting is the offloader's (the sync one has 1 slot)
+        sizes = model_sizes(ModelConfig(source=ModelSource.path, path=str(model_dir), num_layers=8), "bfloat16",
+                            p["offload_params"])
+        s = Setting(p["group_size"], p["num_in_group"], p["prefetch_step"])
+        assert ev["static_buffer_bytes"] == num_slots(len(expected_layers), s.prefetch_step) * sizes.slot, p["label"]
+        assert ev["released_bytes"] == released_bytes(s, dict(enumerate(sizes.layer_bytes)), sizes.slot, 8), p["label"]
 
 
 REDUCED = [
