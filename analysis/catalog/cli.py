@@ -134,6 +134,8 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         return 1
     counts = df["verdict"].value_counts().to_dict()
     console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False)
+    for r in df[df["verdict"] == "withheld"].itertuples(index=False):
+        console.print(f"withheld: {r.phase_a}/{r.label_a} vs {r.phase_b}/{r.label_b}: {r.issues}", markup=False)
     return 1 if "INVALID" in counts else 0
 
 

@@ -8,7 +8,10 @@ throughputs (``cases.throughput_tok_s``, finite only) of B are compared with A's
 ``B / A - 1`` in percent: ratio of geometric means, log tok/s) and the verdict comes from
 ``analysis.comparison.verdict_rule.verdict`` (``faster`` = B is faster than A). With fewer than two processes on a side there is no interval and
 the verdict is ``inconclusive``. A pair is ``INVALID`` when a validation error concerns either label
-(or either run as a whole). Retention (each run vs its own baseline) and evidence-released bytes are
+(or either run as a whole). A pair resting on a contended process (foreign work on the host while one of
+either label's processes measured: ``host_load.contended``, ``results_schema.records.host_load``) is ``withheld``
+and its issues say how many processes of each side were contended, as a run's own decision table withholds
+such a verdict. Retention (each run vs its own baseline) and evidence-released bytes are
 printed beside it, so a host change (absolute tok/s differ) can be told from an offloader change
 (retention differs).
 
@@ -79,8 +82,9 @@ def compare_runs(db, run_a: str, run_b: str, *, match_phase: bool = True,
         runs = {k: con.execute("SELECT * FROM runs WHERE run_id = ?", [rid]).df().iloc[0].to_dict()
                 for k, rid in (("a", a), ("b", b))}
         labels = con.execute("SELECT * FROM label_summary WHERE run_id IN (?, ?)", [a, b]).df()
-        cases = con.execute("SELECT run_id, phase, label, throughput_tok_s FROM cases WHERE run_id IN (?, ?) "
-                            "AND isfinite(throughput_tok_s)", [a, b]).df()
+        cases = con.execute("SELECT run_id, phase, label, throughput_tok_s, coalesce(host_load_contended, false) "
+                            "AS contended FROM cases WHERE run_id IN (?, ?) AND isfinite(throughput_tok_s)",
+                            [a, b]).df()
         bad = con.execute("SELECT run_id, phase, label, string_agg(DISTINCT code, ',') AS codes FROM invalid_labels "
                           "WHERE run_id IN (?, ?) GROUP BY ALL", [a, b]).df()
     finally:
@@ -106,10 +110,9 @@ def _pair_row(p: pd.Series, cases: pd.DataFrame, issues: dict, ids: tuple[str, s
         CatalogError: the verdict function rejects ``margin_pct``.
     """
     a, b = ids
-    ta = cases.loc[(cases["run_id"] == a) & (cases["phase"] == p["phase_a"]) & (cases["label"] == p["label_a"]),
-                   "throughput_tok_s"].to_numpy()
-    tb = cases.loc[(cases["run_id"] == b) & (cases["phase"] == p["phase_b"]) & (cases["label"] == p["label_b"]),
-                   "throughput_tok_s"].to_numpy()
+    side_a = cases[(cases["run_id"] == a) & (cases["phase"] == p["phase_a"]) & (cases["label"] == p["label_a"])]
+    side_b = cases[(cases["run_id"] == b) & (cases["phase"] == p["phase_b"]) & (cases["label"] == p["label_b"])]
+    ta, tb = side_a["throughput_tok_s"].to_numpy(), side_b["throughput_tok_s"].to_numpy()
     if len(ta) == 0 or len(tb) == 0:
         return None
     iv = unpaired_interval(tb, ta)
@@ -123,6 +126,11 @@ def _pair_row(p: pd.Series, cases: pd.DataFrame, issues: dict, ids: tuple[str, s
     if codes or not runs["a"]["valid"] or not runs["b"]["valid"]:
         v = "INVALID"
         codes = codes or ["run invalid"]
+    contended = (int(side_a["contended"].sum()), int(side_b["contended"].sum()))
+    if any(contended):
+        v = v if v == "INVALID" else "withheld"
+        codes.append(f"withheld: contended (A {contended[0]} of {len(ta)} processes, B {contended[1]} of {len(tb)}; "
+                     "foreign work on the host while they measured)")
     med_a, med_b = float(pd.Series(ta).median()), float(pd.Series(tb).median())
     return {"phase_a": p["phase_a"], "phase_b": p["phase_b"], "label_a": p["label_a"], "label_b": p["label_b"],
             **{k: p[k] for k in SETTING if k != "offload_params"}, "processes_a": len(ta),

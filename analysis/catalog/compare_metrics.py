@@ -8,7 +8,8 @@ A's by ``analysis.comparison.verdict_rule.unpaired_interval`` (the verdict rule'
 percent: ratio of geometric means; no interval where a value is 0) and ``analysis.comparison.verdict_rule.verdict``; for a lower-is-better metric
 (latency, memory, load time) the interval is negated first, so "better" always means B is better than A.
 Verdicts: better / worse / equivalent / inconclusive (fewer than two values on a side, or an interval
-straddling the margin). A metric a run's records predate (NULL) gives no row.
+straddling the margin); ``withheld`` where a process of either side of a ``cases`` pair was contended (foreign
+work on the host while it measured, ``host_load.contended``). A metric a run's records predate (NULL) gives no row.
 
 Metrics: ``PER_RECORD`` (cases table: requests/s, P50 / P95 round latency, peak load RSS, load seconds)
 and ``SERVING`` (serving_results: P99 TTFT / TPOT / ITL / E2E, goodput, SLO attainment).
@@ -76,6 +77,8 @@ def _rows(df: pd.DataFrame, a: str, b: str, metrics: dict[str, bool], key: list[
             if not va or not vb:
                 continue
             delta, lo, hi, v = metric_verdict(va, vb, higher, margin_pct)
+            if "contended" in df and (ga["contended"].any() or gb["contended"].any()):
+                v = "withheld"  # a value of a contended process (foreign work beside it): no verdict
             kd = dict(zip(key, k, strict=True))
             out.append({"table": table, "phase": kd["phase"], "label_a": ga["label"].iloc[0],
                         "label_b": gb["label"].iloc[0], "request_rate": kd.get("request_rate", ""), "metric": m,
@@ -94,7 +97,8 @@ def compare_metrics(db, run_a: str, run_b: str, *, margin_pct: float | None = No
     con = connect(db, read_only=True)
     try:
         a, b = resolve_run(con, run_a), resolve_run(con, run_b)
-        cases = con.execute(f"SELECT run_id, phase, label, {', '.join(SETTING + list(PER_RECORD))} FROM cases "
+        cases = con.execute(f"SELECT run_id, phase, label, {', '.join(SETTING + list(PER_RECORD))}, "
+                            "coalesce(host_load_contended, false) AS contended FROM cases "
                             "WHERE run_id IN (?, ?)", [a, b]).df()
         serving = con.execute(f"SELECT run_id, phase, label, request_rate, {', '.join(SETTING + list(SERVING))}, "
                               "coalesce(step_delay_ms, 0) AS step_delay_ms "

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from results_schema.records.base import Implementation, SchemaVersion, NonNegInt, StrictModel
+from results_schema.records.host_load import HostLoad
 from results_schema.records.models import OffloadSetting, RuntimeEvidence
 from results_schema.records.accuracy_report import AccuracyVerification as AccuracyVerification
 from results_schema.records.accuracy_report import BaselineAgreement as BaselineAgreement
@@ -247,6 +248,10 @@ class AccuracyResult(StrictModel):
         default=None, description="Offload evidence sidecar read after the run, when OFFLOAD_EVIDENCE_PATH was set."
     )
     pid: NonNegInt = Field(description="PID of the case process.")
+    host_load: HostLoad | None = Field(
+        default=None, description="The host's load over the generate call (``results_schema.records.host_load``: "
+        "foreign work beside the case, the throughput cases' rule); for information, greedy outputs do not depend "
+        "on timing. Null where the host cannot be read (not Linux) or in records written before it was recorded.")
 
     @model_validator(mode="after")
     def _check_totals(self) -> "AccuracyResult":

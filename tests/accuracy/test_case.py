@@ -176,3 +176,33 @@ def test_run_reads_the_case_file_the_runner_writes(tmp_path: Path) -> None:
     assert kw == dict(model="/m", manifest=str(FIXTURE_MANIFEST), datasets=["gsm8k", "gpqa"],
                       implementation="current", offload=offload(4, 1), out_dir=str(tmp_path / "x"),
                       engine_settings=None, limit=3, label="current_g4_n1", protocol="boxed-chat-v1")
+
+
+def test_each_task_records_the_hosts_load_over_its_generate_call(tmp_path: Path, tiny_model_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Injected host readings: 3 s of foreign CPU over a 2 s generate call of the first task (1.5 foreign cores:
+    contended by the throughput cases' rule), none over the second's."""
+    from runners.incase import host_load
+    from runners.incase.accuracy import case as case_module
+
+    readings = iter([host_load.HostReading(wall_s=0.0, host_busy_s=0.0, host_total_s=0.0, steal_s=0.0, case_s=0.0,
+                                           runner_s=0.0),
+                     host_load.HostReading(wall_s=2.0, host_busy_s=5.0, host_total_s=8.0, steal_s=0.0, case_s=2.0,
+                                           runner_s=0.0),
+                     host_load.HostReading(wall_s=3.0, host_busy_s=5.0, host_total_s=8.0, steal_s=0.0, case_s=2.0,
+                                           runner_s=0.0),
+                     host_load.HostReading(wall_s=5.0, host_busy_s=7.0, host_total_s=12.0, steal_s=0.0, case_s=4.0,
+                                           runner_s=0.0)])
+    monkeypatch.setattr(case_module, "read_host", lambda: next(readings))
+    run = make_run(tmp_path / "r", tiny_model_dir, cases=(("baseline", offload()),))
+    first = read_json(run / "cases" / "baseline.gsm8k.result.json", AccuracyResult)
+    second = read_json(run / "cases" / "baseline.gpqa.result.json", AccuracyResult)
+    assert first.host_load is not None and second.host_load is not None
+    assert (first.host_load.foreign_cpu_s, first.host_load.foreign_cores, first.host_load.contended) == (3.0, 1.5, True)
+    assert (second.host_load.foreign_cpu_s, second.host_load.contended) == (0.0, False)
+
+
+def test_a_real_reading_is_recorded_where_the_host_can_be_read(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = make_run(tmp_path / "r", tiny_model_dir, cases=(("baseline", offload()),), datasets=("gsm8k",))
+    result = read_json(run / "cases" / "baseline.gsm8k.result.json", AccuracyResult)
+    assert result.host_load is not None and result.host_load.wall_s >= 0  # this host has /proc/stat

@@ -131,3 +131,30 @@ def test_query_and_bad_input(fixtures_db, capsys, tmp_path):
     assert "query failed" in err and "does not exist" in err
     with pytest.raises(CatalogError):
         build(tmp_path, tmp_path / "y.duckdb")  # exists but holds no run directory
+
+
+@pytest.mark.heavy  # builds a catalog of two synthetic runs (about 2 s)
+def test_compare_withholds_a_pair_resting_on_a_contended_process_and_says_so(tmp_path, capsys):
+    """Run B is run A with one process's host reading replaced by a contended one (foreign work beside it)."""
+    from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad
+
+    root = tmp_path / "results"
+    a = make_fixtures.valid_run(root / "run_a")
+    shutil.copytree(a, root / "run_b", ignore=shutil.ignore_patterns("summary", "SHA256SUMS"))
+    key = make_fixtures.target_of(root / "run_b")
+    busy = HostLoad(wall_s=10.0, host_busy_cpu_s=17.0, case_cpu_s=10.0, runner_cpu_s=0.0, foreign_cpu_s=7.0,
+                    foreign_cores=0.7, steal_cpu_s=0.0, steal_fraction=0.0, host_cores=2,
+                    contended_cores_limit=CONTENDED_CORES, contended_steal_limit=CONTENDED_STEAL, contended=True)
+    make_fixtures.rewrite_case(root / "run_b", key, record={"host_load": busy})
+    db = tmp_path / "c.duckdb"
+    build(root, db)
+    pairs, _ = compare_runs(db, "run_a", "run_b")
+    hit = pairs[(pairs["phase_b"] == key[0]) & (pairs["label_b"] == key[1])]
+    assert list(hit["verdict"]) == ["withheld"]
+    n_b = int(hit["processes_b"].iloc[0])
+    assert hit["issues"].iloc[0].startswith(f"withheld: contended (A 0 of {int(hit['processes_a'].iloc[0])} "
+                                            f"processes, B 1 of {n_b};")
+    assert set(pairs.drop(hit.index)["verdict"]) == {"equivalent"}
+    assert main(["catalog", "compare", "run_a", "run_b", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"withheld: {key[0]}/{key[1]} vs {key[0]}/{key[1]}: withheld: contended" in out

@@ -40,10 +40,12 @@ from results_schema.records.accuracy import (
 from offload.selection import case_label, check_offload_setting
 from results_schema.records.files import file_sha256, write_bytes_atomic
 from results_schema.records.io import dumps_model, read_json, write_json
+from results_schema.records.host_load import HostLoad
 from results_schema.records.models import OffloadSetting, RuntimeEvidence
 from results_schema.records.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.incase.accuracy.datasets import load_dataset
 from runners.incase.accuracy.engine import Generation, VllmEngine
+from runners.incase.host_load import read_host, window_load
 
 __all__ = ["CaseError", "auto_tokenizer", "run_case", "run_cases", "summary_line"]
 from runners.incase.accuracy.protocol import render_prompt, render_row, score
@@ -206,8 +208,8 @@ def run_cases(
     evidence = _case_evidence(label, offload)
     versions = _engine_versions(engine)
     return [_write_result(case, prep, gens, engine_name="vllm" if versions[0] else "fake", versions=versions,
-                          load_seconds=load_seconds, generate_seconds=generate_seconds, evidence=evidence)
-            for prep, (gens, generate_seconds) in zip(prepared, generated, strict=True)]
+                          load_seconds=load_seconds, generate_seconds=seconds, evidence=evidence, host_load=load)
+            for prep, (gens, seconds, load) in zip(prepared, generated, strict=True)]
 
 
 def _engine_versions(engine: Any) -> tuple[str | None, str | None]:
@@ -229,13 +231,20 @@ def _one_engine(specs: Mapping[Any, Any], options: EngineSettings | None, protoc
     return resolve_engine(pins.pop(), options, protocol)
 
 
-def _generate(engine: Any, prepared: Sequence[_Prepared], label: str) -> list[tuple[list[Generation], float]]:
-    """One ``generate`` per dataset: (outputs in prompt order, seconds)."""
+def _generate(engine: Any, prepared: Sequence[_Prepared],
+              label: str) -> list[tuple[list[Generation], float, HostLoad | None]]:
+    """One ``generate`` per dataset: (outputs in prompt order, seconds, the host's load over the call).
+
+    The host is read before and after each call with the throughput cases' rule (``runners.incase.host_load``),
+    for information: greedy outputs do not depend on timing, so a contended window changes no accuracy verdict.
+    """
     generated = []
     for prep in prepared:
         t0 = time.perf_counter()
+        before = read_host()
         gens = engine.generate([r[4] for r in prep.rendered], prep.spec.sampling)
-        generated.append((gens, time.perf_counter() - t0))
+        load = window_load(before, read_host())
+        generated.append((gens, time.perf_counter() - t0, None if load is None else load.record()))
         if len(gens) != len(prep.rendered):
             raise CaseError(f"case {label}/{prep.entry.task}: engine returned {len(gens)} outputs "
                             f"for {len(prep.rendered)} prompts")
@@ -317,7 +326,7 @@ def _examples(label: str, prep: _Prepared, gens: Sequence[Generation]) -> list[A
 
 def _write_result(case: _Case, prep: _Prepared, gens: Sequence[Generation], *, engine_name: str,
                   versions: tuple[str | None, str | None], load_seconds: float, generate_seconds: float,
-                  evidence: RuntimeEvidence | None) -> AccuracyResult:
+                  evidence: RuntimeEvidence | None, host_load: HostLoad | None = None) -> AccuracyResult:
     """Score one dataset's outputs, write its examples JSONL and result JSON, print its stdout line."""
     examples = _examples(case.label, prep, gens)
     data = "".join(dumps_model(e) + "\n" for e in examples).encode("utf-8")
@@ -355,6 +364,7 @@ def _write_result(case: _Case, prep: _Prepared, gens: Sequence[Generation], *, e
         torch_version=versions[1],
         evidence=evidence,
         pid=os.getpid(),
+        host_load=host_load,
     )
     write_json(prep.result_path, result)
     print(RESULT_PREFIX + dumps_model(result), flush=True)
