@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from pathlib import Path
-from typing import Any, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 from conf.schema import Config
 from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
@@ -45,12 +45,18 @@ from results_schema.records.copy_bench import CopyBench, FILE_NAME as BENCH, H2D
 from results_schema.records.io import append_jsonl, read_json, read_jsonl
 from results_schema.records.plan import PlannedPhase
 from runners.orchestration.close import copy_bench
-from runners.orchestration.execute import run_phases
+from runners.orchestration.execute import RunState, run_phases
+from runners.orchestration.run_objects import OpenRun, Plan
 from runners.orchestration.rundir import planned_case
 from runners.planning.choose_plan import with_choose
 from runners.planning.plan import expand_phase, schedule
 from results_schema.rules.spread_rule import spread_pct
 from results_schema.units import GIB
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from runners.orchestration.host_measures import CopyBenchRun
 
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
@@ -290,8 +296,9 @@ def next_decision(ctx: _Context, decisions: Sequence[ChoiceDecision]) -> ChoiceD
     return _record(ctx, "front", pts, found, done, cfg.choose.front_budget, False)
 
 
-def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: Any, bench: Any,
-               known: ChooseNeed) -> list[Any]:
+def run_choose(cfg: Config, run_dir: Path, state: RunState, console: Console,
+               run_stage: Callable[[Sequence[ScheduledCase]], bool], bench: Callable[[], None],
+               known: ChooseNeed) -> list[ScheduledCase]:
     """Decide and measure until the choice is complete; return every verify item (done or run here).
 
     Args:
@@ -309,7 +316,7 @@ def run_choose(cfg: Config, run_dir: Path, state: Any, console: Any, run_stage: 
 
     bench()
     verify = has_verify(cfg, known)
-    items: list[Any] = []
+    items: list[ScheduledCase] = []
     while True:
         decisions = read_decisions(run_dir)
         if decisions and verify:  # what is decided runs first (a resume), then the next decision reads it all
@@ -348,8 +355,8 @@ def _planned(cfg: Config, added: Sequence[ScheduledCase]) -> Any:
                         processes=sum(c.repeats for c in planned))
 
 
-def choose_stage(p: Any, run: Any, state: Any, base_env: Mapping[str, str], console: Any,
-            run_copy_bench: Any) -> tuple[bool, list[Any]]:
+def choose_stage(p: Plan, run: OpenRun, state: RunState, base_env: Mapping[str, str], console: Console,
+                 run_copy_bench: CopyBenchRun) -> tuple[bool, list[ScheduledCase]]:
     """A choose run's decisions and verify phase (``run_choose``) for the execute stage
     (``runners.orchestration.stages``: ``p`` its ``Plan``, ``run`` its ``OpenRun``, ``state`` its ``RunState``);
     returns ``(interrupted, verify items)``."""

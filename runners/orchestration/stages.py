@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
-from conf.schema_stack import ExecutorConfig, ModelConfig, RuntimeConfig
+from conf.schema_stack import ExecutorConfig, ModelConfig
 from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.config import runtimes_used
 from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.orchestration.execute import RunState, Timings
 from runners.identity.gates import RunIdentity
-from runners.orchestration.rundir import Key
 from runners.orchestration.run_lock import RunLock
 from runners.planning.cases import ScheduledCase
 from offload.cpu_kernels import CPU_KERNEL_PATHS
@@ -57,49 +56,13 @@ from runners.orchestration.path_checks import check_run_paths
 from runners.orchestration.progress import Progress, expected_duration_line, print_schedule
 from runners.orchestration.resume import complete_run
 from runners.orchestration.rundir import create_run_dir, load_resumed_config, reopen_run_dir
+from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.choose_plan import ChooseNeed, choose_need
 from runners.planning.plan import plan
 
 if TYPE_CHECKING:
     from runners.identity.numerics import ProbeTorch
     from runners.orchestration.host_measures import CopyBenchRun, HostMeasures
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The run as planned, before any process starts.
-
-    Attributes:
-        cfg: the typed config (the saved one when resuming).
-        runtimes: the runtimes the run uses (``runners.config.runtimes_used``), computed once here.
-        overrides: the command-line overrides (the saved ones when resuming).
-        items: every case process in schedule order (``runners.planning.cases.ScheduledCase``).
-        phases: phase names in schedule order.
-        accuracy_phases: what the pre-launch check learnt about each accuracy phase.
-        resume_dir: the run directory to resume, or None for a new run.
-        choose: a choose run's need and model sizes (``runners.planning.choose_plan.choose_need``), computed
-            once here; None without a choose phase.
-    """
-
-    cfg: Config
-    runtimes: tuple[RuntimeConfig, ...]
-    overrides: tuple[str, ...]
-    items: tuple[ScheduledCase, ...]
-    phases: tuple[str, ...]
-    accuracy_phases: tuple[AccuracyPhase, ...]
-    resume_dir: Path | None
-    choose: ChooseNeed | None = None
-
-
-@dataclass(frozen=True)
-class OpenRun:
-    """An open run directory: its path, the config it runs (``run_id`` set), the identity, done cases."""
-
-    run_dir: Path
-    cfg: Config
-    run_identity: RunIdentity
-    done: frozenset[Key]
-    timings: Timings
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ What is modelled:
   directory's ``config.json``, or ``model.config_json`` where no directory is at hand), and the bytes of one
   static prefetch slot from the vLLM (fused) parameter shapes;
 * ``choose_need``: the need and the model sizes of a run, computed once per runner process (the plan carries them,
-  ``runners.orchestration.stages.Plan.choose``; every later use reads them there);
+  ``runners.orchestration.run_objects.Plan.choose``; every later use reads them there);
 * ``with_choose``: the config the planner expands: a need above the largest release is refused (naming it);
   the probe phase gets ``offload_tools.choice.calibration_settings`` when its points are empty; a need of 0 drops
   the calibration points and the verify phase (offload is unnecessary); the verify phase's points stay empty
