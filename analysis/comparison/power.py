@@ -50,6 +50,10 @@ POWER = 0.80
 """Power at which the MDE is stated (the usual 80%, Cohen 1988)."""
 SIM_DATASETS = 400
 """Simulated datasets per MDE: the power at the stated MDE is then within about 2 points (binomial SE)."""
+MAX_SD_LOG = 3.0
+"""Process SD (log units) beyond which no cost below 100% is resolved: processes an e^3 = 20x factor apart at one SD
+(the upper end of a 1-3 df interval reaches it on a contended run); returned as ``inf`` without simulating, whose
+exp and interval would overflow there. At 3.0 itself the MDE of 2 vs 2 processes is already above 90%."""
 SIM_SEED = 5252
 """Seed of the simulated datasets (the MDE of a run is reproducible)."""
 
@@ -93,7 +97,8 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
         datasets, seed: simulation size and seed.
 
     Returns:
-        Percent of the reference's throughput (``inf`` when no cost below 100% reaches the power).
+        Percent of the reference's throughput (``inf`` when no cost below 100% reaches the power, or an SD exceeds
+        ``MAX_SD_LOG``).
 
     Raises:
         ValueError: fewer than 2 processes on a side, a negative or non-finite SD, a power outside (0, 1).
@@ -102,6 +107,8 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
         raise ValueError(f"an MDE needs >= 2 processes per side (got {n_a} and {n_b}): a single process has no interval")
     if not (math.isfinite(sd_a) and math.isfinite(sd_b) and sd_a >= 0 and sd_b >= 0) or not 0 < power < 1:
         raise ValueError(f"detectable_cost_pct: SDs {sd_a!r}, {sd_b!r} must be finite >= 0, power {power!r} in (0, 1)")
+    if max(sd_a, sd_b) > MAX_SD_LOG:
+        return math.inf
     rng = np.random.default_rng(seed)
     a = np.exp(sd_a * rng.standard_normal((datasets, n_a)))
     b = np.exp(sd_b * rng.standard_normal((datasets, n_b)))

@@ -50,7 +50,7 @@ import pandas as pd
 
 from analysis.comparison.verdict_rule import CONFIDENCE
 
-__all__ = ["ESTIMATOR", "Components", "arm_components", "chi2_quantile", "components", "reference_mask",
+__all__ = ["ESTIMATOR", "Components", "arm_components", "between_only", "chi2_quantile", "components", "reference_mask",
            "variance_components"]
 
 ESTIMATOR = ("one-way random-effects ANOVA on log tok/s of measured rounds, processes as groups (method of "
@@ -151,6 +151,24 @@ class Components:
         self.process_low, self.process_high = _chi2_interval(msb / self.n0, self.df_between, confidence)
         self.between_low = max(0.0, self.process_low - msw / self.n0)
         self.between_high = max(0.0, self.process_high - msw / self.n0)
+
+
+def between_only(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, int]:
+    """The between-process variance of positive ``values`` (one per process, no rounds: serving), in log units.
+
+    Returns:
+        ``(variance, low, high, df)``: the sample variance of the logs (``n - 1`` df, the one-level case of the
+        ANOVA estimator) and its chi-square interval at ``confidence``.
+
+    Raises:
+        ValueError: fewer than 2 values, or a value that is not positive and finite.
+    """
+    y = np.log(np.asarray(values, dtype=float))
+    if y.size < 2 or not np.all(np.isfinite(y)):
+        raise ValueError(f"between-process variance needs >= 2 positive finite values (got {list(values)})")
+    var = float(np.var(y, ddof=1))
+    lo, hi = _chi2_interval(var, y.size - 1, confidence)
+    return var, lo, hi, int(y.size - 1)
 
 
 def components(groups: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> Components:

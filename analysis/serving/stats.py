@@ -58,7 +58,8 @@ from typing import Any
 import numpy as np
 
 from analysis.comparison.noise_floor import spread_pct
-from analysis.comparison.verdict_rule import PAIRED, DEFAULT_MARGIN_PCT, decide, decide_paired, verdict_text
+from analysis.comparison.variance import between_only
+from analysis.comparison.verdict_rule import CONFIDENCE, PAIRED, DEFAULT_MARGIN_PCT, decide, decide_paired, verdict_text
 from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
 from results_schema.records.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
@@ -357,3 +358,35 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
                          "positions": tuple(positions), "position_medians_ms": tuple(meds), "spread_pct": spread,
                          "floor_pct": floor, "effect": spread > floor, "relative": rel})
     return rows
+
+
+def process_variance(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
+    """``results_schema.records.serving_summary.ServingVarianceRow`` dicts: per (phase, label, rate, metric) with >= 2
+    processes, the between-process variance of log P50 (``analysis.comparison.variance.between_only``: the process
+    is the only level in serving) with its chi-square interval at the verdicts' confidence."""
+    rows = []
+    for (phase, label, rate), procs in _p50s(runs).items():
+        if len(procs) < 2:
+            continue
+        for m in METRICS:
+            xs = [p[2][m] for p in procs]
+            if not all(x > 0 and math.isfinite(x) for x in xs):
+                continue
+            var, lo, hi, df = between_only(xs)
+            rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "processes": len(xs), "df": df,
+                         "between_var": var, "between_var_low": lo, "between_var_high": hi,
+                         "between_sd_pct": 100.0 * math.expm1(math.sqrt(var)), "confidence": CONFIDENCE})
+    return rows
+
+
+def variance_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One Markdown bullet per row: ``serving/baseline at 4 req/s, TTFT P50: between processes SD 3.1% [1.6-19.8%]
+    (2 df)``."""
+    out = []
+    for r in rows:
+        rate = "inf" if r["rate_rps"] is None or math.isinf(r["rate_rps"]) else f"{r['rate_rps']:g}"
+        lo, hi = (100.0 * math.expm1(math.sqrt(r[k])) for k in ("between_var_low", "between_var_high"))
+        out.append(f"- {r['phase']}/{r['label']} at {rate} req/s, {str(r['metric']).upper()} P50: between processes "
+                   f"SD {r['between_sd_pct']:.1f}% [{lo:.1f}-{min(hi, 999.0):.1f}{'+' if hi > 999 else ''}%] "
+                   f"({r['df']} df)")
+    return out

@@ -51,7 +51,14 @@ from analysis.report.plots import save_png
 from analysis.serving.report import SummaryFrames, plot_front, plot_latency, render_markdown
 from analysis.serving.outputs import check_outputs, output_errors
 from analysis.serving.request_checks import ServingValidation, check_requests
-from analysis.serving.stats import baseline_verdicts, control_warnings, order_effects, percentile_rows
+from analysis.serving.stats import (
+    baseline_verdicts,
+    control_warnings,
+    order_effects,
+    percentile_rows,
+    process_variance,
+    variance_lines,
+)
 from results_schema.records.files import write_text_atomic
 from results_schema.records.io import scan_jsonl, write_json
 from results_schema.records.case_outcome import CaseFailure
@@ -61,6 +68,7 @@ from results_schema.records.serving_summary import (
     OrderEffectRow,
     OutputCheckRow,
     PercentileRow,
+    ServingVarianceRow,
     ServingRateRow,
     ServingSummary,
     SLORateRow,
@@ -345,8 +353,13 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     bver = pd.DataFrame(bver_rows)
     order = pd.DataFrame(order_effects(data.runs))
     outputs = pd.DataFrame([c.__dict__ for c in check_outputs(run_dir, data.runs)])
+    pvar_rows = process_variance(data.runs)
+    pvar = pd.DataFrame(pvar_rows)
     md = render_markdown(table, slo, verd, val, slo_def, cpu=cpu,
                          extra=SummaryFrames(percentiles=pct, baseline_verdicts=bver, order=order, outputs=outputs))
+    if pvar_rows:
+        md += ("\n\n## Where the noise lives (between processes; serving has no rounds)\n\n"
+               + "\n".join(variance_lines(pvar_rows)) + "\n")
     slo_rows = slo.copy()
     if not slo_rows.empty:
         slo_rows["slo_rate_is_inf"] = [bool(math.isinf(x)) for x in slo_rows["slo_rate_rps"]]
@@ -359,7 +372,8 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
         percentiles=_rows(pct, PercentileRow, inf_to_none=("rate_rps",)),
         baseline_verdicts=_rows(bver, BaselineVerdictRow, inf_to_none=("rate_rps",)),
         order_effects=_rows(order, OrderEffectRow, inf_to_none=("rate_rps",)),
-        outputs=_rows(outputs, OutputCheckRow, inf_to_none=("rate_rps",)))
+        outputs=_rows(outputs, OutputCheckRow, inf_to_none=("rate_rps",)),
+        process_variance=_rows(pvar, ServingVarianceRow, inf_to_none=("rate_rps",)))
     write_json(out / "serving-summary.json", summary)
     write_text_atomic(out / "serving-summary.md", md)
     if not table.empty:

@@ -215,6 +215,23 @@ class OutputCheckRow(StrictModel):
                                 "(a step delay, no byte moved: offload.controls).")
 
 
+class ServingVarianceRow(StrictModel):
+    """Between-process variance of one label's per-process P50 of one metric at one rate (no rounds in serving:
+    the process is the only level; ``analysis.serving.stats.process_variance``)."""
+
+    phase: str = Field(description="Matrix phase.")
+    label: str = Field(description="Case label.")
+    rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
+    metric: str = Field(description="ttft, tpot, itl or e2el: each process's P50 of it.")
+    processes: int = Field(ge=2, description="Processes of the label at the rate (n).")
+    df: int = Field(ge=1, description="Degrees of freedom of the variance (n - 1).")
+    between_var: float = Field(ge=0, allow_inf_nan=False, description="Sample variance of log P50 over processes.")
+    between_var_low: float = Field(ge=0, allow_inf_nan=False, description="Chi-square lower bound (n - 1 df).")
+    between_var_high: float = Field(ge=0, allow_inf_nan=False, description="Chi-square upper bound (n - 1 df).")
+    between_sd_pct: float = Field(ge=0, allow_inf_nan=False, description="sqrt(between_var) as percent (exp(sd) - 1).")
+    confidence: float = Field(gt=0, lt=1, description="Coverage of the interval.")
+
+
 class ServingSummary(StrictModel):
     """``summary/serving-summary.json``: validity, per-rate table, SLO rates with their front, verdicts."""
 
@@ -231,6 +248,9 @@ class ServingSummary(StrictModel):
         description="Each offload label vs the baseline per metric and rate, against the baselines' floor.")
     order_effects: tuple[OrderEffectRow, ...] = Field(description="Rate position effects (rates rotated per repeat).")
     outputs: tuple[OutputCheckRow, ...] = Field(description="Per-request output comparison under load.")
+    process_variance: tuple[ServingVarianceRow, ...] = Field(
+        default=(), description="Per label, rate and metric: the between-process variance of log P50 with its "
+        "chi-square interval (analysis.serving.stats.process_variance).")
 
     @model_validator(mode="after")
     def _check(self) -> "ServingSummary":

@@ -138,7 +138,7 @@ def test_thresholds_are_where_decide_turns_slower():
 
 def test_mde_at_a_noise_too_large_to_resolve_anything_is_large_or_inf_not_an_error():
     assert detectable_cost_pct(2, 3.0, 2, 3.0) > 90.0  # process SD of 3 in log units: (almost) nothing resolved
-    assert detectable_cost_pct(2, 30.0, 2, 30.0) == math.inf  # resamples at -100%: no cost below 100% reaches 80%
+    assert detectable_cost_pct(2, 30.0, 2, 30.0) == math.inf  # beyond MAX_SD_LOG: nothing resolved, nothing simulated
     a = np.array([[1e-300, 1e-300], [1.0, 2.0]])
     b = np.array([[1.0, 1.0], [1.0, 2.0]])
     t = slower_thresholds_pct(a, b)  # the first interval sits at -100%: slower at any cost
