@@ -1,6 +1,7 @@
 """Evidence of the prefetch offloaders (:mod:`offload.prefetch`): the ``RuntimeEvidence`` fields
 (``results_schema.records.models.RuntimeEvidence`` minus ``schema_version``, ``implementation``, ``pid``)
-and the one ``OFFLOAD_STATE`` log line printed after ``post_init``."""
+and the one ``OFFLOAD_STATE`` log line printed after ``post_init`` (with the slot arenas' and host buffers' addresses
+modulo 2 MiB: ``EvidenceMixin.placement_state``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import sys
 from typing import Any
 
 logger = logging.getLogger("offload")
+
+PLACEMENT_MODULUS = 2 * 1024 * 1024
+"""Addresses are logged modulo this (2 MiB: an x86-64 transparent huge page)."""
 
 
 class EvidenceMixin:
@@ -35,6 +39,16 @@ class EvidenceMixin:
     def pinned_host_bytes(self) -> int:
         """Host bytes this offloader still holds: the packed buffers (pinned where supported)."""
         return sum(w.host_flat.numel() for w in self.wrapped if w.host_flat is not None)
+
+    def placement_state(self) -> dict[str, list[int]]:
+        """Where this offloader's memory landed, a candidate source of between-process variance: each slot arena's
+        and each packed host buffer's address modulo ``PLACEMENT_MODULUS`` (2 MiB, the x86-64 huge page: 0 means
+        huge-page aligned; a cache-set conflict between a slot and the weights it stands in for depends on these
+        low bits). Empty lists where there is no buffer."""
+        pool = self.buffer_pool
+        slots = [int(a.data_ptr()) % PLACEMENT_MODULUS for a in pool.arenas] if pool is not None else []
+        host = [int(w.host_flat.data_ptr()) % PLACEMENT_MODULUS for w in self.wrapped if w.host_flat is not None]
+        return {"slot_address_mod_2mib": slots, "host_buffer_address_mod_2mib": host}
 
     # --------------------------------------------------------------- evidence
     def evidence_state(self) -> dict[str, Any]:
@@ -69,6 +83,7 @@ class EvidenceMixin:
         state["pinned_host_bytes"] = self.pinned_host_bytes
         state["released_host_bytes"] = self.released_host_bytes
         state["weight_format"] = self.weight_format
+        state.update(self.placement_state())
         line = "OFFLOAD_STATE " + json.dumps(state, sort_keys=True)
         if logger.isEnabledFor(logging.INFO) and logger.hasHandlers():
             logger.info(line)

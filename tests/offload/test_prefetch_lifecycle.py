@@ -95,3 +95,15 @@ def test_fractal_nz_parameters_are_refused_with_a_clear_error(monkeypatch):
     off2, *_ = _build()
     off2.post_init()
     assert off2.weight_format == "ND"
+
+
+def test_the_state_line_names_where_the_slots_and_host_buffers_landed(capsys):
+    off, _fake, _layers, _ = _build()
+    off.post_init()
+    placed = off.placement_state()
+    assert placed["slot_address_mod_2mib"] == [a.data_ptr() % (2 * 1024 * 1024) for a in off.buffer_pool.arenas]
+    assert placed["host_buffer_address_mod_2mib"] == [w.host_flat.data_ptr() % (2 * 1024 * 1024) for w in off.wrapped]
+    assert len(placed["host_buffer_address_mod_2mib"]) == len(off.wrapped) >= 1
+    off._log_state()
+    line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("OFFLOAD_STATE "))
+    assert '"slot_address_mod_2mib": ' in line and '"host_buffer_address_mod_2mib": ' in line
