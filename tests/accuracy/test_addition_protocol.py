@@ -87,7 +87,7 @@ def test_each_protocol_defines_only_its_tasks_and_says_where_a_task_lives() -> N
         protocol_spec("qwen-chat-v1", "addition")
     with pytest.raises(UnknownProtocolError, match=r"unknown task 'gsm8k' for protocol 'chat-addition-v1'; expected "
                                                    r"one of \['addition'\]; task 'gsm8k' is defined by protocol "
-                                                   r"boxed-chat-v1, qwen-chat-v1"):
+                                                   r"boxed-chat-v1, boxed-chat-v2, qwen-chat-v1"):
         protocol_spec(ADDITION, "gsm8k")
     assert (default_protocol("gsm8k"), default_protocol("addition")) == ("qwen-chat-v1", ADDITION)
 
