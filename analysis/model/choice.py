@@ -82,8 +82,12 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
         if d.form is not None:
             fits = "; ".join(f"{f.form} {f.bandwidth_bytes_s / 1e9:.4g} GB/s ({f.bandwidth_source}, worst point "
                              f"{f.max_point_error_pct:.1f}%)" for f in d.fits)
+            n = len(d.baseline_tok_s)
+            noise = f"noise {d.noise_pct:.1f}% from {n} baseline process{'es' if n != 1 else ''}" + (
+                ": the range of two, not a bound on the noise" if n <= 2 else "")
+            used = f"; fitted on uncontended processes {', '.join(d.fitted_processes)}" if d.fitted_processes else ""
             res.lines.append(f"choose ({d.stage}): model form {d.form}: {d.form_reason}; fits: {fits}; "
-                             f"interval +-{d.half_width_pct:.1f}% (noise {d.noise_pct:.1f}%)")
+                             f"interval +-{d.half_width_pct:.1f}% ({noise}){used}")
         res.lines.append(f"choose ({d.stage}): {d.note}")
     for v in res.verified:
         res.lines.append(f"verified {v['label']} ({v['stage']}): predicted retention {v['predicted_retention']:.3f} "

@@ -127,6 +127,9 @@ class ChoiceDecision(StrictModel):
     processes_every_candidate: NonNegInt = Field(
         description="Processes the same-runtime design would run to measure every setting meeting the need "
                     "((candidates + baseline) x verify repeats).")
+    fitted_processes: tuple[str, ...] = Field(
+        default=(), description="``phase/label-rN`` of every process the fit used: uncontended (no foreign work on "
+        "the host while it measured), tokens as the baseline's; empty in records written before it was recorded.")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ChoiceDecision":

@@ -103,12 +103,54 @@ def _runs(run_dir: Path, phase: str) -> list[Any]:
     return read_jsonl(path, CaseRun) if path.is_file() else []
 
 
+def _contended(r: CaseRun) -> bool:
+    """The process measured beside foreign work (``BenchRecord.host_load.contended``)."""
+    return r.record.host_load is not None and r.record.host_load.contended
+
+
 def _by_label(runs: Sequence[CaseRun], bad: set[str], phase: str) -> dict[str, list[CaseRun]]:
+    """Uncontended processes of ``phase`` by label (a label whose tokens differed left out): nothing is fitted,
+    predicted or checked from a process that measured beside foreign work."""
     out: dict[str, list[CaseRun]] = {}
     for r in runs:
-        if f"{phase}/{r.record.label}" not in bad:
+        if f"{phase}/{r.record.label}" not in bad and not _contended(r):
             out.setdefault(r.record.label, []).append(r)
     return out
+
+
+MIN_PROBE_BASELINES = 2
+"""Uncontended probe baselines a prediction needs (a step time and a spread); the probe runs exactly this many."""
+
+
+def probe_refusal(run_dir: Path, probe: str, bad: set[str]) -> str | None:
+    """One line stopping the choice when a contended probe process leaves the probe short, else None.
+
+    Short: fewer than ``MIN_PROBE_BASELINES`` uncontended baselines, or an offloaded calibration setting with no
+    uncontended process. Contended processes are never used (``_by_label``), so the choice stops rather than
+    predict from fewer processes than the probe's design.
+    """
+    runs = [r for r in _runs(run_dir, probe) if f"{probe}/{r.record.label}" not in bad]
+    busy = [r for r in runs if _contended(r)]
+    if not busy:
+        return None
+    quiet = _by_label(runs, bad, probe)
+    short = [f"{len(quiet.get('baseline', []))} uncontended baseline(s), {MIN_PROBE_BASELINES} needed"] if len(
+        quiet.get("baseline", [])) < MIN_PROBE_BASELINES else []
+    short += [f"{label} has no uncontended process" for label in sorted({r.record.label for r in runs})
+              if label != "baseline" and label not in quiet]
+    if not short:
+        return None
+    named = ", ".join(f"{probe}/{r.record.label}-r{r.record.repeat} ({r.record.host_load.foreign_cores:.2f} foreign "
+                      f"cores, steal {r.record.host_load.steal_fraction:.1%})" for r in busy if r.record.host_load)
+    return (f"choose: stopped before predicting: contended probe processes (foreign work on the host while they "
+            f"measured): {named}; left: {'; '.join(short)}; nothing is predicted or recommended from them: rerun the "
+            f"choice on a quiet host")
+
+
+def fitted_processes(run_dir: Path, phases: Sequence[str], bad: set[str]) -> tuple[str, ...]:
+    """``phase/label-rN`` of every process a fit uses (uncontended, tokens as the baseline's), in file order."""
+    return tuple(f"{ph}/{r.record.label}-r{r.record.repeat}" for ph in phases
+                 for rs in _by_label(_runs(run_dir, ph), bad, ph).values() for r in rs)
 
 
 def _bad_labels(mismatches: Sequence[str]) -> set[str]:
@@ -208,7 +250,9 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
             other_form_tok_s=ch.other_form_tok_s[p.setting], retention=p.retention, retention_low=p.retention_low,
             retention_high=p.retention_high, class_id=p.class_id) for p in ch.predictions),
         checked=tuple(checked), budget=budget, chosen=refs, decided_phase=None, trusted=trusted, note=note,
-        processes_every_candidate=_candidates(ctx, need))
+        processes_every_candidate=_candidates(ctx, need),
+        fitted_processes=fitted_processes(ctx.run_dir, sorted({str(cfg.choose.probe_phase), *(p.phase for p in points)}),
+                                          ctx.bad))
 
 
 def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedCheck], need: int) -> str:
@@ -323,6 +367,11 @@ def run_choose(cfg: Config, run_dir: Path, state: RunState, console: Console,
             items = verify_items(cfg, decided_settings(decisions), 0)
             if run_stage(items):
                 return items
+        stop = None if decisions else probe_refusal(run_dir, str(cfg.choose.probe_phase),
+                                                     _bad_labels(state.token_mismatches))
+        if stop is not None:
+            console.print(stop, markup=False)
+            return items
         ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches), known)
         if ctx is None:
             console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)

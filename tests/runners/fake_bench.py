@@ -38,6 +38,9 @@ a case that offloads ``L`` layers take ``0.5 * (1 + f * L)`` s instead of 0.5 s 
 ``1 / (1 + f * L)``); ``FAKE_SLOW`` (``label:factor,...``) multiplies the round time of the labels named
 (``*``: of every other label that offloads a layer).
 
+``FAKE_CONTENDED`` (``label-rN,...``) records a contended host reading for those processes (0.7 foreign cores over
+the window: other work beside them), as ``runners.incase.host_load`` would.
+
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests); ``FAKE_BENCH_WAIT_FOR`` (a path) holds every case
 until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load;
 with ``FAKE_BENCH_WAIT_LABELS`` (``label,...``; ``*``: every label that offloads a layer) only those labels wait.
@@ -55,6 +58,7 @@ from pathlib import Path
 
 from offload import controls
 from offload.selection import select_offload_layers
+from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad
 from results_schema.records.io import dumps_model, write_json
 from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.incase.bench_one import _specs, build_parser, load_case
@@ -178,6 +182,11 @@ def main() -> int:
                       rounds=rounds, output_tokens=out, elapsed_s=elapsed, throughput_tok_s=out / elapsed,
                       token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid(), step_delay_ms=delay_ms)
+    if f"{a.label}-r{a.repeat}" in os.environ.get("FAKE_CONTENDED", "").split(","):
+        rec = rec.model_copy(update={"host_load": HostLoad(
+            wall_s=10.0, host_busy_cpu_s=17.0, case_cpu_s=10.0, runner_cpu_s=0.0, foreign_cpu_s=7.0, foreign_cores=0.7,
+            steal_cpu_s=0.0, steal_fraction=0.0, host_cores=2, contended_cores_limit=CONTENDED_CORES,
+            contended_steal_limit=CONTENDED_STEAL, contended=True)})
     if mode == "otherworkload":
         rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
     write_json(record_path, rec)

@@ -24,7 +24,7 @@ from results_schema.records.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecisio
 from results_schema.records.io import read_json, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import RunPlan
-from runners.errors import EXIT_INTERRUPTED, EXIT_OK
+from runners.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 
@@ -268,3 +268,41 @@ def test_the_ray_executor_runs_the_choose_phase_unchanged(tmp_path: Path, right)
                                "predictions", "checked", "note"}) for d in _decisions(right[1])]
     assert _counts(run_dir, "verify") == _counts(right[1], "verify")
     assert (run_dir / "verify-placements.jsonl").is_file()  # the verify cases ran as Ray tasks
+
+
+# ----------------------------------------------------------------------------- a contended probe
+
+
+@pytest.mark.heavy  # two fake-bench probes (about 10 s each)
+def test_a_contended_probe_baseline_stops_the_choice_in_one_line_and_predicts_nothing(tmp_path: Path,
+                                                                                        capsys) -> None:
+    """Injected host readings: the probe's first baseline measured beside foreign work (0.7 foreign cores). The run
+    ends INVALID: its planned verify baselines did not run (the count check names them)."""
+    code, run_dir = _run(tmp_path, "need_gib=0.001", "+phases.probe.runtime.env.FAKE_CONTENDED=baseline-r0")
+    out = capsys.readouterr().out
+    assert code == EXIT_INVALID, out
+    assert "verify/baseline: expected 4 run(s)" in out.splitlines()[-1]
+    stop = [ln for ln in out.splitlines() if ln.startswith("choose: stopped before predicting")]
+    assert stop == [ln for ln in stop if "probe/baseline-r0 (0.70 foreign cores, steal 0.0%)" in ln
+                    and "1 uncontended baseline(s), 2 needed" in ln] and len(stop) == 1
+    assert not (run_dir / FILE_NAME).exists() and not _runs(run_dir, "verify")
+
+
+@pytest.mark.heavy  # one fake-bench run (about 12 s)
+def test_a_contended_calibration_process_is_left_out_of_the_fit_and_its_decision_line(tmp_path: Path) -> None:
+    """A calibration setting measured twice (``phases.probe.repeats=2``) with one of its processes contended: the fit
+    uses the other, and the decision records and prints only uncontended probe processes."""
+    plain = _runs(_run(tmp_path / "look", "need_gib=0.001", "phases.probe.repeats=2", analyze=False)[1], "probe")
+    label = next(r.record.label for r in plain if r.record.label != "baseline")
+    code, run_dir = _run(tmp_path / "busy", "need_gib=0.001", "phases.probe.repeats=2",
+                         f"+phases.probe.runtime.env.FAKE_CONTENDED={label}-r0")
+    assert code == EXIT_OK
+    first = _decisions(run_dir)[0]
+    probe_used = [p for p in first.fitted_processes if p.startswith("probe/")]
+    assert f"probe/{label}-r0" not in probe_used and f"probe/{label}-r1" in probe_used
+    assert {f"probe/{r.record.label}-r{r.record.repeat}" for r in _runs(run_dir, "probe")} - set(probe_used) == {
+        f"probe/{label}-r0"}
+    line = next(ln for ln in read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary).lines
+                if ln.startswith("choose (predict): model form"))
+    assert f"fitted on uncontended processes {', '.join(first.fitted_processes)}" in line
+    assert "from 2 baseline processes: the range of two, not a bound on the noise" in line
