@@ -11,7 +11,11 @@ Source of every rule: vLLM 0.32 ``vllm/benchmarks/serve.py``, function ``calcula
 * only successful requests count; TTFT, E2E and the pooled ITL gaps are their raw values (s);
 * TPOT of a request = (E2E - TTFT) / (output tokens - 1) when it has more than one output token;
   the TPOT *statistics* are over those requests only (``tpots``), while the goodput rule gives a
-  one-token request TPOT 0 (``all_tpots``);
+  one-token request TPOT 0 (``all_tpots``); a failed request enters no statistic. E2E is the time of the last
+  streamed chunk that carried text, so a request whose whole output arrived in one chunk has E2E = TTFT and TPOT
+  0: vLLM's API server merges a request's pending deltas when its stream falls behind the engine
+  (``vllm/v1/engine/output_processor.py``, ``RequestOutputCollector.put``), which a loaded host at rate inf
+  shows; such a TPOT is not a time per token;
 * a request is good when ``limit_ms / 1000 >= value_s`` for TTFT and TPOT (both inclusive, the
   limit converted to seconds by ``MILLISECONDS_TO_SECONDS_CONVERSION = 1000`` before comparing);
   goodput = good requests / benchmark duration;
