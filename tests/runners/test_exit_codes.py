@@ -18,7 +18,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; allowed: accuracy, choose, negative_control, negative_control_serving, official_cpu,"),
+    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; did you mean 'aa_noise'; allowed: aa_noise, accuracy, choose, negative_control, negative_control_serving, official_cpu,"),
     ("workloadx.num_prompts=2", "unknown key 'workloadx'; did you mean 'workload'; allowed keys of Config:"),
     ("workload.num_promts=2", "unknown key 'workload.num_promts'; did you mean 'workload.num_prompts'; allowed keys of "
                               "workload:"),
