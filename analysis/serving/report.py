@@ -254,8 +254,9 @@ def _latency_curve(ax, table: pd.DataFrame, pct: pd.DataFrame, key: tuple, m: st
     if rows.empty:
         return False
     x = [ach[r] for r in rows["_rate"]]
-    ax.plot(x, rows["value_ms"], style["ls"], color=style["color"], alpha=style["alpha"], lw=1.2,
-            label=_line_name(label, p, rows))
+    (line,) = ax.plot(x, rows["value_ms"], style["ls"], color=style["color"], alpha=style["alpha"], lw=1.2,
+                      label=_line_name(label, p, rows))
+    line.set_gid(f"curve:{phase}/{label}/P{p:g}")
     ext = (rows["kind"] != "percentile").to_numpy()
     ax.scatter([xi for xi, e in zip(x, ext, strict=True) if not e], rows.loc[~ext, "value_ms"], s=22,
                marker=style["marker"], color=style["color"], zorder=3)
@@ -298,9 +299,9 @@ def plot_latency(table: pd.DataFrame, pct: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"{NAMES[m]} (ms)")
         ax.set_title(f"{NAMES[m]} vs load (requests of every repeat pooled)", fontsize=10)
         ax.grid(alpha=0.3)
-    drawn, names = axes[0].get_legend_handles_labels()
-    handles: list[Any] = list(drawn)
-    labels = list(names)
+    curves = _legend_curves(axes, ("ttft", "tpot", "itl"))
+    handles: list[Any] = [h for h, _per in curves]
+    labels = [_legend_entry(per) for _h, per in curves]
     handles.append(axes[0].errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=2))
     labels.append(wrap(PCT_CI_LEGEND, fig, LEGEND_FONTSIZE, share=0.15))
     if extreme:
@@ -308,6 +309,29 @@ def plot_latency(table: pd.DataFrame, pct: pd.DataFrame) -> Figure:
         labels.append(wrap(EXTREME_LEGEND, fig, LEGEND_FONTSIZE, share=0.15))
     fig.legend(handles, labels, loc="outside right upper", fontsize=LEGEND_FONTSIZE)
     return finish(fig)
+
+
+def _legend_curves(axes: Any, metrics: tuple[str, ...]) -> list[tuple[Any, dict[str, list[str]]]]:
+    """Each curve of ``plot_latency`` once (the first panel's line as its handle), with the name it has in each panel
+    (``_line_name``) -> the panels (metric names) where it has that name."""
+    found: dict[str, tuple[Any, dict[str, list[str]]]] = {}
+    for ax, m in zip(axes, metrics, strict=True):
+        for ln in ax.lines:
+            gid = ln.get_gid() or ""
+            if gid.startswith("curve:"):
+                found.setdefault(gid, (ln, {}))[1].setdefault(ln.get_label(), []).append(NAMES[m])
+    return list(found.values())
+
+
+def _legend_entry(per: dict[str, list[str]]) -> str:
+    """One legend entry for a curve drawn in several panels: its ``_line_name`` where every panel names it alike
+    (``baseline: max (n 96)``), else each name with its panels (``baseline: TTFT/TPOT max (n 96); ITL P99 (n 2976)``):
+    the shared legend never calls one panel's statistic by another panel's name."""
+    names = list(per)
+    if len(names) == 1:
+        return names[0]
+    label = names[0].split(": ", 1)[0]
+    return f"{label}: " + "; ".join(f"{'/'.join(ms)} {name.split(': ', 1)[1]}" for name, ms in per.items())
 
 
 def plot_front(slo: pd.DataFrame) -> Figure:

@@ -183,7 +183,10 @@ def test_a_p99_of_fewer_than_100_requests_is_drawn_and_named_as_the_maximum(serv
     drawn = drawn_intervals(fig)
     assert not any("P99" in x for x in legend)
     for label in dict.fromkeys(pct["label"]):
-        assert f"{label}: max (n 6)" in legend and f"{label}: P50 (n 6)" in legend
+        # TTFT and TPOT have one value per request (n 6); ITL pools chunk gaps (its own n), so the entry names both
+        entries = [x for x in legend if x.startswith(f"{label}: ")]
+        assert any(x.startswith(f"{label}: TTFT/TPOT max (n 6); ITL max (n ") for x in entries), entries
+        assert any(x.startswith(f"{label}: TTFT/TPOT P50 (n 6); ITL P50 (n ") for x in entries), entries
         got = p99[(p99["label"] == label) & (p99["metric"] == "tpot")].sort_values("rate_rps")["value_ms"]
         assert all(same_4_digits(a, b) for a, b in zip(curves[("TPOT (ms)", f"{label}: max (n 6)")], got, strict=True))
     resolved = pct[(pct["kind"] == "percentile") & pct["metric"].isin(["ttft", "tpot", "itl"])
@@ -201,6 +204,21 @@ def test_a_resolved_p99_keeps_its_name(serving):
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     plt.close(fig)
     assert "baseline: P99 (n 120)" in legend and not any("max" in x.split(":")[-1][:5] for x in legend)
+
+
+def test_the_shared_legend_names_each_panel_s_statistic_where_the_panels_differ(serving):
+    # ITL pools every chunk gap, so its P99 can be resolved where TTFT's and TPOT's (one value per request) is not
+    table, pct = serving
+    itl = pct["metric"] == "itl"
+    mixed = pct.assign(n=pct["n"].where(~itl, 3000), kind=pct["kind"].where(~itl, "percentile"))
+    fig = plot_latency(table, mixed)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    panels = {ax.get_ylabel(): {ln.get_label() for ln in ax.lines if (ln.get_gid() or "").startswith("curve:")}
+              for ax in fig.axes}
+    plt.close(fig)
+    assert "baseline: TTFT/TPOT max (n 6); ITL P99 (n 3000)" in legend
+    assert "baseline: P99 (n 3000)" in panels["ITL (ms)"] and "baseline: max (n 6)" in panels["TTFT (ms)"]
+    assert not any(x.startswith("baseline: max") for x in legend)
 
 
 def test_the_footer_names_a_device_shared_by_two_runtimes_once(tmp_path):
