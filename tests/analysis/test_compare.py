@@ -287,3 +287,20 @@ def test_margin_is_configurable_per_report(tmp_path):
     assert "margin ±10%" in render_markdown(t10)[0]
     with pytest.raises(ValueError, match="margin"):
         build(run, margin_pct=-1)
+
+
+def test_the_decision_table_judges_with_the_report_s_margin(tmp_path):
+    import json
+
+    from analysis.report.summary import write_summary
+
+    run = write_run_dir(tmp_path / "d", [SynthPhase("same_runtime", [
+        SynthCase("baseline", "baseline", mean_tok_s=100.0, sd_tok_s=0.5),
+        SynthCase("current_g4_n1", "current", 4, 1, mean_tok_s=93.0, sd_tok_s=0.5)], repeats=3)], seed=2)
+    decided = {}
+    for margin in (5.0, 10.0):
+        write_summary(run, out_dir=tmp_path / f"s{margin:g}", margin_pct=margin)
+        doc = json.loads((tmp_path / f"s{margin:g}" / "comparison-summary.json").read_text())
+        (row,) = [r for r in doc["decision"] if r["label"] == "current_g4_n1"]
+        decided[margin] = row["verdict"]
+    assert decided == {5.0: "slower", 10.0: "equivalent"}  # about -7 %: past 5 %, inside 10 %
