@@ -111,21 +111,22 @@ def render(page_path: Path, *, expected_points: int, screenshot: Path, timeout_m
 
 
 def _hover_case_points(page) -> list[str]:
-    """Move the mouse onto every drawn case point of ``#pareto``; the hover label text of each."""
+    """Hover every drawn case point of ``#pareto`` through plotly's own hover (``Plotly.Fx.hover`` by trace and
+    point index, as a mouse over that point alone would); the hover label text of each.
+
+    By index, not by mouse position: two settings that release the same bytes at nearly the same tok/s (G=4 N=2
+    and G=2 N=1 on 8 layers) are drawn within a pixel of each other, and a mouse there hovers whichever plotly
+    finds first; each point's own label is what is being checked.
+    """
     idx = page.evaluate("""() => { const gd = document.getElementById('pareto');
-        return gd._fullData.map((t, i) => t.meta === 'case' ? i : -1).filter(i => i >= 0); }""")
-    traces = page.query_selector_all("#pareto .scatterlayer .trace")
+        return gd._fullData.map((t, i) => t.meta === 'case' ? [i, t.x.length] : null).filter(v => v); }""")
     texts = []
-    for i in idx:
-        for pt in traces[i].query_selector_all("path.point"):
-            pt.scroll_into_view_if_needed()
-            box = pt.bounding_box()
-            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-            page.mouse.move(x - 6, y)
-            page.mouse.move(x, y, steps=4)
-            page.wait_for_timeout(250)
+    for i, n in idx:
+        for j in range(n):
+            page.evaluate("([i, j]) => Plotly.Fx.hover('pareto', [{curveNumber: i, pointNumber: j}])", [i, j])
+            page.wait_for_timeout(100)
             texts.append(page.evaluate("document.querySelector('#pareto .hoverlayer').textContent"))
-    page.mouse.move(0, 0)
+    page.evaluate("Plotly.Fx.unhover('pareto')")
     return texts
 
 
