@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conf.schema import ConfigError
+from offload.controls import MAX_STEP_DELAY_MS
 from results_schema.rules.number_rule import NumberRange
 
 
@@ -51,7 +52,7 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("MatrixConfig", "accuracy_limit"): _AT_LEAST_ONE,
     ("MatrixConfig", "max_accuracy_drop"): NumberRange(high=1, unit="fraction of accuracy"),
     ("MatrixConfig", "expected_case_s"): _POSITIVE_S,
-    ("CaseConfig", "step_delay_ms"): NumberRange(low=0, low_open=True, unit="ms"),
+    ("CaseConfig", "step_delay_ms"): NumberRange(low=0, low_open=True, high=MAX_STEP_DELAY_MS, unit="ms"),
     ("ServingSLOConfig", "ttft_ms"): NumberRange(low=0, low_open=True, unit="ms"),
     ("ServingSLOConfig", "tpot_ms"): NumberRange(low=0, low_open=True, unit="ms"),
     ("ServingSLOConfig", "attainment"): _FRACTION,

@@ -13,14 +13,13 @@ What is deliberately not modelled: launching, identity, statistics.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from typing import Mapping, Sequence
 
-from conf.schema import Config
+from conf.ranges import check_numbers
+from conf.schema import Config, ConfigError
 from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
-from offload.controls import MAX_STEP_DELAY_MS
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.records.manifest import is_secret_name, looks_like_credential
@@ -155,14 +154,6 @@ def _accuracy_tasks(phase: str, matrix: MatrixConfig, kind: str) -> tuple[str, .
     tasks = tuple(str(t) for t in matrix.accuracy_tasks)
     if not tasks:
         raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
-    drop = matrix.max_accuracy_drop
-    if not 0.0 <= drop <= 1.0:
-        raise PlanError(f"phase {phase!r}: max_accuracy_drop = {drop!r} is invalid: must be a fraction of accuracy "
-                        "in [0, 1] (0 = no drop allowed, 0.01 = 1 percentage point)")
-    limit = matrix.accuracy_limit
-    if limit is not None and limit < 1:
-        raise PlanError(f"phase {phase!r}: accuracy_limit = {limit!r} is invalid: must be a number of rows >= 1 "
-                        "per task, or null for every row")
     key = "accuracy_protocol"  # the registered protocol and its tasks: refused here, before a dry run prints them
     try:
         check_protocol(str(matrix.accuracy_protocol))
@@ -174,26 +165,30 @@ def _accuracy_tasks(phase: str, matrix: MatrixConfig, kind: str) -> tuple[str, .
     return tasks
 
 
-def _check_process_limits(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> None:
-    """``case_timeout_s`` > 0, ``kill_grace_s`` >= 0, ``cooldown_s`` >= 0, ``expected_case_s`` > 0 when given and
-    the phase runtime's ``health_timeout_s`` > 0 (seconds; raises ``PlanError`` naming the key)."""
-    limits = [("case_timeout_s", matrix.case_timeout_s, ">"), ("kill_grace_s", matrix.kill_grace_s, ">="),
-              ("cooldown_s", matrix.cooldown_s, ">="), ("expected_case_s", matrix.expected_case_s, ">"),
-              (f"runtime {runtime.name!r}: health_timeout_s", runtime.health_timeout_s, ">")]
-    for key, value, op in ((k, v, o) for k, v, o in limits if v is not None):  # expected_case_s null: estimated
-        ok = value > 0.0 if op == ">" else value >= 0.0  # NaN is never ok
-        if not ok:
-            raise PlanError(f"phase {phase!r}: {key} = {value!r} is invalid: must be a number of seconds {op} 0")
+def _check_ranges(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> None:
+    """Every number of the phase's matrix (its serving settings, points, cases and own runtime) and of the run's
+    runtime inside its range: the one range table, ``conf.ranges`` (also checked when a config is typed; here
+    again for a matrix typed without it, e.g. by ``conf.typed.validate_as``).
+
+    Raises:
+        PlanError: ``"phases.p.cooldown_s=-3.0: must be a finite number >= 0 (s)"`` (the dotted key, the value
+            and what is allowed), at the first number outside its range.
+    """
+    try:
+        check_numbers(matrix, f"phases.{phase}")
+        if matrix.runtime is None:
+            check_numbers(runtime, "runtime")
+    except ConfigError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: str) -> int:
     """Process count of one case: ``repeats_by_label`` else ``repeats``; an accuracy baseline at least
-    ``ACCURACY_BASELINE_RUNS``. Raises ``PlanError`` below 1 or for ``engine_validates`` outside bench kinds."""
+    ``ACCURACY_BASELINE_RUNS`` (>= 1: ``conf.ranges``). Raises ``PlanError`` for ``engine_validates`` outside bench
+    kinds."""
     n_rep = int(matrix.repeats_by_label.get(label, matrix.repeats))
     if kind == "accuracy" and r.implementation == "baseline":
         n_rep = max(n_rep, ACCURACY_BASELINE_RUNS)
-    if n_rep < 1:
-        raise PlanError(f"phase {phase!r}, case {label!r}: repeats ({n_rep}) must be >= 1")
     if r.engine_validates and kind not in BENCH_KINDS:
         raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
                         f"{BENCH_KINDS}); a {kind!r} phase has none")
@@ -203,7 +198,8 @@ def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: 
 def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig, workload: WorkloadConfig) -> None:
     """A speed control (``step_delay_ms``) is a baseline of a serving or throughput phase (``CONTROL_KINDS``) that
     also runs the undelayed baseline,
-    with an eager workload (a CUDA-graph replay runs no forward hook) and a delay in (0, MAX_STEP_DELAY_MS] ms.
+    with an eager workload (a CUDA-graph replay runs no forward hook); the delay's range (0, MAX_STEP_DELAY_MS] ms
+    is ``conf.ranges``'.
 
     Raises:
         PlanError: naming the value and what is allowed.
@@ -215,9 +211,6 @@ def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig
         raise PlanError(f"{where}: step_delay_ms {ms!r} is the speed control: it needs a phase of kind "
                         f"{' or '.join(CONTROL_KINDS)} and implementation baseline, not a {kind!r} phase with "
                         f"implementation {str(r.implementation)!r}")
-    if not (math.isfinite(ms) and 0.0 < ms <= MAX_STEP_DELAY_MS):
-        raise PlanError(f"{where}: step_delay_ms {ms!r} is invalid: allowed a number of milliseconds in "
-                        f"(0, {MAX_STEP_DELAY_MS:g}]")
     if not matrix.baseline:
         raise PlanError(f"{where}: step_delay_ms {ms!r} is a speed control, judged against the phase's undelayed "
                         "baseline: set baseline: true")
@@ -244,16 +237,16 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
     Raises:
         PlanError: invalid offload parameters (naming the values), duplicate labels, repeats for unknown
             labels, a point that selects no layer of the model, an invalid effective workload
-            (``validate_workload``), an accuracy phase without tasks or with ``max_accuracy_drop`` outside
-            [0, 1], an ``accuracy_limit`` below 1, an unregistered protocol or task, a negative ``cooldown_s`` /
-            ``kill_grace_s``, a ``case_timeout_s`` or runtime ``health_timeout_s`` <= 0, an ``overlay``
-            case whose runtime names no usable source root or class (:func:`check_overlay_runtime`).
+            (``validate_workload``), an accuracy phase without tasks, an unregistered protocol or task, any
+            number of the matrix or runtime outside its ``conf.ranges`` range (``max_accuracy_drop`` outside
+            [0, 1], a negative ``cooldown_s``, a ``case_timeout_s`` <= 0, ...), an ``overlay`` case whose
+            runtime names no usable source root or class (:func:`check_overlay_runtime`).
     """
     kind = str(matrix.kind)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
     eff_workload = _effective_workload(workload, matrix)
     validate_workload(phase, eff_workload, matrix, kind=kind)
-    _check_process_limits(phase, matrix, eff_runtime)
+    _check_ranges(phase, matrix, runtime)
     if kind == "serving":
         _check_serving(phase, matrix)
     tasks = _accuracy_tasks(phase, matrix, kind)

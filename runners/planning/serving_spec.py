@@ -1,9 +1,9 @@
 """Matrix side of a serving phase: config -> checked settings -> ``ServingCaseSpec`` and argv.
 
 What is modelled:
-* ``validate_serving``: the phase's ``serving`` settings checked before any process starts
-  (rates > 0, SLO limits > 0, attainment in (0, 1], counts, timeouts), naming the field,
-  the value and what is allowed.
+* ``validate_serving``: the phase's ``serving`` settings checked across values before any process
+  starts (a rate given, each rate once), naming the field, the value and what is allowed; each
+  number's own range is ``conf.ranges``'.
 * ``write_case_spec``: ``cases/<phase>/<stem>.serving-case.json`` from a scheduled case, and
   the argv of its process (``python -m runners.incase.serving --case FILE --run-dir DIR``).
 * ``paths_of``: the files of one serving case process.
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conf.schema_matrix import ServingConfig, ServingSLOConfig
+from conf.schema_matrix import ServingConfig
 from conf.schema_stack import WorkloadConfig
 
 from results_schema.records.io import write_json
@@ -49,47 +49,21 @@ def rotated(rates: tuple[float | None, ...], repeat: int) -> tuple[float | None,
     return rates[k:] + rates[:k]
 
 
-def _check_rates(where: str, rates: list[Any]) -> None:
-    if not rates:
-        raise ValueError(f"{where}.request_rates is empty: give at least one rate in req/s (> 0; .inf = all at t=0)")
-    for r in rates:
-        try:
-            ok = float(r) > 0 and not math.isnan(float(r))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise ValueError(f"{where}.request_rates contains {r!r}: each rate must be a number > 0 (req/s) or .inf")
-    if len(set(_rates(rates))) != len(rates):
-        raise ValueError(f"{where}.request_rates {rates} repeats a rate: each rate once")
-
-
-def _check_slo(where: str, slo: ServingSLOConfig) -> None:
-    for key, v in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms)):
-        if not (v > 0) or math.isinf(v):
-            raise ValueError(f"{where}.slo.{key} = {v!r}: must be a finite number > 0 (ms)")
-    att = slo.attainment
-    if not (0 < att <= 1):
-        raise ValueError(f"{where}.slo.attainment = {att!r}: must be a fraction in (0, 1]")
-
-
 def validate_serving(phase: str, serving: ServingConfig) -> None:
-    """Check a serving phase's settings before any process starts.
+    """Check a serving phase's settings across values before any process starts: at least one request rate,
+    each rate once, a ``server_command`` that is null or non-empty. Each number's own range (rates > 0 or
+    ``.inf``, SLO limits, attainment, counts, timeouts) is ``conf.ranges``' (``runners.planning.plan`` checks it
+    first).
 
     Raises:
         ValueError: naming ``phases.<phase>.serving.<field>``, its value and what is allowed.
     """
     where = f"phases.{phase}.serving"
-    _check_rates(where, list(serving.request_rates))
-    _check_slo(where, serving.slo)
-    mc = serving.max_concurrency
-    if mc is not None and mc < 1:
-        raise ValueError(f"{where}.max_concurrency = {mc!r}: must be an integer >= 1 or null")
-    if serving.num_warmups < 0:
-        raise ValueError(f"{where}.num_warmups = {serving.num_warmups!r}: must be an integer >= 0")
-    for key in ("burstiness", "health_timeout_s", "health_poll_s", "rate_timeout_s", "stop_grace_s"):
-        v = getattr(serving, key)
-        if not (v > 0) or math.isinf(v):
-            raise ValueError(f"{where}.{key} = {v!r}: must be a finite number > 0")
+    rates = list(serving.request_rates)
+    if not rates:
+        raise ValueError(f"{where}.request_rates is empty: give at least one rate in req/s (> 0; .inf = all at t=0)")
+    if len(set(_rates(rates))) != len(rates):
+        raise ValueError(f"{where}.request_rates {rates} repeats a rate: each rate once")
     cmd = serving.server_command
     if cmd is not None and not cmd:
         raise ValueError(f"{where}.server_command = {cmd!r}: must be a non-empty list of strings or null")

@@ -138,11 +138,20 @@ def test_invalid_workload_names_field_value_and_what_is_allowed(field: str, valu
 
 @pytest.mark.parametrize("key, value, allowed", [
     ("cooldown_s", -3.0, ">= 0"), ("kill_grace_s", -1.0, ">= 0"), ("case_timeout_s", 0.0, "> 0"),
+    ("max_accuracy_drop", 1.5, "in [0, 1]"),
 ])
 def test_negative_process_limits_are_refused_naming_the_key(key: str, value: float, allowed: str) -> None:
+    """A matrix typed without the range check (``validate_as``) meets the same one rule (``conf.ranges``) in the
+    planner: one line naming the dotted key, the value and what is allowed."""
     with pytest.raises(PlanError) as exc:
         expand(**{key: value})
-    assert f"phase 'p': {key} = {value!r} is invalid: must be a number of seconds {allowed}" in str(exc.value)
+    assert str(exc.value).startswith(f"phases.p.{key}={value!r}: must be a ")
+    assert allowed in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_runtime_limits_are_refused_by_the_same_range_table() -> None:
+    with pytest.raises(PlanError, match=r"^runtime\.health_timeout_s=0\.0: must be a finite number > 0 \(s\)$"):
+        typed_expand(matrix(), WORKLOAD, dict(RUNTIME, health_timeout_s=0.0))
 
 
 def test_invalid_phase_workload_override_names_the_phase_key() -> None:

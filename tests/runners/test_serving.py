@@ -219,9 +219,10 @@ def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_
     code, run_dir = _matrix(tmp_path, "phases.serving.cases=[{implementation: current, group_size: 4, "
                             "num_in_group: 1, step_delay_ms: 5.0}]")
     assert code == 2 and not run_dir.exists()
-    with pytest.raises(ConfigError, match=r"^phases\.serving\.cases\[0\]\.step_delay_ms=-1\.0: must be a finite "
-                                          r"number > 0 \(ms\)$"):  # refused when the config is typed (exit 2)
-        _matrix(tmp_path, "phases.serving.cases=[{implementation: baseline, label: c, step_delay_ms: -1.0}]")
+    for ms in ("-1.0", "20000.0"):  # refused when the config is typed (exit 2), at both ends of the range
+        with pytest.raises(ConfigError, match=rf"^phases\.serving\.cases\[0\]\.step_delay_ms={ms}: must be a "
+                                              r"number in \(0, 10000\] \(ms\)$"):
+            _matrix(tmp_path, f"phases.serving.cases=[{{implementation: baseline, label: c, step_delay_ms: {ms}}}]")
     ok_case = "phases.serving.cases=[{implementation: baseline, label: c, step_delay_ms: 5.0}]"
     code, run_dir = _matrix(tmp_path, ok_case, "workload.enforce_eager=false")
     assert code == 2 and not run_dir.exists()  # a CUDA-graph replay runs no hook: refused before any process
