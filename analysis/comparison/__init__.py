@@ -1,5 +1,6 @@
 """Noise-aware comparisons: the verdict rule, the noise floor, Pareto fronts, the decision table.
 
 Modules: ``compare`` (current vs official, per label vs baseline, ...), ``verdict_rule`` (t interval
-over processes or blocks and equivalence margin), ``noise_floor``, ``pareto``, ``decision``.
+over processes or blocks and equivalence margin), ``sequential`` (group-sequential looks with alpha spending on top
+of the verdict rule: stop a label when its answer is known), ``noise_floor``, ``pareto``, ``decision``.
 """

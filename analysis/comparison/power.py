@@ -63,13 +63,15 @@ SIM_SEED = 5252
 
 
 def slower_thresholds_pct(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], *,
-                          margin_pct: float = DEFAULT_MARGIN_PCT) -> np.ndarray:
+                          margin_pct: float = DEFAULT_MARGIN_PCT, confidence: float = CONFIDENCE) -> np.ndarray:
     """Per dataset, the smallest cost (percent) above which ``decide(a_k * (1 - d/100), b_k)`` is ``slower``.
 
     Args:
         a, b: datasets, ``a[k]`` and ``b[k]`` the label's and the reference's process values (any unit,
             positive), each with >= 2 values.
         margin_pct: the verdicts' equivalence margin.
+        confidence: the interval's two-sided confidence (a sequential look's level,
+            ``analysis.comparison.sequential``).
 
     Returns:
         Array of thresholds (percent, may be negative when the dataset is already ``slower``); ``inf`` where
@@ -77,7 +79,7 @@ def slower_thresholds_pct(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarr
     """
     out = np.empty(len(a))
     for k, (ak, bk) in enumerate(zip(a, b, strict=True)):
-        d = decide(list(ak), list(bk), margin_pct=margin_pct)
+        d = decide(list(ak), list(bk), margin_pct=margin_pct, confidence=confidence)
         if not (math.isfinite(d.ci_low_pct) and math.isfinite(d.ci_high_pct)):
             out[k] = math.inf
             continue
@@ -90,7 +92,8 @@ def slower_thresholds_pct(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarr
 
 @functools.lru_cache(maxsize=256)
 def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_pct: float = DEFAULT_MARGIN_PCT,
-                        power: float = POWER, datasets: int = SIM_DATASETS, seed: int = SIM_SEED) -> float:
+                        power: float = POWER, datasets: int = SIM_DATASETS, seed: int = SIM_SEED,
+                        confidence: float = CONFIDENCE) -> float:
     """The MDE: the cost (percent) that ``decide`` calls ``slower`` with probability ``power`` (module docstring).
 
     Args:
@@ -99,6 +102,7 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
         margin_pct: the verdicts' equivalence margin (percent).
         power: in (0, 1).
         datasets, seed: simulation size and seed.
+        confidence: the verdicts' two-sided confidence (a sequential design's last look passes its own level).
 
     Returns:
         Percent of the reference's throughput (``inf`` when no cost below 100% reaches the power, or an SD exceeds
@@ -116,7 +120,7 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
     rng = np.random.default_rng(seed)
     a = np.exp(sd_a * rng.standard_normal((datasets, n_a)))
     b = np.exp(sd_b * rng.standard_normal((datasets, n_b)))
-    thresholds = np.sort(slower_thresholds_pct(a, b, margin_pct=margin_pct))
+    thresholds = np.sort(slower_thresholds_pct(a, b, margin_pct=margin_pct, confidence=confidence))
     q = float(thresholds[min(datasets - 1, math.ceil(power * datasets) - 1)])  # the power quantile (inverted CDF)
     return q if q < 100.0 else math.inf
 

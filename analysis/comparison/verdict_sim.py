@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.comparison.sequential import SequentialDesign, label_looks
 from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide
 
 CALLS = ("slower", "faster")
@@ -111,3 +112,62 @@ def call_rate(n_a: int, n_b: int, noise: Noise, *, reps: int, seed: int, effect:
         b = process_values(rng, n_b, nb_noise, positions=pb)
         hits += decide(a, b, margin_pct=margin_pct, confidence=confidence).verdict in calls
     return rate_and_se(hits, reps)
+
+
+@dataclass(frozen=True)
+class SequentialRates:
+    """What ``sequential_rates`` found over its replicates (rates are fractions, SEs binomial).
+
+    Attributes:
+        calls, calls_se: ``slower`` or ``faster`` at any look (A/A: the false-call rate; under an effect: power).
+        slower: ``slower`` at any look.
+        equivalent: ``equivalent`` at any look.
+        inconclusive: open at the budget.
+        mean_processes: mean processes of the label at its stopping look (the reference runs at least as many).
+        by_look: fraction of replicates stopped at each look (the budget's includes ``inconclusive``).
+    """
+
+    calls: float
+    calls_se: float
+    slower: float
+    equivalent: float
+    inconclusive: float
+    mean_processes: float
+    by_look: tuple[float, ...]
+
+
+def sequential_rates(design: SequentialDesign, noise: Noise, *, reps: int, seed: int, effect: float = 1.0,
+                     noise_b: Noise | None = None, positions: tuple[Sequence[int], Sequence[int]] | None = None,
+                     calls: Sequence[str] = CALLS) -> SequentialRates:
+    """Simulate the production sequential rule (``analysis.comparison.sequential.label_looks``) over every look.
+
+    Each replicate draws ``design.budget`` processes per arm (``process_values``; ``positions``: each arm's
+    schedule positions, budget long, for the drift) and takes the looks in order until one stops the label.
+
+    Args:
+        design: the sequential design.
+        noise: the label's noise (and the reference's unless ``noise_b``).
+        reps, seed: replicates and the generator's seed.
+        effect: the label's multiplicative effect (1.0: A/A; 0.95: a 5% cost).
+        positions: (label's, reference's) schedule positions, each ``design.budget`` long.
+        calls: verdicts counted in ``calls``.
+    """
+    rng = np.random.default_rng(seed)
+    nb_noise = noise if noise_b is None else noise_b
+    pa, pb = positions if positions is not None else (None, None)
+    n = design.budget
+    hits = slower = equivalent = inconclusive = processes = 0
+    stops = [0] * len(design.looks)
+    for _ in range(reps):
+        a = process_values(rng, n, noise, effect=effect, positions=pa)
+        b = process_values(rng, n, nb_noise, positions=pb)
+        last = label_looks(a, b, design, with_mde=False)[-1]
+        hits += last.verdict in calls
+        slower += last.verdict == "slower"
+        equivalent += last.verdict == "equivalent"
+        inconclusive += last.verdict == "inconclusive"
+        processes += last.processes
+        stops[last.look - 1] += 1
+    p, se = rate_and_se(hits, reps)
+    return SequentialRates(p, se, slower / reps, equivalent / reps, inconclusive / reps, processes / reps,
+                           tuple(s / reps for s in stops))

@@ -1,0 +1,86 @@
+"""The group-sequential rule (``analysis.comparison.sequential``): spending, looks, stopping, recheck."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis.comparison.sequential import SequentialDesign, check_design, label_looks, look_verdict, recheck, spent_alpha
+from analysis.comparison.verdict_rule import decide
+from runners.planning.blocks import block_order, block_positions
+
+
+@pytest.mark.parametrize("spending", ["pocock", "obrien_fleming"])
+def test_spending_is_zero_at_the_start_alpha_at_the_end_and_increasing(spending):
+    ts = np.linspace(0, 1, 21)
+    spent = [spent_alpha(float(t), 0.05, spending) for t in ts]
+    assert spent[0] == 0.0 and spent[-1] == pytest.approx(0.05, abs=1e-12)
+    assert all(b >= a for a, b in zip(spent, spent[1:], strict=False))  # O'Brien-Fleming-type: below 1e-16 until t ~ 0.05
+    assert all(b > a for a, b in zip(spent[4:], spent[5:], strict=False))
+
+
+def test_pocock_spends_more_early_than_obrien_fleming():
+    assert spent_alpha(0.5, 0.05, "pocock") > spent_alpha(0.5, 0.05, "obrien_fleming")
+    # Lan-DeMets O'Brien-Fleming-type at t = 0.5: 2 - 2 Phi(1.95996 / sqrt(0.5)) = 0.00557
+    assert spent_alpha(0.5, 0.05, "obrien_fleming") == pytest.approx(0.005574, abs=1e-5)
+    # Pocock-type at t = 0.5: 0.05 ln(1 + (e - 1) / 2) = 0.03101
+    assert spent_alpha(0.5, 0.05, "pocock") == pytest.approx(0.05 * math.log(1 + (math.e - 1) / 2))
+
+
+@pytest.mark.parametrize("looks", [(3, 4, 6), (2, 3, 4, 6), (5,)])
+def test_the_look_alphas_sum_to_alpha(looks):
+    d = SequentialDesign(looks)
+    assert sum(d.look_alphas()) == pytest.approx(0.05) and all(a > 0 for a in d.look_alphas())
+    assert d.confidence(0) == pytest.approx(1 - d.look_alphas()[0])
+
+
+@pytest.mark.parametrize(("args", "named"), [(((),), "non-empty"), (((1, 3),), ">= 2"), (((3, 3),), "strictly"),
+                                             (((3, 4), 0.0), "target_pct 0.0"), (((3, 4), 5, 1.5), "alpha 1.5"),
+                                             (((3, 4), 5, 0.05, "linear"), "'linear'")])
+def test_a_bad_design_is_refused_naming_the_value(args, named):
+    with pytest.raises(ValueError, match=named.replace("(", r"\(").replace("+", r"\+")):
+        SequentialDesign(*args)
+    assert named in str(check_design(*(list(args) + [5.0, 0.05, "pocock"][len(args) - 1:])))
+
+
+def test_a_look_is_decide_at_the_looks_level_and_the_target_as_margin():
+    d = SequentialDesign((3, 4, 6), target_pct=5.0)
+    a, b = [70.0, 71.0, 69.5], [100.0, 101.0, 99.0]
+    lv = look_verdict(a, b, d, 0)
+    ref = decide(a, b, margin_pct=5.0, confidence=d.confidence(0))
+    assert lv.decision == ref and lv.verdict == "slower" and lv.stopped
+    assert "look 1 (3 vs 3 processes" in lv.reason(d) and "stopped" in lv.reason(d)
+
+
+def test_an_open_label_is_looked_at_again_on_its_first_n_values_and_ends_inconclusive_with_its_mde():
+    d = SequentialDesign((3, 4, 6))
+    rng = np.random.default_rng(3)
+    a, b = list(100 * np.exp(0.2 * rng.standard_normal(6))), list(100 * np.exp(0.2 * rng.standard_normal(6)))
+    looks = label_looks(a, b, d)
+    assert [lv.look for lv in looks] == [1, 2, 3] and [lv.processes for lv in looks] == [3, 4, 6]
+    assert [lv.verdict for lv in looks] == ["open", "open", "inconclusive"]
+    assert looks[-1].decision == decide(a, b, margin_pct=5.0, confidence=d.confidence(2))
+    assert looks[-1].mde_pct > 5.0 and "MDE" in looks[-1].reason(d)
+    assert label_looks(a[:4], b, d)[-1].look == 2  # values run out: no third look
+
+
+def test_recheck_agrees_with_its_own_looks_and_names_a_changed_one():
+    d = SequentialDesign((3, 4, 6))
+    a, b = [70.0, 71.0, 69.5], [100.0, 101.0, 99.0]
+    lv = label_looks(a, b, d)[0]
+    rec = [(1, lv.verdict, lv.decision.ci_low_pct, lv.decision.ci_high_pct)]
+    assert recheck(rec, a, b, d) == []
+    assert "recorded equivalent" in recheck([(1, "equivalent", -1.0, 1.0)], a, b, d)[0]
+    assert "do not reach" in recheck(rec + [(2, "slower", -1.0, 1.0)], a, b, d)[0]
+
+
+def test_blocks_alternate_baseline_first_and_last():
+    assert block_order("B", ["x", "y"], 1) == ["B", "x", "y"]
+    assert block_order("B", ["x", "y"], 2) == ["y", "x", "B"]
+    pos = block_positions(2, 2)
+    assert pos == [[0, 5], [1, 4], [2, 3]]
+    assert len({sum(p) for p in pos}) == 1  # over a pair of blocks every arm's mean position is the same
+    with pytest.raises(ValueError, match="block 0"):
+        block_order("B", [], 0)
