@@ -4,11 +4,12 @@ What is modelled (per label, from the aggregated summary and the validated recor
     * released bytes (evidence-accounted, ``analysis.aggregate``) in bytes and GiB (2**30 bytes);
     * KV-cache gain vs the phase baseline (tokens and GiB, from the case logs);
     * throughput retention = median(label tok/s) / median(baseline tok/s) with the verdict rule's 95% t
-      interval over processes: ``analysis.comparison.verdict_rule.unpaired_interval(label, baseline)`` gives the
-      interval of the ratio of geometric means minus 1 in percent (log tok/s, the wider of Welch's and the
-      pooled t), and retention bounds are ``1 + pct / 100``;
-    * the verdict vs the baseline from that interval, by ``analysis.comparison.verdict_rule.verdict`` (the project's
-      one verdict function, with ``margin_pct``);
+      interval over processes: the label's ``vs_baseline_ci_*_pct`` (``analysis.comparison.compare.
+      label_vs_baseline``: ``verdict_rule.unpaired_interval(label, baseline)``, the interval of the ratio of
+      geometric means minus 1 in percent), and retention bounds are ``1 + pct / 100``;
+    * the verdict vs the baseline: the label's ``vs_baseline_verdict`` (the same function: the project's one
+      verdict rule with ``margin_pct``, inconclusive for a single process or a retention above 1.0, withheld for a
+      contended process);
     * greedy token identity vs the baseline (``tokens``: identical / differs / no_baseline);
     * Pareto / knee flags (``analysis.aggregate`` / ``analysis.comparison.pareto``);
     * soundness (``analysis.comparison.soundness``): a verdict that rests on a contended process (the label's or
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison import soundness, verdict_rule
-from analysis.comparison.variance import reference_mask
+from analysis.comparison.compare import VS_BASELINE_COLUMNS, label_vs_baseline
 from analysis.load import RunData
 from results_schema.units import GIB
 
@@ -88,44 +89,54 @@ def _finite(x) -> bool:
         return False
 
 
+def vs_baseline_columns(data: RunData, summary: pd.DataFrame, margin_pct: float | None = None) -> pd.DataFrame:
+    """Each summary row's verdict vs its phase baseline (``VS_BASELINE_COLUMNS``, same index as ``summary``):
+    the summary's own columns when it carries them at ``margin_pct`` (``analysis.report.tables.build`` adds them),
+    else ``analysis.comparison.compare.label_vs_baseline`` (the one per-label rule: the interval, a single process
+    or a retention above 1.0 -> inconclusive, a contended process -> withheld).
+
+    Args:
+        data: the loaded run.
+        summary: ``analysis.aggregate.aggregate(data)`` rows.
+        margin_pct: equivalence margin in percent; None = ``verdict_rule.DEFAULT_MARGIN_PCT``.
+    """
+    margin = verdict_rule.DEFAULT_MARGIN_PCT if margin_pct is None else float(margin_pct)
+    if set(VS_BASELINE_COLUMNS) <= set(summary.columns) and (summary["vs_baseline_margin_pct"] == margin).all():
+        return summary[VS_BASELINE_COLUMNS]
+    return label_vs_baseline(data, summary, margin_pct=margin)
+
+
 def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
                    margin_pct: float | None = None) -> pd.DataFrame:
     """One decision row per summary row (same order); columns ``DECISION_COLUMNS``.
 
     Args:
         data: the loaded run (per-process throughputs for the interval).
-        summary: ``analysis.aggregate.aggregate(data)`` plus the ``tokens`` column.
+        summary: ``analysis.aggregate.aggregate(data)`` plus the ``tokens`` column (and the ``vs_baseline_*``
+            columns where ``analysis.report.tables.build`` added them).
         validation: the run's ``ValidationReport``.
         margin_pct: equivalence margin passed to the verdict function (percent).
 
     Returns:
         DataFrame; NaN where a value is undefined (no baseline, no KV line, < 2 processes on a side).
-        ``verdict`` is ``baseline`` for the phase's undelayed baselines (a speed control is judged like a label), ``INVALID`` for invalid labels, ``withheld`` when a
-        process it rests on was contended, else faster / slower / equivalent / inconclusive (label vs its phase
-        baseline).
+        ``verdict`` is ``baseline`` for the phase's undelayed baselines (a speed control is judged like a label),
+        ``INVALID`` for invalid labels, else the label's verdict vs its phase baseline (:func:`vs_baseline_columns`:
+        faster / slower / equivalent / inconclusive / withheld).
     """
+    if summary.empty:
+        return pd.DataFrame([], columns=DECISION_COLUMNS)
     rows = []
-    runs = data.runs
-    excluded = soundness.point_exclusions(runs)
-    ref = runs[reference_mask(runs)]
-    for _, r in summary.iterrows():
+    excluded = soundness.point_exclusions(data.runs)
+    vb = vs_baseline_columns(data, summary, margin_pct)
+    for i, r in summary.iterrows():
         phase, label = r["phase"], r["label"]
-        thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].astype(float)
-        base = ref.loc[ref["phase"] == phase, "throughput_tok_s"].astype(float)
-        lo = hi = float("nan")
-        if ((ref["phase"] == phase) & (ref["label"] == label)).any():
-            v = "baseline"
-        elif base.empty or thr.empty:
-            v = "inconclusive"
-        else:
-            iv = verdict_rule.unpaired_interval(thr.to_numpy(), base.to_numpy())
-            v = call_verdict(iv.low_pct, iv.high_pct, margin_pct)
-            lo, hi = retention_interval(iv.low_pct, iv.high_pct) or (lo, hi)
+        v = str(vb.at[i, "vs_baseline_verdict"])
+        v = "baseline" if v == "reference" else v
+        lo, hi = retention_interval(vb.at[i, "vs_baseline_ci_low_pct"], vb.at[i, "vs_baseline_ci_high_pct"]) \
+            or (float("nan"), float("nan"))
         why = excluded.get((phase, label), [])
         withheld = next((w.removeprefix("withheld: ") for w in why if w.startswith("withheld: ")), "")
         unstable = next((w for w in why if w.startswith("unstable")), "")
-        if withheld and v != "baseline":
-            v = "withheld"
         codes = label_errors(validation, phase, label)
         if codes:
             v = "INVALID"

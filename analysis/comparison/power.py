@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison.variance import ESTIMATOR, Components, arm_components, chi2_quantile, reference_mask
-from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide
+from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide, satterthwaite_df
 
 __all__ = ["POWER", "SIM_DATASETS", "SIM_SEED", "detectable_cost_pct", "detectable_effects", "mde_row", "power_lines",
            "slower_thresholds_pct"]
@@ -125,13 +125,6 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
     return q if q < 100.0 else math.inf
 
 
-def _satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
-    """Welch-Satterthwaite df of a sum of variance terms ``(term, df)``; inf when every term is 0."""
-    total = sum(t for t, _ in parts)
-    denom = sum(t * t / df for t, df in parts if df > 0 and t > 0)
-    return total * total / denom if denom > 0 else math.inf
-
-
 def mde_row(phase: str, label: str, comp: Components, ref: Components, *, margin_pct: float = DEFAULT_MARGIN_PCT,
             confidence: float = CONFIDENCE, processes: tuple[int, int] | None = None) -> dict[str, Any]:
     """One ``results_schema.records.summary.DetectableEffectRow`` dict: the label's MDE vs the reference, its range.
@@ -144,7 +137,7 @@ def mde_row(phase: str, label: str, comp: Components, ref: Components, *, margin
     """
     n_a, n_b = processes or (comp.processes, ref.processes)
     va, vb = comp.process / n_a, ref.process / n_b
-    nu = _satterthwaite([(va, comp.df_between), (vb, ref.df_between)])
+    nu = satterthwaite_df([(va, comp.df_between), (vb, ref.df_between)])
     mde = detectable_cost_pct(n_a, math.sqrt(comp.process), n_b, math.sqrt(ref.process), margin_pct=margin_pct)
     lo = hi = mde
     if math.isfinite(nu) and va + vb > 0:

@@ -217,6 +217,20 @@ def _none(method: str, confidence: float, why: str, center: float = math.nan) ->
     return Interval(center, math.nan, math.nan, math.nan, confidence, method, why)
 
 
+def satterthwaite_df(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variance terms (Satterthwaite 1946; Welch 1947).
+
+    Args:
+        parts: ``(term, df)`` per term, e.g. ``(s_a^2 / n_a, n_a - 1)``; a term or df <= 0 adds nothing below.
+
+    Returns:
+        ``(sum term)^2 / sum(term^2 / df)``; ``inf`` when every term is 0 (no spread: the t quantile is z's).
+    """
+    total = sum(t for t, _ in parts)
+    denom = sum(t * t / df for t, df in parts if df > 0 and t > 0)
+    return total * total / denom if denom > 0 else math.inf
+
+
 def unpaired_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
                       confidence: float = CONFIDENCE) -> Interval:
     """The interval of ``A / B - 1`` (percent) from per-process values: the wider of Welch's and the pooled t.
@@ -257,7 +271,7 @@ def unpaired_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.n
     if v <= 0.0:
         return _from_log(m, 0.0, math.inf, conf, WELCH)
     q = 0.5 + conf / 2.0
-    df = v * v / ((sa / na) ** 2 / (na - 1) + (sb / nb) ** 2 / (nb - 1)) if min(na, nb) > 2 else 1.0
+    df = satterthwaite_df([(sa / na, na - 1), (sb / nb, nb - 1)]) if min(na, nb) > 2 else 1.0
     half = t_quantile(q, df) * math.sqrt(v)
     if na != nb:
         df_p = float(na + nb - 2)

@@ -262,6 +262,15 @@ def test_single_process_and_retention_above_one_are_inconclusive_wherever_shown(
     assert s3.loc["current_g2_n1", "vs_baseline_verdict"] == "slower"
     assert s3.loc["current_g4_n1", "vs_baseline_verdict"] == "inconclusive"
     assert s3.loc["current_g4_n1", "vs_baseline_ci_low_pct"] > 5.0  # the CI alone would say "faster"
+    # the decision table (comparison-summary.json, HTML, console) shows the same verdict: one rule, not a twin
+    from analysis.comparison.decision import decision_table
+
+    for summary in (three["summary"], three["summary"].drop(columns=["vs_baseline_verdict"])):  # read or computed
+        d = decision_table(three["data"], summary, three["validation"]).set_index("label")
+        assert d.loc["current_g4_n1", "verdict"] == "inconclusive" and d.loc["current_g2_n1", "verdict"] == "slower"
+        assert d.loc["baseline", "verdict"] == "baseline"
+        assert d.loc["current_g4_n1", "retention_ci_low"] == pytest.approx(
+            1 + s3.loc["current_g4_n1", "vs_baseline_ci_low_pct"] / 100)
     # the table shows the verdict with its margin; the plot marks the point
     main = render_markdown(three)[1]
     row = next(r for r in main.splitlines() if "| sync_g4_n1 |" in r)
@@ -304,3 +313,19 @@ def test_the_decision_table_judges_with_the_report_s_margin(tmp_path):
         (row,) = [r for r in doc["decision"] if r["label"] == "current_g4_n1"]
         decided[margin] = row["verdict"]
     assert decided == {5.0: "slower", 10.0: "equivalent"}  # about -7 %: past 5 %, inside 10 %
+
+
+def test_one_welch_satterthwaite_df_for_the_verdict_and_the_power_rows():
+    """``satterthwaite_df`` (the one function; ``unpaired_interval`` and ``power.mde_row`` both call it): two
+    equal terms of 2 df each pool to 4 df; a term without spread leaves the other's df; no spread at all is inf."""
+    from analysis.comparison.verdict_rule import satterthwaite_df
+
+    assert satterthwaite_df([(1.0, 2), (1.0, 2)]) == pytest.approx(4.0)
+    assert satterthwaite_df([(0.5, 3), (0.0, 9)]) == pytest.approx(3.0)
+    assert satterthwaite_df([(0.0, 3), (0.0, 3)]) == math.inf
+    a, b = [100.0, 104.0, 98.0, 101.0], [90.0, 97.0, 95.0]  # 4 vs 3 processes: Welch's df on log tok/s
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    va, vb = pd.Series(la).var() / 4, pd.Series(lb).var() / 3
+    iv = unpaired_interval(a, b)
+    assert iv.method == WELCH  # Welch's is the wider here
+    assert iv.df == pytest.approx((va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2))
