@@ -13,14 +13,13 @@ Usage: ``python scripts/sequential_power.py [--reps N] [--seed S]`` (about 20 s 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.comparison.sequential import SequentialDesign  # noqa: E402
-from analysis.comparison.verdict_sim import Noise, sequential_rates  # noqa: E402
+from analysis.comparison.verdict_sim import Noise, aa_bound, sequential_rates  # noqa: E402
 from runners.planning.blocks import block_positions  # noqa: E402
 
 DESIGNS = (SequentialDesign((3, 4, 6)), SequentialDesign((2, 3, 4, 6)), SequentialDesign((3, 4, 5)),
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     reps, seed = args.reps, args.seed
     for d in DESIGNS:
-        bound = d.alpha + 2 * math.sqrt(d.alpha * (1 - d.alpha) / reps)
+        bound = aa_bound(d.alpha, reps)
         alphas = ", ".join(f"{a:.4f}" for a in d.look_alphas())
         print(f"design: looks {list(d.looks)} processes per arm, {d.spending}-type spending, alpha {d.alpha} "
               f"(per look {alphas}), target {d.target_pct:g}%, {reps} replicates, seed {seed}")

@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.comparison.verdict_rule import CONFIDENCE  # noqa: E402
-from analysis.comparison.verdict_sim import Noise, call_rate, process_values, rate_and_se  # noqa: E402
+from analysis.comparison.verdict_sim import Noise, aa_bound, call_rate, process_values, rate_and_se  # noqa: E402
 from analysis.serving.stats import block_verdict  # noqa: E402
 from runners.planning.plan import schedule  # noqa: E402
 
@@ -70,7 +70,7 @@ def _line(name: str, p: float, se: float, reps: int | None = None) -> str:
     """One printed setting; with ``reps`` (an A/A rate) also the bound alpha + 2 SE and OVER when above it."""
     tail = ""
     if reps:
-        lim = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
+        lim = aa_bound(ALPHA, reps)
         tail = f"  (bound alpha + 2 SE = {lim * 100:.2f}%){'  OVER' if p > lim else ''}"
     return f"  {name:<44} {p * 100:6.2f}% ± {se * 100:.2f}{tail}"
 

@@ -79,6 +79,12 @@ def process_values(rng: np.random.Generator, n: int, noise: Noise, *, effect: fl
     return effect * noise.rounds / np.sum(1.0 / rounds, axis=1)
 
 
+def aa_bound(alpha: float, reps: int) -> float:
+    """The highest simulated A/A false-call rate that still meets a nominal ``alpha``: ``alpha + 2 SE``, the
+    binomial standard error of a rate ``alpha`` over ``reps`` comparisons (5.80% at alpha 5%, 3000 reps)."""
+    return alpha + 2.0 * math.sqrt(alpha * (1.0 - alpha) / reps)
+
+
 def rate_and_se(hits: int, reps: int) -> tuple[float, float]:
     """``(hits / reps, its binomial standard error)``."""
     p = hits / reps

@@ -142,8 +142,7 @@ def _pooled(pct: pd.DataFrame, r: Any, metric: str, ps: tuple[int, ...] = (50, 9
 
 
 def _same_rate(x: Any, rate: float) -> bool:
-    x = math.inf if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-    return x == rate
+    return _inf(x) == rate
 
 
 def _outputs_md(out: pd.DataFrame) -> list[str]:

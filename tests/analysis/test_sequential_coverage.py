@@ -10,18 +10,17 @@ as rarely. Fixed seeds. Power is printed by ``scripts/sequential_power.py`` (doc
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
 from analysis.comparison.sequential import SequentialDesign
-from analysis.comparison.verdict_sim import Noise, sequential_rates
+from analysis.comparison.verdict_sim import Noise, aa_bound, sequential_rates
 from runners.planning.blocks import block_positions
 
 DEFAULT = SequentialDesign((3, 4, 6))
 DESIGNS = [DEFAULT, SequentialDesign((2, 3, 4, 6)), SequentialDesign((3, 4, 6), spending="obrien_fleming")]
 REPS = 2000
-BOUND = DEFAULT.alpha + 2 * math.sqrt(DEFAULT.alpha * (1 - DEFAULT.alpha) / REPS)  # 5.97%
+BOUND = aa_bound(DEFAULT.alpha, REPS)  # 5.97%
 
 
 def _id(d: SequentialDesign) -> str:

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from analysis.comparison.verdict_rule import CONFIDENCE
-from analysis.comparison.verdict_sim import Noise, call_rate, process_values, rate_and_se
+from analysis.comparison.verdict_sim import Noise, aa_bound, call_rate, process_values, rate_and_se
 from analysis.serving.stats import block_verdict
 from runners.planning.plan import schedule
 
 ALPHA = 1.0 - CONFIDENCE
 REPS = 3000
-BOUND = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / REPS)  # 5.80%
+BOUND = aa_bound(ALPHA, REPS)  # 5.80%
 COUNTS = [(4, 4), (2, 2), (2, 6), (6, 2), (3, 5), (2, 4)]
 
 
