@@ -28,7 +28,8 @@ from pydantic import Field, model_validator
 
 from results_schema.records.base import Implementation, SchemaVersion, NonNegInt, StrictModel
 from results_schema.records.host_load import HostLoad
-from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
+from results_schema.records.identity import OffloadSetting
 from results_schema.records.accuracy_report import AccuracyVerification as AccuracyVerification
 from results_schema.records.accuracy_report import BaselineAgreement as BaselineAgreement
 from results_schema.records.accuracy_report import CaseSummary as CaseSummary
@@ -36,6 +37,7 @@ from results_schema.records.accuracy_report import SampleExample as SampleExampl
 from results_schema.records.accuracy_report import SampleReply as SampleReply
 from results_schema.records.accuracy_report import VerifyCheck as VerifyCheck
 from results_schema.records.accuracy_types import FinishReason, Fraction, NonNegSeconds, ProtocolName, Sha256Hex, Task, VerifyMode
+from results_schema.records.identity import CaseKey
 
 FULL_ROW_COUNTS: dict[str, int] = {"gsm8k": 1319, "gpqa": 198}
 """Rows of the full evaluation splits: GSM8K ``main``/test (1319), GPQA ``gpqa_diamond``/train (198)."""
@@ -325,7 +327,7 @@ class AccuracyTaskOutcome(StrictModel):
         return self
 
 
-class AccuracyCaseRun(StrictModel):
+class AccuracyCaseRun(CaseKey):
     """One line of ``<phase>-accuracy-cases.jsonl``: an accuracy case (one process, every task) completed.
 
     Written (fsynced) by ``runners.matrix`` after the case process exited 0 and every
@@ -333,11 +335,7 @@ class AccuracyCaseRun(StrictModel):
     ``(phase, label, repeat)`` named here; a failed case is a ``CaseFailure`` line instead.
     """
 
-    schema_version: Literal[2] = 2
-    phase: str = Field(description="Matrix phase (kind accuracy).")
-    label: str = Field(description="Case label, unique within the phase.")
-    implementation: Implementation
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
+    schema_version: Literal[2] = 2  # type: ignore[assignment]  # version 2 of this line, in CaseKey's place
     offload: OffloadSetting = Field(description="Offload parameters the case ran with.")
     tasks: tuple[Task, ...] = Field(description="Tasks the case evaluated, in order (one engine).")
     results: tuple[AccuracyTaskOutcome, ...] = Field(description="One outcome per task, same order as ``tasks``.")

@@ -30,7 +30,7 @@ class RequestedOffload(StrictModel):
     Not cross-validated here: a case that is expected to fail (``expect_error``, e.g.
     ``offload_num_in_group > offload_group_size``) must reach the case process, which
     validates the setting (``offload.selection.check_offload_setting``) and records the
-    valid ones as ``results_schema.records.models.OffloadSetting``.
+    valid ones as ``results_schema.records.identity.OffloadSetting``.
     """
 
     offload_group_size: int = Field(description="G: layers per group; 0 disables offload.")

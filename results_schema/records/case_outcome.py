@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from results_schema.records.base import FiniteFloat, Implementation, NonNegFloat, NonNegInt, SchemaVersion, StrictModel
+from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, StrictModel
+from results_schema.records.identity import CaseKey
 
 
 class KVCacheCapacity(StrictModel):
@@ -81,14 +82,9 @@ FailureType = Literal[
 ]
 
 
-class CaseFailure(StrictModel):
-    """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point."""
+class CaseFailure(CaseKey):
+    """One line of ``<phase>-failures.jsonl``: a case that did not produce a data point (after its ``CaseKey``)."""
 
-    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label, unique within a phase.")
-    implementation: Implementation = Field(description="Implementation switch the case ran with.")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
     failure_type: FailureType = Field(description="What went wrong, as a closed set.")
     exit_code: int | None = Field(description="Process exit code; null when killed by a signal or never started.")
     signal: int | None = Field(default=None, description="Signal number that ended the process, if any.")

@@ -26,6 +26,7 @@ from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, Sch
 from results_schema.records.dispatch import FileKind
 from results_schema.records.io import read_jsonl
 from results_schema.records.plan import PlannedPhase, RunPlan
+from results_schema.records.identity import Setting
 
 FILE_NAME = "choose-decisions.jsonl"
 """File name of the decision lines inside a run directory."""
@@ -34,21 +35,15 @@ Stage = Literal["predict", "refit", "front", "unnecessary"]
 Form = Literal["serial", "overlapped"]
 
 
-class SettingRef(StrictModel):
+class SettingRef(Setting):
     """An offload setting ``(G, N, prefetch_step)`` and the case label it runs under."""
 
-    group_size: int = Field(ge=1, description="offload_group_size G.")
-    num_in_group: int = Field(ge=1, description="offload_num_in_group N.")
-    prefetch_step: int = Field(ge=1, description="offload_prefetch_step.")
     label: str = Field(min_length=1, description="Case label (current_g<G>_n<N>_s<step>).")
 
 
-class FittedPoint(StrictModel):
+class FittedPoint(Setting):
     """A measured setting the model was fitted to."""
 
-    group_size: int = Field(ge=1)
-    num_in_group: int = Field(ge=1)
-    prefetch_step: int = Field(ge=1)
     throughput_tok_s: float = Field(gt=0, description="Median per-process throughput, scaled to the probe "
                                                       "baseline (retention x probe baseline median) (tok/s).")
     phase: str = Field(min_length=1, description="Phase the setting was measured in.")
@@ -65,12 +60,9 @@ class FormFit(StrictModel):
     max_point_error_pct: NonNegFloat = Field(description="Worst |predicted - measured| / measured (%).")
 
 
-class PredictedSetting(StrictModel):
+class PredictedSetting(Setting):
     """One distinct setting under the chosen form."""
 
-    group_size: int = Field(ge=1)
-    num_in_group: int = Field(ge=1)
-    prefetch_step: int = Field(ge=1)
     offloaded_layers: tuple[NonNegInt, ...] = Field(min_length=1, description="Layer indices offloaded.")
     released_bytes: int = Field(description="Offloaded bytes minus static slot bytes (B), predicted.")
     predicted_tok_s: float = Field(gt=0, description="Predicted throughput, chosen form (tok/s).")

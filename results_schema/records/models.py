@@ -23,7 +23,6 @@ from results_schema.records.base import (
     Implementation,
     NonNegFloat,
     NonNegInt,
-    OffloadBackend,
     PromptMode,
     SchemaVersion,
     StrictModel,
@@ -34,39 +33,13 @@ from results_schema.records.case_outcome import (
     KVCacheCapacity,
 )
 from results_schema.records.host_load import HostLoad
+from results_schema.records.identity import EngineCase
 from results_schema.records.load_metrics import (
     check_before_peak_after,
     check_device_memory,
     check_requests,
     check_round_latency,
 )
-
-
-class OffloadSetting(StrictModel):
-    """The vLLM offload parameters of one case (vLLM ``OffloadConfig`` names)."""
-
-    offload_group_size: NonNegInt = Field(description="G: layers per group; 0 disables offload.")
-    offload_num_in_group: NonNegInt = Field(description="N: offloaded layers per group (the last N).")
-    offload_prefetch_step: Annotated[int, Field(ge=1)] = Field(
-        default=1, description="Modules prefetched ahead of the running one (buffer slots per key)."
-    )
-    offload_params: tuple[str, ...] = Field(
-        default=(), description="Dotted-name segments selecting parameters; empty = all parameters."
-    )
-    offload_backend: OffloadBackend = Field(default=OffloadBackend.auto, description="vLLM offload_backend.")
-
-    @model_validator(mode="after")
-    def _check_cross_fields(self) -> "OffloadSetting":
-        if self.offload_group_size > 0 and self.offload_num_in_group > self.offload_group_size:
-            raise ValueError(
-                f"offload_num_in_group ({self.offload_num_in_group}) must be <= "
-                f"offload_group_size ({self.offload_group_size})"
-            )
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.offload_group_size > 0 and self.offload_num_in_group > 0
 
 
 class RuntimeEvidence(StrictModel):
@@ -228,17 +201,10 @@ class MeasurementWindow(StrictModel):
         return self
 
 
-class BenchRecord(StrictModel):
-    """One case, one process: what ``runners.incase.bench_one`` measured and printed."""
+class BenchRecord(EngineCase):
+    """One case, one process: what ``runners.incase.bench_one`` measured and printed (after the case's key and
+    engine, ``results_schema.records.identity.EngineCase``)."""
 
-    schema_version: SchemaVersion = Field(default=1, description="Schema version of this record (always 1).")
-    phase: str = Field(description="Matrix phase (same_runtime, long_window, ...).")
-    label: str = Field(description="Case label, unique within a phase.")
-    implementation: Implementation = Field(description="Implementation switch the case ran with.")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
-    runtime: str = Field(description="Runtime name (cpu, cuda, ascend_latest, ...).")
-    model: str = Field(description="Model path or name given to vLLM.")
-    offload: OffloadSetting = Field(description="Offload parameters the case requested.")
     workload: WorkloadSpec = Field(description="Workload the case ran.")
     load_seconds: NonNegFloat = Field(description="Seconds to construct LLM(...) (model load + engine start).")
     rounds: tuple[RoundResult, ...] = Field(description="Measured rounds, in order.")

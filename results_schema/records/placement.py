@@ -22,7 +22,8 @@ from pydantic import Field, model_validator
 
 from results_schema.records.dispatch import FileKind
 from results_schema.records.manifest import PinCheck
-from results_schema.records.base import ExecutorKind, Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.records.base import ExecutorKind, NonNegFloat, NonNegInt, StrictModel
+from results_schema.records.identity import CaseKey
 
 Sharing = Literal["sequential", "per_node", "per_accelerator"]
 """How performance cases may share a node: ``sequential`` (local executor: one case at a
@@ -33,14 +34,10 @@ host links and host memory bandwidth)."""
 PlacementOutcome = Literal["finished", "node_lost", "task_error"]
 
 
-class CasePlacement(StrictModel):
-    """One case attempt: which node and device ran it, from when to when, under which rule."""
+class CasePlacement(CaseKey):
+    """One case attempt: which node and device ran it, from when to when, under which rule (after its
+    ``CaseKey``)."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version of this record (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label, unique within a phase.")
-    implementation: Implementation = Field(description="Implementation switch the case ran with.")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
     attempt: NonNegInt = Field(description="Attempt index (0 = first; retries after a lost node count up).")
     kind: Literal["performance", "accuracy"] = Field(
         description="performance: timings are the result (placement rule applies); accuracy: outputs only.")

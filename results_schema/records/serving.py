@@ -43,10 +43,10 @@ from pydantic import Field, model_validator
 
 from results_schema.records.dispatch import FileKind
 from results_schema.records.base import REL_TOL, rel_close
-from results_schema.records.base import Implementation, NonNegFloat, NonNegInt, StrictModel
+from results_schema.records.base import NonNegFloat, NonNegInt, StrictModel
 from results_schema.records.case_outcome import KVCacheCapacity, ServingFaultCause
 from results_schema.records.host_load import HostLoad
-from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
 from results_schema.records.serving_spec import (
     Fraction,
     PosFloat,
@@ -56,6 +56,7 @@ from results_schema.records.serving_spec import (
     ServingSLO,
     Sha256Hex,
 )
+from results_schema.records.identity import EngineCase
 
 
 FILE_KINDS: list[FileKind] = [
@@ -223,20 +224,18 @@ class ServingFault(StrictModel):
     server_exit_code: int | None = Field(default=None, description="Server return code if it had exited (<0 = signal).")
 
 
-class ServingCaseResult(StrictModel):
-    """``records/<phase>/<stem>.serving.json``: what one serving case process measured, or its fault."""
+class ServedCase(EngineCase):
+    """An ``EngineCase`` served over HTTP: the server's other engine arguments, the benchmark client and the SLO."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    implementation: Implementation = Field(description="Implementation switch.")
-    repeat: NonNegInt = Field(description="Repeat index.")
-    runtime: str = Field(description="Runtime name.")
-    model: str = Field(description="Model directory served.")
-    offload: OffloadSetting = Field(description="Offload engine arguments the server got.")
-    engine: ServingEngine = Field(description="Other engine arguments.")
-    load: ServingLoad = Field(description="Benchmark client settings.")
+    engine: ServingEngine = Field(description="Other engine arguments of the server.")
+    load: ServingLoad = Field(description="Benchmark client settings (the whole sweep).")
     slo: ServingSLO = Field(description="Goodput SLO.")
+
+
+class ServingCaseResult(ServedCase):
+    """``records/<phase>/<stem>.serving.json``: what one serving case process measured, or its fault (after its
+    ``ServedCase`` fields)."""
+
     server: ServerStartup = Field(description="Server launch and readiness.")
     rates: tuple[RateResult, ...] = Field(description="Completed rates, in sweep order.")
     teardown: Teardown = Field(description="How the server tree was stopped.")
@@ -260,20 +259,10 @@ class ServingCaseResult(StrictModel):
         return self
 
 
-class ServingRun(StrictModel):
-    """One line of ``<phase>-serving.jsonl``: one (case, repeat, rate) with the server's evidence."""
+class ServingRun(ServedCase):
+    """One line of ``<phase>-serving.jsonl``: one (case, repeat, rate) with the server's evidence (after its
+    ``ServedCase`` fields)."""
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    implementation: Implementation = Field(description="Implementation switch.")
-    repeat: NonNegInt = Field(description="Repeat index.")
-    runtime: str = Field(description="Runtime name.")
-    model: str = Field(description="Model directory served.")
-    offload: OffloadSetting = Field(description="Offload engine arguments of the server.")
-    engine: ServingEngine = Field(description="Other engine arguments.")
-    load: ServingLoad = Field(description="Benchmark client settings (the whole sweep).")
-    slo: ServingSLO = Field(description="Goodput SLO.")
     rate: RateResult = Field(description="This rate's metrics.")
     evidence: RuntimeEvidence = Field(description="Offloader evidence published inside the server's engine process.")
     kv_cache: KVCacheCapacity = Field(description="KV cache capacity parsed from the server log.")

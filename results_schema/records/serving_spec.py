@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from results_schema.records.base import Implementation, NonNegFloat, NonNegInt, StrictModel
-from results_schema.records.models import OffloadSetting
+from results_schema.records.base import NonNegFloat, NonNegInt, StrictModel
+from results_schema.records.identity import OffloadSetting
+from results_schema.records.identity import CaseKey
 
 
 PosInt = Annotated[int, Field(ge=1)]
@@ -82,17 +83,12 @@ class ServingLimits(StrictModel):
     stop_grace_s: PosFloat = Field(description="Seconds between SIGTERM to the server's group and SIGKILL.")
 
 
-class ServingCaseSpec(StrictModel):
+class ServingCaseSpec(CaseKey):
     """``cases/<phase>/<stem>.serving-case.json``: everything one serving case process runs.
 
     Written by ``runners.matrix``; read by ``python -m runners.incase.serving --case FILE``.
     """
 
-    schema_version: Literal[1] = Field(default=1, description="Schema version (always 1).")
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label, unique within the phase.")
-    implementation: Implementation = Field(description="Implementation switch (OFFLOAD_IMPL).")
-    repeat: NonNegInt = Field(description="Repeat index (0-based).")
     runtime: str = Field(description="Runtime name (cpu, cuda, ascend_latest, ...).")
     device: str = Field(description="Device kind: cpu, cuda, npu.")
     model: str = Field(description="Model directory served.")

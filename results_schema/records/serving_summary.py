@@ -12,21 +12,26 @@ from pydantic import Field, model_validator
 
 from results_schema.records.base import Implementation, NonNegFloat, NonNegInt, StrictModel
 from results_schema.records.serving_spec import Fraction, PosFloat, PosInt, ServingSLO
+from results_schema.records.identity import PhaseLabel
 
 
 OptFloat = Annotated[float, Field(allow_inf_nan=False)] | None
 
 
-class ServingRateRow(StrictModel):
-    """One (phase, label, rate) of ``summary/serving-summary.json``: medians over repeats."""
+class ServingLabelKey(PhaseLabel):
+    """One (phase, label) of a serving table and its offload setting (G = N = 0: the baseline)."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     implementation: Implementation = Field(description="Implementation.")
     group_size: NonNegInt = Field(description="offload_group_size.")
     num_in_group: NonNegInt = Field(description="offload_num_in_group.")
     prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
     offload_params: str = Field(description="offload_params, comma-joined.")
+
+
+class ServingRateRow(ServingLabelKey):
+    """One (phase, label, rate) of ``summary/serving-summary.json``: medians over repeats (after its
+    ``ServingLabelKey``)."""
+
     rate_index: NonNegInt = Field(
         description="Rank of the configured rate by value within the label (the rates run in a rotated order per "
                     "repeat; positions are in order_effects).")
@@ -65,16 +70,10 @@ class ServingRateRow(StrictModel):
     num_prompts: PosInt = Field(description="Measured requests per rate.")
 
 
-class SLORateRow(StrictModel):
-    """Per label: the highest configured rate meeting the SLO (it and every lower rate, every repeat)."""
+class SLORateRow(ServingLabelKey):
+    """Per label: the highest configured rate meeting the SLO (it and every lower rate, every repeat; after its
+    ``ServingLabelKey``)."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
-    implementation: Implementation = Field(description="Implementation.")
-    group_size: NonNegInt = Field(description="offload_group_size.")
-    num_in_group: NonNegInt = Field(description="offload_num_in_group.")
-    prefetch_step: NonNegInt = Field(description="offload_prefetch_step.")
-    offload_params: str = Field(description="offload_params, comma-joined.")
     released_bytes: float = Field(description="Released bytes from the evidence (median over repeats).")
     slo_rate_rps: PosFloat | None = Field(description="That rate (req/s); null when none or inf (see slo_rate_is_inf).")
     slo_rate_is_inf: bool = Field(description="The rate meeting the SLO is inf (every request sent at t = 0).")
@@ -108,7 +107,7 @@ class VerdictRow(StrictModel):
 Metric = Literal["ttft", "tpot", "itl", "e2el"]
 
 
-class PercentileRow(StrictModel):
+class PercentileRow(PhaseLabel):
     """One percentile of one metric at one (phase, label, rate), over the requests of every repeat, with its sample.
 
     The p-th percentile of ``n`` values is the maximum when fewer than one value lies above it
@@ -116,8 +115,6 @@ class PercentileRow(StrictModel):
     lies below it; such a value is reported as what it is (``kind``), never as the percentile.
     """
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
     metric: Metric = Field(description="ttft, tpot (per request), itl (pooled gaps) or e2el.")
     percentile: Annotated[int, Field(ge=1, le=99)] = Field(description="Requested percentile.")
@@ -130,11 +127,9 @@ class PercentileRow(StrictModel):
     ci_high_ms: OptFloat = Field(description="Bootstrap 95% interval high bound (ms); null for an extreme.")
 
 
-class BaselineVerdictRow(StrictModel):
+class BaselineVerdictRow(PhaseLabel):
     """An offload label vs the baseline on one serving metric at one rate, judged against the baselines' floor."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Offload case label.")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
     metric: Metric = Field(description="Metric; the per-process value is its P50 over that process's requests.")
     a_processes: PosInt = Field(description="Processes of the offload label.")
@@ -176,11 +171,9 @@ class BaselineVerdictRow(StrictModel):
         return self
 
 
-class OrderEffectRow(StrictModel):
+class OrderEffectRow(PhaseLabel):
     """One (phase, label, rate, metric): does the value depend on the rate's position in the sweep?"""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
     metric: Metric = Field(description="Metric (per-process P50).")
     positions: tuple[NonNegInt, ...] = Field(description="Positions in the sweep at which this rate ran.")
@@ -196,11 +189,9 @@ class OrderEffectRow(StrictModel):
                                                       "baselines' at the same position (the blocks design).")
 
 
-class OutputCheckRow(StrictModel):
+class OutputCheckRow(PhaseLabel):
     """One case process at one rate: its requests' output tokens vs the baseline's (analysis.serving.outputs)."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     implementation: Implementation = Field(description="Implementation.")
     repeat: NonNegInt = Field(description="Repeat index.")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
@@ -215,12 +206,10 @@ class OutputCheckRow(StrictModel):
                                 "(a step delay, no byte moved: offload.controls).")
 
 
-class ServingVarianceRow(StrictModel):
+class ServingVarianceRow(PhaseLabel):
     """Between-process variance of one label's per-process P50 of one metric at one rate (no rounds in serving:
     the process is the only level; ``analysis.serving.stats.process_variance``)."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     rate_rps: PosFloat | None = Field(description="Configured rate (req/s); null = inf.")
     metric: str = Field(description="ttft, tpot, itl or e2el: each process's P50 of it.")
     processes: int = Field(ge=2, description="Processes of the label at the rate (n).")

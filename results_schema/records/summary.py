@@ -22,21 +22,17 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field
 
 from results_schema.records.base import StrictModel
+from results_schema.records.identity import LabelKey, PhaseLabel
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 Scalar = bool | int | Float | str | None
 """One cell of an auxiliary table: a JSON scalar, finite when a number."""
 
 
-class SummaryRow(StrictModel):
-    """One (phase, label): ``analysis.aggregate.SUMMARY_COLUMNS`` plus ``tokens``. Units in the names."""
+class SummaryRow(LabelKey):
+    """One (phase, label): ``analysis.aggregate.SUMMARY_COLUMNS`` plus ``tokens`` (after its ``LabelKey``). Units in
+    the names."""
 
-    phase: str
-    label: str
-    implementation: str
-    group_size: int = Field(description="offload_group_size G (0: no offload).")
-    num_in_group: int = Field(description="offload_num_in_group N.")
-    prefetch_step: int
     offload_params: str = Field(description="offload_params segments joined by ',' ('' = all parameters).")
     runtime: str
     processes: int = Field(description="Case processes that produced a record.")
@@ -87,15 +83,9 @@ class SummaryRow(StrictModel):
     tokens: str = Field(description="Greedy token identity vs baseline: identical, differs, no_baseline.")
 
 
-class DecisionRow(StrictModel):
-    """One row of the decision table (``analysis.comparison.decision.DECISION_COLUMNS``)."""
+class DecisionRow(LabelKey):
+    """One row of the decision table (``analysis.comparison.decision.DECISION_COLUMNS``; after its ``LabelKey``)."""
 
-    phase: str
-    label: str
-    implementation: str
-    group_size: int
-    num_in_group: int
-    prefetch_step: int
     selected_layers: str
     num_selected_layers: int
     processes: int
@@ -149,9 +139,7 @@ class Provenance(StrictModel):
     manifest: bool = Field(description="Whether environment-manifest.json was found.")
 
 
-class TokenDigest(StrictModel):
-    phase: str
-    label: str
+class TokenDigest(PhaseLabel):
     repeat: int
     status: str = Field(description="identical, differs or no_baseline.")
 
@@ -209,12 +197,10 @@ class VarianceComponentsRow(StrictModel):
     process_sd_pct: Float = Field(ge=0, description="sqrt(process_var) as percent of the throughput.")
 
 
-class DetectableEffectRow(StrictModel):
+class DetectableEffectRow(PhaseLabel):
     """A label's minimum detectable cost vs its phase's reference arm (``analysis.comparison.power``): the cost the
     production verdict rule calls ``slower`` with ``power``, simulated at the run's variance components."""
 
-    phase: str
-    label: str
     processes: int = Field(ge=2, description="Processes of the label in the design judged.")
     reference_processes: int = Field(ge=2, description="Processes of the reference arm in the design judged.")
     mde_pct: Float | None = Field(description="Minimum detectable cost, percent of the reference's throughput; "

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from results_schema.records.base import NonNegInt, SchemaVersion, StrictModel
+from results_schema.records.identity import PhaseLabel
 
 
 Severity = Literal["error", "warning"]
@@ -35,11 +36,9 @@ CONTENDED_CODE = "contended_case"
 """Issue code (a warning) of a case process whose measured window a busy host contended."""
 
 
-class CaseCount(StrictModel):
+class CaseCount(PhaseLabel):
     """Expected vs actual process count of one (phase, label)."""
 
-    phase: str = Field(description="Matrix phase.")
-    label: str = Field(description="Case label.")
     expected: NonNegInt | None = Field(description="Processes the plan asked for; null when no plan was found.")
     runs: NonNegInt = Field(description="Lines in <phase>-runs.jsonl for this label.")
     failures: NonNegInt = Field(description="Lines in <phase>-failures.jsonl for this label.")

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Literal
 
 from results_schema.records.case_outcome import FailureType
-from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
+from results_schema.records.identity import OffloadSetting
 
 EXPECTED_OFFLOADER_CLASS: dict[str, re.Pattern[str]] = {
     "baseline": re.compile(r"^vllm\.model_executor\.offloader\.base\.NoopOffloader$"),

@@ -58,7 +58,8 @@ from results_schema.records.case import CaseSpec, RequestedOffload
 from results_schema.records.io import dumps_model, write_json
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.rules.log_rule import BENCH_RESULT
-from results_schema.records.models import BenchRecord, MeasurementWindow, OffloadSetting, RoundResult, WorkloadSpec
+from results_schema.records.models import BenchRecord, MeasurementWindow, RoundResult, WorkloadSpec
+from results_schema.records.identity import OffloadSetting
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
 from runners.incase.host_load import HostReading, read_host, window_load

@@ -12,7 +12,7 @@ from pathlib import Path
 from offload.selection import check_offload_setting
 from results_schema.records.case import CaseSpec
 from results_schema.records.io import read_json
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 
 
 def read_case(path: str | Path, kind: str) -> CaseSpec:

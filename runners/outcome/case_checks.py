@@ -27,7 +27,8 @@ from offload.selection import select_offload_layers
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
 from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.records.case_outcome import CpuKernelEvidence, FailureType
-from results_schema.records.models import BenchRecord, OffloadSetting, RuntimeEvidence, WorkloadSpec
+from results_schema.records.models import BenchRecord, RuntimeEvidence, WorkloadSpec
+from results_schema.records.identity import OffloadSetting
 from results_schema.rules.log_rule import (BENCH_RESULT, OFFLOAD_CPU_KERNELS, OFFLOAD_EVIDENCE, kv_cache_gib_values,
     marked_lines)
 from runners.planning.cases import PhaseCase, ScheduledCase

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from results_schema.records.accuracy import EngineSettings, SamplingSettings
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 from runners.incase.accuracy.case import run_cases
 from runners.incase.accuracy.engine import Generation
 

@@ -64,7 +64,7 @@ def _accuracy_run(run_dir: Path) -> None:
     """A run directory holding one accuracy phase (baseline run twice, one offload case) and its verdict."""
     from results_schema.records.accuracy import AccuracyVerification, BaselineAgreement
     from results_schema.records.io import append_jsonl, write_json
-    from results_schema.records.models import OffloadSetting
+    from results_schema.records.identity import OffloadSetting
     from tests.results_schema.test_accuracy_case_run import line
 
     for rep in (0, 1):

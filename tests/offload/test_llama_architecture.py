@@ -20,7 +20,8 @@ import runners.incase.evidence_hook.offload_evidence_hook as hook
 from offload.selection import select_offload_layers as offloaded_layers
 from offload_tools.layer_bytes import (layer_bytes_from_config, layer_bytes_from_safetensors,
                                        layer_param_names_from_safetensors, layer_param_shapes)
-from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
+from results_schema.records.identity import OffloadSetting
 from results_schema.rules.evidence_rule import evidence_problems
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from results_schema.records.accuracy import AccuracyCaseRun, AccuracyTaskOutcome
 from results_schema.cli import check_paths
 from results_schema.records.dispatch import kind_for
 from results_schema.records.io import dumps_model
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 
 SHA = "a" * 64
 

@@ -17,7 +17,7 @@ from results_schema.records.io import (
     write_json,
 )
 from results_schema.records.case_outcome import KVCacheCapacity
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 
 
 def test_append_then_read_returns_equal_models(tmp_path):

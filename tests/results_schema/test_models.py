@@ -10,11 +10,12 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.support.synthetic import SynthCase, make_case_run
-from results_schema.records import case_outcome, host_load, models, validation
+from results_schema.records import case_outcome, host_load, identity, models, validation
 from results_schema.records.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
-    models.OffloadSetting, models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
+    identity.OffloadSetting, identity.CaseKey, identity.EngineCase, identity.Setting, identity.LabelKey,
+    models.RuntimeEvidence, models.WorkloadSpec, models.RoundResult, models.MeasurementWindow, models.BenchRecord,
     case_outcome.KVCacheCapacity, models.CaseRun, case_outcome.CaseFailure, validation.ValidationIssue, validation.CaseCount,
     validation.CheckResult, validation.ValidationReport, host_load.HostLoad,
 ]
@@ -85,7 +86,7 @@ def test_rejects_output_tokens_not_summing_rounds():
 
 def test_rejects_num_in_group_larger_than_group_size():
     with pytest.raises(ValidationError, match=r"offload_num_in_group \(3\) must be <= offload_group_size \(2\)"):
-        models.OffloadSetting(offload_group_size=2, offload_num_in_group=3)
+        identity.OffloadSetting(offload_group_size=2, offload_num_in_group=3)
 
 
 def test_evidence_rejects_wrapped_count_mismatch_and_bad_released_bytes():
@@ -219,3 +220,21 @@ def test_bench_records_without_host_load_still_validate_and_the_field_round_trip
     new = case_run(foreign_cores=(0.6,))
     assert new.record.host_load == synth_host_load(0.6) and new.record.host_load.contended
     assert parse_line(dumps_model(new), models.CaseRun) == new
+
+
+CASE_RECORDS = ["CaseFailure", "CasePlacement", "AccuracyCaseRun", "BenchRecord", "ServingCaseSpec",
+                "ServingCaseResult", "ServingRun"]
+
+
+@pytest.mark.parametrize("name", CASE_RECORDS)
+def test_case_records_inherit_the_case_key_first_and_in_its_order(name):
+    """The key block is written once (``identity.CaseKey``); each record's JSON still starts with it, in order."""
+    from results_schema.records import accuracy, placement, serving, serving_spec
+
+    cls = next(getattr(m, name) for m in (case_outcome, placement, accuracy, models, serving_spec, serving)
+               if hasattr(m, name))
+    assert issubclass(cls, identity.CaseKey)
+    assert list(cls.model_fields)[:5] == ["schema_version", "phase", "label", "implementation", "repeat"]
+    schema = cls.model_json_schema()
+    assert list(schema["properties"])[:5] == list(cls.model_fields)[:5]
+    assert set(identity.CaseKey.model_fields) <= set(schema["required"]) | {"schema_version"}

@@ -20,7 +20,7 @@ from results_schema.records.io import read_json, read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import ServingCaseResult, ServingRequests, ServingRun
 from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 from runners.incase.serving import server as srv
 from runners.incase.serving.driver import run_case
 from tests.runners.helpers import compose_cfg

@@ -33,7 +33,8 @@ from results_schema.records.load_metrics import percentile_linear
 from results_schema.records.base import Implementation
 from results_schema.records.case_outcome import CaseFailure, KVCacheCapacity
 from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad, is_contended
-from results_schema.records.models import BenchRecord, CaseRun, OffloadSetting, RoundResult, RuntimeEvidence, WorkloadSpec
+from results_schema.records.models import BenchRecord, CaseRun, RoundResult, RuntimeEvidence, WorkloadSpec
+from results_schema.records.identity import OffloadSetting
 from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 
 TINY_CONFIG = {

@@ -41,7 +41,8 @@ from offload.selection import case_label, check_offload_setting
 from results_schema.records.files import file_sha256, write_bytes_atomic
 from results_schema.records.io import dumps_model, read_json, write_json
 from results_schema.records.host_load import HostLoad
-from results_schema.records.models import OffloadSetting, RuntimeEvidence
+from results_schema.records.models import RuntimeEvidence
+from results_schema.records.identity import OffloadSetting
 from results_schema.records.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.incase.accuracy.datasets import load_dataset
 from runners.incase.accuracy.engine import Generation, VllmEngine

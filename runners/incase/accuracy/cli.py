@@ -25,7 +25,7 @@ from typing import Any
 from offload.selection import validate_offload_params
 from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST, EngineSettings
 from results_schema.records.base import IMPLEMENTATIONS
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 from results_schema.records.protocols import DEFAULT_PROTOCOL, TASKS, registered_names
 from runners.incase import REPO_ROOT
 from runners.incase.case_input import checked_offload, read_case

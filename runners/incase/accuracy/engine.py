@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from results_schema.records.accuracy import EngineSettings, SamplingSettings
-from results_schema.records.models import OffloadSetting
+from results_schema.records.identity import OffloadSetting
 
 
 @dataclass(frozen=True)
