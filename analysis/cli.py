@@ -60,7 +60,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def _read_validation(path: Path):
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
     from results_schema.records.validation import ValidationReport
 
     return read_json(path, ValidationReport)

@@ -32,7 +32,7 @@ import pandas as pd
 
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.reading.columns import RecordTable
-from results_schema.records.io import LineError, scan_jsonl
+from results_schema.codec.io import LineError, scan_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.reading.table_scan import scan_table
 

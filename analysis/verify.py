@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from results_schema.records.io import RecordError, read_json
+from results_schema.codec.io import RecordError, read_json
 from results_schema.records.models import CaseRun
 from results_schema.records.summary import ComparisonSummary
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from results_schema.records import case_outcome, models, summary, validation
 from results_schema.records.dispatch import FileKind, file_kinds, kind_for
-from results_schema.records.io import RecordError, check_jsonl, read_json
+from results_schema.codec.io import RecordError, check_jsonl, read_json
 
 EXPORTED_MODELS = (
     models.BenchRecord,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.choice import FILE_NAME, ChoiceDecision
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 
 

@@ -19,7 +19,7 @@ from runners.paths import REPO_ROOT
 
 def f():
     import torch
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
     from . import sibling
     return importlib.import_module("runners.errors")
 
@@ -35,7 +35,7 @@ def test_counts_project_imports_in_functions_and_stand_ins_only(tmp_path: Path) 
     (tmp_path / "runners").mkdir()
     (tmp_path / "runners" / "m.py").write_text(SOURCE)
     found = cfi.count(tmp_path)
-    assert found == ["runners/m.py:8: results_schema.records.io", "runners/m.py:9: .",
+    assert found == ["runners/m.py:8: results_schema.codec.io", "runners/m.py:9: .",
                      "runners/m.py:10: import_module(...)", "runners/m.py:16: runners.errors"]
 
 

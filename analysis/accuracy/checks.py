@@ -26,8 +26,8 @@ from results_schema.records.accuracy import (
     Task,
     VerifyCheck,
 )
-from results_schema.records.files import file_sha256
-from results_schema.records.io import RecordError, iter_jsonl
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import RecordError, iter_jsonl
 from results_schema.records.protocols import REGISTRY, registered_names
 
 GOLD_BALANCE_MIN, GOLD_BALANCE_MAX = 0.15, 0.35
@@ -282,7 +282,7 @@ def planned_backends(records_dir: Path) -> tuple[Path | None, dict[str, str] | N
     Raises:
         RecordError: ``plan.json`` exists but does not validate.
     """
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
     from results_schema.records.plan import PLAN_FILE, RunPlan
 
     records_dir = records_dir.resolve()

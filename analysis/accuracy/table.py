@@ -19,7 +19,7 @@ import io
 from pathlib import Path
 
 from results_schema.records.accuracy import AccuracyVerification, CaseSummary
-from results_schema.records.files import write_text_atomic
+from results_schema.codec.files import write_text_atomic
 
 REPORT_CSV = "accuracy-verification.csv"
 

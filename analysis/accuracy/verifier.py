@@ -89,9 +89,9 @@ from results_schema.records.accuracy import (
     SampleExample,
     Task,
 )
-from results_schema.records.files import write_text_atomic
+from results_schema.codec.files import write_text_atomic
 from results_schema.rules.number_rule import NumberRange
-from results_schema.records.io import RecordError, read_json, write_json
+from results_schema.codec.io import RecordError, read_json, write_json
 
 REPORT_JSON = "accuracy-verification.json"
 REPORT_MD = "accuracy-verification.md"

@@ -48,8 +48,8 @@ from analysis.report.provenance import provenance
 from analysis.validation.validate import validate_run
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyVerification
 from results_schema.records.choice import FILE_NAME as DECISIONS_FILE, ChoiceDecision
-from results_schema.records.files import file_sha256
-from results_schema.records.io import RecordError, read_json, scan_jsonl
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import RecordError, read_json, scan_jsonl
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
 from results_schema.records.serving_summary import ServingSummary
 from results_schema.records.summary import Provenance

@@ -177,7 +177,7 @@ def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:
     """``out/choice.json`` (``results_schema.records.choice.ChoiceSummary``) of a choose run; returns its lines (none:
     not a choose run)."""
     from results_schema.records.choice import SUMMARY_FILE, ChoiceSummary, Recommended, VerifiedPoint
-    from results_schema.records.io import write_json
+    from results_schema.codec.io import write_json
 
     decisions = read_decisions(run_dir)
     if not decisions:

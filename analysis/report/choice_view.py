@@ -140,7 +140,7 @@ def read_choice_view(run_dir: Path | str, out_dir: Path | str) -> ChoiceView | N
         RecordError / StrictJSONError: the decision lines or ``choice.json`` do not validate.
     """
     from analysis.model.choice import read_decisions
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
 
     decisions = read_decisions(Path(run_dir))
     if not decisions:
@@ -158,7 +158,7 @@ def measured_choice_lines(run_dir: Path, tables: dict) -> tuple[list[str], str]:
         ValueError: ``run_dir`` has no decision lines (not a choose run).
     """
     from analysis.model.choice import decide, read_decisions
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
 
     path = Path(run_dir) / "summary" / SUMMARY_FILE
     if path.is_file():

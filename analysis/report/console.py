@@ -26,7 +26,7 @@ from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.report.released import released_cell
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.validation import CONTENDED_CODE, ValidationReport
 from results_schema.records.summary import ComparisonSummary
 
@@ -120,7 +120,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console: where to print (default: a new ``rich.console.Console``).
 
     Raises:
-        FileNotFoundError / results_schema.records.io.RecordError: a summary file is missing or invalid.
+        FileNotFoundError / results_schema.codec.io.RecordError: a summary file is missing or invalid.
     """
     out_dir = Path(out_dir)
     console = console or Console()

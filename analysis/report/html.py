@@ -51,8 +51,8 @@ from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from analysis.report.html_serving import SERVING_GLOSSARY, read_serving_summary, serving_section
 from results_schema.records.accuracy import AccuracyVerification, SampleExample
-from results_schema.records.files import write_text_atomic
-from results_schema.records.io import RecordError, read_json, scan_jsonl
+from results_schema.codec.files import write_text_atomic
+from results_schema.codec.io import RecordError, read_json, scan_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving_summary import ServingSummary
 from results_schema.records.validation import ValidationReport

@@ -28,7 +28,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from results_schema.records.io import RecordError, read_json
+from results_schema.codec.io import RecordError, read_json
 from results_schema.records.serving_summary import (
     BaselineVerdictRow,
     OrderEffectRow,

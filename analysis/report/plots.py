@@ -3,7 +3,7 @@ run, predicted vs measured retention (``plot_choice``).
 
 What is modelled: ``plot_pareto`` and ``plot_retention`` draw a summary frame (``analysis.report.tables.build``'s
 ``summary``) with matplotlib (Agg backend), ``plot_choice`` a ``analysis.report.choice_view.ChoiceView``; ``save_png``
-writes a figure atomically (``results_schema.records.files.write_bytes_atomic``). Released bytes are accounted bytes
+writes a figure atomically (``results_schema.codec.files.write_bytes_atomic``). Released bytes are accounted bytes
 (evidence), not measured memory. Every point that carries a verdict draws the verdict's own interval, read from the
 summary field the tables print (``vs_baseline_ci_*_pct`` through ``analysis.comparison.decision.retention_interval``;
 a verified setting's predicted interval from ``choice.json``), each error-bar collection tagged with a ``gid``
@@ -41,7 +41,7 @@ from analysis.report.figure_layout import (  # noqa: E402
 )
 from analysis.report.tables import is_cpu_run  # noqa: E402
 from offload.selection import case_label  # noqa: E402
-from results_schema.records.files import write_bytes_atomic  # noqa: E402
+from results_schema.codec.files import write_bytes_atomic  # noqa: E402
 
 
 def save_png(fig: Figure, path: Path, *, bbox_inches: str | None = "tight") -> None:

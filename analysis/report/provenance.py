@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.load import RunData
-from results_schema.records.io import RecordError, read_json
+from results_schema.codec.io import RecordError, read_json
 from results_schema.records.manifest import EnvironmentManifest
 from results_schema.records.summary import Provenance
 

@@ -48,8 +48,8 @@ from analysis.model.choice import write_choice
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
 from analysis.report.host_memory import host_memory_table
 from analysis.validation.checks import token_digest_status
-from results_schema.records.files import write_text_atomic
-from results_schema.records.io import write_json
+from results_schema.codec.files import write_text_atomic
+from results_schema.codec.io import write_json
 from results_schema.records.summary import ComparisonSummary, Provenance
 
 SUMMARY_DIR = "summary"

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from results_schema.records.io import RecordError, StrictJSONError, read_json
+from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
 
 OutputStatus = Literal["identical", "differs", "within_baseline_noise", "no_baseline"]

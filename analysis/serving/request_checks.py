@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.serving.recompute import compare_rate, recompute_rate, recorded_rate
-from results_schema.records.files import file_sha256
-from results_schema.records.io import RecordError, StrictJSONError, read_json
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import PROMPT_LEN_TOLERANCE, ServingRequests, ServingRun
 
 REL_TOL = 1e-6

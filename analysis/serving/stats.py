@@ -61,7 +61,7 @@ from analysis.comparison.noise_floor import spread_pct
 from analysis.comparison.variance import between_only
 from analysis.comparison.verdict_rule import CONFIDENCE, PAIRED, DEFAULT_MARGIN_PCT, decide, decide_paired, verdict_text
 from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
-from results_schema.records.io import RecordError, StrictJSONError, read_json
+from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
 
 BOOTSTRAP_SAMPLES = 2000

@@ -59,8 +59,8 @@ from analysis.serving.stats import (
     process_variance,
     variance_lines,
 )
-from results_schema.records.files import write_text_atomic
-from results_schema.records.io import scan_jsonl, write_json
+from results_schema.codec.files import write_text_atomic
+from results_schema.codec.io import scan_jsonl, write_json
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
 from results_schema.records.serving_summary import (

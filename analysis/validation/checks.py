@@ -17,8 +17,8 @@ from pathlib import Path
 
 from analysis.load import RunData
 from analysis.validation.common import Collector
-from results_schema.records.files import file_sha256
-from results_schema.records.io import RecordError, read_json
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import RecordError, read_json
 from results_schema.records.models import DEFAULT_MIN_MEASURED_S, BenchRecord
 from results_schema.records.validation import CONTENDED_CODE
 from results_schema.rules.token_rule import NOISE_NOTE, phase_floors, token_status

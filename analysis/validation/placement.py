@@ -49,7 +49,7 @@ def load_placements(run_dir: Path | str) -> tuple[list[CasePlacement], list[str]
     Returns:
         ``(placements, errors)``; a run without placement files gives ``([], [])``.
     """
-    from results_schema.records.io import read_jsonl
+    from results_schema.codec.io import read_jsonl
 
     out: list[CasePlacement] = []
     errors: list[str] = []
@@ -65,9 +65,9 @@ def load_nodes(run_dir: Path | str) -> list[NodeIdentity]:
     """The per-node identity lines of ``cluster-manifest.jsonl`` (empty for a local run).
 
     Raises:
-        results_schema.records.io errors (ValueError) on an unreadable line.
+        results_schema.codec.io errors (ValueError) on an unreadable line.
     """
-    from results_schema.records.io import read_jsonl
+    from results_schema.codec.io import read_jsonl
 
     path = Path(run_dir) / "cluster-manifest.jsonl"
     return read_jsonl(path, NodeIdentity) if path.is_file() else []

@@ -24,7 +24,7 @@ from analysis.load import RunData
 from analysis.validation.common import CaseRef, Collector, Where, rel_path
 from offload.selection import select_offload_layers
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
-from results_schema.records.io import RecordError, parse_line, read_json
+from results_schema.codec.io import RecordError, parse_line, read_json
 from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, marked_lines
 from results_schema.records.models import BenchRecord, CaseRun, RuntimeEvidence
 

@@ -77,7 +77,7 @@ from analysis.validation.records import (
     check_logs_and_files,
     check_schema,
 )
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.plan import PLAN_FILE, RunPlan
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
@@ -114,7 +114,7 @@ def expand_saved_plan(run_dir: Path) -> RunPlan | None:
         RecordError, StrictJSONError: ``plan.json`` exists but does not validate (a ``ValueError``).
     """
     from results_schema.records.choice import FILE_NAME as DECISIONS, ChoiceDecision, with_decided
-    from results_schema.records.io import read_jsonl
+    from results_schema.codec.io import read_jsonl
 
     path = run_dir / PLAN_FILE
     if not path.is_file():

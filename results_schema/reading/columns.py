@@ -2,7 +2,7 @@
 
 What is modelled: ``RecordTable`` holds the accepted lines of one JSONL file (or several, concatenated)
 of one ``results_schema`` model, each as the ``msgspec.Struct`` derived from the model
-(``results_schema.records.fast_structs``) or, for a line only the full reader accepted, as the pydantic model
+(``results_schema.codec.fast_structs``) or, for a line only the full reader accepted, as the pydantic model
 itself. Both have the model's field names, so ``column("record.offload.offload_group_size")`` reads a
 field of every row with one attribute lookup per row and level; a field the line left out (``UNSET``
 in a struct) reads as the model's default, exactly as pydantic fills it. ``explode`` flattens a
@@ -25,8 +25,8 @@ from typing import Annotated, Any, Generic, TypeVar, Union, cast, get_args, get_
 import msgspec
 from pydantic import BaseModel
 
-from results_schema.records.fast_structs import field_default, plan_for
-from results_schema.records.io import gc_paused
+from results_schema.codec.fast_structs import field_default, plan_for
+from results_schema.codec.io import gc_paused
 
 __all__ = ["RecordTable"]
 

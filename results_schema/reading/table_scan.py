@@ -1,11 +1,11 @@
 """Strict reading of a whole JSONL file into a ``RecordTable``: the accept / refuse decisions of ``scan_jsonl``.
 
 What is modelled: ``scan_table(path, model_cls)`` returns the same accepted lines (in file order) and the
-same ``LineError``\\ s (in line order, same messages) as ``results_schema.records.io.scan_jsonl``, through the
-same per-line reader: the line rules (``results_schema.records.files.line_problem``), then the one-pass
-check ``parse_line`` itself starts with (``results_schema.records.fast_json.fast_struct``: msgspec decodes the
+same ``LineError``\\ s (in line order, same messages) as ``results_schema.codec.io.scan_jsonl``, through the
+same per-line reader: the line rules (``results_schema.codec.files.line_problem``), then the one-pass
+check ``parse_line`` itself starts with (``results_schema.codec.fast_json.fast_struct``: msgspec decodes the
 line into the struct derived from the model, the model is built from it and runs its own validators, no
-object repeats a key), and for a line that check cannot prove, ``results_schema.records.io.parse_line``'s
+object repeats a key), and for a line that check cannot prove, ``results_schema.codec.io.parse_line``'s
 full path, which accepts it (the model is kept) or names the field that is wrong. Every rule of a record
 is stated once, in its model; nothing here decides a line.
 
@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from results_schema.reading.columns import RecordTable
-from results_schema.records.fast_json import fast_struct
-from results_schema.records.fast_structs import Unsupported, plan_for
-from results_schema.records.files import line_problem
-from results_schema.records.io import LineError, RecordError, gc_paused, parse_line, scan_jsonl
+from results_schema.codec.fast_json import fast_struct
+from results_schema.codec.fast_structs import Unsupported, plan_for
+from results_schema.codec.files import line_problem
+from results_schema.codec.io import LineError, RecordError, gc_paused, parse_line, scan_jsonl
 
 __all__ = ["scan_table"]
 

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from results_schema.codec.scalars import schema_version_not_a_boolean
+
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -87,14 +89,7 @@ class ExecutorKind(ValueSet):
     ray = "ray"
 
 
-def _not_a_boolean(value: object) -> object:
-    # Python's True == 1, so Literal[1] alone would accept JSON ``true``; the JSON Schema does not.
-    if isinstance(value, bool):
-        raise ValueError(f"schema_version must be the integer 1, not the boolean {str(value).lower()}")
-    return value
-
-
-SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
+SchemaVersion = Annotated[Literal[1], BeforeValidator(schema_version_not_a_boolean)]
 """``schema_version``: the integer 1 (a JSON boolean is refused, as the exported JSON Schema refuses it)."""
 
 Digest = Annotated[str, Field(pattern=r"^(sha256:)?[0-9a-f]{64}$")]

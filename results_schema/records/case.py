@@ -3,7 +3,7 @@
 What is modelled: one process of a matrix (``runners.matrix``) -- a bench case
 (``python -m runners.incase.bench_one --case PATH``) or an accuracy case
 (``python -m runners.incase.accuracy run --case PATH``). The runner writes the model with
-``results_schema.records.io.write_json`` to ``records/<phase>/<label>-r<repeat>.case.json``,
+``results_schema.codec.io.write_json`` to ``records/<phase>/<label>-r<repeat>.case.json``,
 next to the case's record; the case process reads it back with ``read_json``, so the
 two sides share one typed description instead of a hand-mirrored command line.
 Field names are vLLM's (``OffloadSetting``) and the record's (``WorkloadSpec``).

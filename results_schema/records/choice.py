@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 
 from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, SchemaVersion, StrictModel
 from results_schema.records.dispatch import FileKind
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.plan import PlannedPhase, RunPlan
 from results_schema.records.identity import Setting
 
@@ -204,7 +204,7 @@ def read_decisions(run_dir: Path) -> list[ChoiceDecision]:
     (``analysis.model.choice``: ``analysis verify`` recomputes it).
 
     Raises:
-        results_schema.records.io.RecordError: the first line that does not validate, naming ``path:line``.
+        results_schema.codec.io.RecordError: the first line that does not validate, naming ``path:line``.
     """
     path = Path(run_dir) / FILE_NAME
     return read_jsonl(path, ChoiceDecision) if path.is_file() else []

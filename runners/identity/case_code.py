@@ -10,7 +10,7 @@ driver leaves it unchanged, and editing anything a case process can import chang
 
 What is deliberately not modelled: modules imported by name at run time (``importlib``); the project
 imports its own code by ``import`` statements only, and the import-linter contract on ``runners.incase``
-keeps the closure inside ``offload``, ``runners.incase`` and ``results_schema.records`` / ``.rules``.
+keeps the closure inside ``offload``, ``runners.incase`` and ``results_schema.records`` / ``.rules`` / ``.codec``.
 """
 
 from __future__ import annotations

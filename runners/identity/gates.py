@@ -25,7 +25,7 @@ from results_schema.records.manifest import PinCheck
 from runners.config import distinct_runtimes
 from runners.errors import EXIT_CONFIG, EXIT_HEALTH, EXIT_IDENTITY, RunnerError
 from runners.paths import REPO_ROOT, abs_path
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 from runners.identity.case_code import case_code_sha256
 from runners.identity.devices import DeviceError, device_identity
 from runners.identity.git_identity import git_identity

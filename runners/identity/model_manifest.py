@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from results_schema.records.files import file_sha256, write_text_atomic
+from results_schema.codec.files import file_sha256, write_text_atomic
 
 EXCLUDED = ("SHA256SUMS", "REVISION")
 

@@ -30,7 +30,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from conf.schema_stack import PinsConfig
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 from runners.identity.probe import PUBLISHED_PREFIX, SPEC_KEYS, Observation, WheelComparison
 from results_schema.records.manifest import PinCheck, PinKind
 from runners.identity.probe import observe

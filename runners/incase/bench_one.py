@@ -55,7 +55,7 @@ from offload.controls import step_delay_requested
 from runners.incase.process_state import ProcessStateReader
 from runners.incase.prompts import DEFAULT_SEED_TEXT, make_prompt_ids, seed_text_prompts
 from results_schema.records.case import CaseSpec, RequestedOffload
-from results_schema.records.io import dumps_model, write_json
+from results_schema.codec.io import dumps_model, write_json
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.rules.log_rule import BENCH_RESULT
 from results_schema.records.models import BenchRecord, MeasurementWindow, RoundResult, WorkloadSpec

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from offload.selection import check_offload_setting
 from results_schema.records.case import CaseSpec
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.identity import OffloadSetting
 
 
@@ -19,7 +19,7 @@ def read_case(path: str | Path, kind: str) -> CaseSpec:
     """Read a ``case.json`` of ``kind`` (``bench`` or ``accuracy``) in the case process.
 
     Raises:
-        ValueError: unreadable or invalid file (``results_schema.records.io.RecordError``), or another kind.
+        ValueError: unreadable or invalid file (``results_schema.codec.io.RecordError``), or another kind.
     """
     try:
         case = read_json(path, CaseSpec)

@@ -47,7 +47,7 @@ from typing import Any, BinaryIO, Mapping, Sequence
 
 import psutil
 
-from results_schema.records.files import write_text_atomic
+from results_schema.codec.files import write_text_atomic
 from runners.incase.case_processes import (
     CASE_RUNNER_ENV,
     CASE_TOKEN_ENV,

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.controls import STEP_DELAY_ENV
 from results_schema.records.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
-from results_schema.records.io import write_json
+from results_schema.codec.io import write_json
 from results_schema.records.models import WorkloadSpec
 from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
                            CasePaths, accuracy_manifest_path)

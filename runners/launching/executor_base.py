@@ -15,7 +15,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from conf.choices import NodeFailureAction, PerformanceSharing
 from results_schema.records.base import ExecutorKind
-from results_schema.records.io import append_jsonl
+from results_schema.codec.io import append_jsonl
 from results_schema.records.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
 from runners.planning.cases import LaunchSpec, ScheduledCase

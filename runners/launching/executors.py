@@ -208,7 +208,7 @@ class RayExecutor(RayScheduler):
             lines.append(identity_line(nid, n, got, checks, problems, checked_utc=now,
                                        on_failure="excluded" if self.on_node_failure == "exclude" else "stopped_run"))
         if self._run_dir is not None:
-            from results_schema.records.io import append_jsonl
+            from results_schema.codec.io import append_jsonl
 
             for line in lines:
                 append_jsonl(self._run_dir / "cluster-manifest.jsonl", line)

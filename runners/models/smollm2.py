@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 from results_schema.records.manifest import ModelProvenance
 from runners.models.tiny_model import verify_model_dir
 

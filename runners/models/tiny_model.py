@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 
 if TYPE_CHECKING:
     import torch

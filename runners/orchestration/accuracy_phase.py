@@ -21,8 +21,8 @@ from runners.outcome.accuracy import accuracy_cases_name
 from runners.paths import REPO_ROOT, accuracy_manifest_path
 from runners.planning.cases import PhaseCase, ScheduledCase
 from results_schema.records.accuracy import AccuracyCaseRun
-from results_schema.records.files import file_sha256
-from results_schema.records.io import read_jsonl
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import read_jsonl
 from runners.incase.accuracy.datasets import DatasetError, load_manifest, select_entry, verify_file
 
 

@@ -42,7 +42,7 @@ from offload_tools.choice import distinct_settings, released_bytes
 from results_schema.records.base import PhaseKind
 from results_schema.records.choice import Form, FormFit, PredictedSetting
 from results_schema.records.copy_bench import CopyBench, FILE_NAME as BENCH, H2DBench, H2D_FILE_NAME as H2D
-from results_schema.records.io import append_jsonl, read_json, read_jsonl
+from results_schema.codec.io import append_jsonl, read_json, read_jsonl
 from results_schema.records.plan import PlannedPhase
 from runners.orchestration.close import copy_bench
 from runners.orchestration.execute import RunState, run_phases

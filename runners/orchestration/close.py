@@ -29,7 +29,7 @@ from runners.orchestration.rundir import write_sha256sums
 from runners.planning.cases import ScheduledCase
 from runners.planning.plan import BENCH_KINDS
 from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
-from results_schema.records.io import RecordError, read_json
+from results_schema.codec.io import RecordError, read_json
 from results_schema.records.validation import ValidationReport
 from runners.errors import os_error_cause
 from runners.orchestration.accuracy_phase import verify_accuracy
@@ -206,7 +206,7 @@ class CloseStepError(Exception):
         """The one-line error (the traceback, when there is one, written to ``logs/close-error.txt`` first)."""
         where = ""
         if self.traceback_text is not None:
-            from results_schema.records.files import write_text_atomic
+            from results_schema.codec.files import write_text_atomic
 
             log = run_dir / "logs" / "close-error.txt"
             try:

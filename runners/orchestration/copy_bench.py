@@ -24,7 +24,7 @@ from typing import Any
 from pathlib import Path
 
 from results_schema.records.copy_bench import FILE_NAME, CopyBench
-from results_schema.records.io import write_json
+from results_schema.codec.io import write_json
 from results_schema.records.copy_bench import H2DBench, H2D_FILE_NAME
 from runners.paths import CONTROLLED_ENV, REPO_ROOT
 

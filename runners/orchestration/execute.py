@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from conf.schema import Config
 from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
-from results_schema.records.io import append_jsonl, read_jsonl
+from results_schema.codec.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.rules.accuracy_rule import baseline_judgement
 from results_schema.rules.token_rule import PhaseFloor, token_status

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from runners.planning.cases import ScheduledCase
 from results_schema.records.accuracy import AccuracyCaseRun
 from results_schema.records.case_outcome import CaseFailure
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.serving import ServingRun
 from runners.outcome.accuracy import accuracy_cases_name

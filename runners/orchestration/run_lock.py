@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from results_schema.records.io import append_jsonl, read_json, write_json
+from results_schema.codec.io import append_jsonl, read_json, write_json
 from results_schema.records.run_owner import (HISTORY_FILE, HOLDER_FILE, LOCK_FILE, Acquisition, PreviousHolder,
                                       RunnerHolder)
 from runners.errors import EXIT_CONFIG, RunnerError

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from conf.schema import Config
 from conf.typed import plain
-from results_schema.records.files import file_sha256, write_text_atomic
+from results_schema.codec.files import file_sha256, write_text_atomic
 from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.identity.gates import RunIdentity
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
@@ -35,7 +35,7 @@ from conf.typed import load_saved_config
 from results_schema.records.accuracy import AccuracyCaseRun
 from results_schema.records.base import PhaseKind
 from results_schema.records.case_outcome import CaseFailure
-from results_schema.records.io import read_json, read_jsonl, write_json
+from results_schema.codec.io import read_json, read_jsonl, write_json
 from results_schema.records.manifest import EnvironmentManifest, ModelIdentity
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan

@@ -17,8 +17,8 @@ from typing import Sequence
 
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyTaskOutcome
 from results_schema.records.case_outcome import CaseFailure, FailureType
-from results_schema.records.files import file_sha256
-from results_schema.records.io import read_json
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import read_json
 from results_schema.records.identity import OffloadSetting
 from runners.incase.process_group import ProcessOutcome
 from runners.outcome.case_log import root_cause, tail

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from offload import controls
 from offload.selection import select_offload_layers
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
-from results_schema.records.io import RecordError, StrictJSONError, parse_line, read_json
+from results_schema.codec.io import RecordError, StrictJSONError, parse_line, read_json
 from results_schema.records.case_outcome import CpuKernelEvidence, FailureType
 from results_schema.records.models import BenchRecord, RuntimeEvidence, WorkloadSpec
 from results_schema.records.identity import OffloadSetting

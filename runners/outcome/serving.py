@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from results_schema.records.case_outcome import CaseFailure, FailureType
-from results_schema.records.io import RecordError, StrictJSONError, read_json
+from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingCaseResult, ServingRun
 from runners.incase.process_group import ProcessOutcome
 from runners.outcome.case_checks import CheckFailed, check_evidence, control_missing

@@ -23,7 +23,7 @@ from typing import Any
 from conf.schema_matrix import ServingConfig
 from conf.schema_stack import WorkloadConfig
 
-from results_schema.records.io import write_json
+from results_schema.codec.io import write_json
 from results_schema.records.identity import OffloadSetting
 from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO
 from runners.planning.cases import ScheduledCase

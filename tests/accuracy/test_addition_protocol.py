@@ -131,7 +131,7 @@ def test_a_fake_engine_run_of_task_addition_reaches_results_csv_and_example_tabl
     from analysis.accuracy.table import render_csv
     from analysis.accuracy.verifier import render_markdown, verify
     from results_schema.records.accuracy import AccuracyResult
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
 
     from .conftest import make_run, offload
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.accuracy import AccuracyResult
-from results_schema.records.io import read_json, write_json
+from results_schema.codec.io import read_json, write_json
 from runners.incase.accuracy.case import CaseError, run_cases
 from runners.incase.accuracy.cli import main, parse_offload
 from runners.incase.accuracy.protocol import ChatTemplateMissing

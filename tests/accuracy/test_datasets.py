@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.accuracy import DatasetManifest
-from results_schema.records.files import file_sha256 as sha256_file
+from results_schema.codec.files import file_sha256 as sha256_file
 from runners.incase.accuracy.datasets import (
     DatasetError,
     GPQARow,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import pytest
 
 from results_schema.records.accuracy import AccuracyResult
 from results_schema.records.accuracy_report import AccuracyVerification
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from runners.errors import EXIT_ACCURACY
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 

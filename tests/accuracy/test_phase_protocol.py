@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.accuracy import AccuracyVerification
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.protocols import protocol_spec
 from runners.errors import EXIT_CONFIG, EXIT_OK
 

@@ -14,7 +14,7 @@ from results_schema.records.accuracy import (
     AccuracyVerification,
     DatasetManifest,
 )
-from results_schema.records.io import dumps_model, read_json
+from results_schema.codec.io import dumps_model, read_json
 
 from .conftest import make_run
 

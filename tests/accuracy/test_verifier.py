@@ -18,7 +18,7 @@ from analysis.accuracy.verifier import (
 from analysis.accuracy.checks import Checks as _Checks
 from analysis.accuracy.checks import check_gold_balance as _check_gold_balance
 from results_schema.records.accuracy import AccuracyExample, AccuracyResult, AccuracyVerification, ProtocolSpec
-from results_schema.records.io import read_json, write_json
+from results_schema.codec.io import read_json, write_json
 from results_schema.records.models import RuntimeEvidence
 from runners.incase.accuracy.materialize import materialize
 from runners.incase.accuracy.qwen_chat import shuffle_order

@@ -11,7 +11,7 @@ import pytest
 from analysis.accuracy.verifier import check_max_accuracy_drop, main, render_markdown, verify, write_report
 from analysis.accuracy.table import CSV_COLUMNS, REPORT_CSV
 from results_schema.records.accuracy import AccuracyVerification
-from results_schema.records.io import read_json, write_json
+from results_schema.codec.io import read_json, write_json
 from results_schema.records.plan import PlannedCase, PlannedPhase, RunPlan
 
 from .conftest import FakeEngine, make_run, offload

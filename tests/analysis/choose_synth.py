@@ -18,7 +18,7 @@ from pathlib import Path
 from offload_tools.choice import ChoiceInputs, calibration_settings, compute_choice
 from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import FILE_NAME, ChoiceDecision, FittedPoint, FormFit, PredictedSetting, SettingRef
-from results_schema.records.io import append_jsonl, write_json
+from results_schema.codec.io import append_jsonl, write_json
 from results_schema.records.plan import PLAN_FILE, PlannedPhase
 from results_schema.units import GIB
 from tests.support.synthetic import TINY_CONFIG, SynthCase, SynthPhase, layer_bytes, run_plan, write_run_dir

@@ -63,7 +63,7 @@ def test_every_model_table_is_derived_including_the_accuracy_tables():
 def _accuracy_run(run_dir: Path) -> None:
     """A run directory holding one accuracy phase (baseline run twice, one offload case) and its verdict."""
     from results_schema.records.accuracy import AccuracyVerification, BaselineAgreement
-    from results_schema.records.io import append_jsonl, write_json
+    from results_schema.codec.io import append_jsonl, write_json
     from results_schema.records.identity import OffloadSetting
     from tests.results_schema.test_accuracy_case_run import line
 
@@ -180,7 +180,7 @@ def test_compare_covers_per_record_metrics_and_serving_results(tmp_path, capsys)
 
 def test_serving_summary_tables_hold_the_verdicts_outputs_and_percentiles(db):
     from results_schema.records.serving_summary import ServingSummary
-    from results_schema.records.io import read_json
+    from results_schema.codec.io import read_json
 
     s = read_json(FIXTURES / "serving_run" / "summary" / "serving-summary.json", ServingSummary)
     v = query(db, "SELECT label, request_rate, metric, a_median_ms, b_median_ms, floor_pct, verdict "
@@ -202,7 +202,7 @@ def test_serving_summary_tables_hold_the_verdicts_outputs_and_percentiles(db):
 def test_serving_output_mismatch_is_queryable_and_a_bad_summary_is_a_load_note(tmp_path):
     import shutil
 
-    from results_schema.records.io import read_json, write_json
+    from results_schema.codec.io import read_json, write_json
     from results_schema.records.serving_summary import ServingSummary
 
     run = tmp_path / "serving"

@@ -20,7 +20,7 @@ from analysis.report.choice_view import GIB, choice_view
 from analysis.report.html_choice import PLOT_ID, SECTION_ID, choice_figure, choice_section
 from analysis.report.summary import write_summary
 from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, Recommended
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 
 from .choose_synth import write_choose_run
 

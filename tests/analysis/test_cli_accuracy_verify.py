@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.cli import main
 from results_schema.records.accuracy import AccuracyVerification
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from tests.accuracy.conftest import make_run, offload
 
 REPO = Path(__file__).resolve().parents[2]

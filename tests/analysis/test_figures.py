@@ -29,7 +29,7 @@ from analysis.serving.report import pct_gid, plot_front, plot_latency
 from analysis.serving.stats import percentile_rows
 from analysis.serving.summary import load_serving, rate_table, slo_rates
 from results_schema.records.choice import SUMMARY_FILE, ChoiceSummary
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from tests.support.figure_checks import drawn_intervals, legend_covered_points, overlapping_texts, same_4_digits
 
 from .choose_synth import write_choose_run

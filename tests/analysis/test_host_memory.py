@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.report.host_memory import CPU_HOST_NOTE, RSS_AFTER, RSS_PEAK, host_memory_lines, host_memory_table
 from analysis.report.summary import write_summary
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.models import CaseRun
 from results_schema.records.summary import ComparisonSummary
 from tests.support.synthetic import SynthCase, make_case_run

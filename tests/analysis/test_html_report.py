@@ -11,7 +11,7 @@ import pytest
 
 from analysis.report.html_figures import latency_figure, pareto_figure, retention_figure
 from analysis.report.summary import write_summary
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.summary import ComparisonSummary
 
 from . import browser
@@ -161,7 +161,7 @@ SERVING = FIXTURES / "serving_run"
 def _serving_copy(tmp_path, **updates):
     """A copy of the serving fixture whose ``serving-summary.json`` carries ``updates``; its report re-rendered."""
     from analysis.report.html import write_report_html
-    from results_schema.records.io import write_json
+    from results_schema.codec.io import write_json
     from results_schema.records.serving_summary import ServingSummary
 
     run = tmp_path / "serving"

@@ -16,7 +16,7 @@ def test_packages_import_without_torch_or_vllm():
             if p.stem != "__main__"]
     code = (
         "import sys, importlib\n"
-        "import results_schema.records.models, results_schema.records.io, results_schema.records.dispatch, results_schema.cli\n"
+        "import results_schema.records.models, results_schema.codec.io, results_schema.records.dispatch, results_schema.cli\n"
         + "".join(f"importlib.import_module('analysis.{m}')\n" for m in mods)
         + "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'vllm'))\n"
         "print(bad)\n"

@@ -17,7 +17,7 @@ import pytest
 from analysis.aggregate import aggregate
 from analysis.load import HOST_LOAD_FIELDS, PROCESS_STATE_FIELDS, ROUND_COLUMNS, RUN_COLUMNS, RUN_FIELDS, load_run, window_drift_pct
 from analysis.validation.checks import token_digest_status, token_statuses
-from results_schema.records.io import append_jsonl, read_jsonl
+from results_schema.codec.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
 from tests.support.synthetic import default_cases, host_load, make_case_run
 

@@ -7,7 +7,7 @@ import shutil
 
 import analysis.load as load
 from analysis.load import load_run
-from results_schema.records.io import check_jsonl
+from results_schema.codec.io import check_jsonl
 from results_schema.records.models import CaseRun
 
 

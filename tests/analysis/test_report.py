@@ -13,7 +13,7 @@ from analysis.cli import main
 from analysis.load import load_run
 from analysis.report.summary import write_summary
 from analysis.verify import verify
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.validation import ValidationReport
 
 

@@ -73,7 +73,7 @@ from pathlib import Path  # noqa: E402
 
 from analysis.serving.stats import baseline_verdicts  # noqa: E402
 from results_schema.records.host_load import HostLoad  # noqa: E402
-from results_schema.records.io import read_jsonl  # noqa: E402
+from results_schema.codec.io import read_jsonl  # noqa: E402
 from results_schema.records.serving import ServingRun  # noqa: E402
 
 _LINES = Path(__file__).parents[1] / "fixtures" / "serving_run" / "serving-serving.jsonl"

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.serving.summary import load_serving, validate_serving
 from analysis.serving.recompute import compare_rate, good_requests, recompute_rate
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 from results_schema.records.serving import RequestOutcome
 from results_schema.records.serving_spec import ServingSLO
 

@@ -13,7 +13,7 @@ from analysis.comparison.variance import between_only, chi2_quantile
 from analysis.serving.summary import load_serving, write_serving_summary
 from analysis.serving.recompute import METRICS
 from analysis.serving.stats import process_variance, variance_lines
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.serving_summary import ServingSummary, ServingVarianceRow
 
 SERVING_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "serving_run"

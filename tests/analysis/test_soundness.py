@@ -17,7 +17,7 @@ from analysis.load import load_run, window_drift_pct
 from analysis.report.console import print_summary
 from analysis.report.summary import write_summary
 from analysis.report.tables import build
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.models import CaseRun
 from results_schema.records.summary import ComparisonSummary
 from results_schema.records.validation import ValidationReport

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from offload.selection import select_offload_layers
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.manifest import EnvironmentManifest
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun, RuntimeEvidence

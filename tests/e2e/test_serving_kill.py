@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import ServingCaseResult
 from runners.incase.serving.server import port_is_free

@@ -25,7 +25,7 @@ import pytest
 
 from analysis.validation.validate import validate_run
 from runners.identity.probe import tree_sha256
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.manifest import EnvironmentManifest
 from results_schema.records.models import CaseRun
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT

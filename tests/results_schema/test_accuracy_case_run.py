@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyTaskOutcome
 from results_schema.cli import check_paths
 from results_schema.records.dispatch import kind_for
-from results_schema.records.io import dumps_model
+from results_schema.codec.io import dumps_model
 from results_schema.records.identity import OffloadSetting
 
 SHA = "a" * 64

@@ -15,7 +15,7 @@ from analysis.validation.common import Collector
 from analysis.validation.records import check_evidence as offline_check
 from offload.selection import select_offload_layers
 from results_schema.rules.evidence_rule import config_num_layers, evidence_problems
-from results_schema.records.io import write_json
+from results_schema.codec.io import write_json
 from runners.outcome.case_checks import CheckFailed, check_evidence as live_check
 from results_schema.rules.log_rule import OFFLOAD_EVIDENCE
 from tests.support.synthetic import SynthCase, make_case_run

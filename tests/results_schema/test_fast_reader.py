@@ -7,8 +7,8 @@ import json
 import pytest
 
 from results_schema.records.case_outcome import CpuKernelEvidence
-from results_schema.records.fast_json import fast_parse as _fast_parse
-from results_schema.records.io import RecordError, parse_line
+from results_schema.codec.fast_json import fast_parse as _fast_parse
+from results_schema.codec.io import RecordError, parse_line
 from results_schema.records.case_outcome import CaseFailure
 
 FAILURE = {"phase": "p", "label": "l", "implementation": "current", "repeat": 0, "failure_type": "timeout",
@@ -60,7 +60,7 @@ def test_a_string_is_never_a_number_on_either_path():
 def test_reading_a_file_pauses_the_cyclic_collector_and_restores_its_state(tmp_path):
     import gc
 
-    from results_schema.records.io import gc_paused, scan_jsonl
+    from results_schema.codec.io import gc_paused, scan_jsonl
 
     path = tmp_path / "p-failures.jsonl"
     path.write_bytes(_line() + b"\n" + b"{not json\n")

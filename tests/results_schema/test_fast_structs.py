@@ -2,7 +2,7 @@
 
 A differential check: every line of every fixture file, and every one-field mutation of a record line
 (wrong type, out of range, null, missing, unknown, repeated key), is read by the one-pass path
-(``results_schema.records.fast_json.fast_parse``) and by the full hook-based path alone. The one-pass path may
+(``results_schema.codec.fast_json.fast_parse``) and by the full hook-based path alone. The one-pass path may
 decline a line (None: the full path decides), but it must never accept a line the full path refuses, and
 what it accepts must equal the full path's model (fields set included).
 """
@@ -20,10 +20,10 @@ import pytest
 from pydantic import BaseModel
 
 import results_schema
-import results_schema.records.fast_structs as fs
-import results_schema.records.io as rio
+import results_schema.codec.fast_structs as fs
+import results_schema.codec.io as rio
 from results_schema.records.dispatch import kind_for
-from results_schema.records.fast_json import fast_parse
+from results_schema.codec.fast_json import fast_parse
 from results_schema.records.base import StrictModel
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun

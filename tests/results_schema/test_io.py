@@ -1,4 +1,4 @@
-"""Claims about results_schema.records.io: strict, atomic, round-tripping JSONL."""
+"""Claims about results_schema.codec.io: strict, atomic, round-tripping JSONL."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from results_schema.records.io import (
+from results_schema.codec.io import (
     RecordError,
     append_jsonl,
     check_jsonl,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from results_schema.records.io import dumps_model
+from results_schema.codec.io import dumps_model
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.records.models import BenchRecord
 

@@ -11,7 +11,7 @@ import pytest
 from analysis.validation.records import scan_log
 from conf.schema_stack import RuntimeConfig
 from results_schema.records.base import Device
-from results_schema.records.io import RecordError, parse_line, write_json
+from results_schema.codec.io import RecordError, parse_line, write_json
 from results_schema.rules.log_rule import BENCH_RESULT, OFFLOAD_EVIDENCE, kv_cache_gib_values, marked_lines
 from results_schema.records.models import RuntimeEvidence
 from runners.outcome.case_checks import CheckFailed, check_evidence

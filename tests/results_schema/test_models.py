@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from tests.support.synthetic import SynthCase, make_case_run
 from results_schema.records import case_outcome, host_load, identity, models, validation
-from results_schema.records.io import dumps_model, parse_line, strict_json_loads
+from results_schema.codec.io import dumps_model, parse_line, strict_json_loads
 
 ALL_MODELS = [
     identity.OffloadSetting, identity.CaseKey, identity.EngineCase, identity.Setting, identity.LabelKey,

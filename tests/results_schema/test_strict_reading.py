@@ -13,7 +13,7 @@ import pytest
 
 from results_schema.cli import check_paths
 from results_schema.records.dispatch import kind_for
-from results_schema.records.io import RecordError, parse_line, strict_json_loads
+from results_schema.codec.io import RecordError, parse_line, strict_json_loads
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun, WorkloadSpec
 

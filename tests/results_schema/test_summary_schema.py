@@ -12,7 +12,7 @@ from analysis.comparison.compare import VS_BASELINE_COLUMNS
 from analysis.comparison.decision import DECISION_COLUMNS
 from analysis.report.summary import write_summary
 from results_schema.cli import export_schemas
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.summary import ComparisonSummary, DecisionRow, SummaryRow
 from tests.analysis.conftest import make_fixtures
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from results_schema.records.fast_structs import plan_for
-from results_schema.records.io import check_jsonl, parse_line, scan_jsonl
+from results_schema.codec.fast_structs import plan_for
+from results_schema.codec.io import check_jsonl, parse_line, scan_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.reading.table_scan import scan_table
 from tests.results_schema.test_fast_structs import mutations

@@ -2,8 +2,8 @@
 
 Each enum-typed field of a fixture ``CaseRun`` line is set to every allowed value and to values outside
 the set (another case, empty, unknown, a number, null, a boolean). The full reader
-(``results_schema.records.io.parse_line`` with the one-pass path switched off) and the one-pass msgspec path
-(``results_schema.records.fast_json.fast_parse``) must accept and refuse the same lines, and an accepted value
+(``results_schema.codec.io.parse_line`` with the one-pass path switched off) and the one-pass msgspec path
+(``results_schema.codec.fast_json.fast_parse``) must accept and refuse the same lines, and an accepted value
 must be the enum member in both, serialised as its string value (the fixture line keeps its exact bytes).
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-import results_schema.records.io as rio
+import results_schema.codec.io as rio
 from results_schema.records.base import Implementation, OffloadBackend, PromptMode
-from results_schema.records.fast_json import fast_parse
+from results_schema.codec.fast_json import fast_parse
 from results_schema.records.models import CaseRun
 from tests.results_schema.test_fast_structs import _full_path
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from offload.selection import select_offload_layers
-from results_schema.records.io import write_json
+from results_schema.codec.io import write_json
 from results_schema.records.models import RuntimeEvidence
 from runners.incase.accuracy.case import run_cases
 from runners.incase.accuracy.engine import Generation

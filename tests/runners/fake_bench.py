@@ -59,7 +59,7 @@ from pathlib import Path
 from offload import controls
 from offload.selection import select_offload_layers
 from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad
-from results_schema.records.io import dumps_model, write_json
+from results_schema.codec.io import dumps_model, write_json
 from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.incase.bench_one import _specs, build_parser, load_case
 from runners.incase.engine_path import REJECTED, build, project_verdict

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from offload import controls
 from offload.selection import select_offload_layers
-from results_schema.records.io import dumps_model, write_json
+from results_schema.codec.io import dumps_model, write_json
 from results_schema.records.models import RuntimeEvidence
 from tests.support.tokenizer import qwen2_tokenizer
 

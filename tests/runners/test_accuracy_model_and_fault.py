@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.case import CaseSpec
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from runners.orchestration.accuracy_phase import check_accuracy_inputs
 from runners.launching.case_command import case_argv, case_env
 from runners.paths import CasePaths

@@ -15,7 +15,7 @@ from conf.schema import ConfigError
 from results_schema.records.accuracy import AccuracyCaseRun, AccuracyResult, AccuracyVerification
 from results_schema.records.case import CaseSpec
 from results_schema.cli import check_paths
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.protocols import protocol_spec
 from runners.errors import EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_OK
 from tests.shared_runs import run_matrix

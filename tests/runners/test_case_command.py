@@ -10,7 +10,7 @@ import pytest
 
 from offload.selection import case_label, check_offload_setting
 from results_schema.records.case import CaseSpec
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.base import IMPLEMENTATIONS, Implementation
 from runners.incase.case_input import checked_offload
 from runners.launching.case_command import case_argv

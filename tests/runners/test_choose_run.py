@@ -21,7 +21,7 @@ import pytest
 
 from analysis.model.choice import recompute
 from results_schema.records.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecision, ChoiceSummary, with_decided
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import RunPlan
 from runners.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK

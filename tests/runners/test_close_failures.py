@@ -10,7 +10,7 @@ import pytest
 
 from runners.errors import EXIT_IO, EXIT_MEANINGS, EXIT_OK, io_error, os_error_text
 from runners.orchestration.close import CloseStepError, close_step
-from results_schema.records.files import write_text_atomic
+from results_schema.codec.files import write_text_atomic
 from tests.runners.helpers import compose_cfg, run_fake
 
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, model_validator
 
 from results_schema.records.case import CaseSpec, RequestedOffload
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from runners.incase.bench_one import _specs
 from runners.launching.case_command import case_argv, case_env

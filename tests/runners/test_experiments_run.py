@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conf.schema import ConfigError
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY

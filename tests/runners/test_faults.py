@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun
 from runners.incase.process_group import run_case_process

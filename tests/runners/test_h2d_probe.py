@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from results_schema.records.copy_bench import H2D_FILE_NAME, H2DBench
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from runners.orchestration.copy_bench import run_h2d_bench
 
 LINE = {"schema_version": 1, "device": "cuda", "bytes_per_copy": 466115584, "pinned": True, "repeats": 2,

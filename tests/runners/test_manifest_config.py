@@ -5,7 +5,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 
 from conf.typed import load_config, plain_config
-from results_schema.records.io import dumps_model
+from results_schema.codec.io import dumps_model
 from results_schema.records.manifest import GitIdentity, ModelIdentity
 from runners.identity.config_hash import config_sha256
 from runners.identity.manifest import build_manifest, json_safe

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from results_schema.records.io import read_json
+from results_schema.codec.io import read_json
 from results_schema.records.plan import RunPlan
 from runners.planning.plan import plan
 from runners.orchestration.rundir import write_plan

@@ -166,7 +166,7 @@ def test_1_5b_runs_on_the_native_v018_runtime():
 def test_workload_spec_serializes_published_options_only_when_set():
     import json
 
-    from results_schema.records.io import dumps_model
+    from results_schema.codec.io import dumps_model
     from results_schema.records.models import WorkloadSpec
 
     base = dict(num_prompts=8, input_len=128, max_tokens=64, max_model_len=512, seed=0, dtype="bfloat16",

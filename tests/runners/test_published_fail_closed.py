@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from results_schema.records.case import CaseSpec
-from results_schema.records.io import read_json, write_json
+from results_schema.codec.io import read_json, write_json
 from runners.outcome.bench import finalize_bench
 from runners.incase.process_group import run_case_process
 from runners.launching.case_command import case_argv, case_env

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.placement import CasePlacement
 from tests.shared_runs import run_matrix

@@ -19,7 +19,7 @@ import ray  # noqa: E402
 from conf.schema import ConfigError  # noqa: E402
 from conf.schema_stack import ExecutorConfig  # noqa: E402
 from conf.typed import validate_as  # noqa: E402
-from results_schema.records.io import read_jsonl  # noqa: E402
+from results_schema.codec.io import read_jsonl  # noqa: E402
 from results_schema.records.placement import CasePlacement  # noqa: E402
 from runners.planning.cases import LaunchSpec  # noqa: E402
 from runners.launching.executors import RayExecutor, check_executor_config  # noqa: E402

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.serial("ray")  # the module's cluster and another Ray t
 
 from analysis.report.summary import write_summary  # noqa: E402
 from analysis.validation.validate import validate_run  # noqa: E402
-from results_schema.records.io import read_jsonl  # noqa: E402
+from results_schema.codec.io import read_jsonl  # noqa: E402
 from results_schema.records.models import CaseRun  # noqa: E402
 from results_schema.records.placement import CasePlacement, NodeIdentity  # noqa: E402
 from tests.runners.helpers import run_fake  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.run_owner import HISTORY_FILE, HOLDER_FILE, LOCK_FILE, RunnerHolder
 from runners.errors import EXIT_CONFIG, RunnerError

@@ -98,7 +98,7 @@ SHORT_TOKEN = "ghp_abcdefSECRET7"
 def test_a_short_token_reaches_no_file_of_a_baseline_only_run_even_through_a_failure(tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """Manifest, case log header and the failure record's log tail: the short token is written nowhere."""
-    from results_schema.records.io import read_jsonl
+    from results_schema.codec.io import read_jsonl
     from results_schema.records.case_outcome import CaseFailure
 
     monkeypatch.setenv("TORCH_FOO", SHORT_TOKEN)

@@ -16,7 +16,7 @@ import pytest
 
 from conf.schema import ConfigError
 
-from results_schema.records.io import read_json, read_jsonl
+from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import ServingCaseResult, ServingRequests, ServingRun
 from results_schema.records.serving_spec import ServingCaseSpec, ServingEngine, ServingLimits, ServingLoad, ServingSLO

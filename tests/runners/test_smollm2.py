@@ -60,7 +60,7 @@ def test_installed_wheel_gguf_is_checked_against_the_pins(monkeypatch):
 
 @pytest.mark.heavy  # two builds, ~15-30 s each on 2 cores
 def test_two_builds_give_the_same_bytes_and_the_pinned_sha256sums(tmp_path):
-    from results_schema.records.files import file_sha256
+    from results_schema.codec.files import file_sha256
 
     a, b = smollm2.build_smollm2(tmp_path / "a"), smollm2.build_smollm2(tmp_path / "b")
     assert (a / "SHA256SUMS").read_text() == (b / "SHA256SUMS").read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from results_schema.records.io import read_jsonl
+from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 from tests.runners.helpers import run_fake
 

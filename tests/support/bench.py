@@ -13,7 +13,7 @@ of the builder that made ``synthetic_run``), with ``record.phase`` set to the fi
 
 * reference: ``pandas.read_json(path, lines=True)`` of every runs file (no validation);
 * ours: ``analysis.load.load_run`` of every directory (strict JSON, every per-field constraint and every
-  cross-field validator of every line, through ``results_schema.records.io.parse_line``, then the runs
+  cross-field validator of every line, through ``results_schema.codec.io.parse_line``, then the runs
   and rounds frames), and ``results_schema.reading.table_scan.scan_table`` of every file alone.
 
 Each keeps what it reads alive until its pass ends, as a catalog does; the three take turns within each

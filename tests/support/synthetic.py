@@ -28,7 +28,7 @@ import yaml
 
 from offload_tools.layer_bytes import layer_param_shapes
 from offload.selection import select_offload_layers
-from results_schema.records.io import append_jsonl, dumps_model, write_json
+from results_schema.codec.io import append_jsonl, dumps_model, write_json
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.records.base import Implementation
 from results_schema.records.case_outcome import CaseFailure, KVCacheCapacity

@@ -38,8 +38,8 @@ from results_schema.records.accuracy import (
     canonical_json,
 )
 from offload.selection import case_label, check_offload_setting
-from results_schema.records.files import file_sha256, write_bytes_atomic
-from results_schema.records.io import dumps_model, read_json, write_json
+from results_schema.codec.files import file_sha256, write_bytes_atomic
+from results_schema.codec.io import dumps_model, read_json, write_json
 from results_schema.records.host_load import HostLoad
 from results_schema.records.models import RuntimeEvidence
 from results_schema.records.identity import OffloadSetting

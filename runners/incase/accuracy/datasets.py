@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from results_schema.records.accuracy import DatasetEntry, DatasetManifest
-from results_schema.records.files import file_sha256
+from results_schema.codec.files import file_sha256
 
 QUESTION_ANSWER_TASKS = ("gsm8k", "addition")
 """Tasks whose rows are GSM8K-format ``question`` / ``answer`` rows (:class:`GSM8KRow`)."""

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from results_schema.records.accuracy import FULL_ROW_COUNTS, DatasetEntry, DatasetManifest
-from results_schema.records.files import write_bytes_atomic
+from results_schema.codec.files import write_bytes_atomic
 from results_schema.records.protocols import default_protocol, protocol_spec
 from runners.incase.accuracy.datasets import DatasetError, load_manifest, normalize_row
 from runners.incase.accuracy.protocol import render_row

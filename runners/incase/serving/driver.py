@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.records.files import file_sha256
-from results_schema.records.io import read_json, write_json
+from results_schema.codec.files import file_sha256
+from results_schema.codec.io import read_json, write_json
 from results_schema.records.case_outcome import ServingFaultCause
 from results_schema.records.serving import (
     PROMPT_LEN_TOLERANCE,
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m runners.incase.serving --case FILE``: exit 0 ok, 1 fault (record written), 2 bad spec."""
     import argparse
 
-    from results_schema.records.io import RecordError
+    from results_schema.codec.io import RecordError
 
     ap = argparse.ArgumentParser(prog="python -m runners.incase.serving", description=__doc__.splitlines()[0])
     ap.add_argument("--case", required=True, type=Path, help="ServingCaseSpec JSON written by runners.matrix")

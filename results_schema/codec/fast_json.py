@@ -1,7 +1,7 @@
-"""One-pass strict reading of a JSON line that certainly passes ``results_schema.records.io.parse_line``'s full path.
+"""One-pass strict reading of a JSON line that certainly passes ``results_schema.codec.io.parse_line``'s full path.
 
 What is modelled: ``fast_parse`` decodes the raw bytes once with msgspec into a struct derived field for
-field from the pydantic model (``results_schema.records.fast_structs``: same fields, JSON types and constraints,
+field from the pydantic model (``results_schema.codec.fast_structs``: same fields, JSON types and constraints,
 unknown fields refused, no coercion, every float finite), rebuilds the model and runs its cross-field
 validators, then proves what no JSON object decoder checks: no object holds a key twice (the keys in the
 text equal the keys the decoded objects hold, since a decoder keeps only the last of a repeated key). Any
@@ -21,7 +21,7 @@ from typing import TypeVar
 import msgspec
 from pydantic import BaseModel
 
-from results_schema.records.fast_structs import ModelPlan, Unsupported, plan_for
+from results_schema.codec.fast_structs import ModelPlan, Unsupported, plan_for
 
 __all__ = ["fast_parse", "fast_struct"]
 

@@ -30,8 +30,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from results_schema.records.fast_json import fast_parse
-from results_schema.records.files import fsync_dir, line_problem, naming, write_text_atomic
+from results_schema.codec.fast_json import fast_parse
+from results_schema.codec.files import fsync_dir, line_problem, naming, write_text_atomic
 
 __all__ = ["DuplicateKeyError", "LineError", "RecordError", "StrictJSONError", "append_jsonl", "check_jsonl",
            "dumps_model", "format_validation_error", "gc_paused", "iter_jsonl", "parse_line", "read_json",
@@ -187,8 +187,8 @@ def parse_line(text: str | bytes, model_cls: type[M], *, path: Path | str = "<st
     state them.
 
     A line that certainly passes all of this is decoded once, from its raw bytes, by msgspec into a struct
-    derived field for field from ``model_cls`` (``results_schema.records.fast_json.fast_parse``,
-    ``results_schema.records.fast_structs``); every other line takes the steps above, which decide and name the error.
+    derived field for field from ``model_cls`` (``results_schema.codec.fast_json.fast_parse``,
+    ``results_schema.codec.fast_structs``); every other line takes the steps above, which decide and name the error.
 
     Raises:
         RecordError: naming ``path:line`` and the offending field or key.

@@ -1,6 +1,6 @@
 """Whole-file writes and file hashes: the project's one atomic writer and one file hash.
 
-Re-exported by :mod:`results_schema.records.io` (their public import path).
+Re-exported by :mod:`results_schema.codec.io` (their public import path).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def file_sha256(path: Path | str) -> str:
 def line_problem(raw: bytes, terminated: bool) -> str | None:
     """Why one line of a JSONL file cannot hold a record, before it is parsed; None when it may.
 
-    The line rules of every JSONL reader (``results_schema.records.io.scan_jsonl`` / ``iter_jsonl``,
+    The line rules of every JSONL reader (``results_schema.codec.io.scan_jsonl`` / ``iter_jsonl``,
     ``results_schema.reading.table_scan.scan_table``): a last line without its newline is a torn write, and a
     blank line is an error (a writer never produces one).
 

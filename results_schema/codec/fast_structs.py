@@ -7,7 +7,7 @@ decoded by value into the member as pydantic does, unknown fields refused) and (
 turns a decoded struct into the pydantic model without re-validating the fields, then runs the
 model's own ``mode="after"`` validators (the cross-field rules), so a model comes out exactly as pydantic's strict validation would make it. A field with a
 default is ``UNSET`` when absent from the text, which gives ``model_fields_set`` and the count of
-keys the text held (``results_schema.records.fast_json`` compares it with the keys in the text to refuse
+keys the text held (``results_schema.codec.fast_json`` compares it with the keys in the text to refuse
 a key given twice, which every JSON object decoder collapses). The struct types are not tracked by
 Python's cyclic garbage collector (``gc=False``): a decoded JSON tree holds no reference cycle, and
 tracked records make each collector pass traverse all of them.
@@ -39,7 +39,7 @@ import msgspec
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from results_schema.records.base import _not_a_boolean
+from results_schema.codec.scalars import schema_version_not_a_boolean
 
 __all__ = ["ModelPlan", "Unsupported", "field_default", "plan_for"]
 
@@ -102,7 +102,7 @@ def _meta_kwargs(metadata: list[Any], where: str) -> dict[str, Any]:
             continue  # msgspec never decodes a non-finite float from JSON
         elif type(item).__name__ == "_PydanticGeneralMetadata" and set(vars(item)) == {"pattern"}:
             out["pattern"] = _pattern(item.pattern, where)
-        elif getattr(item, "func", None) is _not_a_boolean:
+        elif getattr(item, "func", None) is schema_version_not_a_boolean:
             continue  # msgspec never reads a JSON boolean as an integer (nor as Literal[1])
         else:
             raise Unsupported(f"{where}: constraint {item!r} has no msgspec form")
