@@ -22,6 +22,7 @@ from typing import Any
 
 from conf.schema import ConfigError
 from offload.controls import MAX_STEP_DELAY_MS
+from results_schema.rules.accuracy_rule import MAX_ACCURACY_DROP
 from results_schema.rules.number_rule import NumberRange
 
 
@@ -50,7 +51,7 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("MatrixConfig", "measured_rounds"): _AT_LEAST_ONE,
     ("MatrixConfig", "min_measured_s"): _SECONDS,
     ("MatrixConfig", "accuracy_limit"): _AT_LEAST_ONE,
-    ("MatrixConfig", "max_accuracy_drop"): NumberRange(high=1, unit="fraction of accuracy"),
+    ("MatrixConfig", "max_accuracy_drop"): MAX_ACCURACY_DROP,
     ("MatrixConfig", "expected_case_s"): _POSITIVE_S,
     ("CaseConfig", "step_delay_ms"): NumberRange(low=0, low_open=True, high=MAX_STEP_DELAY_MS, unit="ms"),
     ("ServingSLOConfig", "ttft_ms"): NumberRange(low=0, low_open=True, unit="ms"),

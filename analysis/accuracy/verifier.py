@@ -91,6 +91,7 @@ from results_schema.records.accuracy import (
 )
 from results_schema.codec.files import write_text_atomic
 from results_schema.rules.number_rule import NumberRange
+from results_schema.rules.accuracy_rule import MAX_ACCURACY_DROP
 from results_schema.codec.io import RecordError, read_json, write_json
 
 REPORT_JSON = "accuracy-verification.json"
@@ -122,7 +123,8 @@ ROW_LIMIT_RANGE = NumberRange(low=1, unit="rows per task")
 
 
 def check_max_accuracy_drop(value: float) -> float:
-    """``max_accuracy_drop`` as a float in [0, 1] (a fraction of accuracy: 0.01 = 1 percentage point).
+    """``max_accuracy_drop`` as a float in [0, 1] (a fraction of accuracy: 0.01 = 1 percentage point; the one range,
+    ``results_schema.rules.accuracy_rule.MAX_ACCURACY_DROP``, that the config's field has too).
 
     Raises:
         ValueError: naming the value and what is allowed (negative, above 1, NaN or not a number).
@@ -131,9 +133,8 @@ def check_max_accuracy_drop(value: float) -> float:
         drop = float(value)
     except (TypeError, ValueError):
         drop = float("nan")
-    if isinstance(value, bool) or not 0.0 <= drop <= 1.0:
-        raise ValueError(f"max_accuracy_drop = {value!r} is invalid: must be a fraction of accuracy in [0, 1] "
-                         "(0 = no drop allowed, 0.01 = 1 percentage point)")
+    if isinstance(value, bool) or not MAX_ACCURACY_DROP.contains(drop):
+        raise ValueError(f"max_accuracy_drop = {value!r} is invalid: must be {MAX_ACCURACY_DROP.allowed()}")
     return drop
 
 

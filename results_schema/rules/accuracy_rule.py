@@ -12,6 +12,9 @@ its examples file: outputs, parsed answers, prompts; nothing case-specific):
   baseline-vs-baseline floor, paired per example (the verifier's ``check_vs_floor``), not by identity.
 
 Under ``single_baseline`` and ``identity`` the case is compared with the first baseline run.
+
+``MAX_ACCURACY_DROP``: where the verifier's drop tolerance has a meaning (the config's
+``MatrixConfig.max_accuracy_drop`` through ``conf.ranges`` and ``analysis.accuracy.verifier``'s argument alike).
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from results_schema.records.accuracy_types import BaselineJudgement
+from results_schema.rules.number_rule import NumberRange
+
+MAX_ACCURACY_DROP = NumberRange(high=1, unit="fraction of accuracy")
+"""The drop tolerance of the accuracy verifier: a fraction of accuracy in [0, 1] (0 = no drop allowed, 0.01 = 1
+percentage point)."""
 
 
 

@@ -112,7 +112,7 @@ def test_tolerance_boundary_of_the_drop_rule(tmp_path: Path, tiny_model_dir: Pat
 
 @pytest.mark.parametrize("bad", [-0.01, 1.5, float("nan"), "x", True])
 def test_tolerance_outside_zero_one_is_refused(bad: object) -> None:
-    with pytest.raises(ValueError, match=r"max_accuracy_drop = .* is invalid: must be a fraction of accuracy in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"max_accuracy_drop = .* is invalid: must be a number in \[0, 1\] \(fraction of accuracy\)$"):
         check_max_accuracy_drop(bad)  # type: ignore[arg-type]
 
 
