@@ -124,6 +124,30 @@ class ServingConfig:
 
 @with_config(FORBID_EXTRA)
 @dataclass
+class SequentialConfig:
+    """A throughput phase that stops each label when its answer is known (``analysis.comparison.sequential``).
+
+    The phase runs in blocks (one process of the baseline and of every open label, ABBA order:
+    ``runners.planning.blocks``); after ``looks[k]`` blocks each open label is looked at, and a label that is
+    ``slower``, ``faster`` or ``equivalent`` at that look's level stops; the others get the next blocks. The phase's
+    ``repeats`` is then unused (the first look's blocks are planned, later ones decided while the run goes).
+
+    Attributes:
+        looks: processes per arm at each look, strictly increasing, from 2; the last is the budget. Empty (the
+            default) = not sequential: every label ``repeats`` times in rotated order.
+        target_pct: the smallest cost that matters (percent; the equivalence margin of every look), > 0.
+        alpha: total two-sided alpha over every look, in (0, 1).
+        spending: ``pocock`` (Pocock-type, spends early) or ``obrien_fleming`` (O'Brien-Fleming-type).
+    """
+
+    looks: List[int] = field(default_factory=list)
+    target_pct: float = 5.0
+    alpha: float = 0.05
+    spending: str = "pocock"
+
+
+@with_config(FORBID_EXTRA)
+@dataclass
 class MatrixConfig:
     """One phase: a list of cases, repeats, rounds and a schedule.
 
@@ -170,6 +194,8 @@ class MatrixConfig:
         expected_case_s: typical wall seconds of one case process of this phase on the machine the
             matrix was sized on (printed before the first case as the run's expected duration);
             null = unknown (the ETA after each case is the estimate).
+        sequential: a throughput phase run in blocks that stops each label when its answer is known
+            (``SequentialConfig``; on when its ``looks`` are given: ``phases.<phase>.sequential.looks=[3,4,6]``).
     """
 
     name: str = MISSING
@@ -205,3 +231,4 @@ class MatrixConfig:
     max_accuracy_drop: float = 0.0
     expected_case_s: Optional[float] = None
     serving: ServingConfig = field(default_factory=ServingConfig)
+    sequential: SequentialConfig = added_field(default_factory=SequentialConfig)

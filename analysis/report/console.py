@@ -25,6 +25,8 @@ from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.sequential_check import look_table
+from results_schema.records.sequential import read_looks
 from analysis.report.released import released_cell
 from results_schema.codec.io import read_json
 from results_schema.records.validation import CONTENDED_CODE, ValidationReport
@@ -112,6 +114,13 @@ def _print_choice(out_dir: Path, console: Console) -> None:
         console.print(line, markup=False, style="yellow" if bad else "bold" if line.startswith("recommended") else "")
 
 
+def _print_looks(out_dir: Path, console: Console) -> None:
+    """A sequential phase's looks (``sequential-decisions.jsonl`` of the run, ``out_dir``'s parent): each label's
+    interval per look (``analysis.comparison.sequential_check.look_table``)."""
+    for line in look_table(read_looks(out_dir.parent)):
+        console.print(line, markup=False)
+
+
 def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     """Print the decision table, then the validation verdict and its reasons; return ``valid``.
 
@@ -149,6 +158,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     for line in soundness_lines(cs, val):
         console.print(line, markup=False, style="magenta")
     _print_choice(out_dir, console)
+    _print_looks(out_dir, console)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"

@@ -18,6 +18,8 @@ from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.sequential_check import look_table
+from results_schema.records.sequential import read_looks
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.tables import CPU_NOTE, PRECISION, clean, display_columns, is_cpu_run
 from results_schema.records.validation import ValidationReport
@@ -274,5 +276,9 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     parts += placement_markdown(load_placements(run_dir)[0], load_nodes(run_dir))
     parts += _host_memory_section(tables)
     parts += _comparison_sections(tables, tables.get("margin_pct", DEFAULT_MARGIN_PCT))
+    looks = look_table(read_looks(run_dir))
+    if looks:
+        parts += ["## Sequential looks (docs/sequential.md: each label's interval at every look it was judged at)", "",
+                  *looks, ""]
     parts += _model_section(tables)
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"

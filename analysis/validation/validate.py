@@ -79,12 +79,14 @@ from analysis.validation.records import (
 )
 from results_schema.codec.io import read_json
 from results_schema.records.plan import PLAN_FILE, RunPlan
+from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, read_looks, with_looks
+from analysis.comparison.sequential_check import recheck_looks
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
     "schema", "counts", "failures", "logs", "evidence_files", "offloader_class", "evidence_agreement",
     "non_empty_evidence", "layer_bytes", "token_digest", "kv_capacity", "device_memory", "measurement_window",
-    "host_load", "stability", "manifest", "cpu_kernels", "placement", "choice",
+    "host_load", "stability", "manifest", "cpu_kernels", "placement", "choice", "sequential",
 )
 
 def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | None:
@@ -121,7 +123,8 @@ def expand_saved_plan(run_dir: Path) -> RunPlan | None:
         return None
     plan = read_json(path, RunPlan)
     decisions = run_dir / DECISIONS  # a choose run: the verify phase's cases as decided while it ran
-    return with_decided(plan, read_jsonl(decisions, ChoiceDecision)) if decisions.is_file() else plan
+    plan = with_decided(plan, read_jsonl(decisions, ChoiceDecision)) if decisions.is_file() else plan
+    return with_looks(plan, read_looks(run_dir))  # a sequential phase: the blocks its looks added
 
 
 def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
@@ -181,6 +184,7 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     check_manifest(run_dir, col)
     check_placement(run_dir, col)
     check_choice(run_dir, col)
+    check_sequential(run_dir, data, col)
     checks = []
     for name in CHECKS:
         errs = sum(1 for c, i in col.issues if c == name and i.severity == "error")
@@ -189,6 +193,24 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
     issues = tuple(i for _c, i in col.issues)
     return ValidationReport(run_dir=str(run_dir), valid=not any(i.severity == "error" for i in issues),
                             checks=tuple(checks), counts=tuple(counts), issues=issues)
+
+
+def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
+    """A sequential phase: every recorded look recomputed from the recorded processes
+    (``analysis.comparison.sequential.recheck_look``); a line that differs, or a sequence that does not follow its
+    design (a label looked at after it stopped, blocks that do not match the looks), is an error."""
+    try:
+        lines = read_looks(run_dir)
+    except ValueError as exc:
+        col.add("sequential", "sequential_record", f"{LOOKS_FILE}: {exc}".splitlines()[0])
+        return
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for _p, _l, cr in data.case_runs:
+        values.setdefault((cr.record.phase, cr.record.label), {})[cr.record.repeat] = cr.record.throughput_tok_s
+    for phase in dict.fromkeys(line.phase for line in lines):
+        for diff in recheck_looks([line for line in lines if line.phase == phase], values):
+            col.add("sequential", "sequential_recompute", f"{phase}: the recorded look is not what its processes "
+                                                          f"give: {diff}")
 
 
 def check_choice(run_dir: Path, col: Collector) -> None:

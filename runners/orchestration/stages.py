@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -55,6 +55,8 @@ from runners.orchestration.execute import run_phases, seed_baselines
 from runners.orchestration.path_checks import check_run_paths
 from runners.orchestration.progress import Progress, expected_duration_line, print_schedule
 from runners.orchestration.resume import complete_run
+from runners.orchestration.sequential import (decided_items as sequential_items, plan_lines, sequential_phases,
+    sequential_stage)
 from runners.orchestration.rundir import create_run_dir, load_resumed_config, reopen_run_dir
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.choose_plan import ChooseNeed, choose_need
@@ -135,6 +137,7 @@ def make_plan(cfg: Config, overrides: Sequence[str]) -> Plan:
     except PlanError as exc:
         raise RunnerError(f"config: {exc}", EXIT_CONFIG) from None
     items = _with_decided(cfg, items, resume_dir, known)
+    items = sequential_items(cfg, items, resume_dir)  # a resumed sequential phase: every block its looks decided
     check_cpu_kernel_paths(items)
     _check_executor(cfg.executor)
     required_scalar_pins(cfg)  # a misspelt required_pins entry: refused by a dry run too, not only by the gate
@@ -157,7 +160,6 @@ def _with_decided(cfg: Config, items: list[ScheduledCase], resume_dir: Path | No
 
 def with_accuracy_inputs(p: Plan) -> Plan:
     """The plan with its accuracy phases' dataset manifests and files checked (``check_accuracy_inputs``)."""
-    from dataclasses import replace
 
     return replace(p, accuracy_phases=tuple(_accuracy_phases(p.items)))
 
@@ -170,7 +172,6 @@ def identity_gate(p: Plan, timings: Timings, probe_torch: ProbeTorch) -> RunIden
     a torch probe process, ``probe_torch``) is measured meanwhile, on the other core; waiting
     for it counts as identity.
     """
-    from dataclasses import replace
 
     from runners.identity.gates import NumericsProbe, gather_identity, observe_run_identity
 
@@ -236,7 +237,8 @@ def open_run(p: Plan, run_identity: RunIdentity, timings: Timings, console: Any,
 
 def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | None = None) -> Execution:
     """Stage 4: end leftover case processes of dead runners, then run every case not done; a choose run's verify
-    phase runs as decided after its probe (``runners.orchestration.choose``; ``run_copy_bench`` for its probe)."""
+    phase runs as decided after its probe (``runners.orchestration.choose``; ``run_copy_bench`` for its probe); a
+    sequential phase's later blocks run as its looks decide (``runners.orchestration.sequential``)."""
 
     orphans = end_orphaned_cases()  # case processes of any run whose runner died (kill -9)
     if orphans:
@@ -247,6 +249,8 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     # are forked: a thread holding an import lock at fork time used to deadlock the child
     # before exec (see runners.incase.process_group._die_with_parent). The analysis imports when it runs.
     console.print(expected_duration_line(todo, run.cfg.phases), markup=False)
+    for line in plan_lines(run.cfg):
+        console.print(line, markup=False)
     if verify is not None:
         console.print(verify_stage_line(run.cfg, has_verify(run.cfg, p.choose)), markup=False)
     progress = Progress(len(p.items), live=p.cfg.progress)
@@ -266,6 +270,11 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
         interrupted, decided = choose_stage(p, run, state, base_env, console, run_copy_bench)
         items = tuple(sc for sc in p.items if sc.case.phase != verify) + tuple(decided)
         todo = todo + tuple(sc for sc in decided if sc.key in state.finished)
+    if sequential_phases(run.cfg) and not interrupted and not state.stopped:  # looks, then the blocks they decide
+        interrupted, looked = sequential_stage(replace(p, items=items), run, state, console)
+        known = {sc.key for sc in todo}
+        items = tuple(looked)
+        todo = todo + tuple(sc for sc in looked if sc.key in state.finished and sc.key not in known)
     return Execution(todo=todo, state=state, interrupted=interrupted, base_env=base_env, items=items)
 
 
@@ -332,6 +341,8 @@ def run_stages(cfg: Config, overrides: Sequence[str], console: Any, host: HostMe
         raise io_error("plan", exc, None) from None
     if p.cfg.dry_run:
         print_schedule(p.items, p.cfg)
+        for line in plan_lines(p.cfg):
+            console.print(line, markup=False)
         if p.cfg.choose.probe_phase is not None:
             from runners.orchestration.choose_lines import dry_run_lines
             probe_items = sum(1 for sc in p.items if sc.case.phase == p.cfg.choose.probe_phase)

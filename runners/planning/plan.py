@@ -26,6 +26,8 @@ from results_schema.records.manifest import is_secret_name, looks_like_credentia
 from results_schema.records.protocols import UnknownProtocolError, check_protocol, protocol_spec
 from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
+from analysis.comparison.sequential import check_design
+from runners.planning.blocks import block_order
 from runners.planning.cases import PhaseCase, ScheduledCase
 from runners.planning.choose_plan import ChooseNeed, with_choose
 from runners.planning.layer_names import check_offload_params
@@ -260,12 +262,30 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
         n_rep = _repeats(phase, label, r, matrix, kind)
         _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind, matrix, eff_workload)
         cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
+    if matrix.sequential.looks:
+        cases = _sequential_cases(phase, matrix, cases)
     unknown = sorted(set(matrix.repeats_by_label) - seen)
     if unknown:
         raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")
     if not cases:
         raise PlanError(f"phase {phase!r}: the matrix has no case")
     return cases
+
+
+def _sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) -> list[PhaseCase]:
+    """A sequential phase's cases with the first look's blocks as their repeats (later blocks are decided while the
+    run goes: ``runners.orchestration.sequential``). Raises ``PlanError`` naming a bad design value, a kind other than
+    throughput, a phase without a baseline, or an expected-failure case."""
+    seq = matrix.sequential
+    why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending))
+    if why is not None:
+        raise PlanError(f"phase {phase!r}: {why}")
+    if str(matrix.kind) != "throughput" or not matrix.baseline or len(cases) < 2:
+        raise PlanError(f"phase {phase!r}: sequential needs kind=throughput (got {str(matrix.kind)!r}), baseline: true "
+                        f"(got {matrix.baseline}) and at least one label beside the baseline")
+    if any(c.expect_error is not None for c in cases):
+        raise PlanError(f"phase {phase!r}: sequential phases hold no expected-failure case (expect_error)")
+    return [dataclasses.replace(c, repeats=int(seq.looks[0])) for c in cases]
 
 
 def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: str, n_rep: int, workload: WorkloadConfig,
@@ -314,7 +334,8 @@ def expand(cfg: Config, *, num_layers: int | None = None, choose: ChooseNeed | N
 
 
 def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_phase: Mapping[str, bool] | None = None,
-             focus_first_by_phase: Mapping[str, bool] | None = None) -> list[ScheduledCase]:
+             focus_first_by_phase: Mapping[str, bool] | None = None,
+             blocks_by_phase: Mapping[str, bool] | None = None) -> list[ScheduledCase]:
     """Order every process of the run.
 
     Phases run one after another; within a phase, repeat ``r`` runs the cases that
@@ -322,7 +343,9 @@ def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_pha
     list, wrapping around (rotated order), unless rotation is off for the phase.
     With ``focus_first`` (the published 1.5B design) the phase's cases are split by their
     repeat count, most repeats first (focus labels, then capacity labels), and each block
-    runs completely, scheduled as above, before the next.
+    runs completely, scheduled as above, before the next. A phase in ``blocks_by_phase`` (sequential) runs
+    repeat ``r`` as block ``r + 1`` in ABBA order (``runners.planning.blocks.block_order``: the baseline, the first
+    case, first in odd blocks and last in even ones).
 
     Returns:
         The launches, ``index`` numbering them from 0.
@@ -338,7 +361,9 @@ def schedule(cases_by_phase: Mapping[str, Sequence[PhaseCase]], *, rotate_by_pha
             for r in range(max_rep):
                 active = [c for c in block if c.repeats > r]
                 start = (r % len(active)) if rotate else 0
-                for c in active[start:] + active[:start]:
+                order = (block_order(active[0], active[1:], r + 1) if (blocks_by_phase or {}).get(phase)
+                         else active[start:] + active[:start])
+                for c in order:
                     out.append(ScheduledCase(index=len(out), case=c, repeat=r))
     return out
 
@@ -347,4 +372,5 @@ def plan(cfg: Config, choose: ChooseNeed | None = None) -> list[ScheduledCase]:
     """Expand and schedule a config (``choose``: the run's ``choose_need`` when already computed). Raises ``PlanError``."""
     by_phase = expand(cfg, choose=choose)
     rotate, focus = ({name: getattr(cfg.phases[name], k) for name in by_phase} for k in ("rotate", "focus_first"))
-    return schedule(by_phase, rotate_by_phase=rotate, focus_first_by_phase=focus)
+    blocks = {name: bool(cfg.phases[name].sequential.looks) for name in by_phase}
+    return schedule(by_phase, rotate_by_phase=rotate, focus_first_by_phase=focus, blocks_by_phase=blocks)

@@ -36,7 +36,7 @@ environment, ``label=behaviour,...``) selects a fault for a label:
 Throughput (choose-then-confirm tests): ``FAKE_COPY_FRACTION`` (a float ``f``) makes every measured round of
 a case that offloads ``L`` layers take ``0.5 * (1 + f * L)`` s instead of 0.5 s (a serial copy cost: retention
 ``1 / (1 + f * L)``); ``FAKE_SLOW`` (``label:factor,...``) multiplies the round time of the labels named
-(``*``: of every other label that offloads a layer).
+(``*``: of every other label that offloads a layer); a key ``label-rN`` names one process (it wins over ``label``).
 
 ``FAKE_CONTENDED`` (``label-rN,...``) records a contended host reading for those processes (0.7 foreign cores over
 the window: other work beside them), as ``runners.incase.host_load`` would.
@@ -170,7 +170,7 @@ def main() -> int:
     if delay_ms:  # the speed control: lines as offload.controls prints them; every step of a round sleeps
         print(controls.applied_line(delay_ms, "FakeForCausalLM"), flush=True)
         print(f"{controls.ACTED} step_delay_ms={delay_ms:g}: first forward delayed", flush=True)
-    step = _round_seconds(a.label, len(layers)) + workload.max_tokens * delay_ms / 1000.0
+    step = _round_seconds(a.label, len(layers), a.repeat) + workload.max_tokens * delay_ms / 1000.0
     rounds = tuple(RoundResult(index=i, elapsed_s=step, prompt_tokens=workload.num_prompts * workload.input_len,
                                output_tokens=produced(i), throughput_tok_s=produced(i) / step,
                                token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
@@ -197,12 +197,12 @@ def main() -> int:
     return 0
 
 
-def _round_seconds(label: str, offloaded: int) -> float:
+def _round_seconds(label: str, offloaded: int, repeat: int = 0) -> float:
     """Seconds of one measured round: 0.5, times ``1 + FAKE_COPY_FRACTION * offloaded``, times the label's
     ``FAKE_SLOW`` factor (module docstring)."""
     fraction = float(os.environ.get("FAKE_COPY_FRACTION", "0") or 0)
     slow = dict(kv.split(":", 1) for kv in os.environ.get("FAKE_SLOW", "").split(",") if ":" in kv)
-    factor = slow.get(label, slow.get("*", 1.0) if offloaded else 1.0)
+    factor = slow.get(f"{label}-r{repeat}", slow.get(label, slow.get("*", 1.0) if offloaded else 1.0))
     return 0.5 * (1 + fraction * offloaded) * float(factor)
 
 

@@ -1,0 +1,115 @@
+"""``analysis validate`` of a sequential phase: every recorded look recomputed from the recorded processes.
+
+What is modelled: the lines of ``sequential-decisions.jsonl`` (``results_schema.records.sequential``) of one phase,
+in order, against the processes of ``<phase>-runs.jsonl``: each line follows its design (look number, blocks =
+``looks[k]``, the look's spent alpha), looks at exactly the labels the previous line left open, adds the blocks the
+design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict and interval are
+what ``analysis.comparison.sequential.look_verdict`` gives on its processes of blocks ``1..blocks`` against the
+baseline's (bounds within ``TOL_PCT``). The MDE of an inconclusive label is not recomputed (a simulation; its
+seed is fixed, so it would agree, but it costs 400 ``decide`` calls per label).
+
+What is deliberately not modelled: whether the runner ran the blocks in ABBA order (the schedule is in the logs),
+the first look's label set (the plan's cases).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from analysis.comparison.sequential import SequentialDesign, look_verdict
+from results_schema.records.sequential import LabelLook, LookDecision
+
+TOL_PCT = 1e-6
+"""Bound tolerance (percent points): the recorded JSON holds full float precision."""
+
+
+def _same(x: float | None, y: float) -> bool:
+    return (x is None and not math.isfinite(y)) or (x is not None and math.isfinite(y) and abs(x - y) <= TOL_PCT)
+
+
+def _label(x: LabelLook, a: list[float], b: list[float], design: SequentialDesign, k: int) -> str | None:
+    last = k == len(design.looks) - 1
+    if not a or not b:
+        want = "inconclusive" if last else "open"
+        return None if x.verdict == want and x.ci_low_pct is None else (
+            f"{x.label}: recorded {x.verdict} with no process on a side ({len(a)} vs {len(b)}); expected {want}")
+    lv = look_verdict(a, b, design, k, with_mde=False)
+    d = lv.decision
+    if lv.verdict == x.verdict and _same(x.ci_low_pct, d.ci_low_pct) and _same(x.ci_high_pct, d.ci_high_pct) and (
+            x.processes, x.reference_processes) == (len(a), len(b)):
+        return None
+    return (f"{x.label}: recorded {x.verdict} ({x.ci_low_pct}..{x.ci_high_pct}%, {x.processes} vs "
+            f"{x.reference_processes}), recomputed {lv.verdict} ({d.ci_low_pct:+.4f}..{d.ci_high_pct:+.4f}%, "
+            f"{len(a)} vs {len(b)})")
+
+
+def _structure(line: LookDecision, k: int, design: SequentialDesign, prev: LookDecision | None) -> list[str]:
+    out = []
+    if line.look != k + 1 or line.blocks != design.looks[k]:
+        out.append(f"look {line.look} after {line.blocks} blocks: the design's look {k + 1} is after {design.looks[k]}")
+    if abs(line.look_alpha - design.look_alphas()[k]) > 1e-12:
+        out.append(f"look {line.look}: alpha {line.look_alpha} recorded, the design spends {design.look_alphas()[k]}")
+    if prev is not None and tuple(x.label for x in line.labels) != prev.still_open:
+        out.append(f"look {line.look} looks at {[x.label for x in line.labels]}, the previous look left "
+                   f"{list(prev.still_open)} open")
+    want = design.looks[k + 1] - design.looks[k] if line.still_open and k + 1 < len(design.looks) else 0
+    if line.next_blocks != want:
+        out.append(f"look {line.look}: adds {line.next_blocks} block(s), the design gives {want}")
+    return out
+
+
+def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
+    """One line per difference between one phase's recorded looks and their recomputation (empty: all agree).
+
+    Args:
+        lines: the phase's look lines, in file order.
+        values: ``(phase, label) -> {repeat: tok/s}`` of every recorded process (block ``b`` is repeat ``b - 1``).
+    """
+    if not lines:
+        return []
+    first = lines[0]
+    try:
+        design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending)
+    except ValueError as exc:
+        return [f"the recorded design is not valid: {exc}"]
+    out: list[str] = []
+    for k, line in enumerate(lines):
+        if (line.looks, line.target_pct, line.alpha, line.spending) != (first.looks, first.target_pct, first.alpha,
+                                                                        first.spending):
+            out.append(f"look {line.look}: another design than look 1's")
+            continue
+        if k >= len(design.looks):
+            out.append(f"look {line.look}: the design has {len(design.looks)} looks")
+            break
+        out += _structure(line, k, design, lines[k - 1] if k else None)
+
+        def upto(label: str, n: int = line.blocks, phase: str = line.phase) -> list[float]:
+            return [v for r, v in sorted(values.get((phase, label), {}).items()) if r < n]
+
+        b = upto(line.baseline)
+        out += [f"look {line.look}: {diff}" for x in line.labels
+                if (diff := _label(x, upto(x.label), b, design, k)) is not None]
+    return out
+
+
+def look_table(lines: Sequence[LookDecision]) -> list[str]:
+    """Each label's interval per look as a Markdown table (the summary and the console print it; empty: no look).
+
+    Columns: phase, label, look, blocks, processes (label vs baseline), the look's confidence, the interval of
+    ``(label - baseline) / baseline`` at that confidence (the verdict's own interval, named ``CI<level> <method>``),
+    the look's verdict (``open``: looked at again), the MDE of a label inconclusive at the budget.
+    """
+    if not lines:
+        return []
+    out = ["| phase | label | look | blocks | processes | interval (the look's verdict interval) | verdict | MDE |",
+           "|---|---|---|---|---|---|---|---|"]
+    for line in lines:
+        level = f"CI{100 * (1 - line.look_alpha):.3g}"
+        for x in line.labels:
+            ci = ("no interval" if x.ci_low_pct is None or x.ci_high_pct is None
+                  else f"{level} {x.method} {x.ci_low_pct:+.1f}%..{x.ci_high_pct:+.1f}%")
+            mde = "" if x.verdict != "inconclusive" else "none below 100%" if x.mde_pct is None else f"{x.mde_pct:.1f}%"
+            out.append(f"| {line.phase} | {x.label} | {line.look} | {line.blocks} | {x.processes} vs "
+                       f"{x.reference_processes} | {ci} | {x.verdict} | {mde} |")
+    return out

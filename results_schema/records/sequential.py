@@ -1,0 +1,119 @@
+"""Schema of ``sequential-decisions.jsonl``: every look of a sequential throughput phase, as the runner took it.
+
+What is modelled: one line per look (``LookDecision``), appended with fsync before the next block starts
+(``runners.orchestration.sequential``): the phase, the design it ran under (looks, target, alpha, spending), the
+look's number, its blocks (processes per arm at the look), its spent alpha and confidence, every label looked at
+with its verdict (``open`` or a stopping verdict: ``slower``, ``faster``, ``equivalent``, or ``inconclusive`` at
+the budget with the MDE it reached), its interval and the reason in words, and the blocks the look adds for the
+labels still open (``next_blocks``; 0 when the phase is done). A resume reads these lines and continues the same
+sequence; ``analysis validate`` recomputes every look from the recorded processes
+(``analysis.comparison.sequential``) and fails where a recorded decision differs.
+
+What is deliberately not modelled: the statistics (``analysis.comparison.sequential``), the processes' records
+(``<phase>-runs.jsonl``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Sequence
+
+from pydantic import Field
+
+from results_schema.records.base import NonNegInt, SchemaVersion, StrictModel
+from results_schema.records.dispatch import FileKind
+from results_schema.codec.io import read_jsonl
+from results_schema.records.plan import PlannedCase, PlannedPhase, RunPlan
+
+FILE_NAME = "sequential-decisions.jsonl"
+"""File name of the look lines inside a run directory."""
+
+LookVerdictName = Literal["open", "slower", "faster", "equivalent", "inconclusive"]
+
+
+class LabelLook(StrictModel):
+    """One label at one look."""
+
+    label: str = Field(min_length=1)
+    verdict: LookVerdictName = Field(description="open: neither call nor equivalence at this look's level.")
+    processes: NonNegInt = Field(description="The label's processes the look used (blocks 1..blocks).")
+    reference_processes: NonNegInt = Field(description="The baseline's processes the look used.")
+    ci_low_pct: float | None = Field(description="Interval of (label - baseline) / baseline, percent; null: none.")
+    ci_high_pct: float | None
+    center_pct: float | None = Field(description="Ratio of geometric means - 1, percent.")
+    method: str = Field(description="Welch t or pooled t (analysis.comparison.verdict_rule).")
+    mde_pct: float | None = Field(default=None, description="Inconclusive at the budget: the minimum detectable "
+                                                             "cost reached (percent; null: none below 100%).")
+    reason: str = Field(description="The look in words (interval, level, why stopped or open).")
+
+
+class LookDecision(StrictModel):
+    """One line of ``sequential-decisions.jsonl`` (module docstring)."""
+
+    schema_version: SchemaVersion = 1
+    phase: str = Field(min_length=1)
+    look: int = Field(ge=1, description="1-based look number.")
+    blocks: int = Field(ge=1, description="Blocks (processes per arm) the look is taken after.")
+    looks: tuple[int, ...] = Field(min_length=1, description="The design's looks (processes per arm).")
+    target_pct: float = Field(gt=0, description="Smallest cost that matters; the equivalence margin (percent).")
+    alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look.")
+    spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    look_alpha: float = Field(gt=0, lt=1, description="Alpha this look spends; its intervals are at 1 - look_alpha.")
+    baseline: str = Field(min_length=1, description="The reference arm's label.")
+    labels: tuple[LabelLook, ...] = Field(description="Every label open before this look.")
+    next_blocks: NonNegInt = Field(description="Blocks this look schedules for the labels still open (0: done).")
+
+    @property
+    def still_open(self) -> tuple[str, ...]:
+        return tuple(x.label for x in self.labels if x.verdict == "open")
+
+
+FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.records.sequential:LookDecision", jsonl=True)]
+"""Picked up by ``results_schema.records.dispatch`` (``CONTRIBUTING_MODULES``)."""
+
+
+def read_looks(run_dir: Path, phase: str | None = None) -> list[LookDecision]:
+    """The run's look lines in order (of ``phase`` when given; none: not a sequential run, or no look yet).
+
+    Raises:
+        results_schema.codec.io.RecordError: the first line that does not validate, naming ``path:line``.
+    """
+    path = Path(run_dir) / FILE_NAME
+    lines = read_jsonl(path, LookDecision) if path.is_file() else []
+    return [d for d in lines if phase is None or d.phase == phase]
+
+
+def added_repeats(decisions: Sequence[LookDecision]) -> dict[tuple[str, str], int]:
+    """``(phase, label) -> processes`` the looks added beyond the plan (baseline included)."""
+    out: dict[tuple[str, str], int] = {}
+    for d in decisions:
+        for label in (d.baseline, *d.still_open) if d.next_blocks else ():
+            out[(d.phase, label)] = out.get((d.phase, label), 0) + d.next_blocks
+    return out
+
+
+def with_looks(plan: RunPlan, decisions: Sequence[LookDecision]) -> RunPlan:
+    """``plan`` with the repeats every look added (the run's whole plan; ``analysis.validation`` counts it).
+
+    Raises:
+        ValueError: a look names a phase or label the plan does not have.
+    """
+    add = added_repeats(decisions)
+    phases = []
+    known = {(p.name, c.label) for p in plan.phases for c in p.cases}
+    missing = sorted(set(add) - known)
+    if missing:
+        raise ValueError(f"sequential looks add processes to {missing}, which plan.json does not have")
+    for p in plan.phases:
+        cases = tuple(_more(c, add.get((p.name, c.label), 0)) for c in p.cases)
+        phases.append(PlannedPhase(name=p.name, kind=p.kind, cases=cases, processes=sum(c.repeats for c in cases)))
+    return RunPlan(experiment=plan.experiment, run_id=plan.run_id, phases=tuple(phases),
+                   processes=sum(p.processes for p in phases))
+
+
+def _more(c: PlannedCase, n: int) -> PlannedCase:
+    if not n:
+        return c
+    runs, fails = (0, n) if c.expect_error is not None else (n, 0)
+    return c.model_copy(update={"repeats": c.repeats + n, "expected_runs": c.expected_runs + runs,
+                                "expected_failures": c.expected_failures + fails})

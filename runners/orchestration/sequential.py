@@ -1,0 +1,195 @@
+"""A sequential throughput phase while the run goes: blocks, a look after the declared blocks, stop what is known.
+
+What is modelled (``conf.schema_matrix.SequentialConfig``; the rule is ``analysis.comparison.sequential``, the
+records ``results_schema.records.sequential``), as the choose run does its stages (``runners.orchestration.choose``):
+
+1. the plan holds the first look's blocks (``runners.planning.plan``: every label ``looks[0]`` times, ABBA blocks);
+2. after the blocks of look ``k`` are recorded, every label still open is looked at
+   (``analysis.comparison.sequential.look_verdict`` on its processes of blocks ``1..looks[k]`` against the
+   baseline's), and one ``LookDecision`` line is appended to ``sequential-decisions.jsonl`` with fsync, naming
+   each label's verdict, interval, level and reason, and the blocks it adds (``looks[k+1] - looks[k]``) for the
+   labels still open; only then do those blocks start (baseline + the open labels, ABBA order:
+   ``runners.planning.blocks``);
+3. the phase ends when no label is open or the budget's look is taken (open labels end ``inconclusive`` with their
+   MDE).
+
+A resume reads the lines already written (never rewrites one), runs the blocks they decided that are not recorded,
+and takes the next look on the recorded blocks plus the new ones (``decided_items`` gives
+``runners.orchestration.stages.make_plan`` every decided block so that a resume's bookkeeping sees them).
+
+What is deliberately not modelled: the statistics (``analysis.comparison.sequential``); a sequential phase followed
+by other phases runs its later blocks after them (the default has one phase); contended processes count as
+measured here (the decision table withholds a verdict resting on one after the run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence, cast
+
+from analysis.comparison.sequential import SequentialDesign, look_verdict
+from conf.schema import Config
+from results_schema.codec.io import append_jsonl, read_jsonl
+from results_schema.records.models import CaseRun
+from results_schema.records.sequential import FILE_NAME, LabelLook, LookDecision, LookVerdictName, read_looks
+from runners.orchestration.execute import RunState, run_phases
+from runners.orchestration.run_objects import OpenRun, Plan
+from runners.planning.blocks import block_order
+from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.planning.plan import expand_phase
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["decided_items", "design", "next_look", "plan_lines", "sequential_phases", "sequential_stage"]
+
+
+def sequential_phases(cfg: Config) -> list[str]:
+    """Names of the run's sequential phases (config order)."""
+    return [name for name, m in cfg.phases.items() if m.sequential.looks]
+
+
+def design(cfg: Config, phase: str) -> SequentialDesign:
+    """The phase's ``SequentialDesign`` (checked at planning)."""
+    seq = cfg.phases[phase].sequential
+    return SequentialDesign(tuple(int(n) for n in seq.looks), float(seq.target_pct), float(seq.alpha), str(seq.spending))
+
+
+def _cases(cfg: Config, phase: str) -> list[PhaseCase]:
+    cases = expand_phase(phase, cfg.phases[phase], workload=cfg.workload, runtime=cfg.runtime,
+                         num_layers=cfg.model.num_layers)
+    return cases  # baseline first (runners.planning.plan: sequential phases need one)
+
+
+def block_items(cfg: Config, phase: str, lines: Sequence[LookDecision], start_index: int) -> list[ScheduledCase]:
+    """Every block decided so far (the first look's, plus each line's ``next_blocks`` for its open labels), in run
+    order, numbered from ``start_index``; block ``b`` is repeat ``b - 1``."""
+    cases = _cases(cfg, phase)
+    base, labels = cases[0], cases[1:]
+    d = design(cfg, phase)
+    bounds = [(d.looks[0], [c.label for c in labels])]
+    for line in lines:
+        if line.next_blocks:
+            bounds.append((line.blocks + line.next_blocks, list(line.still_open)))
+    out: list[ScheduledCase] = []
+    block = 0
+    for end, open_labels in bounds:
+        while block < end:
+            block += 1
+            arms = block_order(base, [c for c in labels if c.label in open_labels], block)
+            out += [ScheduledCase(index=start_index + len(out), case=c, repeat=block - 1) for c in arms]
+    return out
+
+
+def decided_items(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path | None) -> list[ScheduledCase]:
+    """``items`` with each sequential phase's items as decided so far (a resume: from its recorded looks)."""
+    out = list(items)
+    for phase in sequential_phases(cfg):
+        mine = [sc for sc in out if sc.case.phase == phase]
+        if not mine or run_dir is None:
+            continue
+        start = mine[0].index
+        new = block_items(cfg, phase, read_looks(run_dir, phase), start)
+        shift = len(new) - len(mine)
+        out = ([sc for sc in out if sc.case.phase != phase and sc.index < start] + new
+               + [dataclasses.replace(sc, index=sc.index + shift) for sc in out
+                  if sc.case.phase != phase and sc.index > start])
+    return out
+
+
+def _values(run_dir: Path, phase: str) -> dict[str, dict[int, float]]:
+    """``label -> {repeat: tok/s}`` of every recorded process of ``phase``."""
+    path = run_dir / f"{phase}-runs.jsonl"
+    out: dict[str, dict[int, float]] = {}
+    for r in read_jsonl(path, CaseRun) if path.is_file() else []:
+        out.setdefault(r.record.label, {})[r.record.repeat] = r.record.throughput_tok_s
+    return out
+
+
+def _fin(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _label_look(label: str, a: list[float], b: list[float], d: SequentialDesign, k: int) -> LabelLook:
+    if not a or not b:  # every process of a side failed: nothing to look at
+        verdict: LookVerdictName = "inconclusive" if k == len(d.looks) - 1 else "open"
+        return LabelLook(label=label, verdict=verdict, processes=len(a), reference_processes=len(b), ci_low_pct=None,
+                         ci_high_pct=None, center_pct=None, method="", mde_pct=None,
+                         reason=f"look {k + 1}: no recorded process on a side ({len(a)} vs {len(b)}); {verdict}")
+    lv = look_verdict(a, b, d, k)
+    dec = lv.decision
+    return LabelLook(label=label, verdict=cast(LookVerdictName, lv.verdict), processes=lv.processes, reference_processes=lv.reference_processes,
+                     ci_low_pct=_fin(dec.ci_low_pct), ci_high_pct=_fin(dec.ci_high_pct), center_pct=_fin(dec.center_pct),
+                     method=dec.method, mde_pct=_fin(lv.mde_pct), reason=lv.reason(d))
+
+
+def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecision]) -> LookDecision | None:
+    """The look that follows ``lines`` on the recorded processes (None: the phase is done)."""
+    d = design(cfg, phase)
+    k = len(lines)
+    if k >= len(d.looks) or (lines and not lines[-1].still_open):
+        return None
+    cases = _cases(cfg, phase)
+    base = cases[0].label
+    open_labels = [c.label for c in cases[1:]] if not lines else list(lines[-1].still_open)
+    n = d.looks[k]
+    vals = _values(run_dir, phase)
+
+    def upto(label: str) -> list[float]:
+        return [v for r, v in sorted(vals.get(label, {}).items()) if r < n]
+
+    looked = tuple(_label_look(label, upto(label), upto(base), d, k) for label in open_labels)
+    still = any(x.verdict == "open" for x in looked)
+    nxt = d.looks[k + 1] - n if still and k + 1 < len(d.looks) else 0
+    return LookDecision(phase=phase, look=k + 1, blocks=n, looks=d.looks, target_pct=d.target_pct, alpha=d.alpha,
+                        spending=d.spending, look_alpha=d.look_alphas()[k], baseline=base, labels=looked,
+                        next_blocks=nxt)
+
+
+def plan_lines(cfg: Config) -> list[str]:
+    """One line per sequential phase, printed before the first case: what is planned, what the looks may add."""
+    out = []
+    for phase in sequential_phases(cfg):
+        d, arms = design(cfg, phase), len(_cases(cfg, phase))
+        out.append(f"sequential {phase}: {arms * d.looks[0]} processes planned ({d.looks[0]} blocks of {arms} arms); "
+                   f"looks after {', '.join(map(str, d.looks))} blocks stop each label when it is slower, faster or "
+                   f"equivalent within ±{d.target_pct:g}% (alpha {d.alpha:g}, {d.spending}-type spending); at most "
+                   f"{arms * (d.budget - d.looks[0])} more processes (budget {d.budget} per arm)")
+    return out
+
+
+def look_lines(line: LookDecision) -> list[str]:
+    """The console lines of one look: one per label, then what happens next."""
+    out = [f"sequential {line.phase}/{x.label}: {x.reason}" for x in line.labels]
+    still = ", ".join(line.still_open)
+    out.append(f"sequential {line.phase}: look {line.look} recorded; "
+               + (f"{line.next_blocks} more block(s) for baseline + {still}" if line.next_blocks else "phase done"))
+    return out
+
+
+def sequential_stage(p: Plan, run: OpenRun, state: RunState, console: Console) -> tuple[bool, list[ScheduledCase]]:
+    """Take every look of every sequential phase, running the blocks each decides (module docstring); returns
+    ``(interrupted, every item of the run as decided)``. An interrupt between two blocks (while a look is computed or
+    written) is an interrupt like one inside a case: the lines written stay, a resume continues."""
+    items: list[ScheduledCase] = list(p.items)
+    try:
+        for phase in sequential_phases(run.cfg):
+            while True:
+                lines = read_looks(run.run_dir, phase)
+                items = decided_items(run.cfg, items, run.run_dir)
+                todo = [sc for sc in items if sc.case.phase == phase and sc.key not in run.done | state.finished]
+                state.progress.total = len(items)
+                if todo and (run_phases(run.cfg, state, todo, phases=[phase], identity=run.run_identity.gate,
+                                        resumed=False, timings=run.timings) or state.stopped):
+                    return True, items
+                nxt = next_look(run.cfg, phase, run.run_dir, lines)
+                if nxt is None:
+                    break
+                append_jsonl(run.run_dir / FILE_NAME, nxt)  # fsync before the next block starts
+                for text in look_lines(nxt):
+                    console.print(text, markup=False)
+    except KeyboardInterrupt:
+        return True, decided_items(run.cfg, items, run.run_dir)
+    return False, items
