@@ -21,8 +21,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from conf.schema import ConfigError
+from conf.schema_matrix import MatrixConfig
+from conf.schema_stack import WorkloadConfig
 from offload.controls import MAX_STEP_DELAY_MS
 from results_schema.rules.accuracy_rule import MAX_ACCURACY_DROP
+from results_schema.records.models import WorkloadSpec
 from results_schema.rules.number_rule import NumberRange
 
 
@@ -45,11 +48,6 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("MatrixConfig", "cooldown_s"): _SECONDS,
     ("MatrixConfig", "case_timeout_s"): _POSITIVE_S,
     ("MatrixConfig", "kill_grace_s"): _SECONDS,
-    ("MatrixConfig", "num_prompts"): _AT_LEAST_ONE,
-    ("MatrixConfig", "input_len"): _AT_LEAST_ONE,
-    ("MatrixConfig", "max_tokens"): _AT_LEAST_ONE,
-    ("MatrixConfig", "measured_rounds"): _AT_LEAST_ONE,
-    ("MatrixConfig", "min_measured_s"): _SECONDS,
     ("MatrixConfig", "accuracy_limit"): _AT_LEAST_ONE,
     ("MatrixConfig", "max_accuracy_drop"): MAX_ACCURACY_DROP,
     ("MatrixConfig", "expected_case_s"): _POSITIVE_S,
@@ -69,21 +67,32 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("TinyModelConfig", "num_layers"): _AT_LEAST_ONE,
     ("TinyModelConfig", "hidden_size"): _AT_LEAST_ONE,
     ("ModelConfig", "num_layers"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "num_prompts"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "input_len"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "max_tokens"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "max_model_len"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "gpu_memory_utilization"): _FRACTION,
-    ("WorkloadConfig", "measured_rounds"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "min_measured_s"): _SECONDS,
-    ("WorkloadConfig", "max_num_seqs"): _AT_LEAST_ONE,
-    ("WorkloadConfig", "max_num_batched_tokens_factor"): _AT_LEAST_ONE,
     ("RayConfig", "head_num_cpus"): _AT_LEAST_ONE,
     ("RayConfig", "object_store_memory_bytes"): _AT_LEAST_ONE,
 }
 """Fields whose range is not ``DEFAULT_RANGE`` (for a ``List`` / ``Dict`` field: the range of each value).
 The bounds are what the field's docstring and its consumers give a meaning to; the planner's rules across
-fields come after."""
+fields come after. The workload's numeric fields (``WorkloadConfig`` and a phase's overrides of them on
+``MatrixConfig``) are added below from the record field each becomes."""
+
+_WORKLOAD_UNITS = {"min_measured_s": "s"}
+
+
+def _workload_ranges() -> dict[tuple[str, str], NumberRange]:
+    """The range of each workload field of ``WorkloadConfig`` and of a phase's override of it on ``MatrixConfig``:
+    the bounds of the record field it becomes (``WorkloadSpec``, the one statement), where they are not
+    ``DEFAULT_RANGE``."""
+    out = {}
+    for owner in (WorkloadConfig, MatrixConfig):
+        for f in dataclasses.fields(owner):
+            if f.name in WorkloadSpec.model_fields:
+                rng = NumberRange.of_field(WorkloadSpec, f.name, unit=_WORKLOAD_UNITS.get(f.name, ""))
+                if rng != DEFAULT_RANGE:
+                    out[(owner.__name__, f.name)] = rng
+    return out
+
+
+FIELD_RANGES.update(_workload_ranges())
 
 
 def field_range(owner: type | str, name: str) -> NumberRange:

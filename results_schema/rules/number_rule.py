@@ -5,7 +5,8 @@ allowed only where it has a stated meaning), and :meth:`NumberRange.refusal`, th
 outside it. NaN is never inside a range: every comparison with NaN is false, so a NaN need, budget, rate or
 margin would otherwise pass a ``< 0`` check and fail later in arithmetic (``int(round(nan))`` raises).
 The config's ranges (``conf.ranges``) and the numeric flags of ``python -m analysis`` (``analysis.cli``) are
-both checked by it.
+both checked by it; :meth:`NumberRange.of_field` reads a record field's own bounds, so a config field that
+becomes a record field (the workload) is not given its range twice.
 
 What is deliberately not modelled: rules across fields (``offload_num_in_group <= offload_group_size``,
 ``input_len + max_tokens <= max_model_len``): the planner states those.
@@ -17,6 +18,9 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated, get_args, get_origin
+
+from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,32 @@ class NumberRange:
         if not self.contains(value):
             raise ValueError(f"{text}: must be {self.allowed(integer=integer)}")
         return value
+
+    @classmethod
+    def of_field(cls, model: type[BaseModel], name: str, *, unit: str = "") -> "NumberRange":
+        """The range a numeric field of a pydantic record states itself (``ge`` / ``gt`` / ``le`` / ``lt``, also
+        inside ``Optional[Annotated[...]]``), so a config field that becomes that record field is checked by the
+        record's own bounds (``conf.ranges``: the workload). ``unit`` names the unit in a refusal.
+
+        Raises:
+            KeyError: ``model`` has no field ``name``.
+        """
+        info = model.model_fields[name]
+        metadata = list(info.metadata)
+        for arg in (info.annotation, *get_args(info.annotation)):
+            if get_origin(arg) is Annotated:
+                metadata += [m for extra in get_args(arg)[1:] for m in getattr(extra, "metadata", [extra])]
+        low, low_open, high, high_open = 0.0, False, math.inf, False
+        for m in metadata:
+            if getattr(m, "ge", None) is not None:
+                low, low_open = float(m.ge), False
+            if getattr(m, "gt", None) is not None:
+                low, low_open = float(m.gt), True
+            if getattr(m, "le", None) is not None:
+                high, high_open = float(m.le), False
+            if getattr(m, "lt", None) is not None:
+                high, high_open = float(m.lt), True
+        return cls(low=low, low_open=low_open, high=high, high_open=high_open, unit=unit)
 
     def arg_type(self, *, integer: bool = False) -> Callable[[str], float]:
         """An ``argparse`` ``type=`` reading a value inside this range (:meth:`parse`); a refusal is argparse's

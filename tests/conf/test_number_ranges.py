@@ -166,3 +166,32 @@ def test_the_entry_points_refuse_in_one_line_with_exit_2(argv: list[str], tmp_pa
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, lines)
     assert "nan" in lines[0] or "-1" in lines[0] or "inf" in lines[0]
+
+
+def test_the_workload_s_ranges_are_the_record_s_own_bounds() -> None:
+    """One statement of the workload's bounds: each numeric ``WorkloadConfig`` field (and a phase's override of it)
+    refuses exactly what the ``WorkloadSpec`` record's JSON Schema refuses (oracle: the exported schema's
+    ``minimum`` / ``exclusiveMinimum`` / ``maximum``)."""
+    from conf.ranges import field_range
+    from conf.schema_matrix import MatrixConfig
+    from conf.schema_stack import WorkloadConfig
+    from results_schema.records.models import WorkloadSpec
+
+    props = WorkloadSpec.model_json_schema()["properties"]
+    checked = 0
+    for owner in (WorkloadConfig, MatrixConfig):
+        for name in (f.name for f in dataclasses.fields(owner) if f.name in props):
+            kinds = props[name].get("anyOf", [props[name]])
+            bounds = next((k for k in kinds if k.get("type") in ("integer", "number")), None)
+            if bounds is None:
+                continue
+            rng = field_range(owner, name)
+            assert rng.low == bounds.get("exclusiveMinimum", bounds.get("minimum", 0)), (owner, name, rng)
+            assert rng.low_open == ("exclusiveMinimum" in bounds), (owner, name, rng)
+            assert rng.high == bounds.get("maximum", math.inf), (owner, name, rng)
+            checked += 1
+    assert checked >= 12
+    with pytest.raises(ConfigError, match=r"^workload\.max_model_len=1: must be a whole number >= 2$"):
+        data = _base()
+        data["workload"]["max_model_len"] = 1
+        typed_config(data)
