@@ -26,6 +26,11 @@ from runners.identity.config_hash import config_sha256
 from runners.orchestration.rundir import yaml_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Intended changes of the goldens (newest first):
+# 2026-12-05 (issue 53): the embedded default (None; pins_text, which composes it) gains
+#   phases.same_runtime.sequential {looks [3, 4, 6], target_pct 5, alpha 0.05, pocock}: the default stops each
+#   label when its answer is known (docs/sequential.md); hash edd668379205 -> 8351638565be (pins_text d406b69c7074 ->
+#   01b04f1f0a56). Every experiment is unchanged (aa_noise keeps its fixed 4 x 5 design: sequential.looks: []).
 GOLDEN = json.loads((FIXTURES / "config_golden_main.json").read_text())
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
 
