@@ -67,8 +67,9 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("TinyModelConfig", "num_layers"): _AT_LEAST_ONE,
     ("TinyModelConfig", "hidden_size"): _AT_LEAST_ONE,
     ("ModelConfig", "num_layers"): _AT_LEAST_ONE,
+    ("RayConfig", "num_cpus_per_case"): NumberRange(low=0, low_open=True, unit="CPUs"),
     ("RayConfig", "head_num_cpus"): _AT_LEAST_ONE,
-    ("RayConfig", "object_store_memory_bytes"): _AT_LEAST_ONE,
+    ("RayConfig", "object_store_memory_bytes"): NumberRange(low=1, unit="bytes"),
 }
 """Fields whose range is not ``DEFAULT_RANGE`` (for a ``List`` / ``Dict`` field: the range of each value).
 The bounds are what the field's docstring and its consumers give a meaning to; the planner's rules across

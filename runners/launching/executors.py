@@ -48,7 +48,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
-from conf.schema import Config
+from conf.ranges import check_numbers
+from conf.schema import Config, ConfigError
 from conf.schema_stack import ExecutorConfig, RuntimeConfig
 from results_schema.records.base import ExecutorKind
 from results_schema.records.placement import Sharing
@@ -280,15 +281,10 @@ def check_executor_config(cfg: ExecutorConfig) -> str | None:
     """The first invalid executor setting as a one-line message naming the value and what is allowed, else None.
 
     The names and Ray modes are enums of the schema (refused when the config is composed); what is left is
-    the ranges of the Ray numbers (Ray itself would refuse them only after the run directory and its head exist)."""
-    ray = cfg.ray
-    if ray.max_node_retries < 0:
-        return f"executor.ray.max_node_retries {ray.max_node_retries!r} must be an integer >= 0"
-    if not ray.num_cpus_per_case > 0:  # NaN too
-        return f"executor.ray.num_cpus_per_case {ray.num_cpus_per_case!r} must be a number of CPUs > 0"
-    if ray.head_num_cpus is not None and ray.head_num_cpus < 1:
-        return f"executor.ray.head_num_cpus {ray.head_num_cpus!r} must be an integer >= 1, or null (all of this host's)"
-    if ray.object_store_memory_bytes < 1:
-        return (f"executor.ray.object_store_memory_bytes {ray.object_store_memory_bytes!r} must be a number of "
-                "bytes >= 1")
+    the ranges of the Ray numbers (Ray itself would refuse them only after the run directory and its head exist),
+    stated once in ``conf.ranges`` (``"executor.ray.head_num_cpus=0: must be a whole number >= 1"``)."""
+    try:
+        check_numbers(cfg, "executor")
+    except ConfigError as exc:
+        return str(exc)
     return None

@@ -18,6 +18,7 @@ from conf.schema_stack import WorkloadConfig
 from runners.errors import PlanError
 from conf.typed import plain
 from results_schema.records.models import WorkloadSpec
+from results_schema.rules.number_rule import NumberRange
 
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 """``--dtype`` values vLLM accepts (``vllm.config.model.ModelDType``, vLLM 0.32); any other fails inside the case."""
@@ -32,27 +33,22 @@ def _effective_workload(workload: WorkloadConfig, matrix: MatrixConfig) -> Workl
 
 
 def _allowed(model: Any, name: str) -> str:
-    """What a field of ``model`` allows, in words (e.g. ``an integer >= 1``, ``a number > 0.0 and <= 1.0``,
-    ``an integer >= 1 or null`` for ``Annotated[int, Field(ge=1)] | None``)."""
-    info = model.model_fields[name]
-    annotation, metadata, nullable = info.annotation, list(info.metadata), False
+    """What a field of ``model`` allows, in words (e.g. ``a whole number >= 1``, ``a number in (0, 1]``,
+    ``a whole number >= 1 or null`` for ``Annotated[int, Field(ge=1)] | None``); a number's bounds are read by
+    ``results_schema.rules.number_rule.NumberRange.of_field``, the reader ``conf.ranges`` uses too."""
+    annotation, nullable = model.model_fields[name].annotation, False
     args = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) in (Union, UnionType) and len(args) == 1:  # Optional[X]: X, or null
         annotation, nullable = args[0], True
-    if get_origin(annotation) is Annotated:  # Annotated[X, Field(ge=...)]: X with the field's bounds
-        annotation, *extra = get_args(annotation)
-        metadata += [m for e in extra for m in getattr(e, "metadata", [e])]
-    bounds = []
-    for m in metadata:
-        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            if getattr(m, attr, None) is not None:
-                bounds.append(f"{op} {getattr(m, attr)}")
+    if get_origin(annotation) is Annotated:  # Annotated[X, Field(ge=...)]: X (the bounds: of_field)
+        annotation = get_args(annotation)[0]
     if isinstance(annotation, type) and issubclass(annotation, Enum):  # a closed value set: list its values
         what = "one of " + ", ".join(repr(m.value) for m in annotation)
+    elif annotation in (int, float):
+        what = NumberRange.of_field(model, name).allowed(integer=annotation is int)
     else:
-        what = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(
-            annotation, str(annotation))
-    return what + (" " + " and ".join(bounds) if bounds else "") + (" or null" if nullable else "")
+        what = {str: "a string", bool: "true or false"}.get(annotation, str(annotation))
+    return what + (" or null" if nullable else "")
 
 
 def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig, *, kind: str) -> None:

@@ -120,15 +120,15 @@ def test_rejects_secrets_in_the_config_environment() -> None:
 
 
 @pytest.mark.parametrize("field, value, allowed", [
-    ("num_prompts", -1, "an integer >= 1"),
-    ("max_tokens", -5, "an integer >= 1"),
-    ("measured_rounds", -1, "an integer >= 1"),
-    ("gpu_memory_utilization", -0.5, "a finite number > 0.0 and <= 1.0"),
-    ("input_len", 0, "an integer >= 1"),
-    ("warmup_rounds", -1, "an integer >= 0"),
-    ("max_num_seqs", 0, "an integer >= 1 or null"),  # the published options: Optional[Annotated[...]]
-    ("max_num_batched_tokens_factor", 0, "an integer >= 1 or null"),
-    ("min_measured_s", -1.0, "a finite number >= 0.0 or null"),
+    ("num_prompts", -1, "a whole number >= 1"),
+    ("max_tokens", -5, "a whole number >= 1"),
+    ("measured_rounds", -1, "a whole number >= 1"),
+    ("gpu_memory_utilization", -0.5, "a number in (0, 1]"),
+    ("input_len", 0, "a whole number >= 1"),
+    ("warmup_rounds", -1, "a whole number >= 0"),
+    ("max_num_seqs", 0, "a whole number >= 1 or null"),  # the published options: Optional[Annotated[...]]
+    ("max_num_batched_tokens_factor", 0, "a whole number >= 1 or null"),
+    ("min_measured_s", -1.0, "a finite number >= 0 or null"),
 ])
 def test_invalid_workload_names_field_value_and_what_is_allowed(field: str, value: Any, allowed: str) -> None:
     with pytest.raises(PlanError) as exc:
@@ -155,7 +155,7 @@ def test_runtime_limits_are_refused_by_the_same_range_table() -> None:
 
 
 def test_invalid_phase_workload_override_names_the_phase_key() -> None:
-    with pytest.raises(PlanError, match=r"phases\.p\.measured_rounds = -1 is invalid: must be an integer >= 1"):
+    with pytest.raises(PlanError, match=r"phases\.p\.measured_rounds = -1 is invalid: must be a whole number >= 1"):
         expand(measured_rounds=-1)
 
 

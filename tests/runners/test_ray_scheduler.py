@@ -158,11 +158,12 @@ def test_bad_ray_modes_are_refused_by_the_schema_naming_key_and_allowed_values(c
 
 
 @pytest.mark.parametrize(("ray", "needle"), [
-    ({"max_node_retries": -1}, "max_node_retries -1 must be an integer >= 0"),
-    ({"num_cpus_per_case": -1.0}, "num_cpus_per_case -1.0 must be a number of CPUs > 0"),
-    ({"num_cpus_per_case": float("nan")}, "num_cpus_per_case nan must be a number of CPUs > 0"),
-    ({"head_num_cpus": 0}, "head_num_cpus 0 must be an integer >= 1, or null"),
-    ({"object_store_memory_bytes": -5}, "object_store_memory_bytes -5 must be a number of bytes >= 1"),
+    ({"max_node_retries": -1}, "executor.ray.max_node_retries=-1: must be a whole number >= 0"),
+    ({"num_cpus_per_case": -1.0}, "executor.ray.num_cpus_per_case=-1.0: must be a finite number > 0 (CPUs)"),
+    ({"num_cpus_per_case": 0.0}, "executor.ray.num_cpus_per_case=0.0: must be a finite number > 0 (CPUs)"),
+    ({"num_cpus_per_case": float("nan")}, "executor.ray.num_cpus_per_case=nan: must be a finite number > 0 (CPUs)"),
+    ({"head_num_cpus": 0}, "executor.ray.head_num_cpus=0: must be a whole number >= 1"),
+    ({"object_store_memory_bytes": -5}, "executor.ray.object_store_memory_bytes=-5: must be a whole number >= 1 (bytes)"),
 ])
 def test_out_of_range_ray_numbers_are_named(ray: dict, needle: str) -> None:
     """Ray would refuse them only after the run directory and its head exist (a traceback, exit 1)."""
