@@ -56,6 +56,7 @@ try:  # imported as runners.incase.evidence_hook.offload_evidence_hook (tests)
 except ImportError:  # imported from the hook directory on PYTHONPATH (case processes, via sitecustomize)
     from offload_evidence_check import check_claim, param_bytes  # type: ignore[no-redef]
 
+from results_schema.codec.files import write_text_atomic
 from results_schema.rules.log_rule import OFFLOAD_EVIDENCE
 
 ENV_PATH = "OFFLOAD_EVIDENCE_PATH"
@@ -331,23 +332,6 @@ def _to_json(d: dict[str, Any]) -> str:
     return RuntimeEvidence.model_validate(d).model_dump_json()
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via tmp + fsync + rename + directory fsync."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _cross_checked(off: Any) -> bool:
     """Ours, upstream prefetch (and NPU ports) and UVA; not Noop or unknown (empty evidence)."""
     if _is_noop(off):
@@ -372,7 +356,7 @@ def publish(off: Any) -> bool:
                       file=sys.stderr, flush=True)
                 return False
         text = _to_json(d)
-        write_atomic(path, text)
+        write_text_atomic(path, text)
     except Exception as exc:  # observer must never break the model; the runner sees no evidence
         print(f"OFFLOAD_EVIDENCE_ERROR {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return False
