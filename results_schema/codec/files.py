@@ -71,8 +71,8 @@ def write_text_atomic(path: Path | str, text: str) -> None:
 def file_sha256(path: Path | str) -> str:
     """Hex SHA-256 of a file's bytes (``hashlib.file_digest``, streamed; same value as ``sha256sum``).
 
-    The one file-hash helper of the project (processes that must run without this
-    package, such as the runtime probe and the evidence hook, keep a stdlib copy).
+    The one file-hash helper of the project (the runtime probe, which runs in a runtime's interpreter without
+    this package, keeps a stdlib copy: ``runners.identity.probe.sha256_file``).
 
     Raises:
         OSError: the file cannot be read.
