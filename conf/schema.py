@@ -67,6 +67,9 @@ class ChooseConfig:
         implementation: whose settings are chosen.
         compare_matrix: a ``conf/matrix`` file whose full design a dry run prints beside this one's process count
             (e.g. ``same_runtime``, the published 63-process design); null = none.
+        probe_remeasures: fresh processes the probe may run per label (the baseline, each calibration setting) to
+            replace processes measured beside foreign work (``BenchRecord.host_load.contended``) before anything is
+            predicted; 0 = none: a contended probe process that leaves the probe short stops the choice at once.
     """
 
     probe_phase: Optional[str] = None
@@ -75,6 +78,7 @@ class ChooseConfig:
     front_budget: int = 2
     implementation: Implementation = Implementation.current
     compare_matrix: Optional[str] = "same_runtime_cpu"
+    probe_remeasures: int = added_field(2)
 
 
 @with_config(FORBID_EXTRA)

@@ -36,7 +36,9 @@ EXIT_MEANINGS: Mapping[int, str] = {
     EXIT_ACCURACY: "every case ran but the accuracy verifier failed",
     EXIT_FORMAL_STOP: "a formal run stopped at its first unexpected outcome",
     EXIT_INVALID: "every case ran as expected but the run's validation (analysis) or its serving validation is "
-                  "INVALID (e.g. tokens differ from the baseline, evidence or checksums disagree)",
+                  "INVALID (e.g. tokens differ from the baseline, evidence or checksums disagree), or a choose run's "
+                  "choice stopped before predicting (its probe stayed contended after its re-measures: the last line "
+                  "names the processes and what to do)",
     EXIT_IO: "an I/O error (disk full, permission) stopped the runner, or the close stage (analysis, report, "
              "checksums) failed: one line naming the stage, the file and the cause; the recorded cases are kept and "
              "no SHA256SUMS is written, so the run is not finished; once the cause is gone, resume= runs what is "

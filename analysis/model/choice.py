@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from results_schema.records.choice import ChoiceDecision, read_decisions
+from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions
 from results_schema.units import GIB
 
 
@@ -74,8 +74,9 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
     from analysis.comparison.verdict_rule import decide as verdict
 
     first, last = decisions[0], decisions[-1]
-    res = ChoiceResult(None, _verified(decisions, summary, verify_phase), processes_run,
-                       first.processes_every_candidate, all(d.trusted for d in decisions))
+    every = next((d.processes_every_candidate for d in decisions if d.stage not in PROBE_STAGES), 0)
+    res = ChoiceResult(None, _verified(decisions, summary, verify_phase), processes_run, every,
+                       all(d.trusted for d in decisions))
     res.lines.append(f"choose: need {first.need_source} = {first.need_bytes / GIB:.4g} GiB; layer bytes from "
                      f"{first.layer_bytes_source}")
     for d in decisions:
@@ -88,7 +89,7 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
             used = f"; fitted on uncontended processes {', '.join(d.fitted_processes)}" if d.fitted_processes else ""
             res.lines.append(f"choose ({d.stage}): model form {d.form}: {d.form_reason}; fits: {fits}; "
                              f"interval +-{d.half_width_pct:.1f}% ({noise}){used}")
-        res.lines.append(f"choose ({d.stage}): {d.note}")
+        res.lines.append(d.note if d.stage == "stopped" else f"choose ({d.stage}): {d.note}")
     for v in res.verified:
         res.lines.append(f"verified {v['label']} ({v['stage']}): predicted retention {v['predicted_retention']:.3f} "
                          f"[{v['retention_low']:.3f}-{v['retention_high']:.3f}], measured "
@@ -97,6 +98,9 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
         res.recommended = {"label": "baseline", "group_size": 0, "num_in_group": 0, "prefetch_step": 1,
                            "reason": "offload unnecessary"}
         res.lines.append("recommended: baseline (offload unnecessary: the need is 0 bytes)")
+    elif last.stage == "stopped":
+        res.lines.append("recommended: NONE: the choice stopped before predicting (its probe stayed contended); "
+                         "nothing is recommended")
     else:
         _recommend(res, summary, runs, verify_phase, last, margin_pct, verdict)
     if not res.trusted:
@@ -147,6 +151,8 @@ def recompute(d: ChoiceDecision) -> list[str]:
 
     if d.stage == "unnecessary":
         return [] if d.need_bytes == 0 and not d.chosen else [f"{d.stage}: need {d.need_bytes} B is not 0"]
+    if d.stage in PROBE_STAGES:  # nothing predicted: no setting chosen (the record's own validator)
+        return []
     exclude = tuple(Setting(p.group_size, p.num_in_group, p.prefetch_step) for p in d.points) \
         if d.stage != "predict" else ()
     inp = ChoiceInputs(num_layers=d.num_layers, num_prompts=d.num_prompts, layer_bytes=dict(enumerate(d.layer_bytes)),
@@ -183,7 +189,8 @@ def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:
     if not decisions:
         return []
     data = tables["data"]
-    phase = next((d.decided_phase.name for d in decisions if d.decided_phase is not None), "")
+    phase = next((d.decided_phase.name for d in decisions if d.decided_phase is not None and d.stage not in PROBE_STAGES),
+                 "")
     n = len(data.case_runs) + len(data.case_failures)
     res = decide(decisions, tables["summary"], data.runs, verify_phase=phase, processes_run=n,
                  margin_pct=tables["margin_pct"])

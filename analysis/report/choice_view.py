@@ -28,7 +28,7 @@ from typing import Sequence
 from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting
 from results_schema.units import GIB
 
-BAD_MARKS = ("MISSED", "NOT TRUSTED", "NONE")
+BAD_MARKS = ("MISSED", "NOT TRUSTED", "NONE", "STOPPED")
 """A decision line holding one of these is marked (red in HTML, yellow on the console)."""
 FIRST_PREFIXES = ("recommended", "margin over the runner-up")
 """Lines shown first: the recommendation and its margin over the runner-up."""

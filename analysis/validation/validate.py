@@ -214,7 +214,8 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
 
 
 def check_choice(run_dir: Path, col: Collector) -> None:
-    """A choose run: every decision recomputed from its recorded inputs (``analysis.model.choice.recompute``)."""
+    """A choose run: every decision recomputed from its recorded inputs (``analysis.model.choice.recompute``); a choice
+    that stopped before predicting (its probe stayed contended: stage ``stopped``) is an error naming why."""
     from analysis.model.choice import read_decisions, recompute
 
     try:
@@ -225,6 +226,8 @@ def check_choice(run_dir: Path, col: Collector) -> None:
     for d in decisions:
         for diff in recompute(d):
             col.add("choice", "choice_recompute", f"the recorded choice is not what its inputs give: {diff}")
+        if d.stage == "stopped":  # the run does not answer its question: nothing was predicted or recommended
+            col.add("choice", "choice_stopped", d.note)
 
 
 def _check_counts(data: RunData, col: Collector) -> list[CaseCount]:

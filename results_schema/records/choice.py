@@ -7,9 +7,13 @@ measured instead; ``unnecessary``: a need of 0 bytes, the baseline needs no veri
 need, the layer bytes and where they came from, the probe baselines and their noise floor, the copy bench,
 the measured points fitted), both fitted model forms and the form the data chose with the reason, every
 distinct setting's prediction with its interval and class, the verified points it checked, and the settings
-it decided to measure in the verify phase (``decided_phase``, in the plan's own terms). A resume reads these
-lines and continues the same decision; ``analysis verify`` recomputes the predictions and the choice from the
-inputs and compares.
+it decided to measure in the verify phase (``decided_phase``, in the plan's own terms). Before the first
+prediction, a probe process measured beside foreign work (``BenchRecord.host_load.contended``) is re-measured in
+a fresh process: stage ``remeasure`` names the contended processes (``remeasured``) and adds the fresh ones to the
+probe phase (``decided_phase``: the same labels, more repeats); a probe still short of uncontended processes once
+the re-measures are spent ends the choice: stage ``stopped`` (its ``note`` is the run's last line; ``unrun_phase``:
+the verify phase it leaves unrun). A resume reads these lines and continues the same decision; ``analysis
+verify`` recomputes the predictions and the choice from the inputs and compares.
 
 What is deliberately not modelled: the final recommendation (``analysis``: it is decided from measurements,
 with their intervals); the cases' own records (``<phase>-runs.jsonl``).
@@ -25,13 +29,17 @@ from pydantic import Field, model_validator
 from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, SchemaVersion, StrictModel
 from results_schema.records.dispatch import FileKind
 from results_schema.codec.io import read_jsonl
-from results_schema.records.plan import PlannedPhase, RunPlan
+from results_schema.records.plan import PlannedCase, PlannedPhase, RunPlan
 from results_schema.records.identity import Setting
 
 FILE_NAME = "choose-decisions.jsonl"
 """File name of the decision lines inside a run directory."""
 
-Stage = Literal["predict", "refit", "front", "unnecessary"]
+Stage = Literal["predict", "refit", "front", "unnecessary", "remeasure", "stopped"]
+NO_MODEL_STAGES: tuple[Stage, ...] = ("unnecessary", "remeasure", "stopped")
+"""Stages that fit no model (``form`` is null): the need met without offload, a probe re-measure, a stopped choice."""
+PROBE_STAGES: tuple[Stage, ...] = ("remeasure", "stopped")
+"""Stages about the probe itself, decided before any prediction (``remeasure``, ``stopped``)."""
 Form = Literal["serial", "overlapped"]
 
 
@@ -122,6 +130,13 @@ class ChoiceDecision(StrictModel):
     fitted_processes: tuple[str, ...] = Field(
         default=(), description="``phase/label-rN`` of every process the fit used: uncontended (no foreign work on "
         "the host while it measured), tokens as the baseline's; empty in records written before it was recorded.")
+    remeasured: tuple[str, ...] = Field(
+        default=(), description="Stage remeasure: ``phase/label-rN`` of the contended probe processes this decision "
+        "replaces with fresh processes (``decided_phase``); stage stopped: the contended probe processes the choice "
+        "stopped on; empty for the other stages.")
+    unrun_phase: str | None = Field(
+        default=None, description="Stage stopped: the verify phase the stop leaves unrun (its planned cases are not "
+        "expected, ``with_decided``); null for the other stages.")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ChoiceDecision":
@@ -129,8 +144,12 @@ class ChoiceDecision(StrictModel):
             raise ValueError(f"layer_bytes has {len(self.layer_bytes)} entries for {self.num_layers} layers")
         if len(self.chosen) > self.budget:
             raise ValueError(f"{len(self.chosen)} chosen settings exceed the budget {self.budget}")
-        if (self.form is None) != (self.stage == "unnecessary"):
-            raise ValueError("form is null exactly for stage unnecessary")
+        if (self.form is None) != (self.stage in NO_MODEL_STAGES):
+            raise ValueError(f"form is null exactly for the stages {', '.join(NO_MODEL_STAGES)}")
+        if self.stage in PROBE_STAGES and (self.chosen or not self.remeasured):
+            raise ValueError(f"stage {self.stage}: no setting chosen, and the contended processes named")
+        if (self.unrun_phase is not None) != (self.stage == "stopped"):
+            raise ValueError("unrun_phase is set exactly for stage stopped")
         return self
 
 
@@ -141,21 +160,41 @@ FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.records.choice
 def with_decided(plan: RunPlan, decisions: Sequence[ChoiceDecision]) -> RunPlan:
     """``plan`` with every decision's ``decided_phase`` cases added to their phase (the run's whole plan).
 
+    A ``remeasure`` decision adds processes to cases the probe phase already has (their repeats grow); a ``stopped``
+    decision removes its ``unrun_phase`` (the verify phase it leaves unrun).
+
     Raises:
         ValueError: a decided phase the plan does not have, or a label decided twice.
     """
     phases = {p.name: p for p in plan.phases}
     for d in decisions:
+        if d.unrun_phase is not None:
+            phases.pop(d.unrun_phase, None)
         dp = d.decided_phase
         if dp is None:
             continue
         if dp.name not in phases:
             raise ValueError(f"decision {d.stage!r} adds cases to phase {dp.name!r}, which plan.json does not have")
         ph = phases[dp.name]
-        phases[dp.name] = PlannedPhase(name=ph.name, kind=ph.kind, cases=ph.cases + dp.cases,
-                                       processes=ph.processes + dp.processes)
+        cases = _more_repeats(ph.cases, dp.cases) if d.stage == "remeasure" else ph.cases + dp.cases
+        phases[dp.name] = PlannedPhase(name=ph.name, kind=ph.kind, cases=cases, processes=ph.processes + dp.processes)
     out = tuple(phases.values())
     return RunPlan(experiment=plan.experiment, run_id=plan.run_id, phases=out, processes=sum(p.processes for p in out))
+
+
+def _more_repeats(cases: Sequence[PlannedCase], added: Sequence[PlannedCase]) -> tuple[PlannedCase, ...]:
+    """``cases`` with each of ``added`` (same label) adding its repeats and expected runs to its case.
+
+    Raises:
+        ValueError: an added label the phase does not have.
+    """
+    more = {c.label: c for c in added}
+    missing = set(more) - {c.label for c in cases}
+    if missing:
+        raise ValueError(f"a remeasure adds processes to {sorted(missing)}, which the probe phase does not have")
+    return tuple(c if c.label not in more else c.model_copy(update={
+        "repeats": c.repeats + more[c.label].repeats, "expected_runs": c.expected_runs + more[c.label].expected_runs})
+        for c in cases)
 
 
 SUMMARY_FILE = "choice.json"

@@ -32,18 +32,19 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 from conf.schema import Config
 from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
 from offload_tools.transfer_model import MeasuredPoint
-from results_schema.records.choice import (FILE_NAME, ChoiceDecision, FittedPoint, SettingRef, Stage, VerifiedCheck,
-                                           read_decisions)
-from results_schema.records.models import BenchRecord, CaseRun
+from results_schema.records.choice import (FILE_NAME, PROBE_STAGES, ChoiceDecision, FittedPoint, SettingRef, Stage,
+                                           VerifiedCheck, read_decisions)
+from results_schema.records.models import BenchRecord
 from runners.planning.cases import ScheduledCase
 from runners.planning.choose_plan import ChooseNeed
 from conf.schema_matrix import PointConfig
 from offload_tools.choice import distinct_settings, released_bytes
 from results_schema.records.base import PhaseKind
 from results_schema.records.choice import Form, FormFit, PredictedSetting
-from results_schema.records.copy_bench import CopyBench, FILE_NAME as BENCH, H2DBench, H2D_FILE_NAME as H2D
-from results_schema.codec.io import append_jsonl, read_json, read_jsonl
+from results_schema.codec.io import append_jsonl
 from results_schema.records.plan import PlannedPhase
+from runners.orchestration.choose_probe import (copy_bench_bandwidth, phase_runs, probe_decision, probe_items,
+                                                uncontended_by_label)
 from runners.orchestration.close import copy_bench
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
@@ -87,70 +88,25 @@ def verify_items(cfg: Config, decided: Sequence[Setting], start_index: int) -> l
 
 
 def decided_items(cfg: Config, run_dir: Path | None, start_index: int, known: ChooseNeed | None) -> list[Any]:
-    """On resume: the verify phase's items from the decisions already written; else none (``known``: the plan's
-    ``choose_need``)."""
-    if run_dir is None or not has_verify(cfg, known):
+    """On resume: the probe's re-measures and the verify phase's items from the decisions already written, numbered
+    from ``start_index``; else none (``known``: the plan's ``choose_need``)."""
+    if run_dir is None or known is None or not active(cfg):
         return []
     decisions = read_decisions(run_dir)
-    return verify_items(cfg, decided_settings(decisions), start_index) if decisions else []
+    if not decisions:
+        return []
+    items = probe_items(cfg, known, decisions) + (
+        verify_items(cfg, decided_settings(decisions), 0) if has_verify(cfg, known) else [])
+    return [dataclasses.replace(sc, index=start_index + i) for i, sc in enumerate(items)]
 
 
 # ----------------------------------------------------------------------------- what was measured
 
 
-def _runs(run_dir: Path, phase: str) -> list[Any]:
-    path = run_dir / f"{phase}-runs.jsonl"
-    return read_jsonl(path, CaseRun) if path.is_file() else []
-
-
-def _contended(r: CaseRun) -> bool:
-    """The process measured beside foreign work (``BenchRecord.host_load.contended``)."""
-    return r.record.host_load is not None and r.record.host_load.contended
-
-
-def _by_label(runs: Sequence[CaseRun], bad: set[str], phase: str) -> dict[str, list[CaseRun]]:
-    """Uncontended processes of ``phase`` by label (a label whose tokens differed left out): nothing is fitted,
-    predicted or checked from a process that measured beside foreign work."""
-    out: dict[str, list[CaseRun]] = {}
-    for r in runs:
-        if f"{phase}/{r.record.label}" not in bad and not _contended(r):
-            out.setdefault(r.record.label, []).append(r)
-    return out
-
-
-MIN_PROBE_BASELINES = 2
-"""Uncontended probe baselines a prediction needs (a step time and a spread); the probe runs exactly this many."""
-
-
-def probe_refusal(run_dir: Path, probe: str, bad: set[str]) -> str | None:
-    """One line stopping the choice when a contended probe process leaves the probe short, else None.
-
-    Short: fewer than ``MIN_PROBE_BASELINES`` uncontended baselines, or an offloaded calibration setting with no
-    uncontended process. Contended processes are never used (``_by_label``), so the choice stops rather than
-    predict from fewer processes than the probe's design.
-    """
-    runs = [r for r in _runs(run_dir, probe) if f"{probe}/{r.record.label}" not in bad]
-    busy = [r for r in runs if _contended(r)]
-    if not busy:
-        return None
-    quiet = _by_label(runs, bad, probe)
-    short = [f"{len(quiet.get('baseline', []))} uncontended baseline(s), {MIN_PROBE_BASELINES} needed"] if len(
-        quiet.get("baseline", [])) < MIN_PROBE_BASELINES else []
-    short += [f"{label} has no uncontended process" for label in sorted({r.record.label for r in runs})
-              if label != "baseline" and label not in quiet]
-    if not short:
-        return None
-    named = ", ".join(f"{probe}/{r.record.label}-r{r.record.repeat} ({r.record.host_load.foreign_cores:.2f} foreign "
-                      f"cores, steal {r.record.host_load.steal_fraction:.1%})" for r in busy if r.record.host_load)
-    return (f"choose: stopped before predicting: contended probe processes (foreign work on the host while they "
-            f"measured): {named}; left: {'; '.join(short)}; nothing is predicted or recommended from them: rerun the "
-            f"choice on a quiet host")
-
-
 def fitted_processes(run_dir: Path, phases: Sequence[str], bad: set[str]) -> tuple[str, ...]:
     """``phase/label-rN`` of every process a fit uses (uncontended, tokens as the baseline's), in file order."""
     return tuple(f"{ph}/{r.record.label}-r{r.record.repeat}" for ph in phases
-                 for rs in _by_label(_runs(run_dir, ph), bad, ph).values() for r in rs)
+                 for rs in uncontended_by_label(phase_runs(run_dir, ph), bad, ph).values() for r in rs)
 
 
 def _bad_labels(mismatches: Sequence[str]) -> set[str]:
@@ -161,7 +117,7 @@ def _bad_labels(mismatches: Sequence[str]) -> set[str]:
 def measured_points(run_dir: Path, phase: str, scale: float, bad: set[str]) -> list[FittedPoint]:
     """Offloaded settings of ``phase`` (tokens as the baseline's) as fitted points: median retention vs the phase's
     baseline median, times ``scale`` (the probe's baseline median, tok/s)."""
-    groups = _by_label(_runs(run_dir, phase), bad, phase)
+    groups = uncontended_by_label(phase_runs(run_dir, phase), bad, phase)
     base = [r.record.throughput_tok_s for r in groups.get("baseline", [])]
     if not base:
         return []
@@ -196,14 +152,12 @@ class _Context:
 def _context(cfg: Config, run_dir: Path, bad: set[str], known: ChooseNeed) -> _Context | None:
     probe = cfg.choose.probe_phase
     assert probe is not None
-    runs = _by_label(_runs(run_dir, probe), bad, probe).get("baseline", [])
+    runs = uncontended_by_label(phase_runs(run_dir, probe), bad, probe).get("baseline", [])
     if not runs:
         return None
-    bench_path, h2d_path = run_dir / BENCH, run_dir / H2D
-    bench = (read_json(bench_path, CopyBench).plain_copy_bandwidth_bytes_s if bench_path.is_file() else
-             read_json(h2d_path, H2DBench).bandwidth_bytes_s if h2d_path.is_file() else None)
     return _Context(cfg, run_dir, known, tuple(r.record.throughput_tok_s for r in runs),
-                    runs[0].record.workload.num_prompts, bench, bad, tuple(r.record for r in runs))
+                    runs[0].record.workload.num_prompts, copy_bench_bandwidth(run_dir), bad,
+                    tuple(r.record for r in runs))
 
 
 def _noise_pct(xs: Sequence[float]) -> float:
@@ -292,7 +246,7 @@ def unnecessary(ctx: _Context, note: str = "offload unnecessary: a need of 0 byt
 def checks(ctx: _Context, decision: ChoiceDecision, settings: Sequence[SettingRef]) -> list[VerifiedCheck]:
     """Every one of ``settings`` measured in the verify phase, beside its interval under ``decision``."""
     verify = ctx.cfg.choose.verify_phase
-    groups = _by_label(_runs(ctx.run_dir, verify), ctx.bad, verify)
+    groups = uncontended_by_label(phase_runs(ctx.run_dir, verify), ctx.bad, verify)
     base = [r.record.throughput_tok_s for r in groups.get("baseline", [])]
     preds = {(p.group_size, p.num_in_group, p.prefetch_step): p for p in decision.predictions}
     out = []
@@ -360,26 +314,30 @@ def run_choose(cfg: Config, run_dir: Path, state: RunState, console: Console,
 
     bench()
     verify = has_verify(cfg, known)
-    items: list[ScheduledCase] = []
     while True:
         decisions = read_decisions(run_dir)
-        if decisions and verify:  # what is decided runs first (a resume), then the next decision reads it all
-            items = verify_items(cfg, decided_settings(decisions), 0)
-            if run_stage(items):
-                return items
-        stop = None if decisions else probe_refusal(run_dir, str(cfg.choose.probe_phase),
-                                                     _bad_labels(state.token_mismatches))
-        if stop is not None:
-            console.print(stop, markup=False)
+        choice = [d for d in decisions if d.stage not in PROBE_STAGES]
+        items = probe_items(cfg, known, decisions)  # what is decided runs first (a resume), then the next decision
+        items += verify_items(cfg, decided_settings(choice), len(items)) if choice and verify else []
+        if items and run_stage(items):
             return items
-        ctx = _context(cfg, run_dir, _bad_labels(state.token_mismatches), known)
+        if any(d.stage == "stopped" for d in decisions):
+            return items
+        bad = _bad_labels(state.token_mismatches)
+        step = None if choice else probe_decision(cfg, run_dir, known, bad, decisions)
+        if step is not None:  # a stop's line is the run's last (runners.orchestration.close.verdict_line)
+            append_jsonl(run_dir / FILE_NAME, step)
+            if step.stage == "remeasure":
+                console.print(f"choose (remeasure): {step.note}", markup=False)
+            continue
+        ctx = _context(cfg, run_dir, bad, known)
         if ctx is None:
             console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)
             return items
-        nxt = next_decision(ctx, decisions)
+        nxt = next_decision(ctx, choice)
         if nxt is None:
             return items
-        new = verify_items(cfg, decided_settings(decisions) + decided_settings([nxt]), 0) if verify else []
+        new = verify_items(cfg, decided_settings(choice) + decided_settings([nxt]), 0) if verify else []
         added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
         nxt = nxt.model_copy(update={"decided_phase": _planned(cfg, added)}) if added else nxt
         append_jsonl(run_dir / FILE_NAME, nxt)
@@ -408,19 +366,20 @@ def choose_stage(p: Plan, run: OpenRun, state: RunState, base_env: Mapping[str, 
                  run_copy_bench: CopyBenchRun) -> tuple[bool, list[ScheduledCase]]:
     """A choose run's decisions and verify phase (``run_choose``) for the execute stage
     (``runners.orchestration.stages``: ``p`` its ``Plan``, ``run`` its ``OpenRun``, ``state`` its ``RunState``);
-    returns ``(interrupted, verify items)``."""
+    returns ``(interrupted, the probe's re-measures and the verify items)``."""
     import time
     from dataclasses import replace
 
     known = p.choose
     assert known is not None  # a choose phase: make_plan computed it
     stopped = [False]
-    base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase)
+    resumed = {sc.key for sc in probe_items(run.cfg, known, read_decisions(run.run_dir))}  # in p.items on a resume
+    base = sum(1 for sc in p.items if sc.case.phase != run.cfg.choose.verify_phase and sc.key not in resumed)
 
     def stage(items: Sequence[ScheduledCase]) -> bool:
         todo = [replace(sc, index=base + sc.index) for sc in items if sc.key not in run.done | state.finished]
         state.progress.total = base + len(items)
-        stopped[0] = run_phases(run.cfg, state, todo, phases=[run.cfg.choose.verify_phase],
+        stopped[0] = run_phases(run.cfg, state, todo, phases=list(dict.fromkeys(sc.case.phase for sc in todo)),
                                 identity=run.run_identity.gate, resumed=True, timings=run.timings) or state.stopped
         return stopped[0]
 

@@ -28,6 +28,7 @@ from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
 from runners.planning.cases import ScheduledCase
 from runners.planning.plan import BENCH_KINDS
+from results_schema.records.choice import read_decisions
 from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
 from results_schema.codec.io import RecordError, read_json
 from results_schema.records.validation import ValidationReport
@@ -52,6 +53,8 @@ class Findings:
         accuracy_failed: accuracy phases whose verification failed.
         close_error: a step of the close failed (``close_step``): the step, the file and the cause; no
             ``SHA256SUMS`` was written.
+        choice_stopped: a choose run whose choice stopped before predicting (its probe stayed contended): the
+            ``stopped`` decision's line (``results_schema.records.choice``), printed last; None otherwise.
     """
 
     health_after: RunnerError | None = None
@@ -59,6 +62,7 @@ class Findings:
     validation: Any = None
     serving_valid: bool = True
     accuracy_failed: list[str] = field(default_factory=list)
+    choice_stopped: str | None = None
 
 
 def copy_bench(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path, model_dir: Path,
@@ -132,7 +136,7 @@ def final_checks(cfg: Config, todo: Sequence[ScheduledCase], state: RunState, id
     """
     from runners.identity.gates import gather_identity, health_gate
 
-    found = Findings()
+    found = Findings(choice_stopped=choice_stop(state.run_dir))
     if todo and not state.stopped:  # published: the device is healthy after the last phase too
         try:
             health_gate(todo[-1].case.runtime, state.run_dir / "health" / f"after-last-phase-{new_run_id()}.txt")
@@ -142,6 +146,15 @@ def final_checks(cfg: Config, todo: Sequence[ScheduledCase], state: RunState, id
     gather_identity(cfg, identity.runtimes, when="at the end", previous=identity)
     timings.identity += time.monotonic() - t
     return found
+
+
+def choice_stop(run_dir: Path) -> str | None:
+    """The line of a choose run's ``stopped`` decision (``choose-decisions.jsonl``), None when there is none (or the
+    file does not validate: the analysis's ``choice`` check names it)."""
+    try:
+        return next((d.note for d in read_decisions(run_dir) if d.stage == "stopped"), None)
+    except ValueError:
+        return None
 
 
 def analyse_and_checksum(cfg: Config, items: Sequence[ScheduledCase], state: RunState, accuracy_phases: Sequence[AccuracyPhase],
@@ -268,7 +281,7 @@ def exit_code(state: RunState, found: Findings, console: Any) -> int:
     if found.accuracy_failed:
         console.print(f"[bold red]accuracy verification FAILED[/] for phase(s) {', '.join(found.accuracy_failed)}")
         return EXIT_ACCURACY
-    if found.validation is not None and not found.validation.valid:
+    if found.choice_stopped is not None or (found.validation is not None and not found.validation.valid):
         return EXIT_INVALID
     return EXIT_OK
 
@@ -276,10 +289,11 @@ def exit_code(state: RunState, found: Findings, console: Any) -> int:
 def verdict_line(found: Findings, run_dir: Path) -> str:
     """The run's last line without the exit code: the validation verdict, never "ok" for a failed proof.
 
-    A failed health gate after the last phase or a failed accuracy verification comes first, so
-    the line never starts with ``validation: VALID`` when the run failed for those reasons.
+    A failed health gate after the last phase, a failed accuracy verification or a stopped choice comes first, so
+    the line never starts with ``validation: VALID`` when the run failed for those reasons; a stopped choice whose
+    validation fails only its ``choice`` check (the stop itself) is not repeated by the verdict.
     """
-    failed = []
+    failed = [] if found.choice_stopped is None else [found.choice_stopped]
     if found.health_after is not None:
         failed.append("FAILED: the health gate after the last phase failed")
     if found.accuracy_failed:
@@ -288,6 +302,8 @@ def verdict_line(found: Findings, run_dir: Path) -> str:
         verdict = "validation: INVALID: serving validation failed (summary/serving-summary.md)"
     elif found.validation is None:
         verdict = "validation: not run (analyze=false or stopped); run `python -m analysis validate " f"{run_dir}`"
+    elif found.choice_stopped is not None and [c.name for c in found.validation.checks if not c.passed] == ["choice"]:
+        verdict = "validation: INVALID: failing checks: choice (1: the stopped choice)"
     else:
         verdict = str(found.validation.verdict())
     return "; ".join([*failed, verdict])

@@ -268,8 +268,10 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     if verify is not None and not interrupted and not state.stopped:
         assert run_copy_bench is not None  # run_stages passes it
         interrupted, decided = choose_stage(p, run, state, base_env, console, run_copy_bench)
-        items = tuple(sc for sc in p.items if sc.case.phase != verify) + tuple(decided)
-        todo = todo + tuple(sc for sc in decided if sc.key in state.finished)
+        keys = {sc.key for sc in decided}  # a resume's plan holds the probe's re-measures already
+        items = tuple(sc for sc in p.items if sc.case.phase != verify and sc.key not in keys) + tuple(decided)
+        ran = {sc.key for sc in todo}
+        todo = todo + tuple(sc for sc in decided if sc.key in state.finished and sc.key not in ran)
     if sequential_phases(run.cfg) and not interrupted and not state.stopped:  # looks, then the blocks they decide
         interrupted, looked = sequential_stage(replace(p, items=items), run, state, console)
         known = {sc.key for sc in todo}

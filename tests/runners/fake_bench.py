@@ -38,8 +38,11 @@ a case that offloads ``L`` layers take ``0.5 * (1 + f * L)`` s instead of 0.5 s 
 ``1 / (1 + f * L)``); ``FAKE_SLOW`` (``label:factor,...``) multiplies the round time of the labels named
 (``*``: of every other label that offloads a layer); a key ``label-rN`` names one process (it wins over ``label``).
 
-``FAKE_CONTENDED`` (``label-rN,...``) records a contended host reading for those processes (0.7 foreign cores over
-the window: other work beside them), as ``runners.incase.host_load`` would.
+``FAKE_CONTENDED`` (``label-rN,...``; ``label-r*``: every process of that label) stands in for the host-load
+sampler (``runners.incase.host_load.read_host``) of those processes: its two readings show 0.7 cores of foreign
+work over a 10 s window (17 s of host busy time, 10 s of it the case's own), and the record's ``host_load`` comes
+from them through the production rule (``window_load(...).record()``: ``contended`` by ``is_contended``); while
+it is set, every other process records a quiet window the same way (unset: no reading).
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests); ``FAKE_BENCH_WAIT_FOR`` (a path) holds every case
 until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load;
@@ -58,10 +61,11 @@ from pathlib import Path
 
 from offload import controls
 from offload.selection import select_offload_layers
-from results_schema.records.host_load import CONTENDED_CORES, CONTENDED_STEAL, HostLoad
+from results_schema.records.host_load import HostLoad
 from results_schema.codec.io import dumps_model, write_json
 from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
 from runners.incase.bench_one import _specs, build_parser, load_case
+from runners.incase.host_load import HostReading, window_load
 from runners.incase.engine_path import REJECTED, build, project_verdict
 
 LAYER_BYTES = 295_936
@@ -182,11 +186,10 @@ def main() -> int:
                       rounds=rounds, output_tokens=out, elapsed_s=elapsed, throughput_tok_s=out / elapsed,
                       token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
                       torch_version="fake", pid=os.getpid(), step_delay_ms=delay_ms)
-    if f"{a.label}-r{a.repeat}" in os.environ.get("FAKE_CONTENDED", "").split(","):
-        rec = rec.model_copy(update={"host_load": HostLoad(
-            wall_s=10.0, host_busy_cpu_s=17.0, case_cpu_s=10.0, runner_cpu_s=0.0, foreign_cpu_s=7.0, foreign_cores=0.7,
-            steal_cpu_s=0.0, steal_fraction=0.0, host_cores=2, contended_cores_limit=CONTENDED_CORES,
-            contended_steal_limit=CONTENDED_STEAL, contended=True)})
+    busy = [x for x in os.environ.get("FAKE_CONTENDED", "").split(",") if x]
+    if busy:
+        rec = rec.model_copy(update={"host_load": _sampled_load(f"{a.label}-r{a.repeat}" in busy
+                                                                or f"{a.label}-r*" in busy)})
     if mode == "otherworkload":
         rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
     write_json(record_path, rec)
@@ -195,6 +198,16 @@ def main() -> int:
     if mode == "dup":
         print(line, flush=True)
     return 0
+
+
+def _sampled_load(busy: bool) -> HostLoad:
+    """The host load the sampler's two readings give (module docstring): 0.7 foreign cores when ``busy``, none else."""
+    start = HostReading(wall_s=0.0, host_busy_s=0.0, host_total_s=0.0, steal_s=0.0, case_s=0.0, runner_s=0.0)
+    end = HostReading(wall_s=10.0, host_busy_s=17.0 if busy else 10.0, host_total_s=20.0, steal_s=0.0, case_s=10.0,
+                      runner_s=0.0)
+    load = window_load(start, end, cores=2)
+    assert load is not None  # both readings given
+    return load.record()
 
 
 def _round_seconds(label: str, offloaded: int, repeat: int = 0) -> float:

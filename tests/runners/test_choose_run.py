@@ -24,7 +24,11 @@ from results_schema.records.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecisio
 from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import RunPlan
+from results_schema.records.validation import ValidationReport
 from runners.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
+from runners.orchestration.choose import decided_items
+from runners.orchestration.choose_probe import probe_decision
+from runners.planning.choose_plan import choose_need
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 
@@ -273,33 +277,99 @@ def test_the_ray_executor_runs_the_choose_phase_unchanged(tmp_path: Path, right)
 # ----------------------------------------------------------------------------- a contended probe
 
 
-@pytest.mark.heavy  # two fake-bench probes (about 10 s each)
-def test_a_contended_probe_baseline_stops_the_choice_in_one_line_and_predicts_nothing(tmp_path: Path,
-                                                                                        capsys) -> None:
-    """Injected host readings: the probe's first baseline measured beside foreign work (0.7 foreign cores). The run
-    ends INVALID: its planned verify baselines did not run (the count check names them)."""
+@pytest.mark.heavy  # one fake-bench run with analysis (about 12 s)
+def test_a_probe_baseline_contended_once_is_re_measured_and_the_fit_uses_only_uncontended_processes(
+        tmp_path: Path, capsys) -> None:
+    """The host-load sampler of the probe's first baseline reads 0.7 foreign cores (``FAKE_CONTENDED``): it is
+    re-measured in a fresh process (``probe/baseline-r2``) before anything is predicted, one ``remeasure`` decision
+    records it, the fit names only uncontended processes, and the run ends VALID."""
     code, run_dir = _run(tmp_path, "need_gib=0.001", "+phases.probe.runtime.env.FAKE_CONTENDED=baseline-r0")
     out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    remeasure, predict, *_ = _decisions(run_dir)
+    assert (remeasure.stage, remeasure.remeasured, remeasure.chosen) == ("remeasure", ("probe/baseline-r0",), ())
+    assert remeasure.decided_phase is not None and [(c.label, c.repeats) for c in remeasure.decided_phase.cases] == [
+        ("baseline", 1)]
+    busy = {(r.record.label, r.record.repeat) for r in _runs(run_dir, "probe") if r.record.host_load.contended}
+    assert busy == {("baseline", 0)} and ("baseline", 2) in _keys(run_dir, "probe")
+    assert predict.stage == "predict" and "probe/baseline-r0" not in predict.fitted_processes
+    assert {"probe/baseline-r1", "probe/baseline-r2"} <= set(predict.fitted_processes)
+    assert len(predict.baseline_tok_s) == 2  # the two uncontended baselines: r1 and the re-measure
+    line = [ln for ln in out.splitlines() if ln.startswith("choose (remeasure): ")]
+    assert len(set(line)) == 1 and "probe/baseline-r0 (0.70 foreign cores, steal 0.0%)" in line[0], out  # the runner's
+    # line when it decided, and the summary's
+    assert "validation: VALID" in out.splitlines()[-1]  # the plan's counts include the re-measure
+    assert [recompute(d) for d in _decisions(run_dir)] == [[] for _ in _decisions(run_dir)]
+
+
+@pytest.mark.heavy  # one fake-bench probe with analysis (about 12 s)
+def test_a_probe_contended_after_every_re_measure_stops_the_choice_in_one_honest_last_line(tmp_path: Path,
+                                                                                          capsys) -> None:
+    """Every probe baseline reads 0.7 foreign cores: both re-measured (``choose.probe_remeasures``, default 2: spent at
+    once), then the choice stops. The last line names the contended processes, their foreign cores and what to do, never the
+    verify baselines that did not run; exit 6; validation.json fails only its ``choice`` check, with that line."""
+    code, run_dir = _run(tmp_path, "need_gib=0.001", "+phases.probe.runtime.env.FAKE_CONTENDED=baseline-r*")
+    out = capsys.readouterr().out
     assert code == EXIT_INVALID, out
-    assert "verify/baseline: expected 4 run(s)" in out.splitlines()[-1]
-    stop = [ln for ln in out.splitlines() if ln.startswith("choose: stopped before predicting")]
-    assert stop == [ln for ln in stop if "probe/baseline-r0 (0.70 foreign cores, steal 0.0%)" in ln
-                    and "1 uncontended baseline(s), 2 needed" in ln] and len(stop) == 1
-    assert not (run_dir / FILE_NAME).exists() and not _runs(run_dir, "verify")
+    decisions = _decisions(run_dir)
+    assert [d.stage for d in decisions] == ["remeasure", "stopped"]
+    assert decisions[0].remeasured == ("probe/baseline-r0", "probe/baseline-r1")
+    stop = decisions[-1]
+    assert stop.remeasured == ("probe/baseline-r0", "probe/baseline-r1", "probe/baseline-r2", "probe/baseline-r3")
+    last = out.splitlines()[-1]
+    assert last.startswith("choose: STOPPED before predicting") and last.endswith("; exit 6"), last
+    assert stop.note in last and "verify" not in last.split("; validation:")[0]
+    assert "expected 4 run(s)" not in out and "verify/baseline" not in out
+    for text in ("probe/baseline-r3 (0.70 foreign cores, steal 0.0%)", "0 uncontended baseline process(es), 2 needed",
+                 "rerun the choice on a quiet host, or raise choose.probe_remeasures (now 2)"):
+        assert text in last, text
+    assert not _runs(run_dir, "verify") and _keys(run_dir, "probe") == sorted(
+        [("baseline", r) for r in range(4)] + [("current_g1_n1", 0), ("current_g2_n1_p3", 0)])
+    report = read_json(run_dir / "summary" / "validation.json", ValidationReport)
+    assert [c.name for c in report.checks if not c.passed] == ["choice"]
+    assert [i.message for i in report.errors] == [stop.note]
+    summary = read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary)
+    assert summary.recommended is None and stop.note in summary.lines
+
+
+@pytest.mark.heavy  # one fake-bench probe (about 10 s)
+def test_a_probe_re_measure_is_decided_once_and_a_resume_plans_what_was_decided(tmp_path: Path) -> None:
+    """The decision lines are the re-measures' record: with 3 re-measures allowed, the rule given the first line
+    re-measures the next contended process, never one already replaced; a resume's plan holds every decided
+    re-measure."""
+    ov = _overrides(tmp_path, "need_gib=0.001", "+phases.probe.runtime.env.FAKE_CONTENDED=baseline-r*",
+                    "choose.probe_remeasures=3", analyze=False)
+    cfg = compose_cfg(*ov)
+    assert run_matrix(cfg, ov) == EXIT_INVALID
+    run_dir = tmp_path / "choose" / "t"
+    decisions, known = _decisions(run_dir), choose_need(cfg)
+    assert known is not None
+    assert [(d.stage, d.remeasured) for d in decisions[:2]] == [
+        ("remeasure", ("probe/baseline-r0", "probe/baseline-r1")), ("remeasure", ("probe/baseline-r2",))]
+    assert decisions[2].stage == "stopped" and "now 3" in decisions[2].note
+    for i in (1, 2):  # what is decided from the lines before it (its baselines' throughput: every record so far)
+        again = probe_decision(cfg, run_dir, known, set(), decisions[:i])
+        assert again is not None
+        assert (again.stage, again.remeasured, again.decided_phase, again.note) == (
+            decisions[i].stage, decisions[i].remeasured, decisions[i].decided_phase, decisions[i].note)
+    resumed = decided_items(cfg, run_dir, 0, known)
+    assert [sc.key for sc in resumed if sc.case.phase == "probe"] == [("probe", "baseline", r) for r in (2, 3, 4)]
 
 
 @pytest.mark.heavy  # one fake-bench run (about 12 s)
 def test_a_contended_calibration_process_is_left_out_of_the_fit_and_its_decision_line(tmp_path: Path) -> None:
-    """A calibration setting measured twice (``phases.probe.repeats=2``) with one of its processes contended: the fit
-    uses the other, and the decision records and prints only uncontended probe processes."""
+    """A calibration setting measured twice (``phases.probe.repeats=2``) with one of its processes contended: it is
+    re-measured (``-r2``), the fit uses the uncontended two, and the decision records and prints only uncontended probe
+    processes."""
     plain = _runs(_run(tmp_path / "look", "need_gib=0.001", "phases.probe.repeats=2", analyze=False)[1], "probe")
     label = next(r.record.label for r in plain if r.record.label != "baseline")
     code, run_dir = _run(tmp_path / "busy", "need_gib=0.001", "phases.probe.repeats=2",
                          f"+phases.probe.runtime.env.FAKE_CONTENDED={label}-r0")
     assert code == EXIT_OK
-    first = _decisions(run_dir)[0]
+    first = _decisions(run_dir)[1]
+    assert _decisions(run_dir)[0].remeasured == (f"probe/{label}-r0",)
     probe_used = [p for p in first.fitted_processes if p.startswith("probe/")]
-    assert f"probe/{label}-r0" not in probe_used and f"probe/{label}-r1" in probe_used
+    assert f"probe/{label}-r0" not in probe_used and {f"probe/{label}-r1", f"probe/{label}-r2"} <= set(probe_used)
     assert {f"probe/{r.record.label}-r{r.record.repeat}" for r in _runs(run_dir, "probe")} - set(probe_used) == {
         f"probe/{label}-r0"}
     line = next(ln for ln in read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary).lines
