@@ -43,7 +43,8 @@ def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]
     def eta(n: int, case_s: float | None) -> str:
         return f" (~{n * case_s / 60:.1f} min at {case_s:g} s per process)" if case_s else " (expected_case_s unknown)"
 
-    lines.append(f"choose: probe {probe_items} processes{eta(probe_items, probe.expected_case_s)}")
+    lines.append(f"choose: probe {probe_items} processes{eta(probe_items, probe.expected_case_s)}; a contended one "
+                 f"is re-measured, at most {ch.probe_remeasures} more per label")
     if m is None:
         return [*lines, "choose: no verify stage (a need of 0 is met by the baseline)"]
     need, text, sizes = known.need, known.text, known.sizes

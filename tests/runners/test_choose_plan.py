@@ -123,7 +123,7 @@ def test_cli_dry_run_of_qwen7b_choose_prints_its_scale_beside_the_published_desi
     out = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 0, out
     assert "Traceback" not in out
-    assert "choose: probe 4 processes" in out
+    assert "choose: probe 4 processes" in out and "a contended one is re-measured, at most 2 more per label" in out
     assert "choose: verify at most 9 processes (2 settings + baseline x 3)" in out
     assert "choose: need_gib=3: " in out and " of 1090 distinct settings meet it (layer bytes: " in out
     assert "choose: the full design conf/matrix/same_runtime.yaml: 63 processes" in out
