@@ -93,23 +93,31 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
     return out
 
 
-def look_table(lines: Sequence[LookDecision]) -> list[str]:
-    """Each label's interval per look as a Markdown table (the summary and the console print it; empty: no look).
+LOOK_HEADER = ["phase", "label", "look", "blocks", "processes", "interval (the look's verdict interval)", "verdict",
+               "MDE"]
+"""Columns of ``look_rows`` / ``look_table``."""
 
-    Columns: phase, label, look, blocks, processes (label vs baseline), the look's confidence, the interval of
-    ``(label - baseline) / baseline`` at that confidence (the verdict's own interval, named ``CI<level> <method>``),
-    the look's verdict (``open``: looked at again), the MDE of a label inconclusive at the budget.
-    """
-    if not lines:
-        return []
-    out = ["| phase | label | look | blocks | processes | interval (the look's verdict interval) | verdict | MDE |",
-           "|---|---|---|---|---|---|---|---|"]
+
+def look_rows(lines: Sequence[LookDecision]) -> list[list[str]]:
+    """Each label's interval per look, one row per label and look (columns ``LOOK_HEADER``): the blocks, processes
+    (label vs baseline), the interval of ``(label - baseline) / baseline`` at the look's confidence (the verdict's own
+    interval, named ``CI<level> <method>``), the look's verdict (``open``: looked at again), the MDE of a label
+    inconclusive at the budget."""
+    rows = []
     for line in lines:
         level = f"CI{100 * (1 - line.look_alpha):.3g}"
         for x in line.labels:
             ci = ("no interval" if x.ci_low_pct is None or x.ci_high_pct is None
                   else f"{level} {x.method} {x.ci_low_pct:+.1f}%..{x.ci_high_pct:+.1f}%")
             mde = "" if x.verdict != "inconclusive" else "none below 100%" if x.mde_pct is None else f"{x.mde_pct:.1f}%"
-            out.append(f"| {line.phase} | {x.label} | {line.look} | {line.blocks} | {x.processes} vs "
-                       f"{x.reference_processes} | {ci} | {x.verdict} | {mde} |")
-    return out
+            rows.append([line.phase, x.label, str(line.look), str(line.blocks),
+                         f"{x.processes} vs {x.reference_processes}", ci, x.verdict, mde])
+    return rows
+
+
+def look_table(lines: Sequence[LookDecision]) -> list[str]:
+    """``look_rows`` as a Markdown table (the summary and the console print it; empty: no look)."""
+    if not lines:
+        return []
+    return ["| " + " | ".join(LOOK_HEADER) + " |", "|" + "---|" * len(LOOK_HEADER),
+            *("| " + " | ".join(r) + " |" for r in look_rows(lines))]

@@ -45,6 +45,8 @@ from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.sequential_check import LOOK_HEADER, look_rows
+from results_schema.records.sequential import LookDecision, read_looks
 from analysis.report.released import released_cell
 from analysis.report.choice_view import ChoiceView, read_choice_view
 from analysis.report.html_choice import PLOT_ID as CHOICE_PLOT_ID, choice_figure, choice_section
@@ -293,13 +295,24 @@ def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
             f"{_e(EVIDENCE)}. Host delta = label median - phase baseline median.</p>{note}")
 
 
+def looks_section(looks: Sequence[LookDecision]) -> str:
+    """A sequential phase's looks: each label's interval at every look (``analysis.comparison.sequential_check``);
+    '' without a look."""
+    if not looks:
+        return ""
+    return ('<h2 id="sequential">Sequential looks</h2><p>Each label\'s interval at every look it was judged at '
+            "(the look's own level; docs/sequential.md).</p>"
+            + _table(LOOK_HEADER, [[_e(c) for c in r] for r in look_rows(looks)], tid="looks"))
+
+
 def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Sequence[CaseFailure] = (),
            accuracy: Sequence[tuple[str, AccuracyVerification]] = (), links: Sequence[tuple[str, str]] = (),
            choice: ChoiceView | None = None, serving: ServingSummary | None = None,
-           serving_error: str | None = None) -> str:
+           serving_error: str | None = None, looks: Sequence[LookDecision] = ()) -> str:
     """The page as one HTML string (see the module docstring for its order and guarantees); ``choice``: a
     choose run's view (``analysis.report.choice_view``); ``serving``: the run's serving summary, or
-    ``serving_error``: why its file did not validate (an INVALID serving section either way heads an INVALID page)."""
+    ``serving_error``: why its file did not validate (an INVALID serving section either way heads an INVALID page);
+    ``looks``: a sequential phase's look lines (``results_schema.records.sequential``), each label's interval per look."""
     from analysis.report.provenance import one_line
 
     note = html.escape(one_line(cs.provenance))
@@ -327,7 +340,7 @@ def render(cs: ComparisonSummary, validation: ValidationReport, *, failures: Seq
             "<h2>Decision table</h2>", decision_section(cs) if cs.decision else no_record]
     if choice is not None:
         body.append(choice_section(choice, plots.get(CHOICE_PLOT_ID)))
-    body.append("<h2>Capacity vs throughput</h2>")
+    body += [looks_section(looks), "<h2>Capacity vs throughput</h2>"]
     body.append(plots.get("pareto", "<p>No data point to plot.</p>"))
     if "retention" in plots:
         body += ["<h2>Retention</h2>", plots["retention"]]
@@ -390,7 +403,7 @@ def write_report_html(run_dir: Path | str, out_dir: Path | str | None = None) ->
     serving, serving_error = read_serving_summary(out_dir)
     page = render(cs, validation, failures=failures, accuracy=accuracy_reports(out_dir),
                   links=_links(run_dir, out_dir), choice=read_choice_view(run_dir, out_dir), serving=serving,
-                  serving_error=serving_error)
+                  serving_error=serving_error, looks=read_looks(run_dir))
     path = out_dir / REPORT_NAME
     write_text_atomic(path, page)
     return path
