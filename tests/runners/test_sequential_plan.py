@@ -1,0 +1,38 @@
+"""A sequential phase's plan: bad designs refused before any process starts, the first look's ABBA blocks planned."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners.errors import PlanError
+from runners.planning.plan import plan
+from tests.runners.helpers import compose_cfg
+
+DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_cpu")
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("phases.same_runtime.sequential.looks=[1,3]", "sequential looks [1, 3]: must increase strictly and start at >= 2"),
+    ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
+    ("phases.same_runtime.sequential.target_pct=0", "sequential target_pct 0.0"),
+    ("phases.same_runtime.sequential.alpha=1.5", "sequential alpha 1.5"),
+    ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
+    ("phases.same_runtime.baseline=false", "sequential needs kind=throughput"),
+])
+def test_a_bad_sequential_design_is_refused_at_planning_naming_the_value(override: str, named: str) -> None:
+    with pytest.raises(PlanError) as exc:
+        plan(compose_cfg(*DEFAULT, override))
+    assert named in str(exc.value) and "phase 'same_runtime'" in str(exc.value)
+
+
+def test_the_first_looks_blocks_are_planned_in_abba_order_with_the_speed_control_as_a_label() -> None:
+    items = plan(compose_cfg(*DEFAULT, "phases.same_runtime.sequential.looks=[2,3]", "phases.same_runtime.cases="
+                             "[{implementation: baseline, label: control, step_delay_ms: 2.6}]"))
+    assert [(sc.case.label, sc.repeat) for sc in items] == [
+        ("baseline", 0), ("current_g2_n1", 0), ("current_g1_n1", 0), ("control", 0),
+        ("control", 1), ("current_g1_n1", 1), ("current_g2_n1", 1), ("baseline", 1)]
+
+
+def test_without_looks_a_phase_keeps_its_rotated_repeats() -> None:
+    items = plan(compose_cfg(*DEFAULT, "phases.same_runtime.sequential.looks=[]"))
+    assert len(items) == 12 and [sc.case.label for sc in items[3:6]] == ["current_g2_n1", "current_g1_n1", "baseline"]
