@@ -18,8 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.comparison.sequential import SequentialDesign  # noqa: E402
-from analysis.comparison.verdict_sim import Noise, aa_bound, sequential_rates  # noqa: E402
+import numpy as np  # noqa: E402
+
+from analysis.comparison.sequential import SequentialDesign, label_looks  # noqa: E402
+from analysis.comparison.verdict_sim import Noise, aa_bound, process_values, sequential_rates  # noqa: E402
 from runners.planning.blocks import block_positions  # noqa: E402
 
 DESIGNS = (SequentialDesign((3, 4, 6)), SequentialDesign((2, 3, 4, 6)), SequentialDesign((3, 4, 5)),
@@ -31,6 +33,23 @@ AA: dict[str, Noise] = {
     "two-cluster 15% apart (p 0.5)": Noise(cluster_gap=0.15),
     "two-cluster 15% apart (p 0.25)": Noise(cluster_gap=0.15, cluster_p=0.25),
 }
+
+
+def default_run_processes(design: SequentialDesign, costs: tuple[float, ...], noise: Noise, *, reps: int,
+                          seed: int) -> tuple[float, float, float]:
+    """A whole default-like run: a baseline and one label per cost share the baseline's processes; the baseline runs
+    until the last label stops. Returns (mean processes of the run, baseline and labels; fraction of runs with every
+    label conclusive; fraction with every label ``slower``)."""
+    rng = np.random.default_rng(seed)
+    total = conclusive = slower = 0
+    for _ in range(reps):
+        b = process_values(rng, design.budget, noise)
+        ends = [label_looks(process_values(rng, design.budget, noise, effect=1 - c), b, design, with_mde=False)[-1]
+                for c in costs]
+        total += max(e.processes for e in ends) + sum(e.processes for e in ends)
+        conclusive += all(e.verdict != "inconclusive" for e in ends)
+        slower += all(e.verdict == "slower" for e in ends)
+    return total / reps, conclusive / reps, slower / reps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r.mean_processes:.2f} (stopped by look, %: {looks})")
         r = sequential_rates(d, Noise(process_sd=0.025, round_sd=0.02), reps=reps, seed=seed + 200, effect=0.945)
         print(f"  false equivalent at a 5.5% cost (SD 2.5%): {100 * r.equivalent:.2f}% (bound {100 * bound:.2f}%)")
+    d = DESIGNS[0]
+    for costs in ((0.25, 0.40), (0.10, 0.30)):
+        for sd in (0.025, 0.04, 0.10):
+            n, conc, slow = default_run_processes(d, costs, Noise(process_sd=sd, round_sd=0.03), reps=reps // 4,
+                                                  seed=seed + 300)
+            print(f"default run (looks {list(d.looks)}), costs {', '.join(f'{100 * c:.0f}%' for c in costs)} at SD "
+                  f"{100 * sd:.1f}%: {n:.2f} baseline+offload processes on average; every label conclusive "
+                  f"{100 * conc:.1f}%, every label slower {100 * slow:.1f}% ({reps // 4} runs)")
     return 0
 
 
