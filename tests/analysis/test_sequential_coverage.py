@@ -65,7 +65,7 @@ def test_a_cost_beyond_the_target_is_called_equivalent_at_most_alpha_over_every_
     assert r.equivalent <= BOUND, f"{_id(design)}: {r.equivalent:.2%} false equivalent at a 5.5% cost"
 
 
-def test_a_large_cost_stops_at_the_first_look_and_a_twin_stays_open():
+def test_a_large_cost_stops_at_the_first_look():
     """Not a power claim: the default's costs (25-40% on both hosts seen) at this host's noise stop at look 1."""
     big = sequential_rates(DEFAULT, Noise(process_sd=0.03), reps=200, seed=5710, effect=0.7)
     assert big.slower == 1.0 and big.by_look[0] == 1.0 and big.mean_processes == 3.0
