@@ -106,7 +106,10 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
     if not res.trusted:
         res.lines.append("model: NOT TRUSTED on this host (a verified point still missed after the refit); the "
                          "recommendation comes from the measured front only")
-    res.lines.append(f"processes run: {processes_run} (measuring every candidate: {res.processes_every_candidate})")
+    res.lines.append(f"processes run: {processes_run} (measuring every candidate: {res.processes_every_candidate})"
+                     if last.stage != "stopped" else
+                     f"processes run: {processes_run} (the probe and its re-measures; nothing predicted, so no candidate "
+                     f"counted)")
     return res
 
 

@@ -330,6 +330,7 @@ def test_a_probe_contended_after_every_re_measure_stops_the_choice_in_one_honest
     assert [i.message for i in report.errors] == [stop.note]
     summary = read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary)
     assert summary.recommended is None and stop.note in summary.lines
+    assert "processes run: 6 (the probe and its re-measures; nothing predicted, so no candidate counted)" in summary.lines
 
 
 @pytest.mark.heavy  # one fake-bench probe (about 10 s)
