@@ -265,7 +265,7 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
         "environment-manifest.json", "config.yaml", "overrides.yaml", "SHA256SUMS", "reproduction/run.sh")]
     cands += [run_dir / d for d in ("logs", "evidence", "records")]
     cands += [out_dir / n for n in ("comparison-summary.md", "comparison-summary.json", "comparison-summary.csv",
-                                    "validation.json", "pareto.png", "retention.png", "choice.json", "choice.png",
+                                    "validation.json", "pareto.png", "retention.png", "sequential.png", "choice.json", "choice.png",
                                     "accuracy-verification.md", "serving-summary.md", "serving-summary.json",
                                     "serving-latency.png", "serving-front.png")]
     out = []

@@ -10,6 +10,7 @@ and writes
     summary/validation.json           ``results_schema.records.validation.ValidationReport``
     summary/pareto.png                capacity (released MiB) vs median throughput, front highlighted
     summary/retention.png             retention vs offloaded layers per implementation
+    summary/sequential.png            a sequential phase: each label's interval at every look (its own level)
     summary/choice.json               a choose run: its decision from its measurements (``analysis.model.choice``)
     summary/choice.png                a choose run: predicted vs measured retention over every distinct setting
     summary/report.html               self-contained interactive report (``analysis.report.html``)
@@ -43,6 +44,7 @@ from analysis.comparison.noise_floor import noise_floors
 from analysis.comparison.pareto import knee_rule_text
 from analysis.report.choice_view import read_choice_view
 from analysis.report.plots import plot_choice, plot_pareto, plot_retention, save_png
+from analysis.report.sequential_plot import plot_looks
 from analysis.report.provenance import one_line, provenance
 from analysis.model.choice import write_choice
 from analysis.report.tables import CPU_NOTE, PRECISION, build, is_cpu_run, records
@@ -50,6 +52,7 @@ from analysis.report.host_memory import host_memory_table
 from analysis.validation.checks import token_digest_status
 from results_schema.codec.files import write_text_atomic
 from results_schema.codec.io import write_json
+from results_schema.records.sequential import read_looks
 from results_schema.records.summary import ComparisonSummary, Provenance
 
 SUMMARY_DIR = "summary"
@@ -95,6 +98,9 @@ def write_summary(run_dir: Path | str, *, model_dir: Path | str | None = None,
     write_text_atomic(out / "comparison-summary.md", full.replace(vline + "\n", f"{vline}\n\n{one_line(prov)}\n", 1))
     if not tables["summary"].empty:
         _write_plots(tables["summary"], out, one_line(prov), cpu=cpu)
+    looks = read_looks(run_dir)
+    if looks:  # a sequential phase: each label's interval over its looks
+        save_png(plot_looks(looks, note=one_line(prov)), out / "sequential.png")
     view = read_choice_view(run_dir, out) if choice else None
     if view is not None and view.points:
         save_png(plot_choice(view, note=one_line(prov)), out / "choice.png")

@@ -82,6 +82,7 @@ def test_the_blocks_ran_in_abba_order_and_validate_recomputes_every_look(run, tm
     md = (run_dir / "summary" / "comparison-summary.md").read_text()
     assert "## Sequential looks" in md and "| same_runtime | current_g2_n1 | 3 | 6 | 6 vs 6 |" in md
     assert "| inconclusive |" in md and "| slower |" in md
+    assert (run_dir / "summary" / "sequential.png").stat().st_size > 0
     html = (run_dir / "summary" / "report.html").read_text()
     assert '<table id="looks">' in html and "current_g2_n1" in html.split('<table id="looks">')[1].split("</table>")[0]
     # a recorded decision that its processes do not give is an error
