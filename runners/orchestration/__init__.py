@@ -6,5 +6,6 @@ to do), ``execute`` (per phase: gates, each case, one line per case; a case's en
 ``runners.outcome``), ``accuracy_phase`` (accuracy phases: inputs, the resume check, the verifier),
 ``close`` (identity at the end, summary, checksums, verdict), ``progress`` (progress lines, dry-run
 table), ``path_checks`` (every path a run needs, before any process), ``copy_bench`` (the host copy
-bandwidth beside the fit), ``overhead`` (runner wall minus case walls).
+bandwidth beside the fit), ``overhead`` (runner wall minus case walls), ``sequential`` (a sequential phase's
+looks and the blocks each decides).
 """
