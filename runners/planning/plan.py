@@ -275,7 +275,7 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
 def _sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) -> list[PhaseCase]:
     """A sequential phase's cases with the first look's blocks as their repeats (later blocks are decided while the
     run goes: ``runners.orchestration.sequential``). Raises ``PlanError`` naming a bad design value, a kind other than
-    throughput, a phase without a baseline, or an expected-failure case."""
+    throughput, a phase without a baseline, an expected-failure case, ``repeats_by_label`` or ``focus_first``."""
     seq = matrix.sequential
     why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending))
     if why is not None:
@@ -285,6 +285,10 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) 
                         f"(got {matrix.baseline}) and at least one label beside the baseline")
     if any(c.expect_error is not None for c in cases):
         raise PlanError(f"phase {phase!r}: sequential phases hold no expected-failure case (expect_error)")
+    if matrix.repeats_by_label or matrix.focus_first:
+        raise PlanError(f"phase {phase!r}: sequential phases decide each label's processes by their looks; "
+                        f"repeats_by_label ({dict(matrix.repeats_by_label)}) and focus_first ({matrix.focus_first}) "
+                        "must stay unset")
     return [dataclasses.replace(c, repeats=int(seq.looks[0])) for c in cases]
 
 

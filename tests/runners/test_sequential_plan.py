@@ -18,6 +18,8 @@ DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_cpu")
     ("phases.same_runtime.sequential.alpha=1.5", "sequential alpha 1.5"),
     ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
     ("phases.same_runtime.baseline=false", "sequential needs kind=throughput"),
+    ("phases.same_runtime.focus_first=true", "repeats_by_label ({}) and focus_first (True) must stay unset"),
+    ("+phases.same_runtime.repeats_by_label={baseline: 5}", "repeats_by_label ({'baseline': 5})"),
 ])
 def test_a_bad_sequential_design_is_refused_at_planning_naming_the_value(override: str, named: str) -> None:
     with pytest.raises(PlanError) as exc:
