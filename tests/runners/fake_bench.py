@@ -46,7 +46,8 @@ it is set, every other process records a quiet window the same way (unset: no re
 
 ``FAKE_BENCH_SLEEP_S`` delays every case (interrupt tests); ``FAKE_BENCH_WAIT_FOR`` (a path) holds every case
 until that file exists (at most 300 s): a test decides when its case may end, whatever the machine's load;
-with ``FAKE_BENCH_WAIT_LABELS`` (``label,...``; ``*``: every label that offloads a layer) only those labels wait.
+with ``FAKE_BENCH_WAIT_LABELS`` (``label,...``; ``label-rN``: that process only; ``*``: every label that offloads a
+layer) only those labels wait.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def main() -> int:
     waiting = os.environ.get("FAKE_BENCH_WAIT_LABELS")
     if waiting is not None:
         labels = waiting.split(",")
-        gate = gate if a.label in labels or ("*" in labels and a.implementation != "baseline") else None
+        gate = gate if a.label in labels or f"{a.label}-r{a.repeat}" in labels or (
+            "*" in labels and a.implementation != "baseline") else None
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.05)
     if mode == "sleep":

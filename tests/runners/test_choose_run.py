@@ -274,6 +274,37 @@ def test_the_ray_executor_runs_the_choose_phase_unchanged(tmp_path: Path, right)
     assert (run_dir / "verify-placements.jsonl").is_file()  # the verify cases ran as Ray tasks
 
 
+@pytest.mark.heavy  # a runner process stopped in its probe's re-measure, then resumed in-process (about 12 s)
+def test_a_resume_during_a_probe_re_measure_runs_it_once_and_decides_it_never_again(tmp_path: Path) -> None:
+    """The probe's first baseline contended: the runner decides its re-measure (``probe/baseline-r2``, held by the
+    fake bench) and is stopped (SIGTERM) there; the resume runs that process once, decides no second re-measure and
+    predicts from the uncontended baselines."""
+    gate = tmp_path / "gate"
+    ov = _overrides(tmp_path, "need_gib=0.001", "+phases.probe.runtime.env.FAKE_CONTENDED=baseline-r0",
+                    f'+phases.probe.runtime.env.FAKE_BENCH_WAIT_FOR="{gate}"',
+                    '+phases.probe.runtime.env.FAKE_BENCH_WAIT_LABELS="baseline-r2"', analyze=False)
+    run_dir = tmp_path / "choose" / "t"
+    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and not (
+            run_dir / "logs" / "probe" / "baseline-r2.log").is_file():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == EXIT_INTERRUPTED, out[-3000:]
+    before = (run_dir / FILE_NAME).read_bytes()
+    assert [d.stage for d in _decisions(run_dir)] == ["remeasure"] and ("baseline", 2) not in _keys(run_dir, "probe")
+    gate.touch()
+    assert _resume(run_dir) == EXIT_OK
+    remeasure, predict, *_ = _decisions(run_dir)
+    assert (run_dir / FILE_NAME).read_bytes().startswith(before)  # the re-measure's line kept, not decided again
+    assert remeasure.remeasured == ("probe/baseline-r0",) and predict.stage == "predict"
+    assert [k for k in _keys(run_dir, "probe") if k[0] == "baseline"] == [("baseline", 0), ("baseline", 1),
+                                                                          ("baseline", 2)]
+    assert {"probe/baseline-r1", "probe/baseline-r2"} <= set(predict.fitted_processes)
+
+
 # ----------------------------------------------------------------------------- a contended probe
 
 
