@@ -279,7 +279,8 @@ def _choose_preamble(args: argparse.Namespace, tables: dict) -> str | None:
     """A choose run: print that it is one, its measured decision and whether the asked need is its own; return
     the phase of the measured-point recommendation that follows (``--phase``, else the run's verify phase)."""
     from analysis.model.choice import read_decisions
-    from analysis.report.choice_view import measured_choice_lines, need_differs, verify_phase
+    from analysis.report.choice_view import measured_choice_lines, need_differs
+    from results_schema.records.choice import verify_phase
 
     decisions = read_decisions(args.run_dir)
     if not decisions:

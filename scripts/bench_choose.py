@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from results_schema.records.case_outcome import CaseFailure
-from results_schema.records.choice import FILE_NAME, ChoiceDecision
+from results_schema.records.choice import FILE_NAME, PROBE_STAGES, ChoiceDecision
 from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 
@@ -35,8 +35,12 @@ def main(argv: list[str]) -> int:
     walls = [r.process_wall_s for p in sorted(run.glob("*-runs.jsonl")) for r in read_jsonl(p, CaseRun)]
     fails = sum(len(read_jsonl(p, CaseFailure)) for p in sorted(run.glob("*-failures.jsonl")))
     n = len(walls) + fails
-    m = decisions[0].processes_every_candidate
+    m = next((d.processes_every_candidate for d in decisions if d.stage not in PROBE_STAGES), 0)
     print(f"stages: {' -> '.join(d.stage for d in decisions)}; need {decisions[0].need_source}")
+    if decisions[-1].stage == "stopped":
+        print(f"processes: {n} run (the probe and its re-measures); the choice stopped before predicting: no "
+              f"candidate counted, ratio not defined")
+        return 0
     if m == 0:
         print(f"processes: {n} run; no candidate to measure (need met without offload): ratio not defined")
         return 0

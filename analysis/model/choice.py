@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions
+from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions, verify_phase
 from results_schema.units import GIB
 
 
@@ -192,8 +192,7 @@ def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:
     if not decisions:
         return []
     data = tables["data"]
-    phase = next((d.decided_phase.name for d in decisions if d.decided_phase is not None and d.stage not in PROBE_STAGES),
-                 "")
+    phase = verify_phase(decisions) or ""
     n = len(data.case_runs) + len(data.case_failures)
     res = decide(decisions, tables["summary"], data.runs, verify_phase=phase, processes_run=n,
                  margin_pct=tables["margin_pct"])

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting
+from results_schema.records.choice import SUMMARY_FILE, ChoiceDecision, ChoiceSummary, PredictedSetting, verify_phase
 from results_schema.units import GIB
 
 BAD_MARKS = ("MISSED", "NOT TRUSTED", "NONE", "STOPPED")
@@ -171,11 +171,6 @@ def measured_choice_lines(run_dir: Path, tables: dict) -> tuple[list[str], str]:
     res = decide(decisions, tables["summary"], data.runs, verify_phase=phase or "",
                  processes_run=len(data.case_runs) + len(data.case_failures), margin_pct=tables["margin_pct"])
     return res.lines, "computed now from its measurements; the run wrote no summary/choice.json"
-
-
-def verify_phase(decisions: Sequence[ChoiceDecision]) -> str | None:
-    """The phase the decided settings were measured in (None: no decision added cases, a need of 0)."""
-    return next((d.decided_phase.name for d in decisions if d.decided_phase is not None), None)
 
 
 def need_differs(d: ChoiceDecision, need_gib: float | None, need_kv_gib: float | None) -> str | None:

@@ -182,6 +182,13 @@ def with_decided(plan: RunPlan, decisions: Sequence[ChoiceDecision]) -> RunPlan:
     return RunPlan(experiment=plan.experiment, run_id=plan.run_id, phases=out, processes=sum(p.processes for p in out))
 
 
+def verify_phase(decisions: Sequence[ChoiceDecision]) -> str | None:
+    """The phase the decided settings were measured in (None: no decision added settings: a need of 0, or a choice
+    that stopped before predicting; a probe re-measure adds processes to the probe, never settings)."""
+    return next((d.decided_phase.name for d in decisions if d.decided_phase is not None
+                 and d.stage not in PROBE_STAGES), None)
+
+
 def _more_repeats(cases: Sequence[PlannedCase], added: Sequence[PlannedCase]) -> tuple[PlannedCase, ...]:
     """``cases`` with each of ``added`` (same label) adding its repeats and expected runs to its case.
 

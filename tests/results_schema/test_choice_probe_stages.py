@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from results_schema.records.choice import ChoiceDecision, SettingRef, with_decided
+from results_schema.records.choice import ChoiceDecision, SettingRef, verify_phase, with_decided
 from results_schema.records.plan import PlannedCase, PlannedPhase, RunPlan
 
 
@@ -57,6 +57,12 @@ def test_a_stopped_choice_removes_the_verify_phase_from_the_counts() -> None:
     whole = with_decided(PLAN, [_decision("remeasure", decided_phase=_phase("probe", _case("baseline", 1))),
                                 _decision("stopped", unrun_phase="verify")])
     assert [p.name for p in whole.phases] == ["probe"] and whole.processes == 4
+
+
+def test_a_remeasure_adds_no_verify_phase() -> None:
+    """The phase the decided settings were measured in is never the probe a re-measure adds processes to."""
+    d = _decision("remeasure", decided_phase=_phase("probe", _case("baseline", 1)))
+    assert verify_phase([d, _decision("stopped", unrun_phase="verify")]) is None
 
 
 @pytest.mark.parametrize("stage, update, match", [
