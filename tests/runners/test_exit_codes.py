@@ -67,7 +67,8 @@ def test_bad_paths_exit_2_in_one_line_before_any_process(tmp_path: Path) -> None
                              (f"results_root={a_file}/sub", "is a file, not a folder"),
                              ("results_root=/proc/offload-results", "cannot create a folder in /proc"),
                              (f"resume={a_file}", "is a file, not a run directory")):
-        r = _run("-m", "runners.matrix", override, "phases.same_runtime.points=[]")
+        r = _run("-m", "runners.matrix", override, "phases.same_runtime.points=[]",
+                 "phases.same_runtime.sequential.looks=[]")
         out = r.stdout + r.stderr
         assert r.returncode == 2, out
         assert needle in out and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
