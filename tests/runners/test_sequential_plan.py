@@ -12,10 +12,10 @@ DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_cpu")
 
 
 @pytest.mark.parametrize(("override", "named"), [
-    ("phases.same_runtime.sequential.looks=[1,3]", "sequential looks [1, 3]: must increase strictly and start at >= 2"),
+    ("phases.same_runtime.sequential.looks=[1,3]", "sequential.looks[0]=1: must be a whole number >= 2 (processes per arm)"),
     ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
-    ("phases.same_runtime.sequential.target_pct=0", "sequential target_pct 0.0"),
-    ("phases.same_runtime.sequential.alpha=1.5", "sequential alpha 1.5"),
+    ("phases.same_runtime.sequential.target_pct=0", "sequential.target_pct=0.0: must be a finite number > 0 (%)"),
+    ("phases.same_runtime.sequential.alpha=1.5", "sequential.alpha=1.5: must be a number in (0, 1)"),
     ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
     ("phases.same_runtime.baseline=false", "sequential needs kind=throughput"),
     ("phases.same_runtime.focus_first=true", "repeats_by_label ({}) and focus_first (True) must stay unset"),
