@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conf.schema import ConfigError
 from runners.errors import PlanError
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
@@ -13,9 +14,18 @@ DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_cpu")
 
 @pytest.mark.parametrize(("override", "named"), [
     ("phases.same_runtime.sequential.looks=[1,3]", "sequential.looks[0]=1: must be a whole number >= 2 (processes per arm)"),
-    ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
     ("phases.same_runtime.sequential.target_pct=0", "sequential.target_pct=0.0: must be a finite number > 0 (%)"),
     ("phases.same_runtime.sequential.alpha=1.5", "sequential.alpha=1.5: must be a number in (0, 1)"),
+])
+def test_a_sequential_number_out_of_its_range_is_refused_when_the_config_is_typed(override: str, named: str) -> None:
+    """The range table (conf/ranges.py) refuses it before planning, as every other number of the config."""
+    with pytest.raises(ConfigError) as exc:
+        compose_cfg(*DEFAULT, override)
+    assert named in str(exc.value)
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
     ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
     ("phases.same_runtime.baseline=false", "sequential needs kind=throughput"),
     ("phases.same_runtime.focus_first=true", "repeats_by_label ({}) and focus_first (True) must stay unset"),
