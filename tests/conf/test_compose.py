@@ -17,7 +17,7 @@ from tests.runners.helpers import compose_cfg, compose_real
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiment"
 
 PROCESS_COUNTS = {
-    None: 9,  # embedded default: baseline + current (2,1) (1,1), sequential: the first look's 3 blocks planned
+    None: 12,  # embedded default: baseline + current (2,1) (1,1) + control, sequential: the first look's 3 blocks
     "qwen7b": 109,  # seed design 21x3 + 5x3 + 4x3 (90) + serving 5x3 + published accuracy 4 (baseline twice)
     "qwen7b_cuda": 93,  # 21x3 + 5x3 + serving 5x3
     "qwen1_5b": 56,  # 5x5 + 6x3 + 3x3 + published accuracy 4 (baseline twice)
@@ -90,13 +90,15 @@ def test_qwen1_5b_first_five_labels_get_five_repeats() -> None:
     assert len({sc.case.label for sc in confirm}) == 3 and {sc.case.workload.measured_rounds for sc in confirm} == {10}
 
 
-def test_default_matrix_is_baseline_plus_two_current_points_in_sequential_abba_blocks_on_cpu() -> None:
+def test_default_matrix_is_baseline_plus_two_current_points_and_a_control_in_sequential_abba_blocks_on_cpu() -> None:
     """The first look's 3 blocks are planned (baseline first in odd blocks, last in even ones); the looks after 3, 4
     and 6 blocks decide the rest (runners.orchestration.sequential)."""
     items = _plan(None)
-    b, g2, g1 = ("baseline", 0, 0), ("current", 2, 1), ("current", 1, 1)
+    b, g2, g1, c = ("baseline", 0, 0), ("current", 2, 1), ("current", 1, 1), ("baseline", 0, 0)
     assert [(sc.case.implementation, sc.case.group_size, sc.case.num_in_group, sc.repeat) for sc in items] == [
-        (*b, 0), (*g2, 0), (*g1, 0), (*g1, 1), (*g2, 1), (*b, 1), (*b, 2), (*g2, 2), (*g1, 2)]
+        (*b, 0), (*g2, 0), (*g1, 0), (*c, 0), (*c, 1), (*g1, 1), (*g2, 1), (*b, 1), (*b, 2), (*g2, 2), (*g1, 2), (*c, 2)]
+    # the known-size control: a baseline whose every forward sleeps 2.6 ms (judged, never on a front)
+    assert [sc.case.step_delay_ms for sc in items if sc.case.label == "control_delay_2_6ms"] == [2.6] * 3
     seq = compose_real().phases["same_runtime"].sequential
     assert (list(seq.looks), seq.target_pct, seq.spending) == ([3, 4, 6], 5.0, "pocock")
     assert {sc.case.runtime_name for sc in items} == {"cpu"}

@@ -27,6 +27,10 @@ from runners.orchestration.rundir import yaml_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Intended changes of the goldens (newest first):
+# 2026-12-05 (issues 52 and 53): the embedded default gains the known-size control as a label of its sequential
+#   phase (cases: control_delay_2_6ms, step_delay_ms 2.6): every make run shows whether it resolved a cost of
+#   that size; hash 8351638565be -> 01a50fc4b2fc (pins_text 01b04f1f0a56 -> 600cb3630e85). Every experiment is
+#   unchanged (aa_noise states its own cases).
 # 2026-12-05 (issue 53): the embedded default (None; pins_text, which composes it) gains
 #   phases.same_runtime.sequential {looks [3, 4, 6], target_pct 5, alpha 0.05, pocock}: the default stops each
 #   label when its answer is known (docs/sequential.md); hash edd668379205 -> 8351638565be (pins_text d406b69c7074 ->

@@ -27,13 +27,14 @@ def test_a_sequential_number_out_of_its_range_is_refused_when_the_config_is_type
 @pytest.mark.parametrize(("override", "named"), [
     ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
     ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
-    ("phases.same_runtime.baseline=false", "sequential needs kind=throughput"),
+    (("phases.same_runtime.baseline=false", "phases.same_runtime.cases=[]"), "sequential needs kind=throughput"),
     ("phases.same_runtime.focus_first=true", "repeats_by_label ({}) and focus_first (True) must stay unset"),
     ("+phases.same_runtime.repeats_by_label={baseline: 5}", "repeats_by_label ({'baseline': 5})"),
 ])
-def test_a_bad_sequential_design_is_refused_at_planning_naming_the_value(override: str, named: str) -> None:
+def test_a_bad_sequential_design_is_refused_at_planning_naming_the_value(override: str | tuple[str, ...],
+                                                                         named: str) -> None:
     with pytest.raises(PlanError) as exc:
-        plan(compose_cfg(*DEFAULT, override))
+        plan(compose_cfg(*DEFAULT, *([override] if isinstance(override, str) else override)))
     assert named in str(exc.value) and "phase 'same_runtime'" in str(exc.value)
 
 
@@ -47,4 +48,5 @@ def test_the_first_looks_blocks_are_planned_in_abba_order_with_the_speed_control
 
 def test_without_looks_a_phase_keeps_its_rotated_repeats() -> None:
     items = plan(compose_cfg(*DEFAULT, "phases.same_runtime.sequential.looks=[]"))
-    assert len(items) == 12 and [sc.case.label for sc in items[3:6]] == ["current_g2_n1", "current_g1_n1", "baseline"]
+    assert len(items) == 16 and [sc.case.label for sc in items[4:8]] == [
+        "current_g2_n1", "current_g1_n1", "control_delay_2_6ms", "baseline"]
