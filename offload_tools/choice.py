@@ -14,7 +14,8 @@ recomputes them from the records):
 * ``predict``: released bytes (offloaded layer bytes minus the static slots, as the offloader's evidence
   accounts them: ``offload.evidence_state``) and predicted throughput and retention of every setting under
   a fitted model, with an interval of relative half-width ``sqrt(noise^2 + residual^2)`` (percent): ``noise``
-  the baselines' spread (max - min) / median, ``residual`` the fit's worst point error;
+  the noise term the caller measured (the runner and ``analysis``: ``analysis.model.probe_noise``, the t
+  prediction half-width from the probe arms' pooled between-process SD), ``residual`` the fit's worst point error;
 * ``classes``: settings with the same released bytes and the same prediction are one class (the model cannot
   tell them apart), verified through one representative;
 * ``choose``: among classes that meet the need, the predicted best (ties: more released bytes) and the next
@@ -246,7 +247,8 @@ class ChoiceInputs:
         layer_bytes: bytes of each layer index (weight headers, or config arithmetic where no checkpoint is at hand).
         slot: bytes of one static slot (``slot_bytes``).
         baseline_tok_s: median throughput of the baseline processes (tok/s).
-        noise_pct: the baselines' spread, (max - min) / median x 100.
+        noise_pct: the noise term's half-width (percent; ``analysis.model.probe_noise``), also the floor below which
+            the two forms' worst point errors are not told apart (``choose_form``).
         points: measured offload settings (throughput relative to ``baseline_tok_s``'s baseline).
         need_bytes: bytes the setting must release.
         budget: settings to verify at most.
@@ -287,15 +289,15 @@ def bytes_per_layer(layer_bytes: Mapping[int, int]) -> float:
 
 def choose_form(fits: Mapping[str, TransferModel], noise_pct: float) -> tuple[str, str]:
     """``(form, reason)``: the form with the smaller worst point error; where the two differ by less than the
-    noise floor the data do not separate them and ``serial`` (the larger predicted cost) is taken."""
+    probe's noise (``noise_pct``) the data do not separate them and ``serial`` (the larger predicted cost) is taken."""
     err = {f: (m.max_point_error_pct if m.max_point_error_pct is not None else math.inf) for f, m in fits.items()}
     s, o = err["serial"], err["overlapped"]
     text = f"worst point error serial {s:.1f}%, overlapped {o:.1f}%"
     if abs(s - o) <= noise_pct:
-        return "serial", (f"{text}: within the baselines' noise floor ({noise_pct:.1f}%), the data do not separate "
+        return "serial", (f"{text}: within the probe's noise ({noise_pct:.1f}%), the data do not separate "
                           "the forms; serial predicts the larger cost (conservative)")
     form = "serial" if s < o else "overlapped"
-    return form, f"{text}: {form} explains the calibration settings (difference > noise floor {noise_pct:.1f}%)"
+    return form, f"{text}: {form} explains the calibration settings (difference > the probe's noise {noise_pct:.1f}%)"
 
 
 def compute_choice(inp: ChoiceInputs) -> Choice:

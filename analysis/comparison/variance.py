@@ -41,6 +41,7 @@ drift inside a process (``analysis.load.window_drift_pct``), and which source ma
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -93,8 +94,10 @@ def _gammp(a: float, x: float) -> float:
     return 1.0 - math.exp(-x + a * math.log(x) - gln) * h
 
 
+@functools.lru_cache(maxsize=4096)
 def chi2_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of the chi-square distribution with ``df`` degrees of freedom (bisection on its CDF).
+    """The ``p`` quantile of the chi-square distribution with ``df`` degrees of freedom (bisection on its CDF;
+    cached: a pure function of its arguments, asked again for every arm of every simulated probe).
 
     Raises:
         ValueError: ``p`` outside (0, 1) or ``df`` not > 0.

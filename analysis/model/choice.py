@@ -10,7 +10,8 @@ What is modelled:
   counts (run, and what measuring every candidate with the same design would take). A need of 0 recommends the
   baseline ("offload unnecessary"). Nothing is recommended from a prediction: with no valid measured setting
   meeting the need, the decision says so.
-* ``recompute``: each recorded decision's fits, form, predictions and chosen settings recomputed from its
+* ``recompute``: each recorded decision's noise term (``analysis.model.probe_noise`` of its recorded probe
+  arms), fits, form, predictions and chosen settings recomputed from its
   recorded inputs with the runner's own rule (``offload_tools.choice``); a difference is reported.
 
 What is deliberately not modelled: the choice while the run goes (``runners.orchestration.choose``).
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from analysis.model.probe_noise import noise_text, probe_noise
 from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions, verify_phase
 from results_schema.units import GIB
 
@@ -59,6 +61,16 @@ def _verified(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, phase:
     return rows
 
 
+def _noise_words(d: ChoiceDecision) -> str:
+    """The decision line's noise: the pooled SD and its df (``analysis.model.probe_noise``); a record written before
+    the probe arms were recorded keeps its words (the range of its baselines)."""
+    if d.noise_arms:
+        return noise_text(probe_noise({a.label: a.tok_s for a in d.noise_arms}))
+    n = len(d.baseline_tok_s)
+    return f"noise {d.noise_pct:.1f}% from {n} baseline process{'es' if n != 1 else ''}" + (
+        ": the range of two, not a bound on the noise" if n <= 2 else "")
+
+
 def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.DataFrame, *, verify_phase: str,
            processes_run: int, margin_pct: float) -> ChoiceResult:
     """The run's recommendation from its measurements (module docstring).
@@ -83,9 +95,7 @@ def decide(decisions: Sequence[ChoiceDecision], summary: pd.DataFrame, runs: pd.
         if d.form is not None:
             fits = "; ".join(f"{f.form} {f.bandwidth_bytes_s / 1e9:.4g} GB/s ({f.bandwidth_source}, worst point "
                              f"{f.max_point_error_pct:.1f}%)" for f in d.fits)
-            n = len(d.baseline_tok_s)
-            noise = f"noise {d.noise_pct:.1f}% from {n} baseline process{'es' if n != 1 else ''}" + (
-                ": the range of two, not a bound on the noise" if n <= 2 else "")
+            noise = _noise_words(d)
             used = f"; fitted on uncontended processes {', '.join(d.fitted_processes)}" if d.fitted_processes else ""
             res.lines.append(f"choose ({d.stage}): model form {d.form}: {d.form_reason}; fits: {fits}; "
                              f"interval +-{d.half_width_pct:.1f}% ({noise}){used}")
@@ -165,8 +175,12 @@ def recompute(d: ChoiceDecision) -> list[str]:
                        need_bytes=d.need_bytes, budget=d.budget, exclude=exclude,
                        bench_bandwidth_bytes_s=d.copy_bench_bandwidth_bytes_s)
     ch = compute_choice(inp)
-    chosen = ch.chosen if d.stage != "front" else front(ch.predictions, d.need_bytes, exclude)[:d.budget]
     diffs = []
+    if d.noise_arms:
+        noise = probe_noise({a.label: a.tok_s for a in d.noise_arms}).half_width_pct
+        if not math.isclose(noise, d.noise_pct, rel_tol=1e-9, abs_tol=1e-12):
+            diffs.append(f"{d.stage}: noise {d.noise_pct:.6g}% recorded, {noise:.6g}% recomputed from its probe arms")
+    chosen = ch.chosen if d.stage != "front" else front(ch.predictions, d.need_bytes, exclude)[:d.budget]
     if ch.form != d.form:
         diffs.append(f"{d.stage}: form {d.form} recorded, {ch.form} recomputed")
     want = [(c.group_size, c.num_in_group, c.prefetch_step) for c in d.chosen]

@@ -58,6 +58,14 @@ class FittedPoint(Setting):
     processes: int = Field(ge=1, description="Processes the median is over.")
 
 
+class NoiseArm(StrictModel):
+    """One probe arm the prediction interval's noise term pools (``analysis.model.probe_noise``)."""
+
+    label: str = Field(min_length=1, description="The arm's case label (baseline, or a calibration setting).")
+    tok_s: tuple[float, ...] = Field(min_length=1, description="Per-process throughput of its uncontended processes "
+                                                               "(tok/s).")
+
+
 class FormFit(StrictModel):
     """One model form fitted to the points (``offload_tools.transfer_model.fit``)."""
 
@@ -108,7 +116,10 @@ class ChoiceDecision(StrictModel):
     slot_bytes: NonNegInt = Field(description="Bytes of one static prefetch slot (B).")
     baseline_phase: str = Field(min_length=1)
     baseline_tok_s: tuple[float, ...] = Field(min_length=1, description="The probe baselines' throughput (tok/s).")
-    noise_pct: NonNegFloat = Field(description="The baselines' spread (max - min) / median (%).")
+    noise_pct: NonNegFloat = Field(description="The noise term of every predicted interval (%): the t prediction "
+                                   "half-width from the probe arms' pooled between-process SD (noise_arms, "
+                                   "analysis.model.probe_noise); in records without noise_arms (and the probe stages, "
+                                   "unnecessary) the baselines' spread (max - min) / median.")
     copy_bench_bandwidth_bytes_s: NonNegFloat | None = Field(description="The run's copy bench (B/s); null: none.")
     points: tuple[FittedPoint, ...] = Field(description="Measured settings fitted.")
     fits: tuple[FormFit, ...] = Field(description="Both forms fitted (empty for stage unnecessary).")
@@ -130,6 +141,10 @@ class ChoiceDecision(StrictModel):
     fitted_processes: tuple[str, ...] = Field(
         default=(), description="``phase/label-rN`` of every process the fit used: uncontended (no foreign work on "
         "the host while it measured), tokens as the baseline's; empty in records written before it was recorded.")
+    noise_arms: tuple[NoiseArm, ...] = Field(
+        default=(), description="Stages predict, refit, front: every probe arm and its uncontended per-process "
+        "throughput, the noise term's input (noise_pct is analysis.model.probe_noise of them); empty in records "
+        "written before it was recorded (noise_pct then is the baselines' range) and for the other stages.")
     remeasured: tuple[str, ...] = Field(
         default=(), description="Stage remeasure: ``phase/label-rN`` of the contended probe processes this decision "
         "replaces with fresh processes (``decided_phase``); stage stopped: the contended probe processes the choice "

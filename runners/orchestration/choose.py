@@ -29,6 +29,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
+from analysis.model.probe_noise import probe_noise
 from conf.schema import Config
 from offload_tools.choice import ChoiceInputs, Setting, compute_choice, front
 from offload_tools.transfer_model import MeasuredPoint
@@ -40,7 +41,7 @@ from runners.planning.choose_plan import ChooseNeed
 from conf.schema_matrix import PointConfig
 from offload_tools.choice import distinct_settings, released_bytes
 from results_schema.records.base import PhaseKind
-from results_schema.records.choice import Form, FormFit, PredictedSetting
+from results_schema.records.choice import Form, FormFit, NoiseArm, PredictedSetting
 from results_schema.codec.io import append_jsonl
 from results_schema.records.plan import PlannedPhase
 from runners.orchestration.choose_probe import (copy_bench_bandwidth, phase_runs, probe_decision, probe_items,
@@ -164,6 +165,14 @@ def _noise_pct(xs: Sequence[float]) -> float:
     return spread_pct(xs) or 0.0
 
 
+def _noise_arms(ctx: _Context) -> tuple[NoiseArm, ...]:
+    """Every probe arm with its uncontended per-process throughput: the prediction interval's noise input."""
+    probe = str(ctx.cfg.choose.probe_phase)
+    groups = uncontended_by_label(phase_runs(ctx.run_dir, probe), ctx.bad, probe)
+    return tuple(NoiseArm(label=label, tok_s=tuple(r.record.throughput_tok_s for r in rs))
+                 for label, rs in sorted(groups.items()))
+
+
 def _candidates(ctx: _Context, need: int) -> int:
     sizes = ctx.known.sizes
     layer = dict(enumerate(sizes.layer_bytes))
@@ -177,9 +186,11 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
 
     cfg, sizes = ctx.cfg, ctx.known.sizes
     need, text = ctx.known.need, ctx.known.text
+    arms = _noise_arms(ctx)
+    noise = probe_noise({a.label: a.tok_s for a in arms})
     inp = ChoiceInputs(num_layers=cfg.model.num_layers, num_prompts=ctx.num_prompts,
                        layer_bytes=dict(enumerate(sizes.layer_bytes)), slot=sizes.slot,
-                       baseline_tok_s=statistics.median(ctx.baselines), noise_pct=_noise_pct(ctx.baselines),
+                       baseline_tok_s=statistics.median(ctx.baselines), noise_pct=noise.half_width_pct,
                        points=[MeasuredPoint(p.group_size, p.num_in_group, p.prefetch_step, p.throughput_tok_s)
                                for p in points], need_bytes=need, budget=budget, exclude=tuple(exclude),
                        bench_bandwidth_bytes_s=ctx.bench)
@@ -206,7 +217,7 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
         checked=tuple(checked), budget=budget, chosen=refs, decided_phase=None, trusted=trusted, note=note,
         processes_every_candidate=_candidates(ctx, need),
         fitted_processes=fitted_processes(ctx.run_dir, sorted({str(cfg.choose.probe_phase), *(p.phase for p in points)}),
-                                          ctx.bad))
+                                          ctx.bad), noise_arms=arms)
 
 
 def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedCheck], need: int) -> str:

@@ -254,7 +254,7 @@ def test_points_of_an_overlapped_model_choose_the_overlapped_form_and_the_reason
 def test_forms_the_noise_floor_does_not_separate_fall_back_to_serial_saying_why() -> None:
     ch = compute_choice(_inputs(_model("overlapped", T0 / 2), noise_pct=500.0))
     assert ch.form == "serial"
-    assert "within the baselines' noise floor (500.0%)" in ch.form_reason and "conservative" in ch.form_reason
+    assert "within the probe's noise (500.0%)" in ch.form_reason and "conservative" in ch.form_reason
 
 
 def test_every_interval_is_the_noise_and_the_worst_point_error_combined() -> None:

@@ -266,9 +266,9 @@ def test_the_ray_executor_runs_the_choose_phase_unchanged(tmp_path: Path, right)
                     "executor.ray.num_cpus_per_case=1", analyze=False)
     assert run_matrix(compose_cfg(*ov), ov) == EXIT_OK
     run_dir = tmp_path / "choose" / "t"
-    assert [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "points", "fits", "form_reason", "half_width_pct",
+    assert [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "noise_arms", "points", "fits", "form_reason", "half_width_pct",
                                   "predictions", "checked", "note"}) for d in _decisions(run_dir)] == \
-        [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "points", "fits", "form_reason", "half_width_pct",
+        [d.model_dump(exclude={"baseline_tok_s", "noise_pct", "noise_arms", "points", "fits", "form_reason", "half_width_pct",
                                "predictions", "checked", "note"}) for d in _decisions(right[1])]
     assert _counts(run_dir, "verify") == _counts(right[1], "verify")
     assert (run_dir / "verify-placements.jsonl").is_file()  # the verify cases ran as Ray tasks
@@ -407,4 +407,5 @@ def test_a_contended_calibration_process_is_left_out_of_the_fit_and_its_decision
     line = next(ln for ln in read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary).lines
                 if ln.startswith("choose (predict): model form"))
     assert f"fitted on uncontended processes {', '.join(first.fitted_processes)}" in line
-    assert "from 2 baseline processes: the range of two, not a bound on the noise" in line
+    assert "from 6 probe processes in 3 arms: pooled SD " in line and "% of log tok/s, 3 df, t(3) = 3.182" in line
+    assert "range of two" not in line
