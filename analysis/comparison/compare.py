@@ -24,7 +24,8 @@ about 5% of comparisons (simulated: ``tests/analysis/test_verdict_coverage.py``)
 process share its load and placement, so no interval or verdict is drawn from them.
 The displayed ``delta_tok_s`` / ``delta_pct`` are the difference of the medians (the project's primary
 metric); ``ci_*_tok_s`` are the percent bounds times B's median.
-Per label, ``label_vs_baseline`` applies the same rule against the phase baseline and marks a
+Per label, ``label_vs_baseline`` applies the same rule against the phase baseline (in a sequential phase: the
+stopping look's verdict, ``analysis.comparison.sequential_verdict``) and marks a
 single-process label or an offloaded label whose retention exceeds 1.0 ``inconclusive`` (an offload that
 measures faster than no offload is noise until repeated).
 "Paired" means paired by (G, N, prefetch_step, offload_params) within a phase; the processes of the two
@@ -43,9 +44,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import RunData
+from analysis.comparison.sequential_verdict import SequentialVerdict, sequential_verdicts
 from analysis.comparison.soundness import withheld_reason
 from analysis.comparison.variance import reference_mask
-from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, decide
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, decide, verdict_text
+from results_schema.codec.io import RecordError
+from results_schema.records.sequential import read_looks
 
 POINT_KEY = ["group_size", "num_in_group", "prefetch_step", "offload_params"]
 
@@ -258,7 +262,51 @@ def confirmation_table(summary: pd.DataFrame, pairs=CONFIRMATION_PHASES) -> pd.D
 
 
 VS_BASELINE_COLUMNS = ["vs_baseline_verdict", "vs_baseline_ci_low_pct", "vs_baseline_ci_high_pct",
-                       "vs_baseline_margin_pct", "vs_baseline_note"]
+                       "vs_baseline_margin_pct", "vs_baseline_note", "vs_baseline_ci_name"]
+
+FIXED_CI_NAME = "95% CI"
+"""``vs_baseline_ci_name`` of a verdict of the fixed rule (the 95% t interval over all the label's processes)."""
+
+
+def vs_baseline_text(verdict: str, ci_low_pct, ci_high_pct, margin_pct: float, ci_name: str | None) -> str:
+    """A label's verdict vs its baseline as every table prints it: ``verdict_rule.verdict_text`` for the fixed rule
+    (``CI95 ...``); for a sequential phase's label the interval is named by its look (``slower (CI96.9% at look 1
+    (3 vs 3 processes) -34.0%..-15.9%, margin ±5%)``)."""
+    if not ci_name or ci_name in (FIXED_CI_NAME, "no interval") or not (
+            isinstance(ci_low_pct, (int, float)) and math.isfinite(ci_low_pct)):
+        return verdict_text(verdict, ci_low_pct, ci_high_pct, margin_pct=float(margin_pct))
+    return f"{verdict} ({ci_name} {float(ci_low_pct):+.1f}%..{float(ci_high_pct):+.1f}%, margin ±{float(margin_pct):.3g}%)"
+
+
+def _looks(data: RunData) -> dict[tuple[str, str], SequentialVerdict]:
+    """The sequential verdicts of the run's look lines (none when the file is absent or does not parse: then
+    ``analysis validate`` fails the run, and every label is INVALID)."""
+    try:
+        lines = read_looks(data.run_dir)
+    except (RecordError, OSError):
+        return {}
+    return sequential_verdicts(lines, data.runs)
+
+
+def _sequential_row(data: RunData, phase: str, label: str, sv: SequentialVerdict) -> list:
+    """``VS_BASELINE_COLUMNS`` of a label a sequential phase judged: its stopping look's verdict and interval; the
+    retention > 1.0 and contention rules on the processes the look used."""
+    v, notes = sv.verdict, [sv.note]
+    runs = data.runs
+    n_a, n_b = sv.processes
+    at = runs[(runs["phase"] == phase) & (runs["label"] == label) & (runs["repeat"] < n_a)]
+    bt = runs[(runs["phase"] == phase) & (runs["label"] == sv.baseline) & (runs["repeat"] < n_b)]
+    if len(at) and len(bt):
+        ret = float(np.median(at["throughput_tok_s"])) / float(np.median(bt["throughput_tok_s"]))
+        if ret > 1.0:
+            v = "inconclusive"
+            notes.append(f"retention {ret:.3f} > 1.0: offloading measured faster than no offload (noise until repeated)")
+    used = pd.concat([at, bt])
+    why = withheld_reason(used, phase, [label, sv.baseline])
+    if why:
+        v = "withheld"
+        notes.insert(0, f"withheld: {why}")
+    return [v, sv.ci_low_pct, sv.ci_high_pct, float(sv.margin_pct), "; ".join(notes), sv.ci_name]
 
 
 def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
@@ -272,14 +320,25 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
     faster than no offload is noise until repeated); ``withheld`` when a process of the label or of the
     baseline was contended (``analysis.comparison.soundness``). The phase's undelayed baselines (``reference_mask``)
     get ``reference``; a speed control (a baseline with ``step_delay_ms``) is judged against them like a label.
+    A label of a sequential phase (named by a look line of the run's ``sequential-decisions.jsonl``) gets the
+    verdict of record of its looks instead (``analysis.comparison.sequential_verdict.sequential_verdicts``: the
+    stopping look's verdict and interval, the design's target as margin, ``vs_baseline_ci_name`` naming the look's
+    level), with the retention > 1.0 and contention rules applied to the processes that look used;
+    ``vs_baseline_ci_name`` is ``FIXED_CI_NAME`` for the fixed rule, ``no interval`` without one, ``''`` for the
+    reference.
     """
     check_margin(margin_pct)
     out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
     ref = data.runs[reference_mask(data.runs)]
+    seq = _looks(data)
     for i, r in summary.iterrows():
         ref_labels = list(dict.fromkeys(ref.loc[ref["phase"] == r["phase"], "label"].astype(str)))
         if r["label"] in ref_labels:
-            out.loc[i, VS_BASELINE_COLUMNS] = ["reference", math.nan, math.nan, float(margin_pct), "phase baseline"]
+            out.loc[i, VS_BASELINE_COLUMNS] = ["reference", math.nan, math.nan, float(margin_pct), "phase baseline",
+                                               ""]
+            continue
+        if (r["phase"], r["label"]) in seq:
+            out.loc[i, VS_BASELINE_COLUMNS] = _sequential_row(data, r["phase"], r["label"], seq[(r["phase"], r["label"])])
             continue
         base = summary[(summary["phase"] == r["phase"]) & summary["label"].isin(ref_labels)]
         at, _ar = _samples(data, r["phase"], r["label"])
@@ -288,7 +347,7 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
             bt += _samples(data, r["phase"], lb)[0]
         if not at or not bt:
             out.loc[i, VS_BASELINE_COLUMNS] = ["inconclusive", math.nan, math.nan, float(margin_pct),
-                                               "no baseline in this phase"]
+                                               "no baseline in this phase", "no interval"]
             continue
         d = decide(at, bt, margin_pct=margin_pct)
         v, notes = d.verdict, []
@@ -302,7 +361,8 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
         if why:
             v = "withheld"
             notes.insert(0, f"withheld: {why}")
-        out.loc[i, VS_BASELINE_COLUMNS] = [v, d.ci_low_pct, d.ci_high_pct, float(margin_pct), "; ".join(notes)]
+        name = FIXED_CI_NAME if math.isfinite(d.ci_low_pct) else "no interval"
+        out.loc[i, VS_BASELINE_COLUMNS] = [v, d.ci_low_pct, d.ci_high_pct, float(margin_pct), "; ".join(notes), name]
     for c in ("vs_baseline_ci_low_pct", "vs_baseline_ci_high_pct", "vs_baseline_margin_pct"):
         out[c] = out[c].astype(float)
     return out

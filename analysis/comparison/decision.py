@@ -40,7 +40,7 @@ DECISION_COLUMNS = [
     "phase", "label", "implementation", "group_size", "num_in_group", "prefetch_step", "selected_layers",
     "num_selected_layers", "processes", "released_bytes", "released_gib", "kv_gain_tokens", "kv_gain_gib",
     "throughput_median_tok_s", "baseline_throughput_median_tok_s", "retention", "retention_ci_low",
-    "retention_ci_high", "verdict", "tokens", "pareto", "knee", "valid", "issues", "withheld", "unstable",
+    "retention_ci_high", "retention_ci_name", "verdict", "tokens", "pareto", "knee", "valid", "issues", "withheld", "unstable",
 ]
 """Columns of ``decision_table`` (also the fields of ``results_schema.records.summary.DecisionRow``)."""
 
@@ -57,6 +57,14 @@ def retention_interval(ci_low_pct, ci_high_pct) -> tuple[float, float] | None:
     if not (_finite(ci_low_pct) and _finite(ci_high_pct)):
         return None
     return 1.0 + float(ci_low_pct) / 100.0, 1.0 + float(ci_high_pct) / 100.0
+
+
+def _ci_name(name, lo: float) -> str:
+    """The row's interval name (``vs_baseline_ci_name``; ``95% CI`` for a summary written before it), ``no interval``
+    without one."""
+    if not _finite(lo):
+        return "no interval"
+    return name if isinstance(name, str) and name else "95% CI"
 
 
 def call_verdict(ci_low_pct: float, ci_high_pct: float, margin_pct: float | None = None) -> str:
@@ -153,11 +161,30 @@ def decision_table(data: RunData, summary: pd.DataFrame, validation, *,
             "baseline_throughput_median_tok_s": float(r["baseline_throughput_median_tok_s"])
             if _finite(r["baseline_throughput_median_tok_s"]) else np.nan,
             "retention": float(r["retention"]) if _finite(r["retention"]) else np.nan,
-            "retention_ci_low": lo, "retention_ci_high": hi, "verdict": v, "tokens": r.get("tokens", "no_baseline"),
+            "retention_ci_low": lo, "retention_ci_high": hi, "retention_ci_name": _ci_name(vb.at[i, "vs_baseline_ci_name"],
+                                                                                      lo),
+            "verdict": v, "tokens": r.get("tokens", "no_baseline"),
             "pareto": bool(r["pareto"]), "knee": bool(r["knee"]), "valid": not codes, "issues": ",".join(codes),
             "withheld": withheld, "unstable": unstable,
         })
     return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+
+
+def ci_cell(low, high, name: str, digits: int = 3, sep: str = "–") -> str:
+    """A retention interval as every table prints it: ``low–high``, followed by its name when it is not the fixed
+    rule's 95% interval (a sequential phase's label: ``0.660–0.841 (CI96.9% at look 1 (3 vs 3 processes))``);
+    ``–`` without one."""
+    if not (_finite(low) and _finite(high)):
+        return "–"
+    cell = f"{float(low):.{digits}f}{sep}{float(high):.{digits}f}"
+    return cell if name in ("95% CI", "no interval", "") else f"{cell} ({name})"
+
+
+def ci_header(names, prefix: str = "retention ") -> str:
+    """The retention interval's column header: ``<prefix>95% CI`` (``RETENTION_CI_NAME`` by default) when every row's
+    is the fixed rule's, else ``<prefix>CI (95% unless named)`` (a sequential phase's cells name their look's level)."""
+    return f"{prefix}95% CI" if all(n in ("95% CI", "no interval", "") for n in names) else \
+        f"{prefix}CI (95% unless named)"
 
 
 def verdict_cell(verdict: str, withheld: str) -> str:

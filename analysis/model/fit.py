@@ -265,11 +265,21 @@ def _best_point(ph: pd.DataFrame, cap: pd.Series, need: float, pr: pd.DataFrame,
 def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict[str, list],
                    margin_pct: float, lines: list[str]) -> str:
     """Append the best point's verdict vs the baseline and vs the runner-up; return the former ('' if none)."""
+    from analysis.comparison.compare import FIXED_CI_NAME, vs_baseline_text
     from analysis.comparison.verdict_rule import decide, verdict_text
 
     vs_base = ""
     base = ph.loc[ph["implementation"] == "baseline", "label"].tolist()
-    if best["implementation"] != "baseline" and base and thr.get(base[0]):
+    row = ph[ph["label"] == best["label"]]
+    if best["implementation"] != "baseline" and not row.empty and isinstance(
+            row["vs_baseline_verdict"].iloc[0] if "vs_baseline_verdict" in row else None, str):
+        r = row.iloc[0]  # the verdict of record (the summary's: a sequential phase's is its stopping look's)
+        vs_base = "vs baseline: " + vs_baseline_text(str(r["vs_baseline_verdict"]), r["vs_baseline_ci_low_pct"],
+                                                     r["vs_baseline_ci_high_pct"], float(r["vs_baseline_margin_pct"]),
+                                                     r.get("vs_baseline_ci_name"))
+        note = r.get("vs_baseline_note")
+        lines.append(f"{best['label']} {vs_base}" + (f" ({note})" if isinstance(note, str) and note else ""))
+    elif best["implementation"] != "baseline" and base and thr.get(base[0]):
         d = decide(thr[best["label"]], thr[base[0]], margin_pct=margin_pct)
         v = d.verdict
         why = ""
@@ -280,6 +290,10 @@ def _verdict_lines(ph: pd.DataFrame, ranked: pd.DataFrame, best: dict, thr: dict
     if len(ranked) > 1:
         r2 = ranked.iloc[1]
         d = decide(thr[best["label"]], thr[r2["label"]], margin_pct=margin_pct)
+        seq = not row.empty and str(row.iloc[0].get("vs_baseline_ci_name") or FIXED_CI_NAME) not in (
+            FIXED_CI_NAME, "no interval")
         lines.append(f"{best['label']} vs runner-up {r2['label']}: {d.text} (n={d.n_a} vs {d.n_b})"
-                     + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data"))
+                     + ("" if d.verdict == "faster" else "; the choice between them is not decided by the data")
+                     + ("; descriptive: a sequential phase's looks judge each label against the baseline only, "
+                        "and a fixed 95% interval after its stopping does not hold its level" if seq else ""))
     return vs_base

@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis.comparison.decision import reasons_cell, verdict_cell
+from analysis.comparison.decision import ci_cell, ci_header, reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
@@ -52,14 +52,13 @@ def decision_table(cs: ComparisonSummary) -> Table:
         t.add_column("phase")
     columns: tuple[tuple[str, Literal["left", "right"]], ...] = (("label", "left"), ("G", "right"), ("N", "right"), ("layers", "left"),
                        ("released GiB", "right"), ("KV gain tok", "right"), ("tok/s", "right"),
-                       ("retention", "right"), ("95% CI", "right"), ("tokens", "left"), ("front", "left"),
+                       ("retention", "right"), (ci_header((r.retention_ci_name for r in cs.decision), ""), "right"), ("tokens", "left"), ("front", "left"),
                        ("verdict", "left"))
     for name, just in columns:
         t.add_column(name, justify=just, no_wrap=True)
     t.add_column("reasons", overflow="fold")
     for r in cs.decision:
-        ci = (f"{r.retention_ci_low:.3f}–{r.retention_ci_high:.3f}"
-              if r.retention_ci_low is not None and r.retention_ci_high is not None else "–")
+        ci = ci_cell(r.retention_ci_low, r.retention_ci_high, r.retention_ci_name)
         front = ("Pareto" if r.pareto else "") + (" knee" if r.knee else "")
         style = VERDICT_STYLE.get(r.verdict, "")
         cells = ([r.phase] if multi else []) + [

@@ -40,7 +40,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from analysis.accuracy.table import paired_cell
-from analysis.comparison.decision import GLOSSARY, reasons_cell, verdict_cell
+from analysis.comparison.decision import GLOSSARY, ci_cell, ci_header, reasons_cell, verdict_cell
 from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
@@ -181,12 +181,12 @@ def provenance_section(cs: ComparisonSummary) -> str:
 
 def decision_section(cs: ComparisonSummary) -> str:
     header = ["phase", "label", "impl", "G", "N", "layers", "released GiB", "KV gain tok", "KV gain GiB",
-              "throughput tok/s", "retention", "retention 95% CI", "verdict", "tokens vs baseline", "Pareto", "knee",
+              "throughput tok/s", "retention", ci_header(r.retention_ci_name for r in cs.decision), "verdict", "tokens vs baseline", "Pareto", "knee",
               "issues"]
     rows, cls = [], []
     for r in cs.decision:
-        ci = (f"{r.retention_ci_low:.4f} – {r.retention_ci_high:.4f}"
-              if r.retention_ci_low is not None and r.retention_ci_high is not None else "no interval")
+        ci = ("no interval" if r.retention_ci_low is None or r.retention_ci_high is None
+              else ci_cell(r.retention_ci_low, r.retention_ci_high, r.retention_ci_name, 4, " – "))
         rows.append([_e(r.phase), _e(r.label), _e(r.implementation), _n(r.group_size), _n(r.num_in_group),
                      _e(r.selected_layers or "–"), _e(released_cell(r.released_bytes, 6)), _n(r.kv_gain_tokens, 0),
                      _n(r.kv_gain_gib, 4), _n(r.throughput_median_tok_s), _n(r.retention, 4), "\x00num" + _e(ci),

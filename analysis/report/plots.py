@@ -27,6 +27,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from analysis.comparison.compare import FIXED_CI_NAME  # noqa: E402
 from analysis.comparison.decision import RETENTION_CI_NAME, retention_interval  # noqa: E402
 from analysis.report.choice_view import ChoiceView  # noqa: E402
 from analysis.report.figure_layout import (  # noqa: E402
@@ -64,6 +65,12 @@ def point_label(r) -> str:
                       style="point")
 
 
+def _point_key(r, n_phases: int) -> str:
+    """A point's name in the legend: its ``point_label`` and implementation (and phase when several)."""
+    key = f"{r['implementation']} {point_label(r)}"
+    return f"{r['phase']}: {key}" if n_phases > 1 else key
+
+
 def _verdict_tag(r) -> str:
     """`` inconclusive`` / `` excluded`` suffixes of a plotted point (same rule as the tables)."""
     tag = ""
@@ -99,17 +106,34 @@ def ci_gid(phase: str, label: str) -> str:
     return f"ci:{phase}/{label}"
 
 
-def _verdict_interval(ax: Axes, x: float, r, scale: float, color: str) -> bool:
+SEQ_CI_LEGEND = "bar of {point}: retention {name} (the sequential verdict's interval, its stopping look's level)"
+"""Legend entry of a sequential phase's label (``analysis.comparison.sequential_verdict``: its own level and look)."""
+
+
+def _verdict_interval(ax: Axes, x: float, r, scale: float, color: str) -> str | None:
     """Draw ``(phase, label)``'s verdict interval (``retention_interval`` of its ``vs_baseline_ci_*_pct``, times
-    ``scale``) at ``x`` as an error bar with ``gid`` ``ci_gid``; False when the row has no interval."""
+    ``scale``) at ``x`` as an error bar with ``gid`` ``ci_gid``; returns the interval's name for the legend
+    (``FIXED_CI_NAME`` for the fixed rule, a sequential look's ``CI<level>% at look k (...)``), None when the row
+    has no interval."""
     ci = retention_interval(r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"))
     if ci is None:
-        return False
+        return None
     lo, hi = ci[0] * scale, ci[1] * scale
     eb = ax.errorbar([x], [(lo + hi) / 2], yerr=[[(hi - lo) / 2]], fmt="none", ecolor=color, capsize=3, lw=1.2,
                      zorder=2)
     eb.lines[2][0].set_gid(ci_gid(r["phase"], r["label"]))
-    return True
+    name = r.get("vs_baseline_ci_name")
+    return name if isinstance(name, str) and name else FIXED_CI_NAME
+
+
+def _ci_legend(ax: Axes, fig: Figure, names: dict[str, str], suffix: str = "") -> None:
+    """One legend entry per interval kind drawn: ``CI_LEGEND`` for the fixed rule's, one per sequential label
+    naming its look's level (``names``: point text -> ``_verdict_interval``'s name)."""
+    entries = [CI_LEGEND + suffix] if FIXED_CI_NAME in names.values() else []
+    entries += [SEQ_CI_LEGEND.format(point=p, name=n) + suffix for p, n in names.items() if n != FIXED_CI_NAME]
+    for text in entries:
+        ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
+                    label=wrap(text, fig, LEGEND_FONTSIZE, share=0.3))
 
 
 def plot_pareto(summary: pd.DataFrame, *, cpu: bool | None = None, note: str = "") -> Figure:
@@ -126,7 +150,7 @@ def plot_pareto(summary: pd.DataFrame, *, cpu: bool | None = None, note: str = "
     phases = list(dict.fromkeys(summary["phase"]))
     fills = ["full", "none"]
     impls = list(dict.fromkeys(summary["implementation"]))
-    notes, any_ci = [], False
+    notes, ci_names = [], {}
     for pi, (phase, ph) in enumerate(summary.groupby("phase", sort=False)):
         for impl, sub in ph.groupby("implementation", sort=False):
             color = IMPL_COLORS.get(impl, "gray")
@@ -147,13 +171,13 @@ def plot_pareto(summary: pd.DataFrame, *, cpu: bool | None = None, note: str = "
                            facecolors="none", edgecolors=color, s=220, lw=1.5, zorder=2)
             for (_, r), xi in zip(sub.iterrows(), x, strict=True):
                 scale = float(r.get("baseline_throughput_median_tok_s", float("nan")))
-                any_ci |= _verdict_interval(ax, xi, r, scale, color)
+                name = _verdict_interval(ax, xi, r, scale, color)
+                if name is not None:
+                    ci_names[_point_key(r, len(phases))] = name
                 text = point_label(r) + (" knee" if bool(r.get("knee", False)) else "") + _verdict_tag(r)
                 notes.append(PointLabel(xi, float(r["throughput_median_tok_s"]), text, color))
     ax.scatter([], [], s=220, facecolors="none", edgecolors="gray", lw=1.5, label="Pareto front (ringed)")
-    if any_ci:
-        ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
-                    label=wrap(CI_LEGEND + " x the baseline's median tok/s", fig, LEGEND_FONTSIZE, share=0.3))
+    _ci_legend(ax, fig, ci_names, " x the baseline's median tok/s")
     xl = "released bytes (MiB, accounted by evidence: offloaded - static buffers; not measured)"
     if cpu:
         xl += "\nCPU runtime: host = device RAM, nothing is freed (RSS / KV capacity unchanged)"
@@ -211,24 +235,24 @@ def plot_retention(summary: pd.DataFrame, *, cpu: bool | None = None, note: str 
     phases = list(dict.fromkeys(summary["phase"]))
     groups = list(summary.groupby(["phase", "implementation"], sort=False))
     dodge = _dodged_x(summary, [key for key, _g in groups])
-    notes, any_ci, any_tick = [], False, False
+    notes, ci_names, any_tick = [], {}, False
     for (phase, impl), sub in groups:
         color = IMPL_COLORS.get(impl, "gray")
         x = pd.Series([dodge[i] for i in sub.index], index=sub.index)
         ax.scatter(x, sub["retention"].astype(float), marker=IMPL_MARKERS.get(impl, "P"), color=color, s=45,
                    zorder=3, label=f"{phase}: {impl}" if len(phases) > 1 else impl)
         for (_, r), xi in zip(sub.iterrows(), x, strict=True):
-            any_ci |= _verdict_interval(ax, xi, r, 1.0, color)
+            name = _verdict_interval(ax, xi, r, 1.0, color)
+            if name is not None:
+                ci_names[_point_key(r, len(phases))] = name
             any_tick |= _min_max_tick(ax, xi, r)
             n = int(r["processes"])
             notes.append(PointLabel(xi, float(r["retention"]), point_label(r) + (f" n={n}" if n > 1 else "")
                                     + _verdict_tag(r), color))
-    if any_ci:
-        ax.errorbar([], [], yerr=[[], []], fmt="none", ecolor="gray", capsize=3,
-                    label=wrap(CI_LEGEND, fig, LEGEND_FONTSIZE, share=0.3))
+    _ci_legend(ax, fig, ci_names)
     if any_tick:
         ax.vlines([], [], [], colors="0.6", lw=0.8, label=wrap(MINMAX_LEGEND, fig, LEGEND_FONTSIZE, share=0.3))
-    if not any_ci and not any_tick:
+    if not ci_names and not any_tick:
         ax.plot([], [], " ", label="1 process per label: no interval, no spread")
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.margins(x=0.12, y=0.1)

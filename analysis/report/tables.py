@@ -26,11 +26,12 @@ from analysis.comparison.compare import (
     long_window_table,
     native_vs_same_runtime,
     spaced_vs_adjacent,
+    vs_baseline_text,
 )
 from analysis.comparison.dimensioning import aa_comparisons, design_rows
 from analysis.comparison.power import detectable_effects
 from analysis.comparison.variance import variance_components
-from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin, verdict_text
+from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin
 from analysis.load import RunData, load_run
 from analysis.model.fit import fit_model, model_table
 from analysis.model.trust import trust_fields, untrusted_reason
@@ -95,8 +96,8 @@ def display_columns(summary: pd.DataFrame) -> pd.DataFrame:
         elif v == "reference":
             vb.append("reference")
         else:
-            vb.append(verdict_text(v, r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"),
-                                   margin_pct=float(r.get("vs_baseline_margin_pct"))))
+            vb.append(vs_baseline_text(v, r.get("vs_baseline_ci_low_pct"), r.get("vs_baseline_ci_high_pct"),
+                                       float(r.get("vs_baseline_margin_pct")), r.get("vs_baseline_ci_name")))
         ws = r.get("window_measured_s_min")
         win.append("–" if ws is None or (isinstance(ws, float) and math.isnan(ws)) else
                    f"{float(ws):.2f} s / {int(r.get('window_rounds_min'))} rounds (min per process)")

@@ -80,6 +80,10 @@ class SummaryRow(LabelKey):
     vs_baseline_ci_high_pct: Float | None = Field(default=None, description="95% CI high of the change vs baseline (%).")
     vs_baseline_margin_pct: Float | None = Field(default=None, description="Equivalence margin (%) used.")
     vs_baseline_note: str | None = Field(default=None, description="Why the verdict is what it is (n=1, retention > 1, ...).")
+    vs_baseline_ci_name: str | None = Field(
+        default=None, description="The interval's name and level: '95% CI' (the fixed rule over all processes), or, in "
+        "a sequential phase, the stopping look's, e.g. 'CI96.9% at look 1 (3 vs 3 processes)'; null in summaries "
+        "written before this field.")
     tokens: str = Field(description="Greedy token identity vs baseline: identical, differs, no_baseline.")
 
 
@@ -96,8 +100,11 @@ class DecisionRow(LabelKey):
     throughput_median_tok_s: Float | None
     baseline_throughput_median_tok_s: Float | None
     retention: Float | None
-    retention_ci_low: Float | None = Field(description="Lower bound of retention from the verdict rule's 95% t interval over processes; null: no interval.")
+    retention_ci_low: Float | None = Field(description="Lower bound of retention from the verdict's interval (the verdict rule's 95% t interval over processes, or a sequential phase's stopping look's: retention_ci_name); null: no interval.")
     retention_ci_high: Float | None
+    retention_ci_name: str = Field(
+        default="95% CI", description="The retention interval's name and level (SummaryRow.vs_baseline_ci_name): a "
+        "sequential phase's label carries its stopping look's, e.g. 'CI96.9% at look 1 (3 vs 3 processes)'.")
     verdict: Literal["baseline", "faster", "slower", "equivalent", "inconclusive", "withheld", "INVALID"] = Field(
         description="Label vs phase baseline; withheld when a process it rests on (the label's or its baseline's) "
                     "was contended (withheld says how many); INVALID when a validation error concerns the label.")
