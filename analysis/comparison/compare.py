@@ -278,7 +278,7 @@ def vs_baseline_text(verdict: str, ci_low_pct, ci_high_pct, margin_pct: float, c
     return f"{verdict} ({ci_name} {float(ci_low_pct):+.1f}%..{float(ci_high_pct):+.1f}%, margin ±{float(margin_pct):.3g}%)"
 
 
-def _looks(data: RunData) -> dict[tuple[str, str], SequentialVerdict]:
+def run_sequential_verdicts(data: RunData) -> dict[tuple[str, str], SequentialVerdict]:
     """The sequential verdicts of the run's look lines (none when the file is absent or does not parse: then
     ``analysis validate`` fails the run, and every label is INVALID)."""
     try:
@@ -288,11 +288,11 @@ def _looks(data: RunData) -> dict[tuple[str, str], SequentialVerdict]:
     return sequential_verdicts(lines, data.runs)
 
 
-def _sequential_row(data: RunData, phase: str, label: str, sv: SequentialVerdict) -> list:
-    """``VS_BASELINE_COLUMNS`` of a label a sequential phase judged: its stopping look's verdict and interval; the
-    retention > 1.0 and contention rules on the processes the look used."""
+def sequential_row(runs: pd.DataFrame, phase: str, label: str, sv: SequentialVerdict) -> list:
+    """``VS_BASELINE_COLUMNS`` of a label a sequential phase judged (``sv``: ``sequential_verdicts``' entry): its
+    stopping look's verdict and interval, the retention > 1.0 rule (medians of the look's processes) and the
+    contention rule (``soundness.withheld_reason``) on the processes the look used (``runs``: ``RunData.runs``)."""
     v, notes = sv.verdict, [sv.note]
-    runs = data.runs
     n_a, n_b = sv.processes
     at = runs[(runs["phase"] == phase) & (runs["label"] == label) & (runs["repeat"] < n_a)]
     bt = runs[(runs["phase"] == phase) & (runs["label"] == sv.baseline) & (runs["repeat"] < n_b)]
@@ -330,7 +330,7 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
     check_margin(margin_pct)
     out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
     ref = data.runs[reference_mask(data.runs)]
-    seq = _looks(data)
+    seq = run_sequential_verdicts(data)
     for i, r in summary.iterrows():
         ref_labels = list(dict.fromkeys(ref.loc[ref["phase"] == r["phase"], "label"].astype(str)))
         if r["label"] in ref_labels:
@@ -338,7 +338,8 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
                                                ""]
             continue
         if (r["phase"], r["label"]) in seq:
-            out.loc[i, VS_BASELINE_COLUMNS] = _sequential_row(data, r["phase"], r["label"], seq[(r["phase"], r["label"])])
+            out.loc[i, VS_BASELINE_COLUMNS] = sequential_row(data.runs, r["phase"], r["label"],
+                                                             seq[(r["phase"], r["label"])])
             continue
         base = summary[(summary["phase"] == r["phase"]) & summary["label"].isin(ref_labels)]
         at, _ar = _samples(data, r["phase"], r["label"])

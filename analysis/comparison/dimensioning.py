@@ -23,18 +23,21 @@ Only phases with a twin or a speed control get these rows (the default design ru
 and MDEs are in ``variance`` / ``power``).
 
 What is deliberately not modelled: levels above the process (runs, hosts), a drift shared by both arms, and
-sequential designs.
+sequential designs (a sequential phase's control row carries its looks' verdict of record, ``aa_comparisons``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analysis.comparison.compare import FIXED_CI_NAME, sequential_row
 from analysis.comparison.power import detectable_cost_pct
+from analysis.comparison.sequential_verdict import SequentialVerdict
 from analysis.comparison.soundness import withheld_reason
 from analysis.comparison.variance import Components, arm_components, reference_mask
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, decide
@@ -58,7 +61,17 @@ def _controls(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[(runs["implementation"] == "baseline") & ~reference_mask(runs)]
 
 
-def _row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, margin_pct: float, delay: float) -> dict[str, Any]:
+def _row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, margin_pct: float, delay: float,
+         seq: Mapping[tuple[str, str], SequentialVerdict]) -> dict[str, Any]:
+    sv = seq.get((phase, a))
+    if sv is not None and sv.baseline == b:  # a sequential phase's label vs its looks' baseline: the verdict of record
+        v, lo, hi, margin, note, name = sequential_row(runs, phase, a, sv)
+        return {"phase": phase, "kind": kind, "a_label": a, "b_label": b, "a_processes": sv.processes[0],
+                "b_processes": sv.processes[1], "delta_pct": None,
+                "ci_low_pct": lo if math.isfinite(lo) else None, "ci_high_pct": hi if math.isfinite(hi) else None,
+                "verdict": v, "called": v in ("faster", "slower"),
+                "expected": "slower" if kind == "control" else "no call", "step_delay_ms": delay, "margin_pct": margin,
+                "note": note, "ci_name": name}
     at = runs.loc[(runs["phase"] == phase) & (runs["label"] == a), "throughput_tok_s"].astype(float).tolist()
     bt = runs.loc[(runs["phase"] == phase) & (runs["label"] == b), "throughput_tok_s"].astype(float).tolist()
     d = decide(at, bt, margin_pct=margin_pct)
@@ -68,18 +81,25 @@ def _row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, margin_pct: 
             "delta_pct": d.delta_pct, "ci_low_pct": d.ci_low_pct if math.isfinite(d.ci_low_pct) else None,
             "ci_high_pct": d.ci_high_pct if math.isfinite(d.ci_high_pct) else None, "verdict": verdict,
             "called": verdict in ("faster", "slower"), "expected": "slower" if kind == "control" else "no call",
-            "step_delay_ms": delay, "margin_pct": float(margin_pct), "note": f"withheld: {why}" if why else ""}
+            "step_delay_ms": delay, "margin_pct": float(margin_pct), "note": f"withheld: {why}" if why else "",
+            "ci_name": FIXED_CI_NAME if math.isfinite(d.ci_low_pct) else "no interval"}
 
 
-def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT) -> list[dict[str, Any]]:
+def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT,
+                   sequential: Mapping[tuple[str, str], SequentialVerdict] | None = None) -> list[dict[str, Any]]:
     """The A/A rows (twin vs its label) and the speed control's rows (control vs each undelayed baseline label).
+
+    ``sequential`` (``analysis.comparison.compare.run_sequential_verdicts``): a label a sequential phase judged
+    against that baseline gets its verdict of record (the stopping look's verdict, interval and processes,
+    ``ci_name`` naming the look's level; ``delta_pct`` None), never the fixed 95% rule on all its processes.
 
     Returns:
         Flat dicts: ``phase``, ``kind`` (``A/A`` or ``control``), ``a_label``, ``b_label``, process counts,
         ``delta_pct``, ``ci_low_pct``, ``ci_high_pct``, ``verdict``, ``called`` (faster or slower),
-        ``expected``, ``step_delay_ms``, ``margin_pct``, ``note``.
+        ``expected``, ``step_delay_ms``, ``margin_pct``, ``note``, ``ci_name`` (``95% CI`` for the fixed rule).
     """
     out: list[dict[str, Any]] = []
+    seq = sequential or {}
     if runs.empty:
         return out
     for phase in dict.fromkeys(str(p) for p in runs["phase"]):
@@ -87,12 +107,12 @@ def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT
         labels = list(dict.fromkeys(str(x) for x in pr["label"]))
         for lb in labels:
             if lb.endswith(TWIN_SUFFIX) and lb.removesuffix(TWIN_SUFFIX) in labels:
-                out.append(_row(runs, phase, "A/A", lb, lb.removesuffix(TWIN_SUFFIX), margin_pct, 0.0))
+                out.append(_row(runs, phase, "A/A", lb, lb.removesuffix(TWIN_SUFFIX), margin_pct, 0.0, seq))
         refs = list(dict.fromkeys(str(x) for x in pr.loc[reference_mask(pr), "label"]))
         ctl = _controls(pr)
         for c in dict.fromkeys(str(x) for x in ctl["label"]):
             delay = float(ctl.loc[ctl["label"] == c, "step_delay_ms"].iloc[0])
-            out += [_row(runs, phase, "control", c, b, margin_pct, delay) for b in refs]
+            out += [_row(runs, phase, "control", c, b, margin_pct, delay, seq) for b in refs]
     return out
 
 
@@ -181,8 +201,10 @@ def dimensioning_lines(aa: list[Any], design: list[Any]) -> list[str]:
     """The printed A/A, control and dimensioning lines (console, Markdown, HTML); rows as dicts."""
     lines = []
     for r in aa:
+        name = r.get("ci_name") or FIXED_CI_NAME
+        level = "CI95" if name == FIXED_CI_NAME else name
         ci = ("no CI" if r["ci_low_pct"] is None or r["ci_high_pct"] is None
-              else f"CI95 {r['ci_low_pct']:+.1f}%..{r['ci_high_pct']:+.1f}%")
+              else f"{level} {r['ci_low_pct']:+.1f}%..{r['ci_high_pct']:+.1f}%")
         what = "A/A" if r["kind"] == "A/A" else f"speed control ({r['step_delay_ms']:g} ms per step)"
         ok = (not r["called"]) if r["kind"] == "A/A" else r["verdict"] == "slower"
         tail = f" ({r['note']})" if r["verdict"] == "withheld" else ("" if ok else " -- NOT AS EXPECTED")

@@ -19,7 +19,7 @@ The label's processes the stopping look used (and the baseline's) are the ones t
 
 What is deliberately not modelled: the retention > 1.0 and single-process rules and the withholding (the caller,
 ``analysis.comparison.compare.label_vs_baseline``, applies them to every verdict alike), labels no look line names
-(judged by the fixed rule: a phase's speed control is not part of the sequential design).
+(judged by the fixed rule).
 """
 
 from __future__ import annotations

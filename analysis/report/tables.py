@@ -25,6 +25,7 @@ from analysis.comparison.compare import (
     label_vs_baseline,
     long_window_table,
     native_vs_same_runtime,
+    run_sequential_verdicts,
     spaced_vs_adjacent,
     vs_baseline_text,
 )
@@ -159,7 +160,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
             "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
             "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct),
-            "aa": aa_comparisons(data.runs, margin_pct=margin_pct),
+            "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=run_sequential_verdicts(data)),
             "dimensioning": design_rows(data.runs, data.rounds, margin_pct=margin_pct)}
 
 

@@ -67,21 +67,22 @@ def run(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: objec
     return run_matrix(compose_cfg(*ov), ov), root / "default" / "t"
 
 
-@pytest.mark.heavy  # one fake-bench run of 15 processes with analysis, shared below (about 25 s)
+@pytest.mark.heavy  # one fake-bench run of 18 processes with analysis, shared below (about 25 s)
 def test_a_label_stops_when_it_is_known_and_the_open_one_gets_the_next_blocks_until_the_budget(run) -> None:
     code, run_dir = run
     assert code == EXIT_OK
     lines = read_looks(run_dir)
     got = [(d.look, d.blocks, [(x.label, x.verdict) for x in d.labels], d.next_blocks) for d in lines]
-    assert got == [(1, 3, [("current_g2_n1", "open"), ("current_g1_n1", "slower")], 1),
+    assert got == [(1, 3, [("current_g2_n1", "open"), ("current_g1_n1", "slower"), ("control_delay_2_6ms", "slower")],
+                    1),
                    (2, 4, [("current_g2_n1", "open")], 2),
                    (3, 6, [("current_g2_n1", "inconclusive")], 0)]
     assert lines[0].labels[1].ci_high_pct is not None and lines[0].labels[1].ci_high_pct < -40
     assert lines[-1].labels[0].mde_pct is not None and lines[-1].labels[0].mde_pct > 5
     assert "inconclusive at the budget" in lines[-1].labels[0].reason
     counts = Counter(r.record.label for r in _runs(run_dir))
-    assert counts == Counter({"baseline": 6, "current_g1_n1": 3, "current_g2_n1": 6})
-    assert with_looks(read_json(run_dir / "plan.json", RunPlan), lines).processes == 15
+    assert counts == Counter({"baseline": 6, "current_g1_n1": 3, "current_g2_n1": 6, "control_delay_2_6ms": 3})
+    assert with_looks(read_json(run_dir / "plan.json", RunPlan), lines).processes == 18
 
 
 @pytest.mark.heavy  # shares the run above
@@ -90,8 +91,8 @@ def test_the_blocks_ran_in_abba_order_and_validate_recomputes_every_look(run, tm
     cfg = compose_cfg(*_overrides(tmp_path))
     planned = [(sc.case.label, sc.repeat) for sc in block_items(cfg, "same_runtime", read_looks(run_dir), 0)]
     assert [(r.record.label, r.record.repeat) for r in _runs(run_dir)] == planned
-    assert planned[:6] == [("baseline", 0), ("current_g2_n1", 0), ("current_g1_n1", 0),
-                           ("current_g1_n1", 1), ("current_g2_n1", 1), ("baseline", 1)]
+    assert planned[:8] == [("baseline", 0), ("current_g2_n1", 0), ("current_g1_n1", 0), ("control_delay_2_6ms", 0),
+                           ("control_delay_2_6ms", 1), ("current_g1_n1", 1), ("current_g2_n1", 1), ("baseline", 1)]
     report = validate_run(run_dir)
     assert report.valid, [i.message for i in report.issues if i.severity == "error"]
     assert next(c for c in report.checks if c.name == "sequential").passed
@@ -135,7 +136,7 @@ def test_a_resume_after_a_look_keeps_every_recorded_line_and_takes_the_next_look
     assert [[(x.label, x.verdict) for x in d.labels] for d in read_looks(run_dir)] == [
         [(x.label, x.verdict) for x in d.labels] for d in read_looks(run[1])]
     keys = [(r.record.label, r.record.repeat) for r in _runs(run_dir)]
-    assert len(set(keys)) == len(keys) == 15
+    assert len(set(keys)) == len(keys) == 18
 
 
 def _seq_rows(run_dir: Path) -> dict[str, object]:
@@ -172,7 +173,9 @@ def test_every_output_carries_the_sequential_verdict_where_the_fixed_rule_would_
         assert r.retention_ci_high == pytest.approx(1 + hi / 100, rel=1e-9)
     text = " ".join((run_dir / "summary" / "comparison-summary.md").read_text().split())
     assert f"inconclusive (CI98.8% at look 3 (6 vs 6 processes) {last.ci_low_pct:+.1f}%..{last.ci_high_pct:+.1f}%" in text
-    assert "slower (CI95" not in text
+    assert "slower (CI95" not in text and "inconclusive (CI95" not in text
+    # the known-size control's line, too, is its stopping look's verdict
+    assert "control_delay_2_6ms vs baseline: slower (CI96.9% at look 1 (3 vs 3 processes)" in text
     buf = io.StringIO()
     print_summary(run_dir / "summary", Console(file=buf, width=250, color_system=None))
     console = buf.getvalue()
