@@ -60,7 +60,7 @@ def ci_title(rows) -> str:
     if not seq:
         return RETENTION_CI_NAME
     fixed = any(_finite(r.retention_ci_low) and r.retention_ci_name == "95% CI" for r in rows)
-    named = "; ".join(f"{r.implementation} {point_label(r)}: retention {r.retention_ci_name}" for r in seq)
+    named = "; ".join(f"{r.label}: retention {r.retention_ci_name}" for r in seq)
     return f"the sequential verdicts' intervals ({named})" + (f", else {RETENTION_CI_NAME}" if fixed else "")
 
 

@@ -66,9 +66,9 @@ def point_label(r) -> str:
 
 
 def _point_key(r, n_phases: int) -> str:
-    """A point's name in the legend: its ``point_label`` and implementation (and phase when several)."""
-    key = f"{r['implementation']} {point_label(r)}"
-    return f"{r['phase']}: {key}" if n_phases > 1 else key
+    """A point's name in the legend: its label (``phase: label`` when several phases), unique where ``(G,N)`` is not
+    (a speed control is a baseline point)."""
+    return f"{r['phase']}: {r['label']}" if n_phases > 1 else str(r["label"])
 
 
 def _verdict_tag(r) -> str:

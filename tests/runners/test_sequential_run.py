@@ -42,7 +42,7 @@ from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.sequential import block_items
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
-from tests.support.figure_checks import drawn_intervals, same_4_digits
+from tests.support.figure_checks import drawn_intervals, legend_covered_points, overlapping_texts, same_4_digits
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SWING = {0: 1.116, 1: 1.01, 2: 1.234, 3: 1.03, 4: 1.209, 5: 1.116}
@@ -206,6 +206,7 @@ def _figures_carry(run_dir: Path, want: dict, decision: list) -> None:
             assert same_4_digits(got[0], (1 + lo / 100) * k) and same_4_digits(got[1], (1 + hi / 100) * k), label
             assert f"retention {name}" in legend
         assert "retention 95% CI" not in legend  # no point draws the fixed rule's interval
+        assert overlapping_texts(fig) == [] and legend_covered_points(fig) == []
     for fig in (retention_figure(decision), pareto_figure(decision)):
         title = " ".join(str(fig.layout.title.text).split())
         assert all(name in title for _v, name, _lo, _hi in want.values()), title
