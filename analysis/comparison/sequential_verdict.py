@@ -4,15 +4,16 @@ What is modelled: a phase with look lines (``results_schema.records.sequential``
 by its design, never by the fixed 95% rule on all its processes (a fixed 95% interval computed after optional
 stopping does not hold its level: a label that ran to the budget has only the last look's alpha increment left).
 ``sequential_verdicts`` reads the design and the baseline from the phase's first look line and recomputes every
-label's looks with ``analysis.comparison.sequential.label_looks`` on its processes in block order (repeat order:
-block ``b`` is repeat ``b - 1``) against the baseline's; the recorded verdicts are not trusted here (``analysis
+label's looks with ``analysis.comparison.sequential.look_verdict`` as the runner takes them (look ``k`` on the
+processes of blocks ``1..looks[k]``, block ``b`` being repeat ``b - 1``, a failed process missing), against the
+baseline's, as many looks as the run recorded for the phase; the recorded verdicts are not trusted here (``analysis
 validate`` fails where they differ: ``analysis.comparison.sequential_check``). A label's verdict of record is:
 
 * the verdict of the look that stopped it (``slower``, ``faster``, ``equivalent``), with that look's interval and
   its level named (``CI96.9% at look 1 (3 vs 3 processes)``);
 * ``inconclusive`` at the budget, with the last look's interval and the MDE it reached (``LookVerdict.reason``);
-* ``inconclusive`` when the recorded processes end before a stopping look (a run stopped early), with the last look
-  taken (or no interval when not even the first look's processes are there).
+* ``inconclusive`` when the run recorded no stopping look for the label (a run stopped early), with the last look
+  taken (or no interval when no look had a process on each side).
 
 The label's processes the stopping look used (and the baseline's) are the ones the verdict rests on
 (``SequentialVerdict.processes``): the soundness rule (``analysis.comparison.soundness``) is applied to those.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.comparison.sequential import LookVerdict, SequentialDesign, label_looks
+from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_verdict
 from results_schema.records.sequential import LookDecision
 
 __all__ = ["SequentialVerdict", "ci_name", "sequential_verdicts"]
@@ -50,6 +51,8 @@ class SequentialVerdict:
         processes: ``(label, baseline)`` processes the verdict rests on (the first ``looks[k]`` of each, in block
             order; the recorded ones when no look was taken).
         baseline: the baseline label the looks compare against.
+        blocks: the stopping (or last taken) look's blocks: the verdict rests on the processes of repeats
+            ``0..blocks-1`` of the label and of the baseline (0: no look).
     """
 
     verdict: str
@@ -60,6 +63,7 @@ class SequentialVerdict:
     margin_pct: float
     processes: tuple[int, int]
     baseline: str
+    blocks: int
 
 
 def ci_name(look: LookVerdict) -> str:
@@ -68,26 +72,40 @@ def ci_name(look: LookVerdict) -> str:
     return f"CI{100 * look.confidence:.3g}% at look {look.look} ({look.processes} vs {look.reference_processes} processes)"
 
 
-def _values(runs: pd.DataFrame, phase: str, label: str) -> list[float]:
-    sub = runs[(runs["phase"] == phase) & (runs["label"] == label)].sort_values("repeat", kind="stable")
-    return [float(x) for x in sub["throughput_tok_s"]]
+def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
+    sub = runs[(runs["phase"] == phase) & (runs["label"] == label)]
+    return {int(r): float(v) for r, v in zip(sub["repeat"], sub["throughput_tok_s"], strict=True)}
 
 
-def _one(a: list[float], b: list[float], design: SequentialDesign, baseline: str) -> SequentialVerdict:
-    looks = label_looks(a, b, design) if a and b else []
-    if not looks:
-        why = (f"sequential: {len(a)} vs {len(b)} processes recorded, the first look needs {design.looks[0]} per arm "
-               "(the run stopped before it): no verdict")
+def _upto(values: dict[int, float], blocks: int) -> list[float]:
+    return [v for r, v in sorted(values.items()) if r < blocks]
+
+
+def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, baseline: str,
+         taken: int) -> SequentialVerdict:
+    """Looks ``1..taken`` (the looks the run recorded for the phase) of one label, recomputed as the runner took them
+    (``runners.orchestration.sequential``): look ``k`` on the processes of blocks ``1..looks[k]``, until one stops it."""
+    last: LookVerdict | None = None
+    for k in range(min(taken, len(design.looks))):
+        n = design.looks[k]
+        ak, bk = _upto(a, n), _upto(b, n)
+        if not ak or not bk:  # every process of a side failed: no interval at this look
+            continue
+        last = look_verdict(ak, bk, design, k)
+        if last.stopped:
+            break
+    if last is None:
+        why = (f"sequential: no look with a recorded process on each side ({len(a)} vs {len(b)} processes, "
+               f"{taken} look(s) taken): no verdict")
         return SequentialVerdict("inconclusive", math.nan, math.nan, "no interval", why, design.target_pct,
-                                 (len(a), len(b)), baseline)
-    last = looks[-1]
+                                 (len(a), len(b)), baseline, 0)
     verdict, note = last.verdict, "sequential " + last.reason(design)
     if not last.stopped:
         verdict = "inconclusive"
-        note += f"; the recorded processes end before look {last.look + 1} (run stopped early)"
+        note += f"; the run recorded no look after look {last.look} (stopped early)"
     d = last.decision
     return SequentialVerdict(verdict, d.ci_low_pct, d.ci_high_pct, ci_name(last), note, design.target_pct,
-                             (last.processes, last.reference_processes), baseline)
+                             (last.processes, last.reference_processes), baseline, design.looks[last.look - 1])
 
 
 def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> dict[tuple[str, str], SequentialVerdict]:
@@ -104,16 +122,18 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> di
     out: dict[tuple[str, str], SequentialVerdict] = {}
     firsts: dict[str, LookDecision] = {}
     labels: dict[str, dict[str, None]] = {}
+    taken: dict[str, int] = {}
     for line in lines:
         firsts.setdefault(line.phase, line)
         labels.setdefault(line.phase, {}).update(dict.fromkeys(x.label for x in line.labels))
+        taken[line.phase] = taken.get(line.phase, 0) + 1
     for phase, first in firsts.items():
         try:
             design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending)
         except ValueError:
             continue
-        b = _values(runs, phase, first.baseline) if not runs.empty else []
+        b = _values(runs, phase, first.baseline) if not runs.empty else {}
         for label in labels[phase]:
-            a = _values(runs, phase, label) if not runs.empty else []
-            out[(phase, label)] = _one(a, b, design, first.baseline)
+            a = _values(runs, phase, label) if not runs.empty else {}
+            out[(phase, label)] = _one(a, b, design, first.baseline, taken[phase])
     return out
