@@ -80,6 +80,25 @@ def _withhold(row: dict, data: RunData, phase: str, labels: list[str]) -> None:
         row["note"] = "; ".join(x for x in (row["note"], f"withheld: {why}") if x)
 
 
+SEQUENTIAL_PAIR_NOTE = ("descriptive: a sequential phase's looks judge each label against the baseline only, and a "
+                        "fixed 95% interval on processes its looks stopped does not hold its level")
+"""Note of a label-vs-label row of a sequential phase (``compare_implementations``, ``spaced_vs_adjacent``)."""
+
+
+def _sequential_phases(data: RunData) -> set[str]:
+    """Phases with a look line in the run (none when the file is absent or does not parse)."""
+    try:
+        return {line.phase for line in read_looks(data.run_dir)}
+    except (RecordError, OSError):
+        return set()
+
+
+def _mark_sequential(row: dict, phases: set[str]) -> None:
+    """Append ``SEQUENTIAL_PAIR_NOTE`` to ``row``'s note (in place) when its phase is sequential."""
+    if row["phase"] in phases:
+        row["note"] = "; ".join(x for x in (row["note"], SEQUENTIAL_PAIR_NOTE) if x)
+
+
 def _samples(data: RunData, phase: str, label: str) -> tuple[list[float], list[float]]:
     runs, rounds = data.runs, data.rounds
     thr = runs.loc[(runs["phase"] == phase) & (runs["label"] == label), "throughput_tok_s"].tolist()
@@ -99,10 +118,12 @@ def compare_implementations(data: RunData, summary: pd.DataFrame, a: str = "curr
     """Paired A-vs-B rows per (phase, G, N, prefetch_step, offload_params) present for both.
 
     ``verdict`` reads "A is faster/slower/equivalent than B, or inconclusive" (``verdict``, with
-    ``margin_pct``); ``verdict_text`` adds the interval and the margin.
+    ``margin_pct``); ``verdict_text`` adds the interval and the margin. In a sequential phase the row's note says it
+    is descriptive (``SEQUENTIAL_PAIR_NOTE``).
     """
     check_margin(margin_pct)
     rows = []
+    seq_phases = _sequential_phases(data)
     for phase, sub in summary.groupby("phase", sort=False):
         if phases is not None and phase not in phases:
             continue
@@ -118,6 +139,7 @@ def compare_implementations(data: RunData, summary: pd.DataFrame, a: str = "curr
                 row = _pair_row(phase, ra["label"], rb["label"], at, bt, ar, br, margin_pct)
                 row.update({k: ra[k] for k in POINT_KEY})
                 _withhold(row, data, phase, [ra["label"], rb["label"]])
+                _mark_sequential(row, seq_phases)
                 rows.append(row)
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
@@ -153,9 +175,11 @@ SPACED_COLUMNS = ["phase", "implementation", "num_selected_layers", "adjacent_la
 def spaced_vs_adjacent(data: RunData, summary: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
     """Same layer count, adjacent (some consecutive selected layers) vs spaced (none consecutive).
 
-    Layer sets come from evidence. ``verdict`` reads "adjacent is faster/slower/equivalent than spaced".
+    Layer sets come from evidence. ``verdict`` reads "adjacent is faster/slower/equivalent than spaced"; in a
+    sequential phase the note says it is descriptive (``SEQUENTIAL_PAIR_NOTE``).
     """
     rows = []
+    seq_phases = _sequential_phases(data)
     offl = summary[(summary["implementation"] != "baseline") & (summary["num_selected_layers"] > 0)]
     for (phase, impl, n), sub in offl.groupby(["phase", "implementation", "num_selected_layers"], sort=False):
         adj = [r for _, r in sub.iterrows() if _adjacent(r["selected_layers"])]
@@ -166,6 +190,7 @@ def spaced_vs_adjacent(data: RunData, summary: pd.DataFrame, *, margin_pct: floa
                 st, sr = _samples(data, phase, rs["label"])
                 p = _pair_row(phase, ra["label"], rs["label"], at, st, ar, sr, margin_pct)
                 _withhold(p, data, phase, [ra["label"], rs["label"]])
+                _mark_sequential(p, seq_phases)
                 rows.append({
                     "phase": phase, "implementation": impl, "num_selected_layers": int(n),
                     "adjacent_label": ra["label"], "spaced_label": rs["label"],

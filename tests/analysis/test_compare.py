@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 
 import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate
-from analysis.comparison.compare import compare_implementations, spaced_vs_adjacent
+from analysis.comparison.compare import SEQUENTIAL_PAIR_NOTE, compare_implementations, spaced_vs_adjacent
 from analysis.comparison.verdict_rule import (
     DEFAULT_MARGIN_PCT,
     PAIRED,
@@ -23,6 +24,7 @@ from analysis.comparison.verdict_rule import (
     verdict_text,
 )
 from analysis.load import load_run
+from results_schema.records.sequential import FILE_NAME, LabelLook, LookDecision
 from tests.support.synthetic import SynthCase, SynthPhase, write_run_dir
 
 
@@ -329,3 +331,21 @@ def test_one_welch_satterthwaite_df_for_the_verdict_and_the_power_rows():
     iv = unpaired_interval(a, b)
     assert iv.method == WELCH  # Welch's is the wider here
     assert iv.df == pytest.approx((va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2))
+
+
+def test_label_vs_label_rows_of_a_sequential_phase_say_they_are_descriptive(valid_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(valid_run, run)
+    data = load_run(run)
+    plain = spaced_vs_adjacent(data, aggregate(data))
+    assert not plain.empty and not plain["note"].str.contains("descriptive").any()
+    phase = str(plain["phase"].iloc[0])
+    line = LookDecision(phase=phase, look=1, blocks=3, looks=(3,), target_pct=5.0, alpha=0.05, spending="pocock",
+                        look_alpha=0.05, baseline="baseline", next_blocks=0,
+                        labels=(LabelLook(label="x", verdict="inconclusive", processes=0, reference_processes=0,
+                                          ci_low_pct=None, ci_high_pct=None, center_pct=None, method="", reason=""),))
+    (run / FILE_NAME).write_text(line.model_dump_json() + "\n")
+    data = load_run(run)
+    for t in (spaced_vs_adjacent(data, aggregate(data)), compare_implementations(data, aggregate(data))):
+        rows = t[t["phase"] == phase]
+        assert not rows.empty and rows["note"].str.contains(SEQUENTIAL_PAIR_NOTE, regex=False).all()
