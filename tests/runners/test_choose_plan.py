@@ -32,11 +32,12 @@ def _largest_gib(cfg: Config) -> str:
     return f"{top / GIB:.4g} GiB"
 
 
-def test_a_need_plans_the_probe_as_two_baselines_and_the_two_calibration_settings() -> None:
+def test_a_need_plans_the_probe_as_two_baselines_and_the_two_calibration_settings_twice_each() -> None:
     items = _items("+experiment=choose", "need_gib=0.05")
     every, half = calibration_settings(8)
     assert [i for i in items if i[0] == "probe"] == [("probe", "baseline", 0), ("probe", every.label(), 0),
-                                                     ("probe", half.label(), 0), ("probe", "baseline", 1)]
+                                                     ("probe", half.label(), 0), ("probe", every.label(), 1),
+                                                     ("probe", half.label(), 1), ("probe", "baseline", 1)]
     assert (every.label(), half.label()) == ("current_g1_n1", "current_g2_n1_p3")
     # the verify phase's settings are decided while the run goes: planned, only its baselines are
     assert [i for i in items if i[0] == "verify"] == [("verify", "baseline", r) for r in range(4)]

@@ -99,7 +99,7 @@ def test_a_right_model_decides_once_and_its_choice_is_verified_with_four_process
     assert d.points and {p.phase for p in d.points} == {"probe"}
     assert 1 <= len(d.chosen) <= d.budget == 2 and _chosen(d) == [PREDICTED]
     assert _counts(run_dir, "verify") == Counter({"baseline": 4, **{label: 4 for label in _chosen(d)}})
-    assert _counts(run_dir, "probe") == Counter({"baseline": 2, "current_g1_n1": 1, "current_g2_n1_p3": 1})
+    assert _counts(run_dir, "probe") == Counter({"baseline": 2, "current_g1_n1": 2, "current_g2_n1_p3": 2})
     assert d.decided_phase is not None and d.decided_phase.processes == 4 * len(d.chosen)
     whole = with_decided(read_json(run_dir / "plan.json", RunPlan), [d])
     assert whole.processes == len(_runs(run_dir, "probe")) + len(_runs(run_dir, "verify"))
@@ -120,7 +120,7 @@ def test_a_right_models_every_verified_setting_lies_within_its_predicted_interva
     assert summary.trusted and [v.label for v in summary.verified] == _chosen(d)
     assert all(v.within_interval for v in summary.verified)
     assert summary.recommended is not None and summary.recommended.label in _chosen(d)
-    assert summary.processes_run == 12
+    assert summary.processes_run == 14
 
 
 @pytest.mark.heavy  # shares the run above
@@ -225,7 +225,7 @@ def test_a_resume_during_verify_keeps_the_decision_and_records_each_case_once(tm
     assert len(set(verify)) == len(verify) == 4 * (1 + len(d.chosen))  # one record per case
     assert Counter(label for label, _ in verify) == Counter({"baseline": 4, **{label: 4 for label in _chosen(d)}})
     assert _keys(run_dir, "probe") == sorted([("baseline", 0), ("baseline", 1), ("current_g1_n1", 0),
-                                              ("current_g2_n1_p3", 0)])
+                                              ("current_g1_n1", 1), ("current_g2_n1_p3", 0), ("current_g2_n1_p3", 1)])
     assert (run_dir / "SHA256SUMS").is_file()
 
 
@@ -355,13 +355,13 @@ def test_a_probe_contended_after_every_re_measure_stops_the_choice_in_one_honest
                  "rerun the choice on a quiet host, or raise choose.probe_remeasures (now 2)"):
         assert text in last, text
     assert not _runs(run_dir, "verify") and _keys(run_dir, "probe") == sorted(
-        [("baseline", r) for r in range(4)] + [("current_g1_n1", 0), ("current_g2_n1_p3", 0)])
+        [("baseline", r) for r in range(4)] + [(lb, r) for lb in ("current_g1_n1", "current_g2_n1_p3") for r in (0, 1)])
     report = read_json(run_dir / "summary" / "validation.json", ValidationReport)
     assert [c.name for c in report.checks if not c.passed] == ["choice"]
     assert [i.message for i in report.errors] == [stop.note]
     summary = read_json(run_dir / "summary" / SUMMARY_FILE, ChoiceSummary)
     assert summary.recommended is None and stop.note in summary.lines
-    assert "processes run: 6 (the probe and its re-measures; nothing predicted, so no candidate counted)" in summary.lines
+    assert "processes run: 8 (the probe and its re-measures; nothing predicted, so no candidate counted)" in summary.lines
 
 
 @pytest.mark.heavy  # one fake-bench probe (about 10 s)
