@@ -14,8 +14,9 @@ is composed once (``conf/`` through ``runners.compose_check``; with a Hydra flag
     -> close (``runners.orchestration.close``: identity at the end, analysis, accuracy verifier, ``SHA256SUMS``,
        the verdict line).
 
-The case command line and environment (``case_argv``, ``case_env``) live in
-``runners.launching.case_command`` (``case.json``), which ``runners.orchestration.execute`` calls.
+The case command line is its kind's (``runners.kinds.registry.case_argv``: the spec the case process reads
+and its argv), the environment ``runners.launching.case_command.case_env``; ``runners.orchestration.execute``
+calls them.
 
 Exit codes: ``runners.errors.EXIT_MEANINGS`` (each code with its meaning).
 

@@ -1,7 +1,7 @@
 """Where things are: the repository root, the evidence hook, a case's files, run ids.
 
-What is modelled: paths the orchestrator and the case command line share (``CasePaths``:
-``logs/``, ``evidence/``, ``records/`` of one case process), relative-path resolution and the
+What is modelled: paths the orchestrator and the case command line share (``CasePaths``: every
+file of one case process, whatever its kind), relative-path resolution and the
 run id format. What is deliberately not modelled: creating or reading the files.
 """
 
@@ -23,24 +23,61 @@ CONTROLLED_ENV = ("PYTHONPATH", "OFFLOAD_IMPL", "OFFLOAD_EVIDENCE_PATH", "OFFLOA
 
 @dataclass(frozen=True)
 class CasePaths:
-    """Log, evidence sidecar, record and ``case.json`` of one case process (``<phase>/<label>-r<repeat>``)."""
+    """Every file of one case process (``<phase>/<label>-r<repeat>``), for every case kind: the one naming scheme.
 
-    log: Path
-    evidence: Path
-    record: Path
+    ``logs/<phase>/<stem>.log`` (``log``), ``evidence/<phase>/<stem>.json`` (``evidence``),
+    ``records/<phase>/<stem>.json`` (``record``), ``records/<phase>/<stem>.case.json`` (``case``: a bench or
+    accuracy case's ``CaseSpec``), ``records/<phase>/<stem>/`` (``out_dir``: an accuracy case's result files, a
+    serving case's per-request files), and a serving case's ``cases/<phase>/<stem>.serving-case.json``
+    (``serving_spec``), ``records/<phase>/<stem>.serving.json`` (``serving_record``) and
+    ``logs/<phase>/<stem>.server.log`` (``server_log``). Which of them a case writes is its kind's
+    (``runners.kinds.base.CaseKind.files``).
+    """
+
+    run_dir: Path
+    phase: str
+    stem: str
 
     @classmethod
     def of(cls, run_dir: Path, phase: str, stem: str) -> "CasePaths":
-        return cls(log=run_dir / "logs" / phase / f"{stem}.log", evidence=run_dir / "evidence" / phase / f"{stem}.json",
-                   record=run_dir / "records" / phase / f"{stem}.json")
+        return cls(run_dir=run_dir, phase=phase, stem=stem)
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / "logs" / self.phase / f"{self.stem}.log"
+
+    @property
+    def evidence(self) -> Path:
+        return self.run_dir / "evidence" / self.phase / f"{self.stem}.json"
+
+    @property
+    def record(self) -> Path:
+        return self.run_dir / "records" / self.phase / f"{self.stem}.json"
 
     @property
     def case(self) -> Path:
         """``<record stem>.case.json`` next to the record (the case process's ``CaseSpec``)."""
-        return self.record.with_name(f"{self.record.stem}.case.json")
+        return self.record.with_name(f"{self.stem}.case.json")
 
-    def existing(self) -> list[Path]:
-        return [p for p in (self.log, self.evidence, self.record) if p.exists()]
+    @property
+    def out_dir(self) -> Path:
+        """``records/<phase>/<stem>/``: an accuracy case's result files, a serving case's request files."""
+        return self.run_dir / "records" / self.phase / self.stem
+
+    @property
+    def serving_spec(self) -> Path:
+        """``cases/<phase>/<stem>.serving-case.json``: a serving case's ``ServingCaseSpec``."""
+        return self.run_dir / "cases" / self.phase / f"{self.stem}.serving-case.json"
+
+    @property
+    def serving_record(self) -> Path:
+        """``records/<phase>/<stem>.serving.json``: a serving case's ``ServingCaseResult``."""
+        return self.record.with_name(f"{self.stem}.serving.json")
+
+    @property
+    def server_log(self) -> Path:
+        """``logs/<phase>/<stem>.server.log``: a serving case's API server log."""
+        return self.log.with_name(f"{self.stem}.server.log")
 
 
 def abs_path(path: str, base: Path = REPO_ROOT) -> Path:

@@ -34,7 +34,7 @@ What is modelled:
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
   label, and its answer is known (``slower``; ``control_warnings`` names a rate where it did not come out). A verdict is ``withheld`` when a process of either side ran
   that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
-* ``order_effects``: rates run in a rotated order (``runners.planning.serving_spec.rotated``); per label,
+* ``order_effects``: rates run in a rotated order (``runners.launching.serving_case.rotated``); per label,
   rate and metric, the median per-process P50 at each position it ran; an *order effect* when those
   medians spread by more than the floor: ``max(default margin, the spread of processes that ran that rate at
   the same position)``, over the label's own processes and over the floor baselines pooled across their

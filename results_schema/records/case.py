@@ -9,7 +9,7 @@ two sides share one typed description instead of a hand-mirrored command line.
 Field names are vLLM's (``OffloadSetting``) and the record's (``WorkloadSpec``).
 
 What is deliberately not modelled: the process environment (``runners.launching.case_command.case_env``),
-limits and scheduling (the runner's), serving cases (``runners.planning.serving_spec``).
+limits and scheduling (the runner's), serving cases (``runners.launching.serving_case``).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class ServingLoad(StrictModel):
     request_rates_rps: tuple[PosFloat | None, ...] = Field(
         min_length=1, description="Configured request rates (req/s; null = inf, all sent at t=0) in the order "
                                   "this case ran them: the phase's order rotated by the repeat index "
-                                  "(runners.planning.serving_spec.rotated).")
+                                  "(runners.launching.serving_case.rotated).")
 
 
 class ServingEngine(StrictModel):

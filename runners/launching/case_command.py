@@ -1,89 +1,60 @@
-"""The command line and environment of one case process, and the ``case.json`` it reads.
+"""What the launch of every case kind shares: its commands, its ``CaseSpec`` fields, its environment.
 
-What is modelled: for a scheduled bench or accuracy case (``runners.planning.cases.ScheduledCase``)
-the runner writes a ``results_schema.records.case.CaseSpec`` next to the case's record
-(``records/<phase>/<stem>.case.json``) and starts ``[python, -m, runners.incase.bench_one,
---case, PATH]`` or ``[python, -m, runners.incase.accuracy, run, --case, PATH]`` (an explicit
-``bench_command`` / ``accuracy_command`` prefix replaces ``python -m <module>``) with the
-explicit environment of ``case_env`` (see docs/CONTRACTS.md).
+What is modelled: what every case kind's launch shares: the run's case commands (``CaseCommands``), the
+``results_schema.records.case.CaseSpec`` fields of a bench or accuracy case (``spec_fields``, ``case_workload``;
+the kind builds the spec and its argv, ``runners.kinds``), the explicit environment of ``case_env`` (see
+docs/CONTRACTS.md) and vLLM's shared model-info cache.
 
 What is deliberately not modelled: launching (``runners.incase.process_group``), runtime command
-prefixes (``runners.identity.runtimes.wrap_prefix``), serving cases (``runners.planning.serving_spec``).
+prefixes (``runners.identity.runtimes.wrap_prefix``), a serving case's spec (``runners.launching.serving_case``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.controls import STEP_DELAY_ENV
-from results_schema.records.case import AccuracyCaseSettings, CaseSpec, RequestedOffload
-from results_schema.codec.io import write_json
+from results_schema.records.case import RequestedOffload
 from results_schema.records.models import WorkloadSpec
-from runners.paths import (CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT,
-                           CasePaths, accuracy_manifest_path)
-from runners.planning.cases import ScheduledCase
+from runners.paths import CONTROLLED_ENV, EVIDENCE_HOOK_DIR, REPO_ROOT, CasePaths
+from runners.cases import ScheduledCase
 from conf.typed import plain
 from offload.overlay import OVERLAY_CLASS_ENV, OVERLAY_ROOT_ENV
 from runners.identity.runtimes import map_path
 
-def case_spec(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> CaseSpec:
-    """The ``CaseSpec`` of one scheduled case (``sc.case`` a ``runners.planning.cases.PhaseCase``).
 
-    Raises:
-        pydantic.ValidationError: the planned case does not fit the model (the plan validated it).
-    """
+@dataclass(frozen=True)
+class CaseCommands:
+    """How the run starts its case processes: explicit command prefixes replacing ``[python, -m, <module>]``
+    (tests: fake engines; ``bench_command`` also serving's, as the runner's ``bench_command`` setting) and the
+    module a bench case runs."""
+
+    bench_command: Sequence[str] | None = None
+    accuracy_command: Sequence[str] | None = None
+    bench_module: str = "runners.incase.bench_one"
+
+
+def spec_fields(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths) -> dict[str, Any]:
+    """The ``CaseSpec`` fields every bench or accuracy case has: identity, runtime, device, model, the requested
+    offload (the full setting, backend included: the phase's ``offload_backend``) and the record path."""
     c = sc.case
     offload = RequestedOffload(offload_group_size=c.group_size, offload_num_in_group=c.num_in_group,
                                offload_prefetch_step=c.prefetch_step, offload_params=tuple(c.params),
                                offload_backend=c.backend)
-    if c.kind == "accuracy" and c.accuracy_model:  # the phase's own model (verified before launch)
-        from runners.models.accuracy_model import accuracy_model_dir
-
-        model_dir = accuracy_model_dir(c.accuracy_model)
-    common: dict[str, Any] = dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
-                  runtime=c.runtime_name, device=str(c.runtime.device), model=str(model_dir),
-                  offload=offload, record=str(paths.record))
-    if c.kind == "accuracy":  # the full setting, backend included (the phase's offload_backend)
-        acc = AccuracyCaseSettings(tasks=tuple(c.accuracy_tasks), manifest=str(accuracy_manifest_path(str(c.accuracy_manifest))),
-                                   protocol=str(c.accuracy_protocol), limit=c.accuracy_limit,
-                                   out_dir=str(paths.record.parent / paths.record.stem))
-        return CaseSpec(kind="accuracy", accuracy=acc, **common)
-    return CaseSpec(kind="bench", workload=case_workload(c.workload), engine_validates=c.engine_validates, **common)
+    return dict(phase=c.phase, label=c.label, implementation=c.implementation, repeat=sc.repeat,
+                runtime=c.runtime_name, device=str(c.runtime.device), model=str(model_dir),
+                offload=offload, record=str(paths.record))
 
 
 def case_workload(w: WorkloadConfig) -> WorkloadSpec:
     """The planned workload as the record's ``WorkloadSpec`` (the same fields)."""
 
     return WorkloadSpec(**plain(w))
-
-
-def case_argv(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
-              python: str, accuracy_command: Sequence[str] | None = None,
-              bench_module: str = "runners.incase.bench_one") -> tuple[str, ...]:
-    """Write the case's ``case.json`` (``paths.case``) and return the argv of its process.
-
-    Args:
-        sc: the scheduled case.
-        model_dir: model directory the case loads.
-        paths: the case's files.
-        bench_command / accuracy_command: explicit prefixes replacing ``[python, -m, <module>]``
-            (tests: fake engines).
-        python: the case runtime's interpreter.
-        bench_module: module a bench case runs (``runners.incase.bench_one``).
-
-    Returns:
-        ``(*prefix, --case, PATH)`` for bench cases, ``(*prefix, run, --case, PATH)`` for accuracy cases.
-    """
-    write_json(paths.case, case_spec(sc, model_dir=model_dir, paths=paths))
-    if sc.case.kind == "accuracy":
-        prefix = list(accuracy_command) if accuracy_command else [python, "-m", "runners.incase.accuracy"]
-        return (*prefix, "run", "--case", str(paths.case))
-    prefix = list(bench_command) if bench_command else [python, "-m", bench_module]
-    return (*prefix, "--case", str(paths.case))
 
 
 def overlay_env(runtime: RuntimeConfig) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""What every executor shares: launching a case from its ``runners.planning.cases.LaunchSpec``, its placement record.
+"""What every executor shares: launching a case from its ``runners.cases.LaunchSpec``, its placement record.
 
 What is modelled: ``launch_case`` (``runners.incase.process_group.run_case_process`` of a spec),
 and the ``CasePlacement`` line appended to ``<run_dir>/<phase>-placements.jsonl`` for every
@@ -18,7 +18,7 @@ from results_schema.records.base import ExecutorKind
 from results_schema.codec.io import append_jsonl
 from results_schema.records.placement import CasePlacement, PlacementOutcome, Sharing
 from runners.incase.process_group import ProcessOutcome, run_case_process
-from runners.planning.cases import LaunchSpec, ScheduledCase
+from runners.cases import LaunchSpec, ScheduledCase
 
 SHARING_MODES = tuple(m.value for m in PerformanceSharing)
 NODE_FAILURE_ACTIONS = tuple(a.value for a in NodeFailureAction)
@@ -36,8 +36,9 @@ def launch_case(spec: LaunchSpec) -> ProcessOutcome:
 
 
 def case_kind(sc: ScheduledCase) -> Literal["performance", "accuracy"]:
-    """``accuracy`` or ``performance`` (every other kind: timings are the result)."""
-    return "accuracy" if sc.case.kind == "accuracy" else "performance"
+    """The placement kind: ``performance`` when the case's timings are its result (``PhaseCase.timed``, set by
+    its case kind), else ``accuracy`` (outputs, not timings)."""
+    return "performance" if sc.case.timed else "accuracy"
 
 
 def append_placement(run_dir: Path | None, placement: CasePlacement) -> None:

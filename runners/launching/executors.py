@@ -63,7 +63,7 @@ from runners.launching.executor_base import (
     placement,
 )
 from runners.incase.process_group import raise_if_interrupted
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from runners.launching.ray_scheduling import RayScheduler
 from runners.launching.ray_tasks import (
     identity_line,

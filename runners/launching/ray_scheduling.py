@@ -24,10 +24,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from results_schema.records.base import ExecutorKind
 from results_schema.records.placement import Sharing
-from runners.planning.cases import LaunchSpec
+from runners.cases import LaunchSpec
 from runners.launching.executor_base import OnDone, append_placement, case_kind, placement
 from runners.incase.process_group import ProcessOutcome
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 
 
 @dataclass

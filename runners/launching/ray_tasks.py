@@ -21,7 +21,7 @@ from conf.schema_stack import PinsConfig
 from results_schema.records.manifest import PinCheck
 from results_schema.records.placement import NodeIdentity
 
-from runners.planning.cases import LaunchSpec
+from runners.cases import LaunchSpec
 from runners.launching.executor_base import launch_case
 from runners.incase.process_group import ProcessOutcome
 from runners.identity.case_code import case_code_sha256

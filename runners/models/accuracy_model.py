@@ -43,13 +43,14 @@ def check_accuracy_model(phase: str, configured: str | None) -> None:
 
 
 def phase_layers(phase: str, matrix: MatrixConfig, run_layers: int) -> int:
-    """Decoder layers of the model the phase loads: an accuracy phase's ``accuracy_model`` (its ``config.json``
-    ``num_hidden_layers``), else the run's model's.
+    """Decoder layers of the model an accuracy phase loads: its ``accuracy_model`` (its ``config.json``
+    ``num_hidden_layers``), else the run's model's (``run_layers``); the accuracy kind's
+    (``runners.kinds.accuracy``).
 
     Raises:
         PlanError: the accuracy model's ``config.json`` is missing or has no ``num_hidden_layers``.
     """
-    if matrix.kind != "accuracy" or not matrix.accuracy_model:
+    if not matrix.accuracy_model:
         return run_layers
     config = accuracy_model_dir(matrix.accuracy_model) / "config.json"
     try:

@@ -19,7 +19,7 @@ from runners.errors import EXIT_CONFIG, EXIT_IDENTITY, RunnerError
 from runners.models.accuracy_model import check_accuracy_model
 from runners.outcome.accuracy import accuracy_cases_name
 from runners.paths import REPO_ROOT, accuracy_manifest_path
-from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.cases import PhaseCase, ScheduledCase
 from results_schema.records.accuracy import AccuracyCaseRun
 from results_schema.codec.files import file_sha256
 from results_schema.codec.io import read_jsonl
@@ -91,7 +91,7 @@ def check_accuracy_inputs(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]
     """
     seen: dict[str, PhaseCase] = {}
     for sc in items:
-        if sc.case.kind == "accuracy" and sc.case.phase not in seen:
+        if sc.case.accuracy_tasks and sc.case.phase not in seen:  # its kind gave it tasks: an accuracy case
             seen[sc.case.phase] = sc.case
     return [_check_phase(phase, c) for phase, c in seen.items()]
 

@@ -36,7 +36,7 @@ from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import (FILE_NAME, PROBE_STAGES, ChoiceDecision, FittedPoint, SettingRef, Stage,
                                            VerifiedCheck, read_decisions)
 from results_schema.records.models import BenchRecord
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from runners.planning.choose_plan import ChooseNeed
 from conf.schema_matrix import PointConfig
 from offload_tools.choice import distinct_settings, released_bytes

@@ -26,8 +26,8 @@ from runners.errors import (EXIT_ACCURACY, EXIT_CASE_FAILURES, EXIT_FORMAL_STOP,
 from runners.orchestration.execute import RunState, Timings
 from runners.paths import CONTROLLED_ENV, REPO_ROOT, new_run_id
 from runners.orchestration.rundir import write_sha256sums
-from runners.planning.cases import ScheduledCase
-from runners.planning.plan import BENCH_KINDS
+from runners.cases import ScheduledCase
+from runners.kinds.registry import kind_of
 from results_schema.records.choice import read_decisions
 from results_schema.records.copy_bench import FILE_NAME as COPY_BENCH_FILE
 from results_schema.codec.io import RecordError, read_json
@@ -67,7 +67,7 @@ class Findings:
 
 def copy_bench(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path, model_dir: Path,
                base_env: Mapping[str, str], console: Any, run_copy_bench: CopyBenchRun) -> None:
-    """CPU runs with offload cases of a bench kind (``runners.planning.plan.BENCH_KINDS``: the cases whose
+    """CPU runs with offload cases of a bench kind (``runners.kinds.base.CaseKind.bench``: the cases whose
     ``BenchRecord`` the report's transfer-model fit reads): plain copy bandwidth
     (``runners.orchestration.copy_bench``) for that fit, measured in the environment of the first such case's
     runtime (a phase may set its own: thread count); ``run_copy_bench``: the bench
@@ -77,7 +77,7 @@ def copy_bench(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path, model
     (``accuracy_model``) is not the run's model, whose layer shapes the bench copies."""
     if (run_dir / COPY_BENCH_FILE).is_file():  # measured already (a choose run's probe)
         return
-    offload = [sc for sc in items if sc.case.offload_requested and sc.case.kind in BENCH_KINDS]
+    offload = [sc for sc in items if sc.case.offload_requested and kind_of(sc.case).bench]
     rt = offload[0].case.runtime if offload else cfg.runtime
     if rt.device != "cpu" or not offload or cfg.bench_command:
         return

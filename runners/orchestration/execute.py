@@ -2,10 +2,10 @@
 
 What is modelled: per phase an identity re-check (not before the first phase of a new run) and
 the health gate, then one ``LaunchSpec`` per case (argv, explicit environment, files, limits),
-run by the executor (local or Ray); each finished case is finalised by its kind's module
-(``runners.outcome.bench``, ``runners.outcome.accuracy``, ``runners.outcome.serving``) and one line is appended (fsync) to
-``<phase>-runs.jsonl`` / ``-accuracy-cases.jsonl`` / ``-serving.jsonl`` or ``-failures.jsonl``.
-A formal run stops at its first unexpected outcome.
+run by the executor (local or Ray); each finished case is finalised by its kind (``runners.kinds``: its
+``finalize`` returns one ``runners.outcome.finalized.Outcome``) and its lines are appended (fsync) to the files
+the kind names (``<phase>-runs.jsonl`` / ``-accuracy-cases.jsonl`` / ``-serving.jsonl``) or to
+``<phase>-failures.jsonl``; its progress line is the kind's. A formal run stops at its first unexpected outcome.
 
 What is deliberately not modelled: process handling (``runners.incase.process_group``, ``runners.launching.executors``).
 """
@@ -19,25 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conf.schema import Config
+from runners.cases import LaunchSpec, ScheduledCase
 from runners.paths import REPO_ROOT, CasePaths, new_run_id
 from runners.orchestration.progress import Progress
-from results_schema.codec.io import append_jsonl, read_jsonl
-from results_schema.records.models import CaseRun
-from results_schema.rules.accuracy_rule import baseline_judgement
-from results_schema.rules.token_rule import PhaseFloor, token_status
-from runners.launching.case_command import (HOST_MODEL_INFO_CACHE, case_argv, case_env, publish_model_infos,
+from results_schema.codec.io import append_jsonl
+from runners.kinds.registry import kind_of
+from runners.launching.case_command import (HOST_MODEL_INFO_CACHE, CaseCommands, case_env, publish_model_infos,
     share_model_info_cache)
 from runners.launching.executors import make_executor
-from runners.outcome.accuracy import accuracy_cases_name
-from runners.outcome.bench import finalize_bench
+from runners.outcome.finalized import Outcome
 
 if TYPE_CHECKING:
-    from results_schema.records.accuracy import AccuracyCaseRun
-    from results_schema.records.serving import ServingRun
     from runners.identity.gates import GateObservation
     from runners.incase.process_group import ProcessOutcome
-    from runners.outcome.finalized import Finalized
-    from runners.planning.cases import LaunchSpec, ScheduledCase
 
 
 @dataclass
@@ -78,175 +72,41 @@ class Timings:
     model_build: float = 0.0  # building the tiny model once (cached afterwards): set-up, not per-case overhead
 
 
-def _success_status(fin: Finalized, acc_line: AccuracyCaseRun | None, serving_lines: Sequence[ServingRun]) -> str:
-    """Progress status of a case that ended as expected without a failure line."""
-    status = "ok"
-    if acc_line is not None:
-        status += " " + ", ".join(f"{o.task} {o.correct}/{o.num_examples} ({o.mode})" for o in acc_line.results)
-    if serving_lines:
-        ev = serving_lines[0].evidence
-        status += (" " + ", ".join(f"{ln.rate.request_rate_rps or 'inf'} req/s: TPOT P50 {ln.rate.tpot.p50_ms:.1f} ms "
-                                   f"(n {ln.rate.completed})"
-                                   for ln in serving_lines)
-                   + f"; wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
-        hot = [ln for ln in serving_lines if ln.rate.host_load is not None and ln.rate.host_load.contended]
-        if hot:
-            status += "; CONTENDED at " + ", ".join(
-                f"{ln.rate.request_rate_rps or 'inf'} req/s ({ln.rate.host_load.foreign_cores:.2f} foreign cores)"
-                for ln in hot if ln.rate.host_load is not None) + " (verdicts resting on them are withheld)"
-    if fin.run is not None:
-        ev = fin.run.evidence
-        rec = fin.run.record
-        status += (f" {rec.throughput_tok_s:.1f} tok/s over {rec.elapsed_s:.2f} s measured in "
-                   f"{len(rec.rounds)} rounds (min {rec.workload.min_measured_s or 0:g} s), "
-                   f"wrapped {ev.wrapped_count}, {ev.offloaded_bytes} B offloaded")
-        if fin.note:  # e.g. the KV cache memory changed during the case
-            status += f"; {fin.note}"
-        hl = rec.host_load
-        if hl is not None and hl.contended:
-            status += (f"; CONTENDED: {hl.foreign_cores:.2f} foreign cores, steal {hl.steal_fraction * 100:.1f}% while "
-                       f"it measured (verdicts resting on it are withheld)")
-    return status
-
-
-def seed_baselines(state: RunState, phases: Sequence[str]) -> None:
-    """On resume: each phase's baseline records from the lines already in ``<phase>-runs.jsonl`` (and the
-    accuracy baselines' ``examples_sha256`` from ``<phase>-accuracy-cases.jsonl``).
+def seed_baselines(state: RunState, items: Sequence[ScheduledCase]) -> None:
+    """On resume: each phase's baselines from the lines already written, as its kind reads them
+    (``CaseKind.seed``: a bench phase's ``<phase>-runs.jsonl``, an accuracy phase's ``examples_sha256``).
 
     Without it a resumed case whose tokens differ from a baseline recorded before the interruption
-    would be printed and counted as ``ok`` (``token_check`` would have no reference).
+    would be printed and counted as ``ok`` (the live check would have no reference).
     """
 
-    from results_schema.records.accuracy import AccuracyCaseRun
-
-    for phase in phases:
-        path = state.run_dir / f"{phase}-runs.jsonl"
-        for run in read_jsonl(path, CaseRun) if path.is_file() else ():
-            if run.record.implementation == "baseline":
-                state.baseline_records.setdefault(run.record.phase, []).append(run.record)
-        acc = state.run_dir / accuracy_cases_name(phase)
-        for line in read_jsonl(acc, AccuracyCaseRun) if acc.is_file() else ():
-            if line.implementation == "baseline":
-                accuracy_output_check(state, line)
+    firsts: dict[str, ScheduledCase] = {}
+    for sc in items:
+        firsts.setdefault(sc.case.phase, sc)
+    for phase, sc in firsts.items():
+        kind_of(sc.case).seed(state, state.run_dir, phase)
 
 
-def token_check(state: RunState, rec: Any) -> str | None:
-    """Live greedy token check of one bench record: ``results_schema.rules.token_rule`` over the baselines so far.
-
-    The rule is the validation's (``analysis.validation.checks.check_tokens``), applied to the phase's
-    baseline processes finished so far, so that a case whose tokens differ is never printed or counted
-    as ``ok``. Returns ``None`` (a baseline, a sampled workload, or no baseline finished yet in this
-    phase: nothing to say), ``"tokens identical to baseline"``, ``"tokens within the baseline-vs-baseline
-    floor"`` or a ``"TOKENS DIFFER ..."`` status (also appended to ``state.token_mismatches``).
-    """
-
-    if rec.implementation == "baseline":
-        state.baseline_records.setdefault(rec.phase, []).append(rec)
-        return None
-    if rec.workload.temperature != 0.0:
-        return None
-    floor = PhaseFloor.of(state.baseline_records.get(rec.phase, ()))
-    status = token_status(rec, floor)
-    if status == "no_baseline":
-        return None
-    if status == "identical":
-        return "tokens identical to baseline"
-    if status == "within_baseline_noise":
-        return "tokens within the baseline-vs-baseline floor (baseline not deterministic on this runtime)"
-    how = (f"digest {rec.token_digest[:12]} vs {sorted(floor.digests)[0][:12]}" if floor.deterministic else
-           f"rounds {floor.rounds_left(rec)} match no baseline process vs floor {floor.floor_rounds}")
-    line = (f"TOKENS DIFFER from the {rec.phase} baseline (greedy decoding: must be identical; "
-            f"{how}); the validation judges it against every baseline process of the phase")
-    state.token_mismatches.append(f"{rec.phase}/{rec.label}-r{rec.repeat}: {line}")
-    return line
-
-
-def accuracy_output_check(state: RunState, line: Any) -> str | None:
-    """Live output-identity check of one accuracy case (``AccuracyCaseRun``) against its phase's baseline.
-
-    The verifier's rule (``results_schema.rules.accuracy_rule``) over the baseline runs finished so far, per task:
-    under identity the case's ``examples_sha256`` must equal the first baseline run's. Returns ``None`` (the
-    first baseline run, or no baseline yet), ``"outputs identical to baseline"``, an ``"OUTPUTS DIFFER ..."``
-    status (also appended to ``state.token_mismatches``), for a later baseline run ``"outputs identical to the
-    first baseline run"`` / ``"BASELINE NOT DETERMINISTIC ..."``, or, once the baseline runs differ, a note
-    that the case is judged against their floor (not a mismatch: the verifier judges it so).
-    """
-
-    digests = state.accuracy_baseline_digests
-    keys = {o.task: f"{line.phase}/accuracy/{o.task}" for o in line.results}
-    if line.implementation == "baseline":
-        again = [o.task for o in line.results if digests.get(keys[o.task])]
-        for o in line.results:
-            digests.setdefault(keys[o.task], []).append(o.examples_sha256)
-        noisy = [o.task for o in line.results if o.examples_sha256 != digests[keys[o.task]][0]]
-        if noisy:
-            return (f"BASELINE NOT DETERMINISTIC on this runtime: this baseline run differs from the first on "
-                    f"{', '.join(noisy)}; the verifier judges offload cases against the baseline-vs-baseline floor "
-                    "(paired per example), not by identity")
-        return "outputs identical to the first baseline run" if again else None
-    compared = [o for o in line.results if digests.get(keys[o.task])]
-    if not compared:
-        return None
-    floor = [o.task for o in compared if baseline_judgement(digests[keys[o.task]]) == "noise_floor"]
-    differ = [o.task for o in compared if o.task not in floor and o.examples_sha256 != digests[keys[o.task]][0]]
-    if differ:
-        status = (f"OUTPUTS DIFFER from the {line.phase} baseline on {', '.join(differ)} (greedy decoding: must be "
-                  "identical); accuracy verification will fail unless the baseline runs disagree with each other "
-                  "(then it judges against their floor)")
-        state.token_mismatches.append(f"{line.phase}/{line.label}-r{line.repeat}: {status}")
-        return status
-    if floor:
-        return (f"judged against the baseline-vs-baseline floor on {', '.join(floor)} (the baseline runs differ); "
-                "the verifier decides")
-    return "outputs identical to baseline"
-
-
-def _finalize(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
-              run_dir: Path) -> tuple[Finalized, AccuracyCaseRun | None, list[ServingRun]]:
-    """``(Finalized, accuracy line | None, serving lines)`` of one finished case process."""
-    if sc.case.kind == "accuracy":
-        from runners.outcome.accuracy import finalize_accuracy
-
-        fin, acc_line = finalize_accuracy(sc, spec, outcome, run_dir)
-        return fin, acc_line, []
-    if sc.case.kind == "serving":
-        from runners.outcome.serving import finalize_serving
-
-        fin, serving_lines = finalize_serving(sc, spec, outcome, run_dir)
-        return fin, None, list(serving_lines)
-
-    fin = finalize_bench(sc, outcome, run_dir=run_dir, log_path=Path(spec.log_path),
-                         evidence_path=Path(spec.evidence_path), record_path=Path(spec.record_path),
-                         command=tuple(spec.argv))
-    return fin, None, []
-
-
-def _append_lines(run_dir: Path, phase: str, fin: Finalized, acc_line: AccuracyCaseRun | None,
-                  serving_lines: Sequence[ServingRun]) -> None:
-
-    if fin.run is not None:
-        append_jsonl(run_dir / f"{phase}-runs.jsonl", fin.run)
-    if acc_line is not None:
-        append_jsonl(run_dir / accuracy_cases_name(phase), acc_line)
-    for line in serving_lines:
-        append_jsonl(run_dir / f"{phase}-serving.jsonl", line)
+def _append_lines(run_dir: Path, phase: str, fin: Outcome) -> None:
+    for line in fin.lines:
+        append_jsonl(run_dir / line.file, line.record)
     if fin.failure is not None:
         append_jsonl(run_dir / f"{phase}-failures.jsonl", fin.failure)
 
 
 def _on_done_impl(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome) -> bool:
     state.case_wall_s += outcome.wall_s
-    fin, acc_line, serving_lines = _finalize(sc, spec, outcome, state.run_dir)
-    _append_lines(state.run_dir, sc.case.phase, fin, acc_line, serving_lines)
+    kind = kind_of(sc.case)
+    fin = kind.finalize(sc, spec, outcome, state.run_dir)
+    _append_lines(state.run_dir, sc.case.phase, fin)
     state.finished.add(sc.key)
     if fin.expected and fin.failure is not None:
         state.expected_failures += 1
         status = f"expected failure: {fin.failure.error_type or fin.failure.failure_type}"
     elif fin.expected:
-        status = _success_status(fin, acc_line, serving_lines)
+        status = kind.progress(fin)
         mismatches = len(state.token_mismatches)
-        tokens = (token_check(state, fin.run.record) if fin.run is not None
-                  else accuracy_output_check(state, acc_line) if acc_line is not None else None)
+        tokens = kind.output_check(state, fin)
         if tokens is not None and len(state.token_mismatches) > mismatches:  # the check recorded a mismatch
             status = tokens + status.removeprefix("ok")
         else:
@@ -277,9 +137,7 @@ def on_done(state: RunState, sc: ScheduledCase, spec: LaunchSpec, outcome: Proce
 
 
 def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str]) -> LaunchSpec:
-    """The ``LaunchSpec`` of one scheduled case: argv, explicit environment, files and limits."""
-    from runners.planning.cases import LaunchSpec
-
+    """The ``LaunchSpec`` of one scheduled case: argv (its kind's), explicit environment, files and limits."""
     run_dir, phase = state.run_dir, sc.case.phase
     paths = CasePaths.of(run_dir, phase, sc.stem)
     for p in (paths.log, paths.evidence, paths.record):
@@ -287,18 +145,12 @@ def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str])
     share_model_info_cache(run_dir, sc.case.implementation, HOST_MODEL_INFO_CACHE)
     rt = sc.case.runtime
     python = str(rt.python or state.python)
-    argv: Sequence[str]
-    if sc.case.kind == "serving":
-        from runners.planning.serving_spec import write_case_spec
-
-        argv = write_case_spec(sc, model_dir=state.model_dir, run_dir=run_dir, python=python)
-    else:
-        argv = case_argv(sc, model_dir=state.model_dir, paths=paths, bench_command=state.bench_command,
-                         python=python, accuracy_command=state.accuracy_command,
-                         bench_module=state.bench_module)
+    kind = kind_of(sc.case)
+    commands = CaseCommands(bench_command=state.bench_command, accuracy_command=state.accuracy_command,
+                            bench_module=state.bench_module)
+    argv: Sequence[str] = kind.launch(sc, model_dir=state.model_dir, paths=paths, python=python, commands=commands)
     env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
-    explicit = state.accuracy_command if sc.case.kind == "accuracy" else state.bench_command
-    if not explicit:  # an explicit command runs as given; otherwise inside the runtime
+    if not kind.explicit_command(commands):  # an explicit command runs as given; otherwise inside the runtime
         from runners.identity.runtimes import wrap_prefix
 
         argv, env = wrap_prefix(rt, argv, env, base_env)

@@ -1,8 +1,9 @@
 """What the runner prints: the console, case k/n progress with ETA, the dry-run schedule.
 
 What is modelled: a rich console (200 columns when not a terminal), one plain line per finished
-case (``[k/n] phase/label-rR: status (wall s) ETA``) plus a live bar on a terminal, and the
-dry-run schedule table with the per-phase settings every case gets.
+case (``[k/n] phase/label-rR: status (wall s) ETA``; the status of a success is its kind's, ``runners.kinds``)
+plus a live bar on a terminal, and the dry-run schedule table with the per-phase settings every case gets
+(the workload line and further lines of each phase's kind).
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Any, Mapping, Sequence
 
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
-from conf.typed import plain
-from runners.planning.cases import PhaseCase, ScheduledCase
-from runners.paths import accuracy_manifest_path
+from runners.cases import ScheduledCase
+from runners.kinds.registry import kind_of
 
 
 def make_console() -> Any:
@@ -87,9 +87,7 @@ def print_schedule(items: Sequence[ScheduledCase], cfg: Config) -> None:
     for sc in items:
         c = sc.case
         table.add_row(str(sc.index + 1), c.phase, str(sc.repeat), c.label, c.implementation, str(c.group_size),
-                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name,
-                      str(c.workload.measured_rounds) if c.serving is None else
-                      "serving: " + ", ".join(f"{r:g}" for r in c.serving.request_rates) + " req/s")
+                      str(c.num_in_group), str(c.prefetch_step), c.runtime_name, kind_of(c).rounds_cell(c))
     console.print(table)
     per_phase: dict[str, int] = {}
     for sc in items:
@@ -114,7 +112,7 @@ def schedule_settings(items: Sequence[ScheduledCase], cfg: Config) -> list[str]:
         lines.append(f"phase {phase}: runtime={rt.name} offload_backend={','.join(backends) or '-'} "
                      f"focus_first={m.focus_first} cooldown_s={c.cooldown_s:g} "
                      f"case_timeout_s={c.timeout_s:g} kill_grace_s={c.kill_grace_s:g}")
-        lines.append(_workload_line(c))
+        lines.append(kind_of(c).workload_line(c))
         env = " ".join(f"{k}={v}" for k, v in sorted(rt.env.items()))
         overlay = any(sc.case.phase == phase and sc.case.implementation == "overlay" for sc in items)
         lines.append(f"  case env: {env or '-'}; PYTHONPATH=<evidence hook>:<repo>"
@@ -122,40 +120,8 @@ def schedule_settings(items: Sequence[ScheduledCase], cfg: Config) -> list[str]:
                      + (":<inherited PYTHONPATH>" if rt.inherit_pythonpath else "")
                      + f"; health: {' '.join(rt.health_command or ['-'])}"
                      + (f" (expect {rt.health_expect!r})" if rt.health_expect else ""))
-        if c.kind == "accuracy":  # what the accuracy verifier holds the phase to
-            lines.append(f"  accuracy: tasks={','.join(c.accuracy_tasks)} protocol={c.accuracy_protocol} "
-                         f"manifest={c.accuracy_manifest} ({_manifest_state(c.accuracy_manifest)}) "
-                         f"limit={c.accuracy_limit} max_accuracy_drop={c.max_accuracy_drop:g} (fraction); "
-                         "backends checked against plan.json")
+        lines += kind_of(c).settings_lines(c)  # e.g. what the accuracy verifier holds the phase to
     return lines
-
-
-def _workload_line(c: PhaseCase) -> str:
-    """The phase's workload as its cases really run it: the bench workload, or for accuracy phases the
-    protocol's engine and sampling (the workload's prompts, dtype and lengths do not apply), or for
-    serving phases the engine options passed to the API server and the serving benchmark's load."""
-    if c.kind == "accuracy":
-        from results_schema.records.protocols import protocol_spec
-
-        specs = [protocol_spec(str(c.accuracy_protocol), t) for t in c.accuracy_tasks]
-        engine = specs[0].engine.model_dump(exclude_none=True) if specs else {}
-        sampling = ", ".join(f"{s.task}: temperature={s.sampling.temperature:g} max_tokens={s.sampling.max_tokens}"
-                             for s in specs)
-        return (f"  workload: the protocol's, not the bench workload: engine {engine or '{}'} (other engine "
-                f"arguments: vLLM's defaults); {sampling}")
-    text = "  workload: " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
-                                     for k, v in sorted(plain(c.workload).items()))
-    if c.kind == "serving":
-        text += ("\n  serving load: `vllm bench serve`, random dataset of num_prompts x input_len / max_tokens, "
-                 "ignore_eos (exact token counts), temperature; the workload's prompt_mode, prompts_vary_per_round "
-                 "and ignore_eos do not apply; its engine options go to the API server")
-    return text
-
-
-def _manifest_state(configured: str) -> str:
-    """``present`` or ``missing: a real run stops before any process`` (a dry run does not check the files)."""
-
-    return "present" if accuracy_manifest_path(configured).is_file() else "missing: a real run stops before any process"
 
 
 def expected_duration_line(items: Sequence[ScheduledCase], phases: Mapping[str, MatrixConfig]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from results_schema.records.accuracy import AccuracyCaseRun
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.codec.io import read_jsonl
@@ -73,7 +73,7 @@ def complete_run(run_dir: Path, items: Sequence[ScheduledCase]) -> tuple[bool, i
 
     Args:
         run_dir: the run directory.
-        items: its planned cases (``runners.planning.cases.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
+        items: its planned cases (``runners.cases.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
 
     Returns:
         ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line

@@ -15,7 +15,7 @@ from runners.identity.gates import RunIdentity
 from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.orchestration.execute import Timings
 from runners.orchestration.rundir import Key
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from runners.planning.choose_plan import ChooseNeed
 
 
@@ -27,7 +27,7 @@ class Plan:
         cfg: the typed config (the saved one when resuming).
         runtimes: the runtimes the run uses (``runners.config.runtimes_used``), computed once here.
         overrides: the command-line overrides (the saved ones when resuming).
-        items: every case process in schedule order (``runners.planning.cases.ScheduledCase``).
+        items: every case process in schedule order (``runners.cases.ScheduledCase``).
         phases: phase names in schedule order.
         accuracy_phases: what the pre-launch check learnt about each accuracy phase.
         resume_dir: the run directory to resume, or None for a new run.

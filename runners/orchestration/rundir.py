@@ -29,7 +29,7 @@ from runners.identity.gates import RunIdentity
 from runners.paths import REPO_ROOT, CasePaths, abs_path, new_run_id
 from runners.orchestration.accuracy_phase import AccuracyPhase
 from runners.orchestration.run_lock import RunLock
-from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.cases import PhaseCase, ScheduledCase
 from conf.schema import ConfigError, check_name
 from conf.typed import load_saved_config
 from results_schema.records.accuracy import AccuracyCaseRun
@@ -49,7 +49,8 @@ from runners.orchestration.resume import override_differences
 from runners.outcome.accuracy import accuracy_cases_name
 from runners.planning.choose_plan import ChooseNeed
 from runners.planning.plan import expand
-from runners.planning.serving_spec import paths_of
+from runners.kinds.registry import kind_of
+from runners.launching.serving_case import spec_rates
 
 Key = tuple[str, str, int]
 """``(phase, label, repeat)``: the identity of one case process, used by resume."""
@@ -82,12 +83,10 @@ def write_sha256sums(run_dir: Path) -> Path:
 
 
 def planned_case(c: PhaseCase) -> Any:
-    """``PlannedCase`` of one ``runners.planning.cases.PhaseCase``."""
-    import math
-
+    """``PlannedCase`` of one ``runners.cases.PhaseCase``."""
     rates = None
     if c.serving is not None:  # set for kind=serving only
-        rates = tuple(None if math.isinf(float(r)) and float(r) > 0 else float(r) for r in c.serving.request_rates)
+        rates = spec_rates(c.serving.request_rates)
     failing = c.expect_error is not None
     return PlannedCase(
         label=c.label, implementation=c.implementation, offload_group_size=c.group_size,
@@ -230,13 +229,7 @@ def _leftovers(items: Sequence[ScheduledCase], done: set[Key], run_dir: Path) ->
     for sc in items:
         if sc.key in done:
             continue
-        out += CasePaths.of(run_dir, sc.case.phase, sc.stem).existing()
-        acc_dir = run_dir / "records" / sc.case.phase / sc.stem
-        if acc_dir.is_dir():
-            out.append(acc_dir)
-        if sc.case.kind == "serving":
-            out += [q for k, q in paths_of(run_dir, sc.case.phase, sc.stem).items()
-                    if k != "requests_dir" and q.exists()]
+        out += [q for q in kind_of(sc.case).files(CasePaths.of(run_dir, sc.case.phase, sc.stem)) if q.exists()]
     return out
 
 

@@ -39,7 +39,7 @@ from runners.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, RunnerError
 from runners.orchestration.execute import RunState, Timings
 from runners.identity.gates import RunIdentity
 from runners.orchestration.run_lock import RunLock
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from offload.cpu_kernels import CPU_KERNEL_PATHS
 from runners.errors import PlanError, io_error
 from runners.identity.gates import required_scalar_pins, resolve_model_dir
@@ -111,7 +111,7 @@ def _check_executor(executor: ExecutorConfig) -> None:
 
 
 def _accuracy_phases(items: Sequence[ScheduledCase]) -> list[AccuracyPhase]:
-    if not any(sc.case.kind == "accuracy" for sc in items):
+    if not any(sc.case.accuracy_tasks for sc in items):  # cases evaluating dataset tasks (the accuracy kind's)
         return []
     import importlib.util
 
@@ -260,7 +260,7 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
                      bench_command=c.bench_command, formal=c.formal, progress=progress,
                      accuracy_command=c.accuracy_command, bench_module=c.bench_module)
     if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
-        seed_baselines(state, list(dict.fromkeys(sc.case.phase for sc in p.items)))
+        seed_baselines(state, p.items)
     base_env = dict(os.environ)
     interrupted = run_phases(run.cfg, state, todo, phases=p.phases, identity=run.run_identity.gate,
                              resumed=p.resume_dir is not None, timings=run.timings)

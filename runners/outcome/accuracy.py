@@ -22,9 +22,9 @@ from results_schema.codec.io import read_json
 from results_schema.records.identity import OffloadSetting
 from runners.incase.process_group import ProcessOutcome
 from runners.outcome.case_log import root_cause, tail
-from runners.outcome.finalized import Finalized
+from runners.outcome.finalized import Line, Outcome
 from runners.paths import accuracy_manifest_path
-from runners.planning.cases import LaunchSpec, PhaseCase, ScheduledCase
+from runners.cases import LaunchSpec, PhaseCase, ScheduledCase
 
 
 def accuracy_cases_name(phase: str) -> str:
@@ -76,7 +76,7 @@ def _case_run(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, resu
 
 
 def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
-                      run_dir: Path) -> tuple[Finalized, AccuracyCaseRun | None]:
+                      run_dir: Path) -> Outcome:
     """Accuracy case: success = exit 0 and a validating ``<label>.<task>.result.json`` per task.
 
     Args:
@@ -86,8 +86,8 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
         run_dir: the run directory (paths in the line are relative to it).
 
     Returns:
-        ``(Finalized, AccuracyCaseRun | None)``: the completion line on success, else ``None`` and a
-        ``Finalized`` holding the ``CaseFailure`` (an unreadable or foreign result file is a failure too).
+        ``Outcome`` with the ``AccuracyCaseRun`` completion line (``accuracy_cases_name``) on success, else
+        with the ``CaseFailure`` (an unreadable or foreign result file is a failure too).
     """
     c = sc.case
     log_path = Path(spec.log_path)
@@ -98,7 +98,8 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
     if outcome.exit_code == 0 and not outcome.timed_out and not missing:
         try:
             line = _case_run(sc, spec, outcome, results, run_dir)
-            return Finalized(run=None, failure=None, expected=c.expect_error is None), line
+            return Outcome(lines=(Line(accuracy_cases_name(c.phase), line),), failure=None,
+                           expected=c.expect_error is None)
         except (ValueError, OSError) as exc:
             msg = f"accuracy result does not validate: {exc}"
     else:
@@ -111,4 +112,4 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
                     failure_type=ftype, exit_code=outcome.exit_code, signal=outcome.signal, error_type=et,
                     error_message=f"case {c.phase}/{c.label} r{sc.repeat}: {msg}" + (f"; {et}: {em}" if et else ""),
                     log_tail=tail(log_text), log_path=str(log_path.relative_to(run_dir)), duration_s=outcome.wall_s)
-    return Finalized(run=None, failure=f, expected=False), None
+    return Outcome(lines=(), failure=f, expected=False)

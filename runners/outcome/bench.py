@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Callable, cast
 
 from results_schema.records.case_outcome import CaseFailure, FailureType, KVCacheCapacity
-from results_schema.records.models import CaseRun
+from results_schema.records.models import BenchRecord, CaseRun
 from runners.outcome.case_checks import (
     CheckFailed,
     check_evidence,
@@ -40,10 +40,10 @@ from runners.outcome.case_log import (
     tail,
     worker_signal,
 )
-from runners.outcome.finalized import Finalized
+from runners.outcome.finalized import Line, Outcome
 from runners.incase.engine_path import engine_outcome
 from runners.incase.process_group import ProcessOutcome
-from runners.planning.cases import ScheduledCase
+from runners.cases import ScheduledCase
 from runners.identity.numerics import cpu_facts, describe
 
 
@@ -97,7 +97,7 @@ def _exit_failure(sc: ScheduledCase, outcome: ProcessOutcome, log_text: str, err
 
 
 def _failed(sc: ScheduledCase, outcome: ProcessOutcome, judged: _Judged, *, log_text: str, rel_log: str,
-            kv: KVCacheCapacity) -> Finalized:
+            kv: KVCacheCapacity) -> Outcome:
     """The ``CaseFailure`` line of a failed case; expected when its text matches the case's ``expect_error``."""
     c = sc.case
     err_type, err_msg = root_cause(log_text)
@@ -114,11 +114,17 @@ def _failed(sc: ScheduledCase, outcome: ProcessOutcome, judged: _Judged, *, log_
         haystack = f"{err_type or ''}: {err_msg or ''}\n{judged.message}"
         expected = re.search(c.expect_error, haystack) is not None
     note = f"expected failure ({c.expect_error})" if expected else ""
-    return Finalized(run=None, failure=f, expected=expected, note=note)
+    return Outcome(lines=(), failure=f, expected=expected, note=note)
+
+
+def runs_name(phase: str) -> str:
+    """File of a bench phase's ``CaseRun`` lines."""
+    return f"{phase}-runs.jsonl"
 
 
 def finalize_bench(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path, log_path: Path, evidence_path: Path,
-             record_path: Path, command: tuple[str, ...]) -> Finalized:
+                   record_path: Path, command: tuple[str, ...],
+                   record_check: Callable[[BenchRecord], None] | None = None) -> Outcome:
     """Check one finished case and build its single line.
 
     Args:
@@ -127,9 +133,11 @@ def finalize_bench(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path,
         run_dir: the run directory (paths in lines are relative to it).
         log_path, evidence_path, record_path: the case's files.
         command: argv it was started with.
+        record_check: the case kind's own check of its record, run right after ``check_record`` (raises
+            ``CheckFailed``; the stability kind's: every round produced a token).
 
     Returns:
-        ``Finalized`` with either a ``CaseRun`` or a ``CaseFailure``.
+        ``Outcome`` with either a ``CaseRun`` line (``<phase>-runs.jsonl``) or a ``CaseFailure``.
     """
     c = sc.case
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
@@ -139,6 +147,8 @@ def finalize_bench(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path,
     if judged is None:
         try:
             record = check_record(sc, log_text, record_path)
+            if record_check is not None:
+                record_check(record)
             check_plan_model(record, command)
             evidence = check_evidence(sc, log_text, evidence_path, model=record.model)
             kernels = check_kernels(sc, log_text)
@@ -151,8 +161,9 @@ def finalize_bench(sc: ScheduledCase, outcome: ProcessOutcome, *, run_dir: Path,
                   log_path=rel_log, evidence_path=str(evidence_path.relative_to(run_dir)), command=command,
                   cpu_kernels=kernels)
     change = kv_cache_change(kv).lstrip("; ")
+    lines = (Line(runs_name(c.phase), run),)
     if c.expect_error is not None:
-        return Finalized(run=run, failure=None, expected=False,
-                         note=f"expected an error matching {c.expect_error!r}, but the case succeeded"
-                              + (f"; KV cache memory {change}" if change else ""))
-    return Finalized(run=run, failure=None, expected=True, note=f"KV cache memory {change}" if change else "")
+        return Outcome(lines=lines, failure=None, expected=False,
+                       note=f"expected an error matching {c.expect_error!r}, but the case succeeded"
+                            + (f"; KV cache memory {change}" if change else ""))
+    return Outcome(lines=lines, failure=None, expected=True, note=f"KV cache memory {change}" if change else "")

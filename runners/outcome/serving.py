@@ -9,7 +9,7 @@ the server log's. A speed control (``step_delay_ms``, :mod:`offload.controls`) m
 and acted lines in the server log, else ``missing_evidence``.
 
 What is deliberately not modelled: the measurement (``runners.incase.serving.driver``), the case's
-spec and files (``runners.planning.serving_spec``).
+spec (``runners.launching.serving_case``) and files (``runners.paths.CasePaths``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from results_schema.records.serving import ServingCaseResult, ServingRun
 from runners.incase.process_group import ProcessOutcome
 from runners.outcome.case_checks import CheckFailed, check_evidence, control_missing
 from runners.outcome.case_log import parse_kv_cache, root_cause, tail
-from runners.outcome.finalized import Finalized
-from runners.planning.cases import LaunchSpec, ScheduledCase
-from runners.planning.serving_spec import paths_of
+from runners.outcome.finalized import Line, Outcome
+from runners.cases import LaunchSpec, ScheduledCase
+from runners.paths import CasePaths
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class _ServingLogs:
     def rel(self, q: Path | str) -> str:
         return Path(q).relative_to(self.run_dir).as_posix()
 
-    def failure(self, ftype: FailureType, message: str, error_type: str | None) -> tuple[Finalized, list[ServingRun]]:
+    def failure(self, ftype: FailureType, message: str, error_type: str | None) -> Outcome:
         c, sc, outcome = self.sc.case, self.sc, self.outcome
         text = self.server_text or self.log_text
         et, em = root_cause(text)
@@ -56,7 +56,7 @@ class _ServingLogs:
             + (f"; server log names {et}: {em}" if et and error_type else "")
             + (f" (server log {self.rel(self.server_log)})" if self.server_log.is_file() else ""),
             log_tail=tail(text), log_path=self.rel(self.log_path), duration_s=outcome.wall_s)
-        return Finalized(run=None, failure=f, expected=False), []
+        return Outcome(lines=(), failure=f, expected=False)
 
 
 def _read_text(path: Path) -> str:
@@ -86,9 +86,13 @@ def _process_fault(sc: ScheduledCase, outcome: ProcessOutcome, result: ServingCa
     return None
 
 
-def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome,
-                     run_dir: Path) -> tuple[Finalized, list[ServingRun]]:
-    """Check a finished serving case; return ``(Finalized, lines)``.
+def serving_name(phase: str) -> str:
+    """File of a serving phase's ``ServingRun`` lines."""
+    return f"{phase}-serving.jsonl"
+
+
+def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> Outcome:
+    """Check a finished serving case; return its ``Outcome``.
 
     Args:
         sc: the scheduled serving case.
@@ -97,21 +101,21 @@ def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcom
         run_dir: the run directory (paths in the lines are relative to it).
 
     Returns:
-        ``lines`` holds one ``ServingRun`` per rate on success, nothing on failure (the
-        ``Finalized.failure`` then names the cause).
+        ``Outcome.lines`` holds one ``ServingRun`` per rate (``serving_name``) on success, nothing on failure
+        (``Outcome.failure`` then names the cause).
     """
     c = sc.case
-    p = paths_of(run_dir, c.phase, sc.stem)
+    p = CasePaths.of(run_dir, c.phase, sc.stem)
     logs = _ServingLogs(sc=sc, outcome=outcome, run_dir=run_dir, log_path=Path(spec.log_path),
-                        log_text=_read_text(Path(spec.log_path)), server_log=p["server_log"],
-                        server_text=_read_text(p["server_log"]))
+                        log_text=_read_text(Path(spec.log_path)), server_log=p.server_log,
+                        server_text=_read_text(p.server_log))
     result: ServingCaseResult | None = None
-    if p["record"].is_file():
+    if p.serving_record.is_file():
         try:
-            result = read_json(p["record"], ServingCaseResult)
+            result = read_json(p.serving_record, ServingCaseResult)
         except (RecordError, StrictJSONError, ValidationError) as exc:
             return logs.failure("invalid_record", f"serving record does not validate: {exc}", None)
-    fault = _process_fault(sc, outcome, result, p["record"])
+    fault = _process_fault(sc, outcome, result, p.serving_record)
     if fault is not None:
         return logs.failure(*fault)
     assert result is not None  # _process_fault names a missing record
@@ -129,6 +133,7 @@ def finalize_serving(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcom
         model=result.model, offload=result.offload, engine=result.engine, load=result.load, slo=result.slo, rate=r,
         evidence=evidence, kv_cache=kv, server_healthy_after_s=float(result.server.healthy_after_s or 0.0),
         teardown_s=result.teardown.teardown_s, process_wall_s=outcome.wall_s, log_path=rel(logs.log_path),
-        server_log_path=rel(logs.server_log), evidence_path=rel(spec.evidence_path), record_path=rel(p["record"]),
+        server_log_path=rel(logs.server_log), evidence_path=rel(spec.evidence_path), record_path=rel(p.serving_record),
         command=tuple(spec.argv), step_delay_ms=c.step_delay_ms) for r in result.rates]
-    return Finalized(run=None, failure=None, expected=c.expect_error is None), lines
+    return Outcome(lines=tuple(Line(serving_name(c.phase), ln) for ln in lines), failure=None,
+                   expected=c.expect_error is None)

@@ -27,7 +27,7 @@ from conf.schema_stack import ModelConfig
 from offload.matching import matches_offload_params
 from runners.errors import PlanError
 from runners.models.accuracy_model import accuracy_model_dir
-from runners.planning.cases import PhaseCase
+from runners.cases import PhaseCase
 from runners.planning.choose_plan import model_config, model_dir_at_hand
 from offload_tools.layer_bytes import (layer_param_names_from_safetensors, layer_param_shapes, safetensors_files,
     vllm_param_name)
@@ -130,7 +130,7 @@ def check_offload_params(cases_by_phase: Mapping[str, Sequence[PhaseCase]], mode
         for case in cases:
             if not case.params:
                 continue
-            key = case.accuracy_model if case.kind == "accuracy" else None
+            key = case.accuracy_model  # an accuracy phase's own model (set by its kind only), else the run's
             if key not in known:
                 known[key] = layer_param_names(model, key)
             found = known[key]

@@ -2,7 +2,8 @@
 
 What is modelled: the cases of each phase (baseline + points x implementations + explicit cases), their
 validation before any process starts (offload parameters through ``offload.selection``, ``offload_params``
-patterns against the model's layer parameter names through ``runners.planning.layer_names``, labels, repeats, kinds;
+patterns against the model's layer parameter names through ``runners.planning.layer_names``, labels, repeats, and
+each phase's own settings through its kind, ``runners.kinds``, which gives the kind's fields of every case;
 the per-phase effective workload against ``results_schema.records.models.WorkloadSpec`` and input_len + max_tokens
 <= max_model_len), the per-phase effective workload and runtime, and the rotated schedule (in repeat ``r`` the
 case order starts at index ``r``, as the seed did).
@@ -14,36 +15,26 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from conf.ranges import check_numbers
 from conf.schema import Config, ConfigError
 from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
-from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
+from results_schema.records.base import Implementation, OffloadBackend
 from results_schema.records.manifest import is_secret_name, looks_like_credential
-from results_schema.records.protocols import UnknownProtocolError, check_protocol, protocol_spec
-from runners.models.accuracy_model import phase_layers
 from runners.errors import PlanError
 from analysis.comparison.sequential import check_design
 from runners.planning.blocks import block_order
-from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.cases import PhaseCase, ScheduledCase
+from runners.kinds.base import CaseKind
+from runners.kinds.registry import bench_kinds, control_kinds, kind as case_kind, sequential_kinds
 from runners.planning.choose_plan import ChooseNeed, with_choose
 from runners.planning.layer_names import check_offload_params
 from runners.planning.workload_check import _effective_workload, validate_workload
 from offload.overlay import check_class_pattern
-from runners.planning.serving_spec import validate_serving
 
-KINDS = tuple(k.value for k in PhaseKind)
-BENCH_KINDS = ("throughput", "ttft", "stability")
-CONTROL_KINDS = ("serving", "throughput")
-"""Phase kinds that may run a speed control (``step_delay_ms``): its verdict against the undelayed baselines is
-judged there (``analysis.serving.stats``; ``analysis.comparison.decision``)."""
-"""Phase kinds whose cases run ``runners.incase.bench_one`` (the only ones with ``engine_validates``)."""
-ACCURACY_BASELINE_RUNS = 2
-"""An accuracy phase's baseline runs at least this often (repeat-major: the runs bracket the offload cases), so
-the verifier compares them with each other before it blames an offloader (``analysis.accuracy.baselines``)."""
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -56,13 +47,6 @@ def _phase_runtime(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> 
         raise PlanError(f"phase {phase!r}: runtime.env sets secret-looking variables {secret_env}; the config is "
                         "written to the run directory, so pass secrets through the environment instead")
     return eff_runtime
-
-
-def _check_serving(phase: str, matrix: MatrixConfig) -> None:
-    try:
-        validate_serving(phase, matrix.serving)
-    except ValueError as exc:
-        raise PlanError(f"phase {phase!r}: {exc}") from None
 
 
 def _raw_cases(matrix: MatrixConfig) -> list[CaseConfig]:
@@ -150,23 +134,6 @@ def check_overlay_runtime(where: str, runtime: RuntimeConfig) -> None:
         raise PlanError(f"{where}: {rt}.{exc}") from None
 
 
-def _accuracy_tasks(phase: str, matrix: MatrixConfig, kind: str) -> tuple[str, ...]:
-    if kind != "accuracy":
-        return ()
-    tasks = tuple(str(t) for t in matrix.accuracy_tasks)
-    if not tasks:
-        raise PlanError(f"phase {phase!r}: an accuracy phase needs accuracy_tasks (e.g. [gsm8k])")
-    key = "accuracy_protocol"  # the registered protocol and its tasks: refused here, before a dry run prints them
-    try:
-        check_protocol(str(matrix.accuracy_protocol))
-        key = "accuracy_tasks"
-        for task in tasks:
-            protocol_spec(str(matrix.accuracy_protocol), task)
-    except UnknownProtocolError as exc:
-        raise PlanError(f"phase {phase!r}: {key}: {exc}") from None
-    return tasks
-
-
 def _check_ranges(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> None:
     """Every number of the phase's matrix (its serving settings, points, cases and own runtime) and of the run's
     runtime inside its range: the one range table, ``conf.ranges`` (also checked when a config is typed; here
@@ -184,22 +151,22 @@ def _check_ranges(phase: str, matrix: MatrixConfig, runtime: RuntimeConfig) -> N
         raise PlanError(str(exc)) from None
 
 
-def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: str) -> int:
-    """Process count of one case: ``repeats_by_label`` else ``repeats``; an accuracy baseline at least
-    ``ACCURACY_BASELINE_RUNS`` (>= 1: ``conf.ranges``). Raises ``PlanError`` for ``engine_validates`` outside bench
-    kinds."""
-    n_rep = int(matrix.repeats_by_label.get(label, matrix.repeats))
-    if kind == "accuracy" and r.implementation == "baseline":
-        n_rep = max(n_rep, ACCURACY_BASELINE_RUNS)
-    if r.engine_validates and kind not in BENCH_KINDS:
+def _repeats(phase: str, label: str, r: CaseConfig, matrix: MatrixConfig, kind: CaseKind) -> int:
+    """Process count of one case: ``repeats_by_label`` else ``repeats`` (>= 1: ``conf.ranges``), as the kind counts
+    it (an accuracy baseline at least ``runners.kinds.accuracy.ACCURACY_BASELINE_RUNS``). Raises ``PlanError`` for
+    ``engine_validates`` outside bench kinds."""
+    n_rep = kind.repeats(int(matrix.repeats_by_label.get(label, matrix.repeats)), r)
+    if r.engine_validates and not kind.bench:
         raise PlanError(f"phase {phase!r}, case {label!r}: engine_validates is a bench-case switch (phase kinds "
-                        f"{BENCH_KINDS}); a {kind!r} phase has none")
+                        f"{bench_kinds()}); a {kind.name!r} phase has none")
     return n_rep
 
 
-def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig, workload: WorkloadConfig) -> None:
-    """A speed control (``step_delay_ms``) is a baseline of a serving or throughput phase (``CONTROL_KINDS``) that
-    also runs the undelayed baseline,
+def _check_step_delay(where: str, r: CaseConfig, kind: CaseKind, matrix: MatrixConfig,
+                      workload: WorkloadConfig) -> None:
+    """A speed control (``step_delay_ms``) is a baseline of a phase whose kind allows one (``speed_control``:
+    serving, throughput; its verdict against the undelayed baselines is judged there, ``analysis.serving.stats``,
+    ``analysis.comparison.decision``) that also runs the undelayed baseline,
     with an eager workload (a CUDA-graph replay runs no forward hook); the delay's range (0, MAX_STEP_DELAY_MS] ms
     is ``conf.ranges``'.
 
@@ -209,9 +176,9 @@ def _check_step_delay(where: str, r: CaseConfig, kind: str, matrix: MatrixConfig
     ms = r.step_delay_ms
     if ms is None:
         return
-    if kind not in CONTROL_KINDS or str(r.implementation) != "baseline":
+    if not kind.speed_control or str(r.implementation) != "baseline":
         raise PlanError(f"{where}: step_delay_ms {ms!r} is the speed control: it needs a phase of kind "
-                        f"{' or '.join(CONTROL_KINDS)} and implementation baseline, not a {kind!r} phase with "
+                        f"{' or '.join(control_kinds())} and implementation baseline, not a {kind.name!r} phase with "
                         f"implementation {str(r.implementation)!r}")
     if not matrix.baseline:
         raise PlanError(f"{where}: step_delay_ms {ms!r} is a speed control, judged against the phase's undelayed "
@@ -244,14 +211,12 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
             [0, 1], a negative ``cooldown_s``, a ``case_timeout_s`` <= 0, ...), an ``overlay`` case whose
             runtime names no usable source root or class (:func:`check_overlay_runtime`).
     """
-    kind = str(matrix.kind)
+    kind = case_kind(matrix.kind)
     eff_runtime = _phase_runtime(phase, matrix, runtime)
     eff_workload = _effective_workload(workload, matrix)
-    validate_workload(phase, eff_workload, matrix, kind=kind)
+    validate_workload(phase, eff_workload, matrix, engine=kind.engine_workload)
     _check_ranges(phase, matrix, runtime)
-    if kind == "serving":
-        _check_serving(phase, matrix)
-    tasks = _accuracy_tasks(phase, matrix, kind)
+    fields = kind.phase_fields(phase, matrix)
     cases: list[PhaseCase] = []
     seen: set[str] = set()
     for r in _raw_cases(matrix):
@@ -261,9 +226,9 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
             check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = _repeats(phase, label, r, matrix, kind)
         _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind, matrix, eff_workload)
-        cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, tasks))
+        cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, fields))
     if matrix.sequential.looks:
-        cases = _sequential_cases(phase, matrix, cases)
+        cases = _sequential_cases(phase, matrix, kind, cases)
     unknown = sorted(set(matrix.repeats_by_label) - seen)
     if unknown:
         raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")
@@ -272,17 +237,20 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
     return cases
 
 
-def _sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) -> list[PhaseCase]:
+def _sequential_cases(phase: str, matrix: MatrixConfig, kind: CaseKind,
+                      cases: list[PhaseCase]) -> list[PhaseCase]:
     """A sequential phase's cases with the first look's blocks as their repeats (later blocks are decided while the
-    run goes: ``runners.orchestration.sequential``). Raises ``PlanError`` naming a bad design value, a kind other than
-    throughput, a phase without a baseline, an expected-failure case, ``repeats_by_label`` or ``focus_first``."""
+    run goes: ``runners.orchestration.sequential``). Raises ``PlanError`` naming a bad design value, a kind without
+    sequential looks (``CaseKind.sequential``: throughput), a phase without a baseline, an expected-failure case,
+    ``repeats_by_label`` or ``focus_first``."""
     seq = matrix.sequential
     why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending))
     if why is not None:
         raise PlanError(f"phase {phase!r}: {why}")
-    if str(matrix.kind) != "throughput" or not matrix.baseline or len(cases) < 2:
-        raise PlanError(f"phase {phase!r}: sequential needs kind=throughput (got {str(matrix.kind)!r}), baseline: true "
-                        f"(got {matrix.baseline}) and at least one label beside the baseline")
+    if not kind.sequential or not matrix.baseline or len(cases) < 2:
+        raise PlanError(f"phase {phase!r}: sequential needs kind={' or '.join(sequential_kinds())} (got "
+                        f"{kind.name!r}), baseline: true (got {matrix.baseline}) and at least one label beside the "
+                        "baseline")
     if any(c.expect_error is not None for c in cases):
         raise PlanError(f"phase {phase!r}: sequential phases hold no expected-failure case (expect_error)")
     if matrix.repeats_by_label or matrix.focus_first:
@@ -292,23 +260,16 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) 
     return [dataclasses.replace(c, repeats=int(seq.looks[0])) for c in cases]
 
 
-def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: str, n_rep: int, workload: WorkloadConfig,
-          runtime: RuntimeConfig, matrix: MatrixConfig, tasks: tuple[str, ...]) -> PhaseCase:
-    accuracy = kind == "accuracy"
+def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: CaseKind, n_rep: int,
+          workload: WorkloadConfig, runtime: RuntimeConfig, matrix: MatrixConfig, fields: dict[str, Any]) -> PhaseCase:
+    """One case; ``fields``: the kind's (``CaseKind.phase_fields``)."""
     return PhaseCase(
         phase=phase, label=label, implementation=Implementation(r.implementation), group_size=r.group_size,
         num_in_group=r.num_in_group, prefetch_step=r.prefetch_step, params=tuple(str(p) for p in r.params),
-        backend=backend, kind=kind, repeats=n_rep, expect_error=r.expect_error, workload=workload, runtime=runtime,
-        timeout_s=matrix.case_timeout_s, kill_grace_s=matrix.kill_grace_s, cooldown_s=matrix.cooldown_s,
-        accuracy_tasks=tasks, accuracy_limit=matrix.accuracy_limit,
-        accuracy_manifest=matrix.accuracy_manifest if accuracy else None,
-        accuracy_protocol=matrix.accuracy_protocol if accuracy else None,
-        max_accuracy_drop=matrix.max_accuracy_drop if accuracy else 0.0,
-        serving=matrix.serving if kind == "serving" else None,
-        engine_validates=r.engine_validates,
-        accuracy_model=matrix.accuracy_model if accuracy and matrix.accuracy_model else None,
-        fault=None if r.fault is None else str(r.fault),
-        step_delay_ms=float(r.step_delay_ms or 0.0),
+        backend=backend, kind=kind.name, repeats=n_rep, expect_error=r.expect_error, workload=workload,
+        runtime=runtime, timeout_s=matrix.case_timeout_s, kill_grace_s=matrix.kill_grace_s,
+        cooldown_s=matrix.cooldown_s, accuracy_limit=matrix.accuracy_limit, engine_validates=r.engine_validates,
+        fault=None if r.fault is None else str(r.fault), step_delay_ms=float(r.step_delay_ms or 0.0), **fields,
     )
 
 
@@ -331,7 +292,8 @@ def expand(cfg: Config, *, num_layers: int | None = None, choose: ChooseNeed | N
     cfg = with_choose(cfg, choose)
     layers = num_layers if num_layers is not None else cfg.model.num_layers
     by_phase = {name: expand_phase(name, cfg.phases[name], workload=cfg.workload, runtime=cfg.runtime,
-                                   num_layers=phase_layers(name, cfg.phases[name], layers))
+                                   num_layers=case_kind(cfg.phases[name].kind).num_layers(name, cfg.phases[name],
+                                                                                          layers))
                 for name in phase_order(cfg.phases)}
     check_offload_params(by_phase, cfg.model)
     return by_phase

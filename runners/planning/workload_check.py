@@ -2,8 +2,8 @@
 
 What is modelled: the fields a phase may override (``WORKLOAD_OVERRIDES``), the check against
 ``results_schema.records.models.WorkloadSpec`` with messages naming the field, the value and what is
-allowed, ``dtype`` among vLLM's ``--dtype`` values and ``input_len + max_tokens <= max_model_len`` (not for
-accuracy phases, whose protocol fixes the engine).
+allowed, ``dtype`` among vLLM's ``--dtype`` values and ``input_len + max_tokens <= max_model_len`` (only where
+the workload is the engine's: not for accuracy phases, whose protocol fixes the engine).
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def _allowed(model: Any, name: str) -> str:
     return what + (" or null" if nullable else "")
 
 
-def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig, *, kind: str) -> None:
-    """Check a phase's effective workload against ``WorkloadSpec`` before any process starts.
+def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig, *, engine: bool) -> None:
+    """Check a phase's effective workload against ``WorkloadSpec`` before any process starts; ``engine``: the
+    workload is the engine's (its kind's ``engine_workload``), so its dtype and lengths are checked too.
 
     Raises:
         PlanError: naming the field (``workload.<f>`` or ``phases.<phase>.<f>`` when the
@@ -75,10 +76,10 @@ def validate_workload(phase: str, workload: WorkloadConfig, matrix: MatrixConfig
             else:
                 problems.append(f"{where} = {value!r} is invalid: must be {_allowed(WorkloadSpec, name)}")
         raise PlanError(f"phase {phase!r}: invalid workload: " + "; ".join(problems)) from None
-    if kind != "accuracy" and workload.dtype not in VLLM_DTYPES:
+    if engine and workload.dtype not in VLLM_DTYPES:
         raise PlanError(f"phase {phase!r}: invalid workload: workload.dtype = {workload.dtype!r} is invalid: "
                         f"must be one of {', '.join(VLLM_DTYPES)} (vLLM's --dtype)")
-    if kind != "accuracy" and workload.input_len + workload.max_tokens > workload.max_model_len:
+    if engine and workload.input_len + workload.max_tokens > workload.max_model_len:
         raise PlanError(f"phase {phase!r}: invalid workload: input_len ({workload.input_len}) + max_tokens "
                         f"({workload.max_tokens}) exceeds max_model_len ({workload.max_model_len}); "
                         "allowed: input_len + max_tokens <= max_model_len")

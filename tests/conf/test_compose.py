@@ -141,7 +141,7 @@ def test_every_case_states_a_minimum_measured_window(tmp_path) -> None:
     warns below), passed to bench_one."""
     from results_schema.records.models import DEFAULT_MIN_MEASURED_S
     from runners.incase.bench_one import load_case
-    from runners.launching.case_command import case_argv
+    from runners.kinds.registry import case_argv
     from runners.paths import CasePaths
 
     assert DEFAULT_MIN_MEASURED_S == 3.0

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from results_schema.rules.accuracy_rule import baseline_judgement
-from runners.orchestration.execute import accuracy_output_check
+from runners.outcome.live_checks import accuracy_output_check
 
 
 @pytest.mark.parametrize(("shas", "judged"), [

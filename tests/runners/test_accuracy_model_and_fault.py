@@ -11,7 +11,8 @@ import pytest
 from results_schema.records.case import CaseSpec
 from results_schema.codec.io import read_json
 from runners.orchestration.accuracy_phase import check_accuracy_inputs
-from runners.launching.case_command import case_argv, case_env
+from runners.kinds.registry import case_argv
+from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.errors import EXIT_IDENTITY, PlanError, RunnerError
 from runners.planning.plan import plan

@@ -13,7 +13,7 @@ from results_schema.records.case import CaseSpec
 from results_schema.codec.io import read_json
 from results_schema.records.base import IMPLEMENTATIONS, Implementation
 from runners.incase.case_input import checked_offload
-from runners.launching.case_command import case_argv
+from runners.kinds.registry import case_argv
 from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg

@@ -1,6 +1,6 @@
 """Which runs measure the copy bench (``runners.orchestration.close.copy_bench``), on the real plans of composed
-configs: a CPU run with offload cases that record throughput (``BENCH_KINDS``) does, in the first such case's
-runtime environment;
+configs: a CPU run with offload cases that record throughput (a bench kind, ``runners.kinds.base.CaseKind.bench``)
+does, in the first such case's runtime environment;
 an accuracy-only run does not (no throughput is fitted, and its accuracy model is not the run's model, whose
 layer shapes the bench would copy)."""
 

@@ -19,7 +19,8 @@ from results_schema.records.case import CaseSpec, RequestedOffload
 from results_schema.codec.io import read_json, read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from runners.incase.bench_one import _specs
-from runners.launching.case_command import case_argv, case_env
+from runners.kinds.registry import case_argv
+from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.incase.engine_path import ACCEPTED_INVALID, REJECTED, EngineAcceptedInvalid, build, engine_outcome, raised_in
 from runners.errors import PlanError
@@ -154,7 +155,7 @@ def _fake_engine_case(tmp_path: Path, mode: str):
 def test_only_vllms_own_rejection_is_the_expected_failure(tmp_path: Path, mode: str, failure_type: str,
                                                           expected: bool, says: str) -> None:
     fin = _fake_engine_case(tmp_path, mode)
-    assert fin.run is None and fin.failure is not None
+    assert not fin.lines and fin.failure is not None
     assert (fin.failure.failure_type, fin.expected) == (failure_type, expected), fin.failure.error_message
     assert says in fin.failure.error_message and fin.failure.exit_code == 1
 

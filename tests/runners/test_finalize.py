@@ -113,7 +113,7 @@ def test_negative_kv_cache_memory_fails_the_case_with_a_named_error(tmp_path: Pa
     out = ProcessOutcome(exit_code=exit_code, signal=None, timed_out=False, wall_s=1.0, pid=1)
     fin = finalize_bench(_sc(), out, run_dir=tmp_path, log_path=log, evidence_path=tmp_path / "e.json",
                    record_path=tmp_path / "r.json", command=("x",))
-    assert fin.run is None and fin.failure is not None and not fin.expected
+    assert not fin.lines and fin.failure is not None and not fin.expected
     f = fin.failure
     assert f.failure_type == "no_kv_cache_memory"
     assert "Available KV cache memory: -0.87 GiB (no room for KV cache)" in f.error_message

@@ -112,14 +112,15 @@ def test_a_quiet_window_records_an_uncontended_host_load() -> None:
 def test_the_progress_line_of_a_contended_case_says_so() -> None:
     import random
 
-    from runners.orchestration.execute import _success_status
-    from runners.outcome.finalized import Finalized
+    from runners.kinds.bench import THROUGHPUT
+    from runners.outcome.finalized import Line, Outcome
     from tests.support.synthetic import SynthCase, make_case_run
 
     case = SynthCase("baseline", "baseline", foreign_cores=(0.9, 0.1))
     busy = make_case_run("same_runtime", case, 0, random.Random(0))
     quiet = make_case_run("same_runtime", case, 1, random.Random(0))
-    line = _success_status(Finalized(run=busy, failure=None, expected=True), None, ())
+    line = THROUGHPUT.progress(Outcome(lines=(Line("same_runtime-runs.jsonl", busy),), failure=None, expected=True))
     assert line.endswith("; CONTENDED: 0.90 foreign cores, steal 0.0% while it measured (verdicts resting on it are "
                          "withheld)")
-    assert "CONTENDED" not in _success_status(Finalized(run=quiet, failure=None, expected=True), None, ())
+    assert "CONTENDED" not in THROUGHPUT.progress(Outcome(lines=(Line("same_runtime-runs.jsonl", quiet),), failure=None,
+                                                          expected=True))

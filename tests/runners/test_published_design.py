@@ -14,7 +14,8 @@ import pytest
 from runners.incase.bench_one import _specs, engine_kwargs, load_case
 from runners.identity.health import health_argv, health_verdict
 from runners.incase.device_index import device_placeholders, parse_npu_chips
-from runners.launching.case_command import case_argv, case_env
+from runners.kinds.registry import case_argv
+from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg

@@ -14,9 +14,11 @@ import pytest
 
 from results_schema.records.case import CaseSpec
 from results_schema.codec.io import read_json, write_json
+from results_schema.records.models import CaseRun
 from runners.outcome.bench import finalize_bench
 from runners.incase.process_group import run_case_process
-from runners.launching.case_command import case_argv, case_env
+from runners.kinds.registry import case_argv
+from runners.launching.case_command import case_env
 from runners.paths import CasePaths
 from runners.planning.plan import plan
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
@@ -48,20 +50,20 @@ def _run_one(tmp_path: Path, device: str, mode: str, label: str = "current_g4_n1
 @pytest.mark.heavy  # measured 1.2 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_accelerator_case_with_one_kv_line_is_a_run(tmp_path, device):
     fin = _run_one(tmp_path, device, "ok")
-    assert fin.run is not None and fin.run.kv_cache.kv_cache_gib == 12.34
+    assert fin.records(CaseRun) and fin.records(CaseRun)[0].kv_cache.kv_cache_gib == 12.34
 
 
 @pytest.mark.parametrize("mode, count", [("nokv", 0), ("dupkv", 2)])
 @pytest.mark.heavy  # measured 2.5 s over 2 cases in the fast tier (its budget is 2 minutes)
 def test_accelerator_case_without_exactly_one_kv_line_fails(tmp_path, mode, count):
     fin = _run_one(tmp_path, "npu", mode)
-    assert fin.run is None and fin.failure.failure_type == "kv_cache_lines"
+    assert not fin.lines and fin.failure.failure_type == "kv_cache_lines"
     assert f"{count} 'Available KV cache memory' lines" in fin.failure.error_message
 
 
 def test_cpu_case_needs_no_kv_memory_line(tmp_path):
     fin = _run_one(tmp_path, "cpu", "nokv")
-    assert fin.run is not None and fin.run.kv_cache.kv_cache_gib is None
+    assert fin.records(CaseRun) and fin.records(CaseRun)[0].kv_cache.kv_cache_gib is None
 
 
 def test_offloader_without_post_init_is_rejected(tmp_path):

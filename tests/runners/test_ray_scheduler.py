@@ -21,7 +21,7 @@ from conf.schema_stack import ExecutorConfig  # noqa: E402
 from conf.typed import validate_as  # noqa: E402
 from results_schema.codec.io import read_jsonl  # noqa: E402
 from results_schema.records.placement import CasePlacement  # noqa: E402
-from runners.planning.cases import LaunchSpec  # noqa: E402
+from runners.cases import LaunchSpec  # noqa: E402
 from runners.launching.executors import RayExecutor, check_executor_config  # noqa: E402
 from runners.incase.process_group import ProcessOutcome  # noqa: E402
 

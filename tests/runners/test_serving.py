@@ -322,7 +322,7 @@ def test_published_serving_phase_passes_the_published_engine_options_to_the_serv
 
     from runners.planning.plan import plan
     from runners.incase.serving.driver import server_argv
-    from runners.planning.serving_spec import build_spec
+    from runners.launching.serving_case import build_spec
     from tests.runners.helpers import compose_cfg
 
     items = plan(compose_cfg("+experiment=qwen7b", "model.path=/models/q"))

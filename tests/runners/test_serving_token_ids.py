@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runners.incase.serving.token_ids import parse_stream, token_ids_sha256
-from runners.planning.serving_spec import rotated
+from runners.launching.serving_case import rotated
 
 
 def _sse(*chunks: dict | str) -> bytes:

@@ -10,7 +10,8 @@ import pytest
 
 from analysis.validation.checks import token_digest_status
 from results_schema.records.models import CaseRun
-from runners.orchestration.execute import RunState, token_check
+from runners.orchestration.execute import RunState
+from runners.outcome.live_checks import token_check
 from tests.support.synthetic import SynthCase, digest, make_case_run
 
 

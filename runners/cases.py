@@ -3,11 +3,13 @@
 What is modelled: plain, frozen data. A ``PhaseCase`` is one case of one phase (its offload
 parameters, effective workload and runtime, process limits); a ``ScheduledCase`` is one process
 to launch (a case, its repeat, its position); a ``LaunchSpec`` is everything needed to start that
-process (argv, environment, files, limits; picklable, it travels to Ray workers). Every layer
-above planning (outcome, launching, orchestration) reads these classes.
+process (argv, environment, files, limits; picklable, it travels to Ray workers). Every runner
+package but ``incase`` reads these classes (a module beside the layered packages, so that
+``planning``, which knows the case kinds, can sit above the ``outcome`` and ``launching`` they use).
 
 What is deliberately not modelled: building them (``runners.planning.plan`` expands and schedules
-the cases, ``runners.launching.case_command`` builds the argv and environment) or running them.
+the cases with the fields of each case's kind, ``runners.kinds``; the kind builds the argv,
+``runners.launching.case_command`` the environment) or running them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class PhaseCase:
         label: unique within the phase; names log/evidence/record files.
         implementation: ``baseline``, ``current``, ``official``, ``sync``, ``overlay``.
         group_size, num_in_group, prefetch_step, params, backend: offload parameters.
-        kind: phase kind (``throughput``, ``ttft``, ``stability``, ``accuracy``).
+        kind: phase kind, the name of a registered case kind (``runners.kinds.registry``: ``throughput``, ``ttft``,
+            ``stability``, ``accuracy``, ``serving``); ``runners.kinds.registry.kind_of`` gives its object.
         repeats: how many times the case runs.
         expect_error: regex the case's failure must match (expected failure), or None.
         engine_validates: the bench process skips its offload pre-check (``runners.incase.engine_path``).
@@ -46,6 +49,8 @@ class PhaseCase:
             every forward of a baseline's model; 0.0 = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings for ``kind=serving``, else None.
+        timed: the case's timings are its result (placement kind ``performance``: under Ray's ``per_node``
+            sharing one such case per node at a time); False for accuracy cases (outputs, not timings).
     """
 
     phase: str
@@ -74,6 +79,7 @@ class PhaseCase:
     accuracy_model: str | None = None
     fault: str | None = None
     step_delay_ms: float = 0.0
+    timed: bool = True
 
     @property
     def offload_requested(self) -> bool:
