@@ -30,7 +30,8 @@ class CasePaths:
     accuracy case's ``CaseSpec``), ``records/<phase>/<stem>/`` (``out_dir``: an accuracy case's result files, a
     serving case's per-request files), and a serving case's ``cases/<phase>/<stem>.serving-case.json``
     (``serving_spec``), ``records/<phase>/<stem>.serving.json`` (``serving_record``) and
-    ``logs/<phase>/<stem>.server.log`` (``server_log``). Which of them a case writes is its kind's
+    ``logs/<phase>/<stem>.server.log`` (``server_log``); ``processes/<phase>/<stem>.json`` (``pid_file``) while it
+    runs. Which of them a case writes is its kind's
     (``runners.kinds.base.CaseKind.files``).
     """
 
@@ -63,6 +64,11 @@ class CasePaths:
     def out_dir(self) -> Path:
         """``records/<phase>/<stem>/``: an accuracy case's result files, a serving case's request files."""
         return self.run_dir / "records" / self.phase / self.stem
+
+    @property
+    def pid_file(self) -> Path:
+        """``processes/<phase>/<stem>.json``: the case's running processes, kept while it runs."""
+        return self.run_dir / "processes" / self.phase / f"{self.stem}.json"
 
     @property
     def serving_spec(self) -> Path:

@@ -27,7 +27,7 @@ from runners.incase.process_group import ProcessOutcome
 from runners.kinds.base import CaseKind
 from runners.launching.case_command import CaseCommands, spec_fields
 from runners.models.accuracy_model import accuracy_model_dir, phase_layers
-from runners.outcome.accuracy import finalize_accuracy
+from runners.outcome.accuracy import accuracy_cases_name, finalize_accuracy
 from runners.outcome.finalized import Outcome
 from runners.outcome.live_checks import LiveState, accuracy_output_check, seed_accuracy
 from runners.paths import CasePaths, accuracy_manifest_path
@@ -92,6 +92,9 @@ class Accuracy(CaseKind):
 
     def explicit_command(self, commands: CaseCommands) -> Sequence[str] | None:
         return commands.accuracy_command
+
+    def line_files(self, phase: str) -> tuple[tuple[str, type[AccuracyCaseRun]], ...]:
+        return ((accuracy_cases_name(phase), AccuracyCaseRun),)
 
     def finalize(self, sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutcome, run_dir: Path) -> Outcome:
         return finalize_accuracy(sc, spec, outcome, run_dir)

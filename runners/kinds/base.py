@@ -4,7 +4,8 @@ What is modelled: a kind's traits (``bench``, ``speed_control``, ``sequential``,
 (``phase_fields``, ``repeats``, ``num_layers``: read by ``runners.planning.plan``), the spec its process reads
 and its argv (``spec``, ``spec_path``, ``argv``, ``explicit_command``; ``launch`` writes the spec and returns
 the argv), the files its process writes (``files``: names from ``runners.paths.CasePaths``, the one naming
-scheme), its end (``finalize``, one ``runners.outcome.finalized.Outcome`` for every kind), its live output
+scheme), the JSONL files its success lines go to (``line_files``, ``line_key``: what a resume counts as done),
+its end (``finalize``, one ``runners.outcome.finalized.Outcome`` for every kind), its live output
 check against the phase's baselines (``output_check``, ``seed`` on resume) and its progress line
 (``progress``; the dry run's ``workload_line``, ``rounds_cell``, ``settings_lines``). The defaults are a bench
 case's where one is natural; ``spec``, ``argv`` and ``finalize`` every kind supplies.
@@ -102,6 +103,15 @@ class CaseKind:
         """Write the case's spec and return the argv of its process."""
         write_json(self.spec_path(paths), self.spec(sc, model_dir=model_dir, paths=paths, python=python))
         return self.argv(sc, paths=paths, python=python, commands=commands)
+
+    def line_files(self, phase: str) -> tuple[tuple[str, type[BaseModel]], ...]:
+        """The JSONL files (relative to the run directory) its success lines go to, each with its record type: a
+        resume counts a case with a line there as done."""
+        return ()
+
+    def line_key(self, record: Any) -> tuple[str, int]:
+        """``(label, repeat)`` of one of its success lines."""
+        return (record.label, record.repeat)
 
     def files(self, paths: CasePaths) -> tuple[Path, ...]:
         """The files and folders a case process of this kind writes (a resume quarantines those of unrecorded

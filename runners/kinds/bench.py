@@ -21,7 +21,7 @@ from runners.cases import LaunchSpec, ScheduledCase
 from runners.incase.process_group import ProcessOutcome
 from runners.kinds.base import CaseKind
 from runners.launching.case_command import CaseCommands, case_workload, spec_fields
-from runners.outcome.bench import finalize_bench
+from runners.outcome.bench import finalize_bench, runs_name
 from runners.outcome.case_checks import CheckFailed
 from runners.outcome.finalized import Outcome
 from runners.outcome.live_checks import LiveState, seed_bench, token_check
@@ -41,6 +41,12 @@ class BenchKind(CaseKind):
     def argv(self, sc: ScheduledCase, *, paths: CasePaths, python: str, commands: CaseCommands) -> tuple[str, ...]:
         prefix = list(commands.bench_command) if commands.bench_command else [python, "-m", commands.bench_module]
         return (*prefix, "--case", str(paths.case))
+
+    def line_files(self, phase: str) -> tuple[tuple[str, type[CaseRun]], ...]:
+        return ((runs_name(phase), CaseRun),)
+
+    def line_key(self, record: CaseRun) -> tuple[str, int]:
+        return (record.record.label, record.record.repeat)
 
     def check_record(self, record: BenchRecord) -> None:
         """The kind's own check of a record that passed ``runners.outcome.case_checks.check_record`` (none here).
@@ -96,6 +102,12 @@ class Stability(BenchKind):
     """Long runs: every measured round must produce output."""
 
     name = "stability"
+
+    def line_files(self, phase: str) -> tuple[tuple[str, type[CaseRun]], ...]:
+        return ((runs_name(phase), CaseRun),)
+
+    def line_key(self, record: CaseRun) -> tuple[str, int]:
+        return (record.record.label, record.record.repeat)
 
     def check_record(self, record: BenchRecord) -> None:
         empty = [r.index for r in record.rounds if r.output_tokens == 0]

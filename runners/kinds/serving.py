@@ -26,7 +26,7 @@ from runners.kinds.base import CaseKind
 from runners.launching.case_command import CaseCommands
 from runners.launching.serving_case import build_spec, serving_argv, spec_rates
 from runners.outcome.finalized import Outcome
-from runners.outcome.serving import finalize_serving
+from runners.outcome.serving import finalize_serving, serving_name
 from runners.paths import CasePaths
 
 
@@ -71,6 +71,9 @@ class Serving(CaseKind):
 
     def argv(self, sc: ScheduledCase, *, paths: CasePaths, python: str, commands: CaseCommands) -> tuple[str, ...]:
         return serving_argv(paths, python)
+
+    def line_files(self, phase: str) -> tuple[tuple[str, type[ServingRun]], ...]:
+        return ((serving_name(phase), ServingRun),)
 
     def files(self, paths: CasePaths) -> tuple[Path, ...]:
         return (*super().files(paths), paths.serving_spec, paths.serving_record, paths.server_log)

@@ -158,7 +158,7 @@ def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str])
         argv=tuple(argv), env=env, cwd=str(REPO_ROOT),
         log_path=str(paths.log), evidence_path=str(paths.evidence), record_path=str(paths.record),
         timeout_s=sc.case.timeout_s, kill_grace_s=sc.case.kill_grace_s, cooldown_s=sc.case.cooldown_s,
-        accelerator=rt.ray_resource, pid_file=str(run_dir / "processes" / phase / f"{sc.stem}.json"),
+        accelerator=rt.ray_resource, pid_file=str(paths.pid_file),
         record_env=tuple(str(k) for k in rt.env))
 
 

@@ -32,21 +32,17 @@ from runners.orchestration.run_lock import RunLock
 from runners.cases import PhaseCase, ScheduledCase
 from conf.schema import ConfigError, check_name
 from conf.typed import load_saved_config
-from results_schema.records.accuracy import AccuracyCaseRun
 from results_schema.records.base import PhaseKind
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.codec.io import read_json, read_jsonl, write_json
 from results_schema.records.manifest import EnvironmentManifest, ModelIdentity
-from results_schema.records.models import CaseRun
 from results_schema.records.plan import PLAN_FILE, PlannedCase, PlannedPhase, RunPlan
 from results_schema.records.run_owner import HOLDER_FILE, LOCK_FILE
-from results_schema.records.serving import ServingRun
 from runners.identity.manifest import build_manifest
 from runners.incase.case_processes import end_recorded_cases
 from runners.models.smollm2 import manifest_provenance
 from runners.orchestration.accuracy_phase import check_resumed_manifests
 from runners.orchestration.resume import override_differences
-from runners.outcome.accuracy import accuracy_cases_name
 from runners.planning.choose_plan import ChooseNeed
 from runners.planning.plan import expand
 from runners.kinds.registry import kind_of
@@ -171,19 +167,18 @@ def _read_lines_quarantining(path: Path, model: type, quarantine: Path) -> list[
     return read_jsonl(path, model)
 
 
-def completed_keys(run_dir: Path, phases: Sequence[str], quarantine: Path) -> set[Key]:
-    """``(phase, label, repeat)`` of every case with a run, accuracy-case, serving or failure line."""
+def completed_keys(run_dir: Path, items: Sequence[ScheduledCase], quarantine: Path) -> set[Key]:
+    """``(phase, label, repeat)`` of every case with a success line (in the files its kind names:
+    ``CaseKind.line_files``, e.g. ``<phase>-runs.jsonl``) or a failure line."""
 
+    kinds = {sc.case.phase: kind_of(sc.case) for sc in items}
     done: set[Key] = set()
-    for ph in phases:
-        for r in _read_lines_quarantining(run_dir / f"{ph}-runs.jsonl", CaseRun, quarantine):
-            done.add((ph, r.record.label, r.record.repeat))
-        for a in _read_lines_quarantining(run_dir / accuracy_cases_name(ph), AccuracyCaseRun, quarantine):
-            done.add((ph, a.label, a.repeat))
+    for ph, kind in kinds.items():
+        for name, model in kind.line_files(ph):
+            for line in _read_lines_quarantining(run_dir / name, model, quarantine):
+                done.add((ph, *kind.line_key(line)))
         for f in _read_lines_quarantining(run_dir / f"{ph}-failures.jsonl", CaseFailure, quarantine):
             done.add((ph, f.label, f.repeat))
-        for sr in _read_lines_quarantining(run_dir / f"{ph}-serving.jsonl", ServingRun, quarantine):
-            done.add((ph, sr.label, sr.repeat))
     return done
 
 
@@ -249,7 +244,7 @@ def reopen_run_dir(run_dir: Path, cfg: Config, overrides: Sequence[str], items: 
     if ended:
         console.print(f"resume: ended {len(ended)} process(es) left by the interrupted run: {ended}")
     qdir = run_dir / "quarantine" / new_run_id()
-    done = completed_keys(run_dir, list(dict.fromkeys(sc.case.phase for sc in items)), qdir)
+    done = completed_keys(run_dir, items, qdir)
     check_resumed_manifests(run_dir, accuracy_phases)
     if (run_dir / "SHA256SUMS").exists():
         (run_dir / "SHA256SUMS").unlink()

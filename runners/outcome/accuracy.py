@@ -23,7 +23,7 @@ from results_schema.records.identity import OffloadSetting
 from runners.incase.process_group import ProcessOutcome
 from runners.outcome.case_log import root_cause, tail
 from runners.outcome.finalized import Line, Outcome
-from runners.paths import accuracy_manifest_path
+from runners.paths import CasePaths, accuracy_manifest_path
 from runners.cases import LaunchSpec, PhaseCase, ScheduledCase
 
 
@@ -92,7 +92,7 @@ def finalize_accuracy(sc: ScheduledCase, spec: LaunchSpec, outcome: ProcessOutco
     c = sc.case
     log_path = Path(spec.log_path)
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    out_dir = Path(spec.record_path).parent / Path(spec.record_path).stem
+    out_dir = CasePaths.of(run_dir, c.phase, sc.stem).out_dir
     results = [out_dir / f"{c.label}.{task}.result.json" for task in c.accuracy_tasks]
     missing = [p.name for p in results if not p.is_file()]
     if outcome.exit_code == 0 and not outcome.timed_out and not missing:

@@ -1,6 +1,7 @@
 """A case kind is one registered object (``runners.kinds``): a stand-in kind registered here, and nothing else
 changed, plans, launches, finalizes into the one ``Outcome`` type and prints its progress line through the
-runner's own functions; and no runner module outside the registry dispatches on a kind's name."""
+runner's own functions, and a resume counts it done; and no runner module outside the registry dispatches on a
+kind's name."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from runners.kinds.base import CaseKind
 from runners.launching.case_command import CaseCommands
 from runners.orchestration.execute import RunState, launch_spec, on_done
 from runners.orchestration.progress import Progress, schedule_settings
+from runners.orchestration.rundir import completed_keys
 from runners.outcome.finalized import Line, Outcome
 from runners.paths import CasePaths
 from runners.planning.plan import plan
@@ -73,6 +75,9 @@ class StandIn(CaseKind):
         line = StandInLine(label=sc.case.label, repeat=sc.repeat, answer=answer)
         return Outcome(lines=(Line(f"{sc.case.phase}-standin.jsonl", line),), failure=None, expected=True)
 
+    def line_files(self, phase: str) -> tuple[tuple[str, type[StandInLine]], ...]:
+        return ((f"{phase}-standin.jsonl", StandInLine),)
+
     def progress(self, outcome: Outcome) -> str:
         return "ok answers " + ", ".join(str(ln.answer) for ln in outcome.records(StandInLine))
 
@@ -113,6 +118,7 @@ def test_a_registered_stand_in_kind_runs_through_the_runner(standin: StandIn, tm
     assert [StandInLine.model_validate_json(ln).answer for ln in lines] == [42]
     assert state.successes == 1 and not state.unexpected
     assert f"[1/1] {sc.case.phase}/{sc.stem}: ok answers 42 (1.0 s)" in capsys.readouterr().out
+    assert completed_keys(tmp_path, items, tmp_path / "q") == {sc.key}  # a resume counts it done
 
 
 def test_an_unknown_kind_is_named_with_the_registered_ones() -> None:

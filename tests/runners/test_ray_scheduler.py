@@ -93,11 +93,12 @@ def _executor(fake: FakeRay, tmp: Path, sharing: str = "per_node", retries: int 
     return ex
 
 
-def _items(tmp: Path, labels, kind: str = "bench"):
+def _items(tmp: Path, labels, timed: bool = True):
+    """Cases whose timings are their result (placement kind ``performance``), or not (``accuracy``)."""
     out = []
     for i, lb in enumerate(labels):
         case = SimpleNamespace(phase="p", label=lb, implementation="baseline" if lb == "baseline" else "current",
-                               kind=kind)
+                               timed=timed)
         spec = LaunchSpec(argv=("x",), env={}, cwd=".", log_path=str(tmp / f"{lb}.log"), evidence_path="e",
                           record_path="r", timeout_s=1, kill_grace_s=1, cooldown_s=0, accelerator=None)
         out.append((SimpleNamespace(case=case, repeat=0, index=i, stem=f"{lb}-r0"), spec))
@@ -121,7 +122,7 @@ def test_per_accelerator_and_accuracy_fill_the_node(tmp_path: Path) -> None:
                                                                  lambda *a: True)
     assert fake.max_parallel == {A: 3}
     fake2 = FakeRay({A: {"CPU": 1}})  # accuracy: submitted freely, Ray queues by resources
-    _executor(fake2, tmp_path / "acc").execute(_items(tmp_path, ["baseline", "g4"], kind="accuracy"),
+    _executor(fake2, tmp_path / "acc").execute(_items(tmp_path, ["baseline", "g4"], timed=False),
                                                lambda *a: True)
     assert fake2.max_parallel == {A: 2}
 
