@@ -33,7 +33,7 @@ from results_schema.records.models import CaseRun
 from results_schema.records.plan import PlannedPhase
 from results_schema.rules.spread_rule import spread_pct
 from runners.orchestration.rundir import planned_case
-from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.cases import PhaseCase, ScheduledCase
 from runners.planning.choose_plan import ChooseNeed
 from runners.planning.plan import expand
 

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from runners.cases import ScheduledCase
-from results_schema.records.accuracy import AccuracyCaseRun
+from runners.kinds.registry import kind_of
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.codec.io import read_jsonl
-from results_schema.records.models import CaseRun
-from results_schema.records.serving import ServingRun
-from runners.outcome.accuracy import accuracy_cases_name
 
 RESUME_SWITCHES = ("resume", "progress", "analyze")
 """Keys a resume may give with any value: which run, the live progress bar, the analysis at the end."""
@@ -76,19 +73,17 @@ def complete_run(run_dir: Path, items: Sequence[ScheduledCase]) -> tuple[bool, i
         items: its planned cases (``runners.cases.ScheduledCase``, ``.key`` = ``(phase, label, repeat)``).
 
     Returns:
-        ``(complete, recorded)``: recorded = planned cases that have a run, serving, accuracy or failure line
-        (a file with a torn or invalid line is not counted, and makes the run incomplete).
+        ``(complete, recorded)``: recorded = planned cases that have a success line (in the files their kind
+        names, ``CaseKind.line_files``) or a failure line (a file with a torn or invalid line is not counted, and
+        makes the run incomplete).
     """
 
     done: set[tuple[str, str, int]] = set()
     intact = True
-    for ph in dict.fromkeys(sc.case.phase for sc in items):
-        files: list[tuple[str, Any, Any]] = [
-            (f"{ph}-runs.jsonl", CaseRun, lambda r: (r.record.label, r.record.repeat)),
-            (accuracy_cases_name(ph), AccuracyCaseRun, lambda r: (r.label, r.repeat)),
-            (f"{ph}-failures.jsonl", CaseFailure, lambda r: (r.label, r.repeat)),
-            (f"{ph}-serving.jsonl", ServingRun, lambda r: (r.label, r.repeat)),
-        ]
+    kinds = {sc.case.phase: kind_of(sc.case) for sc in items}
+    for ph, kind in kinds.items():
+        files: list[tuple[str, Any, Any]] = [(name, model, kind.line_key) for name, model in kind.line_files(ph)]
+        files.append((f"{ph}-failures.jsonl", CaseFailure, lambda r: (r.label, r.repeat)))
         for name, model, key in files:
             path = run_dir / name
             if not path.is_file():

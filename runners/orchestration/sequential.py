@@ -37,7 +37,7 @@ from results_schema.records.sequential import FILE_NAME, LabelLook, LookDecision
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.blocks import block_order
-from runners.planning.cases import PhaseCase, ScheduledCase
+from runners.cases import PhaseCase, ScheduledCase
 from runners.planning.plan import expand_phase
 
 if TYPE_CHECKING:
