@@ -140,25 +140,37 @@ def _kind_names(node: ast.AST) -> list[str]:
 
 def kind_dispatch(source: str) -> list[tuple[int, str]]:
     """``(line, what)`` of each dispatch on a phase kind's name in ``source``: a comparison (``==``, ``!=``,
-    ``in``, ``not in``, ``is``) with a kind name or a tuple of them, a ``match`` case on one, a dict keyed by one."""
+    ``in``, ``not in``, ``is``) with a kind name or a tuple of them, a ``match`` case on one, a dict keyed by one,
+    a tuple / list / set of them (``BENCH_KINDS = ("throughput", ...)``, compared with elsewhere; not a type's
+    ``Literal[...]``)."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    compared: set[int] = set()
+    nodes = list(ast.walk(ast.parse(source)))
+    for node in nodes:
         if isinstance(node, ast.Compare):
             for operand in (node.left, *node.comparators):
+                compared.add(id(operand))
                 found += [(node.lineno, f"comparison with {n!r}") for n in _kind_names(operand)]
         elif isinstance(node, ast.MatchValue):
             found += [(node.lineno, f"match case {n!r}") for n in _kind_names(node.value)]
         elif isinstance(node, ast.Dict):
             found += [(node.lineno, f"dict key {n!r}") for k in node.keys if k is not None for n in _kind_names(k)]
+        elif isinstance(node, ast.Subscript):  # a type, e.g. the placement kind Literal["performance", "accuracy"]
+            compared.add(id(node.slice))
+    for node in nodes:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and id(node) not in compared:
+            found += [(node.lineno, f"collection of kind names {n!r}") for n in _kind_names(node)]
     return sorted(found)
 
 
 def test_the_scan_finds_each_form_of_dispatch() -> None:
     src = ('if c.kind == "serving": pass\nx = c.kind in ("throughput", "ttft")\n'
-           'match k:\n    case "accuracy": pass\nd = {"stability": 1}\nok = c.kind == "full"\n')
+           'match k:\n    case "accuracy": pass\nd = {"stability": 1}\nok = c.kind == "full"\n'
+           'BENCH = ("throughput", "ttft")\nlabel = "serving"\nt: Literal["accuracy", "other"]\n')
     assert kind_dispatch(src) == [(1, "comparison with 'serving'"), (2, "comparison with 'throughput'"),
                                   (2, "comparison with 'ttft'"), (4, "match case 'accuracy'"),
-                                  (5, "dict key 'stability'")]
+                                  (5, "dict key 'stability'"), (7, "collection of kind names 'throughput'"),
+                                  (7, "collection of kind names 'ttft'")]
 
 
 def test_no_runner_module_outside_the_registry_dispatches_on_a_kind_name() -> None:
