@@ -1,0 +1,32 @@
+# one fresh process: engine-like bf16 decode GEMMs (batch 4) over ~200 MB of weights, pinned by the caller
+import json, os, sys, time
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+h, f, L = 1024, 2816, 8
+W = [(torch.randn(4 * h, h, dtype=torch.bfloat16), torch.randn(2 * f, h, dtype=torch.bfloat16),
+      torch.randn(h, f, dtype=torch.bfloat16)) for _ in range(L)]
+x = torch.randn(4, h, dtype=torch.bfloat16)
+def step():
+    y = x
+    for a, b, c in W:
+        y = torch.nn.functional.linear(y, a)[:, :h]
+        z = torch.nn.functional.linear(y, b)[:, :f]
+        y = torch.nn.functional.linear(z, c)
+    return y
+for _ in range(20): step()
+wins = []
+for _w in range(4):
+    c0, w0 = time.process_time(), time.perf_counter(); n = 0
+    while time.perf_counter() - w0 < 1.0:
+        step(); n += 1
+    wins.append(1000 * (time.process_time() - c0) / n)
+c0, w0 = time.process_time(), time.perf_counter(); n = 0
+while time.perf_counter() - w0 < 1.0:
+    step(); n += 1
+c1, w1 = time.process_time(), time.perf_counter()
+ahp = 0
+for line in open('/proc/self/smaps_rollup'):
+    if line.startswith('AnonHugePages'): ahp = int(line.split()[1]) * 1024
+print(json.dumps({"steps": n, "cpu_s": c1 - c0, "wall_s": w1 - w0, "ms_per_step_cpu": 1000 * (c1 - c0) / n,
+                  "anon_huge_bytes": ahp, "windows_ms": wins}))
