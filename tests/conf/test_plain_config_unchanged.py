@@ -28,6 +28,10 @@ from conf.schema import checked_plain_config, checked_saved_config
 from conf.typed import load_config, plain_config
 
 # Intended changes of the goldens (newest first):
+# 2026-12-05 (issue 53 item 6): +experiment=smollm2 is pinned here, with its throughput phase sequential
+#   (phases.same_runtime.sequential {looks [3, 4, 5], target_pct 5, alpha 0.05, pocock}: each label stops when its
+#   answer is known, at most 20 processes, within 15 minutes on a 2-core CPU); its hash b9fb048ffeb1 -> 396474e9c4d6.
+#   The default and every other experiment are unchanged.
 # 2026-12-05 (issues 52 and 53): the embedded default gains the known-size control as a label of its sequential
 #   phase (cases: control_delay_2_6ms, step_delay_ms 2.6): every make run shows whether it resolved a cost of
 #   that size; hash 8351638565be -> 01a50fc4b2fc (pins_text 01b04f1f0a56 -> 600cb3630e85). Every experiment is
