@@ -25,6 +25,7 @@ from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.shared_time import shared_lines
 from analysis.comparison.sequential_check import look_table
 from results_schema.records.sequential import read_looks
 from analysis.report.released import released_cell
@@ -120,6 +121,16 @@ def _print_looks(out_dir: Path, console: Console) -> None:
         console.print(line, markup=False)
 
 
+def print_noise_levels(cs: ComparisonSummary, console: Console) -> None:
+    """Where the noise lives and what the run could resolve (``analysis.comparison.power.power_lines``), then
+    whether it is shared by the arms of one block of time (``analysis.comparison.shared_time.shared_lines``);
+    each estimator's line dim."""
+    for line in power_lines(cs.variance_components, cs.detectable_effects, cs.decision):
+        console.print(line, markup=False, style="dim" if line.startswith("variance estimator") else "")
+    for line in shared_lines(cs.shared_in_time):
+        console.print(line, markup=False, style="dim" if line.startswith("shared-in-time model") else "")
+
+
 def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     """Print the decision table, then the validation verdict and its reasons; return ``valid``.
 
@@ -148,8 +159,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="yellow" if "UNTRUSTED" in line else "")
     for line in floor_lines(cs.noise_floor, cs.decision, cs.margin_pct):
         console.print(line, markup=False, style="yellow" if line.startswith("below") or "DIFFER" in line else "")
-    for line in power_lines(cs.variance_components, cs.detectable_effects, cs.decision):
-        console.print(line, markup=False, style="dim" if line.startswith("variance estimator") else "")
+    print_noise_levels(cs, console)
     for line in dimensioning_lines(list(cs.aa_comparisons), list(cs.dimensioning)):
         console.print(line, markup=False, style="yellow" if "NOT AS EXPECTED" in line else "")
     if any(r.knee for r in cs.decision):

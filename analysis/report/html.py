@@ -45,6 +45,7 @@ from analysis.model.trust import model_lines
 from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.shared_time import shared_lines
 from analysis.comparison.sequential_check import LOOK_HEADER, look_rows
 from results_schema.records.sequential import LookDecision, read_looks
 from analysis.report.released import released_cell
@@ -206,6 +207,7 @@ def noise_floor_html(cs: ComparisonSummary) -> str:
     ``analysis.comparison.noise_floor.floor_lines``, ``analysis.comparison.power.power_lines``), one paragraph each."""
     lines = (model_lines(cs.models, cs.model_table) + floor_lines(cs.noise_floor, cs.decision, cs.margin_pct)
              + power_lines(cs.variance_components, cs.detectable_effects, cs.decision)
+             + shared_lines(cs.shared_in_time)
              + dimensioning_lines(list(cs.aa_comparisons), list(cs.dimensioning)))
     return "".join(f'<p class="note noise-floor">{_e(ln)}</p>' for ln in [*lines, f"knee rule: {cs.knee_rule}"])
 

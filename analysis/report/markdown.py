@@ -18,6 +18,7 @@ from analysis.model.trust import CACHE_NOTE
 from analysis.comparison.noise_floor import floor_lines, noise_floors
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
+from analysis.comparison.shared_time import shared_lines
 from analysis.comparison.sequential_check import look_table
 from results_schema.records.sequential import read_looks
 from analysis.comparison.pareto import knee_rule_text
@@ -133,6 +134,7 @@ def noise_floor_markdown(tables: dict, margin_pct: float) -> str:
                          "retention_ci_low": ci[0] if ci else None, "retention_ci_high": ci[1] if ci else None})
     lines = floor_lines(noise_floors(tables["data"].runs), rows, margin_pct)
     lines += power_lines(tables.get("variance", []), tables.get("effects", []), rows)
+    lines += shared_lines(tables.get("shared", []))
     lines += dimensioning_lines(tables.get("aa", []), tables.get("dimensioning", []))
     return "\n".join(f"- {ln}" for ln in lines)
 

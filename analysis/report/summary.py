@@ -139,6 +139,7 @@ def summary_document(run_dir: Path, tables: dict, prov: Provenance, *, cpu: bool
         "noise_floor": noise_floors(tables["data"].runs),
         "host_memory": records(host_memory_table(tables["data"])),
         "variance_components": tables["variance"],
+        "shared_in_time": tables["shared"],
         "detectable_effects": tables["effects"],
         "aa_comparisons": tables["aa"],
         "dimensioning": tables["dimensioning"],

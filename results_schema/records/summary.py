@@ -204,6 +204,54 @@ class VarianceComponentsRow(StrictModel):
     process_sd_pct: Float = Field(ge=0, description="sqrt(process_var) as percent of the throughput.")
 
 
+class PairedLogRatio(StrictModel):
+    """What pairing by block buys one label against its phase's reference (``analysis.comparison.shared_time``)."""
+
+    label: str
+    reference: str = Field(description="The reference labels (undelayed baselines) joined by ','; per block their "
+                                       "mean log throughput.")
+    blocks: int = Field(ge=2, description="Blocks in which both the label and the reference ran.")
+    paired_sd_pct: Float = Field(ge=0, description="SD over blocks of log(label / reference) within a block, as "
+                                 "percent (exp(sd) - 1).")
+    unpaired_sd_pct: Float = Field(ge=0, description="sqrt(var(log label) + var(log reference)) over the same blocks: "
+                                   "the log ratio's SD without pairing, as percent.")
+    ratio: Float | None = Field(ge=0, description="paired / unpaired SD (of the logs); below 1: the pairing cancels a "
+                                "shared block shift; null when the unpaired SD is 0.")
+
+
+class SharedInTimeRow(StrictModel):
+    """Whether a phase's process-level noise is a level shift shared by the arms of one block of time
+    (``analysis.comparison.shared_time``): the two-way additive ANOVA of log process throughput, labels x complete
+    blocks (the repeat index), with the block variance (method of moments, truncated at 0) and its F test."""
+
+    phase: str
+    labels: int = Field(ge=2, description="Labels of the phase (a).")
+    blocks: int = Field(ge=2, description="Complete blocks used (b): repeat indices in which every label ran.")
+    dropped_blocks: tuple[int, ...] = Field(description="Repeat indices left out as incomplete (a label missing).")
+    method: str = Field(description="The model and estimator in words.")
+    ss_label_share: Float = Field(ge=0, le=1, description="SS_label / SS_total.")
+    ss_block_share: Float = Field(ge=0, le=1, description="SS_block / SS_total.")
+    ss_error_share: Float = Field(ge=0, le=1, description="SS_error / SS_total.")
+    df_block: int = Field(ge=1, description="b - 1.")
+    df_error: int = Field(ge=1, description="(a - 1)(b - 1).")
+    ms_block: Float = Field(ge=0, description="Block mean square (log units squared).")
+    ms_error: Float = Field(ge=0, description="Residual mean square: a process's own variance within a label, block "
+                            "removed.")
+    block_var: Float = Field(ge=0, description="Block variance component max(0, (MS_block - MS_error) / a).")
+    block_share: Float | None = Field(ge=0, le=1, description="block_var / (block_var + ms_error): the share of the "
+                                      "process-level variance within a label that a block of time carries; null "
+                                      "when both are 0.")
+    f_block: Float | None = Field(ge=0, description="MS_block / MS_error on (df_block, df_error); null when MS_error "
+                                  "is 0.")
+    p_block: Float | None = Field(ge=0, le=1, description="Upper-tail p of f_block (F distribution).")
+    block_sd_pct: Float = Field(ge=0, description="sqrt(block_var) as percent of the throughput (exp(sd) - 1).")
+    error_sd_pct: Float = Field(ge=0, description="sqrt(ms_error) as percent: a process's own SD, block removed.")
+    within_label_sd_pct: Float = Field(ge=0, description="SD within a label before the block is removed, "
+                                       "sqrt((SS_block + SS_error) / (a (b - 1))), as percent.")
+    pairs: tuple[PairedLogRatio, ...] = Field(description="Each non-reference label vs the reference, paired by "
+                                              "block (empty without a reference).")
+
+
 class DetectableEffectRow(PhaseLabel):
     """A label's minimum detectable cost vs its phase's reference arm (``analysis.comparison.power``): the cost the
     production verdict rule calls ``slower`` with ``power``, simulated at the run's variance components."""
@@ -254,6 +302,10 @@ class ComparisonSummary(StrictModel):
     detectable_effects: tuple[DetectableEffectRow, ...] = Field(
         default=(), description="Per label: minimum detectable cost at the run's confidence and 80% power, with its "
         "range (analysis.comparison.power; empty where no label and reference ran 2 processes each).")
+    shared_in_time: tuple[SharedInTimeRow, ...] = Field(
+        default=(), description="Per phase with >= 2 labels and >= 2 complete blocks: how much of the process-level "
+        "variance is a level shift shared by the arms of one block of time, its F test, and what pairing by block "
+        "buys per label (analysis.comparison.shared_time; empty in summaries written before this field).")
     aa_comparisons: tuple[dict[str, Scalar], ...] = Field(
         default=(), description="A/A rows (a label's twin vs the label) and the speed control's rows (vs each "
         "undelayed baseline label) under the verdict rule (analysis.comparison.dimensioning).")
