@@ -10,6 +10,9 @@ anywhere, an infinity or a negative where it means nothing. ``conf.typed.typed_c
 entry that types a config (``runners.matrix`` and its dry run, ``runners.pins``, a resume) refuses the
 value before any process starts.
 
+A sequential design's ranges are ``results_schema.rules.sequential_rule``'s, which the analysis checks designs with
+too.
+
 What is deliberately not modelled: rules across fields and against the model (``runners.planning``).
 """
 
@@ -26,6 +29,7 @@ from conf.schema_stack import WorkloadConfig
 from offload.controls import MAX_STEP_DELAY_MS
 from results_schema.rules.accuracy_rule import MAX_ACCURACY_DROP
 from results_schema.records.models import WorkloadSpec
+from results_schema.rules import sequential_rule
 from results_schema.rules.number_rule import NumberRange
 
 
@@ -51,9 +55,9 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("MatrixConfig", "accuracy_limit"): _AT_LEAST_ONE,
     ("MatrixConfig", "max_accuracy_drop"): MAX_ACCURACY_DROP,
     ("MatrixConfig", "expected_case_s"): _POSITIVE_S,
-    ("SequentialConfig", "looks"): NumberRange(low=2, unit="processes per arm"),
-    ("SequentialConfig", "target_pct"): NumberRange(low=0, low_open=True, unit="%"),
-    ("SequentialConfig", "alpha"): NumberRange(low=0, low_open=True, high=1, high_open=True),
+    ("SequentialConfig", "looks"): sequential_rule.LOOKS,
+    ("SequentialConfig", "target_pct"): sequential_rule.TARGET_PCT,
+    ("SequentialConfig", "alpha"): sequential_rule.ALPHA,
     ("CaseConfig", "step_delay_ms"): NumberRange(low=0, low_open=True, high=MAX_STEP_DELAY_MS, unit="ms"),
     ("ServingSLOConfig", "ttft_ms"): NumberRange(low=0, low_open=True, unit="ms"),
     ("ServingSLOConfig", "tpot_ms"): NumberRange(low=0, low_open=True, unit="ms"),

@@ -46,11 +46,9 @@ import numpy as np
 
 from analysis.comparison.power import detectable_cost_pct
 from analysis.comparison.verdict_rule import Decision, decide
+from results_schema.rules.sequential_rule import SPENDING, check_design
 
-__all__ = ["SPENDING", "LookVerdict", "SequentialDesign", "label_looks", "recheck", "spent_alpha"]
-
-SPENDING = ("pocock", "obrien_fleming")
-"""The spending functions ``spent_alpha`` knows (module docstring)."""
+__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "recheck", "spent_alpha"]
 
 Values = Sequence[float] | np.ndarray
 """Per-process values of one arm (tok/s, > 0), in block order."""
@@ -89,7 +87,7 @@ class SequentialDesign:
             the last is the budget.
         target_pct: the smallest cost that matters (percent of the reference; the equivalence margin), > 0.
         alpha: total two-sided false-call probability over every look, in (0, 1).
-        spending: one of ``SPENDING``.
+        spending: one of ``results_schema.rules.sequential_rule.SPENDING``.
     """
 
     looks: tuple[int, ...]
@@ -115,22 +113,6 @@ class SequentialDesign:
     def confidence(self, k: int) -> float:
         """Two-sided confidence of look ``k`` (0-based): ``1 - alpha_k``."""
         return 1.0 - self.look_alphas()[k]
-
-
-def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending: str) -> str | None:
-    """One line naming the first bad value of a design and what is allowed, or None (config checks call it)."""
-    if not looks or any(not isinstance(n, int) or isinstance(n, bool) for n in looks):
-        return f"sequential looks {list(looks)!r}: must be a non-empty list of process counts per arm (e.g. [3, 4, 5])"
-    if looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:], strict=False)):
-        return (f"sequential looks {list(looks)!r}: must increase strictly and start at >= 2 processes per arm "
-                "(a t interval needs two)")
-    if not (isinstance(target_pct, (int, float)) and math.isfinite(target_pct) and target_pct > 0):
-        return f"sequential target_pct {target_pct!r}: must be a finite percentage > 0 (e.g. 5)"
-    if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
-        return f"sequential alpha {alpha!r}: must be strictly between 0 and 1 (e.g. 0.05)"
-    if spending not in SPENDING:
-        return f"sequential spending {spending!r}: allowed values are {', '.join(SPENDING)}"
-    return None
 
 
 @dataclass(frozen=True)

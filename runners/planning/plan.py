@@ -24,8 +24,8 @@ from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.records.base import Implementation, OffloadBackend
 from results_schema.records.manifest import is_secret_name, looks_like_credential
+from results_schema.rules.sequential_rule import check_design
 from runners.errors import PlanError
-from analysis.comparison.sequential import check_design
 from runners.planning.blocks import block_order
 from runners.cases import PhaseCase, ScheduledCase
 from runners.kinds.base import CaseKind

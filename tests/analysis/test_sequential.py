@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.comparison.sequential import SequentialDesign, check_design, label_looks, look_verdict, recheck, spent_alpha
+from analysis.comparison.sequential import SequentialDesign, label_looks, look_verdict, recheck, spent_alpha
 from analysis.comparison.verdict_rule import decide
+from results_schema.rules.sequential_rule import check_design
 from runners.planning.blocks import block_order, block_positions
 
 
