@@ -39,6 +39,7 @@ they carry no verdict about the offloader alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -333,8 +334,8 @@ def sequential_row(runs: pd.DataFrame, phase: str, label: str, sv: SequentialVer
     return [v, sv.ci_low_pct, sv.ci_high_pct, float(sv.margin_pct), "; ".join(notes), sv.ci_name]
 
 
-def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
-                      margin_pct: float = DEFAULT_MARGIN_PCT) -> pd.DataFrame:
+def label_vs_baseline(data: RunData, summary: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT,
+                      sequential: Mapping[tuple[str, str], SequentialVerdict] | None = None) -> pd.DataFrame:
     """Each label's processes vs its phase baseline's, under ``verdict`` (same index as ``summary``).
 
     Columns ``VS_BASELINE_COLUMNS``: the verdict ("label is faster/slower/equivalent than the
@@ -349,12 +350,13 @@ def label_vs_baseline(data: RunData, summary: pd.DataFrame, *,
     stopping look's verdict and interval, the design's target as margin, ``vs_baseline_ci_name`` naming the look's
     level), with the retention > 1.0 and contention rules applied to the processes that look used;
     ``vs_baseline_ci_name`` is ``FIXED_CI_NAME`` for the fixed rule, ``no interval`` without one, ``''`` for the
-    reference.
+    reference. ``sequential``: the run's ``run_sequential_verdicts`` where the caller has them already (a report
+    build computes them once); None computes them here.
     """
     check_margin(margin_pct)
     out = pd.DataFrame(index=summary.index, columns=VS_BASELINE_COLUMNS, dtype=object)
     ref = data.runs[reference_mask(data.runs)]
-    seq = run_sequential_verdicts(data)
+    seq = run_sequential_verdicts(data) if sequential is None else sequential
     for i, r in summary.iterrows():
         ref_labels = list(dict.fromkeys(ref.loc[ref["phase"] == r["phase"], "label"].astype(str)))
         if r["label"] in ref_labels:

@@ -147,8 +147,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     report = validate_run(run_dir, data, model_dir=model_dir)
     summary = aggregate(data, excluded=point_exclusions(report, data))
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
+    seq = run_sequential_verdicts(data)  # once: the decision columns and the A/A rows both read them
     if not summary.empty:
-        vb = label_vs_baseline(data, summary, margin_pct=margin_pct)
+        vb = label_vs_baseline(data, summary, margin_pct=margin_pct, sequential=seq)
         for c in vb.columns:
             summary[c] = vb[c]
     comparison = compare_implementations(data, summary, margin_pct=margin_pct)
@@ -162,7 +163,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
             "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
             "shared": shared_in_time(data.runs),
             "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct),
-            "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=run_sequential_verdicts(data)),
+            "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=seq),
             "dimensioning": design_rows(data.runs, data.rounds, margin_pct=margin_pct)}
 
 

@@ -230,3 +230,21 @@ def test_a_contended_process_withholds_only_the_verdicts_whose_stopping_look_use
     assert (got["current_g1_n1"], got["current_g2_n1"]) == ("slower", "withheld")
     got = verdicts({("current_g1_n1", 0)})
     assert (got["current_g1_n1"], got["current_g2_n1"]) == ("withheld", "inconclusive")
+
+
+@pytest.mark.heavy  # shares the run above
+def test_a_report_build_computes_the_sequential_verdicts_once(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision columns and the A/A rows read the same verdicts of record, computed once per build."""
+    import analysis.comparison.compare as compare
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return sequential_verdicts(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "sequential_verdicts", counted)
+    tables = build(run[1])
+    assert len(calls) == 1
+    assert tables["summary"].set_index("label").at["current_g1_n1", "vs_baseline_verdict"] == "slower"
+    assert any(r["a_label"] == "control_delay_2_6ms" and r["verdict"] == "slower" for r in tables["aa"])
