@@ -48,14 +48,14 @@ class ParamKey:
 
     @property
     def span_bytes(self) -> int:
-        return _span_elems(self.shape, self.stride) * torch.empty((), dtype=self.dtype).element_size()
+        return _span_elems(self.shape, self.stride) * self.dtype.itemsize
 
     @property
     def num_bytes(self) -> int:
         n = 1
         for s in self.shape:
             n *= s
-        return n * torch.empty((), dtype=self.dtype).element_size()
+        return n * self.dtype.itemsize
 
 
 def _view(flat: torch.Tensor, offset: int, key: ParamKey) -> torch.Tensor:

@@ -13,11 +13,17 @@ its own accounting (slots allocated, static buffer bytes, released bytes, from `
 
 Every setting's ``(offloaded layers, slots)`` is one of ``offload_tools.choice.distinct_settings`` and every
 distinct one is predicted by the recommender unless measured.
+
+Cost (docs/measurements/test-stage-speed-2026-12-05.md): each test builds its stack of ``L`` layers once and hands
+every offloader the same layers, put back as built after each one (``Stack``: every parameter's original storage,
+no instance ``forward``; checked before every build), and runs with one intra-op torch thread: the slot and
+packing copies are a few kB each, and torch's two-thread copies of them cost 4x the CPU (more on a loaded host).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pandas as pd
 import pytest
@@ -35,12 +41,45 @@ WIDTH_DIVISOR = 128  # hidden 28, intermediate 148: a few kB per layer, 512-byte
 STEPS = (1, 2, 3)
 
 
-def _evidence(shapes: Shapes, g: int, n: int, k: int) -> dict:
+class Stack:
+    """``shapes.layers`` decoder layers built once and handed to one offloader after another.
+
+    An offloader on CPU changes a wrapped layer in two ways only (``offload.prefetch``): each offloaded parameter's
+    ``.data`` becomes a view of a slot arena (``_pack``) and the layer gets an instance ``forward`` (``_hook``).
+    ``fresh()`` undoes both and checks that every parameter is back on the storage it was built with, so every
+    offloader sees the layers as built (layers a setting does not select are real layers, left untouched).
+    """
+
+    def __init__(self, shapes: Shapes) -> None:
+        self.layers = [DecoderLayer(shapes) for _ in range(shapes.layers)]
+        self.built = [[(p, p.data, p.data_ptr()) for p in layer.parameters()] for layer in self.layers]
+
+    def fresh(self) -> list[DecoderLayer]:
+        for layer, params in zip(self.layers, self.built, strict=True):
+            layer.__dict__.pop("forward", None)
+            for p, data, ptr in params:
+                if p.data_ptr() != ptr:
+                    p.data = data
+                    assert p.data_ptr() == ptr
+        return self.layers
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op torch thread for the test (restored after): its copies are a few kB each."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _evidence(stack: Stack, g: int, n: int, k: int) -> dict:
     """The offloader's own accounting of one setting: evidence fields plus the slots it allocated."""
     off = CurrentPrefetchOffloader(g, n, k)
-    selected = set(select_offload_layers(shapes.layers, g, n))
-    try:  # a layer the rule does not select is passed through untouched: a placeholder stands for it
-        off.wrap_modules(DecoderLayer(shapes) if i in selected else torch.nn.Identity() for i in range(shapes.layers))
+    try:
+        off.wrap_modules(iter(stack.fresh()))
         off.post_init()
         ev = dict(off.evidence_state())
         ev["slots"] = off.buffer_pool.num_slots if off.buffer_pool is not None else 0
@@ -69,10 +108,11 @@ def _recommender(num_layers: int, layer: int, measured: tuple[int, int, int], ev
             for p in preds}
 
 
-@pytest.mark.heavy  # 1,326 offloaders built: 2 s at 8 layers, 45 s at 28 on this host (Python per wrapped layer)
+@pytest.mark.heavy  # 1,326 offloaders built: 0.5 CPU-s at 8 layers, 14 at 28 on this host (Python per wrapped layer)
 @pytest.mark.parametrize("num_layers", [8, 28])
-def test_offloader_recommender_and_choose_run_account_every_setting_alike(num_layers):
+def test_offloader_recommender_and_choose_run_account_every_setting_alike(num_layers, one_thread):
     shapes = Shapes.qwen25_7b(layers=num_layers, width_divisor=WIDTH_DIVISOR)
+    stack = Stack(shapes)
     params = [p.numel() * p.element_size() for p in DecoderLayer(shapes).parameters()]
     layer, slot = sum(params), slot_bytes(params)  # the choose run's sizes (runners.planning.choose_plan.model_sizes)
     assert slot > layer  # the alignment is visible at this width: a slot is not a layer's bytes
@@ -80,15 +120,15 @@ def test_offloader_recommender_and_choose_run_account_every_setting_alike(num_la
     one = (num_layers, 1, 3)  # one offloaded layer at prefetch step 3
     assert len(select_offload_layers(num_layers, one[0], one[1])) == 1
     every = (1, 1, 3)
-    rec_every = _recommender(num_layers, layer, every, _evidence(shapes, *every))
-    rec_one = _recommender(num_layers, layer, one, _evidence(shapes, *one))
+    rec_every = _recommender(num_layers, layer, every, _evidence(stack, *every))
+    rec_one = _recommender(num_layers, layer, one, _evidence(stack, *one))
     distinct = {setting_key(num_layers, s.group_size, s.num_in_group, s.prefetch_step)
                 for s in distinct_settings(num_layers)}
     seen = set()
     for g in range(1, num_layers + 1):
         for n in range(1, g + 1):
             for k in STEPS:
-                ev = _evidence(shapes, g, n, k)
+                ev = _evidence(stack, g, n, k)
                 key = setting_key(num_layers, g, n, k)
                 wrapped = len(key[0])
                 assert ev["wrapped_layers"] == key[0]
@@ -109,12 +149,13 @@ def test_offloader_recommender_and_choose_run_account_every_setting_alike(num_la
     assert set(rec_one) == distinct - {setting_key(num_layers, *one)}
 
 
-def test_one_offloaded_layer_at_prefetch_three_releases_a_layer_minus_one_slot():
+def test_one_offloaded_layer_at_prefetch_three_releases_a_layer_minus_one_slot(one_thread):
     shapes = Shapes.qwen25_7b(layers=8, width_divisor=WIDTH_DIVISOR)
+    stack = Stack(shapes)
     params = [p.numel() * p.element_size() for p in DecoderLayer(shapes).parameters()]
-    ev = _evidence(shapes, 8, 1, 3)
+    ev = _evidence(stack, 8, 1, 3)
     assert ev["slots"] == 1 and ev["released_bytes"] == sum(params) - slot_bytes(params)
-    rec = _recommender(8, sum(params), (1, 1, 3), _evidence(shapes, 1, 1, 3))
+    rec = _recommender(8, sum(params), (1, 1, 3), _evidence(stack, 1, 1, 3))
     assert rec[setting_key(8, 8, 1, 3)] == ev["released_bytes"]
     # the per-slot size read from the one-layer evidence is one slot, not a third of it
     ph = pd.DataFrame([_summary_row(8, 1, 3, ev)])
