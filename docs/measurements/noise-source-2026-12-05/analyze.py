@@ -36,7 +36,7 @@ def aslr() -> None:
 def series() -> None:
     w = [math.log(x) for x in json.load(open(HERE / "vary3.json"))["windows_ms"]]
     m, v = st.mean(w), st.pvariance(w)
-    print(f"work3.py (vary3.json): one process, 150 one-second windows: SD {100 * math.sqrt(v):.1f}%, "
+    print(f"work.py 150 1 (vary3.json): one process, 150 one-second windows: SD {100 * math.sqrt(v):.1f}%, "
           f"{math.exp(min(w)):.1f}-{math.exp(max(w)):.1f} ms per step")
     for lag in (1, 2, 5, 10, 20, 30, 60):
         c = sum((w[i] - m) * (w[i + lag] - m) for i in range(len(w) - lag)) / (len(w) - lag) / v
