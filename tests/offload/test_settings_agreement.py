@@ -108,7 +108,7 @@ def _recommender(num_layers: int, layer: int, measured: tuple[int, int, int], ev
             for p in preds}
 
 
-@pytest.mark.heavy  # 1,326 offloaders built: 0.5 CPU-s at 8 layers, 14 at 28 on this host (Python per wrapped layer)
+@pytest.mark.heavy  # 1,326 offloaders built: 0.5 CPU-s at 8 layers, 7-10 at 28 on this host (Python per wrapped layer)
 @pytest.mark.parametrize("num_layers", [8, 28])
 def test_offloader_recommender_and_choose_run_account_every_setting_alike(num_layers, one_thread):
     shapes = Shapes.qwen25_7b(layers=num_layers, width_divisor=WIDTH_DIVISOR)
