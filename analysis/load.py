@@ -76,7 +76,7 @@ RUN_FIELDS: dict[str, str] = {
     "ev_static_buffer_bytes": "evidence.static_buffer_bytes", "ev_released_bytes": "evidence.released_bytes",
     "ev_device": "evidence.device", "warmup_rounds": "record.workload.warmup_rounds",
     **{f"host_{name}": f"record.host_load.{name}" for name in HOST_LOAD_FIELDS},
-    "step_delay_ms": "record.step_delay_ms",
+    "step_delay_ms": "record.step_delay_ms", "in_process": "record.in_process.design",
     **{f"proc_{name}": f"record.process_state.{name}" for name in PROCESS_STATE_FIELDS},
 }
 """Runs-frame column -> dotted ``CaseRun`` field it holds (offload fields named by ``OFFLOAD_COLUMNS``)."""

@@ -55,6 +55,10 @@ class CaseConfig:
             against the undelayed baselines (expected ``slower``; a warning where it is not). Throughput: a cost
             of known size, judged against the undelayed baselines (``analysis.comparison.decision``), never one
             of them, never on a front or in a recommendation. Null = none.
+        in_process: CPU throughput phases only (docs/inprocess.md): run the measured rounds inside this one process
+            as A (the offloader's copies off, parameters read in place from its host buffer) and B (normal prefetch)
+            rounds in ABBA order: ``abba``, or the A/A controls ``aa`` / ``bb``; a measurement of the copy share,
+            never the verdict of record (``runners.planning.inprocess_check`` says where it may run). Null = off.
     """
 
     implementation: Implementation = MISSING
@@ -68,6 +72,7 @@ class CaseConfig:
     engine_validates: bool = False
     fault: Optional[OffloadFault] = None
     step_delay_ms: Optional[float] = added_field()
+    in_process: Optional[str] = added_field()
 
 
 @with_config(FORBID_EXTRA)

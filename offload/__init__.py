@@ -10,6 +10,8 @@ no torch; analysis imports the selection rule from here):
 * :mod:`offload.prefetch` - ``CurrentPrefetchOffloader`` and ``SyncOffloader``, built from
   :mod:`offload.arena` (static buffers), :mod:`offload.host_storage` (host copies of wrapped
   modules), :mod:`offload.copy_protocol` (upstream's copy/event protocol), :mod:`offload.base`;
+* :mod:`offload.inprocess` - the CPU-only switch between copies on (B) and in-place reads (A) between rounds of
+  one case process (the in-process copy-share measurement, docs/inprocess.md);
 * :mod:`offload.factory` - ``create_offloader`` honouring vLLM's ``offload_backend``;
 * :mod:`offload.overlay` - implementation ``overlay``: a published offloader class loaded from a
   source root given per runtime;

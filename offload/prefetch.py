@@ -32,6 +32,8 @@ What is modelled (the contract of vLLM's ``PrefetchOffloader``, vLLM 0.32
 * If a module is about to run while its slot holds another module (out-of-order execution,
   e.g. a partial pass), it is loaded synchronously instead of silently reading stale weights
   (counted in ``fallback_loads``).
+* In-place mode (``in_place``, CPU only, set between rounds by :mod:`offload.inprocess`): the wait / refill ops
+  return without a copy (counted in ``in_place_skips``) while the parameters are views into the host buffer.
 * ``shutdown()`` joins the copy stream. Garbage collection never synchronizes (it may run
   during another engine's graph capture): the arenas are marked used by the copy stream
   (``record_stream``), so the caching allocator reuses their memory only after the copies.
@@ -131,6 +133,8 @@ class CurrentPrefetchOffloader(EvidenceMixin, BaseOffloader):
         self.device_type = ""
         self.fallback_loads = 0
         self.copies_issued = 0
+        self.in_place = False  # offload.inprocess: copies off, parameters read from the host buffer (CPU only)
+        self.in_place_skips = 0
         self._use_ops = True
         self._op_id = ops.register(self)
         self._token = torch.empty(0)  # placeholder: post_init sets it before installing the hooks
@@ -302,6 +306,9 @@ class CurrentPrefetchOffloader(EvidenceMixin, BaseOffloader):
 
     def _wait_for_layer(self, layer_idx: int) -> None:
         """Make the compute stream wait until module ``layer_idx``'s weights are in its slot."""
+        if self.in_place:  # offload.inprocess mode A: the parameters are the host buffer, nothing to load
+            self.in_place_skips += 1
+            return
         w = self.wrapped[layer_idx]
         p = self.protocol
         assert p is not None
@@ -313,6 +320,9 @@ class CurrentPrefetchOffloader(EvidenceMixin, BaseOffloader):
 
     def _start_prefetch(self, layer_idx: int) -> None:
         """Refill module ``layer_idx``'s slot now that the slot's previous user ran (the protocol's rule)."""
+        if self.in_place:  # offload.inprocess mode A: no copy
+            self.in_place_skips += 1
+            return
         assert self.protocol is not None
         self.protocol.refill(layer_idx)
         self.copies_issued += 1
@@ -378,6 +388,9 @@ class SyncOffloader(CurrentPrefetchOffloader):
             self._slot_owner[0] = None
 
     def _wait_for_layer(self, layer_idx: int) -> None:
+        if self.in_place:  # offload.inprocess mode A: the parameters are the host buffer, nothing to load
+            self.in_place_skips += 1
+            return
         w = self.wrapped[layer_idx]
         b = self.backend
         assert b is not None

@@ -20,6 +20,7 @@ from typing import Mapping
 from conf.schema_matrix import ServingConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from results_schema.records.base import Implementation, OffloadBackend
+from results_schema.records.inprocess import InProcessDesign
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class PhaseCase:
             every forward of a baseline's model; 0.0 = none.
         max_accuracy_drop: accuracy phases: tolerance of the verifier's drop rule (fraction of accuracy, [0, 1]).
         serving: the phase's ``serving`` settings for ``kind=serving``, else None.
+        in_process: the in-process design (``abba``, ``aa``, ``bb``: ``offload.inprocess``), None = a plain case.
         timed: the case's timings are its result (placement kind ``performance``: under Ray's ``per_node``
             sharing one such case per node at a time); False for accuracy cases (outputs, not timings).
     """
@@ -80,6 +82,7 @@ class PhaseCase:
     fault: str | None = None
     step_delay_ms: float = 0.0
     timed: bool = True
+    in_process: InProcessDesign | None = None
 
     @property
     def offload_requested(self) -> bool:

@@ -34,7 +34,7 @@ import pandas as pd
 from analysis.comparison.noise_floor import noise_floors
 from analysis.comparison.variance import reference_mask
 
-__all__ = ["CONTENDED_NOTE", "CONTROL_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "point_exclusions", "unstable_processes", "withheld_reason"]
+__all__ = ["CONTENDED_NOTE", "CONTROL_NOTE", "INPROCESS_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "point_exclusions", "unstable_processes", "withheld_reason"]
 
 DRIFT_FLOOR_FACTOR = 2.0
 """A process whose window drift exceeds this many times its phase's noise floor is unstable."""
@@ -43,6 +43,10 @@ DRIFT_FLOOR_PROCESSES = 4
 
 CONTROL_NOTE = "speed control (a known-size cost, no byte moved): never on a front or in a recommendation"
 """Why a speed control (a baseline with ``step_delay_ms``) is kept off the front, the knee and recommendations."""
+
+INPROCESS_NOTE = ("in-process case (A and B rounds in one process; docs/inprocess.md): not the verdict of record, never "
+                  "on a front or in a recommendation")
+"""Why an in-process case (``BenchRecord.in_process``: its rounds mix copies off and on) is kept off every front."""
 
 CONTENDED_NOTE = "foreign work on the host while they measured"
 """What ``contended`` means, in the run's last line and the reports."""
@@ -110,7 +114,8 @@ def point_exclusions(runs: pd.DataFrame, floors: Sequence[Any] | None = None) ->
 
     ``withheld: contended (N of M processes)`` when a process of the label or of its phase baseline was
     contended; ``unstable (k of n processes: why)`` when a process of the label was unstable; ``CONTROL_NOTE``
-    for a speed control (its verdict against the undelayed baselines is shown; it is never a point).
+    for a speed control (its verdict against the undelayed baselines is shown; it is never a point); ``INPROCESS_NOTE``
+    for an in-process case (``analysis.comparison.inprocess`` reports it).
     """
     if runs.empty:
         return {}
@@ -122,6 +127,8 @@ def point_exclusions(runs: pd.DataFrame, floors: Sequence[Any] | None = None) ->
         rests_on = [label] if is_ref else [label, *baseline_labels(runs, phase)]
         if not is_ref and str(sub["implementation"].iloc[0]) == "baseline":
             out.setdefault((phase, label), []).append(CONTROL_NOTE)
+        if "in_process" in sub and sub["in_process"].notna().any():
+            out.setdefault((phase, label), []).append(INPROCESS_NOTE)
         w = withheld_reason(runs, phase, rests_on)
         if w:
             out.setdefault((phase, label), []).append(f"withheld: {w}")

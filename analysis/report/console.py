@@ -26,7 +26,9 @@ from analysis.comparison.noise_floor import floor_lines
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.comparison.shared_time import shared_lines
+from analysis.comparison.inprocess import record_rows, report_lines
 from analysis.comparison.sequential_check import look_table
+from analysis.load import RUNS_SUFFIX, load_run
 from results_schema.records.sequential import read_looks
 from analysis.report.released import released_cell
 from results_schema.codec.io import read_json
@@ -131,6 +133,17 @@ def print_noise_levels(cs: ComparisonSummary, console: Console) -> None:
         console.print(line, markup=False, style="dim" if line.startswith("shared-in-time model") else "")
 
 
+def _print_inprocess(out_dir: Path, console: Console) -> None:
+    """The in-process copy share of the run (``out_dir``'s parent), per process and pooled, when it has in-process
+    cases (``analysis.comparison.inprocess``; not the verdict of record)."""
+    run_dir = out_dir.parent
+    if not any(run_dir.glob(f"*{RUNS_SUFFIX}")):
+        return
+    data = load_run(run_dir)
+    for line in report_lines(record_rows(cr.record for _p, _l, cr in data.case_runs)):
+        console.print(line, markup=False, style="yellow" if "DIFFER" in line else "")
+
+
 def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
     """Print the decision table, then the validation verdict and its reasons; return ``valid``.
 
@@ -168,6 +181,7 @@ def print_summary(out_dir: Path | str, console: Console | None = None) -> bool:
         console.print(line, markup=False, style="magenta")
     _print_choice(out_dir, console)
     _print_looks(out_dir, console)
+    _print_inprocess(out_dir, console)
     console.print(f"full tables: {out_dir / 'comparison-summary.md'}; report: {out_dir / 'report.html'}",
                   markup=False)
     head = "VALID" if val.valid else "INVALID"

@@ -19,6 +19,7 @@ from analysis.comparison.noise_floor import floor_lines, noise_floors
 from analysis.comparison.dimensioning import dimensioning_lines
 from analysis.comparison.power import power_lines
 from analysis.comparison.shared_time import shared_lines
+from analysis.comparison.inprocess import record_rows, report_lines
 from analysis.comparison.sequential_check import look_table
 from results_schema.records.sequential import read_looks
 from analysis.comparison.pareto import knee_rule_text
@@ -282,5 +283,8 @@ def render_markdown(tables: dict) -> tuple[str, str]:
     if looks:
         parts += ["## Sequential looks (docs/sequential.md: each label's interval at every look it was judged at)", "",
                   *looks, ""]
+    inproc = report_lines(record_rows(cr.record for _p, _l, cr in tables["data"].case_runs))
+    if inproc:
+        parts += [f"## {inproc[0]}", "", *(f"- {line}" for line in inproc[1:]), ""]
     parts += _model_section(tables)
     return "\n".join(parts) + "\n", vline + "\n\n" + main + "\n"

@@ -77,12 +77,19 @@ class CaseSpec(StrictModel):
         description="Bench only: skip the case process's own offload pre-check and give the setting to the "
                     "engine as configured (runners.incase.engine_path; the engine's own rejection is tested).")
 
+    in_process: Literal["abba", "aa", "bb"] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Bench only: run the measured rounds as A (copies off) and B (copies on) rounds of the installed "
+                    "offloader in ABBA order (offload.inprocess; docs/inprocess.md); null = a plain case.")
+
     @model_validator(mode="after")
     def _check_kind(self) -> "CaseSpec":
         if self.kind == "bench" and (self.workload is None or self.accuracy is not None):
             raise ValueError("kind 'bench' needs a workload and no accuracy settings")
         if self.kind == "accuracy" and (self.accuracy is None or self.workload is not None):
             raise ValueError("kind 'accuracy' needs accuracy settings and no workload")
+        if self.kind == "accuracy" and self.in_process is not None:
+            raise ValueError("in_process is a bench-case switch (runners.incase.bench_one); accuracy cases have none")
         if self.kind == "accuracy" and self.engine_validates:
             raise ValueError("engine_validates is a bench-case switch (runners.incase.bench_one); accuracy cases have none")
         return self

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from results_schema.records.process_state import ProcessState
+from results_schema.records.inprocess import InProcessRounds, check_in_process_rounds
 
 from results_schema.records.base import (
     Digest,
@@ -288,6 +289,11 @@ class BenchRecord(EngineCase):
         default=None, exclude_if=lambda v: v is None,
         description="Memory and thread placement of the bench process over its measured rounds (AnonHugePages, page "
                     "faults, CPU affinity, THP mode: results_schema.records.process_state); null where not read.")
+    in_process: InProcessRounds | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="In-process case only (docs/inprocess.md): the measured rounds alternated the offloader's copies "
+                    "off (A) and on (B) in ABBA order; per round its arm, mode and copies "
+                    "(results_schema.records.inprocess). Null = a plain case. Never the verdict of record.")
     step_delay_ms: NonNegFloat = Field(
         default=0.0, exclude_if=lambda v: not v,
         description="Speed control (a known-size cost): ms every forward of a baseline's model slept first (no byte "
@@ -318,7 +324,9 @@ class BenchRecord(EngineCase):
         min_s = self.workload.min_measured_s
         if n < want:
             raise ValueError(f"rounds ({n}) < measured_rounds ({want})")
-        if n > want:
+        if self.in_process is not None:
+            check_in_process_rounds(self.in_process, self.rounds, want, min_s)
+        elif n > want:
             before_last = sum(r.elapsed_s for r in self.rounds[:-1])
             if min_s is None or before_last >= min_s:
                 raise ValueError(

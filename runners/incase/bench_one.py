@@ -11,6 +11,9 @@ deterministically from ``(seed, round)``, so input lengths are exact and every c
 run sees the same prompts; measured rounds repeat until both ``workload.measured_rounds`` and
 ``workload.min_measured_s`` are reached (the window is recorded in ``BenchRecord.window``); each
 round (warmup included) gets fresh prompts unless ``workload.prompts_vary_per_round`` is false.
+An in-process case (``CaseSpec.in_process``, CPU only, docs/inprocess.md) runs its measured rounds in whole ABBA
+blocks of the installed offloader's copies off (A) and on (B), both rounds of a pair on the same prompts
+(``runners.incase.rounds.run_inprocess_rounds``), and records each round's arm, mode and copies.
 ``prompt_mode=seed_text`` builds the published prompts instead (a seed text cut to exactly
 ``input_len`` tokens, the same in every round). Prefix caching is whatever
 ``enable_prefix_caching`` says (null: vLLM's default); engine arguments are built in
@@ -43,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import hashlib
 import os
 import sys
 import time
@@ -58,12 +60,15 @@ from results_schema.records.case import CaseSpec, RequestedOffload
 from results_schema.codec.io import dumps_model, write_json
 from results_schema.records.load_metrics import percentile_linear
 from results_schema.rules.log_rule import BENCH_RESULT
+from results_schema.records.inprocess import InProcessRounds
 from results_schema.records.models import BenchRecord, MeasurementWindow, RoundResult, WorkloadSpec
 from results_schema.records.identity import OffloadSetting
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
 from runners.incase.host_load import HostReading, read_host, window_load
 from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
+from runners.incase.rounds import overall_digest, run_inprocess_rounds, run_rounds, window_reached
+from offload.inprocess import worker_set_mode
 
 
 
@@ -138,70 +143,6 @@ def engine_kwargs(model: str, offload: OffloadSetting | RequestedOffload, worklo
                       offload_params=set(offload.offload_params),
                       offload_backend=offload.offload_backend)
     return kwargs
-
-
-def digest_ids(outputs: Sequence[Sequence[int]]) -> str:
-    """SHA-256 of generated token ids, request by request (order-sensitive)."""
-    h = hashlib.sha256()
-    for ids in outputs:
-        h.update(",".join(str(int(t)) for t in ids).encode())
-        h.update(b";")
-    return h.hexdigest()
-
-
-def window_reached(rounds: int, measured_s: float, min_rounds: int, min_measured_s: float) -> bool:
-    """True when the measured window has at least ``min_rounds`` rounds and ``min_measured_s`` seconds.
-
-    The measurement loop runs rounds until this holds (both minima, like MLPerf LoadGen's
-    ``min_query_count`` and ``min_duration``), so a fast case is measured for a stated time
-    instead of a handful of sub-second rounds.
-    """
-    return rounds >= min_rounds and measured_s >= min_measured_s
-
-
-def run_rounds(one_round, *, warmup_rounds: int, min_rounds: int, min_measured_s: float,
-               window_start: Callable[[], object] | None = None) -> list[RoundResult]:
-    """Run warmup rounds, then measured rounds until ``window_reached``.
-
-    Args:
-        one_round: ``g -> (elapsed_s, generated ids per request, prompt tokens)`` for global round ``g``
-            (warmup rounds first; ``g`` also picks the round's prompts).
-        warmup_rounds: rounds run and discarded.
-        min_rounds: minimum measured rounds (``workload.measured_rounds``).
-        min_measured_s: minimum measured seconds (``workload.min_measured_s``), summed over measured rounds.
-        window_start: called once, after the warmup rounds and just before the first measured round (the
-            host reading at the start of the measured window, ``runners.incase.host_load.read_host``).
-
-    Returns:
-        The measured rounds (index 0..n-1), ``n >= min_rounds``; the last one is the first that
-        brought the window to ``min_measured_s`` when more than ``min_rounds`` were needed.
-    """
-    rounds: list[RoundResult] = []
-    measured_s = 0.0
-    g = 0
-    while g < warmup_rounds or not window_reached(len(rounds), measured_s, min_rounds, min_measured_s):
-        if g == warmup_rounds and window_start is not None:
-            window_start()
-        elapsed, gen, prompt_tokens = one_round(g)
-        g += 1
-        if g <= warmup_rounds:
-            continue
-        n_out = sum(len(x) for x in gen)
-        rounds.append(RoundResult(index=len(rounds), elapsed_s=elapsed, prompt_tokens=prompt_tokens,
-                                  output_tokens=n_out, throughput_tok_s=n_out / elapsed,
-                                  token_digest=digest_ids(gen)))
-        measured_s += elapsed
-    return rounds
-
-
-def overall_digest(rounds: Sequence[RoundResult], min_rounds: int) -> str:
-    """SHA-256 over the per-round digests of the first ``min_rounds`` measured rounds.
-
-    Every case of a run measures at least those rounds with the same prompts, while the number of
-    extra rounds a minimum window adds depends on each case's speed: the greedy identity check
-    (``analysis.validation.validate``) compares this prefix, so it compares like with like.
-    """
-    return hashlib.sha256("".join(r.token_digest for r in rounds[:min_rounds]).encode()).hexdigest()
 
 
 def request_metrics(rounds: Sequence[RoundResult], num_prompts: int) -> dict[str, Any]:
@@ -318,6 +259,22 @@ def _round_fn(llm: object, w: WorkloadSpec):
     return one_round
 
 
+def measure(llm: Any, case: CaseSpec, w: WorkloadSpec,
+            window_start: Callable[[], None]) -> tuple[list[RoundResult], InProcessRounds | None]:
+    """The measured rounds: ``run_rounds``, or for an in-process case (``case.in_process``) ``run_inprocess_rounds``
+    with the installed offloader switched through ``LLM.collective_rpc`` (``offload.inprocess.worker_set_mode``)."""
+    min_s = w.min_measured_s or 0.0
+    if case.in_process is None:
+        return run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
+                          min_measured_s=min_s, window_start=window_start), None
+
+    def set_mode(mode: str) -> dict[str, Any]:
+        return llm.collective_rpc(worker_set_mode, args=(mode,))[0]
+
+    return run_inprocess_rounds(_round_fn(llm, w), set_mode, design=case.in_process, warmup_rounds=w.warmup_rounds,
+                                min_rounds=w.measured_rounds, min_measured_s=min_s, window_start=window_start)
+
+
 def run(case: CaseSpec) -> BenchRecord:
     """Build the engine, run warmup + measured rounds, return the record."""
     offload, w = _specs(case)
@@ -352,8 +309,7 @@ def run(case: CaseSpec) -> BenchRecord:
             state.start()
             start.append(read_host())
 
-        rounds = run_rounds(_round_fn(llm, w), warmup_rounds=w.warmup_rounds, min_rounds=w.measured_rounds,
-                            min_measured_s=min_s, window_start=window_start)
+        rounds, in_process = measure(llm, case, w, window_start)
         host = window_load(start[0] if start else None, read_host())
         process_state = state.finish()
     output_tokens = sum(r.output_tokens for r in rounds)
@@ -371,7 +327,7 @@ def run(case: CaseSpec) -> BenchRecord:
         **request_metrics(rounds, w.num_prompts), **load.fields(),
         host_load=None if host is None else host.record(),
         vllm_version=str(vllm.__version__), torch_version=str(torch.__version__), pid=os.getpid(),
-        step_delay_ms=step_delay_requested(), process_state=process_state,
+        step_delay_ms=step_delay_requested(), process_state=process_state, in_process=in_process,
     )
 
 

@@ -4,7 +4,7 @@ What is modelled: ``BenchKind`` (spec: a ``CaseSpec`` of kind ``bench`` in ``rec
 argv ``[python, -m, <bench_module>, --case, PATH]`` or the run's ``bench_command`` prefix; end:
 ``runners.outcome.bench.finalize_bench`` -> one ``CaseRun`` line in ``<phase>-runs.jsonl``; live check: greedy
 tokens against the phase's baselines, ``runners.outcome.live_checks.token_check``; progress: throughput, measured
-window, what was offloaded, host contention) and its three kinds: ``THROUGHPUT`` (may run a speed control and sequential looks),
+window, what was offloaded, host contention) and its three kinds: ``THROUGHPUT`` (may run a speed control, sequential looks and in-process cases),
 ``TTFT`` and ``STABILITY`` (every measured round must produce a token).
 
 What is deliberately not modelled: the checks (``runners.outcome.case_checks``), the bench process
@@ -36,7 +36,7 @@ class BenchKind(CaseKind):
     def spec(self, sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, python: str) -> CaseSpec:
         c = sc.case
         return CaseSpec(kind="bench", workload=case_workload(c.workload), engine_validates=c.engine_validates,
-                        **spec_fields(sc, model_dir=model_dir, paths=paths))
+                        in_process=c.in_process, **spec_fields(sc, model_dir=model_dir, paths=paths))
 
     def argv(self, sc: ScheduledCase, *, paths: CasePaths, python: str, commands: CaseCommands) -> tuple[str, ...]:
         prefix = list(commands.bench_command) if commands.bench_command else [python, "-m", commands.bench_module]
@@ -90,6 +90,7 @@ class Throughput(BenchKind):
     name = "throughput"
     speed_control = True
     sequential = True
+    in_process = True
 
 
 class Ttft(BenchKind):

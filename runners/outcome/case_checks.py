@@ -44,6 +44,20 @@ class CheckFailed(Exception):
         self.message = message
 
 
+def check_in_process(c: PhaseCase, record: BenchRecord) -> None:
+    """An in-process case's record has its design, and every pair's A and B rounds generated the same tokens.
+
+    Raises:
+        CheckFailed: ``invalid_record`` naming what differs.
+    """
+    design = record.in_process.design if record.in_process is not None else None
+    if design != c.in_process:
+        raise CheckFailed("invalid_record", f"record in_process {design!r} != the case's {c.in_process!r}")
+    if record.in_process is not None and not record.in_process.tokens_identical:
+        raise CheckFailed("invalid_record", "in-process rounds: the two rounds of a pair (same prompts, greedy) "
+                          "generated different tokens: mode A does not compute what mode B computes")
+
+
 def check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchRecord:
     """The case's record: one ``BENCH_RESULT`` line equal to the record file, naming the case.
 
@@ -78,6 +92,7 @@ def check_record(sc: ScheduledCase, log_text: str, record_path: Path) -> BenchRe
                o.offload_backend)
     if want_off != got_off:
         raise CheckFailed("invalid_record", f"record offload {got_off} != case offload {want_off}")
+    check_in_process(c, record)
     check_plan_match(c, record)
     check_control(c, record, log_text)
     return record

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from conf.ranges import check_numbers
 from conf.schema import Config, ConfigError
@@ -23,6 +23,7 @@ from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.selection import case_label, check_offload_setting, select_offload_layers
 from results_schema.records.base import Implementation, OffloadBackend
+from results_schema.records.inprocess import InProcessDesign
 from results_schema.records.manifest import is_secret_name, looks_like_credential
 from results_schema.rules.sequential_rule import check_design
 from runners.errors import PlanError
@@ -31,6 +32,7 @@ from runners.cases import PhaseCase, ScheduledCase
 from runners.kinds.base import CaseKind
 from runners.kinds.registry import bench_kinds, control_kinds, kind as case_kind, sequential_kinds
 from runners.planning.choose_plan import ChooseNeed, with_choose
+from runners.planning.inprocess_check import check_in_process
 from runners.planning.layer_names import check_offload_params
 from runners.planning.workload_check import _effective_workload, validate_workload
 from offload.overlay import check_class_pattern
@@ -226,6 +228,7 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
             check_overlay_runtime(f"phase {phase!r}, case {label!r}", eff_runtime)
         n_rep = _repeats(phase, label, r, matrix, kind)
         _check_step_delay(f"phase {phase!r}, case {label!r}", r, kind, matrix, eff_workload)
+        check_in_process(f"phase {phase!r}, case {label!r}", r, kind, matrix, eff_workload, eff_runtime)
         cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, fields))
     if matrix.sequential.looks:
         cases = _sequential_cases(phase, matrix, kind, cases)
@@ -269,7 +272,8 @@ def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: 
         backend=backend, kind=kind.name, repeats=n_rep, expect_error=r.expect_error, workload=workload,
         runtime=runtime, timeout_s=matrix.case_timeout_s, kill_grace_s=matrix.kill_grace_s,
         cooldown_s=matrix.cooldown_s, accuracy_limit=matrix.accuracy_limit, engine_validates=r.engine_validates,
-        fault=None if r.fault is None else str(r.fault), step_delay_ms=float(r.step_delay_ms or 0.0), **fields,
+        fault=None if r.fault is None else str(r.fault), step_delay_ms=float(r.step_delay_ms or 0.0),
+        in_process=cast("InProcessDesign | None", r.in_process), **fields,  # checked by check_in_process
     )
 
 

@@ -39,6 +39,7 @@ def _row_by_row(items: list[tuple[Path, int, CaseRun]]) -> tuple[pd.DataFrame, p
             e.offload_prefetch_step, e.offload_params, e.num_layers, e.selected_layers, e.wrapped_layers,
             e.wrapped_count, e.offloaded_bytes, e.static_buffer_bytes, e.released_bytes, e.device, wl.warmup_rounds,
             *(None if r.host_load is None else getattr(r.host_load, n) for n in HOST_LOAD_FIELDS), r.step_delay_ms,
+            None if r.in_process is None else r.in_process.design,
             *(None if r.process_state is None else getattr(r.process_state, n) for n in PROCESS_STATE_FIELDS),
             window_drift_pct([rd.elapsed_s for rd in r.rounds], [rd.output_tokens for rd in r.rounds]), lineno,
         ))

@@ -37,6 +37,7 @@ PROCESS_COUNTS = {
     "aa_noise": 20,  # A/A: baseline, baseline_twin, current (2,1) and its twin, the speed control; 4 repeats
     "smollm2_accuracy": 5,  # baseline x2 + current (2,1) on single-digit-addition + serving baseline, current (2,1)
     "smollm2_negative_control": 3,  # baseline x2 + the deliberately broken current (2,1)
+    "inprocess": 9,  # in-process (2,1) (1,1) and the A/A case, 3 processes each, no baseline
 }
 NEEDS = {"choose": ("need_gib=0.05",), "qwen7b_choose": ("need_gib=3",)}
 """The need a choose experiment is planned with (it has none by default: a config error)."""

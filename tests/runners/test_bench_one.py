@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.incase.bench_one import digest_ids, main, make_prompt_ids
+from runners.incase.bench_one import main, make_prompt_ids
+from runners.incase.rounds import digest_ids
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = list(range(10, 300))
