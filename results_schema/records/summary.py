@@ -215,7 +215,7 @@ class PairedLogRatio(StrictModel):
                                  "percent (exp(sd) - 1).")
     unpaired_sd_pct: Float = Field(ge=0, description="sqrt(var(log label) + var(log reference)) over the same blocks: "
                                    "the log ratio's SD without pairing, as percent.")
-    ratio: Float | None = Field(ge=0, description="paired / unpaired SD (of the logs); below 1: the pairing cancels a "
+    ratio: Annotated[Float, Field(ge=0)] | None = Field(description="paired / unpaired SD (of the logs); below 1: the pairing cancels a "
                                 "shared block shift; null when the unpaired SD is 0.")
 
 
@@ -238,12 +238,12 @@ class SharedInTimeRow(StrictModel):
     ms_error: Float = Field(ge=0, description="Residual mean square: a process's own variance within a label, block "
                             "removed.")
     block_var: Float = Field(ge=0, description="Block variance component max(0, (MS_block - MS_error) / a).")
-    block_share: Float | None = Field(ge=0, le=1, description="block_var / (block_var + ms_error): the share of the "
+    block_share: Annotated[Float, Field(ge=0, le=1)] | None = Field(description="block_var / (block_var + ms_error): the share of the "
                                       "process-level variance within a label that a block of time carries; null "
                                       "when both are 0.")
-    f_block: Float | None = Field(ge=0, description="MS_block / MS_error on (df_block, df_error); null when MS_error "
+    f_block: Annotated[Float, Field(ge=0)] | None = Field(description="MS_block / MS_error on (df_block, df_error); null when MS_error "
                                   "is 0.")
-    p_block: Float | None = Field(ge=0, le=1, description="Upper-tail p of f_block (F distribution).")
+    p_block: Annotated[Float, Field(ge=0, le=1)] | None = Field(description="Upper-tail p of f_block (F distribution).")
     block_sd_pct: Float = Field(ge=0, description="sqrt(block_var) as percent of the throughput (exp(sd) - 1).")
     error_sd_pct: Float = Field(ge=0, description="sqrt(ms_error) as percent: a process's own SD, block removed.")
     within_label_sd_pct: Float = Field(ge=0, description="SD within a label before the block is removed, "

@@ -18,7 +18,9 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; did you mean 'aa_noise'; allowed: aa_noise, accuracy, choose, negative_control, negative_control_serving, official_cpu,"),
+    # the allowed names: every file in conf/experiment/, sorted (the oracle is the directory, not the code)
+    ("+experiment=nope", "+experiment=nope: 'nope' is not an option of 'experiment'; did you mean 'aa_noise'; allowed: "
+     + ", ".join(sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml")))),
     ("workloadx.num_prompts=2", "unknown key 'workloadx'; did you mean 'workload'; allowed keys of Config:"),
     ("workload.num_promts=2", "unknown key 'workload.num_promts'; did you mean 'workload.num_prompts'; allowed keys of "
                               "workload:"),
