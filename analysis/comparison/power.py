@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.comparison.variance import ESTIMATOR, Components, arm_components, chi2_quantile, reference_mask
+from analysis.comparison.variance import ESTIMATOR, Components, arm_components, chi2_quantile, reference_mask, sd_pct
 from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide, satterthwaite_df
 
 __all__ = ["POWER", "SIM_DATASETS", "SIM_SEED", "detectable_cost_pct", "detectable_effects", "mde_row", "power_lines",
@@ -227,7 +227,7 @@ def _sd(var: float | None) -> str:
     """A log variance as the printed SD percent (``>999`` beyond: an interval bound with 1-3 df can be huge)."""
     if var is None:
         return "nan"
-    sd = 100.0 * math.expm1(math.sqrt(max(var, 0.0)))
+    sd = sd_pct(var)
     return ">999" if sd > 999 else f"{sd:.1f}"
 
 

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.comparison.variance import reference_mask
+from analysis.comparison.variance import reference_mask, sd_pct
 from analysis.comparison.verdict_rule import f_sf
 
 __all__ = ["BLOCK_METHOD", "BlockAnova", "block_anova", "paired_gain", "shared_in_time", "shared_lines"]
@@ -136,11 +136,6 @@ def paired_gain(label: Sequence[float], reference: Sequence[float]) -> tuple[flo
     return float(np.std(x - r, ddof=1)), float(math.sqrt(np.var(x, ddof=1) + np.var(r, ddof=1)))
 
 
-def _sd_pct(var: float) -> float:
-    """A log-scale variance as an SD in percent (``100 * (exp(sd) - 1)``)."""
-    return 100.0 * math.expm1(math.sqrt(max(var, 0.0)))
-
-
 def _cells(pr: pd.DataFrame) -> pd.DataFrame:
     """``label x block`` table of the mean log throughput of ``pr``'s processes with a positive finite value."""
     tok = pr["throughput_tok_s"].astype(float)
@@ -186,8 +181,8 @@ def _phase_row(pr: pd.DataFrame, phase: str) -> dict[str, Any] | None:
         "ss_label_share": share_of(r.ss_label), "ss_block_share": share_of(r.ss_block),
         "ss_error_share": share_of(r.ss_error), "df_block": r.df_block, "df_error": r.df_error,
         "ms_block": r.ms_block, "ms_error": r.ms_error, "block_var": r.block_var, "block_share": r.share,
-        "f_block": r.f_block, "p_block": r.p_block, "block_sd_pct": _sd_pct(r.block_var),
-        "error_sd_pct": _sd_pct(r.ms_error), "within_label_sd_pct": _sd_pct(r.within_label_var),
+        "f_block": r.f_block, "p_block": r.p_block, "block_sd_pct": sd_pct(r.block_var),
+        "error_sd_pct": sd_pct(r.ms_error), "within_label_sd_pct": sd_pct(r.within_label_var),
         "pairs": _pairs(pr, cells),
     }
 

@@ -219,8 +219,8 @@ def arm_components(runs: pd.DataFrame, rounds: pd.DataFrame, phase: str) -> dict
     return out
 
 
-def _sd_pct(var: float) -> float:
-    """A log-scale variance as an SD in percent (``100 * (exp(sd) - 1)``)."""
+def sd_pct(var: float) -> float:
+    """A log-scale variance as an SD in percent (``100 * (exp(sd) - 1)``; a negative variance counts as 0)."""
     return 100.0 * math.expm1(math.sqrt(max(var, 0.0)))
 
 
@@ -244,7 +244,7 @@ def variance_components(runs: pd.DataFrame, rounds: pd.DataFrame) -> list[dict[s
                 "within_var_low": None if math.isnan(c.within_low) else c.within_low,
                 "within_var_high": None if math.isnan(c.within_high) else c.within_high,
                 "process_var": c.process, "process_var_low": c.process_low, "process_var_high": c.process_high,
-                "between_sd_pct": _sd_pct(c.between), "within_sd_pct": _sd_pct(c.within),
-                "process_sd_pct": _sd_pct(c.process),
+                "between_sd_pct": sd_pct(c.between), "within_sd_pct": sd_pct(c.within),
+                "process_sd_pct": sd_pct(c.process),
             })
     return out
