@@ -1,7 +1,7 @@
 """The spread rule: how far repeated measurements of one unchanged setting lie apart, one rule live and offline.
 
 What is modelled: ``spread_pct(xs) = (max - min) / median x 100`` over repeated measurements (percent of the
-median). Applied live by the runner (``runners.orchestration.choose``: the probe baselines' spread, the choice's
+median). Applied live by the runner (``runners.orchestration.choose_decide``: the probe baselines' spread, the choice's
 noise floor) and offline by the analysis (``analysis.comparison.noise_floor``: a phase's baseline processes;
 ``analysis.serving.stats``: a serving rate's baselines).
 

@@ -7,5 +7,7 @@ to do), ``execute`` (per phase: gates, each case, one line per case; a case's en
 ``close`` (identity at the end, summary, checksums, verdict), ``progress`` (progress lines, dry-run
 table), ``path_checks`` (every path a run needs, before any process), ``copy_bench`` (the host copy
 bandwidth beside the fit), ``overhead`` (runner wall minus case walls), ``sequential`` (a sequential phase's
-looks and the blocks each decides).
+looks and the blocks each decides), ``choose`` (a choose run's loop from its probe to its last decision),
+``choose_probe`` (the probe's re-measures and stop), ``choose_decide`` (each decision: fit, predict, choose, check),
+``choose_verify`` (the verify phase's schedule), ``choose_lines`` (its printed lines).
 """

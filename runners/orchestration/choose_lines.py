@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
-from runners.orchestration.choose import REFIT_BUDGET
+from runners.orchestration.choose_decide import REFIT_BUDGET
 from runners.planning.choose_plan import ChooseNeed
 from offload_tools.choice import distinct_settings, released_bytes
 from runners.paths import REPO_ROOT

@@ -47,7 +47,8 @@ from runners.incase.case_processes import end_orphaned_cases
 from runners.launching.executors import check_executor_config
 from runners.models.built import BUILT_SOURCES, built_dir
 from runners.orchestration.accuracy_phase import check_accuracy_inputs
-from runners.orchestration.choose import active, choose_stage, decided_items, has_verify
+from runners.orchestration.choose import choose_stage, decided_items
+from runners.orchestration.choose_verify import active, has_verify
 from runners.orchestration.choose_lines import verify_stage_line
 from runners.orchestration.close import (analyse_and_checksum, exit_code, final_checks, print_done, recorded_verdict,
     verdict_line)

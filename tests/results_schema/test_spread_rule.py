@@ -24,6 +24,6 @@ def test_no_spread_below_two_values_or_at_a_median_not_above_zero(xs):
 
 def test_the_analysis_and_the_runner_use_this_rule():
     from analysis.comparison import noise_floor
-    from runners.orchestration import choose
+    from runners.orchestration import choose_decide
 
-    assert noise_floor.spread_pct is spread_pct and choose.spread_pct is spread_pct
+    assert noise_floor.spread_pct is spread_pct and choose_decide.spread_pct is spread_pct

@@ -1,12 +1,12 @@
 """A need the device already covers: where the runtime reports its memory (CUDA, NPU), the probe baselines' total
-minus peak used is free memory; a need within it is met without offload (``runners.orchestration.choose``)."""
+minus peak used is free memory; a need within it is met without offload (``runners.orchestration.choose_decide``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from runners.orchestration.choose import _Context, free_device_bytes, next_decision
+from runners.orchestration.choose_decide import _Context, free_device_bytes, next_decision
 from runners.planning.choose_plan import GIB, ChooseNeed, ModelSizes, need_bytes
 from tests.runners.helpers import compose_cfg
 
