@@ -143,12 +143,17 @@ class SequentialConfig:
         target_pct: the smallest cost that matters (percent; the equivalence margin of every look), > 0.
         alpha: total two-sided alpha over every look, in (0, 1).
         spending: ``pocock`` (Pocock-type, spends early) or ``obrien_fleming`` (O'Brien-Fleming-type).
+        pairing: the interval every look uses, declared before the run: ``none`` (the unpaired t of the label's
+            processes against the baseline's) or ``block`` (the paired t of the per-block log ratio, label process vs
+            the same block's baseline process, over the complete blocks, ``blocks - 1`` df). An added field: left out
+            of the saved config (and its hash) while ``none``.
     """
 
     looks: List[int] = field(default_factory=list)
     target_pct: float = 5.0
     alpha: float = 0.05
     spending: str = "pocock"
+    pairing: str = added_field("none")
 
 
 @with_config(FORBID_EXTRA)

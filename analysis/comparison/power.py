@@ -45,10 +45,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison.variance import ESTIMATOR, Components, arm_components, chi2_quantile, reference_mask, sd_pct
-from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide, satterthwaite_df
+from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide, decide_paired, satterthwaite_df
 
-__all__ = ["POWER", "SIM_DATASETS", "SIM_SEED", "detectable_cost_pct", "detectable_effects", "mde_row", "power_lines",
-           "slower_thresholds_pct"]
+__all__ = ["POWER", "SIM_DATASETS", "SIM_SEED", "detectable_cost_pct", "detectable_effects", "detectable_paired_cost_pct",
+           "mde_row", "power_lines", "slower_thresholds_pct"]
 
 POWER = 0.80
 """Power at which the MDE is stated (the usual 80%, Cohen 1988)."""
@@ -63,23 +63,27 @@ SIM_SEED = 5252
 
 
 def slower_thresholds_pct(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], *,
-                          margin_pct: float = DEFAULT_MARGIN_PCT, confidence: float = CONFIDENCE) -> np.ndarray:
+                          margin_pct: float = DEFAULT_MARGIN_PCT, confidence: float = CONFIDENCE,
+                          paired: bool = False) -> np.ndarray:
     """Per dataset, the smallest cost (percent) above which ``decide(a_k * (1 - d/100), b_k)`` is ``slower``.
 
     Args:
         a, b: datasets, ``a[k]`` and ``b[k]`` the label's and the reference's process values (any unit,
-            positive), each with >= 2 values.
+            positive), each with >= 2 values (paired: one per block, ``a[k][j]`` and ``b[k][j]`` of block ``j``).
         margin_pct: the verdicts' equivalence margin.
         confidence: the interval's two-sided confidence (a sequential look's level,
             ``analysis.comparison.sequential``).
+        paired: judge each dataset with ``decide_paired`` instead of ``decide`` (the paired interval shifts by
+            ``log c`` under the same scaling, so the same threshold argument holds).
 
     Returns:
         Array of thresholds (percent, may be negative when the dataset is already ``slower``); ``inf`` where
         ``decide`` gives no interval.
     """
     out = np.empty(len(a))
+    rule = decide_paired if paired else decide
     for k, (ak, bk) in enumerate(zip(a, b, strict=True)):
-        d = decide(list(ak), list(bk), margin_pct=margin_pct, confidence=confidence)
+        d = rule(list(ak), list(bk), margin_pct=margin_pct, confidence=confidence)
         if not (math.isfinite(d.ci_low_pct) and math.isfinite(d.ci_high_pct)):
             out[k] = math.inf
             continue
@@ -122,6 +126,40 @@ def detectable_cost_pct(n_a: int, sd_a: float, n_b: int, sd_b: float, *, margin_
     b = np.exp(sd_b * rng.standard_normal((datasets, n_b)))
     thresholds = np.sort(slower_thresholds_pct(a, b, margin_pct=margin_pct, confidence=confidence))
     q = float(thresholds[min(datasets - 1, math.ceil(power * datasets) - 1)])  # the power quantile (inverted CDF)
+    return q if q < 100.0 else math.inf
+
+
+@functools.lru_cache(maxsize=256)
+def detectable_paired_cost_pct(blocks: int, sd_d: float, *, margin_pct: float = DEFAULT_MARGIN_PCT,
+                               power: float = POWER, datasets: int = SIM_DATASETS, seed: int = SIM_SEED,
+                               confidence: float = CONFIDENCE) -> float:
+    """The MDE of the paired rule (``decide_paired`` over ``blocks`` blocks): the cost (percent) it calls ``slower``
+    with probability ``power`` when the per-block log ratio has SD ``sd_d`` (module docstring's method, each
+    dataset ``blocks`` log ratios ``sd_d * z``, the reference side 1).
+
+    Args:
+        blocks: paired blocks (>= 2).
+        sd_d: SD of one block's log ratio (label process vs the same block's baseline process), >= 0.
+        margin_pct, power, datasets, seed, confidence: as ``detectable_cost_pct``.
+
+    Returns:
+        Percent of the reference's throughput (``inf`` when no cost below 100% reaches the power, or ``sd_d`` exceeds
+        ``MAX_SD_LOG``).
+
+    Raises:
+        ValueError: fewer than 2 blocks, a negative or non-finite SD, a power outside (0, 1).
+    """
+    if blocks < 2:
+        raise ValueError(f"a paired MDE needs >= 2 blocks (got {blocks}): a single block has no interval")
+    if not (math.isfinite(sd_d) and sd_d >= 0) or not 0 < power < 1:
+        raise ValueError(f"detectable_paired_cost_pct: SD {sd_d!r} must be finite >= 0, power {power!r} in (0, 1)")
+    if sd_d > MAX_SD_LOG:
+        return math.inf
+    rng = np.random.default_rng(seed)
+    a = np.exp(sd_d * rng.standard_normal((datasets, blocks)))
+    thresholds = np.sort(slower_thresholds_pct(a, np.ones_like(a), margin_pct=margin_pct, confidence=confidence,
+                                               paired=True))
+    q = float(thresholds[min(datasets - 1, math.ceil(power * datasets) - 1)])
     return q if q < 100.0 else math.inf
 
 

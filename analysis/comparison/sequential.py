@@ -9,12 +9,18 @@ What is modelled (``SequentialDesign``):
   alpha(t_{k-1})``. Two spending functions: ``pocock`` (Pocock-type, ``alpha ln(1 + (e - 1) t)``, Lan and DeMets
   1983; spends early, so a large cost stops at the first look) and ``obrien_fleming`` (O'Brien-Fleming-type,
   ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``; spends almost nothing early).
-* **The look's verdict**: ``analysis.comparison.verdict_rule.decide`` (the t interval of the log ratio of the
-  label's per-process values to the reference's, the wider of Welch's and the pooled t) at confidence
-  ``1 - alpha_k``, with the equivalence margin set to the design's ``target_pct``: ``slower`` / ``faster`` when the
-  interval excludes 0, ``equivalent`` when it lies inside ``±target`` (checked first), else the label stays open.
-  A label open at the budget ends ``inconclusive`` with the minimum detectable cost its last look reached
-  (``analysis.comparison.power.detectable_cost_pct`` at the last look's level and the arms' measured SDs).
+* **The look's verdict**, by the design's ``pairing`` (declared in the config before the run, never chosen from
+  data), at confidence ``1 - alpha_k`` with the equivalence margin set to the design's ``target_pct``:
+  ``none``: ``analysis.comparison.verdict_rule.decide`` (the t interval of the log ratio of the label's
+  per-process values to the reference's, the wider of Welch's and the pooled t); ``block``:
+  ``analysis.comparison.verdict_rule.decide_paired`` over the look's complete blocks (the label's process and the
+  same block's reference process both recorded; the t interval of the mean per-block log ratio, ``blocks - 1``
+  df). ``slower`` / ``faster`` when the interval excludes 0, ``equivalent`` when it lies inside ``±target``
+  (checked first), else the label stays open. A label open at the budget ends ``inconclusive`` with the minimum
+  detectable cost its last look reached (``analysis.comparison.power.detectable_cost_pct`` at the last look's
+  level and the arms' measured SDs; paired: ``detectable_paired_cost_pct`` at the SD of the per-block log ratios).
+  Which values a look takes is one function, ``look_values``, that the runner, ``analysis validate`` and the
+  verdict of record call.
 * **Why the looks are combined by the union bound** (Bonferroni over the spent increments) and not by the
   joint normal distribution of the look statistics that Lan-DeMets boundaries assume: each look's interval is a
   t interval with 2-8 degrees of freedom and estimated variances, whose joint law across looks is not the
@@ -26,7 +32,7 @@ What is modelled (``SequentialDesign``):
   ``docs/sequential.md``). The same bound holds for a false ``equivalent`` at a true cost of at least the target
   (the equivalence call is the two one-sided tests at the same interval).
 
-A label's looks use only its own first ``looks[k]`` processes and the reference's first ``looks[k]`` (processes
+A label's looks use only its own processes of blocks ``1..looks[k]`` and the reference's (``look_values``;
 in block order, ``label_looks``): a look's verdict is recomputed from the recorded values alone, which is how
 ``analysis validate`` checks the runner's recorded decisions (``recheck``).
 
@@ -38,17 +44,17 @@ on a contended process after the run), multiple comparisons across labels (each 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
-from analysis.comparison.power import detectable_cost_pct
-from analysis.comparison.verdict_rule import Decision, decide
+from analysis.comparison.power import detectable_cost_pct, detectable_paired_cost_pct
+from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_paired
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
-__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "recheck", "spent_alpha"]
+__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "look_values", "look_verdict", "recheck", "spent_alpha"]
 
 Values = Sequence[float] | np.ndarray
 """Per-process values of one arm (tok/s, > 0), in block order."""
@@ -88,17 +94,25 @@ class SequentialDesign:
         target_pct: the smallest cost that matters (percent of the reference; the equivalence margin), > 0.
         alpha: total two-sided false-call probability over every look, in (0, 1).
         spending: one of ``results_schema.rules.sequential_rule.SPENDING``.
+        pairing: one of ``results_schema.rules.sequential_rule.PAIRING``: ``none`` (each look ``decide``, unpaired) or
+            ``block`` (each look ``decide_paired`` over its complete blocks).
     """
 
     looks: tuple[int, ...]
     target_pct: float = 5.0
     alpha: float = 0.05
     spending: str = "pocock"
+    pairing: str = "none"
 
     def __post_init__(self) -> None:
-        why = check_design(self.looks, self.target_pct, self.alpha, self.spending)
+        why = check_design(self.looks, self.target_pct, self.alpha, self.spending, self.pairing)
         if why is not None:
             raise ValueError(why)
+
+    @property
+    def paired(self) -> bool:
+        """True when every look is the paired t over blocks (``pairing == "block"``)."""
+        return self.pairing == "block"
 
     @property
     def budget(self) -> int:
@@ -149,8 +163,9 @@ class LookVerdict:
         ci = (f"CI{100 * self.confidence:.3g} {d.method} {d.ci_low_pct:+.1f}%..{d.ci_high_pct:+.1f}%"
               if math.isfinite(d.ci_low_pct) else "no interval")
         why = {"slower": "excludes 0", "faster": "excludes 0", "equivalent": f"inside ±{design.target_pct:g}%"}
-        head = (f"look {self.look} ({self.processes} vs {self.reference_processes} processes, alpha {self.alpha:.4f} "
-                f"of {design.alpha:g} {design.spending}-type): {ci}")
+        paired = ", paired by block" if d.method == PAIRED else ""
+        head = (f"look {self.look} ({self.processes} vs {self.reference_processes} processes{paired}, alpha "
+                f"{self.alpha:.4f} of {design.alpha:g} {design.spending}-type): {ci}")
         if self.verdict in why:
             return f"{head}: {self.verdict} ({why[self.verdict]}); stopped"
         if self.verdict == "inconclusive":
@@ -160,28 +175,58 @@ class LookVerdict:
 
 
 def _mde(a: np.ndarray, b: np.ndarray, design: SequentialDesign, confidence: float) -> float:
+    if design.paired:
+        sd_d = float(np.std(np.log(a) - np.log(b), ddof=1))
+        return detectable_paired_cost_pct(a.size, sd_d, margin_pct=design.target_pct, confidence=confidence)
     sd_a, sd_b = (float(np.std(np.log(x), ddof=1)) for x in (a, b))
     return detectable_cost_pct(a.size, sd_a, b.size, sd_b, margin_pct=design.target_pct, confidence=confidence)
 
 
-def look_verdict(a: Values, b: Values, design: SequentialDesign, k: int, *,
-                 with_mde: bool = True) -> LookVerdict:
-    """Look ``k`` (0-based) of one label: ``decide(a, b)`` at the look's confidence and margin ``target_pct``.
+def look_values(a: Mapping[int, float], b: Mapping[int, float], design: SequentialDesign,
+                k: int) -> tuple[list[float], list[float]]:
+    """The values look ``k`` (0-based) judges: ``(label's, reference's)``, in block order.
 
     Args:
-        a, b: the label's and the reference's per-process values (tok/s, > 0) at that look (>= 1 each).
+        a, b: ``block index (0-based: the record's repeat) -> value`` of every recorded process of the label and of
+            the reference (a failed process is absent).
+        design: the design; ``pairing`` decides: ``none``, each side's values of blocks ``< looks[k]``; ``block``,
+            the values of the complete blocks ``< looks[k]`` (both sides recorded), aligned block by block.
+        k: 0-based look index.
+
+    Raises:
+        ValueError: ``k`` outside the design's looks.
+    """
+    if not 0 <= k < len(design.looks):
+        raise ValueError(f"look {k + 1}: the design has {len(design.looks)} looks")
+    n = design.looks[k]
+    if design.paired:
+        both = sorted(r for r in a if r < n and r in b)
+        return [a[r] for r in both], [b[r] for r in both]
+    return [v for r, v in sorted(a.items()) if r < n], [v for r, v in sorted(b.items()) if r < n]
+
+
+def look_verdict(a: Values, b: Values, design: SequentialDesign, k: int, *,
+                 with_mde: bool = True) -> LookVerdict:
+    """Look ``k`` (0-based) of one label at the look's confidence and margin ``target_pct``: ``decide(a, b)``
+    (``pairing`` ``none``) or ``decide_paired(a, b)`` (``block``).
+
+    Args:
+        a, b: the label's and the reference's per-process values (tok/s, > 0) at that look (>= 1 each; paired: one
+            per complete block each, ``a[j]`` and ``b[j]`` of the same block: ``look_values``).
         design: the design.
         k: 0-based look index.
         with_mde: False leaves ``mde_pct`` NaN at the budget (simulations: the MDE simulates 400 datasets).
 
     Raises:
-        ValueError: ``k`` outside the design's looks; ``decide``'s errors (an empty side, a non-positive median).
+        ValueError: ``k`` outside the design's looks; ``decide``'s errors (an empty side, a non-positive median);
+            ``decide_paired``'s (unequal lengths, a non-positive reference value).
     """
     if not 0 <= k < len(design.looks):
         raise ValueError(f"look {k + 1}: the design has {len(design.looks)} looks")
     alpha = design.look_alphas()[k]
     av, bv = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    d = decide(av, bv, margin_pct=design.target_pct, confidence=1.0 - alpha)
+    rule = decide_paired if design.paired else decide
+    d = rule(av, bv, margin_pct=design.target_pct, confidence=1.0 - alpha)
     last = k == len(design.looks) - 1
     if d.verdict in CONCLUSIVE:
         return LookVerdict(k + 1, av.size, bv.size, alpha, d, True, d.verdict)
@@ -194,8 +239,9 @@ def look_verdict(a: Values, b: Values, design: SequentialDesign, k: int, *,
 
 def label_looks(a: Values, b: Values, design: SequentialDesign, *,
                 with_mde: bool = True) -> list[LookVerdict]:
-    """Every look one label reaches: look ``k`` on ``a[:looks[k]]`` vs ``b[:looks[k]]`` (values in block order),
-    until a look stops it or the values run out (a look needs ``looks[k]`` values on each side).
+    """Every look one label reaches: look ``k`` on ``a[:looks[k]]`` vs ``b[:looks[k]]`` (values in block order, every
+    block complete: ``a[j]`` and ``b[j]`` ran in block ``j + 1``, so the slices are the look's values under either
+    pairing), until a look stops it or the values run out (a look needs ``looks[k]`` values on each side).
 
     Returns:
         The looks taken, in order; the last is ``stopped`` unless the values ran out first.

@@ -3,9 +3,11 @@
 What is modelled: the lines of ``sequential-decisions.jsonl`` (``results_schema.records.sequential``) of one phase,
 in order, against the processes of ``<phase>-runs.jsonl``: each line follows its design (look number, blocks =
 ``looks[k]``, the look's spent alpha), looks at exactly the labels the previous line left open, adds the blocks the
-design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict and interval are
-what ``analysis.comparison.sequential.look_verdict`` gives on its processes of blocks ``1..blocks`` against the
-baseline's (bounds within ``TOL_PCT``). The MDE of an inconclusive label is not recomputed (a simulation; its
+design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict, interval and interval method
+(``Welch t`` / ``pooled t``, or ``paired t`` under ``pairing: block``) are what
+``analysis.comparison.sequential.look_verdict`` gives on the values ``look_values`` takes under the recorded pairing
+(its processes of blocks ``1..blocks`` against the baseline's, or the complete blocks paired; bounds within
+``TOL_PCT``). The MDE of an inconclusive label is not recomputed (a simulation; its
 seed is fixed, so it would agree, but it costs 400 ``decide`` calls per label).
 
 What is deliberately not modelled: whether the runner ran the blocks in ABBA order (the schedule is in the logs),
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from analysis.comparison.sequential import SequentialDesign, look_verdict
+from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
 from results_schema.records.sequential import LabelLook, LookDecision
 
 TOL_PCT = 1e-6
@@ -37,11 +39,11 @@ def _label(x: LabelLook, a: list[float], b: list[float], design: SequentialDesig
     lv = look_verdict(a, b, design, k, with_mde=False)
     d = lv.decision
     if lv.verdict == x.verdict and _same(x.ci_low_pct, d.ci_low_pct) and _same(x.ci_high_pct, d.ci_high_pct) and (
-            x.processes, x.reference_processes) == (len(a), len(b)):
+            x.processes, x.reference_processes) == (len(a), len(b)) and x.method == d.method:
         return None
-    return (f"{x.label}: recorded {x.verdict} ({x.ci_low_pct}..{x.ci_high_pct}%, {x.processes} vs "
-            f"{x.reference_processes}), recomputed {lv.verdict} ({d.ci_low_pct:+.4f}..{d.ci_high_pct:+.4f}%, "
-            f"{len(a)} vs {len(b)})")
+    return (f"{x.label}: recorded {x.verdict} ({x.method or 'no interval'} {x.ci_low_pct}..{x.ci_high_pct}%, "
+            f"{x.processes} vs {x.reference_processes}), recomputed {lv.verdict} ({d.method} {d.ci_low_pct:+.4f}.."
+            f"{d.ci_high_pct:+.4f}%, {len(a)} vs {len(b)})")
 
 
 def _structure(line: LookDecision, k: int, design: SequentialDesign, prev: LookDecision | None) -> list[str]:
@@ -70,13 +72,13 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
         return []
     first = lines[0]
     try:
-        design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending)
+        design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
     except ValueError as exc:
         return [f"the recorded design is not valid: {exc}"]
     out: list[str] = []
     for k, line in enumerate(lines):
-        if (line.looks, line.target_pct, line.alpha, line.spending) != (first.looks, first.target_pct, first.alpha,
-                                                                        first.spending):
+        if (line.looks, line.target_pct, line.alpha, line.spending, line.pairing) != (
+                first.looks, first.target_pct, first.alpha, first.spending, first.pairing):
             out.append(f"look {line.look}: another design than look 1's")
             continue
         if k >= len(design.looks):
@@ -84,12 +86,10 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
             break
         out += _structure(line, k, design, lines[k - 1] if k else None)
 
-        def upto(label: str, n: int = line.blocks, phase: str = line.phase) -> list[float]:
-            return [v for r, v in sorted(values.get((phase, label), {}).items()) if r < n]
-
-        b = upto(line.baseline)
+        base = values.get((line.phase, line.baseline), {})
         out += [f"look {line.look}: {diff}" for x in line.labels
-                if (diff := _label(x, upto(x.label), b, design, k)) is not None]
+                if (diff := _label(x, *look_values(values.get((line.phase, x.label), {}), base, design, k), design,
+                                   k)) is not None]
     return out
 
 

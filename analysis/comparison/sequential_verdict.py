@@ -5,8 +5,9 @@ by its design, never by the fixed 95% rule on all its processes (a fixed 95% int
 stopping does not hold its level: a label that ran to the budget has only the last look's alpha increment left).
 ``sequential_verdicts`` reads the design and the baseline from the phase's first look line and recomputes every
 label's looks with ``analysis.comparison.sequential.look_verdict`` as the runner takes them (look ``k`` on the
-processes of blocks ``1..looks[k]``, block ``b`` being repeat ``b - 1``, a failed process missing), against the
-baseline's, as many looks as the run recorded for the phase; the recorded verdicts are not trusted here (``analysis
+values ``analysis.comparison.sequential.look_values`` takes under the recorded pairing: the processes of blocks
+``1..looks[k]``, block ``b`` being repeat ``b - 1``, a failed process missing, against the baseline's, or the complete
+blocks paired), as many looks as the run recorded for the phase; the recorded verdicts are not trusted here (``analysis
 validate`` fails where they differ: ``analysis.comparison.sequential_check``). A label's verdict of record is:
 
 * the verdict of the look that stopped it (``slower``, ``faster``, ``equivalent``), with that look's interval and
@@ -31,7 +32,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_verdict
+from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_values, look_verdict
+from analysis.comparison.verdict_rule import PAIRED
 from results_schema.records.sequential import LookDecision
 
 __all__ = ["SequentialVerdict", "ci_name", "sequential_verdicts"]
@@ -68,8 +70,11 @@ class SequentialVerdict:
 
 def ci_name(look: LookVerdict) -> str:
     """``CI<level>% at look <k> (<a> vs <b> processes)``: the name every table and legend gives a look's interval
-    (the level is ``1 - alpha_k`` to 3 significant digits, e.g. ``CI96.9% at look 1 (3 vs 3 processes)``)."""
-    return f"CI{100 * look.confidence:.3g}% at look {look.look} ({look.processes} vs {look.reference_processes} processes)"
+    (the level is ``1 - alpha_k`` to 3 significant digits, e.g. ``CI96.9% at look 1 (3 vs 3 processes)``; a paired
+    look adds ``, paired by block``)."""
+    paired = ", paired by block" if look.decision.method == PAIRED else ""
+    return (f"CI{100 * look.confidence:.3g}% at look {look.look} ({look.processes} vs {look.reference_processes} "
+            f"processes{paired})")
 
 
 def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
@@ -77,18 +82,13 @@ def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
     return {int(r): float(v) for r, v in zip(sub["repeat"], sub["throughput_tok_s"], strict=True)}
 
 
-def _upto(values: dict[int, float], blocks: int) -> list[float]:
-    return [v for r, v in sorted(values.items()) if r < blocks]
-
-
 def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, baseline: str,
          taken: int) -> SequentialVerdict:
     """Looks ``1..taken`` (the looks the run recorded for the phase) of one label, recomputed as the runner took them
-    (``runners.orchestration.sequential``): look ``k`` on the processes of blocks ``1..looks[k]``, until one stops it."""
+    (``runners.orchestration.sequential``): look ``k`` on ``look_values``, until one stops it."""
     last: LookVerdict | None = None
     for k in range(min(taken, len(design.looks))):
-        n = design.looks[k]
-        ak, bk = _upto(a, n), _upto(b, n)
+        ak, bk = look_values(a, b, design, k)
         if not ak or not bk:  # every process of a side failed: no interval at this look
             continue
         last = look_verdict(ak, bk, design, k)
@@ -129,7 +129,7 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> di
         taken[line.phase] = taken.get(line.phase, 0) + 1
     for phase, first in firsts.items():
         try:
-            design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending)
+            design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
         except ValueError:
             continue
         b = _values(runs, phase, first.baseline) if not runs.empty else {}

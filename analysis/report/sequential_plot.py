@@ -25,8 +25,8 @@ from analysis.report.figure_layout import (LEGEND_FONTSIZE, PointLabel, finish, 
                                            new_figure, wrap)
 from results_schema.records.sequential import LookDecision  # noqa: E402
 
-LOOK_CI_LEGEND = ("bar: the look's interval (t interval over processes at the look's level, e.g. CI96.9: the "
-                  "sequential verdict's interval, as the look table prints it)")
+LOOK_CI_LEGEND = ("bar: the look's interval (t interval over processes, or paired by block, at the look's level, "
+                  "e.g. CI96.9: the sequential verdict's interval, as the look table prints it)")
 """Legend entry of the look intervals."""
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 DODGE = 0.08
@@ -78,7 +78,9 @@ def plot_looks(lines: Sequence[LookDecision], *, note: str = "") -> Figure:
         ax.set_xlabel("look: blocks (processes per arm)")
         ax.set_ylabel("throughput retention vs phase baseline")
         ax.set_title(wrap(f"{phase}: each label's interval at every look (looks {list(mine[0].looks)}, "
-                          f"{mine[0].spending}-type alpha spending)", fig, 9, share=0.7), fontsize=9)
+                          f"{mine[0].spending}-type alpha spending"
+                          + (", paired t over blocks" if mine[0].pairing == "block" else "") + ")", fig, 9, share=0.7),
+                     fontsize=9)
         ax.grid(alpha=0.3)
         legend_outside(ax)
         labelled.append((ax, notes))

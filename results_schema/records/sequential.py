@@ -1,7 +1,8 @@
 """Schema of ``sequential-decisions.jsonl``: every look of a sequential throughput phase, as the runner took it.
 
 What is modelled: one line per look (``LookDecision``), appended with fsync before the next block starts
-(``runners.orchestration.sequential``): the phase, the design it ran under (looks, target, alpha, spending), the
+(``runners.orchestration.sequential``): the phase, the design it ran under (looks, target, alpha, spending, pairing:
+which interval every look used), the
 look's number, its blocks (processes per arm at the look), its spent alpha and confidence, every label looked at
 with its verdict (``open`` or a stopping verdict: ``slower``, ``faster``, ``equivalent``, or ``inconclusive`` at
 the budget with the MDE it reached), its interval and the reason in words, and the blocks the look adds for the
@@ -29,6 +30,8 @@ FILE_NAME = "sequential-decisions.jsonl"
 """File name of the look lines inside a run directory."""
 
 LookVerdictName = Literal["open", "slower", "faster", "equivalent", "inconclusive"]
+PairingName = Literal["none", "block"]
+"""``results_schema.rules.sequential_rule.PAIRING``."""
 
 
 class LabelLook(StrictModel):
@@ -36,12 +39,15 @@ class LabelLook(StrictModel):
 
     label: str = Field(min_length=1)
     verdict: LookVerdictName = Field(description="open: neither call nor equivalence at this look's level.")
-    processes: NonNegInt = Field(description="The label's processes the look used (blocks 1..blocks).")
-    reference_processes: NonNegInt = Field(description="The baseline's processes the look used.")
+    processes: NonNegInt = Field(description="The label's processes the look used (blocks 1..blocks; paired: those of "
+                                              "the complete blocks).")
+    reference_processes: NonNegInt = Field(description="The baseline's processes the look used (paired: one per "
+                                                        "complete block).")
     ci_low_pct: float | None = Field(description="Interval of (label - baseline) / baseline, percent; null: none.")
     ci_high_pct: float | None
     center_pct: float | None = Field(description="Ratio of geometric means - 1, percent.")
-    method: str = Field(description="Welch t or pooled t (analysis.comparison.verdict_rule).")
+    method: str = Field(description="The interval: Welch t or pooled t (pairing none), paired t (pairing block) "
+                                    "(analysis.comparison.verdict_rule); empty without a process on a side.")
     mde_pct: float | None = Field(default=None, description="Inconclusive at the budget: the minimum detectable "
                                                              "cost reached (percent; null: none below 100%).")
     reason: str = Field(description="The look in words (interval, level, why stopped or open).")
@@ -58,6 +64,9 @@ class LookDecision(StrictModel):
     target_pct: float = Field(gt=0, description="Smallest cost that matters; the equivalence margin (percent).")
     alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look.")
     spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    pairing: PairingName = Field(default="none", description="The interval every look uses: none (unpaired t of the "
+                                 "label's processes vs the baseline's) or block (paired t of the per-block log ratio "
+                                 "over the complete blocks).")
     look_alpha: float = Field(gt=0, lt=1, description="Alpha this look spends; its intervals are at 1 - look_alpha.")
     baseline: str = Field(min_length=1, description="The reference arm's label.")
     labels: tuple[LabelLook, ...] = Field(description="Every label open before this look.")

@@ -2,7 +2,8 @@
 
 What is modelled: the range of each value of a design (``LOOKS``: processes per arm at a look, a whole number >= 2,
 since a t interval needs two; ``TARGET_PCT``: the smallest cost that matters, a finite percentage > 0; ``ALPHA``: the
-total two-sided alpha over every look, in (0, 1)), the alpha-spending functions the rule knows (``SPENDING``), and
+total two-sided alpha over every look, in (0, 1)), the alpha-spending functions the rule knows (``SPENDING``), the
+pairings a look's interval may use (``PAIRING``), and
 :func:`check_design`, the one line refusing the first bad value of a whole design: those ranges plus the rule across
 values (looks strictly increasing). ``conf.ranges`` refuses a config's ``SequentialConfig`` numbers with these
 ranges when the config is typed; ``runners.planning.plan`` and ``analysis.comparison.sequential.SequentialDesign``
@@ -20,6 +21,11 @@ from results_schema.rules.number_rule import NumberRange
 SPENDING = ("pocock", "obrien_fleming")
 """The alpha-spending functions (Lan and DeMets 1983): Pocock-type and O'Brien-Fleming-type."""
 
+PAIRING = ("none", "block")
+"""The interval a look uses (``analysis.comparison.sequential``): ``none``, the unpaired t of the label's processes
+against the baseline's (``verdict_rule.decide``); ``block``, the paired t of the per-block log ratio of the label's
+process to the same block's baseline process, over the complete blocks (``verdict_rule.decide_paired``)."""
+
 LOOKS = NumberRange(low=2, unit="processes per arm")
 """Each look: processes per arm, a whole number >= 2 (a t interval needs two)."""
 
@@ -34,7 +40,8 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending: str) -> str | None:
+def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending: str,
+                 pairing: str = "none") -> str | None:
     """One line naming the first bad value of a design and what is allowed, or None when the design is allowed.
 
     Args:
@@ -42,6 +49,7 @@ def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending
         target_pct: the smallest cost that matters, percent.
         alpha: total two-sided alpha over every look.
         spending: one of ``SPENDING``.
+        pairing: one of ``PAIRING``.
     """
     if not looks or any(not isinstance(n, int) or isinstance(n, bool) for n in looks):
         return f"sequential looks {list(looks)!r}: must be a non-empty list of process counts per arm (e.g. [3, 4, 5])"
@@ -54,4 +62,6 @@ def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending
         return f"sequential alpha {alpha!r}: must be {ALPHA.allowed()} (e.g. 0.05)"
     if spending not in SPENDING:
         return f"sequential spending {spending!r}: allowed values are {', '.join(SPENDING)}"
+    if pairing not in PAIRING:
+        return f"sequential pairing {pairing!r}: allowed values are {', '.join(PAIRING)}"
     return None

@@ -5,8 +5,8 @@ records ``results_schema.records.sequential``), as the choose run does its stage
 
 1. the plan holds the first look's blocks (``runners.planning.plan``: every label ``looks[0]`` times, ABBA blocks);
 2. after the blocks of look ``k`` are recorded, every label still open is looked at
-   (``analysis.comparison.sequential.look_verdict`` on its processes of blocks ``1..looks[k]`` against the
-   baseline's), and one ``LookDecision`` line is appended to ``sequential-decisions.jsonl`` with fsync, naming
+   (``analysis.comparison.sequential.look_verdict`` on the values ``look_values`` gives: its processes of blocks
+   ``1..looks[k]`` against the baseline's, or, with ``sequential.pairing: block``, the complete blocks paired), and one ``LookDecision`` line is appended to ``sequential-decisions.jsonl`` with fsync, naming
    each label's verdict, interval, level and reason, and the blocks it adds (``looks[k+1] - looks[k]``) for the
    labels still open; only then do those blocks start (baseline + the open labels, ABBA order:
    ``runners.planning.blocks``);
@@ -29,11 +29,12 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, cast
 
-from analysis.comparison.sequential import SequentialDesign, look_verdict
+from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
 from conf.schema import Config
 from results_schema.codec.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
-from results_schema.records.sequential import FILE_NAME, LabelLook, LookDecision, LookVerdictName, read_looks
+from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecision, LookVerdictName, PairingName,
+                                               read_looks)
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.blocks import block_order
@@ -54,7 +55,8 @@ def sequential_phases(cfg: Config) -> list[str]:
 def design(cfg: Config, phase: str) -> SequentialDesign:
     """The phase's ``SequentialDesign`` (checked at planning)."""
     seq = cfg.phases[phase].sequential
-    return SequentialDesign(tuple(int(n) for n in seq.looks), float(seq.target_pct), float(seq.alpha), str(seq.spending))
+    return SequentialDesign(tuple(int(n) for n in seq.looks), float(seq.target_pct), float(seq.alpha), str(seq.spending),
+                            str(seq.pairing))
 
 
 def _cases(cfg: Config, phase: str) -> list[PhaseCase]:
@@ -113,11 +115,12 @@ def _fin(x: float) -> float | None:
 
 
 def _label_look(label: str, a: list[float], b: list[float], d: SequentialDesign, k: int) -> LabelLook:
-    if not a or not b:  # every process of a side failed: nothing to look at
+    if not a or not b:  # every process of a side (paired: of a block) failed: nothing to look at
         verdict: LookVerdictName = "inconclusive" if k == len(d.looks) - 1 else "open"
+        what = "no complete block" if d.paired else "no recorded process on a side"
         return LabelLook(label=label, verdict=verdict, processes=len(a), reference_processes=len(b), ci_low_pct=None,
                          ci_high_pct=None, center_pct=None, method="", mde_pct=None,
-                         reason=f"look {k + 1}: no recorded process on a side ({len(a)} vs {len(b)}); {verdict}")
+                         reason=f"look {k + 1}: {what} ({len(a)} vs {len(b)}); {verdict}")
     lv = look_verdict(a, b, d, k)
     dec = lv.decision
     return LabelLook(label=label, verdict=cast(LookVerdictName, lv.verdict), processes=lv.processes, reference_processes=lv.reference_processes,
@@ -136,15 +139,13 @@ def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecisi
     open_labels = [c.label for c in cases[1:]] if not lines else list(lines[-1].still_open)
     n = d.looks[k]
     vals = _values(run_dir, phase)
-
-    def upto(label: str) -> list[float]:
-        return [v for r, v in sorted(vals.get(label, {}).items()) if r < n]
-
-    looked = tuple(_label_look(label, upto(label), upto(base), d, k) for label in open_labels)
+    looked = tuple(_label_look(label, *look_values(vals.get(label, {}), vals.get(base, {}), d, k), d, k)
+                   for label in open_labels)
     still = any(x.verdict == "open" for x in looked)
     nxt = d.looks[k + 1] - n if still and k + 1 < len(d.looks) else 0
     return LookDecision(phase=phase, look=k + 1, blocks=n, looks=d.looks, target_pct=d.target_pct, alpha=d.alpha,
-                        spending=d.spending, look_alpha=d.look_alphas()[k], baseline=base, labels=looked,
+                        spending=d.spending, pairing=cast(PairingName, d.pairing), look_alpha=d.look_alphas()[k],
+                        baseline=base, labels=looked,
                         next_blocks=nxt)
 
 
@@ -155,7 +156,8 @@ def plan_lines(cfg: Config) -> list[str]:
         d, arms = design(cfg, phase), len(_cases(cfg, phase))
         out.append(f"sequential {phase}: {arms * d.looks[0]} processes planned ({d.looks[0]} blocks of {arms} arms); "
                    f"looks after {', '.join(map(str, d.looks))} blocks stop each label when it is slower, faster or "
-                   f"equivalent within ±{d.target_pct:g}% (alpha {d.alpha:g}, {d.spending}-type spending); at most "
+                   f"equivalent within ±{d.target_pct:g}% (alpha {d.alpha:g}, {d.spending}-type spending, "
+                   f"{'paired t over complete blocks' if d.paired else 'unpaired t over processes'}); at most "
                    f"{arms * (d.budget - d.looks[0])} more processes (budget {d.budget} per arm)")
     return out
 

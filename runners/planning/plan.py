@@ -247,7 +247,7 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, kind: CaseKind,
     sequential looks (``CaseKind.sequential``: throughput), a phase without a baseline, an expected-failure case,
     ``repeats_by_label`` or ``focus_first``."""
     seq = matrix.sequential
-    why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending))
+    why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending), str(seq.pairing))
     if why is not None:
         raise PlanError(f"phase {phase!r}: {why}")
     if not kind.sequential or not matrix.baseline or len(cases) < 2:

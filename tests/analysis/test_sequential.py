@@ -7,8 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from analysis.comparison.sequential import SequentialDesign, label_looks, look_verdict, recheck, spent_alpha
-from analysis.comparison.verdict_rule import decide
+from analysis.comparison.power import detectable_paired_cost_pct
+from analysis.comparison.sequential import (
+    SequentialDesign,
+    label_looks,
+    look_values,
+    look_verdict,
+    recheck,
+    spent_alpha,
+)
+from analysis.comparison.verdict_rule import PAIRED as PAIRED_T
+from analysis.comparison.verdict_rule import decide, decide_paired
 from results_schema.rules.sequential_rule import check_design
 from runners.planning.blocks import block_order, block_positions
 
@@ -85,3 +94,40 @@ def test_blocks_alternate_baseline_first_and_last():
     assert len({sum(p) for p in pos}) == 1  # over a pair of blocks every arm's mean position is the same
     with pytest.raises(ValueError, match="block 0"):
         block_order("B", [], 0)
+
+
+PAIRED = SequentialDesign((3, 4, 6), pairing="block")
+
+
+def test_a_paired_look_is_decide_paired_over_the_complete_blocks_at_the_looks_level():
+    a = {0: 90.0, 1: 120.0, 2: 70.0, 3: 100.0}
+    b = {0: 100.0, 1: 131.0, 3: 112.0}  # block 3 (repeat 2) of the baseline failed
+    la, lb = look_values(a, b, PAIRED, 1)  # look 2: blocks 1..4, the complete ones are repeats 0, 1, 3
+    assert (la, lb) == ([90.0, 120.0, 100.0], [100.0, 131.0, 112.0])
+    assert look_values(a, b, SequentialDesign((3, 4, 6)), 1) == ([90.0, 120.0, 70.0, 100.0], [100.0, 131.0, 112.0])
+    lv = look_verdict(la, lb, PAIRED, 1)
+    assert lv.decision == decide_paired(la, lb, margin_pct=5.0, confidence=PAIRED.confidence(1))
+    assert lv.decision.method == PAIRED_T and lv.verdict == "slower"
+    assert "(3 vs 3 processes, paired by block, alpha 0.0072" in lv.reason(PAIRED) and "CI99.3 paired t" in lv.reason(PAIRED)
+    unpaired = look_verdict(*look_values(a, b, SequentialDesign((3, 4, 6)), 1), SequentialDesign((3, 4, 6)), 1)
+    assert unpaired.verdict == "open"  # the blocks' shared speed hides the cost from the unpaired interval
+    with pytest.raises(ValueError, match="one value per block"):
+        look_verdict([1.0, 2.0, 3.0], [1.0, 2.0], PAIRED, 0)
+
+
+def test_a_paired_label_open_at_the_budget_ends_inconclusive_with_the_paired_mde():
+    rng = np.random.default_rng(4)
+    shared = 0.2 * rng.standard_normal(6)
+    a = list(100 * np.exp(shared + 0.1 * rng.standard_normal(6)))
+    b = list(100 * np.exp(shared + 0.1 * rng.standard_normal(6)))
+    last = label_looks(a, b, PAIRED)[-1]
+    assert last.look == 3 and last.verdict == "inconclusive"
+    sd_d = float(np.std(np.log(a) - np.log(b), ddof=1))
+    assert last.mde_pct == detectable_paired_cost_pct(6, sd_d, margin_pct=5.0, confidence=PAIRED.confidence(2))
+    assert recheck([(1, "open", label_looks(a, b, PAIRED)[0].decision.ci_low_pct,
+                     label_looks(a, b, PAIRED)[0].decision.ci_high_pct)], a, b, PAIRED) == []
+
+
+def test_a_design_refuses_an_unknown_pairing_naming_the_allowed_ones():
+    with pytest.raises(ValueError, match="sequential pairing 'rounds': allowed values are none, block"):
+        SequentialDesign((3, 4, 6), pairing="rounds")

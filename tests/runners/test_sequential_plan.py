@@ -27,6 +27,7 @@ def test_a_sequential_number_out_of_its_range_is_refused_when_the_config_is_type
 @pytest.mark.parametrize(("override", "named"), [
     ("phases.same_runtime.sequential.looks=[4,3]", "sequential looks [4, 3]"),
     ("phases.same_runtime.sequential.spending=linear", "sequential spending 'linear': allowed values are pocock"),
+    ("phases.same_runtime.sequential.pairing=rounds", "sequential pairing 'rounds': allowed values are none, block"),
     (("phases.same_runtime.baseline=false", "phases.same_runtime.cases=[]"), "sequential needs kind=throughput"),
     ("phases.same_runtime.focus_first=true", "repeats_by_label ({}) and focus_first (True) must stay unset"),
     ("+phases.same_runtime.repeats_by_label={baseline: 5}", "repeats_by_label ({'baseline': 5})"),
