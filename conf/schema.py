@@ -70,6 +70,14 @@ class ChooseConfig:
         probe_remeasures: fresh processes the probe may run per label (the baseline, each calibration setting) to
             replace processes measured beside foreign work (``BenchRecord.host_load.contended``) before anything is
             predicted; 0 = none: a contended probe process that leaves the probe short stops the choice at once.
+        verify_looks: empty (the default) = the verify phase runs every decided setting ``repeats`` times, rotated
+            with as many baselines; set = sequential (``docs/choose.md``): each decision's settings run in ABBA blocks
+            with the baseline and are looked at after ``verify_looks[k]`` blocks (processes per arm, strictly
+            increasing, from 2; the last is the budget), Pocock-type spending of 5%; a setting stops once its verdict
+            against the baseline is conclusive at the decision's target (``verify_target_floor_pct``).
+        verify_target_floor_pct: the smallest target of a sequential verify phase (percent, > 0): each decision's
+            target is the predicted gap between its best setting and the runner-up
+            (``offload_tools.choice.verify_target``), never below this floor.
     """
 
     probe_phase: Optional[str] = None
@@ -79,6 +87,8 @@ class ChooseConfig:
     implementation: Implementation = Implementation.current
     compare_matrix: Optional[str] = "same_runtime_cpu"
     probe_remeasures: int = added_field(2)
+    verify_looks: List[int] = added_field(default_factory=list)
+    verify_target_floor_pct: float = added_field(5.0)
 
 
 @with_config(FORBID_EXTRA)

@@ -20,7 +20,10 @@ recomputes them from the records):
   tell them apart), verified through one representative;
 * ``choose``: among classes that meet the need, the predicted best (ties: more released bytes) and the next
   ones whose interval reaches the best's lower end, up to a budget;
-* ``misses``: a verified point whose measured retention lies outside its predicted interval.
+* ``misses``: a verified point whose measured retention lies outside its predicted interval;
+* ``verify_target``: the smallest difference a sequential verify phase must resolve: the predicted gap between the
+  best class ``choose`` would verify and the next class that would be chosen instead (the runner-up), in percent of
+  the baseline's throughput, never below a floor.
 
 What is deliberately not modelled: the statistics of the final decision (``analysis``: bootstrap intervals of
 measured retention); KV cache gain beyond released bytes (1:1).
@@ -231,6 +234,46 @@ def front(preds: Sequence[Prediction], need_bytes: float, exclude: Iterable[Sett
             out.append(p)
     cls = {p.setting: c for c in classes(meeting(preds, need_bytes)) for p in c}
     return [p for p in out if not any(q.setting in done for q in cls[p.setting])]
+
+
+@dataclass(frozen=True)
+class VerifyTarget:
+    """What a sequential verify phase must resolve (``verify_target``).
+
+    Attributes:
+        target_pct: ``max(gap_pct, floor_pct)`` (percent of the baseline's throughput): every look's equivalence
+            margin.
+        gap_pct: predicted retention of the best minus the runner-up's, times 100 (percent points of the baseline's
+            throughput); None: no runner-up (one candidate class left).
+        best, runner_up: the two class representatives (None where there is none).
+    """
+
+    target_pct: float
+    gap_pct: float | None
+    best: Setting | None
+    runner_up: Setting | None
+
+
+def verify_target(preds: Sequence[Prediction], need_bytes: float, exclude: Iterable[Setting],
+                  floor_pct: float) -> VerifyTarget:
+    """The verify phase's target effect, from the prediction alone (declared before any verify process runs).
+
+    The candidates are ``choose``'s: the classes meeting the need with no ``exclude`` setting, best predicted first;
+    the runner-up is the second class's representative (the setting that would be chosen instead of the best).
+    ``gap_pct = (best.retention - runner_up.retention) * 100``; the target is ``max(gap_pct, floor_pct)`` (the floor:
+    the smallest cost that matters, e.g. 5%); with no runner-up, the floor.
+
+    Raises:
+        ValueError: ``floor_pct`` not > 0.
+    """
+    if not floor_pct > 0:
+        raise ValueError(f"verify target floor ({floor_pct!r}%) must be > 0")
+    done = set(exclude)
+    ok = [c[0] for c in classes(meeting(preds, need_bytes)) if not any(p.setting in done for p in c)]
+    if len(ok) < 2:
+        return VerifyTarget(floor_pct, None, ok[0].setting if ok else None, None)
+    gap = (ok[0].retention - ok[1].retention) * 100.0
+    return VerifyTarget(max(gap, floor_pct), gap, ok[0].setting, ok[1].setting)
 
 
 def misses(pred: Prediction, measured_retention: float) -> bool:

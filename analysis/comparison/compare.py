@@ -319,8 +319,9 @@ def sequential_row(runs: pd.DataFrame, phase: str, label: str, sv: SequentialVer
     stopping look's verdict and interval, the retention > 1.0 rule (medians of the look's processes) and the
     contention rule (``soundness.withheld_reason``) on the processes the look used (``runs``: ``RunData.runs``)."""
     v, notes = sv.verdict, [sv.note]
-    at = runs[(runs["phase"] == phase) & (runs["label"] == label) & (runs["repeat"] < sv.blocks)]
-    bt = runs[(runs["phase"] == phase) & (runs["label"] == sv.baseline) & (runs["repeat"] < sv.blocks)]
+    used_blocks = (runs["repeat"] >= sv.first_block) & (runs["repeat"] < sv.first_block + sv.blocks)
+    at = runs[(runs["phase"] == phase) & (runs["label"] == label) & used_blocks]
+    bt = runs[(runs["phase"] == phase) & (runs["label"] == sv.baseline) & used_blocks]
     if len(at) and len(bt):
         ret = float(np.median(at["throughput_tok_s"])) / float(np.median(bt["throughput_tok_s"]))
         if ret > 1.0:

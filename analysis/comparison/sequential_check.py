@@ -1,7 +1,7 @@
 """``analysis validate`` of a sequential phase: every recorded look recomputed from the recorded processes.
 
 What is modelled: the lines of ``sequential-decisions.jsonl`` (``results_schema.records.sequential``) of one phase,
-in order, against the processes of ``<phase>-runs.jsonl``: each line follows its design (look number, blocks =
+in order, per look series (one per phase; a choose run's verify phase has one per decision, ``first_block``), against the processes of ``<phase>-runs.jsonl``: each line follows its design (look number, blocks =
 ``looks[k]``, the look's spent alpha), looks at exactly the labels the previous line left open, adds the blocks the
 design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict, interval and interval method
 (``Welch t`` / ``pooled t``, or ``paired t`` under ``pairing: block``) are what
@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
-from results_schema.records.sequential import LabelLook, LookDecision
+from results_schema.records.sequential import LabelLook, LookDecision, series_repeats
 
 TOL_PCT = 1e-6
 """Bound tolerance (percent points): the recorded JSON holds full float precision."""
@@ -64,10 +64,31 @@ def _structure(line: LookDecision, k: int, design: SequentialDesign, prev: LookD
 def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
     """One line per difference between one phase's recorded looks and their recomputation (empty: all agree).
 
+    A phase holds one look series, or (a choose run's verify phase) one per decision, told apart by
+    ``LookDecision.first_block``: each series is checked on its own (``recheck_series``), and each starts where the one
+    before it ended (``first_block`` = the earlier series' last blocks).
+
     Args:
         lines: the phase's look lines, in file order.
-        values: ``(phase, label) -> {repeat: tok/s}`` of every recorded process (block ``b`` is repeat ``b - 1``).
+        values: ``(phase, label) -> {repeat: tok/s}`` of every recorded process (block ``b`` of a series is repeat
+            ``first_block + b - 1``).
     """
+    series: dict[int, list[LookDecision]] = {}
+    for line in lines:
+        series.setdefault(line.first_block, []).append(line)
+    out: list[str] = []
+    end = 0
+    for first, mine in series.items():
+        head = f"series from block {first + 1}: " if len(series) > 1 else ""
+        if first != end:
+            out.append(f"{head}starts after block {first}, the series before it ended after block {end}")
+        out += [head + diff for diff in recheck_series(mine, values)]
+        end = first + mine[-1].blocks
+    return out
+
+
+def recheck_series(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
+    """``recheck_looks`` of one look series (its lines share ``first_block``, in file order)."""
     if not lines:
         return []
     first = lines[0]
@@ -86,9 +107,10 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
             break
         out += _structure(line, k, design, lines[k - 1] if k else None)
 
-        base = values.get((line.phase, line.baseline), {})
+        base = series_repeats(values.get((line.phase, line.baseline), {}), line.first_block)
         out += [f"look {line.look}: {diff}" for x in line.labels
-                if (diff := _label(x, *look_values(values.get((line.phase, x.label), {}), base, design, k), design,
+                if (diff := _label(x, *look_values(series_repeats(values.get((line.phase, x.label), {}),
+                                                                  line.first_block), base, design, k), design,
                                    k)) is not None]
     return out
 

@@ -3,10 +3,11 @@
 What is modelled: a phase with look lines (``results_schema.records.sequential``, ``docs/sequential.md``) is judged
 by its design, never by the fixed 95% rule on all its processes (a fixed 95% interval computed after optional
 stopping does not hold its level: a label that ran to the budget has only the last look's alpha increment left).
-``sequential_verdicts`` reads the design and the baseline from the phase's first look line and recomputes every
+``sequential_verdicts`` reads the design and the baseline from the first look line of each look series (a phase has one;
+a choose run's verify phase one per decision, ``LookDecision.first_block``) and recomputes every
 label's looks with ``analysis.comparison.sequential.look_verdict`` as the runner takes them (look ``k`` on the
 values ``analysis.comparison.sequential.look_values`` takes under the recorded pairing: the processes of blocks
-``1..looks[k]``, block ``b`` being repeat ``b - 1``, a failed process missing, against the baseline's, or the complete
+``1..looks[k]`` of the label's series, block ``b`` being repeat ``first_block + b - 1``, a failed process missing, against the baseline's, or the complete
 blocks paired), as many looks as the run recorded for the phase; the recorded verdicts are not trusted here (``analysis
 validate`` fails where they differ: ``analysis.comparison.sequential_check``). A label's verdict of record is:
 
@@ -34,7 +35,7 @@ import pandas as pd
 
 from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_values, look_verdict
 from analysis.comparison.verdict_rule import PAIRED
-from results_schema.records.sequential import LookDecision
+from results_schema.records.sequential import LookDecision, series_repeats
 
 __all__ = ["SequentialVerdict", "ci_name", "sequential_verdicts"]
 
@@ -54,7 +55,9 @@ class SequentialVerdict:
             order; the recorded ones when no look was taken).
         baseline: the baseline label the looks compare against.
         blocks: the stopping (or last taken) look's blocks: the verdict rests on the processes of repeats
-            ``0..blocks-1`` of the label and of the baseline (0: no look).
+            ``first_block..first_block+blocks-1`` of the label and of the baseline (0: no look).
+        first_block: blocks of the phase before the label's look series (``LookDecision.first_block``; 0 but in a
+            choose run's verify phase).
     """
 
     verdict: str
@@ -66,6 +69,7 @@ class SequentialVerdict:
     processes: tuple[int, int]
     baseline: str
     blocks: int
+    first_block: int = 0
 
 
 def ci_name(look: LookVerdict) -> str:
@@ -83,12 +87,12 @@ def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
 
 
 def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, baseline: str,
-         taken: int) -> SequentialVerdict:
+         taken: int, first: int) -> SequentialVerdict:
     """Looks ``1..taken`` (the looks the run recorded for the phase) of one label, recomputed as the runner took them
     (``runners.orchestration.sequential``): look ``k`` on ``look_values``, until one stops it."""
     last: LookVerdict | None = None
     for k in range(min(taken, len(design.looks))):
-        ak, bk = look_values(a, b, design, k)
+        ak, bk = look_values(series_repeats(a, first), series_repeats(b, first), design, k)
         if not ak or not bk:  # every process of a side failed: no interval at this look
             continue
         last = look_verdict(ak, bk, design, k)
@@ -98,14 +102,14 @@ def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, bas
         why = (f"sequential: no look with a recorded process on each side ({len(a)} vs {len(b)} processes, "
                f"{taken} look(s) taken): no verdict")
         return SequentialVerdict("inconclusive", math.nan, math.nan, "no interval", why, design.target_pct,
-                                 (len(a), len(b)), baseline, 0)
+                                 (len(a), len(b)), baseline, 0, first)
     verdict, note = last.verdict, "sequential " + last.reason(design)
     if not last.stopped:
         verdict = "inconclusive"
         note += f"; the run recorded no look after look {last.look} (stopped early)"
     d = last.decision
     return SequentialVerdict(verdict, d.ci_low_pct, d.ci_high_pct, ci_name(last), note, design.target_pct,
-                             (last.processes, last.reference_processes), baseline, design.looks[last.look - 1])
+                             (last.processes, last.reference_processes), baseline, design.looks[last.look - 1], first)
 
 
 def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> dict[tuple[str, str], SequentialVerdict]:
@@ -120,20 +124,21 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> di
         labels keep the fixed rule; ``analysis validate`` fails on it).
     """
     out: dict[tuple[str, str], SequentialVerdict] = {}
-    firsts: dict[str, LookDecision] = {}
-    labels: dict[str, dict[str, None]] = {}
-    taken: dict[str, int] = {}
+    firsts: dict[tuple[str, int], LookDecision] = {}  # one look series per (phase, first_block)
+    labels: dict[tuple[str, int], dict[str, None]] = {}
+    taken: dict[tuple[str, int], int] = {}
     for line in lines:
-        firsts.setdefault(line.phase, line)
-        labels.setdefault(line.phase, {}).update(dict.fromkeys(x.label for x in line.labels))
-        taken[line.phase] = taken.get(line.phase, 0) + 1
-    for phase, first in firsts.items():
+        key = (line.phase, line.first_block)
+        firsts.setdefault(key, line)
+        labels.setdefault(key, {}).update(dict.fromkeys(x.label for x in line.labels))
+        taken[key] = taken.get(key, 0) + 1
+    for (phase, first_block), first in firsts.items():
         try:
             design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
         except ValueError:
             continue
         b = _values(runs, phase, first.baseline) if not runs.empty else {}
-        for label in labels[phase]:
+        for label in labels[(phase, first_block)]:
             a = _values(runs, phase, label) if not runs.empty else {}
-            out[(phase, label)] = _one(a, b, design, first.baseline, taken[phase])
+            out[(phase, label)] = _one(a, b, design, first.baseline, taken[(phase, first_block)], first_block)
     return out

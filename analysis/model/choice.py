@@ -11,8 +11,9 @@ What is modelled:
   baseline ("offload unnecessary"). Nothing is recommended from a prediction: with no valid measured setting
   meeting the need, the decision says so.
 * ``recompute``: each recorded decision's noise term (``analysis.model.probe_noise`` of its recorded probe
-  arms), fits, form, predictions and chosen settings recomputed from its
-  recorded inputs with the runner's own rule (``offload_tools.choice``); a difference is reported.
+  arms), fits, form, predictions, chosen settings and (a sequential verify phase) its verify target recomputed from
+  its recorded inputs with the runner's own rule (``offload_tools.choice``); a difference is reported;
+* ``recheck_verify_series``: a sequential verify phase's look lines ran under the designs the decisions declared.
 
 What is deliberately not modelled: the choice while the run goes (``runners.orchestration.choose``).
 """
@@ -27,6 +28,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from analysis.comparison.compare import FIXED_CI_NAME
 from analysis.model.probe_noise import noise_text, probe_noise
 from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions, verify_phase
 from results_schema.units import GIB
@@ -138,23 +140,30 @@ def _recommend(res: ChoiceResult, summary: pd.DataFrame, runs: pd.DataFrame, pha
     pr = runs[runs["phase"] == phase]
     thr = {lb: pr.loc[pr["label"] == lb, "throughput_tok_s"].tolist() for lb in ph["label"]}
     d = verdict(thr[b["label"]], thr["baseline"], margin_pct=margin_pct)
+    lo, hi, text, used = d.ci_low_pct, d.ci_high_pct, d.text, f"{d.n_a} vs {d.n_b} processes"
+    looked = last.verify_design is not None and str(b.get("vs_baseline_ci_name") or FIXED_CI_NAME) != FIXED_CI_NAME
+    if looked:  # a sequential verify phase: the verdict of record is the stopping look's (docs/sequential.md)
+        lo, hi = float(b["vs_baseline_ci_low_pct"]), float(b["vs_baseline_ci_high_pct"])
+        text = (f"{b['vs_baseline_verdict']} ({b['vs_baseline_ci_name']} {lo:+.1f}%..{hi:+.1f}%, target "
+                f"±{float(b['vs_baseline_margin_pct']):g}%)")
+        used = "its sequential looks"
     res.recommended = {"label": str(b["label"]), "group_size": int(b["group_size"]),
                        "num_in_group": int(b["num_in_group"]), "prefetch_step": int(b["prefetch_step"]),
                        "released_gib": float(b["released_bytes"]) / GIB, "retention": float(b["retention"]),
-                       "retention_low": 1 + d.ci_low_pct / 100, "retention_high": 1 + d.ci_high_pct / 100,
-                       "vs_baseline": d.text}
+                       "retention_low": 1 + lo / 100, "retention_high": 1 + hi / 100, "vs_baseline": text}
     r = res.recommended
     res.lines.append(f"recommended: {r['label']} (G={r['group_size']}, N={r['num_in_group']}, prefetch_step="
                      f"{r['prefetch_step']}): releases {r['released_gib']:.4g} GiB (evidence), measured retention "
                      f"{r['retention']:.3f} [{r['retention_low']:.3f}-{r['retention_high']:.3f}] "
-                     f"({d.n_a} vs {d.n_b} processes; vs baseline: {d.text})")
+                     f"({used}; vs baseline: {text})")
     if len(ranked) > 1:
         r2 = ranked.iloc[1]
         m = verdict(thr[b["label"]], thr[r2["label"]], margin_pct=margin_pct)
         r["runner_up"] = str(r2["label"])
         r["vs_runner_up"] = m.text
         res.lines.append(f"margin over the runner-up {r2['label']}: {m.text}"
-                         + ("" if m.verdict == "faster" else " (the data do not separate them)"))
+                         + ("" if m.verdict == "faster" else " (the data do not separate them)")
+                         + ("; descriptive: a fixed 95% comparison the looks never made" if looked else ""))
 
 
 def recompute(d: ChoiceDecision) -> list[str]:
@@ -183,6 +192,7 @@ def recompute(d: ChoiceDecision) -> list[str]:
     chosen = ch.chosen if d.stage != "front" else front(ch.predictions, d.need_bytes, exclude)[:d.budget]
     if ch.form != d.form:
         diffs.append(f"{d.stage}: form {d.form} recorded, {ch.form} recomputed")
+    diffs += _recheck_target(d, ch.predictions, exclude)
     want = [(c.group_size, c.num_in_group, c.prefetch_step) for c in d.chosen]
     got = [(p.setting.group_size, p.setting.num_in_group, p.setting.prefetch_step) for p in chosen]
     if want != got:
@@ -194,6 +204,61 @@ def recompute(d: ChoiceDecision) -> list[str]:
             diffs.append(f"{d.stage}: prediction of {p.setting} differs ({r} recorded)")
             break
     return diffs
+
+
+def _recheck_target(d: ChoiceDecision, preds: Sequence[Any], exclude: Sequence[Any]) -> list[str]:
+    """A sequential verify series' target against ``offload_tools.choice.verify_target`` on the decision's own
+    predictions (the target comes from the prediction alone, never from verify data)."""
+    from offload_tools.choice import verify_target
+
+    vd = d.verify_design
+    if vd is None:
+        return []
+    t = verify_target(preds, d.need_bytes, exclude, vd.floor_pct)
+    label = {s: s.label(d.implementation) for s in (t.best, t.runner_up) if s is not None}
+    got = (t.target_pct, t.gap_pct, label.get(t.best) if t.best else None,
+           label.get(t.runner_up) if t.runner_up else None)
+    want = (vd.target_pct, vd.predicted_gap_pct, vd.best, vd.runner_up)
+    same = math.isclose(got[0], want[0], rel_tol=1e-9) and got[2:] == want[2:] and (
+        (got[1] is None and want[1] is None) or (got[1] is not None and want[1] is not None
+                                                  and math.isclose(got[1], want[1], rel_tol=1e-9, abs_tol=1e-12)))
+    return [] if same else [f"{d.stage}: verify target {want} recorded, {got} recomputed from its predictions"]
+
+
+def recheck_verify_series(decisions: Sequence[ChoiceDecision], lines: Sequence[Any]) -> list[str]:
+    """A sequential verify phase: each decision's look series ran under the design it declared before its first block
+    (``ChoiceDecision.verify_design``): every look line of the verify phase belongs to one declared series
+    (``first_block``) and carries its looks, target, alpha and spending; each series starts where the one before it
+    ended. The looks themselves are recomputed by ``analysis.comparison.sequential_check``.
+
+    Args:
+        decisions: the run's decision lines, in file order.
+        lines: the run's look lines (``results_schema.records.sequential.LookDecision``), in file order.
+    """
+    series = [d.verify_design for d in decisions if d.verify_design is not None]
+    phase = verify_phase(decisions)
+    if not series or phase is None:
+        return []
+    mine = [x for x in lines if x.phase == phase]
+    out: list[str] = []
+    by_first = {vd.first_block: vd for vd in series}
+    end = 0
+    for vd in series:
+        ran = [x for x in mine if x.first_block == vd.first_block]
+        if vd.first_block != end:
+            out.append(f"verify series from block {vd.first_block + 1}: the series before it ended after block {end}")
+        end = vd.first_block + (ran[-1].blocks if ran else 0)
+    for x in mine:
+        declared = by_first.get(x.first_block)
+        if declared is None:
+            out.append(f"verify look {x.look} after block {x.first_block + x.blocks}: no decision declared a series "
+                       f"from block {x.first_block + 1}")
+        elif (tuple(x.looks), x.target_pct, x.alpha, x.spending) != (
+                tuple(declared.looks), declared.target_pct, declared.alpha, declared.spending):
+            out.append(f"verify look {x.look} from block {x.first_block + 1}: design {x.looks} target "
+                       f"{x.target_pct}% alpha {x.alpha} {x.spending}, declared {declared.looks} target "
+                       f"{declared.target_pct}% alpha {declared.alpha} {declared.spending}")
+    return out
 
 
 def write_choice(run_dir: Path, tables: dict, out: Path) -> list[str]:

@@ -214,15 +214,22 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
 
 
 def check_choice(run_dir: Path, col: Collector) -> None:
-    """A choose run: every decision recomputed from its recorded inputs (``analysis.model.choice.recompute``); a choice
+    """A choose run: every decision recomputed from its recorded inputs (``analysis.model.choice.recompute``), a
+    sequential verify phase's looks held to the designs the decisions declared (``recheck_verify_series``); a choice
     that stopped before predicting (its probe stayed contended: stage ``stopped``) is an error naming why."""
-    from analysis.model.choice import read_decisions, recompute
+    from analysis.model.choice import read_decisions, recheck_verify_series, recompute
 
     try:
         decisions = read_decisions(run_dir)
     except ValueError as exc:
         col.add("choice", "choice_record", f"choose-decisions.jsonl: {exc}".splitlines()[0])
         return
+    try:
+        looks = read_looks(run_dir)
+    except ValueError:
+        looks = []  # check_sequential names the file
+    for diff in recheck_verify_series(decisions, looks):
+        col.add("choice", "choice_verify_design", f"the verify looks did not run as declared: {diff}")
     for d in decisions:
         for diff in recompute(d):
             col.add("choice", "choice_recompute", f"the recorded choice is not what its inputs give: {diff}")

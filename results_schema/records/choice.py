@@ -101,6 +101,25 @@ class VerifiedCheck(StrictModel):
     missed: bool = Field(description="Measured retention outside the predicted interval.")
 
 
+class VerifyDesign(StrictModel):
+    """The sequential design of the verify processes one decision adds (``conf.schema.ChooseConfig.verify_looks``),
+    declared in the decision line before any of them runs, from the prediction alone
+    (``offload_tools.choice.verify_target``)."""
+
+    looks: tuple[int, ...] = Field(min_length=1, description="Processes per arm at each look; the last is the budget.")
+    target_pct: float = Field(gt=0, description="Every look's equivalence margin (percent of the baseline's "
+                                                "throughput): max(predicted_gap_pct, floor_pct).")
+    floor_pct: float = Field(gt=0, description="The smallest target (choose.verify_target_floor_pct, percent).")
+    predicted_gap_pct: float | None = Field(description="Predicted retention of the best candidate minus the "
+                                                        "runner-up's, times 100; null: no runner-up.")
+    best: str | None = Field(description="Label of the best predicted candidate (the class chosen first).")
+    runner_up: str | None = Field(description="Label of the next candidate that would be chosen instead; null: none.")
+    alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over the looks.")
+    spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    first_block: NonNegInt = Field(description="Verify blocks before this series (the earlier decisions'): its block "
+                                               "b is repeat first_block + b - 1 of the baseline and of its settings.")
+
+
 class ChoiceDecision(StrictModel):
     """One line of ``choose-decisions.jsonl`` (module docstring)."""
 
@@ -152,6 +171,10 @@ class ChoiceDecision(StrictModel):
     unrun_phase: str | None = Field(
         default=None, description="Stage stopped: the verify phase the stop leaves unrun (its planned cases are not "
         "expected, ``with_decided``); null for the other stages.")
+    verify_design: VerifyDesign | None = Field(
+        default=None, description="A sequential verify phase: the look series this decision's settings run under "
+        "(its look lines are in sequential-decisions.jsonl with its first_block); null: fixed repeats, or no setting "
+        "chosen.")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ChoiceDecision":
@@ -175,11 +198,12 @@ FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.records.choice
 def with_decided(plan: RunPlan, decisions: Sequence[ChoiceDecision]) -> RunPlan:
     """``plan`` with every decision's ``decided_phase`` cases added to their phase (the run's whole plan).
 
-    A ``remeasure`` decision adds processes to cases the probe phase already has (their repeats grow); a ``stopped``
-    decision removes its ``unrun_phase`` (the verify phase it leaves unrun).
+    A decided case whose label the phase already has adds its repeats to it (a ``remeasure`` of the probe; the baseline
+    blocks of a sequential verify series after the first); a ``stopped`` decision removes its ``unrun_phase`` (the
+    verify phase it leaves unrun).
 
     Raises:
-        ValueError: a decided phase the plan does not have, or a label decided twice.
+        ValueError: a decided phase the plan does not have.
     """
     phases = {p.name: p for p in plan.phases}
     for d in decisions:
@@ -191,7 +215,9 @@ def with_decided(plan: RunPlan, decisions: Sequence[ChoiceDecision]) -> RunPlan:
         if dp.name not in phases:
             raise ValueError(f"decision {d.stage!r} adds cases to phase {dp.name!r}, which plan.json does not have")
         ph = phases[dp.name]
-        cases = _more_repeats(ph.cases, dp.cases) if d.stage == "remeasure" else ph.cases + dp.cases
+        have = {c.label for c in ph.cases}  # a remeasure only grows cases the probe has (_more_repeats refuses others)
+        cases = _more_repeats(ph.cases, dp.cases) if d.stage == "remeasure" else _more_repeats(
+            ph.cases, [c for c in dp.cases if c.label in have]) + tuple(c for c in dp.cases if c.label not in have)
         phases[dp.name] = PlannedPhase(name=ph.name, kind=ph.kind, cases=cases, processes=ph.processes + dp.processes)
     out = tuple(phases.values())
     return RunPlan(experiment=plan.experiment, run_id=plan.run_id, phases=out, processes=sum(p.processes for p in out))

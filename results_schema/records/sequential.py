@@ -17,7 +17,7 @@ What is deliberately not modelled: the statistics (``analysis.comparison.sequent
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -71,6 +71,9 @@ class LookDecision(StrictModel):
     baseline: str = Field(min_length=1, description="The reference arm's label.")
     labels: tuple[LabelLook, ...] = Field(description="Every label open before this look.")
     next_blocks: NonNegInt = Field(description="Blocks this look schedules for the labels still open (0: done).")
+    first_block: NonNegInt = Field(default=0, description="Blocks of the phase before this look series: its block b "
+                                   "is repeat first_block + b - 1 of every arm (0 but in a choose run's verify phase, "
+                                   "where each decision starts its own series after the last).")
 
     @property
     def still_open(self) -> tuple[str, ...]:
@@ -79,6 +82,12 @@ class LookDecision(StrictModel):
 
 FILE_KINDS: list[FileKind] = [FileKind(FILE_NAME, "results_schema.records.sequential:LookDecision", jsonl=True)]
 """Picked up by ``results_schema.records.dispatch`` (``CONTRIBUTING_MODULES``)."""
+
+
+def series_repeats(values: Mapping[int, float], first_block: int) -> dict[int, float]:
+    """``repeat -> value`` of one arm renumbered to its look series (``LookDecision.first_block``): the series' block
+    ``b`` (repeat ``first_block + b - 1``) becomes ``b - 1``; repeats before the series are left out."""
+    return {r - first_block: v for r, v in values.items() if r >= first_block}
 
 
 def read_looks(run_dir: Path, phase: str | None = None) -> list[LookDecision]:

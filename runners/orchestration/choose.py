@@ -8,7 +8,8 @@ What is modelled (``conf.schema.ChooseConfig``; the rule is ``offload_tools.choi
    (``runners.orchestration.choose_decide``: stage ``predict``) appended to ``choose-decisions.jsonl`` before any of
    the settings it decides starts;
 2. the verify phase (``runners.orchestration.choose_verify``): its baseline and every decided setting, through the
-   same executor and finaliser as every phase;
+   same executor and finaliser as every phase; sequential (``choose.verify_looks``): each decision's look series,
+   one ``LookDecision`` line (``sequential-decisions.jsonl``, fsync) per look before the blocks it adds start;
 3. the next decision from what was measured (``refit``, then ``front``), until none follows. The recommendation is
    never taken here: analysis decides from the measured points only.
 
@@ -27,14 +28,18 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from conf.schema import Config
 from results_schema.codec.io import append_jsonl
-from results_schema.records.choice import FILE_NAME, PROBE_STAGES, read_decisions
+from results_schema.records.choice import FILE_NAME, PROBE_STAGES, ChoiceDecision, read_decisions
+from results_schema.records.sequential import FILE_NAME as LOOKS_FILE
 from runners.cases import ScheduledCase
 from runners.orchestration.choose_decide import bad_labels, context, next_decision
 from runners.orchestration.choose_probe import probe_decision, probe_items
-from runners.orchestration.choose_verify import active, decided_settings, has_verify, planned_verify, verify_items
+from runners.orchestration.choose_verify import (active, decided_settings, has_verify, next_verify_look, planned_verify,
+                                                 sequential_verify, sequential_verify_items, verify_end, verify_items,
+                                                 verify_schedule)
 from runners.orchestration.close import copy_bench
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
+from runners.orchestration.sequential import look_lines
 from runners.planning.choose_plan import ChooseNeed
 
 if TYPE_CHECKING:
@@ -53,8 +58,9 @@ def decided_items(cfg: Config, run_dir: Path | None, start_index: int, known: Ch
     decisions = read_decisions(run_dir)
     if not decisions:
         return []
+    choice = [d for d in decisions if d.stage not in PROBE_STAGES]
     items = probe_items(cfg, known, decisions) + (
-        verify_items(cfg, decided_settings(decisions), 0) if has_verify(cfg, known) else [])
+        verify_schedule(cfg, run_dir, choice, 0) if has_verify(cfg, known) else [])
     return [dataclasses.replace(sc, index=start_index + i) for i, sc in enumerate(items)]
 
 
@@ -82,11 +88,13 @@ def run_choose(cfg: Config, run_dir: Path, state: RunState, console: Console,
         decisions = read_decisions(run_dir)
         choice = [d for d in decisions if d.stage not in PROBE_STAGES]
         items = probe_items(cfg, known, decisions)  # what is decided runs first (a resume), then the next decision
-        items += verify_items(cfg, decided_settings(choice), len(items)) if choice and verify else []
+        items += verify_schedule(cfg, run_dir, choice, len(items)) if choice and verify else []
         if items and run_stage(items):
             return items
         if any(d.stage == "stopped" for d in decisions):
             return items
+        if verify and _look(cfg, run_dir, choice, console):  # a sequential verify series: its blocks run next
+            continue
         bad = bad_labels(state.token_mismatches)
         step = None if choice else probe_decision(cfg, run_dir, known, bad, decisions)
         if step is not None:  # a stop's line is the run's last (runners.orchestration.close.verdict_line)
@@ -98,16 +106,45 @@ def run_choose(cfg: Config, run_dir: Path, state: RunState, console: Console,
         if ctx is None:
             console.print("choose: no baseline of the probe recorded; nothing can be predicted", markup=False)
             return items
+        if sequential_verify(cfg):  # the next series starts after the blocks the recorded ones cover
+            ctx = dataclasses.replace(ctx, first_block=verify_end(run_dir, cfg))
         nxt = next_decision(ctx, choice)
         if nxt is None:
             return items
-        new = verify_items(cfg, decided_settings(choice) + decided_settings([nxt]), 0) if verify else []
-        added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
-        nxt = nxt.model_copy(update={"decided_phase": planned_verify(cfg, added)}) if added else nxt
-        append_jsonl(run_dir / FILE_NAME, nxt)
-        console.print(f"choose ({nxt.stage}): {nxt.note}", markup=False)
+        _append_decision(cfg, run_dir, choice, nxt, verify, console)
         if not verify:
             return items
+
+
+def _look(cfg: Config, run_dir: Path, choice: Sequence[ChoiceDecision], console: Console) -> bool:
+    """A sequential verify phase: take the next look of the last decision's series and append it (fsync) before the
+    blocks it adds start; False when there is none (fixed repeats, no series, or the series is done)."""
+    look = next_verify_look(cfg, run_dir, choice) if sequential_verify(cfg) and choice else None
+    if look is None:
+        return False
+    append_jsonl(run_dir / LOOKS_FILE, look)
+    for text in look_lines(look):
+        console.print(text, markup=False)
+    return True
+
+
+def _append_decision(cfg: Config, run_dir: Path, choice: Sequence[ChoiceDecision], nxt: ChoiceDecision, verify: bool,
+                     console: Console) -> None:
+    """Append ``nxt`` (fsync) with the verify cases it adds (``decided_phase``: its settings; a sequential series
+    after the first, the baseline's blocks too: the plan holds the first series' first look), and print it."""
+    vd = nxt.verify_design
+    if not verify:
+        added: list[ScheduledCase] = []
+    elif vd is not None:
+        new = sequential_verify_items(cfg, [*choice, nxt], [], 0)
+        added = [sc for sc in new if sc.repeat >= vd.first_block
+                 and (sc.case.label in {c.label for c in nxt.chosen} or vd.first_block > 0)]
+    else:
+        new = verify_items(cfg, decided_settings(choice) + decided_settings([nxt]), 0)
+        added = [sc for sc in new if sc.case.label in {c.label for c in nxt.chosen}]
+    nxt = nxt.model_copy(update={"decided_phase": planned_verify(cfg, added)}) if added else nxt
+    append_jsonl(run_dir / FILE_NAME, nxt)
+    console.print(f"choose ({nxt.stage}): {nxt.note}", markup=False)
 
 
 def choose_stage(p: Plan, run: OpenRun, state: RunState, base_env: Mapping[str, str], console: Console,

@@ -9,7 +9,9 @@ What is modelled (``conf.schema.ChooseConfig``; the rule is ``offload_tools.choi
   settings to verify chosen (stage ``predict``); each verified setting's measured retention checked against its
   predicted interval; a miss refits the model with every measured point and verifies its new best once (stage
   ``refit``); a miss after the refit marks the model untrusted and chooses the predicted front (stage ``front``);
-  a need met without offload (0 bytes, or device memory already free) is stage ``unnecessary``.
+  a need met without offload (0 bytes, or device memory already free) is stage ``unnecessary``; with a sequential
+  verify phase (``choose.verify_looks``) a decision that chooses settings declares their look series
+  (``VerifyDesign``: looks, and the target from the prediction alone: ``offload_tools.choice.verify_target``).
 
 What is deliberately not modelled: the loop that runs the decided cases (``runners.orchestration.choose``), the
 probe's re-measures (``runners.orchestration.choose_probe``), statistics of the recommendation (``analysis``).
@@ -24,20 +26,21 @@ from typing import Any, Sequence, cast
 
 from analysis.model.probe_noise import probe_noise
 from conf.schema import Config
-from offload_tools.choice import ChoiceInputs, Setting, compute_choice, distinct_settings, front, released_bytes
+from offload_tools.choice import (ChoiceInputs, Prediction, Setting, compute_choice, distinct_settings, front,
+                                  released_bytes, verify_target)
 from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import (ChoiceDecision, FittedPoint, Form, FormFit, NoiseArm, PredictedSetting,
-                                           SettingRef, Stage, VerifiedCheck)
+                                           SettingRef, Stage, VerifiedCheck, VerifyDesign)
 from results_schema.records.models import BenchRecord
 from results_schema.rules.spread_rule import spread_pct
 from results_schema.units import GIB
 from runners.orchestration.choose_probe import copy_bench_bandwidth, phase_runs, uncontended_by_label
-from runners.planning.choose_plan import ChooseNeed
+from runners.planning.choose_plan import VERIFY_ALPHA, VERIFY_SPENDING, ChooseNeed
 
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
 
-__all__ = ["REFIT_BUDGET", "bad_labels", "checks", "context", "fitted_processes", "free_device_bytes",
+__all__ = ["REFIT_BUDGET", "bad_labels", "checks", "context", "design_words", "fitted_processes", "free_device_bytes",
            "measured_points", "next_decision", "unnecessary"]
 
 
@@ -88,6 +91,7 @@ class _Context:
     bench: float | None
     bad: set[str]
     baseline_records: tuple[Any, ...] = ()
+    first_block: int = 0  # a sequential verify phase: blocks its earlier series cover (the next one starts after)
 
 
 def context(cfg: Config, run_dir: Path, bad: set[str], known: ChooseNeed) -> _Context | None:
@@ -139,7 +143,8 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
     impl = str(cfg.choose.implementation)
     refs = tuple(SettingRef(group_size=p.setting.group_size, num_in_group=p.setting.num_in_group,
                             prefetch_step=p.setting.prefetch_step, label=p.setting.label(impl)) for p in chosen)
-    note = _note(stage, refs, checked, need)
+    design = _verify_design(ctx, ch.predictions, exclude) if refs else None
+    note = _note(stage, refs, checked, need) + (f"; {design_words(design)}" if design is not None else "")
     return ChoiceDecision(
         stage=stage, need_bytes=need, need_source=text, implementation=impl, num_layers=cfg.model.num_layers,
         num_prompts=ctx.num_prompts, layer_bytes=sizes.layer_bytes, layer_bytes_source=sizes.source,
@@ -157,7 +162,30 @@ def _record(ctx: _Context, stage: Stage, points: Sequence[FittedPoint], checked:
         checked=tuple(checked), budget=budget, chosen=refs, decided_phase=None, trusted=trusted, note=note,
         processes_every_candidate=_candidates(ctx, need),
         fitted_processes=fitted_processes(ctx.run_dir, sorted({str(cfg.choose.probe_phase), *(p.phase for p in points)}),
-                                          ctx.bad), noise_arms=arms)
+                                          ctx.bad), noise_arms=arms, verify_design=design)
+
+
+def _verify_design(ctx: _Context, preds: Sequence[Prediction], exclude: Sequence[Setting]) -> VerifyDesign | None:
+    """A sequential verify phase (``choose.verify_looks``): the look series of this decision's settings, its target
+    from the prediction alone (``offload_tools.choice.verify_target``); None: fixed repeats."""
+    ch = ctx.cfg.choose
+    if not ch.verify_looks:
+        return None
+    t = verify_target(preds, ctx.known.need, exclude, float(ch.verify_target_floor_pct))
+    impl = str(ch.implementation)
+    return VerifyDesign(looks=tuple(int(n) for n in ch.verify_looks), target_pct=t.target_pct,
+                        floor_pct=float(ch.verify_target_floor_pct), predicted_gap_pct=t.gap_pct,
+                        best=t.best.label(impl) if t.best else None,
+                        runner_up=t.runner_up.label(impl) if t.runner_up else None, alpha=VERIFY_ALPHA,
+                        spending=VERIFY_SPENDING, first_block=ctx.first_block)
+
+
+def design_words(d: VerifyDesign) -> str:
+    """The decision line's words for its verify series: looks, target and where the target comes from."""
+    gap = (f"the predicted gap between {d.best} and the runner-up {d.runner_up}, {d.predicted_gap_pct:.1f}%"
+           if d.predicted_gap_pct is not None else "no runner-up")
+    return (f"sequential verify from block {d.first_block + 1}: looks after {', '.join(map(str, d.looks))} blocks, "
+            f"target {d.target_pct:.1f}% ({gap}; floor {d.floor_pct:g}%)")
 
 
 def _note(stage: str, refs: Sequence[SettingRef], checked: Sequence[VerifiedCheck], need: int) -> str:

@@ -24,11 +24,29 @@ def verify_stage_line(cfg: Config, has_verify: bool) -> str:
     if not has_verify:
         return "then no verify stage: a need of 0 is met by the baseline (offload unnecessary)"
     m = cfg.phases[ch.verify_phase]
+    if ch.verify_looks:
+        return _sequential_verify_line(cfg)
     n = (ch.verify_budget + 1) * m.repeats
     eta = f", ~{n * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
     return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline, "
             f"{m.repeats} processes each = {n} processes{eta}; a refit adds {REFIT_BUDGET * m.repeats} (a model still "
             f"wrong: the measured front, at most {ch.front_budget * m.repeats} more)")
+
+
+def _sequential_verify_line(cfg: Config) -> str:
+    """``verify_stage_line`` of a sequential verify phase (``choose.verify_looks``): per decision, its settings and the
+    baseline in ABBA blocks, from the first look's blocks to the budget's."""
+    ch = cfg.choose
+    m = cfg.phases[ch.verify_phase]
+    first, most = int(ch.verify_looks[0]), int(ch.verify_looks[-1])
+    lo, hi = (ch.verify_budget + 1) * first, (ch.verify_budget + 1) * most
+    eta = f", ~{lo * m.expected_case_s / 60:.1f}-{hi * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
+    return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline in "
+            f"ABBA blocks, looked at after {', '.join(map(str, ch.verify_looks))} blocks, each setting stopped once its "
+            f"verdict is conclusive at the target its decision declares (the predicted gap to the runner-up, at least "
+            f"{ch.verify_target_floor_pct:g}%): {lo} processes when every setting stops at the first look, at most "
+            f"{hi}{eta}; a refit starts its own series ({(REFIT_BUDGET + 1) * first}-{(REFIT_BUDGET + 1) * most} more; "
+            f"a model still wrong: the measured front, at most {(ch.front_budget + 1) * most} more)")
 
 
 def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]:
@@ -51,10 +69,12 @@ def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]
     layer = dict(enumerate(sizes.layer_bytes))
     settings = distinct_settings(cfg.model.num_layers)
     cands = sum(1 for s in settings if released_bytes(s, layer, sizes.slot, cfg.model.num_layers) >= need)
-    verify = (ch.verify_budget + 1) * m.repeats
-    refit = verify + REFIT_BUDGET * m.repeats
-    most = refit + ch.front_budget * m.repeats
-    lines.append(f"choose: verify at most {verify} processes ({ch.verify_budget} settings + baseline x {m.repeats})"
+    per_arm = int(ch.verify_looks[-1]) if ch.verify_looks else m.repeats  # sequential: the budget's blocks
+    series_base = per_arm if ch.verify_looks else 0  # a sequential refit / front series runs its own baselines
+    verify = (ch.verify_budget + 1) * per_arm
+    refit = verify + REFIT_BUDGET * per_arm + series_base
+    most = refit + ch.front_budget * per_arm + series_base
+    lines.append(f"choose: verify at most {verify} processes ({ch.verify_budget} settings + baseline x {per_arm})"
                  f"{eta(verify, m.expected_case_s)}; with one refit {refit}: the run at most {probe_items + refit} "
                  f"processes{eta(probe_items + refit, m.expected_case_s)}; a model still wrong adds its measured front, "
                  f"at most {most - refit} more")

@@ -27,14 +27,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
 from conf.schema import Config
 from results_schema.codec.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecision, LookVerdictName, PairingName,
-                                               read_looks)
+                                               read_looks, series_repeats)
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.blocks import block_order
@@ -44,7 +44,8 @@ from runners.planning.plan import expand_phase
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["decided_items", "design", "next_look", "plan_lines", "sequential_phases", "sequential_stage"]
+__all__ = ["decided_items", "design", "look_lines", "look_on", "next_look", "phase_values", "plan_lines", "sequential_phases",
+           "sequential_stage", "series_blocks"]
 
 
 def sequential_phases(cfg: Config) -> list[str]:
@@ -65,12 +66,11 @@ def _cases(cfg: Config, phase: str) -> list[PhaseCase]:
     return cases  # baseline first (runners.planning.plan: sequential phases need one)
 
 
-def block_items(cfg: Config, phase: str, lines: Sequence[LookDecision], start_index: int) -> list[ScheduledCase]:
-    """Every block decided so far (the first look's, plus each line's ``next_blocks`` for its open labels), in run
-    order, numbered from ``start_index``; block ``b`` is repeat ``b - 1``."""
-    cases = _cases(cfg, phase)
-    base, labels = cases[0], cases[1:]
-    d = design(cfg, phase)
+def series_blocks(base: PhaseCase, labels: Sequence[PhaseCase], d: SequentialDesign, lines: Sequence[LookDecision],
+                  first_block: int, start_index: int) -> list[ScheduledCase]:
+    """Every block of one look series decided so far (the first look's for every label, plus each line's
+    ``next_blocks`` for its open labels), in run order, numbered from ``start_index``; the series' block ``b`` is repeat
+    ``first_block + b - 1`` of every arm (ABBA order: ``runners.planning.blocks.block_order``)."""
     bounds = [(d.looks[0], [c.label for c in labels])]
     for line in lines:
         if line.next_blocks:
@@ -81,8 +81,14 @@ def block_items(cfg: Config, phase: str, lines: Sequence[LookDecision], start_in
         while block < end:
             block += 1
             arms = block_order(base, [c for c in labels if c.label in open_labels], block)
-            out += [ScheduledCase(index=start_index + len(out), case=c, repeat=block - 1) for c in arms]
+            out += [ScheduledCase(index=start_index + len(out), case=c, repeat=first_block + block - 1) for c in arms]
     return out
+
+
+def block_items(cfg: Config, phase: str, lines: Sequence[LookDecision], start_index: int) -> list[ScheduledCase]:
+    """Every block of ``phase`` decided so far (``series_blocks``; one series from block 1)."""
+    cases = _cases(cfg, phase)
+    return series_blocks(cases[0], cases[1:], design(cfg, phase), lines, 0, start_index)
 
 
 def decided_items(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path | None) -> list[ScheduledCase]:
@@ -101,7 +107,7 @@ def decided_items(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path | N
     return out
 
 
-def _values(run_dir: Path, phase: str) -> dict[str, dict[int, float]]:
+def phase_values(run_dir: Path, phase: str) -> dict[str, dict[int, float]]:
     """``label -> {repeat: tok/s}`` of every recorded process of ``phase``."""
     path = run_dir / f"{phase}-runs.jsonl"
     out: dict[str, dict[int, float]] = {}
@@ -128,25 +134,32 @@ def _label_look(label: str, a: list[float], b: list[float], d: SequentialDesign,
                      method=dec.method, mde_pct=_fin(lv.mde_pct), reason=lv.reason(d))
 
 
-def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecision]) -> LookDecision | None:
-    """The look that follows ``lines`` on the recorded processes (None: the phase is done)."""
-    d = design(cfg, phase)
+def look_on(phase: str, d: SequentialDesign, base: str, labels: Sequence[str], lines: Sequence[LookDecision],
+            values: Mapping[str, Mapping[int, float]], first_block: int = 0) -> LookDecision | None:
+    """The look that follows ``lines`` (one series) on ``values`` (``label -> {repeat: tok/s}``), None when the series
+    is done: look ``k`` on each open label's processes of the series' blocks ``1..looks[k]`` (repeats ``first_block ..
+    first_block + looks[k] - 1``) against the baseline's; ``labels`` the series' labels (open before its first look)."""
     k = len(lines)
     if k >= len(d.looks) or (lines and not lines[-1].still_open):
         return None
-    cases = _cases(cfg, phase)
-    base = cases[0].label
-    open_labels = [c.label for c in cases[1:]] if not lines else list(lines[-1].still_open)
+    open_labels = list(labels) if not lines else list(lines[-1].still_open)
     n = d.looks[k]
-    vals = _values(run_dir, phase)
-    looked = tuple(_label_look(label, *look_values(vals.get(label, {}), vals.get(base, {}), d, k), d, k)
+
+    looked = tuple(_label_look(label, *look_values(series_repeats(values.get(label, {}), first_block),
+                                                   series_repeats(values.get(base, {}), first_block), d, k), d, k)
                    for label in open_labels)
     still = any(x.verdict == "open" for x in looked)
     nxt = d.looks[k + 1] - n if still and k + 1 < len(d.looks) else 0
     return LookDecision(phase=phase, look=k + 1, blocks=n, looks=d.looks, target_pct=d.target_pct, alpha=d.alpha,
                         spending=d.spending, pairing=cast(PairingName, d.pairing), look_alpha=d.look_alphas()[k],
-                        baseline=base, labels=looked,
-                        next_blocks=nxt)
+                        baseline=base, labels=looked, next_blocks=nxt, first_block=first_block)
+
+
+def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecision]) -> LookDecision | None:
+    """The look that follows ``lines`` on the recorded processes (None: the phase is done)."""
+    cases = _cases(cfg, phase)
+    return look_on(phase, design(cfg, phase), cases[0].label, [c.label for c in cases[1:]], lines,
+                   phase_values(run_dir, phase))
 
 
 def plan_lines(cfg: Config) -> list[str]:

@@ -14,7 +14,8 @@ What is modelled:
 * ``with_choose``: the config the planner expands: a need above the largest release is refused (naming it);
   the probe phase gets ``offload_tools.choice.calibration_settings`` when its points are empty; a need of 0 drops
   the calibration points and the verify phase (offload is unnecessary); the verify phase's points stay empty
-  until decided;
+  until decided; a sequential verify phase (``choose.verify_looks``) plans the first look's blocks
+  (``repeats = verify_looks[0]``) and its design is checked (``results_schema.rules.sequential_rule.check_design``);
 
 What is deliberately not modelled: the choice itself (``offload_tools.choice``) and when it is taken
 (``runners.orchestration.choose``).
@@ -35,6 +36,7 @@ from offload.matching import matches_offload_params
 from offload_tools.choice import calibration_settings, largest_release, slot_bytes
 from runners.errors import PlanError
 from runners.paths import abs_path
+from results_schema.rules.sequential_rule import check_design
 from results_schema.units import GIB
 from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
     layer_param_shapes, safetensors_files)
@@ -161,6 +163,12 @@ def choose_need(cfg: Config) -> ChooseNeed | None:
     return ChooseNeed(need, text, model_sizes(cfg.model, cfg.workload.dtype))
 
 
+VERIFY_ALPHA = 0.05
+"""Total two-sided alpha of a sequential verify phase's looks (``conf.schema.ChooseConfig.verify_looks``)."""
+VERIFY_SPENDING = "pocock"
+"""Its alpha spending (Pocock-type: a large cost stops at the first look; ``analysis.comparison.sequential``)."""
+
+
 def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
     """The config the planner expands (module docstring); unchanged without a choose phase. ``known``: the run's
     ``choose_need`` when already computed (else computed here, once the phases are checked).
@@ -193,6 +201,12 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
         raise PlanError(f"{text}: more than the largest release of {cfg.model.name}: {top / GIB:.4g} GiB "
                         f"({top:,} B: every layer offloaded, one prefetch slot; {sizes.source})")
     phases = dict(cfg.phases)
+    if ch.verify_looks:  # sequential verify: the plan holds the first look's blocks of the baseline (and each setting)
+        why = check_design(ch.verify_looks, ch.verify_target_floor_pct, VERIFY_ALPHA, VERIFY_SPENDING)
+        if why is not None:
+            raise PlanError(f"choose.verify_looks / verify_target_floor_pct: {why}")
+        phases[ch.verify_phase] = dataclasses.replace(phases[ch.verify_phase], repeats=int(ch.verify_looks[0]),
+                                                      repeats_by_label={})
     probe = phases[ch.probe_phase]
     if need == 0:
         phases[ch.probe_phase] = dataclasses.replace(probe, points=[], cases=[], repeats_by_label={}, repeats=max(

@@ -31,7 +31,7 @@ PROCESS_COUNTS = {
     "negative_control_serving": 6,  # accuracy: baseline x2 + the batch-gated fault; serving: baseline x2 + it
     "accuracy": 4,  # baseline x2 + current (4,1) (2,1), one `runners.incase.accuracy run` process each
     "negative_control": 3,  # baseline x2 + the deliberately broken current (4,1)
-    "choose": 10,  # probe: baseline x2 + 2 calibration settings x2; verify: its baseline x4 (settings decided live)
+    "choose": 9,  # probe: baseline x2 + 2 calibration settings x2; verify (sequential): its first look's 3 baseline blocks
     "qwen7b_choose": 7,  # probe 4; verify: its baseline x3 (settings decided live)
     "smollm2": 12,  # SmolLM2-135M: baseline + current (2,1) (1,1) + sync (1,1), sequential: the first look's 3 blocks
     "aa_noise": 20,  # A/A: baseline, baseline_twin, current (2,1) and its twin, the speed control; 4 repeats

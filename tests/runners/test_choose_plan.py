@@ -39,8 +39,18 @@ def test_a_need_plans_the_probe_as_two_baselines_and_the_two_calibration_setting
                                                      ("probe", half.label(), 0), ("probe", every.label(), 1),
                                                      ("probe", half.label(), 1), ("probe", "baseline", 1)]
     assert (every.label(), half.label()) == ("current_g1_n1", "current_g2_n1_p3")
-    # the verify phase's settings are decided while the run goes: planned, only its baselines are
-    assert [i for i in items if i[0] == "verify"] == [("verify", "baseline", r) for r in range(4)]
+    # the verify phase's settings are decided while the run goes: planned, only its baselines are (sequential: the
+    # first look's 3 blocks; the fixed design: its 4 repeats)
+    assert [i for i in items if i[0] == "verify"] == [("verify", "baseline", r) for r in range(3)]
+    fixed = _items("+experiment=choose", "need_gib=0.05", "choose.verify_looks=[]")
+    assert [i for i in fixed if i[0] == "verify"] == [("verify", "baseline", r) for r in range(4)]
+
+
+@pytest.mark.parametrize("override, words", [("choose.verify_looks=[3,3]", "strictly increasing"),
+                                             ("choose.verify_target_floor_pct=0", "target")])
+def test_a_bad_sequential_verify_design_is_refused_before_any_process(override: str, words: str) -> None:
+    with pytest.raises(PlanError, match=rf"^choose.verify_looks / verify_target_floor_pct: .*{words}"):
+        plan(compose_cfg("+experiment=choose", "need_gib=0.05", override))
 
 
 def test_a_kv_need_plans_as_a_released_bytes_need_of_the_same_size() -> None:

@@ -1,4 +1,5 @@
-"""A choose-then-confirm run end to end with the fake bench (``runners.orchestration.choose``): the fake's throughput
+"""A choose-then-confirm run end to end with the fake bench (``runners.orchestration.choose``), with the fixed verify
+design (``choose.verify_looks=[]``; the sequential one: ``test_choose_sequential.py``): the fake's throughput
 follows a known serial cost (``FAKE_COPY_FRACTION``: each round takes ``0.5 * (1 + 0.1 * offloaded layers)`` s), so
 the model fitted to the probe is right; ``FAKE_SLOW`` makes the verified settings slower than it predicts, so it is
 wrong. A right model verifies its choice once; a wrong one is refitted, then its measured front decides; a need of 0
@@ -43,8 +44,10 @@ PREDICTED, REFITTED = "current_g3_n2", "current_g4_n3"
 
 
 def _overrides(root: Path, *extra: str, run_id: str = "t", analyze: bool = True) -> list[str]:
-    # 12 measured rounds of >= 0.5 s: the window reaches the matrices' min_measured_s (6 s), so analysis flags nothing
-    return ["+experiment=choose", "model=tiny", f"results_root={root}", f"run_id={run_id}",
+    # 12 measured rounds of >= 0.5 s: the window reaches the matrices' min_measured_s (6 s), so analysis flags nothing;
+    # the fixed verify design (4 processes per setting, rotated): tests/runners/test_choose_sequential.py runs the
+    # experiment's sequential one
+    return ["+experiment=choose", "choose.verify_looks=[]", "model=tiny", f"results_root={root}", f"run_id={run_id}",
             f"bench_command=[{sys.executable},{FAKE_BENCH}]", "progress=false", f"analyze={str(analyze).lower()}",
             "phases.probe.measured_rounds=12", "phases.verify.measured_rounds=12", *SERIAL_COST, *extra]
 
