@@ -46,6 +46,8 @@ FIELD_RANGES: dict[tuple[str, str], NumberRange] = {
     ("Config", "need_kv_gib"): NumberRange(unit="GiB"),
     ("ChooseConfig", "verify_budget"): _AT_LEAST_ONE,
     ("ChooseConfig", "front_budget"): _AT_LEAST_ONE,
+    ("ChooseConfig", "verify_looks"): sequential_rule.LOOKS,
+    ("ChooseConfig", "verify_target_floor_pct"): sequential_rule.TARGET_PCT,
     ("MatrixConfig", "order"): NumberRange(low=-math.inf),
     ("MatrixConfig", "repeats"): _AT_LEAST_ONE,
     ("MatrixConfig", "repeats_by_label"): _AT_LEAST_ONE,

@@ -14,7 +14,7 @@ What is deliberately not modelled: the statistics of the looks (``analysis.compa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from results_schema.rules.number_rule import NumberRange
 
@@ -41,7 +41,7 @@ def _number(value: object) -> bool:
 
 
 def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending: str,
-                 pairing: str = "none") -> str | None:
+                 pairing: str = "none", *, keys: Mapping[str, str] | None = None) -> str | None:
     """One line naming the first bad value of a design and what is allowed, or None when the design is allowed.
 
     Args:
@@ -50,18 +50,24 @@ def check_design(looks: Sequence[int], target_pct: float, alpha: float, spending
         alpha: total two-sided alpha over every look.
         spending: one of ``SPENDING``.
         pairing: one of ``PAIRING``.
+        keys: the config key a value came from, by argument name, where it is not ``sequential.<name>`` (a choose
+            run's verify phase: ``{"looks": "choose.verify_looks", "target_pct": "choose.verify_target_floor_pct"}``);
+            the line names the value by it.
     """
+    def key(name: str) -> str:
+        return (keys or {}).get(name, f"sequential {name}")
+
     if not looks or any(not isinstance(n, int) or isinstance(n, bool) for n in looks):
-        return f"sequential looks {list(looks)!r}: must be a non-empty list of process counts per arm (e.g. [3, 4, 5])"
+        return f"{key('looks')} {list(looks)!r}: must be a non-empty list of process counts per arm (e.g. [3, 4, 5])"
     if not all(LOOKS.contains(n) for n in looks) or any(b <= a for a, b in zip(looks, looks[1:], strict=False)):
-        return (f"sequential looks {list(looks)!r}: each must be {LOOKS.allowed(integer=True)} (a t interval needs "
+        return (f"{key('looks')} {list(looks)!r}: each must be {LOOKS.allowed(integer=True)} (a t interval needs "
                 "two), strictly increasing")
     if not (_number(target_pct) and TARGET_PCT.contains(target_pct)):
-        return f"sequential target_pct {target_pct!r}: must be {TARGET_PCT.allowed()} (e.g. 5)"
+        return f"{key('target_pct')} {target_pct!r}: must be {TARGET_PCT.allowed()} (e.g. 5)"
     if not (_number(alpha) and ALPHA.contains(alpha)):
-        return f"sequential alpha {alpha!r}: must be {ALPHA.allowed()} (e.g. 0.05)"
+        return f"{key('alpha')} {alpha!r}: must be {ALPHA.allowed()} (e.g. 0.05)"
     if spending not in SPENDING:
-        return f"sequential spending {spending!r}: allowed values are {', '.join(SPENDING)}"
+        return f"{key('spending')} {spending!r}: allowed values are {', '.join(SPENDING)}"
     if pairing not in PAIRING:
-        return f"sequential pairing {pairing!r}: allowed values are {', '.join(PAIRING)}"
+        return f"{key('pairing')} {pairing!r}: allowed values are {', '.join(PAIRING)}"
     return None

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from conf.schema import Config
-from conf.schema_matrix import PointConfig
+from conf.schema_matrix import MatrixConfig, PointConfig
 from conf.schema_stack import ModelConfig
 from offload.matching import matches_offload_params
 from offload_tools.choice import calibration_settings, largest_release, slot_bytes
@@ -167,6 +167,20 @@ VERIFY_ALPHA = 0.05
 """Total two-sided alpha of a sequential verify phase's looks (``conf.schema.ChooseConfig.verify_looks``)."""
 VERIFY_SPENDING = "pocock"
 """Its alpha spending (Pocock-type: a large cost stops at the first look; ``analysis.comparison.sequential``)."""
+VERIFY_KEYS = {"looks": "choose.verify_looks", "target_pct": "choose.verify_target_floor_pct"}
+"""The config keys a sequential verify design's looks and target floor come from (``check_design``'s ``keys``)."""
+
+
+def _check_verify_matrix(name: str, m: MatrixConfig) -> None:
+    """Refuse what a verify phase's own matrix may not set: its settings (decided while the run goes) and its own
+    sequential design (``choose.verify_looks`` makes it sequential, at each decision's target)."""
+    if m.points or m.cases:
+        raise PlanError(f"phase {name!r}: a verify phase's settings are decided while the run goes; give it no points "
+                        "or cases")
+    if m.sequential.looks or m.sequential.pairing != "none":
+        raise PlanError(f"phase {name!r}: a verify phase is made sequential by choose.verify_looks (each decision's "
+                        f"target from its prediction), not by its own sequential.looks ({list(m.sequential.looks)}) "
+                        f"or sequential.pairing ({m.sequential.pairing!r}): leave those unset")
 
 
 def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
@@ -175,7 +189,8 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
 
     Raises:
         PlanError: a need without a choose phase, a choose phase without a need, unknown phase names, budgets
-            below 1, decided points given in the config, or a need above the largest release.
+            below 1, decided points given in the config, a verify phase with its own sequential looks or pairing, a
+            bad sequential verify design (named by its ``choose.*`` key), or a need above the largest release.
     """
     ch = cfg.choose
     if ch.probe_phase is None:
@@ -190,9 +205,7 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
     if ch.probe_phase == ch.verify_phase or min(ch.verify_budget, ch.front_budget) < 1:
         raise PlanError(f"choose: probe and verify phases must differ and budgets be >= 1 (probe {ch.probe_phase!r}, "
                         f"verify {ch.verify_phase!r}, verify_budget {ch.verify_budget}, front_budget {ch.front_budget})")
-    if cfg.phases[ch.verify_phase].points or cfg.phases[ch.verify_phase].cases:
-        raise PlanError(f"phase {ch.verify_phase!r}: a verify phase's settings are decided while the run goes; "
-                        "give it no points or cases")
+    _check_verify_matrix(ch.verify_phase, cfg.phases[ch.verify_phase])
     known = known if known is not None else choose_need(cfg)
     assert known is not None  # the config has a probe phase
     need, text, sizes = known.need, known.text, known.sizes
@@ -202,9 +215,9 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
                         f"({top:,} B: every layer offloaded, one prefetch slot; {sizes.source})")
     phases = dict(cfg.phases)
     if ch.verify_looks:  # sequential verify: the plan holds the first look's blocks of the baseline (and each setting)
-        why = check_design(ch.verify_looks, ch.verify_target_floor_pct, VERIFY_ALPHA, VERIFY_SPENDING)
+        why = check_design(ch.verify_looks, ch.verify_target_floor_pct, VERIFY_ALPHA, VERIFY_SPENDING, keys=VERIFY_KEYS)
         if why is not None:
-            raise PlanError(f"choose.verify_looks / verify_target_floor_pct: {why}")
+            raise PlanError(why)
         phases[ch.verify_phase] = dataclasses.replace(phases[ch.verify_phase], repeats=int(ch.verify_looks[0]),
                                                       repeats_by_label={})
     probe = phases[ch.probe_phase]

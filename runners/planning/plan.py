@@ -232,6 +232,10 @@ def expand_phase(phase: str, matrix: MatrixConfig, *, workload: WorkloadConfig,
         cases.append(_case(phase, label, r, backend, kind, n_rep, eff_workload, eff_runtime, matrix, fields))
     if matrix.sequential.looks:
         cases = _sequential_cases(phase, matrix, kind, cases)
+    elif matrix.sequential.pairing != "none":
+        raise PlanError(f"phase {phase!r}: sequential.pairing {matrix.sequential.pairing!r} needs sequential.looks "
+                        "(a paired look); without looks the phase runs its fixed repeats under the fixed rule: set "
+                        "looks or leave pairing none")
     unknown = sorted(set(matrix.repeats_by_label) - seen)
     if unknown:
         raise PlanError(f"phase {phase!r}: repeats_by_label names unknown labels {unknown}; labels are {sorted(seen)}")

@@ -46,10 +46,30 @@ def test_a_need_plans_the_probe_as_two_baselines_and_the_two_calibration_setting
     assert [i for i in fixed if i[0] == "verify"] == [("verify", "baseline", r) for r in range(4)]
 
 
-@pytest.mark.parametrize("override, words", [("choose.verify_looks=[3,3]", "strictly increasing"),
-                                             ("choose.verify_target_floor_pct=0", "target")])
-def test_a_bad_sequential_verify_design_is_refused_before_any_process(override: str, words: str) -> None:
-    with pytest.raises(PlanError, match=rf"^choose.verify_looks / verify_target_floor_pct: .*{words}"):
+@pytest.mark.parametrize("override", ["choose.verify_looks=[3,3]", "choose.verify_looks=[4,3]"])
+def test_verify_looks_not_strictly_increasing_are_refused_naming_the_key_typed(override: str) -> None:
+    looks = override.split("=")[1].replace(",", ", ")
+    with pytest.raises(PlanError, match=rf"^choose\.verify_looks {re.escape(looks)}: .*strictly increasing$"):
+        plan(compose_cfg("+experiment=choose", "need_gib=0.05", override))
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("choose.verify_target_floor_pct=0", "choose.verify_target_floor_pct=0.0: must be a finite number > 0 (%)"),
+    ("choose.verify_target_floor_pct=-5", "choose.verify_target_floor_pct=-5.0: must be a finite number > 0 (%)"),
+    ("choose.verify_target_floor_pct=nan", "choose.verify_target_floor_pct=nan: must be a finite number > 0 (%)"),
+    ("choose.verify_looks=[1]", "choose.verify_looks[0]=1: must be a whole number >= 2 (processes per arm)"),
+])
+def test_a_verify_design_number_out_of_its_range_is_refused_naming_the_key_typed(override: str, named: str) -> None:
+    """The floor and the looks take the sequential rule's ranges (``conf.ranges``), named as the user typed them."""
+    with pytest.raises(ConfigError) as exc:
+        compose_cfg("+experiment=choose", "need_gib=0.05", override)
+    assert str(exc.value) == named
+
+
+@pytest.mark.parametrize("override", ["phases.verify.sequential.looks=[3,4,6]",
+                                      "phases.verify.sequential.pairing=block"])
+def test_the_verify_phases_own_sequential_settings_are_refused_pointing_to_choose_verify_looks(override: str) -> None:
+    with pytest.raises(PlanError, match=r"^phase 'verify': .*choose\.verify_looks"):
         plan(compose_cfg("+experiment=choose", "need_gib=0.05", override))
 
 

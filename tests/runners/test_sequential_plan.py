@@ -51,3 +51,9 @@ def test_without_looks_a_phase_keeps_its_rotated_repeats() -> None:
     items = plan(compose_cfg(*DEFAULT, "phases.same_runtime.sequential.looks=[]"))
     assert len(items) == 16 and [sc.case.label for sc in items[4:8]] == [
         "current_g2_n1", "current_g1_n1", "control_delay_2_6ms", "baseline"]
+
+
+def test_a_paired_design_without_looks_is_refused_not_ignored() -> None:
+    with pytest.raises(PlanError, match=r"^phase 'same_runtime': sequential\.pairing 'block' needs sequential\.looks"):
+        plan(compose_cfg(*DEFAULT, "phases.same_runtime.sequential.looks=[]",
+                         "phases.same_runtime.sequential.pairing=block"))
