@@ -134,11 +134,13 @@ def test_the_verify_blocks_ran_in_abba_order_and_validate_recomputes_the_verify_
     assert report.valid, [i.message for i in report.issues if i.severity == "error"]
     assert {c.name: c.passed for c in report.checks if c.name in ("sequential", "choice")} == {
         "sequential": True, "choice": True}
-    # a look whose verdict its processes do not give, and a look at a target the decision did not declare
-    for old, new, code, words in (('"verdict":"slower"', '"verdict":"equivalent"', "sequential_recompute",
+    # a look whose verdict its processes do not give, and a look at a target or a pairing the decision did not declare
+    for n, (old, new, code, words) in enumerate((('"verdict":"slower"', '"verdict":"equivalent"', "sequential_recompute",
                                    "recorded equivalent"),
-                                  ('"target_pct":', '"target_pct":1', "choice_verify_design", "declared")):
-        copy = tmp_path / code
+                                  ('"target_pct":', '"target_pct":1', "choice_verify_design", "declared"),
+                                  ('"pairing":"none"', '"pairing":"block"',
+                                   "choice_verify_design", "declared"))):
+        copy = tmp_path / f"{code}-{n}"
         shutil.copytree(run_dir, copy)
         lines = (copy / LOOKS).read_text().splitlines()
         lines[-1] = lines[-1].replace(old, new, 1)
