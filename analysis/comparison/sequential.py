@@ -34,7 +34,7 @@ What is modelled (``SequentialDesign``):
 
 A label's looks use only its own processes of blocks ``1..looks[k]`` and the reference's (``look_values``;
 in block order, ``label_looks``): a look's verdict is recomputed from the recorded values alone, which is how
-``analysis validate`` checks the runner's recorded decisions (``recheck``).
+``analysis validate`` checks the runner's recorded decisions (``analysis.comparison.sequential_check.recheck_looks``).
 
 What is deliberately not modelled: the order of the processes (the runner's ABBA blocks,
 ``runners.orchestration.sequential``), contention (``analysis.comparison.soundness`` withholds a verdict resting
@@ -54,7 +54,7 @@ from analysis.comparison.power import detectable_cost_pct, detectable_paired_cos
 from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_paired
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
-__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "look_values", "look_verdict", "recheck", "spent_alpha"]
+__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "look_values", "look_verdict", "spent_alpha"]
 
 Values = Sequence[float] | np.ndarray
 """Per-process values of one arm (tok/s, > 0), in block order."""
@@ -256,28 +256,3 @@ def label_looks(a: Values, b: Values, design: SequentialDesign, *,
             break
     return out
 
-
-def recheck(recorded: Sequence[tuple[int, str, float, float]], a: Values, b: Values,
-            design: SequentialDesign, *, tol_pct: float = 1e-6) -> list[str]:
-    """Recompute one label's looks and compare with what was recorded; one line per difference (empty: agrees).
-
-    Args:
-        recorded: ``(look, verdict, ci_low_pct, ci_high_pct)`` per recorded look, in order (NaN bounds: none).
-        a, b: the label's and the reference's per-process values in block order (every value measured).
-        design: the design the run declared.
-        tol_pct: bound tolerance (percent points): the recorded JSON keeps full float precision.
-    """
-    computed = label_looks(a, b, design, with_mde=False)
-    out = []
-    for i, (look, verdict, lo, hi) in enumerate(recorded):
-        if i >= len(computed):
-            out.append(f"look {look}: recorded {verdict}, but the recorded processes do not reach it")
-            continue
-        c = computed[i]
-        same = (c.look == look and c.verdict == verdict
-                and all((math.isnan(x) and math.isnan(y)) or abs(x - y) <= tol_pct
-                        for x, y in ((lo, c.decision.ci_low_pct), (hi, c.decision.ci_high_pct))))
-        if not same:
-            out.append(f"look {look}: recorded {verdict} ({lo:+.3f}%..{hi:+.3f}%), recomputed look {c.look} "
-                       f"{c.verdict} ({c.decision.ci_low_pct:+.3f}%..{c.decision.ci_high_pct:+.3f}%)")
-    return out

@@ -1,4 +1,4 @@
-"""The group-sequential rule (``analysis.comparison.sequential``): spending, looks, stopping, recheck."""
+"""The group-sequential rule (``analysis.comparison.sequential``): spending, looks, stopping, and the recheck `analysis validate` runs."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from analysis.comparison.sequential import (
     label_looks,
     look_values,
     look_verdict,
-    recheck,
     spent_alpha,
 )
+from analysis.comparison.sequential_check import recheck_looks
 from analysis.comparison.verdict_rule import PAIRED as PAIRED_T
 from analysis.comparison.verdict_rule import decide, decide_paired
 from results_schema.rules.sequential_rule import check_design
+from runners.orchestration.sequential import look_on
 from runners.planning.blocks import block_order, block_positions
 
 
@@ -76,14 +77,20 @@ def test_an_open_label_is_looked_at_again_on_its_first_n_values_and_ends_inconcl
     assert label_looks(a[:4], b, d)[-1].look == 2  # values run out: no third look
 
 
-def test_recheck_agrees_with_its_own_looks_and_names_a_changed_one():
-    d = SequentialDesign((3, 4, 6))
-    a, b = [70.0, 71.0, 69.5], [100.0, 101.0, 99.0]
-    lv = label_looks(a, b, d)[0]
-    rec = [(1, lv.verdict, lv.decision.ci_low_pct, lv.decision.ci_high_pct)]
-    assert recheck(rec, a, b, d) == []
-    assert "recorded equivalent" in recheck([(1, "equivalent", -1.0, 1.0)], a, b, d)[0]
-    assert "do not reach" in recheck(rec + [(2, "slower", -1.0, 1.0)], a, b, d)[0]
+@pytest.mark.parametrize("design", [SequentialDesign((3, 4, 6)), SequentialDesign((3, 4, 6), pairing="block")])
+def test_validate_recomputes_the_runners_look_line_and_names_a_changed_verdict_or_method(design):
+    """``recheck_looks`` (what ``analysis validate`` runs) on the line the runner's ``look_on`` writes."""
+    vals = {"x": {0: 70.0, 1: 71.0, 2: 69.5}, "baseline": {0: 100.0, 1: 101.0, 2: 99.0}}
+    values = {("p", k): v for k, v in vals.items()}
+    line = look_on("p", design, "baseline", ["x"], [], vals)
+    assert line is not None and line.labels[0].verdict == "slower" and line.pairing == design.pairing
+    assert recheck_looks([line], values) == []
+    for change, words in (({"verdict": "equivalent"}, "recorded equivalent"),
+                          ({"method": "paired t" if design.pairing == "none" else "Welch t"}, "recorded slower")):
+        bad = line.model_copy(update={"labels": (line.labels[0].model_copy(update=change),)})
+        assert words in recheck_looks([bad], values)[0]
+    gone = recheck_looks([line], {("p", "x"): vals["x"], ("p", "baseline"): {0: 100.0, 1: 101.0}})  # a lost process
+    assert len(gone) == 1 and "3 vs 3), recomputed" in gone[0] and " vs 2)" in gone[0]
 
 
 def test_blocks_alternate_baseline_first_and_last():
@@ -124,8 +131,6 @@ def test_a_paired_label_open_at_the_budget_ends_inconclusive_with_the_paired_mde
     assert last.look == 3 and last.verdict == "inconclusive"
     sd_d = float(np.std(np.log(a) - np.log(b), ddof=1))
     assert last.mde_pct == detectable_paired_cost_pct(6, sd_d, margin_pct=5.0, confidence=PAIRED.confidence(2))
-    assert recheck([(1, "open", label_looks(a, b, PAIRED)[0].decision.ci_low_pct,
-                     label_looks(a, b, PAIRED)[0].decision.ci_high_pct)], a, b, PAIRED) == []
 
 
 def test_a_design_refuses_an_unknown_pairing_naming_the_allowed_ones():
