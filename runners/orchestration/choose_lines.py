@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from conf.schema import Config
 from conf.schema_matrix import MatrixConfig
 from runners.orchestration.choose_decide import REFIT_BUDGET
+from runners.orchestration.choose_verify import has_verify
 from runners.planning.choose_plan import ChooseNeed
 from offload_tools.choice import distinct_settings, released_bytes
 from runners.paths import REPO_ROOT
@@ -54,7 +55,8 @@ def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]
     ``choose.compare_matrix`` and every candidate measured with the verify design; durations where known
     (``known``: the plan's need and model sizes, ``choose_need``)."""
 
-    ch, m = cfg.choose, cfg.phases.get(cfg.choose.verify_phase)
+    ch = cfg.choose
+    m = cfg.phases[str(ch.verify_phase)] if has_verify(cfg, known) else None  # a need of 0 drops the phase
     probe = cfg.phases[str(ch.probe_phase)]
     lines = []
 

@@ -14,7 +14,8 @@ import pytest
 from conf.schema import Config, ConfigError
 from offload_tools.choice import calibration_settings, largest_release
 from runners.errors import EXIT_CONFIG, PlanError
-from runners.planning.choose_plan import GIB, model_sizes, need_bytes, with_choose
+from runners.orchestration.choose_lines import dry_run_lines
+from runners.planning.choose_plan import GIB, choose_need, model_sizes, need_bytes, with_choose
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
 
@@ -158,3 +159,10 @@ def test_cli_dry_run_of_qwen7b_choose_prints_its_scale_beside_the_published_desi
     assert "choose: verify at most 9 processes (2 settings + baseline x 3)" in out
     assert "choose: need_gib=3: " in out and " of 1090 distinct settings meet it (layer bytes: " in out
     assert "choose: the full design conf/matrix/same_runtime.yaml: 63 processes" in out
+
+
+def test_a_dry_run_of_a_need_of_0_says_there_is_no_verify_stage_and_prints_no_verify_scale() -> None:
+    cfg = compose_cfg("+experiment=choose", "need_gib=0")
+    lines = dry_run_lines(cfg, 2, choose_need(cfg))
+    assert lines[-1] == "choose: no verify stage (a need of 0 is met by the baseline)", lines
+    assert not any("verify at most" in line or "measuring every candidate" in line for line in lines), lines
