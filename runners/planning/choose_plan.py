@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from conf.schema import Config
+from conf.schema import ChooseConfig, Config
 from conf.schema_matrix import MatrixConfig, PointConfig
 from conf.schema_stack import ModelConfig
 from offload.matching import matches_offload_params
@@ -171,6 +171,18 @@ VERIFY_KEYS = {"looks": "choose.verify_looks", "target_pct": "choose.verify_targ
 """The config keys a sequential verify design's looks and target floor come from (``check_design``'s ``keys``)."""
 
 
+def _check_no_choose(cfg: Config) -> None:
+    """Refuse a need or a ``choose.*`` setting on a run without a choose phase (it would be ignored)."""
+    if cfg.need_gib is not None or cfg.need_kv_gib is not None:
+        raise PlanError("need_gib / need_kv_gib apply to a choose-then-confirm run (+experiment=choose or "
+                        "+experiment=qwen7b_choose); this config has no choose.probe_phase")
+    unset = ChooseConfig()
+    for f in dataclasses.fields(ChooseConfig):
+        if getattr(cfg.choose, f.name) != getattr(unset, f.name):
+            raise PlanError(f"choose.{f.name}={getattr(cfg.choose, f.name)!r} applies to a choose-then-confirm run "
+                            "(+experiment=choose or +experiment=qwen7b_choose); this config has no choose.probe_phase")
+
+
 def _check_verify_matrix(name: str, m: MatrixConfig) -> None:
     """Refuse what a verify phase's own matrix may not set: its settings (decided while the run goes) and its own
     sequential design (``choose.verify_looks`` makes it sequential, at each decision's target)."""
@@ -188,15 +200,14 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
     ``choose_need`` when already computed (else computed here, once the phases are checked).
 
     Raises:
-        PlanError: a need without a choose phase, a choose phase without a need, unknown phase names, budgets
-            below 1, decided points given in the config, a verify phase with its own sequential looks or pairing, a
-            bad sequential verify design (named by its ``choose.*`` key), or a need above the largest release.
+        PlanError: a need or a ``choose.*`` setting without a choose phase, a choose phase without a need, unknown
+            phase names, budgets below 1, decided points given in the config, a verify phase with its own sequential
+            looks or pairing, a bad sequential verify design (named by its ``choose.*`` key), or a need above the
+            largest release.
     """
     ch = cfg.choose
     if ch.probe_phase is None:
-        if cfg.need_gib is not None or cfg.need_kv_gib is not None:
-            raise PlanError("need_gib / need_kv_gib apply to a choose-then-confirm run (+experiment=choose or "
-                            "+experiment=qwen7b_choose); this config has no choose.probe_phase")
+        _check_no_choose(cfg)
         return cfg
     for key in ("probe_phase", "verify_phase"):
         name = getattr(ch, key)

@@ -166,3 +166,12 @@ def test_a_dry_run_of_a_need_of_0_says_there_is_no_verify_stage_and_prints_no_ve
     lines = dry_run_lines(cfg, 2, choose_need(cfg))
     assert lines[-1] == "choose: no verify stage (a need of 0 is met by the baseline)", lines
     assert not any("verify at most" in line or "measuring every candidate" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("override", ["choose.verify_looks=[3,4,6]", "choose.verify_target_floor_pct=10",
+                                      "choose.verify_budget=3"])
+def test_a_choose_setting_on_a_run_without_a_choose_phase_is_refused_not_ignored(override: str) -> None:
+    key = override.split("=")[0]
+    with pytest.raises(PlanError, match=rf"^{re.escape(key)}=.* applies to a choose-then-confirm run .*no "
+                                        r"choose\.probe_phase$"):
+        plan(compose_cfg("model=tiny", override))
