@@ -197,8 +197,9 @@ def validate_run(run_dir: Path | str, data: RunData | None = None, *,
 
 def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
     """A sequential phase: every recorded look recomputed from the recorded processes
-    (``analysis.comparison.sequential.recheck_look``); a line that differs, or a sequence that does not follow its
-    design (a label looked at after it stopped, blocks that do not match the looks), is an error."""
+    (``analysis.comparison.sequential_check.recheck_looks``, per look series, under each line's recorded pairing); a
+    line that differs, or a sequence that does not follow its design (a label looked at after it stopped, blocks that
+    do not match the looks), is an error. The recorded design is not compared with the run's config."""
     try:
         lines = read_looks(run_dir)
     except ValueError as exc:
