@@ -23,7 +23,9 @@ Only phases with a twin or a speed control get these rows (the default design ru
 and MDEs are in ``variance`` / ``power``).
 
 What is deliberately not modelled: levels above the process (runs, hosts), a drift shared by both arms, and
-sequential designs (a sequential phase's control row carries its looks' verdict of record, ``aa_comparisons``).
+sequential designs (a sequential phase's control row carries its looks' verdict of record, ``aa_comparisons``; a
+phase paired by block gets paired rows, ``analysis.comparison.paired_aa``). The dimensioning rows size the
+default's unpaired design in every phase, a paired one included.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison.compare import FIXED_CI_NAME, sequential_row
+from analysis.comparison.paired_aa import paired_designs, paired_row
 from analysis.comparison.power import detectable_cost_pct
 from analysis.comparison.sequential_verdict import SequentialVerdict
 from analysis.comparison.soundness import withheld_reason
@@ -91,28 +94,39 @@ def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT
 
     ``sequential`` (``analysis.comparison.compare.run_sequential_verdicts``): a label a sequential phase judged
     against that baseline gets its verdict of record (the stopping look's verdict, interval and processes,
-    ``ci_name`` naming the look's level; ``delta_pct`` None), never the fixed 95% rule on all its processes.
+    ``ci_name`` naming the look's level; ``delta_pct`` None), never the fixed 95% rule on all its processes. A phase
+    whose design pairs by block (``sequential.pairing: block``, ``+experiment=aa_paired``) gets every row from
+    ``analysis.comparison.paired_aa.paired_row``: the paired t over the complete blocks (``method`` ``"paired t, N
+    blocks"``; the look's own verdict where the looks judged the pair, without the retention override).
 
     Returns:
         Flat dicts: ``phase``, ``kind`` (``A/A`` or ``control``), ``a_label``, ``b_label``, process counts,
         ``delta_pct``, ``ci_low_pct``, ``ci_high_pct``, ``verdict``, ``called`` (faster or slower),
-        ``expected``, ``step_delay_ms``, ``margin_pct``, ``note``, ``ci_name`` (``95% CI`` for the fixed rule).
+        ``expected``, ``step_delay_ms``, ``margin_pct``, ``note``, ``ci_name`` (``95% CI`` for the fixed rule);
+        a paired phase's rows add ``method``.
     """
     out: list[dict[str, Any]] = []
     seq = sequential or {}
     if runs.empty:
         return out
+    paired = paired_designs(seq)
     for phase in dict.fromkeys(str(p) for p in runs["phase"]):
         pr = runs[runs["phase"] == phase]
+
+        def row(kind: str, a: str, b: str, delay: float, phase: str = phase) -> dict[str, Any]:
+            if phase in paired:
+                return paired_row(runs, phase, kind, a, b, paired[phase][0], delay, seq.get((phase, a)))
+            return _row(runs, phase, kind, a, b, margin_pct, delay, seq)
+
         labels = list(dict.fromkeys(str(x) for x in pr["label"]))
         for lb in labels:
             if lb.endswith(TWIN_SUFFIX) and lb.removesuffix(TWIN_SUFFIX) in labels:
-                out.append(_row(runs, phase, "A/A", lb, lb.removesuffix(TWIN_SUFFIX), margin_pct, 0.0, seq))
+                out.append(row("A/A", lb, lb.removesuffix(TWIN_SUFFIX), 0.0))
         refs = list(dict.fromkeys(str(x) for x in pr.loc[reference_mask(pr), "label"]))
         ctl = _controls(pr)
         for c in dict.fromkeys(str(x) for x in ctl["label"]):
             delay = float(ctl.loc[ctl["label"] == c, "step_delay_ms"].iloc[0])
-            out += [_row(runs, phase, "control", c, b, margin_pct, delay, seq) for b in refs]
+            out += [row("control", c, b, delay) for b in refs]
     return out
 
 
@@ -208,8 +222,9 @@ def dimensioning_lines(aa: list[Any], design: list[Any]) -> list[str]:
         what = "A/A" if r["kind"] == "A/A" else f"speed control ({r['step_delay_ms']:g} ms per step)"
         ok = (not r["called"]) if r["kind"] == "A/A" else r["verdict"] == "slower"
         tail = f" ({r['note']})" if r["verdict"] == "withheld" else ("" if ok else " -- NOT AS EXPECTED")
-        lines.append(f"{what} {r['phase']}: {r['a_label']} vs {r['b_label']}: {r['verdict']} ({ci}, "
-                     f"{r['a_processes']} vs {r['b_processes']} processes); expected {r['expected']}{tail}")
+        n = r.get("method") or f"{r['a_processes']} vs {r['b_processes']} processes"
+        lines.append(f"{what} {r['phase']}: {r['a_label']} vs {r['b_label']}: {r['verdict']} ({ci}, {n}); "
+                     f"expected {r['expected']}{tail}")
     calls = sum(1 for r in aa if r["kind"] == "A/A" and r["called"])
     n_aa = sum(1 for r in aa if r["kind"] == "A/A")
     if n_aa:

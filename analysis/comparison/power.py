@@ -228,7 +228,8 @@ def power_lines(variance: Sequence[Any], effects: Sequence[Any], decision: Seque
     One line per arm (``variance same_runtime/baseline: between processes SD 2.5% [0.0-9.6%] (3 df), rounds SD
     2.1% [1.5-3.3%] (14 df), one process SD 2.6%``), then one per label with its verdict (``resolving power
     same_runtime/current_g2_n1: inconclusive; this run could resolve costs of 9-21% (MDE 13% at 95%
-    confidence, 80% power, 4 vs 4 processes, ...)``).
+    confidence, 80% power, 4 vs 4 processes, ...)``; a row with a ``method``, a phase paired by block
+    (``analysis.comparison.paired_aa``), names it instead: ``..., 80% power, paired t, 4 blocks vs baseline; ...``).
 
     Args:
         variance: ``VarianceComponentsRow`` objects or dicts.
@@ -252,10 +253,13 @@ def power_lines(variance: Sequence[Any], effects: Sequence[Any], decision: Seque
         mde_s = "none below 100%" if mde is None else f"{mde:.1f}%"
         df_s = "" if df is None else f", Satterthwaite {df:.1f} df"
         verdict = verdicts.get((g("phase"), g("label")), "no verdict")
+        method = _opt(e, "method")
+        design = (f"{method}; range from the SD of the per-block log ratio, {df:g} df; decide_paired simulated"
+                  if method else f"{g('processes')} vs {g('reference_processes')} reference processes; range from "
+                  f"the noise's interval{df_s}; decide simulated")
         lines.append(f"resolving power {g('phase')}/{g('label')}: {verdict}; this run could resolve "
                      f"{_range(g('mde_low_pct'), g('mde_high_pct'))} (MDE {mde_s} at {g('confidence'):.0%} "
-                     f"confidence, {g('power'):.0%} power, {g('processes')} vs {g('reference_processes')} reference "
-                     f"processes; range from the noise's interval{df_s}; decide simulated)")
+                     f"confidence, {g('power'):.0%} power, {design})")
     if variance:
         lines.append(f"variance estimator: {ESTIMATOR}")
     return lines
@@ -271,3 +275,8 @@ def _sd(var: float | None) -> str:
 
 def _get(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def _opt(obj: Any, name: str) -> Any:
+    """``_get`` or None where the row lacks the field (a summary written before it)."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)

@@ -58,6 +58,8 @@ class SequentialVerdict:
             ``first_block..first_block+blocks-1`` of the label and of the baseline (0: no look).
         first_block: blocks of the phase before the label's look series (``LookDecision.first_block``; 0 but in a
             choose run's verify phase).
+        design: the series' design as its first look line declared it (``pairing`` says whether the phase's other
+            comparisons, e.g. ``analysis.comparison.dimensioning``'s A/A rows, are paired by block too).
     """
 
     verdict: str
@@ -70,6 +72,7 @@ class SequentialVerdict:
     baseline: str
     blocks: int
     first_block: int = 0
+    design: SequentialDesign | None = None
 
 
 def ci_name(look: LookVerdict) -> str:
@@ -87,7 +90,7 @@ def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
 
 
 def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, baseline: str,
-         taken: int, first: int) -> SequentialVerdict:
+         taken: int, first: int, with_mde: bool = True) -> SequentialVerdict:
     """Looks ``1..taken`` (the looks the run recorded for the phase) of one label, recomputed as the runner took them
     (``runners.orchestration.sequential``): look ``k`` on ``look_values``, until one stops it."""
     last: LookVerdict | None = None
@@ -95,29 +98,33 @@ def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, bas
         ak, bk = look_values(series_repeats(a, first), series_repeats(b, first), design, k)
         if not ak or not bk:  # every process of a side failed: no interval at this look
             continue
-        last = look_verdict(ak, bk, design, k)
+        last = look_verdict(ak, bk, design, k, with_mde=with_mde)
         if last.stopped:
             break
     if last is None:
         why = (f"sequential: no look with a recorded process on each side ({len(a)} vs {len(b)} processes, "
                f"{taken} look(s) taken): no verdict")
         return SequentialVerdict("inconclusive", math.nan, math.nan, "no interval", why, design.target_pct,
-                                 (len(a), len(b)), baseline, 0, first)
+                                 (len(a), len(b)), baseline, 0, first, design)
     verdict, note = last.verdict, "sequential " + last.reason(design)
     if not last.stopped:
         verdict = "inconclusive"
         note += f"; the run recorded no look after look {last.look} (stopped early)"
     d = last.decision
     return SequentialVerdict(verdict, d.ci_low_pct, d.ci_high_pct, ci_name(last), note, design.target_pct,
-                             (last.processes, last.reference_processes), baseline, design.looks[last.look - 1], first)
+                             (last.processes, last.reference_processes), baseline, design.looks[last.look - 1], first,
+                             design)
 
 
-def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> dict[tuple[str, str], SequentialVerdict]:
+def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame, *,
+                        with_mde: bool = True) -> dict[tuple[str, str], SequentialVerdict]:
     """``(phase, label) -> SequentialVerdict`` of every label a look line names (module docstring).
 
     Args:
         lines: the run's look lines (``results_schema.records.sequential.read_looks``), any phases, file order.
         runs: ``analysis.load.RunData.runs`` (``phase``, ``label``, ``repeat``, ``throughput_tok_s``).
+        with_mde: False leaves the MDE of a label inconclusive at the budget out of its note (simulations: the MDE
+            simulates 400 datasets; the verdicts and intervals do not depend on it).
 
     Returns:
         Empty for a run without look lines. A phase whose first line declares an invalid design is left out (its
@@ -140,5 +147,6 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame) -> di
         b = _values(runs, phase, first.baseline) if not runs.empty else {}
         for label in labels[(phase, first_block)]:
             a = _values(runs, phase, label) if not runs.empty else {}
-            out[(phase, label)] = _one(a, b, design, first.baseline, taken[(phase, first_block)], first_block)
+            out[(phase, label)] = _one(a, b, design, first.baseline, taken[(phase, first_block)], first_block,
+                                       with_mde)
     return out

@@ -30,7 +30,7 @@ from analysis.comparison.compare import (
     vs_baseline_text,
 )
 from analysis.comparison.dimensioning import aa_comparisons, design_rows
-from analysis.comparison.power import detectable_effects
+from analysis.comparison.paired_aa import effects_by_design
 from analysis.comparison.shared_time import shared_in_time
 from analysis.comparison.variance import variance_components
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin
@@ -162,7 +162,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
             "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
             "shared": shared_in_time(data.runs),
-            "effects": detectable_effects(data.runs, data.rounds, margin_pct=margin_pct),
+            "effects": effects_by_design(data.runs, data.rounds, margin_pct=margin_pct, sequential=seq),
             "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=seq),
             "dimensioning": design_rows(data.runs, data.rounds, margin_pct=margin_pct)}
 

@@ -266,6 +266,9 @@ class DetectableEffectRow(PhaseLabel):
     power: Float = Field(gt=0, lt=1, description="Power at which the MDE is stated.")
     confidence: Float = Field(gt=0, lt=1, description="Confidence of the verdicts (and of the range).")
     margin_pct: Float = Field(gt=0, description="Equivalence margin of the verdicts (percent).")
+    method: str = Field(default="", description="Empty: the unpaired rule (decide, processes vs reference "
+                        "processes); a phase paired by block: 'paired t, N blocks vs <baseline>' (decide_paired; "
+                        "processes = blocks; df = blocks - 1).")
 
 
 class ComparisonSummary(StrictModel):

@@ -28,6 +28,9 @@ from conf.schema import checked_plain_config, checked_saved_config
 from conf.typed import load_config, plain_config
 
 # Intended changes of the goldens (newest first):
+# 2026-12-05 (issues 52 and 53): +experiment=aa_paired is pinned here (new): aa_noise's arms in 4 ABBA blocks, the
+#   sequential runner with one look at the budget, pairing block (conf/matrix/same_runtime_aa_paired_cpu.yaml). The
+#   default and every other experiment are unchanged (aa_noise, not pinned here, keeps its files and its hash).
 # 2026-12-05 (issue 53 item 6): +experiment=smollm2 is pinned here, with its throughput phase sequential
 #   (phases.same_runtime.sequential {looks [3, 4, 5], target_pct 5, alpha 0.05, pocock}: each label stops when its
 #   answer is known, at most 20 processes, within 15 minutes on a 2-core CPU); its hash b9fb048ffeb1 -> 396474e9c4d6.

@@ -50,7 +50,7 @@ AFTER_GOLDEN = {"choose": ["+experiment=choose", "need_gib=0.05"],
 
 
 NEW_AFTER_GOLDEN = ("smollm2", "smollm2_accuracy", "smollm2_negative_control", "negative_control_serving",
-                    "aa_noise", "inprocess")
+                    "aa_noise", "inprocess", "aa_paired")
 """Other experiments written after the golden file: checked to round-trip."""
 
 
