@@ -58,7 +58,9 @@ summary as one ``GPU_CHECK_TORCH <json>`` line (and written to ``--out``).
 Sizes on one H200 (default points): 13.05 GB of weights on the device for the
 un-offloaded stack, at most 14 layers (6.5 GB) of pinned host memory per point.
 ``--layers`` and ``--width-divisor`` shrink the stack (the CPU test uses 4 layers, width
-/ 32). Needs only torch (>= 2.4; checked on 2.13 CPU; written for 2.11 / Python 3.12).
+/ 32). Needs only torch (>= 2.4; checked on 2.13 CPU; written for 2.11 / Python 3.12); the command
+(``python -m``) keeps vLLM out even where it is installed, as on the device hosts (``offloader_base`` in the JSON
+names the class the offloaders subclass).
 Not modelled: the KV cache and paged attention (attention here is causal over the step's
 tokens), tensor parallelism.
 """
@@ -282,6 +284,7 @@ def _header(args: argparse.Namespace, ctx: dict[str, Any]) -> dict[str, Any]:
                  + "; no offloaded step faster than the interleaved un-offloaded step beyond its spread (cuda)"),
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch_version": torch.__version__, "python": sys.version.split()[0],
+        "offloader_base": _offloader_base(),
         "shapes": dataclasses.asdict(s), "bytes_per_layer": ctx["layer_bytes"],
         "qwen25_7b_layer_bytes": ctx["layer_bytes"] == QWEN25_7B_LAYER_BYTES_BF16,
         "tokens": args.tokens, "steps": args.steps, "modes": ctx["modes"], "protocols": list(args.protocols),
@@ -292,6 +295,13 @@ def _header(args: argparse.Namespace, ctx: dict[str, Any]) -> dict[str, Any]:
         "negative_control": bool(args.negative_control), "skip_refill_control": bool(args.skip_refill_control),
         "baseline_step_s": dict(base.setup_step_s),
     }
+
+
+def _offloader_base() -> str:
+    """The class the offloaders subclass: vLLM's ``BaseOffloader``, or ``offload.base``'s stand-in without vLLM."""
+    from offload.base import BaseOffloader
+
+    return f"{BaseOffloader.__module__}.{BaseOffloader.__qualname__}"
 
 
 def _write(path: str | None, summary: dict[str, Any]) -> None:
@@ -425,4 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # The command runs torch only, as on the device hosts, which have no vLLM: vLLM is kept out even where it is
+    # installed (``offload.base`` then uses its stand-in ``BaseOffloader``, ``offload.backend`` pins whenever
+    # torch sees CUDA), so a run's numbers do not depend on whether vLLM happens to be importable, and the CPU
+    # plumbing run (tests/offload/test_gpu_protocols_script.py) takes the device's path without paying the
+    # vLLM import (about 4 CPU-s) in each of its five check processes.
+    sys.modules.setdefault("vllm", None)  # type: ignore[arg-type]
     sys.exit(main())

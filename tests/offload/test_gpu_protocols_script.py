@@ -29,7 +29,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHON": sys.executable, **extra}
 
 
-@pytest.mark.heavy  # six processes that import torch (and vLLM through offload.base): 50 s on 2 cores, 137 s beside other work
+@pytest.mark.heavy  # six processes that import torch, not vLLM (the check keeps it out): 21-23 CPU-s
 def test_plumbing_run_on_cpu_leaves_three_files_with_every_part(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(["bash", str(SCRIPT), str(out)], cwd=REPO, capture_output=True, text=True, timeout=900,
@@ -43,6 +43,8 @@ def test_plumbing_run_on_cpu_leaves_three_files_with_every_part(tmp_path):
     assert set(parts) == {"gpu_check_torch", "compile", "negative", "skip_refill", "step_sync_device",
                           "transfer_check", "transfer_check_device"}
     main = parts["gpu_check_torch"]
+    for name in ("gpu_check_torch", "compile", "negative", "skip_refill", "step_sync_device"):  # torch only, as on
+        assert parts[name]["offloader_base"] == "offload.base.BaseOffloader"  # the device: vLLM's class not loaded
     assert main["complete"] is True and summary["not_run"] == [] and summary["points_run"] == 10
     for p in main["points"]:
         assert p["order"][0] == p["order"][-1] == "baseline" and len(p["baseline"]["eager"]["step_times_s"]) == 2
