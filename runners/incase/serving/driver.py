@@ -35,6 +35,7 @@ evidence check (``runners.outcome.serving.finalize_serving``, ``runners.outcome.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from results_schema.codec.files import file_sha256
-from results_schema.codec.io import read_json, write_json
+from results_schema.codec.io import gc_paused, read_json, write_json
 from results_schema.records.case_outcome import ServingFaultCause
 from results_schema.records.serving import (
     PROMPT_LEN_TOLERANCE,
@@ -327,11 +328,34 @@ def _wait_healthy(spec: ServingCaseSpec, cp: Any, port: int, t0: float, prog: _P
     print(f"SERVING healthy after {prog.healthy_after_s:.1f} s", flush=True)
 
 
-def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, prog: _Progress) -> None:
-    """Wait for the server, build the dataset, run every rate (raises ``Fault`` at the first fault)."""
-    import vllm  # noqa: F401  (imported while the server starts: the benchmark needs it)
+def import_benchmark(*, freeze: bool) -> str:
+    """Import vLLM's serving benchmark client with the cyclic garbage collector paused, freeze what the import
+    built when ``freeze`` (the driver process), and return vLLM's version.
 
-    prog.vllm_version = str(vllm.__version__)
+    The client (``vllm.benchmarks.serve``, which imports ``vllm.benchmarks.datasets``, ``vllm.tokenizers``,
+    torch and transformers) is a few thousand modules whose objects live until the process ends. With the
+    collector on, Python ran about 1,500 young and 9 full collections over them while they were imported;
+    paused, the first collections after the import traversed them all the same, unless ``gc.freeze`` moves
+    them out of the collector's passes first. Import plus vLLM's own ``freeze_gc_heap``: 8.0-9.2 CPU-s as
+    before, 8.1-9.5 paused, 6.7-8.4 paused and frozen (2-core test host, 2026-12-05,
+    ``docs/measurements/test-stage-speed-2026-12-05.md``). This is what vLLM's ``main_async`` does after its
+    set-up (``vllm.utils.gc_utils.freeze_gc_heap``: collect, then freeze) before it sends a request, so the timed
+    part runs with a frozen heap as before; what the import left as cyclic garbage stays (not collected). The
+    collector's state is restored (``results_schema.codec.io.gc_paused``), also when an import fails. A caller
+    that is not the driver process (a test calling ``run_case``) passes ``freeze=False``: its heap is its own.
+    """
+    with gc_paused():
+        import vllm
+        import vllm.benchmarks.serve  # noqa: F401  (main_async, add_cli_args; imports datasets and tokenizers)
+    if freeze:
+        gc.freeze()
+    return str(vllm.__version__)
+
+
+def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, prog: _Progress,
+           freeze_heap: bool) -> None:
+    """Wait for the server, build the dataset, run every rate (raises ``Fault`` at the first fault)."""
+    prog.vllm_version = import_benchmark(freeze=freeze_heap)  # while the server starts: the benchmark needs it
     _wait_healthy(spec, cp, port, t0, prog)
     try:
         prompts = dataset_prompts(spec, port)
@@ -386,8 +410,12 @@ def _rel(path: Path, run_dir: Path) -> str:
     return path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(path)
 
 
-def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
-    """Run one serving case end to end (see the module docstring); never leaves the server running."""
+def run_case(spec: ServingCaseSpec, run_dir: Path, *, freeze_heap: bool = False) -> ServingCaseResult:
+    """Run one serving case end to end (see the module docstring); never leaves the server running.
+
+    ``freeze_heap``: freeze the objects of vLLM's client import (``import_benchmark``); the driver process's
+    ``main`` passes True.
+    """
     t0 = time.monotonic()
     port = srv.free_port()
     argv = server_argv(spec, port)
@@ -397,7 +425,7 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
     fault: ServingFault | None = None
     prog = _Progress()
     try:
-        _sweep(spec, cp, port, run_dir, t0, prog)
+        _sweep(spec, cp, port, run_dir, t0, prog, freeze_heap)
     except Fault as f:
         fault = f.fault
     finally:
@@ -440,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ValueError: OFFLOAD_IMPL={impl_env!r} disagrees with the case implementation "
               f"{spec.implementation!r}", file=sys.stderr, flush=True)
         return 2
-    result = run_case(spec, a.run_dir.resolve())
+    result = run_case(spec, a.run_dir.resolve(), freeze_heap=True)
     write_json(Path(spec.record_path), result)
     if result.fault is not None:
         print(f"SERVING_FAULT {json.dumps(result.fault.model_dump())}", flush=True)
