@@ -73,6 +73,15 @@ def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[s
                  "analyze=false", "progress=false", *extra])
 
 
+def fake_blocks_overrides(results_root: Path, slow: str, *extra: str) -> list[str]:
+    """Overrides of a fake-bench run of ``same_runtime`` with analysis, 2 short rounds per process and the fake's
+    per-process speed factors ``slow`` (``FAKE_SLOW``: ``label-rN:factor,...``), after ``extra`` (the experiment or
+    matrix, the model, the design)."""
+    return [*extra, f"results_root={results_root}", "run_id=t", f"bench_command=[{sys.executable},{FAKE_BENCH}]",
+            "progress=false", "analyze=true", "phases.same_runtime.measured_rounds=2",
+            "phases.same_runtime.min_measured_s=0.5", f'+phases.same_runtime.runtime.env.FAKE_SLOW="{slow}"']
+
+
 def run_fake(results_root: Path, *extra: str, run_id: str = "t") -> tuple[int, Path]:
     """Run the matrix in-process (cases are real subprocesses); returns (exit code, run dir)."""
     overrides = fake_overrides(results_root, *extra, run_id=run_id)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from results_schema.records.models import CaseRun
 from results_schema.records.sequential import read_looks
 from runners.errors import EXIT_OK
 from runners.planning.blocks import block_order
-from tests.runners.helpers import FAKE_BENCH, compose_real
+from tests.runners.helpers import compose_real, fake_blocks_overrides
 from tests.shared_runs import run_matrix
 
 BLOCK = {0: 1.0, 1: 1.3, 2: 0.8, 3: 1.1}
@@ -41,10 +40,7 @@ SLOW = ",".join([*(f"baseline-r{r}:{f}" for r, f in BLOCK.items()),
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: object) -> Path:
     root = tmp_path_factory.mktemp("aa_paired")
-    ov = ["+experiment=aa_paired", "model=tiny", f"results_root={root}", "run_id=t",
-          f"bench_command=[{sys.executable},{FAKE_BENCH}]", "progress=false", "analyze=true",
-          "phases.same_runtime.measured_rounds=2", "phases.same_runtime.min_measured_s=0.5",
-          f'+phases.same_runtime.runtime.env.FAKE_SLOW="{SLOW}"']
+    ov = fake_blocks_overrides(root, SLOW, "+experiment=aa_paired", "model=tiny")
     assert run_matrix(compose_real(*ov), ov) == EXIT_OK
     return root / "aa_paired" / "t"
 

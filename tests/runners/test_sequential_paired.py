@@ -11,7 +11,6 @@ cancels, and every label stops ``slower`` at look 1 with the paired t interval, 
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import FILE_NAME, read_looks
 from runners.errors import EXIT_OK
-from tests.runners.helpers import FAKE_BENCH, compose_cfg
+from tests.runners.helpers import compose_cfg, fake_blocks_overrides
 from tests.shared_runs import run_matrix
 
 BLOCK = {0: 1.0, 1: 1.3, 2: 0.8}
@@ -36,11 +35,9 @@ SLOW = ",".join([*(f"baseline-r{r}:{f}" for r, f in BLOCK.items()),
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: object) -> Path:
     root = tmp_path_factory.mktemp("paired")
-    ov = ["model=tiny", "matrix@phases.same_runtime=same_runtime_cpu", f"results_root={root}", "run_id=t",
-          f"bench_command=[{sys.executable},{FAKE_BENCH}]", "progress=false", "analyze=true",
-          "phases.same_runtime.sequential.looks=[3,4,6]", "phases.same_runtime.sequential.pairing=block",
-          "phases.same_runtime.measured_rounds=2", "phases.same_runtime.min_measured_s=0.5",
-          f'+phases.same_runtime.runtime.env.FAKE_SLOW="{SLOW}"']
+    ov = fake_blocks_overrides(root, SLOW, "model=tiny", "matrix@phases.same_runtime=same_runtime_cpu",
+                               "phases.same_runtime.sequential.looks=[3,4,6]",
+                               "phases.same_runtime.sequential.pairing=block")
     assert run_matrix(compose_cfg(*ov), ov) == EXIT_OK
     return root / "default" / "t"
 
