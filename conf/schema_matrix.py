@@ -17,6 +17,7 @@ from conf.schema_stack import FORBID_EXTRA, RuntimeConfig, added_field
 from results_schema.records.accuracy import DEFAULT_ACCURACY_MANIFEST
 from results_schema.records.base import Implementation, OffloadBackend, PhaseKind
 from results_schema.records.protocols import DEFAULT_PROTOCOL
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING
 
 
 @with_config(FORBID_EXTRA)
@@ -151,9 +152,9 @@ class SequentialConfig:
 
     looks: List[int] = field(default_factory=list)
     target_pct: float = 5.0
-    alpha: float = 0.05
-    spending: str = "pocock"
-    pairing: str = added_field("none")
+    alpha: float = DEFAULT_ALPHA
+    spending: str = DEFAULT_SPENDING
+    pairing: str = added_field(DEFAULT_PAIRING)
 
 
 @with_config(FORBID_EXTRA)

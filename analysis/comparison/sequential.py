@@ -52,6 +52,7 @@ import numpy as np
 
 from analysis.comparison.power import detectable_cost_pct, detectable_paired_cost_pct
 from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_paired
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
 __all__ = ["LookVerdict", "SequentialDesign", "label_looks", "look_values", "look_verdict", "spent_alpha"]
@@ -100,9 +101,9 @@ class SequentialDesign:
 
     looks: tuple[int, ...]
     target_pct: float = 5.0
-    alpha: float = 0.05
-    spending: str = "pocock"
-    pairing: str = "none"
+    alpha: float = DEFAULT_ALPHA
+    spending: str = DEFAULT_SPENDING
+    pairing: str = DEFAULT_PAIRING
 
     def __post_init__(self) -> None:
         why = check_design(self.looks, self.target_pct, self.alpha, self.spending, self.pairing)

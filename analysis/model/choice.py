@@ -20,7 +20,6 @@ What is deliberately not modelled: the choice while the run goes (``runners.orch
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -30,9 +29,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from analysis.comparison.compare import FIXED_CI_NAME
-from analysis.comparison.sequential import SequentialDesign
 from analysis.model.probe_noise import noise_text, probe_noise
 from results_schema.records.choice import PROBE_STAGES, ChoiceDecision, read_decisions, verify_phase
+from results_schema.records.sequential import DEFAULT_PAIRING
 from results_schema.units import GIB
 
 
@@ -227,16 +226,13 @@ def _recheck_target(d: ChoiceDecision, preds: Sequence[Any], exclude: Sequence[A
     return [] if same else [f"{d.stage}: verify target {want} recorded, {got} recomputed from its predictions"]
 
 
-VERIFY_PAIRING = next(f.default for f in dataclasses.fields(SequentialDesign) if f.name == "pairing")
-"""The pairing of every verify look: a ``VerifyDesign`` declares none, so its series run ``SequentialDesign``'s
-default (``none``: the unpaired rule; ``runners.orchestration.choose_verify.series_design``)."""
-
-
 def recheck_verify_series(decisions: Sequence[ChoiceDecision], lines: Sequence[Any]) -> list[str]:
     """A sequential verify phase: each decision's look series ran under the design it declared before its first block
     (``ChoiceDecision.verify_design``): every look line of the verify phase belongs to one declared series
-    (``first_block``) and carries its looks, target, alpha and spending, unpaired (``VERIFY_PAIRING``); each series
-    starts where the one before it ended. The looks themselves are recomputed by ``analysis.comparison.sequential_check``.
+    (``first_block``) and carries its looks, target, alpha and spending, unpaired (a ``VerifyDesign`` declares no
+    pairing, so its series run the default, ``results_schema.records.sequential.DEFAULT_PAIRING``:
+    ``runners.orchestration.choose_verify.series_design``); each series starts where the one before it ended. The
+    looks themselves are recomputed by ``analysis.comparison.sequential_check``.
 
     Args:
         decisions: the run's decision lines, in file order.
@@ -261,11 +257,11 @@ def recheck_verify_series(decisions: Sequence[ChoiceDecision], lines: Sequence[A
             out.append(f"verify look {x.look} after block {x.first_block + x.blocks}: no decision declared a series "
                        f"from block {x.first_block + 1}")
         elif (tuple(x.looks), x.target_pct, x.alpha, x.spending, x.pairing) != (
-                tuple(declared.looks), declared.target_pct, declared.alpha, declared.spending, VERIFY_PAIRING):
+                tuple(declared.looks), declared.target_pct, declared.alpha, declared.spending, DEFAULT_PAIRING):
             out.append(f"verify look {x.look} from block {x.first_block + 1}: design {x.looks} target "
                        f"{x.target_pct}% alpha {x.alpha} {x.spending} pairing {x.pairing}, declared {declared.looks} "
                        f"target {declared.target_pct}% alpha {declared.alpha} {declared.spending} pairing "
-                       f"{VERIFY_PAIRING}")
+                       f"{DEFAULT_PAIRING}")
     return out
 
 

@@ -33,6 +33,14 @@ LookVerdictName = Literal["open", "slower", "faster", "equivalent", "inconclusiv
 PairingName = Literal["none", "block"]
 """``results_schema.rules.sequential_rule.PAIRING``."""
 
+DEFAULT_ALPHA = 0.05
+"""A design's total two-sided alpha over every look where none is named: ``conf.schema_matrix.SequentialConfig.alpha``'s
+default, ``analysis.comparison.sequential.SequentialDesign``'s, and every choose run's verify series (``VerifyDesign``)."""
+DEFAULT_SPENDING = "pocock"
+"""A design's alpha spending where none is named (the same three; Pocock-type: a large cost stops at the first look)."""
+DEFAULT_PAIRING: PairingName = "none"
+"""A design's pairing where none is named (the same three; a choose run's verify series never names one)."""
+
 
 class LabelLook(StrictModel):
     """One label at one look."""
@@ -64,9 +72,9 @@ class LookDecision(StrictModel):
     target_pct: float = Field(gt=0, description="Smallest cost that matters; the equivalence margin (percent).")
     alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look.")
     spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
-    pairing: PairingName = Field(default="none", description="The interval every look uses: none (unpaired t of the "
-                                 "label's processes vs the baseline's) or block (paired t of the per-block log ratio "
-                                 "over the complete blocks).")
+    pairing: PairingName = Field(default=DEFAULT_PAIRING, description="The interval every look uses: none (unpaired "
+                                 "t of the label's processes vs the baseline's) or block (paired t of the per-block log "
+                                 "ratio over the complete blocks).")
     look_alpha: float = Field(gt=0, lt=1, description="Alpha this look spends; its intervals are at 1 - look_alpha.")
     baseline: str = Field(min_length=1, description="The reference arm's label.")
     labels: tuple[LabelLook, ...] = Field(description="Every label open before this look.")

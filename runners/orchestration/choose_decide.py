@@ -32,10 +32,11 @@ from offload_tools.transfer_model import MeasuredPoint
 from results_schema.records.choice import (ChoiceDecision, FittedPoint, Form, FormFit, NoiseArm, PredictedSetting,
                                            SettingRef, Stage, VerifiedCheck, VerifyDesign)
 from results_schema.records.models import BenchRecord
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_SPENDING
 from results_schema.rules.spread_rule import spread_pct
 from results_schema.units import GIB
 from runners.orchestration.choose_probe import copy_bench_bandwidth, phase_runs, uncontended_by_label
-from runners.planning.choose_plan import VERIFY_ALPHA, VERIFY_SPENDING, ChooseNeed
+from runners.planning.choose_plan import ChooseNeed
 
 REFIT_BUDGET = 1
 """Settings a refit verifies: the refitted model's new best (the issue's "verify the new choice once")."""
@@ -176,8 +177,8 @@ def _verify_design(ctx: _Context, preds: Sequence[Prediction], exclude: Sequence
     return VerifyDesign(looks=tuple(int(n) for n in ch.verify_looks), target_pct=t.target_pct,
                         floor_pct=float(ch.verify_target_floor_pct), predicted_gap_pct=t.gap_pct,
                         best=t.best.label(impl) if t.best else None,
-                        runner_up=t.runner_up.label(impl) if t.runner_up else None, alpha=VERIFY_ALPHA,
-                        spending=VERIFY_SPENDING, first_block=ctx.first_block)
+                        runner_up=t.runner_up.label(impl) if t.runner_up else None, alpha=DEFAULT_ALPHA,
+                        spending=DEFAULT_SPENDING, first_block=ctx.first_block)
 
 
 def design_words(d: VerifyDesign) -> str:

@@ -36,6 +36,7 @@ from offload.matching import matches_offload_params
 from offload_tools.choice import calibration_settings, largest_release, slot_bytes
 from runners.errors import PlanError
 from runners.paths import abs_path
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_SPENDING
 from results_schema.rules.sequential_rule import check_design
 from results_schema.units import GIB
 from offload_tools.layer_bytes import (dtype_bytes, layer_bytes_from_config, layer_bytes_from_safetensors,
@@ -163,10 +164,6 @@ def choose_need(cfg: Config) -> ChooseNeed | None:
     return ChooseNeed(need, text, model_sizes(cfg.model, cfg.workload.dtype))
 
 
-VERIFY_ALPHA = 0.05
-"""Total two-sided alpha of a sequential verify phase's looks (``conf.schema.ChooseConfig.verify_looks``)."""
-VERIFY_SPENDING = "pocock"
-"""Its alpha spending (Pocock-type: a large cost stops at the first look; ``analysis.comparison.sequential``)."""
 VERIFY_KEYS = {"looks": "choose.verify_looks", "target_pct": "choose.verify_target_floor_pct"}
 """The config keys a sequential verify design's looks and target floor come from (``check_design``'s ``keys``)."""
 
@@ -226,7 +223,7 @@ def with_choose(cfg: Config, known: ChooseNeed | None = None) -> Config:
                         f"({top:,} B: every layer offloaded, one prefetch slot; {sizes.source})")
     phases = dict(cfg.phases)
     if ch.verify_looks:  # sequential verify: the plan holds the first look's blocks of the baseline (and each setting)
-        why = check_design(ch.verify_looks, ch.verify_target_floor_pct, VERIFY_ALPHA, VERIFY_SPENDING, keys=VERIFY_KEYS)
+        why = check_design(ch.verify_looks, ch.verify_target_floor_pct, DEFAULT_ALPHA, DEFAULT_SPENDING, keys=VERIFY_KEYS)
         if why is not None:
             raise PlanError(why)
         phases[ch.verify_phase] = dataclasses.replace(phases[ch.verify_phase], repeats=int(ch.verify_looks[0]),
