@@ -30,6 +30,7 @@ from results_schema.records.base import FiniteFloat, NonNegFloat, NonNegInt, Sch
 from results_schema.records.dispatch import FileKind
 from results_schema.codec.io import read_jsonl
 from results_schema.records.plan import PlannedCase, PlannedPhase, RunPlan
+from results_schema.records.sequential import SpendingName
 from results_schema.records.identity import Setting
 
 FILE_NAME = "choose-decisions.jsonl"
@@ -115,7 +116,7 @@ class VerifyDesign(StrictModel):
     best: str | None = Field(description="Label of the best predicted candidate (the class chosen first).")
     runner_up: str | None = Field(description="Label of the next candidate that would be chosen instead; null: none.")
     alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over the looks.")
-    spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    spending: SpendingName = Field(description="Alpha-spending function (pocock or obrien_fleming).")
     first_block: NonNegInt = Field(description="Verify blocks before this series (the earlier decisions'): its block "
                                                "b is repeat first_block + b - 1 of the baseline and of its settings.")
 

@@ -30,13 +30,16 @@ FILE_NAME = "sequential-decisions.jsonl"
 """File name of the look lines inside a run directory."""
 
 LookVerdictName = Literal["open", "slower", "faster", "equivalent", "inconclusive"]
+SpendingName = Literal["pocock", "obrien_fleming"]
+"""The alpha-spending functions a design may name (Lan and DeMets 1983): Pocock-type and O'Brien-Fleming-type
+(``analysis.comparison.sequential.spent_alpha``); ``results_schema.rules.sequential_rule.SPENDING`` is this set."""
 PairingName = Literal["none", "block"]
-"""``results_schema.rules.sequential_rule.PAIRING``."""
+"""The interval every look uses; ``results_schema.rules.sequential_rule.PAIRING`` is this set."""
 
 DEFAULT_ALPHA = 0.05
 """A design's total two-sided alpha over every look where none is named: ``conf.schema_matrix.SequentialConfig.alpha``'s
 default, ``analysis.comparison.sequential.SequentialDesign``'s, and every choose run's verify series (``VerifyDesign``)."""
-DEFAULT_SPENDING = "pocock"
+DEFAULT_SPENDING: SpendingName = "pocock"
 """A design's alpha spending where none is named (the same three; Pocock-type: a large cost stops at the first look)."""
 DEFAULT_PAIRING: PairingName = "none"
 """A design's pairing where none is named (the same three; a choose run's verify series never names one)."""
@@ -71,7 +74,7 @@ class LookDecision(StrictModel):
     looks: tuple[int, ...] = Field(min_length=1, description="The design's looks (processes per arm).")
     target_pct: float = Field(gt=0, description="Smallest cost that matters; the equivalence margin (percent).")
     alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look.")
-    spending: str = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    spending: SpendingName = Field(description="Alpha-spending function (pocock or obrien_fleming).")
     pairing: PairingName = Field(default=DEFAULT_PAIRING, description="The interval every look uses: none (unpaired "
                                  "t of the label's processes vs the baseline's) or block (paired t of the per-block log "
                                  "ratio over the complete blocks).")

@@ -15,13 +15,16 @@ What is deliberately not modelled: the statistics of the looks (``analysis.compa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import get_args
 
+from results_schema.records.sequential import PairingName, SpendingName
 from results_schema.rules.number_rule import NumberRange
 
-SPENDING = ("pocock", "obrien_fleming")
-"""The alpha-spending functions (Lan and DeMets 1983): Pocock-type and O'Brien-Fleming-type."""
+SPENDING: tuple[str, ...] = get_args(SpendingName)
+"""The alpha-spending functions (Lan and DeMets 1983): Pocock-type and O'Brien-Fleming-type; the values of the records'
+``SpendingName``."""
 
-PAIRING = ("none", "block")
+PAIRING: tuple[str, ...] = get_args(PairingName)
 """The interval a look uses (``analysis.comparison.sequential``): ``none``, the unpaired t of the label's processes
 against the baseline's (``verdict_rule.decide``); ``block``, the paired t of the per-block log ratio of the label's
 process to the same block's baseline process, over the complete blocks (``verdict_rule.decide_paired``)."""

@@ -34,7 +34,7 @@ from conf.schema import Config
 from results_schema.codec.io import append_jsonl, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecision, LookVerdictName, PairingName,
-                                               read_looks, series_repeats)
+                                               SpendingName, read_looks, series_repeats)
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.planning.blocks import block_order
@@ -151,8 +151,9 @@ def look_on(phase: str, d: SequentialDesign, base: str, labels: Sequence[str], l
     still = any(x.verdict == "open" for x in looked)
     nxt = d.looks[k + 1] - n if still and k + 1 < len(d.looks) else 0
     return LookDecision(phase=phase, look=k + 1, blocks=n, looks=d.looks, target_pct=d.target_pct, alpha=d.alpha,
-                        spending=d.spending, pairing=cast(PairingName, d.pairing), look_alpha=d.look_alphas()[k],
-                        baseline=base, labels=looked, next_blocks=nxt, first_block=first_block)
+                        spending=cast(SpendingName, d.spending), pairing=cast(PairingName, d.pairing),
+                        look_alpha=d.look_alphas()[k], baseline=base, labels=looked, next_blocks=nxt,
+                        first_block=first_block)
 
 
 def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecision]) -> LookDecision | None:
