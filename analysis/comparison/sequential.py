@@ -240,18 +240,22 @@ def look_verdict(a: Values, b: Values, design: SequentialDesign, k: int, *,
 
 def label_looks(a: Values, b: Values, design: SequentialDesign, *,
                 with_mde: bool = True) -> list[LookVerdict]:
-    """Every look one label reaches: look ``k`` on ``a[:looks[k]]`` vs ``b[:looks[k]]`` (values in block order, every
-    block complete: ``a[j]`` and ``b[j]`` ran in block ``j + 1``, so the slices are the look's values under either
-    pairing), until a look stops it or the values run out (a look needs ``looks[k]`` values on each side).
+    """Every look one label reaches: look ``k`` on the values ``look_values`` takes (values in block order: ``a[j]``
+    and ``b[j]`` ran in block ``j + 1``), until a look stops it or the values run out (a look needs ``looks[k]``
+    values on each side).
+
+    A sequence has no missing block, and a look is taken only when both sides reach its blocks, so every block it
+    judges is complete: ``look_values`` gives the first ``looks[k]`` values of each side under either pairing.
 
     Returns:
         The looks taken, in order; the last is ``stopped`` unless the values ran out first.
     """
+    blocks_a, blocks_b = dict(enumerate(a)), dict(enumerate(b))
     out: list[LookVerdict] = []
     for k, n in enumerate(design.looks):
         if len(a) < n or len(b) < n:
             break
-        lv = look_verdict(a[:n], b[:n], design, k, with_mde=with_mde)
+        lv = look_verdict(*look_values(blocks_a, blocks_b, design, k), design, k, with_mde=with_mde)
         out.append(lv)
         if lv.stopped:
             break
