@@ -6,6 +6,8 @@ What is deliberately not modelled: the choice (``runners.orchestration.choose``)
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from omegaconf import DictConfig, OmegaConf
 
 from conf.schema import Config
@@ -18,6 +20,32 @@ from runners.paths import REPO_ROOT
 from runners.planning.plan import expand_phase
 
 
+class StageProcesses(NamedTuple):
+    """Processes each stage of a choose run's verify phase runs at most, at ``per_arm`` processes per arm
+    (``stage_processes``).
+
+    Attributes:
+        verify: the decided settings (``choose.verify_budget``) and the baseline.
+        refit: what a refit adds: its settings (``REFIT_BUDGET``), plus a baseline of its own in a sequential verify
+            phase (each series runs its own blocks: ``LookDecision.first_block``).
+        front: what a model still wrong adds: its measured front (``choose.front_budget``), plus its own baseline in
+            a sequential verify phase.
+    """
+
+    verify: int
+    refit: int
+    front: int
+
+
+def stage_processes(cfg: Config, per_arm: int) -> StageProcesses:
+    """The verify phase's stages at ``per_arm`` processes per arm (the fixed phase's ``repeats``, or a sequential
+    series' blocks at a look): the one count the run's bound line and the dry run's scale print."""
+    ch = cfg.choose
+    own_baseline = 1 if ch.verify_looks else 0
+    return StageProcesses((ch.verify_budget + 1) * per_arm, (REFIT_BUDGET + own_baseline) * per_arm,
+                          (ch.front_budget + own_baseline) * per_arm)
+
+
 def verify_stage_line(cfg: Config, has_verify: bool) -> str:
     """What the verify stage will run at most: decided after the probe, so printed as a bound (``has_verify``
     False: a need of 0, no verify stage)."""
@@ -27,11 +55,11 @@ def verify_stage_line(cfg: Config, has_verify: bool) -> str:
     m = cfg.phases[ch.verify_phase]
     if ch.verify_looks:
         return _sequential_verify_line(cfg)
-    n = (ch.verify_budget + 1) * m.repeats
-    eta = f", ~{n * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
+    s = stage_processes(cfg, m.repeats)
+    eta = f", ~{s.verify * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
     return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline, "
-            f"{m.repeats} processes each = {n} processes{eta}; a refit adds {REFIT_BUDGET * m.repeats} (a model still "
-            f"wrong: the measured front, at most {ch.front_budget * m.repeats} more)")
+            f"{m.repeats} processes each = {s.verify} processes{eta}; a refit adds {s.refit} (a model still "
+            f"wrong: the measured front, at most {s.front} more)")
 
 
 def _sequential_verify_line(cfg: Config) -> str:
@@ -39,15 +67,15 @@ def _sequential_verify_line(cfg: Config) -> str:
     baseline in ABBA blocks, from the first look's blocks to the budget's."""
     ch = cfg.choose
     m = cfg.phases[ch.verify_phase]
-    first, most = int(ch.verify_looks[0]), int(ch.verify_looks[-1])
-    lo, hi = (ch.verify_budget + 1) * first, (ch.verify_budget + 1) * most
-    eta = f", ~{lo * m.expected_case_s / 60:.1f}-{hi * m.expected_case_s / 60:.1f} min" if m.expected_case_s else ""
+    lo, hi = stage_processes(cfg, int(ch.verify_looks[0])), stage_processes(cfg, int(ch.verify_looks[-1]))
+    case_s = m.expected_case_s
+    eta = f", ~{lo.verify * case_s / 60:.1f}-{hi.verify * case_s / 60:.1f} min" if case_s else ""
     return (f"then the verify stage, decided after the probe: at most {ch.verify_budget} setting(s) + the baseline in "
             f"ABBA blocks, looked at after {', '.join(map(str, ch.verify_looks))} blocks, each setting stopped once its "
             f"verdict is conclusive at the target its decision declares (the predicted gap to the runner-up, at least "
-            f"{ch.verify_target_floor_pct:g}%): {lo} processes when every setting stops at the first look, at most "
-            f"{hi}{eta}; a refit starts its own series ({(REFIT_BUDGET + 1) * first}-{(REFIT_BUDGET + 1) * most} more; "
-            f"a model still wrong: the measured front, at most {(ch.front_budget + 1) * most} more)")
+            f"{ch.verify_target_floor_pct:g}%): {lo.verify} processes when every setting stops at the first look, at "
+            f"most {hi.verify}{eta}; a refit starts its own series ({lo.refit}-{hi.refit} more; a model still wrong: "
+            f"the measured front, at most {hi.front} more)")
 
 
 def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]:
@@ -72,14 +100,12 @@ def dry_run_lines(cfg: Config, probe_items: int, known: ChooseNeed) -> list[str]
     settings = distinct_settings(cfg.model.num_layers)
     cands = sum(1 for s in settings if released_bytes(s, layer, sizes.slot, cfg.model.num_layers) >= need)
     per_arm = int(ch.verify_looks[-1]) if ch.verify_looks else m.repeats  # sequential: the budget's blocks
-    series_base = per_arm if ch.verify_looks else 0  # a sequential refit / front series runs its own baselines
-    verify = (ch.verify_budget + 1) * per_arm
-    refit = verify + REFIT_BUDGET * per_arm + series_base
-    most = refit + ch.front_budget * per_arm + series_base
+    stages = stage_processes(cfg, per_arm)
+    verify, refit = stages.verify, stages.verify + stages.refit
     lines.append(f"choose: verify at most {verify} processes ({ch.verify_budget} settings + baseline x {per_arm})"
                  f"{eta(verify, m.expected_case_s)}; with one refit {refit}: the run at most {probe_items + refit} "
                  f"processes{eta(probe_items + refit, m.expected_case_s)}; a model still wrong adds its measured front, "
-                 f"at most {most - refit} more")
+                 f"at most {stages.front} more")
     lines.append(f"choose: {text}: {cands} of {len(settings)} distinct settings meet it (layer bytes: {sizes.source}); "
                  f"measuring every candidate with the verify design: {(cands + 1) * m.repeats} processes"
                  f"{eta((cands + 1) * m.repeats, m.expected_case_s)}")

@@ -14,7 +14,7 @@ import pytest
 from conf.schema import Config, ConfigError
 from offload_tools.choice import calibration_settings, largest_release
 from runners.errors import EXIT_CONFIG, PlanError
-from runners.orchestration.choose_lines import dry_run_lines
+from runners.orchestration.choose_lines import dry_run_lines, verify_stage_line
 from runners.planning.choose_plan import GIB, choose_need, model_sizes, need_bytes, with_choose
 from runners.planning.plan import plan
 from tests.runners.helpers import compose_cfg
@@ -175,3 +175,21 @@ def test_a_choose_setting_on_a_run_without_a_choose_phase_is_refused_not_ignored
     with pytest.raises(PlanError, match=rf"^{re.escape(key)}=.* applies to a choose-then-confirm run .*no "
                                         r"choose\.probe_phase$"):
         plan(compose_cfg("model=tiny", override))
+
+
+@pytest.mark.parametrize(("override", "verify", "refit", "front"), [
+    ("choose.verify_looks=[]", 12, 4, 8),  # fixed: 2 settings + the baseline, 4 processes each; no series baseline
+    ("choose.verify_looks=[3,4,6]", 18, 12, 18),  # sequential, at the budget's 6 blocks: a series runs its baseline
+])
+def test_the_run_line_and_the_dry_run_state_the_same_verify_refit_and_front_counts(
+        override: str, verify: int, refit: int, front: int) -> None:
+    """``+experiment=choose``'s header: verify at most 18 processes, a refit's own series 6 to 12 more."""
+    cfg = compose_cfg("+experiment=choose", "need_gib=0.05", override)
+    dry = " ".join(dry_run_lines(cfg, 2, choose_need(cfg)))
+    assert f"verify at most {verify} processes" in dry and f"with one refit {verify + refit}:" in dry, dry
+    assert f"adds its measured front, at most {front} more" in dry, dry
+    line = verify_stage_line(cfg, True)
+    assert f"the measured front, at most {front} more)" in line, line
+    fixed = override.endswith("[]")
+    assert f"= {verify} processes" in line if fixed else f"at most {verify}" in line, line
+    assert f"a refit adds {refit} (" in line if fixed else f"a refit starts its own series (6-{refit} more;" in line, line
