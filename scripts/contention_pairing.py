@@ -318,6 +318,10 @@ def criteria(loaded: list[Run], quiet: list[Run]) -> tuple[list[str], bool]:
     return [f"- {line}: {'met' if ok else 'NOT met'}" for line, ok in got], all(ok for _, ok in got)
 
 
+def _pct(x: float) -> str:
+    return f"{x:.1f}%" if math.isfinite(x) else "-"
+
+
 def _verdicts(cs: list[Comparison]) -> str:
     return "; ".join(f"{c.decision.verdict} ({c.decision.center_pct:+.1f}%)" for c in cs) or "-"
 
@@ -341,7 +345,7 @@ def comparison_table(loaded: list[Run], quiet: list[Run]) -> list[str]:
         (sl, dl), (sq, dq) = pooled_sd(ls), pooled_sd(qs)
         ratio = f"{sl / sq:.2f}" if sq > 0 and math.isfinite(sl) else "-"
         out.append(f"| {key[1]} vs {key[2]} | {key[0]} | {_verdicts(ls)} | {_verdicts(qs)} | {li} of {n} | "
-                   f"{qi} of {n} | {sl:.1f}% / {sq:.1f}% ({dl} / {dq}) | {ratio} |")
+                   f"{qi} of {n} | {_pct(sl)} / {_pct(sq)} ({dl} / {dq}) | {ratio} |")
     return out
 
 
