@@ -52,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.comparison.compare import run_sequential_verdicts, sequential_row  # noqa: E402
 from analysis.comparison.dimensioning import TWIN_SUFFIX, aa_comparisons  # noqa: E402
-from analysis.comparison.paired_aa import paired_designs, paired_row  # noqa: E402
+from analysis.comparison.paired_aa import group_runs, paired_designs, paired_row  # noqa: E402
 from analysis.comparison.sequential import SequentialDesign, look_values  # noqa: E402
-from analysis.comparison.sequential_verdict import SequentialVerdict  # noqa: E402
+from analysis.comparison.sequential_verdict import SequentialVerdict, tok_s_by_label  # noqa: E402
 from analysis.comparison.shared_time import paired_gain  # noqa: E402
 from analysis.comparison.verdict_rule import Decision, decide, decide_paired  # noqa: E402
 from analysis.load import RUNS_SUFFIX, RunData, load_run  # noqa: E402
@@ -114,11 +114,6 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
-    sub = runs[(runs["phase"] == phase) & (runs["label"] == label)]
-    return {int(r): float(v) for r, v in zip(sub["repeat"], sub["throughput_tok_s"], strict=True)}
-
-
 def _contended(runs: pd.DataFrame, phase: str, labels: list[str], block: int) -> int:
     sub = runs[(runs["phase"] == phase) & runs["label"].isin(labels) & (runs["repeat"] == block)]
     return int(sub["host_contended"].fillna(False).astype(bool).sum()) if "host_contended" in sub else 0
@@ -134,7 +129,8 @@ def compare_pair(data: RunData, seq: dict[tuple[str, str], SequentialVerdict], p
     looked = sv is not None and sv.baseline == b and sv.blocks in design.looks
     first = sv.first_block if sv is not None and looked else 0
     k = design.looks.index(sv.blocks) if sv is not None and looked else len(design.looks) - 1
-    am, bm = series_repeats(_values(runs, phase, a), first), series_repeats(_values(runs, phase, b), first)
+    values = tok_s_by_label(runs)
+    am, bm = series_repeats(values.get((phase, a), {}), first), series_repeats(values.get((phase, b), {}), first)
     av, bv = look_values(am, bm, design, k)
     used = sorted(r for r in am if r < design.looks[k] and r in bm)
     if not av:
@@ -142,14 +138,14 @@ def compare_pair(data: RunData, seq: dict[tuple[str, str], SequentialVerdict], p
               file=sys.stderr)
         return None
     d = decide_paired(av, bv, margin_pct=design.target_pct, confidence=design.confidence(k))
-    own = paired_row(cleared, phase, kind, a, b, design, delay, sv)
+    own = paired_row(group_runs(cleared), phase, kind, a, b, design, delay, sv)
     same = own["verdict"] == d.verdict and all(
         (x is None and not math.isfinite(y)) or (x is not None and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9))
         for x, y in ((own["ci_low_pct"], d.ci_low_pct), (own["ci_high_pct"], d.ci_high_pct)))
     if kind == "offload" and sv is not None:
         reported = str(sequential_row(runs, phase, a, sv)[0])
     else:
-        reported = str(paired_row(runs, phase, kind, a, b, design, delay, sv)["verdict"])
+        reported = str(paired_row(group_runs(runs), phase, kind, a, b, design, delay, sv)["verdict"])
     c = Comparison(data.run_dir.name, phase, kind, a, b, [first + r + 1 for r in used], av, bv, d, reported, same,
                    [_contended(runs, phase, [a, b], first + r) for r in used])
     if len(av) >= 2:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison.compare import FIXED_CI_NAME, sequential_row
-from analysis.comparison.paired_aa import paired_designs, paired_row
+from analysis.comparison.paired_aa import GroupedRuns, group_runs, paired_designs, paired_row
 from analysis.comparison.power import detectable_cost_pct
 from analysis.comparison.sequential_verdict import SequentialVerdict
 from analysis.comparison.soundness import withheld_reason
@@ -89,7 +89,8 @@ def _row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, margin_pct: 
 
 
 def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT,
-                   sequential: Mapping[tuple[str, str], SequentialVerdict] | None = None) -> list[dict[str, Any]]:
+                   sequential: Mapping[tuple[str, str], SequentialVerdict] | None = None,
+                   grouped: GroupedRuns | None = None) -> list[dict[str, Any]]:
     """The A/A rows (twin vs its label) and the speed control's rows (control vs each undelayed baseline label).
 
     ``sequential`` (``analysis.comparison.compare.run_sequential_verdicts``): a label a sequential phase judged
@@ -97,7 +98,8 @@ def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT
     ``ci_name`` naming the look's level; ``delta_pct`` None), never the fixed 95% rule on all its processes. A phase
     whose design pairs by block (``sequential.pairing: block``, ``+experiment=aa_paired``) gets every row from
     ``analysis.comparison.paired_aa.paired_row``: the paired t over the complete blocks (``method`` ``"paired t, N
-    blocks"``; the look's own verdict where the looks judged the pair, without the retention override).
+    blocks"``; the look's own verdict where the looks judged the pair, without the retention override), on the runs
+    grouped once (``grouped``: ``paired_aa.group_runs(runs)``, grouped here when None).
 
     Returns:
         Flat dicts: ``phase``, ``kind`` (``A/A`` or ``control``), ``a_label``, ``b_label``, process counts,
@@ -110,12 +112,13 @@ def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT
     if runs.empty:
         return out
     paired = paired_designs(seq)
+    g = grouped if grouped is not None or not paired else group_runs(runs)
     for phase in dict.fromkeys(str(p) for p in runs["phase"]):
         pr = runs[runs["phase"] == phase]
 
         def row(kind: str, a: str, b: str, delay: float, phase: str = phase) -> dict[str, Any]:
-            if phase in paired:
-                return paired_row(runs, phase, kind, a, b, paired[phase][0], delay, seq.get((phase, a)))
+            if phase in paired and g is not None:
+                return paired_row(g, phase, kind, a, b, paired[phase][0], delay, seq.get((phase, a)))
             return _row(runs, phase, kind, a, b, margin_pct, delay, seq)
 
         labels = list(dict.fromkeys(str(x) for x in pr["label"]))

@@ -21,7 +21,9 @@ design declared it before the run; nothing here is chosen from the data):
   every row names its method ("paired t, N blocks vs baseline").
 
 Every row's ``method`` is ``"paired t, N blocks"``: the printed lines (``dimensioning_lines``, ``power_lines``) say
-it. A row resting on a contended process of the blocks it used is ``withheld`` (``soundness.withheld_reason``).
+it. A row resting on a contended process of the blocks it used is ``withheld`` (``soundness.contended_reason``, the
+rule of ``soundness.withheld_reason`` over those processes). A report groups its runs once (``group_runs``) and
+hands the grouping to every row.
 
 What is deliberately not modelled: unpaired phases (``analysis.comparison.dimensioning`` and ``power`` keep the
 unpaired rule there), the default's dimensioning rows (they size the default's unpaired 4-vs-4 design).
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,12 +41,13 @@ import pandas as pd
 
 from analysis.comparison.power import POWER, detectable_effects, detectable_paired_cost_pct
 from analysis.comparison.sequential import SequentialDesign
-from analysis.comparison.sequential_verdict import SequentialVerdict
-from analysis.comparison.soundness import withheld_reason
+from analysis.comparison.sequential_verdict import SequentialVerdict, tok_s_by_label
+from analysis.comparison.soundness import ProcessKey, contended_keys, contended_reason
 from analysis.comparison.variance import chi2_quantile, reference_mask
 from analysis.comparison.verdict_rule import decide_paired
 
-__all__ = ["effects_by_design", "paired_designs", "paired_mde_rows", "paired_method", "paired_row"]
+__all__ = ["GroupedRuns", "effects_by_design", "group_runs", "paired_designs", "paired_mde_rows", "paired_method",
+           "paired_row"]
 
 
 def paired_method(blocks: int) -> str:
@@ -60,16 +64,31 @@ def paired_designs(sequential: Mapping[tuple[str, str], SequentialVerdict]) -> d
     return out
 
 
-def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
-    sub = runs[(runs["phase"] == phase) & (runs["label"] == label)]
-    return {int(r): float(v) for r, v in zip(sub["repeat"], sub["throughput_tok_s"], strict=True)}
+@dataclass(frozen=True)
+class GroupedRuns:
+    """A report's runs grouped once (``group_runs``), so that no row filters the runs table again.
+
+    Attributes:
+        tok_s: ``(phase, label) -> {repeat: tok/s}`` of every recorded process
+            (``analysis.comparison.sequential_verdict.tok_s_by_label``).
+        contended: ``(phase, label, repeat)`` of every contended process (``soundness.contended_keys``).
+    """
+
+    tok_s: Mapping[tuple[str, str], Mapping[int, float]]
+    contended: frozenset[ProcessKey]
 
 
-def _blocks(runs: pd.DataFrame, phase: str, a: str, b: str, below: int,
+def group_runs(runs: pd.DataFrame) -> GroupedRuns:
+    """``runs`` (``RunData.runs``: ``phase``, ``label``, ``repeat``, ``throughput_tok_s``; ``host_contended`` if any)
+    grouped once per report."""
+    return GroupedRuns(tok_s_by_label(runs), frozenset(contended_keys(runs)))
+
+
+def _blocks(g: GroupedRuns, phase: str, a: str, b: str, below: int,
             start: int = 0) -> tuple[list[float], list[float], list[int]]:
     """The label's and the reference's values of the complete blocks (``start <= repeat < below``, both recorded),
     aligned."""
-    av, bv = _values(runs, phase, a), _values(runs, phase, b)
+    av, bv = g.tok_s.get((phase, a), {}), g.tok_s.get((phase, b), {})
     both = sorted(r for r in av if start <= r < below and r in bv)
     return [av[r] for r in both], [bv[r] for r in both], both
 
@@ -78,13 +97,13 @@ def _fin(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def paired_row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, design: SequentialDesign, delay: float,
+def paired_row(g: GroupedRuns, phase: str, kind: str, a: str, b: str, design: SequentialDesign, delay: float,
                sv: SequentialVerdict | None) -> dict[str, Any]:
     """One A/A or control row of a paired phase (module docstring), with the keys of
     ``analysis.comparison.dimensioning.aa_comparisons`` plus ``method`` (``"paired t, N blocks"``).
 
     Args:
-        runs: ``RunData.runs`` (``phase``, ``label``, ``repeat``, ``throughput_tok_s``; ``host_contended`` if any).
+        g: the report's runs, grouped (``group_runs``).
         phase, kind: the phase; ``A/A`` or ``control``.
         a, b: the label judged and the label it is judged against.
         design: the phase's design (``pairing: block``).
@@ -92,8 +111,8 @@ def paired_row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, design
         sv: the looks' verdict of ``a`` (used when its baseline is ``b``), or None.
     """
     looked = sv is not None and sv.baseline == b
-    ak, bk, used = (_blocks(runs, phase, a, b, sv.first_block + sv.blocks, sv.first_block) if sv is not None and looked
-                    else _blocks(runs, phase, a, b, design.budget))
+    ak, bk, used = (_blocks(g, phase, a, b, sv.first_block + sv.blocks, sv.first_block) if sv is not None and looked
+                    else _blocks(g, phase, a, b, design.budget))
     if sv is not None and looked:
         v, lo, hi, name, delta = sv.verdict, sv.ci_low_pct, sv.ci_high_pct, sv.ci_name, None
     elif ak:
@@ -102,8 +121,7 @@ def paired_row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, design
         name = f"CI{100 * d.confidence:.3g}%" if math.isfinite(lo) else "no interval"
     else:
         v, lo, hi, name, delta = "inconclusive", math.nan, math.nan, "no interval", None
-    sub = runs[(runs["phase"] == phase) & runs["repeat"].isin(used)]
-    why = withheld_reason(sub, phase, [a, b])
+    why = contended_reason([(phase, lb, r) for lb in (a, b) for r in used], g.contended)
     verdict = "withheld" if why else v
     return {"phase": phase, "kind": kind, "a_label": a, "b_label": b, "a_processes": len(ak), "b_processes": len(bk),
             "delta_pct": delta, "ci_low_pct": _fin(lo), "ci_high_pct": _fin(hi), "verdict": verdict,
@@ -127,27 +145,33 @@ def _mde_row(phase: str, label: str, base: str, ak: list[float], bk: list[float]
             "method": f"{paired_method(n)} vs {base}"}
 
 
-def paired_mde_rows(runs: pd.DataFrame, phase: str, design: SequentialDesign, baseline: str) -> list[dict[str, Any]]:
+def paired_mde_rows(runs: pd.DataFrame, phase: str, design: SequentialDesign, baseline: str,
+                    g: GroupedRuns) -> list[dict[str, Any]]:
     """The paired MDE (module docstring) of every label of ``phase`` outside its reference arm (undelayed baselines)
-    with >= 2 complete blocks against ``baseline`` (``results_schema.records.summary.DetectableEffectRow`` dicts)."""
+    with >= 2 complete blocks against ``baseline`` (``results_schema.records.summary.DetectableEffectRow`` dicts);
+    ``g``: ``runs`` grouped (``group_runs``)."""
     pr = runs[runs["phase"] == phase]
     refs = set(pr.loc[reference_mask(pr), "label"].astype(str))
     out = []
     for label in dict.fromkeys(str(x) for x in pr["label"]):
         if label in refs:
             continue
-        ak, bk, _ = _blocks(runs, phase, label, baseline, design.budget)
+        ak, bk, _ = _blocks(g, phase, label, baseline, design.budget)
         if len(ak) >= 2:
             out.append(_mde_row(phase, label, baseline, ak, bk, design))
     return out
 
 
 def effects_by_design(runs: pd.DataFrame, rounds: pd.DataFrame, *, margin_pct: float,
-                      sequential: Mapping[tuple[str, str], SequentialVerdict]) -> list[dict[str, Any]]:
+                      sequential: Mapping[tuple[str, str], SequentialVerdict],
+                      grouped: GroupedRuns | None = None) -> list[dict[str, Any]]:
     """Every phase's MDE rows: ``power.detectable_effects`` (unpaired) for a phase that does not pair, the paired rows
-    (``paired_mde_rows``) in place of them for a phase whose design pairs by block."""
+    (``paired_mde_rows``) in place of them for a phase whose design pairs by block (``grouped``: ``group_runs(runs)``,
+    grouped here when None)."""
     paired = paired_designs(sequential)
     out = [r for r in detectable_effects(runs, rounds, margin_pct=margin_pct) if r["phase"] not in paired]
-    for phase, (design, base) in paired.items():
-        out += paired_mde_rows(runs, phase, design, base)
+    if paired:
+        g = grouped if grouped is not None else group_runs(runs)
+        for phase, (design, base) in paired.items():
+            out += paired_mde_rows(runs, phase, design, base, g)
     return out

@@ -37,7 +37,7 @@ from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_v
 from analysis.comparison.verdict_rule import PAIRED
 from results_schema.records.sequential import LookDecision, series_repeats
 
-__all__ = ["SequentialVerdict", "ci_name", "sequential_verdicts"]
+__all__ = ["SequentialVerdict", "ci_name", "sequential_verdicts", "tok_s_by_label"]
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,16 @@ def ci_name(look: LookVerdict) -> str:
             f"processes{paired})")
 
 
-def _values(runs: pd.DataFrame, phase: str, label: str) -> dict[int, float]:
-    sub = runs[(runs["phase"] == phase) & (runs["label"] == label)]
-    return {int(r): float(v) for r, v in zip(sub["repeat"], sub["throughput_tok_s"], strict=True)}
+def tok_s_by_label(runs: pd.DataFrame) -> dict[tuple[str, str], dict[int, float]]:
+    """``(phase, label) -> {repeat: tok/s}`` of every recorded process of ``runs`` (``RunData.runs``: ``phase``,
+    ``label``, ``repeat``, ``throughput_tok_s``), in one pass: the values ``look_values`` takes (block ``b`` of a
+    series is repeat ``first_block + b - 1``) and ``analysis.comparison.paired_aa`` pairs."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    if runs.empty:
+        return out
+    for p, lb, r, v in zip(runs["phase"], runs["label"], runs["repeat"], runs["throughput_tok_s"], strict=True):
+        out.setdefault((str(p), str(lb)), {})[int(r)] = float(v)
+    return out
 
 
 def _one(a: dict[int, float], b: dict[int, float], design: SequentialDesign, baseline: str,
@@ -139,14 +146,15 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame, *,
         firsts.setdefault(key, line)
         labels.setdefault(key, {}).update(dict.fromkeys(x.label for x in line.labels))
         taken[key] = taken.get(key, 0) + 1
+    values = tok_s_by_label(runs)
     for (phase, first_block), first in firsts.items():
         try:
             design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
         except ValueError:
             continue
-        b = _values(runs, phase, first.baseline) if not runs.empty else {}
+        b = values.get((phase, first.baseline), {})
         for label in labels[(phase, first_block)]:
-            a = _values(runs, phase, label) if not runs.empty else {}
+            a = values.get((phase, label), {})
             out[(phase, label)] = _one(a, b, design, first.baseline, taken[(phase, first_block)], first_block,
                                        with_mde)
     return out

@@ -26,7 +26,7 @@ What is deliberately not modelled: re-measuring a withheld point (a later run do
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,7 +34,7 @@ import pandas as pd
 from analysis.comparison.noise_floor import noise_floors
 from analysis.comparison.variance import reference_mask
 
-__all__ = ["CONTENDED_NOTE", "CONTROL_NOTE", "INPROCESS_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "point_exclusions", "unstable_processes", "withheld_reason"]
+__all__ = ["CONTENDED_NOTE", "CONTROL_NOTE", "INPROCESS_NOTE", "DRIFT_FLOOR_FACTOR", "DRIFT_FLOOR_PROCESSES", "contended_keys", "contended_reason", "point_exclusions", "unstable_processes", "withheld_reason"]
 
 DRIFT_FLOOR_FACTOR = 2.0
 """A process whose window drift exceeds this many times its phase's noise floor is unstable."""
@@ -62,8 +62,17 @@ def contended_keys(runs: pd.DataFrame) -> set[ProcessKey]:
     return {(str(p), str(lb), int(r)) for p, lb, r in zip(hit["phase"], hit["label"], hit["repeat"], strict=True)}
 
 
+def contended_reason(processes: Collection[ProcessKey], contended: Collection[ProcessKey]) -> str:
+    """``contended (N of M processes)`` when any of the ``processes`` a verdict rests on is ``contended``
+    (``contended_keys``), else ``''``: the withholding rule over processes already picked (``withheld_reason``
+    picks them from the runs table; ``analysis.comparison.paired_aa`` from a grouping made once per report)."""
+    n = sum(1 for p in processes if p in contended)
+    return f"contended ({n} of {len(processes)} processes)" if n else ""
+
+
 def withheld_reason(runs: pd.DataFrame, phase: str, labels: Iterable[str]) -> str:
-    """``contended (N of M processes)`` when any process of ``labels`` in ``phase`` was contended, else ``''``.
+    """``contended (N of M processes)`` when any process of ``labels`` in ``phase`` was contended, else ``''``
+    (``contended_reason``).
 
     Args:
         runs: ``RunData.runs``.
@@ -74,8 +83,8 @@ def withheld_reason(runs: pd.DataFrame, phase: str, labels: Iterable[str]) -> st
     sub = runs[(runs["phase"] == phase) & runs["label"].isin(names)] if not runs.empty else runs
     if sub.empty or "host_contended" not in sub:
         return ""
-    n = int(sub["host_contended"].fillna(False).astype(bool).sum())
-    return f"contended ({n} of {len(sub)} processes)" if n else ""
+    keys = [(str(p), str(lb), int(r)) for p, lb, r in zip(sub["phase"], sub["label"], sub["repeat"], strict=True)]
+    return contended_reason(keys, contended_keys(sub))
 
 
 def baseline_labels(runs: pd.DataFrame, phase: str) -> list[str]:

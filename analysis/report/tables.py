@@ -30,7 +30,7 @@ from analysis.comparison.compare import (
     vs_baseline_text,
 )
 from analysis.comparison.dimensioning import aa_comparisons, design_rows
-from analysis.comparison.paired_aa import effects_by_design
+from analysis.comparison.paired_aa import effects_by_design, group_runs
 from analysis.comparison.shared_time import shared_in_time
 from analysis.comparison.variance import variance_components
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, check_margin
@@ -148,6 +148,7 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
     summary = aggregate(data, excluded=point_exclusions(report, data))
     summary["tokens"] = _digest_column(data, summary) if not summary.empty else []
     seq = run_sequential_verdicts(data)  # once: the decision columns and the A/A rows both read them
+    grouped = group_runs(data.runs)  # once: the paired A/A, control and MDE rows read it
     if not summary.empty:
         vb = label_vs_baseline(data, summary, margin_pct=margin_pct, sequential=seq)
         for c in vb.columns:
@@ -162,8 +163,9 @@ def build(run_dir: Path | str, *, model_dir: Path | str | None = None,
             "spaced_vs_adjacent": sva, "cross_stack": cross, "confirmation": confirm, "models": models, "model_table": mt,
             "margin_pct": float(margin_pct), "variance": variance_components(data.runs, data.rounds),
             "shared": shared_in_time(data.runs),
-            "effects": effects_by_design(data.runs, data.rounds, margin_pct=margin_pct, sequential=seq),
-            "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=seq),
+            "effects": effects_by_design(data.runs, data.rounds, margin_pct=margin_pct, sequential=seq,
+                                         grouped=grouped),
+            "aa": aa_comparisons(data.runs, margin_pct=margin_pct, sequential=seq, grouped=grouped),
             "dimensioning": design_rows(data.runs, data.rounds, margin_pct=margin_pct)}
 
 

@@ -38,12 +38,12 @@ LABELS = [CONTROL, "baseline_twin", "current_g2_n1", "current_g2_n1_twin"]  # co
 IMPL = {"baseline": "baseline", "baseline_twin": "baseline", CONTROL: "baseline", "current_g2_n1": "current",
         "current_g2_n1_twin": "current"}
 BLOCKS = 4
-REPS = 300
-"""Simulated runs per A/A setting: the bound (alpha + 2 SE) is 7.5% at 300 (a rule at twice its alpha, 10%, calls
-more than that in >= 99% of seeds); each replicate is a whole report path (~37 ms here), so 1500 per setting cost
-the suite's critical path ~4 CPU-min. scripts/aa_paired_sim.py runs 2000 per setting for docs/sequential.md."""
-POWER_REPS = 500
-"""Simulated runs for the stated power (SE 1.8 points at 80%: the 5-point tolerance is 2.8 SE)."""
+REPS = 900
+"""Simulated runs per A/A setting: the bound (alpha + 2 SE) is 6.45% at 900 (a rule at twice its alpha, 10%, calls
+more than that in >= 99% of seeds); each replicate is a whole report path (about 2.4 CPU-ms here), so the file costs
+about 15 CPU-s of the suite's critical path. scripts/aa_paired_sim.py runs 2000 per setting for docs/sequential.md."""
+POWER_REPS = 1500
+"""Simulated runs for the stated power (SE 1.0 point at 80%: the 5-point tolerance is 4.8 SE)."""
 LINE = LookDecision(phase="same_runtime", look=1, blocks=BLOCKS, looks=(BLOCKS,), target_pct=5.0, alpha=0.05,
                     spending="pocock", pairing="block", look_alpha=0.05, baseline="baseline",
                     labels=tuple(LabelLook(label=lb, verdict="inconclusive", processes=BLOCKS,
@@ -97,7 +97,7 @@ AA_SETTINGS = {
 }
 
 
-@pytest.mark.heavy  # 4 x 300 simulated runs through the report's functions (about 45 CPU-s)
+@pytest.mark.heavy  # 4 x 900 simulated runs through the report's functions (about 9 CPU-s)
 @pytest.mark.parametrize("name", list(AA_SETTINGS))
 def test_the_paired_aa_rows_call_no_more_than_alpha_plus_two_se(name: str) -> None:
     block_sd, noise, current = AA_SETTINGS[name]
@@ -109,7 +109,7 @@ def test_the_paired_aa_rows_call_no_more_than_alpha_plus_two_se(name: str) -> No
         assert rate <= aa_bound(0.05, REPS), f"{name}: {k} called in {rate:.2%} ± {se:.2%} of {REPS} runs"
 
 
-@pytest.mark.heavy  # 500 simulated runs (about 20 CPU-s)
+@pytest.mark.heavy  # 1500 simulated runs (about 4 CPU-s)
 def test_the_known_size_control_is_called_at_the_power_its_paired_mde_states() -> None:
     noise = Noise(process_sd=0.04, round_sd=0.02)
     rng = np.random.default_rng(5399)  # the true SD of one block's log ratio, from many simulated processes
