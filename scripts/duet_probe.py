@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import math
 import os
@@ -54,6 +55,15 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.comparison.verdict_rule import decide, decide_paired  # noqa: E402
 from analysis.load import load_run  # noqa: E402
+from runners.incase.bench_one import _round_fn, engine_kwargs, load_case  # noqa: E402
+from runners.incase.case_input import checked_offload  # noqa: E402
+from runners.incase.rounds import digest_ids  # noqa: E402
+from runners.kinds.registry import case_argv  # noqa: E402
+from runners.launching.case_command import HOST_MODEL_INFO_CACHE, case_env, share_model_info_cache  # noqa: E402
+from runners.models.built import ensure_built  # noqa: E402
+from runners.paths import CasePaths  # noqa: E402
+from runners.pins import compose  # noqa: E402
+from runners.planning.plan import plan  # noqa: E402
 
 ARMS = {"A": "baseline", "B": "current_g1_n1", "C": "control_delay_2_6ms"}
 """Arm -> the default's label it runs (conf/matrix/same_runtime_cpu.yaml)."""
@@ -189,15 +199,12 @@ def vcpu_use(before: tuple[int, int], after: tuple[int, int], own_cpu_s: float, 
 
 
 def worker(a: argparse.Namespace) -> int:
-    from runners.incase.bench_one import _round_fn, engine_kwargs, load_case
-    from runners.incase.case_input import checked_offload
-    from runners.incase.rounds import digest_ids
+    """One engine process (``worker`` subcommand): build ``vllm.LLM`` from the case file as ``runners.incase.bench_one``
+    does, warm up, meet the twin at the barrier, run rounds until both have ``--rounds``, write the JSON result."""
 
     case = load_case(a.case)
     offload, w = checked_offload(case), case.workload
     assert w is not None
-    import faulthandler
-
     faulthandler.enable()
     from vllm import LLM
 
@@ -245,9 +252,6 @@ def default_setup() -> Setup:
     Raises:
         ValueError: the default has no case with an arm's label.
     """
-    from runners.models.built import ensure_built
-    from runners.pins import compose
-    from runners.planning.plan import plan
 
     cfg = compose([])
     scheduled = plan(cfg)
@@ -264,9 +268,6 @@ def default_setup() -> Setup:
 
 def launch_one(setup: Setup, out: Path, name: str, arm: str, slot: int, cpu: int, rounds: int) -> tuple[Any, Path]:
     """Write one process's spec and start it pinned to ``cpu`` (own session); returns ``(Popen, result path)``."""
-    from runners.kinds.registry import case_argv
-    from runners.launching.case_command import HOST_MODEL_INFO_CACHE, case_env, share_model_info_cache
-    from runners.paths import CasePaths
 
     sc = setup.cases[arm]
     stem = f"{name}-{slot}{arm}"
@@ -330,7 +331,6 @@ def run_pair(setup: Setup, out: Path, name: str, kind: str, cpus: tuple[int, int
 
 def _evidence(out: Path, setup: Setup, name: str, arm: str, slot: int) -> dict[str, Any]:
     """What the process offloaded (its evidence sidecar) and whether the control acted (its log)."""
-    from runners.paths import CasePaths
 
     paths = CasePaths.of(out, setup.cases[arm].case.phase, f"{name}-{slot}{arm}")
     ev = json.loads(paths.evidence.read_text()) if paths.evidence.is_file() else {}
@@ -527,12 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True)
     setup = default_setup()
     t0, recs = time.monotonic(), []
-    plan = schedule(a.pairs)
-    for i, (block, kind, cpus) in enumerate(plan):
+    order = schedule(a.pairs)
+    for i, (block, kind, cpus) in enumerate(order):
         rec = run_pair(setup, out, f"p{i:02d}", kind, cpus, a.rounds)
         rec["block"] = block
         recs.append(rec)
-        print(f"pair {i + 1}/{len(plan)} {kind} vCPUs {list(cpus)}: {rec['error'] or 'ok'} ({rec['wall_s']:.0f} s)",
+        print(f"pair {i + 1}/{len(order)} {kind} vCPUs {list(cpus)}: {rec['error'] or 'ok'} ({rec['wall_s']:.0f} s)",
               flush=True)
         doc = dict(rounds=a.rounds, pairs=recs, wall_s=time.monotonic() - t0, arms=ARMS)
         (out / "duet-pairs.json").write_text(json.dumps(doc))
