@@ -57,3 +57,6 @@ def test_the_case_code_is_the_offloader_the_in_case_code_and_the_records_it_writ
     # every module of the offloader runs in a case process: the offload-tree pin is over exactly them
     offload = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "offload").glob("*.py")}
     assert offload <= set(files)
+    # every module of the serving case process (the driver and the modules it is split into) is case code
+    serving = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "runners" / "incase" / "serving").glob("*.py")}
+    assert {"runners/incase/serving/driver.py", "runners/incase/serving/bench_args.py"} <= serving <= set(files)

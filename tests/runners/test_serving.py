@@ -290,7 +290,7 @@ def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from runners.incase.serving.driver import server_argv
+    from runners.incase.serving.bench_args import server_argv
 
     spec = _spec(tmp_path).model_copy(update={"offload": OffloadSetting(
         offload_group_size=4, offload_num_in_group=1, offload_prefetch_step=2, offload_params=("mlp",))})
@@ -305,12 +305,12 @@ def test_server_argv_parses_with_vllms_own_api_server_parser(tmp_path):
 
 @pytest.mark.heavy  # measured 0.6 s in the fast tier (its budget is 2 minutes)
 def test_benchmark_argv_parses_with_vllms_own_bench_parser(tmp_path):
-    from runners.incase.serving.driver import _parse, bench_argv
+    from runners.incase.serving.bench_args import bench_argv, parse_bench_args
 
-    a = _parse(bench_argv(_spec(tmp_path), 12345, None))
+    a = parse_bench_args(bench_argv(_spec(tmp_path), 12345, None))
     assert a.request_rate == float("inf") and a.endpoint == "/v1/completions" and a.ignore_eos
     assert a.goodput == ["ttft:500.0", "tpot:100.0"] and a.metric_percentiles == "50,90,99"
-    assert _parse(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
+    assert parse_bench_args(bench_argv(_spec(tmp_path), 1, 4.0)).request_rate == 4.0
 
 
 @pytest.mark.heavy  # measured 14.5 s in the fast tier: imports vLLM's API-server parser (its budget is 2 minutes)
@@ -321,7 +321,7 @@ def test_published_serving_phase_passes_the_published_engine_options_to_the_serv
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from runners.planning.plan import plan
-    from runners.incase.serving.driver import server_argv
+    from runners.incase.serving.bench_args import server_argv
     from runners.launching.serving_case import build_spec
     from tests.runners.helpers import compose_cfg
 

@@ -28,6 +28,10 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
 
 The ``ServingCaseResult`` (with the first fault, if any) is written atomically in every case.
 
+Modules: ``bench_args`` (the server's argv, the benchmark's arguments, the dataset's prompts), ``rate_records`` (one
+rate's records from vLLM's result dict, its counts checked), ``faults`` (the first fault of a case), ``server``
+(launch, readiness, teardown), ``token_ids`` (the streamed output token ids).
+
 What is deliberately not modelled: statistics across cases (``analysis.serving.summary``), the
 evidence check (``runners.outcome.serving.finalize_serving``, ``runners.outcome.case_checks``).
 """
@@ -44,14 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.codec.files import file_sha256
 from results_schema.codec.io import gc_paused, read_json, write_json
-from results_schema.records.case_outcome import ServingFaultCause
 from results_schema.records.serving import (
-    PROMPT_LEN_TOLERANCE,
-    LatencyStats,
     RateResult,
-    RequestOutcome,
     ServerStartup,
     ServingCaseResult,
     ServingFault,
@@ -61,72 +60,10 @@ from results_schema.records.serving import (
 from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.host_load import read_host, window_load
 from runners.incase.serving import server as srv
-from runners.incase.serving.token_ids import capturing, token_ids_sha256
-
-PERCENTILES = (50, 90, 99)
-METRICS = ("ttft", "tpot", "itl", "e2el")
-REQUEST_ID_PREFIX = "req-"
-"""Request ids are this prefix + the request's index in the dataset (vLLM's ``RandomDataset``)."""
-
-
-class Fault(Exception):
-    """A serving fault (first one wins); carries the ``ServingFault`` fields."""
-
-    def __init__(self, cause: ServingFaultCause, message: str, *, rate_index: int | None = None,
-                 server_exit_code: int | None = None) -> None:
-        super().__init__(message)
-        self.fault = ServingFault(cause=cause, message=message, rate_index=rate_index,
-                                  server_exit_code=server_exit_code)
-
-
-def _server_died(cp: Any, rc: int, rate_index: int) -> Fault:
-    return Fault("server_died", f"the API server (pid {cp.pid}) exited with code {rc} during rate {rate_index}",
-                 rate_index=rate_index, server_exit_code=rc)
-
-
-def server_argv(spec: ServingCaseSpec, port: int) -> list[str]:
-    """argv of the API server: the command prefix + vLLM engine arguments of the case."""
-    e, o = spec.engine, spec.offload
-    argv = list(spec.server_command) + [
-        "--model", spec.model, "--host", srv.HOST, "--port", str(port), "--dtype", e.dtype,
-        "--max-model-len", str(e.max_model_len), "--gpu-memory-utilization", str(e.gpu_memory_utilization),
-        "--seed", str(e.seed), "--enforce-eager" if e.enforce_eager else "--no-enforce-eager",
-        "--disable-uvicorn-access-log",
-    ]
-    if e.enable_prefix_caching is not None:  # null: vLLM's default (the published workload passes nothing)
-        argv.append("--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching")
-    if e.trust_remote_code:
-        argv.append("--trust-remote-code")
-    if e.max_num_seqs is not None:
-        argv += ["--max-num-seqs", str(e.max_num_seqs)]
-    if e.max_num_batched_tokens is not None:
-        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
-    if o.offload_group_size > 0:
-        argv += ["--offload-group-size", str(o.offload_group_size), "--offload-num-in-group",
-                 str(o.offload_num_in_group), "--offload-prefetch-step", str(o.offload_prefetch_step),
-                 "--offload-backend", o.offload_backend]
-        if o.offload_params:
-            argv += ["--offload-params", *o.offload_params]
-    return argv
-
-
-def bench_argv(spec: ServingCaseSpec, port: int, rate: float | None) -> list[str]:
-    """Arguments of ``vllm bench serve`` for one rate (parsed by vLLM's own ``add_cli_args``)."""
-    ld, slo = spec.load, spec.slo
-    argv = [
-        "--backend", ld.backend, "--host", srv.HOST, "--port", str(port), "--endpoint", ld.endpoint,
-        "--model", spec.model, "--dataset-name", ld.dataset, "--random-input-len", str(ld.input_len),
-        "--random-output-len", str(ld.output_len), "--random-range-ratio", "0", "--random-prefix-len", "0",
-        "--num-prompts", str(ld.num_prompts), "--request-rate", "inf" if rate is None else repr(float(rate)),
-        "--burstiness", repr(float(ld.burstiness)), "--seed", str(ld.seed), "--num-warmups", str(ld.num_warmups),
-        "--temperature", repr(float(ld.temperature)), "--ignore-eos",
-        "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(str(p) for p in PERCENTILES),
-        "--goodput", f"ttft:{slo.ttft_ms!r}", f"tpot:{slo.tpot_ms!r}", "--disable-tqdm", "--save-detailed",
-        "--request-id-prefix", REQUEST_ID_PREFIX, "--extra-body", json.dumps({"return_token_ids": True}),
-    ]
-    if ld.max_concurrency is not None:
-        argv += ["--max-concurrency", str(ld.max_concurrency)]
-    return argv
+from runners.incase.serving.bench_args import bench_argv, dataset_prompts, parse_bench_args, server_argv
+from runners.incase.serving.faults import Fault, failed_requests_fault, server_died
+from runners.incase.serving.rate_records import rate_result, run_relative
+from runners.incase.serving.token_ids import capturing
 
 
 async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s: float = 0.25) -> Any:
@@ -138,7 +75,7 @@ async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s
             srv.track(cp)
             rc = cp.proc.poll()
             if rc is not None:
-                raise _server_died(cp, rc, rate_index)
+                raise server_died(cp, rc, rate_index)
             if time.monotonic() - t0 > timeout_s:
                 raise Fault("rate_timeout", f"rate {rate_index} ran longer than rate_timeout_s={timeout_s:g} s",
                             rate_index=rate_index)
@@ -153,134 +90,11 @@ async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s
                 pass
 
 
-def _stats(res: dict[str, Any], metric: str) -> LatencyStats:
-    return LatencyStats(mean_ms=float(res[f"mean_{metric}_ms"]), p50_ms=float(res[f"p50_{metric}_ms"]),
-                        p90_ms=float(res[f"p90_{metric}_ms"]), p99_ms=float(res[f"p99_{metric}_ms"]))
-
-
-def dataset_prompts(spec: ServingCaseSpec, port: int) -> list[tuple[str, int]]:
-    """``(prompt, dataset prompt tokens)`` per measured request, built exactly as the benchmark builds them.
-
-    vLLM's ``RandomDataset`` draws from its own generator seeded with ``--seed``, so calling
-    ``get_samples`` with the benchmark's own parsed arguments gives the same requests, in order.
-    """
-    from vllm.benchmarks.datasets import get_samples
-    from vllm.tokenizers import get_tokenizer
-
-    args = _parse(bench_argv(spec, port, spec.load.request_rates_rps[0]))
-    samples = get_samples(args, get_tokenizer(spec.model, tokenizer_mode=args.tokenizer_mode))
-    return [(str(x.prompt), int(x.prompt_len)) for x in samples]
-
-
-def _parse(argv: list[str]) -> Any:
-    from vllm.benchmarks.serve import add_cli_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    parser = FlexibleArgumentParser()
-    add_cli_args(parser)
-    return parser.parse_args(argv)
-
-
-def _digest(index: int, i: int, ok: bool, token_ids: dict[str, list[int] | str]) -> str | None:
-    """The output token ids' digest of request ``i`` (None when it failed; raises ``Fault`` when unread)."""
-    if not ok:
-        return None
-    got = token_ids.get(f"{REQUEST_ID_PREFIX}{i}")
-    if not isinstance(got, list):
-        raise Fault("benchmark_error", f"rate {index}: the output token ids of request {i} were not read from its "
-                    f"stream ({got or 'no stream captured'})", rate_index=index)
-    return token_ids_sha256(got)
-
-
-def _request_outcomes(index: int, res: dict[str, Any], prompts: list[tuple[str, int]],
-                      token_ids: dict[str, list[int] | str]) -> list[RequestOutcome]:
-    """One ``RequestOutcome`` per request of vLLM's result dict (raises ``Fault`` when the counts differ)."""
-    n = len(res["ttfts"])
-    if n != len(prompts):
-        raise Fault("benchmark_error", f"rate {index}: the benchmark returned {n} requests, the dataset has "
-                    f"{len(prompts)}", rate_index=index)
-    reqs = []
-    for i in range(n):
-        ok = res["errors"][i] == "" and float(res["ttfts"][i]) > 0
-        digest = _digest(index, i, ok, token_ids)
-        reqs.append(RequestOutcome(success=ok, prompt_tokens=int(res["input_lens"][i]),
-                                   dataset_prompt_tokens=prompts[i][1],
-                                   output_tokens=int(res["output_lens"][i]) if ok else 0,
-                                   ttft_s=float(res["ttfts"][i]) if ok else 0.0,
-                                   latency_s=float(res["latencies"][i]) if ok else 0.0,
-                                   itl_s=tuple(float(x) for x in res["itls"][i]) if ok else (),
-                                   error=str(res["errors"][i] or ""), output_token_ids_sha256=digest))
-    return reqs
-
-
-def _check_counts(spec: ServingCaseSpec, index: int, res: dict[str, Any],
-                  reqs: list[RequestOutcome]) -> list[RequestOutcome]:
-    """The succeeded requests, after checking request and server-side token counts (raises ``Fault``)."""
-    n = len(reqs)
-    done = [r for r in reqs if r.success]
-    if n != spec.load.num_prompts or len(done) != int(res["completed"]):
-        raise Fault("benchmark_error", f"rate {index}: vLLM reported {res['completed']} completed of {n} requests, "
-                    f"{len(done)} succeeded by their own record, {spec.load.num_prompts} were asked for",
-                    rate_index=index)
-    bad_out = sorted({r.output_tokens for r in done} - {spec.load.output_len})
-    tol = spec.load.input_len * PROMPT_LEN_TOLERANCE
-    bad_in = sorted({r.prompt_tokens for r in done
-                     if r.prompt_tokens != r.dataset_prompt_tokens or abs(r.prompt_tokens - spec.load.input_len) > tol})
-    if bad_out or bad_in:
-        raise Fault("token_count_mismatch",
-                    f"rate {index}: server usage counts differ from the request: output tokens {bad_out} "
-                    f"(requested {spec.load.output_len}), prompt tokens {bad_in} (requested {spec.load.input_len}, "
-                    f"dataset counts {sorted({r.dataset_prompt_tokens for r in done})}, tolerance "
-                    f"{PROMPT_LEN_TOLERANCE:.0%})", rate_index=index)
-    return done
-
-
-def rate_result(spec: ServingCaseSpec, index: int, res: dict[str, Any], started_unix_s: float,
-                run_dir: Path, prompts: list[tuple[str, int]],
-                token_ids: dict[str, list[int] | str]) -> RateResult:
-    """Build the ``RateResult`` of one rate from vLLM's result dict; write its ``ServingRequests`` file.
-
-    Args:
-        prompts: ``dataset_prompts`` (same order as the benchmark's requests).
-        token_ids: ``{request id: output token ids}`` read from the streams (``token_ids.capturing``).
-
-    Raises:
-        Fault: ``benchmark_error`` (counts disagree), ``token_count_mismatch`` (server token counts).
-    """
-    rate = spec.load.request_rates_rps[index]
-    reqs = _request_outcomes(index, res, prompts, token_ids)
-    path = Path(spec.requests_dir) / f"rate-{index}.requests.json"
-    write_json(path, ServingRequests(phase=spec.phase, label=spec.label, repeat=spec.repeat, rate_index=index,
-                                     request_rate_rps=rate, requests=tuple(reqs)), indent=None)
-    done = _check_counts(spec, index, res, reqs)
-    duration = float(res["duration"])
-    goodput = float(res["request_goodput"] or 0.0)
-    good = int(round(goodput * duration))
-    completed = int(res["completed"])
-    return RateResult(
-        index=index, request_rate_rps=rate, max_concurrency=spec.load.max_concurrency,
-        num_prompts=spec.load.num_prompts, completed=completed, failed=int(res["failed"]), duration_s=duration,
-        started_at_unix_s=started_unix_s, request_throughput_req_s=float(res["request_throughput"]),
-        output_throughput_tok_s=float(res["output_throughput"]),
-        total_token_throughput_tok_s=float(res["total_token_throughput"]),
-        total_input_tokens=int(res["total_input_tokens"]), total_output_tokens=int(res["total_output_tokens"]),
-        prompt_tokens_min=min((r.prompt_tokens for r in done), default=0),
-        prompt_tokens_max=max((r.prompt_tokens for r in done), default=0),
-        output_tokens_min=min((r.output_tokens for r in done), default=0),
-        output_tokens_max=max((r.output_tokens for r in done), default=0),
-        distinct_prompts=len({p for p, _n in prompts}),
-        ttft=_stats(res, "ttft"), tpot=_stats(res, "tpot"), itl=_stats(res, "itl"), e2el=_stats(res, "e2el"),
-        goodput_req_s=good / duration, good_requests=good, slo_attainment=good / completed if completed else 0.0,
-        peak_concurrent_requests=int(res.get("max_concurrent_requests", 0)),
-        requests_path=_rel(path, run_dir),
-        requests_sha256=file_sha256(path))
-
-
 def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int,
               token_ids: dict[str, list[int] | str]) -> tuple[dict[str, Any], float]:
     from vllm.benchmarks.serve import main_async
 
-    args = _parse(bench_argv(spec, port, spec.load.request_rates_rps[index]))
+    args = parse_bench_args(bench_argv(spec, port, spec.load.request_rates_rps[index]))
     print(f"SERVING rate {index}: vllm bench serve {' '.join(bench_argv(spec, port, spec.load.request_rates_rps[index]))}",
           flush=True)
     started = time.time()
@@ -293,12 +107,12 @@ def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int,
     except Exception as exc:  # noqa: BLE001 - vLLM's benchmark raises plain exceptions; name it in the fault
         rc = cp.proc.poll()
         if rc is not None:
-            raise _server_died(cp, rc, index) from None
+            raise server_died(cp, rc, index) from None
         raise Fault("benchmark_error", f"rate {index}: vLLM's serving benchmark raised "
                     f"{type(exc).__name__}: {exc}", rate_index=index) from None
     rc = cp.proc.poll()
     if rc is not None:  # the connections broke (failed requests) before the watcher saw the exit
-        raise _server_died(cp, rc, index)
+        raise server_died(cp, rc, index)
     return res, started
 
 
@@ -385,31 +199,6 @@ def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, 
             raise failed
 
 
-def failed_requests_fault(index: int, requests: ServingRequests) -> Fault | None:
-    """``request_failed`` naming every failed request of a rate with its error (None when every request completed).
-
-    A failed request has no TTFT, TPOT or output digest, so the rate's percentiles and its output comparison rest
-    on fewer requests than the load asked for: the case fails rather than report them as if the load had run.
-    The error is the last line of what vLLM's benchmark recorded (an HTTP reason, or an exception's traceback).
-    """
-    failed = [(i, r.error) for i, r in enumerate(requests.requests) if not r.success]
-    if not failed:
-        return None
-    named = "; ".join(f"{REQUEST_ID_PREFIX}{i}: {_last_line(err) or 'no error text'}" for i, err in failed[:5])
-    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
-    return Fault("request_failed", f"rate {index} ({requests.request_rate_rps or 'inf'} req/s): {len(failed)} of "
-                 f"{len(requests.requests)} requests failed: {named}{more}", rate_index=index)
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
-
-def _rel(path: Path, run_dir: Path) -> str:
-    return path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(path)
-
-
 def run_case(spec: ServingCaseSpec, run_dir: Path, *, freeze_heap: bool = False) -> ServingCaseResult:
     """Run one serving case end to end (see the module docstring); never leaves the server running.
 
@@ -440,7 +229,7 @@ def run_case(spec: ServingCaseSpec, run_dir: Path, *, freeze_heap: bool = False)
     server = ServerStartup(argv=tuple(argv), host=srv.HOST, port=port, pid=cp.pid,
                            healthy_after_s=prog.healthy_after_s if health is not None and health.healthy else None,
                            health_polls=health.polls if health is not None else 0,
-                           log_path=_rel(log_path, run_dir))
+                           log_path=run_relative(log_path, run_dir))
     return ServingCaseResult(
         phase=spec.phase, label=spec.label, implementation=spec.implementation, repeat=spec.repeat,
         runtime=spec.runtime, model=spec.model, offload=spec.offload, engine=spec.engine, load=spec.load,
