@@ -52,10 +52,11 @@ import numpy as np
 
 from analysis.comparison.power import detectable_cost_pct, detectable_paired_cost_pct
 from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_paired
-from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LookDecision
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
-__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "look_values", "look_verdict", "spent_alpha"]
+__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "line_design", "look_values", "look_verdict",
+           "spent_alpha"]
 
 Values = Sequence[float] | np.ndarray
 """Per-process values of one arm (tok/s, > 0), in block order."""
@@ -128,6 +129,16 @@ class SequentialDesign:
     def confidence(self, k: int) -> float:
         """Two-sided confidence of look ``k`` (0-based): ``1 - alpha_k``."""
         return 1.0 - self.look_alphas()[k]
+
+
+def line_design(line: LookDecision) -> SequentialDesign:
+    """The design a look line records (its looks, target, alpha, spending and pairing): what ``analysis validate`` and
+    the verdict of record recompute its series under.
+
+    Raises:
+        ValueError: the recorded design is not valid (``check_design``'s line).
+    """
+    return SequentialDesign(tuple(line.looks), line.target_pct, line.alpha, line.spending, line.pairing)
 
 
 @dataclass(frozen=True)

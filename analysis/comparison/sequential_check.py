@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
+from analysis.comparison.sequential import SequentialDesign, line_design, look_values, look_verdict
 from results_schema.records.sequential import LabelLook, LookDecision, series_repeats
 
 TOL_PCT = 1e-6
@@ -93,7 +93,7 @@ def recheck_series(lines: Sequence[LookDecision], values: Mapping[tuple[str, str
         return []
     first = lines[0]
     try:
-        design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
+        design = line_design(first)
     except ValueError as exc:
         return [f"the recorded design is not valid: {exc}"]
     out: list[str] = []

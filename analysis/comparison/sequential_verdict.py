@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.comparison.sequential import LookVerdict, SequentialDesign, look_values, look_verdict
+from analysis.comparison.sequential import LookVerdict, SequentialDesign, line_design, look_values, look_verdict
 from analysis.comparison.verdict_rule import PAIRED
 from results_schema.records.sequential import LookDecision, series_repeats
 
@@ -149,7 +149,7 @@ def sequential_verdicts(lines: Sequence[LookDecision], runs: pd.DataFrame, *,
     values = tok_s_by_label(runs)
     for (phase, first_block), first in firsts.items():
         try:
-            design = SequentialDesign(tuple(first.looks), first.target_pct, first.alpha, first.spending, first.pairing)
+            design = line_design(first)
         except ValueError:
             continue
         b = values.get((phase, first.baseline), {})
