@@ -45,6 +45,7 @@ from analysis.comparison.sequential_verdict import SequentialVerdict, tok_s_by_l
 from analysis.comparison.soundness import ProcessKey, contended_keys, contended_reason
 from analysis.comparison.variance import chi2_quantile, reference_mask
 from analysis.comparison.verdict_rule import decide_paired
+from results_schema.codec.scalars import finite_or_null
 
 __all__ = ["GroupedRuns", "effects_by_design", "group_runs", "paired_designs", "paired_mde_rows", "paired_method",
            "paired_row"]
@@ -93,10 +94,6 @@ def _blocks(g: GroupedRuns, phase: str, a: str, b: str, below: int,
     return [av[r] for r in both], [bv[r] for r in both], both
 
 
-def _fin(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def paired_row(g: GroupedRuns, phase: str, kind: str, a: str, b: str, design: SequentialDesign, delay: float,
                sv: SequentialVerdict | None) -> dict[str, Any]:
     """One A/A or control row of a paired phase (module docstring), with the keys of
@@ -124,10 +121,11 @@ def paired_row(g: GroupedRuns, phase: str, kind: str, a: str, b: str, design: Se
     why = contended_reason([(phase, lb, r) for lb in (a, b) for r in used], g.contended)
     verdict = "withheld" if why else v
     return {"phase": phase, "kind": kind, "a_label": a, "b_label": b, "a_processes": len(ak), "b_processes": len(bk),
-            "delta_pct": delta, "ci_low_pct": _fin(lo), "ci_high_pct": _fin(hi), "verdict": verdict,
-            "called": verdict in ("faster", "slower"), "expected": "slower" if kind == "control" else "no call",
-            "step_delay_ms": delay, "margin_pct": float(design.target_pct),
-            "note": f"withheld: {why}" if why else "", "ci_name": name, "method": paired_method(len(ak))}
+            "delta_pct": delta, "ci_low_pct": finite_or_null(lo), "ci_high_pct": finite_or_null(hi),
+            "verdict": verdict, "called": verdict in ("faster", "slower"),
+            "expected": "slower" if kind == "control" else "no call", "step_delay_ms": delay,
+            "margin_pct": float(design.target_pct), "note": f"withheld: {why}" if why else "", "ci_name": name,
+            "method": paired_method(len(ak))}
 
 
 def _mde_row(phase: str, label: str, base: str, ak: list[float], bk: list[float],
@@ -139,9 +137,9 @@ def _mde_row(phase: str, label: str, base: str, ak: list[float], bk: list[float]
     alpha, df = 1.0 - conf, n - 1
     ends = [detectable_paired_cost_pct(n, k * sd_d, margin_pct=design.target_pct, confidence=conf)
             for k in (math.sqrt(df / chi2_quantile(1.0 - alpha / 2.0, df)), math.sqrt(df / chi2_quantile(alpha / 2.0, df)))]
-    return {"phase": phase, "label": label, "processes": n, "reference_processes": n, "mde_pct": _fin(mde),
-            "mde_low_pct": _fin(min(mde, *ends)), "mde_high_pct": _fin(max(mde, *ends)), "df": float(df),
-            "power": POWER, "confidence": conf, "margin_pct": float(design.target_pct),
+    return {"phase": phase, "label": label, "processes": n, "reference_processes": n, "mde_pct": finite_or_null(mde),
+            "mde_low_pct": finite_or_null(min(mde, *ends)), "mde_high_pct": finite_or_null(max(mde, *ends)),
+            "df": float(df), "power": POWER, "confidence": conf, "margin_pct": float(design.target_pct),
             "method": f"{paired_method(n)} vs {base}"}
 
 

@@ -46,6 +46,7 @@ import pandas as pd
 
 from analysis.comparison.variance import ESTIMATOR, Components, arm_components, chi2_quantile, reference_mask, sd_pct
 from analysis.comparison.verdict_rule import CONFIDENCE, DEFAULT_MARGIN_PCT, decide, decide_paired, satterthwaite_df
+from results_schema.codec.scalars import finite_or_null
 
 __all__ = ["POWER", "SIM_DATASETS", "SIM_SEED", "detectable_cost_pct", "detectable_effects", "detectable_paired_cost_pct",
            "mde_row", "power_lines", "slower_thresholds_pct"]
@@ -186,13 +187,9 @@ def mde_row(phase: str, label: str, comp: Components, ref: Components, *, margin
                                     margin_pct=margin_pct) for k in (k_lo, k_hi)]
         lo, hi = min(mde, *ends), max(mde, *ends)
     return {"phase": phase, "label": label, "processes": n_a, "reference_processes": n_b,
-            "mde_pct": _fin(mde), "mde_low_pct": _fin(lo), "mde_high_pct": _fin(hi),
+            "mde_pct": finite_or_null(mde), "mde_low_pct": finite_or_null(lo), "mde_high_pct": finite_or_null(hi),
             "df": None if not math.isfinite(nu) else nu, "power": POWER, "confidence": confidence,
             "margin_pct": float(margin_pct)}
-
-
-def _fin(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 def detectable_effects(runs: pd.DataFrame, rounds: pd.DataFrame, *,

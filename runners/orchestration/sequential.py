@@ -25,13 +25,13 @@ measured here (the decision table withholds a verdict resting on one after the r
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
 from conf.schema import Config
 from results_schema.codec.io import append_jsonl, read_jsonl
+from results_schema.codec.scalars import finite_or_null
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecision, LookVerdictName, PairingName,
                                                SpendingName, read_looks, series_repeats)
@@ -116,10 +116,6 @@ def phase_values(run_dir: Path, phase: str) -> dict[str, dict[int, float]]:
     return out
 
 
-def _fin(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def _label_look(label: str, a: list[float], b: list[float], d: SequentialDesign, k: int) -> LabelLook:
     if not a or not b:  # every process of a side (paired: of a block) failed: nothing to look at
         verdict: LookVerdictName = "inconclusive" if k == len(d.looks) - 1 else "open"
@@ -129,9 +125,10 @@ def _label_look(label: str, a: list[float], b: list[float], d: SequentialDesign,
                          reason=f"look {k + 1}: {what} ({len(a)} vs {len(b)}); {verdict}")
     lv = look_verdict(a, b, d, k)
     dec = lv.decision
-    return LabelLook(label=label, verdict=cast(LookVerdictName, lv.verdict), processes=lv.processes, reference_processes=lv.reference_processes,
-                     ci_low_pct=_fin(dec.ci_low_pct), ci_high_pct=_fin(dec.ci_high_pct), center_pct=_fin(dec.center_pct),
-                     method=dec.method, mde_pct=_fin(lv.mde_pct), reason=lv.reason(d))
+    return LabelLook(label=label, verdict=cast(LookVerdictName, lv.verdict), processes=lv.processes,
+                     reference_processes=lv.reference_processes, ci_low_pct=finite_or_null(dec.ci_low_pct),
+                     ci_high_pct=finite_or_null(dec.ci_high_pct), center_pct=finite_or_null(dec.center_pct),
+                     method=dec.method, mde_pct=finite_or_null(lv.mde_pct), reason=lv.reason(d))
 
 
 def look_on(phase: str, d: SequentialDesign, base: str, labels: Sequence[str], lines: Sequence[LookDecision],
