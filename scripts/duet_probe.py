@@ -30,7 +30,8 @@ contention checks (``host_load``), evidence beyond the offloaded-layer count and
 
 Usage: ``python scripts/duet_probe.py [--pairs 4] [--rounds 6] [--out DIR] [--fresh-runs DIR]``;
 ``--analyze DIR`` prints the analysis of a finished probe again. Exit 0 when every pair ran, 1 when a pair failed,
-2 on bad input (before any process starts).
+2 on bad input (before any process starts). A SIGTERM or SIGHUP (``exit_on_signals``), a Ctrl-C or a failed
+launch stops the running pair's engine processes before the script ends (exit ``128 + N`` for a signal).
 """
 
 from __future__ import annotations
@@ -303,14 +304,29 @@ def _stop(procs: Sequence[Any]) -> None:
             p.wait()
 
 
+def exit_on_signals() -> None:
+    """Make SIGTERM and SIGHUP end this script as ``SystemExit(128 + N)`` (Python's default ends it at once, without
+    ``run_pair``'s ``finally``), so that a ``timeout``, a ``kill`` or a closed terminal stops the pair's engine
+    processes (each in its own session: the signal does not reach them) before the script ends."""
+
+    def end(sig: int, _frame: object) -> None:
+        raise SystemExit(128 + sig)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, end)
+
+
 def run_pair(setup: Setup, out: Path, name: str, kind: str, cpus: tuple[int, int], rounds: int) -> dict[str, Any]:
     """Run one pair (slot 0 = the reference arm on ``cpus[0]``); its record, with ``error`` when it failed."""
     (out / "pairs" / name).mkdir(parents=True, exist_ok=True)
-    started = [launch_one(setup, out, name, arm, slot, cpus[slot], rounds) for slot, arm in enumerate(kind)]
-    procs = [p for p, _ in started]
+    started: list[tuple[Any, Path]] = []
+    procs: list[Any] = []
     t0 = time.monotonic()
     error = None
     try:
+        for slot, arm in enumerate(kind):  # inside the try: a failed second launch stops the first process
+            started.append(launch_one(setup, out, name, arm, slot, cpus[slot], rounds))
+            procs.append(started[-1][0])
         while any(p.poll() is None for p in procs):
             bad = [p.returncode for p in procs if p.poll() not in (None, 0)]
             if bad or time.monotonic() - t0 > PAIR_TIMEOUT_S:
@@ -525,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze(Path(a.analyze), Path(a.fresh_runs))
     out = Path(a.out or ROOT / "results" / "duet" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     out.mkdir(parents=True)
+    exit_on_signals()
     setup = default_setup()
     t0, recs = time.monotonic(), []
     order = schedule(a.pairs)

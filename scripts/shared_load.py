@@ -33,8 +33,9 @@ descendants of the case nor the runner, so every CPU second they take during a c
 One busy process is about one core, above ``results_schema.records.host_load.CONTENDED_CORES`` (0.25), so a case
 measured while it runs is recorded ``contended`` (also the ``mem`` kind: its copies keep a core busy).
 
-Bad input (``--procs`` outside 1..``MAX_PROCS``, an unknown ``--kind``, ``--mem-mib`` outside 1..``MAX_MEM_MIB``, no
-command, a command not found): one line naming it, exit 2, before any process starts.
+Bad input (``--procs`` outside 1..``MAX_PROCS``, an unknown ``--kind``, ``--mem-mib`` outside 1..``MAX_MEM_MIB``,
+``--kind mem`` buffers (2 x ``--procs`` x ``--mem-mib`` MiB) above the host's ``MemAvailable``, a ``--record`` path
+that exists, no command, a command not found): one line naming it, exit 2, before any process starts.
 """
 
 from __future__ import annotations
@@ -123,8 +124,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         _fail("no command: give it after '--' (e.g. -- .venv/bin/python -m runners.matrix +experiment=aa_paired)")
     if shutil.which(cmd[0]) is None:
         _fail(f"command {cmd[0]!r}: not found (neither an executable path nor on PATH)")
+    if args.record is not None and (args.record.exists() or args.record.is_symlink()):
+        _fail(f"--record {args.record}: exists (a record is never overwritten: name a new path)")
+    if args.kind == "mem":
+        need, have = 2 * args.procs * args.mem_mib, available_mib()
+        if have is not None and need > have:
+            _fail(f"--kind mem --procs {args.procs} --mem-mib {args.mem_mib}: {need} MiB of buffers (2 per process), "
+                  f"above the host's available memory ({have} MiB, /proc/meminfo MemAvailable)")
     args.command = cmd
     return args
+
+
+def available_mib(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The host's ``MemAvailable`` in MiB (``/proc/meminfo``), or None where it cannot be read."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _utc() -> str:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,3 +156,42 @@ def test_summary_prints_the_paired_ratios_and_the_duet_noise(capsys) -> None:
     aa = [r.log_ratio for r in results if r.kind == "AA"]  # every simulated pair has the reference on vCPU 0
     assert f"(vCPU1 / vCPU0) {100 * statistics.stdev(aa):.2f}% over 3 pairs (2 df" in out
     assert "C/A (control 2.6 ms / baseline)" in out and "leak: A next to B" in out
+
+
+def _fake_launches(monkeypatch: pytest.MonkeyPatch, fail_slot: int | None = None) -> list:
+    """``launch_one`` replaced by a 30-s sleep in its own session per slot (as an engine process is started), or a
+    ``RuntimeError`` for ``fail_slot``; returns the started processes."""
+    started: list = []
+
+    def launch(_setup, out: Path, name: str, arm: str, slot: int, _cpu: int, _rounds: int):
+        if slot == fail_slot:
+            raise RuntimeError(f"slot {slot} did not start")
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+        started.append(p)
+        return p, out / f"{name}-{slot}{arm}.json"
+
+    monkeypatch.setattr(duet, "launch_one", launch)
+    return started
+
+
+def test_a_sigterm_of_the_script_stops_the_running_pair_before_it_ends(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _fake_launches(monkeypatch)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        duet.exit_on_signals()
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()  # a `kill` or `timeout` of the script
+        with pytest.raises(SystemExit) as e:
+            duet.run_pair(None, tmp_path, "p00", "AB", (0, 1), 6)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    assert e.value.code == 128 + signal.SIGTERM
+    assert len(started) == 2 and all(p.returncode is not None for p in started)  # stopped and reaped
+
+
+def test_a_failed_second_launch_stops_the_first_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _fake_launches(monkeypatch, fail_slot=1)
+    with pytest.raises(RuntimeError, match="slot 1 did not start"):
+        duet.run_pair(None, tmp_path, "p00", "AB", (0, 1), 6)
+    assert len(started) == 1 and started[0].returncode is not None

@@ -58,6 +58,35 @@ def test_bad_input_is_one_line_and_exit_2_before_any_process(argv: list[str], na
     assert len(err) == 1 and err[0].startswith("shared_load.py: ") and names in err[0]
 
 
+def test_an_existing_record_path_is_refused_and_left_as_it_was(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "earlier.shared-load.json"
+    rec.write_text("an earlier record\n")
+    with pytest.raises(SystemExit) as e:
+        shared_load.main(["--record", str(rec), "--", "true"])
+    assert e.value.code == 2 and rec.read_text() == "an earlier record\n"
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"shared_load.py: --record {rec}: exists (a record is never overwritten: name a new path)"
+
+
+def test_mem_buffers_above_the_available_memory_are_refused(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       8000000 kB\nMemAvailable:    2097152 kB\n")
+    assert shared_load.available_mib(meminfo) == 2048
+    assert shared_load.available_mib(tmp_path / "absent") is None
+    have = shared_load.available_mib()
+    assert have is not None and have > 0
+    procs, mib = shared_load.MAX_PROCS, shared_load.MAX_MEM_MIB  # 2 TiB of buffers: more than this host has
+    assert 2 * procs * mib > have
+    with pytest.raises(SystemExit) as e:
+        shared_load.main(["--kind", "mem", "--procs", str(procs), "--mem-mib", str(mib), "--", "true"])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"shared_load.py: --kind mem --procs {procs} --mem-mib {mib}: {2 * procs * mib} MiB")
+    assert line.endswith("MiB, /proc/meminfo MemAvailable)") and "above the host's available memory (" in line
+
+
 @pytest.mark.heavy  # two load processes for ~1 s plus three interpreters (about 1.5 s)
 def test_the_load_runs_while_the_command_runs_and_the_record_lands_beside_the_new_run(tmp_path: Path) -> None:
     results = tmp_path / "results"
