@@ -32,7 +32,8 @@ paired estimate by less than the target, shown: ``verdict_rule.decide`` on the l
 the quiet runs' (95%, the design's target as margin) is ``equivalent``, for each offload label and the control
 against the baseline (twins left out: they repeat those).
 
-Bad input (a path that is no run directory, a run without a phase paired by block): one line naming it, exit 2.
+Bad input (a path that is no run directory, a run without a phase paired by block, a shared-load record beside a run
+that is unreadable or unfinished, no RUN_DIR): one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -187,14 +188,28 @@ def arm_table(data: RunData) -> pd.DataFrame:
                          "tok_s": g["throughput_tok_s"].median()}).reset_index()
 
 
+def read_load(rec: Path) -> dict[str, Any] | None:
+    """The shared-load record at ``rec`` (None when there is none: a quiet run). ``SystemExit(2)`` with one line when
+    it is not a finished ``shared-load/1`` record (unreadable, another schema, or ``stopped_utc`` null: the script was
+    killed before it stopped its load, so what ran under it is not known)."""
+    if not rec.is_file():
+        return None
+    try:
+        load = json.loads(rec.read_text())
+    except (OSError, ValueError) as e:
+        _fail(f"{rec}: not a readable JSON record ({e})")
+    if not isinstance(load, dict) or load.get("schema") != "shared-load/1" or not load.get("stopped_utc"):
+        _fail(f"{rec}: not a finished shared-load/1 record (schema shared-load/1 and stopped_utc set needed)")
+    return load
+
+
 def read_run(path: Path) -> Run:
     """Load one run directory (``SystemExit(2)`` when it is no paired run)."""
     data = load_run(path)
     comps = comparisons(data)
     if not comps:
         _fail(f"{path}: no phase paired by block (sequential-decisions.jsonl with pairing block): not an aa_paired run")
-    rec = Path(str(path) + RECORD_SUFFIX)
-    load = json.loads(rec.read_text()) if rec.is_file() else None
+    load = read_load(Path(str(path) + RECORD_SUFFIX))
     man = path / "environment-manifest.json"
     manifest = json.loads(man.read_text()) if man.is_file() else {}
     return Run(path, comps, arm_table(data), load, manifest)
@@ -376,8 +391,13 @@ def summary_markdown(runs: list[Run]) -> list[str]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        _fail(message)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="contention_pairing.py", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="contention_pairing.py", description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     args = ap.parse_args(argv)
     for p in args.run_dirs:

@@ -49,7 +49,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -497,8 +497,16 @@ def analyze(out: Path, fresh: Path) -> int:
 
 # ---------------------------------------------------------------- entry
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors (a non-integer ``--pairs``, an unknown option) as the one line ``error: ...`` and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python scripts/duet_probe.py", description=__doc__.split("\n")[0])
+    ap = _Parser(prog="python scripts/duet_probe.py", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd")
     ap.add_argument("--pairs", type=int, default=4, help="blocks of A||A, A||B, A||C (fresh process pairs each)")
     ap.add_argument("--rounds", type=int, default=6, help="minimum measured rounds per process")

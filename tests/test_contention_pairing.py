@@ -111,3 +111,25 @@ def test_no_run_directory_and_an_unpaired_run_are_one_line_and_exit_2(tmp_path: 
     assert e.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "synthetic_run: no phase paired by block" in line
+
+
+def test_no_run_dir_and_an_unfinished_or_unreadable_load_record_are_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cp.main([])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("contention_pairing.py: ") and "RUN_DIR" in line
+    rec = tmp_path / ("run" + cp.RECORD_SUFFIX)
+    assert cp.read_load(rec) is None  # no record: a quiet run
+    finished = {"schema": "shared-load/1", "kind": "cpu", "procs": 1, "stopped_utc": "2026-12-05T16:00:30+00:00"}
+    rec.write_text(json.dumps(finished))
+    assert cp.read_load(rec) == finished
+    for text, names in ((json.dumps(dict(finished, stopped_utc=None)), "not a finished shared-load/1 record"),
+                        ("{", "not a readable JSON record")):
+        rec.write_text(text)
+        with pytest.raises(SystemExit) as e:
+            cp.read_load(rec)
+        assert e.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"contention_pairing.py: {rec}: {names}")

@@ -129,6 +129,16 @@ def test_bad_pairs_is_one_line_and_exit_2_before_any_process(capsys) -> None:
     assert capsys.readouterr().err.strip() == "error: --pairs 0: allowed 1..50"
 
 
+@pytest.mark.parametrize("argv, names", [(["--pairs", "x"], "argument --pairs: invalid int value: 'x'"),
+                                         (["--no-such-option"], "unrecognized arguments: --no-such-option")])
+def test_what_argparse_refuses_is_one_line_and_exit_2(argv: list[str], names: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        duet.main(argv)
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"error: {names}"
+
+
 def test_vcpu_use_reads_the_vcpu_line_and_splits_own_from_foreign(tmp_path: Path) -> None:
     stat = tmp_path / "stat"
     stat.write_text("cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 100 0 50 900 0 0 0 3 0 0\ncpu1 10 0 5 90 0 1 1 0 0 0\n")
