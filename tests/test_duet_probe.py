@@ -48,6 +48,19 @@ def _pair(name: str, kind: str, block: int, ref, other) -> object:
     return duet.pair_result(dict(name=name, kind=kind, cpus=[0, 1], procs=recs), block)
 
 
+def _blocks(rng: random.Random, blocks: int, rounds: int) -> list:
+    """``blocks`` blocks of A||A, A||B, A||C pairs (A 200, B 120, C 170 tok/s: B/A 0.6, C/A 0.85) of ``rounds`` rounds
+    each, under a host speed shared by a block's pair (SD 15% between blocks) and 1% per-round noise of each process."""
+    results = []
+    for k in range(blocks):
+        host = math.exp(rng.gauss(0.0, 0.15))
+        for kind, speed in (("AA", 200.0), ("AB", 120.0), ("AC", 170.0)):
+            a = _proc(100.0 * k, 200.0, rounds, lambda t, h=host: h, 0.01, rng)
+            b = _proc(100.0 * k, speed, rounds, lambda t, h=host: h, 0.01, rng)
+            results.append(_pair(f"p{k}{kind}", kind, k, a, b))
+    return results
+
+
 def test_common_rounds_drop_what_ran_after_the_first_process_stopped() -> None:
     fast, slow = _proc(0.0, 256.0, 12), _proc(0.0, 128.0, 5)  # 1-s and 2-s rounds; slow ends at 10 s
     cf, cs = duet.common_rounds(fast, slow)
@@ -77,14 +90,7 @@ def test_a_host_speed_shared_by_both_processes_cancels_in_the_pair_ratio() -> No
 
 
 def test_arm_ratio_is_the_paired_interval_over_pairs_and_covers_the_simulated_ratio() -> None:
-    rng = random.Random(3)
-    results = []
-    for k in range(4):
-        host = math.exp(rng.gauss(0.0, 0.15))
-        for kind, speed in (("AA", 200.0), ("AB", 120.0), ("AC", 170.0)):
-            a = _proc(100.0 * k, 200.0, 8, lambda t, h=host: h, 0.01, rng)
-            b = _proc(100.0 * k, speed, 8, lambda t, h=host: h, 0.01, rng)
-            results.append(_pair(f"p{k}{kind}", kind, k, a, b))
+    results = _blocks(random.Random(3), 4, 8)
     for kind, want in (("AB", 0.6), ("AC", 0.85)):
         d = duet.arm_ratio(results, kind)
         pairs = [r for r in results if r.kind == kind]
@@ -151,14 +157,7 @@ def test_vcpu_use_reads_the_vcpu_line_and_splits_own_from_foreign(tmp_path: Path
 
 
 def test_summary_prints_the_paired_ratios_and_the_duet_noise(capsys) -> None:
-    rng = random.Random(5)
-    results = []
-    for k in range(3):
-        host = math.exp(rng.gauss(0.0, 0.15))
-        for kind, speed in (("AA", 200.0), ("AB", 120.0), ("AC", 170.0)):
-            a = _proc(100.0 * k, 200.0, 6, lambda t, h=host: h, 0.01, rng)
-            b = _proc(100.0 * k, speed, 6, lambda t, h=host: h, 0.01, rng)
-            results.append(_pair(f"p{k}{kind}", kind, k, a, b))
+    results = _blocks(random.Random(5), 3, 6)
     duet.summarize(results)
     out = capsys.readouterr().out
     d = duet.arm_ratio(results, "AB")
