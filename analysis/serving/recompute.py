@@ -36,17 +36,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from results_schema.records.serving import RateResult, RequestOutcome
+from results_schema.records.serving import LATENCY_METRICS, LATENCY_PERCENTILES, RateResult, RequestOutcome
 from results_schema.records.serving_spec import ServingSLO
 
 MS_PER_S = 1000
 """vLLM's ``MILLISECONDS_TO_SECONDS_CONVERSION`` (``vllm/benchmarks/serve.py``)."""
 
-PERCENTILES = (50, 90, 99)
-"""Percentiles a ``LatencyStats`` records (the serving driver's ``--metric-percentiles``)."""
-
-METRICS = ("ttft", "tpot", "itl", "e2el")
-"""Latency metrics of a ``RateResult`` (field names)."""
 
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E"}
 
@@ -116,7 +111,7 @@ def recompute_rate(requests: Sequence[RequestOutcome], slo: ServingSLO, duration
     for metric, xs in samples_s(requests).items():
         name = LABELS[metric]
         out[f"mean {name} ms"] = _stat(xs, None)
-        for p in PERCENTILES:
+        for p in LATENCY_PERCENTILES:
             out[f"P{p} {name} ms"] = _stat(xs, p)
     return out
 
@@ -128,11 +123,11 @@ def recorded_rate(q: RateResult) -> dict[str, float]:
         "total output tokens": q.total_output_tokens, "good requests": q.good_requests,
         "goodput req/s": q.goodput_req_s, "SLO attainment": q.slo_attainment,
     }
-    for metric in METRICS:
+    for metric in LATENCY_METRICS:
         stats = getattr(q, metric)
         name = LABELS[metric]
         out[f"mean {name} ms"] = stats.mean_ms
-        for p in PERCENTILES:
+        for p in LATENCY_PERCENTILES:
             out[f"P{p} {name} ms"] = getattr(stats, f"p{p}_ms")
     return out
 

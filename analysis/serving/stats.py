@@ -4,7 +4,7 @@ What is modelled:
 
 * ``percentile_rows``: per (phase, label, rate) and metric, the requests of every repeat pooled
   (``analysis.serving.recompute.samples_s``: TTFT / TPOT / E2E per request, ITL per gap), each
-  percentile of ``PERCENTILES`` with its ``n``; a percentile that ``n`` cannot resolve is the sample's
+  percentile of ``LATENCY_PERCENTILES`` with its ``n``; a percentile that ``n`` cannot resolve is the sample's
   maximum (``n * (100 - p) / 100 < 1``: P99 of fewer than 100 requests) or minimum and is named so
   (``kind``), without an interval; the others carry a seeded percentile bootstrap 95% interval that
   resamples requests (``BOOTSTRAP_SAMPLES`` draws).
@@ -60,13 +60,13 @@ import numpy as np
 from analysis.comparison.noise_floor import spread_pct
 from analysis.comparison.variance import between_only
 from analysis.comparison.verdict_rule import CONFIDENCE, PAIRED, DEFAULT_MARGIN_PCT, decide, decide_paired, verdict_text
-from analysis.serving.recompute import MS_PER_S, METRICS, PERCENTILES, samples_s
+from analysis.serving.recompute import MS_PER_S, samples_s
 from results_schema.codec.io import RecordError, StrictJSONError, read_json
-from results_schema.records.serving import ServingRequests, ServingRun
+from results_schema.records.serving import LATENCY_METRICS, LATENCY_PERCENTILES, ServingRequests, ServingRun
 
 BOOTSTRAP_SAMPLES = 2000
 SEED = 20261
-VERDICT_METRICS = METRICS
+VERDICT_METRICS = LATENCY_METRICS
 """Metrics with a verdict against the baseline (per-process P50 each)."""
 MIN_BLOCKS = 2
 """Blocks (each with >= 2 floor baselines and the label) the ``blocks`` design needs; fewer -> ``processes``."""
@@ -112,16 +112,16 @@ def percentile_rows(run_dir: Path, runs: Sequence[ServingRun]) -> list[dict[str,
             continue
         k = _key(r)
         procs[k] = procs.get(k, 0) + 1
-        dst = pooled.setdefault(k, {m: [] for m in METRICS})
+        dst = pooled.setdefault(k, {m: [] for m in LATENCY_METRICS})
         for m, xs in samples_s(reqs.requests).items():
             dst[m].extend(xs)
     rows = []
     for (phase, label, rate), by_metric in pooled.items():
-        for m in METRICS:
+        for m in LATENCY_METRICS:
             xs = by_metric[m]
             if not xs:
                 continue
-            for p in PERCENTILES:
+            for p in LATENCY_PERCENTILES:
                 kind = extreme_kind(len(xs), p)
                 lo, hi = percentile_ci(xs, p) if kind == "percentile" else (None, None)
                 rows.append({"phase": phase, "label": label, "rate_rps": rate, "metric": m, "percentile": p,
@@ -141,7 +141,7 @@ def _p50s(runs: Sequence[ServingRun]) -> dict[tuple[str, str, float | None], lis
     out: dict[tuple[str, str, float | None], list[_Proc]] = {}
     for r in runs:
         out.setdefault(_key(r), []).append(
-            (r.rate.index, r.repeat, {m: float(getattr(r.rate, m).p50_ms) for m in METRICS}))
+            (r.rate.index, r.repeat, {m: float(getattr(r.rate, m).p50_ms) for m in LATENCY_METRICS}))
     return out
 
 
@@ -345,7 +345,7 @@ def order_effects(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
             continue
         b = [p for lb in floor_at.get((phase, rate), []) for p in vals[(phase, lb, rate)]]
         relative = _blocked_design(b) and set(positions) <= {pos for pos, _r, _x in b}
-        for m in METRICS:
+        for m in LATENCY_METRICS:
             meds = _position_medians(procs, m, positions)
             shown, rel = meds, False
             if relative:  # blocks: position and block coincide; judge the label relative to the baselines there
@@ -368,7 +368,7 @@ def process_variance(runs: Sequence[ServingRun]) -> list[dict[str, Any]]:
     for (phase, label, rate), procs in _p50s(runs).items():
         if len(procs) < 2:
             continue
-        for m in METRICS:
+        for m in LATENCY_METRICS:
             xs = [p[2][m] for p in procs]
             if not all(x > 0 and math.isfinite(x) for x in xs):
                 continue

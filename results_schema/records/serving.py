@@ -158,6 +158,14 @@ class RateResult(StrictModel):
         return self
 
 
+LATENCY_PERCENTILES: tuple[int, ...] = tuple(int(n[1:-3]) for n in LatencyStats.model_fields if n.startswith("p"))
+"""The percentiles every ``LatencyStats`` records, from its ``p<N>_ms`` fields (50, 90, 99): what the serving driver
+asks vLLM's benchmark for (``--metric-percentiles``) and the analysis recomputes."""
+LATENCY_METRICS: tuple[str, ...] = tuple(n for n, f in RateResult.model_fields.items() if f.annotation is LatencyStats)
+"""The latency metrics every ``RateResult`` records, from its ``LatencyStats`` fields (ttft, tpot, itl, e2el): vLLM's
+``--percentile-metrics``."""
+
+
 class RequestOutcome(StrictModel):
     """One measured request as vLLM's benchmark client saw it (seconds)."""
 

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.comparison.variance import between_only, chi2_quantile
 from analysis.serving.summary import load_serving, write_serving_summary
-from analysis.serving.recompute import METRICS
+from results_schema.records.serving import LATENCY_METRICS
 from analysis.serving.stats import process_variance, variance_lines
 from results_schema.codec.io import read_json
 from results_schema.records.serving_summary import ServingSummary, ServingVarianceRow
@@ -39,7 +39,7 @@ def _twice(runs):
     out = []
     for r in runs:
         rate = r.rate.model_copy(update={m: getattr(r.rate, m).model_copy(update={"p50_ms": getattr(r.rate, m).p50_ms * 1.1})
-                                         for m in METRICS})
+                                         for m in LATENCY_METRICS})
         out.append(r.model_copy(update={"repeat": 1, "rate": rate}))
     return list(runs) + out
 
@@ -49,7 +49,7 @@ def test_each_label_rate_and_metric_with_two_processes_gets_a_row_and_one_proces
     assert process_variance(runs) == []  # one process per label: no between-process variance to state
     rows = [ServingVarianceRow.model_validate(r) for r in process_variance(_twice(runs))]
     keys = {(r.phase, r.label, r.rate_rps, r.metric) for r in rows}
-    assert len(keys) == len(rows) == len({(r.phase, r.label, r.rate_rps) for r in rows}) * len(METRICS)
+    assert len(keys) == len(rows) == len({(r.phase, r.label, r.rate_rps) for r in rows}) * len(LATENCY_METRICS)
     assert all(r.processes == 2 and r.df == 1 and r.between_var == pytest.approx(math.log(1.1) ** 2 / 2) for r in rows)
     lines = variance_lines(process_variance(_twice(runs)))
     assert all(" P50: between processes SD " in ln and "(1 df)" in ln for ln in lines)

@@ -2,7 +2,8 @@
 
 What is modelled: ``server_argv`` (the runtime's command prefix and the engine arguments of the case, its offload
 setting included); ``bench_argv`` (``vllm bench serve``'s arguments for one rate: fixed-seed random dataset,
-completions endpoint, warm-up requests, ``PERCENTILES`` of ``METRICS``, the SLO as goodput, request ids
+completions endpoint, warm-up requests, the percentiles of the latency metrics every ``RateResult`` records
+(``LATENCY_PERCENTILES`` of ``LATENCY_METRICS``), the SLO as goodput, request ids
 ``REQUEST_ID_PREFIX`` + index, output token ids streamed back), parsed by vLLM's own parser
 (``parse_bench_args``); ``dataset_prompts``, the measured requests' prompts rebuilt exactly as the benchmark builds
 them.
@@ -16,11 +17,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from results_schema.records.serving import LATENCY_METRICS, LATENCY_PERCENTILES
 from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.serving import server as srv
 
-PERCENTILES = (50, 90, 99)
-METRICS = ("ttft", "tpot", "itl", "e2el")
 REQUEST_ID_PREFIX = "req-"
 """Request ids are this prefix + the request's index in the dataset (vLLM's ``RandomDataset``)."""
 
@@ -61,7 +61,8 @@ def bench_argv(spec: ServingCaseSpec, port: int, rate: float | None) -> list[str
         "--num-prompts", str(ld.num_prompts), "--request-rate", "inf" if rate is None else repr(float(rate)),
         "--burstiness", repr(float(ld.burstiness)), "--seed", str(ld.seed), "--num-warmups", str(ld.num_warmups),
         "--temperature", repr(float(ld.temperature)), "--ignore-eos",
-        "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(str(p) for p in PERCENTILES),
+        "--percentile-metrics", ",".join(LATENCY_METRICS),
+        "--metric-percentiles", ",".join(str(p) for p in LATENCY_PERCENTILES),
         "--goodput", f"ttft:{slo.ttft_ms!r}", f"tpot:{slo.tpot_ms!r}", "--disable-tqdm", "--save-detailed",
         "--request-id-prefix", REQUEST_ID_PREFIX, "--extra-body", json.dumps({"return_token_ids": True}),
     ]
