@@ -22,7 +22,8 @@ ratios (the duet's noise), B/A and C/A with the paired t interval over pairs (``
 decide_paired``: the pair is the unit), the leak (A's tok/s next to B against A's next to A in the same block: NOT
 same-time, blocks' pairs run ~30-40 s apart), the SD of A's difference 25 s apart (rounds) and between consecutive
 A processes on one vCPU (what a sequential design pairs), and the fresh-process (sequential) B/A and C/A of the
-default runs under ``--fresh-runs`` (``analysis.load.load_run``, ``decide``: Welch t over processes).
+default runs under ``--fresh-runs DIR`` when given (``analysis.load.load_run``, ``decide``: Welch t over processes;
+folders without ``*-runs.jsonl`` skipped).
 
 What is deliberately not modelled: the leak itself (both arms share L3 and memory bandwidth: B's weight copies slow
 its co-running A, biasing B/A toward 1; the leak line bounds it only as well as the sequential noise allows),
@@ -72,7 +73,6 @@ KINDS = ("AA", "AB", "AC")
 """The pairs of a block (the first letter is the reference)."""
 LAG_S, LAG_TOL_S = 25.0, 5.0
 """The lag (s) of the one-process comparison the duet is set against, and its tolerance."""
-FRESH_RUNS = Path("/work/fast-1407/results/default")
 BARRIER_TIMEOUT_S = 300.0
 FOREIGN_LIMIT = 0.05
 """Share of a vCPU that other work may use while a pair measures before the pair is flagged."""
@@ -205,7 +205,8 @@ def worker(a: argparse.Namespace) -> int:
 
     case = load_case(a.case)
     offload, w = checked_offload(case), case.workload
-    assert w is not None
+    if w is None:
+        raise SystemExit(f"duet_probe worker: case file {a.case} has no workload (a throughput case has one)")
     faulthandler.enable()
     from vllm import LLM
 
@@ -459,9 +460,14 @@ def print_lagged(results: Sequence[PairResult]) -> None:
           f"vCPU0 {100 * per_cpu[0]:.2f}%, vCPU1 {100 * per_cpu[1]:.2f}% (what a sequential design pairs)")
 
 
-def print_fresh(runs_root: Path) -> None:
-    """The fresh-process (sequential) B/A and C/A of every run directory under ``runs_root`` (Welch t, 95%)."""
-    dirs = sorted(d for d in runs_root.iterdir() if d.is_dir()) if runs_root.is_dir() else []
+def print_fresh(runs_root: Path | None) -> None:
+    """The fresh-process (sequential) B/A and C/A of every run directory under ``runs_root`` (Welch t, 95%); a folder
+    without run records (no ``*-runs.jsonl``) is skipped; ``None``: one line saying none was asked for."""
+    if runs_root is None:
+        print("fresh-process estimates: none asked for (--fresh-runs DIR, e.g. results/default)")
+        return
+    dirs = sorted(d for d in runs_root.iterdir() if d.is_dir() and any(d.glob("*-runs.jsonl"))) \
+        if runs_root.is_dir() else []
     if not dirs:
         print(f"fresh-process estimates: no run directory under {runs_root}")
         return
@@ -478,7 +484,7 @@ def print_fresh(runs_root: Path) -> None:
         print(f"  {d.name}: " + "; ".join(parts))
 
 
-def analyze(out: Path, fresh: Path) -> int:
+def analyze(out: Path, fresh: Path | None) -> int:
     """Print the analysis of ``out/duet-pairs.json``; 1 when a pair failed or none is there, else 0."""
     data = json.loads((out / "duet-pairs.json").read_text())
     recs = [r for r in data["pairs"] if r["error"] is None]
@@ -511,7 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--pairs", type=int, default=4, help="blocks of A||A, A||B, A||C (fresh process pairs each)")
     ap.add_argument("--rounds", type=int, default=6, help="minimum measured rounds per process")
     ap.add_argument("--out", default=None, help="output directory (new; default results/duet/<UTC time>)")
-    ap.add_argument("--fresh-runs", default=str(FRESH_RUNS), help="run directories of the sequential default")
+    ap.add_argument("--fresh-runs", default=None,
+                    help="a folder of the default's run directories (e.g. results/default) to compare with; omitted: none")
     ap.add_argument("--analyze", default=None, help="print the analysis of a finished probe directory and exit")
     w = sub.add_parser("worker", help="one engine process (started by this script)")
     w.add_argument("--case", required=True)
@@ -528,13 +535,20 @@ def check_args(a: argparse.Namespace) -> str | None:
         return f"--pairs {a.pairs}: allowed 1..50"
     if not 1 <= a.rounds <= 200:
         return f"--rounds {a.rounds}: allowed 1..200"
-    if not {0, 1} <= os.sched_getaffinity(0):
+    if a.fresh_runs is not None and not Path(a.fresh_runs).is_dir():
+        return f"--fresh-runs {a.fresh_runs}: not a folder (give the folder holding the default's run directories)"
+    if a.analyze is None and not {0, 1} <= os.sched_getaffinity(0):
         return f"this process may run on vCPUs {sorted(os.sched_getaffinity(0))}: the probe needs vCPUs 0 and 1"
     if a.out is not None and Path(a.out).exists():
         return f"--out {a.out}: exists (a probe never reuses a directory)"
     if a.analyze is not None and not (Path(a.analyze) / "duet-pairs.json").is_file():
         return f"--analyze {a.analyze}: no duet-pairs.json there"
     return None
+
+
+def _fresh(a: argparse.Namespace) -> Path | None:
+    """``--fresh-runs`` as a path, or None when it was not given."""
+    return None if a.fresh_runs is None else Path(a.fresh_runs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -546,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if a.analyze is not None:
-        return analyze(Path(a.analyze), Path(a.fresh_runs))
+        return analyze(Path(a.analyze), _fresh(a))
     out = Path(a.out or ROOT / "results" / "duet" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     out.mkdir(parents=True)
     exit_on_signals()
@@ -561,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
         doc = dict(rounds=a.rounds, pairs=recs, wall_s=time.monotonic() - t0, arms=ARMS)
         (out / "duet-pairs.json").write_text(json.dumps(doc))
-    return analyze(out, Path(a.fresh_runs))
+    return analyze(out, _fresh(a))
 
 
 if __name__ == "__main__":

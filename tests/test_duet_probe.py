@@ -135,6 +135,22 @@ def test_bad_pairs_is_one_line_and_exit_2_before_any_process(capsys) -> None:
     assert capsys.readouterr().err.strip() == "error: --pairs 0: allowed 1..50"
 
 
+def test_a_fresh_runs_folder_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "no-such-folder"
+    assert duet.main(["--fresh-runs", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: --fresh-runs {missing}: not a folder (give the folder holding "
+                                               "the default's run directories)")
+
+
+def test_fresh_estimates_are_asked_for_and_skip_folders_without_run_records(tmp_path: Path, capsys) -> None:
+    duet.print_fresh(None)
+    assert capsys.readouterr().out.strip() == ("fresh-process estimates: none asked for (--fresh-runs DIR, e.g. "
+                                               "results/default)")
+    (tmp_path / "not-a-run").mkdir()  # e.g. a folder of plots beside the runs: no *-runs.jsonl
+    duet.print_fresh(tmp_path)
+    assert capsys.readouterr().out.strip() == f"fresh-process estimates: no run directory under {tmp_path}"
+
+
 @pytest.mark.parametrize("argv, names", [(["--pairs", "x"], "argument --pairs: invalid int value: 'x'"),
                                          (["--no-such-option"], "unrecognized arguments: --no-such-option")])
 def test_what_argparse_refuses_is_one_line_and_exit_2(argv: list[str], names: str, capsys) -> None:
