@@ -53,9 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.comparison.compare import run_sequential_verdicts, sequential_row  # noqa: E402
 from analysis.comparison.dimensioning import TWIN_SUFFIX, aa_comparisons  # noqa: E402
-from analysis.comparison.paired_aa import group_runs, paired_designs, paired_row  # noqa: E402
+from analysis.comparison.paired_aa import GroupedRuns, group_runs, paired_designs, paired_row  # noqa: E402
 from analysis.comparison.sequential import SequentialDesign, look_values  # noqa: E402
-from analysis.comparison.sequential_verdict import SequentialVerdict, tok_s_by_label  # noqa: E402
+from analysis.comparison.sequential_verdict import SequentialVerdict  # noqa: E402
 from analysis.comparison.shared_time import paired_gain  # noqa: E402
 from analysis.comparison.verdict_rule import Decision, decide, decide_paired  # noqa: E402
 from analysis.load import RUNS_SUFFIX, RunData, load_run  # noqa: E402
@@ -115,23 +115,18 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _contended(runs: pd.DataFrame, phase: str, labels: list[str], block: int) -> int:
-    sub = runs[(runs["phase"] == phase) & runs["label"].isin(labels) & (runs["repeat"] == block)]
-    return int(sub["host_contended"].fillna(False).astype(bool).sum()) if "host_contended" in sub else 0
-
-
-def compare_pair(data: RunData, seq: dict[tuple[str, str], SequentialVerdict], phase: str, design: SequentialDesign,
-                 kind: str, a: str, b: str, delay: float) -> Comparison | None:
+def compare_pair(data: RunData, g: GroupedRuns, seq: dict[tuple[str, str], SequentialVerdict], phase: str,
+                 design: SequentialDesign, kind: str, a: str, b: str, delay: float) -> Comparison | None:
     """``decide_paired`` of ``a`` vs ``b`` on the blocks and at the level the report uses, contended included (None,
-    with a line on stderr, when no block holds a process of both)."""
+    with a line on stderr, when no block holds a process of both); ``g``: the run's processes grouped once
+    (``paired_aa.group_runs``)."""
     runs = data.runs
-    cleared = runs.assign(host_contended=False)
+    cleared = GroupedRuns(g.tok_s, frozenset())  # the same processes, none contended
     sv = seq.get((phase, a))
     looked = sv is not None and sv.baseline == b and sv.blocks in design.looks
     first = sv.first_block if sv is not None and looked else 0
     k = design.looks.index(sv.blocks) if sv is not None and looked else len(design.looks) - 1
-    values = tok_s_by_label(runs)
-    am, bm = series_repeats(values.get((phase, a), {}), first), series_repeats(values.get((phase, b), {}), first)
+    am, bm = series_repeats(g.tok_s.get((phase, a), {}), first), series_repeats(g.tok_s.get((phase, b), {}), first)
     av, bv = look_values(am, bm, design, k)
     used = sorted(r for r in am if r < design.looks[k] and r in bm)
     if not av:
@@ -139,16 +134,16 @@ def compare_pair(data: RunData, seq: dict[tuple[str, str], SequentialVerdict], p
               file=sys.stderr)
         return None
     d = decide_paired(av, bv, margin_pct=design.target_pct, confidence=design.confidence(k))
-    own = paired_row(group_runs(cleared), phase, kind, a, b, design, delay, sv)
+    own = paired_row(cleared, phase, kind, a, b, design, delay, sv)
     same = own["verdict"] == d.verdict and all(
         (x is None and not math.isfinite(y)) or (x is not None and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9))
         for x, y in ((own["ci_low_pct"], d.ci_low_pct), (own["ci_high_pct"], d.ci_high_pct)))
     if kind == "offload" and sv is not None:
         reported = str(sequential_row(runs, phase, a, sv)[0])
     else:
-        reported = str(paired_row(group_runs(runs), phase, kind, a, b, design, delay, sv)["verdict"])
+        reported = str(paired_row(g, phase, kind, a, b, design, delay, sv)["verdict"])
     c = Comparison(data.run_dir.name, phase, kind, a, b, [first + r + 1 for r in used], av, bv, d, reported, same,
-                   [_contended(runs, phase, [a, b], first + r) for r in used])
+                   [sum((phase, lb, first + r) in g.contended for lb in (a, b)) for r in used])
     if len(av) >= 2:
         c.sd_paired, c.sd_unpaired = (100.0 * s for s in paired_gain(np.log(av), np.log(bv)))
     return c
@@ -157,17 +152,19 @@ def compare_pair(data: RunData, seq: dict[tuple[str, str], SequentialVerdict], p
 def comparisons(data: RunData) -> list[Comparison]:
     """Every paired phase's comparisons (module docstring), in the report's order, then the offload labels."""
     seq = run_sequential_verdicts(data)
+    g = group_runs(data.runs)  # once per run, as the report does
     out: list[Comparison | None] = []
-    rows = aa_comparisons(data.runs.assign(host_contended=False), sequential=seq)
+    rows = aa_comparisons(data.runs.assign(host_contended=False), sequential=seq,
+                          grouped=GroupedRuns(g.tok_s, frozenset()))
     for phase, (design, base) in paired_designs(seq).items():
         for r in rows:
             if r["phase"] == phase:
-                out.append(compare_pair(data, seq, phase, design, r["kind"], r["a_label"], r["b_label"],
+                out.append(compare_pair(data, g, seq, phase, design, r["kind"], r["a_label"], r["b_label"],
                                         float(r["step_delay_ms"])))
         pr = data.runs[data.runs["phase"] == phase]
         for label in dict.fromkeys(str(x) for x in pr.loc[pr["implementation"] != "baseline", "label"]):
             if (phase, label) in seq and seq[(phase, label)].baseline == base:
-                out.append(compare_pair(data, seq, phase, design, "offload", label, base, 0.0))
+                out.append(compare_pair(data, g, seq, phase, design, "offload", label, base, 0.0))
     return [c for c in out if c is not None]
 
 
