@@ -37,6 +37,7 @@ This module must not import vLLM or torch.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -158,8 +159,9 @@ class RateResult(StrictModel):
         return self
 
 
-LATENCY_PERCENTILES: tuple[int, ...] = tuple(int(n[1:-3]) for n in LatencyStats.model_fields if n.startswith("p"))
-"""The percentiles every ``LatencyStats`` records, from its ``p<N>_ms`` fields (50, 90, 99): what the serving driver
+LATENCY_PERCENTILES: tuple[int, ...] = tuple(int(m[1]) for n in LatencyStats.model_fields
+                                              if (m := re.fullmatch(r"p(\d+)_ms", n)))
+"""The percentiles every ``LatencyStats`` records, from its fields named exactly ``p<N>_ms`` (50, 90, 99): what the serving driver
 asks vLLM's benchmark for (``--metric-percentiles``) and the analysis recomputes."""
 LATENCY_METRICS: tuple[str, ...] = tuple(n for n, f in RateResult.model_fields.items() if f.annotation is LatencyStats)
 """The latency metrics every ``RateResult`` records, from its ``LatencyStats`` fields (ttft, tpot, itl, e2el): vLLM's
