@@ -112,7 +112,7 @@ def aa_comparisons(runs: pd.DataFrame, *, margin_pct: float = DEFAULT_MARGIN_PCT
     if runs.empty:
         return out
     paired = paired_designs(seq)
-    g = grouped if grouped is not None or not paired else group_runs(runs)
+    g = grouped if grouped is not None else (group_runs(runs) if paired else None)
     for phase in dict.fromkeys(str(p) for p in runs["phase"]):
         pr = runs[runs["phase"] == phase]
 
