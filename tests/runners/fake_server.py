@@ -24,6 +24,8 @@ shift to prompts whose character sum is even.
 * ``orphan``: behave, but start a child that ignores SIGTERM (it outlives the server).
 * ``fail_one``: behave, but answer the second completion request with HTTP 500 and vLLM's error body (one
   failed request: the benchmark records the HTTP reason as its error).
+* ``break_then_die``: cut every completion stream after its first chunk (the client sees a broken transfer) and
+  SIGKILL itself 1 s after the first: a server that is dying, whose sockets close before its exit can be seen.
 """
 
 from __future__ import annotations
@@ -137,6 +139,13 @@ class Handler(BaseHTTPRequestHandler):
             data = ("data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + "\n\n").encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
+
+        if os.environ.get("FAKE_SERVER_MODE") == "break_then_die":
+            if nth == 1:
+                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            send({"choices": [{"text": "a", "index": 0}]})
+            self.close_connection = True  # the chunked body never ends: the client's transfer breaks
+            return
 
         gap = float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
         want_ids = bool(req.get("return_token_ids"))

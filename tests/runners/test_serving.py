@@ -253,6 +253,20 @@ def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.heavy  # a serving matrix with the fake server (13 s CPU)
+def test_streams_broken_by_a_dying_server_are_its_death_not_failed_requests(tmp_path, monkeypatch):
+    """The server cuts every stream, then is killed 1 s later (a dying process's sockets close before its exit can
+    be waited for): the case fails as ``server_died`` with the kill's code, not as ``request_failed``. Before the
+    driver waited ``DEATH_GRACE_S`` for the exit this was ``request_failed`` every time (and, racing, in CI)."""
+    monkeypatch.setenv("FAKE_SERVER_MODE", "break_then_die")
+    code, run_dir = _matrix(tmp_path)
+    assert code == 1
+    (f,) = read_jsonl(run_dir / "serving-failures.jsonl", CaseFailure)
+    assert f.failure_type == "server_died" and "exited with code -9 during rate 0" in f.error_message, f
+    result = read_json(run_dir / "records" / "serving" / "baseline-r0.serving.json", ServingCaseResult)
+    assert result.teardown.left_after_kill == () and result.teardown.port_free
+
+
 @pytest.mark.heavy  # 13 s CPU
 def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
     import re

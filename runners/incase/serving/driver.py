@@ -21,7 +21,8 @@ What is modelled: ``run_case(spec)`` for a ``results_schema.records.serving_spec
    for its prompt, within ``PROMPT_LEN_TOLERANCE`` of ``input_len`` (``token_count_mismatch``);
    the prompts are rebuilt here with vLLM's own ``get_samples`` (same seed, same order) to know
    those counts and how many prompts are distinct. A request that failed (an HTTP error, a broken stream)
-   stops the sweep after its rate is recorded: ``request_failed`` names each with its error;
+   stops the sweep after its rate is recorded: ``request_failed`` names each with its error (``server_died`` when
+   the server exits within ``DEATH_GRACE_S`` of them: a dying server breaks its streams before its exit is seen);
 4. the whole process tree stopped (``runners.incase.serving.server.stop_tree``); a process alive
    after SIGTERM + grace is ``server_left_processes``; nothing may survive SIGKILL and the
    port must be free.
@@ -42,6 +43,7 @@ import asyncio
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -105,7 +107,7 @@ def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int,
     except Fault:
         raise
     except Exception as exc:  # noqa: BLE001 - vLLM's benchmark raises plain exceptions; name it in the fault
-        rc = cp.proc.poll()
+        rc = _exit_code_within(cp, DEATH_GRACE_S)
         if rc is not None:
             raise server_died(cp, rc, index) from None
         raise Fault("benchmark_error", f"rate {index}: vLLM's serving benchmark raised "
@@ -114,6 +116,21 @@ def _run_rate(spec: ServingCaseSpec, cp: Any, port: int, index: int,
     if rc is not None:  # the connections broke (failed requests) before the watcher saw the exit
         raise server_died(cp, rc, index)
     return res, started
+
+
+DEATH_GRACE_S = 2.0
+"""Seconds a rate with failed requests waits for the server's exit to become visible before calling them
+``request_failed``. A killed process's sockets are closed before it can be waited for (Linux ``do_exit`` runs
+``exit_files`` before ``exit_notify``), so on a busy host the client sees every stream break while ``poll()`` still
+returns None; without the wait a server killed mid-rate was reported as ``request_failed`` (CI of stop 61)."""
+
+
+def _exit_code_within(cp: Any, grace_s: float) -> int | None:
+    """The server's exit code if it exits within ``grace_s`` seconds, else None (it is alive: the requests failed)."""
+    try:
+        return cp.proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 @dataclass
@@ -195,6 +212,9 @@ def _sweep(spec: ServingCaseSpec, cp: Any, port: int, run_dir: Path, t0: float, 
               f"goodput {r.goodput_req_s:.2f} req/s", flush=True)
         failed = failed_requests_fault(i, read_json(run_dir / r.requests_path, ServingRequests)) if r.failed else None
         if failed is not None:
+            rc = _exit_code_within(cp, DEATH_GRACE_S)
+            if rc is not None:  # the requests broke because the server was dying: its death is the fault
+                raise server_died(cp, rc, i)
             print(f"SERVING rate {i}: FAILED REQUESTS: {failed.fault.message}", flush=True)
             raise failed
 
