@@ -1,5 +1,5 @@
-"""Print the simulated error rates of ``+experiment=aa_paired``'s rows (paired t over 4 ABBA blocks) beside the same
-runs judged unpaired (``+experiment=aa_noise``'s fixed rule), through the report's functions.
+"""Print the simulated error rates of ``+experiment=aa_paired``'s rows (paired t over its ABBA blocks: 6 since
+2026-12-05) beside the same runs judged unpaired (``+experiment=aa_noise``'s fixed rule), through the report's functions.
 
 Usage: ``.venv/bin/python scripts/aa_paired_sim.py [--reps 3000] [--seed 5352]``. The settings and the simulation are
 ``tests/analysis/test_aa_paired_coverage.py``'s (``simulate``); docs/sequential.md ("The paired A/A experiment")
@@ -35,10 +35,10 @@ def main() -> None:
     for i, (name, (block_sd, noise, current)) in enumerate(settings.items()):
         for paired in (True, False):
             hits = simulate(args.seed + i, block_sd, noise, current, control_cost=0.12, reps=args.reps, paired=paired)
-            print(f"{name} [{'paired t, 4 blocks' if paired else 'unpaired (aa_noise rule)'}], control 12%: "
+            print(f"{name} [{f'paired t, {BLOCKS} blocks' if paired else 'unpaired (aa_noise rule)'}], control 12%: "
                   f"{_fmt(hits, args.reps)}", flush=True)
     sd = (2 * (0.03 ** 2 + 0.02 ** 2 / 4)) ** 0.5
-    print(f"paired MDE at 4 blocks, per-block log-ratio SD {100 * sd:.2f}% (approx.): "
+    print(f"paired MDE at {BLOCKS} blocks, per-block log-ratio SD {100 * sd:.2f}% (approx.): "
           f"{detectable_paired_cost_pct(BLOCKS, sd):.1f}%")
 
 

@@ -42,6 +42,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: obje
     root = tmp_path_factory.mktemp("contention")
     busy = ",".join(f"{label}-r{r}" for label, r in sorted(CONTENDED))
     ov = fake_blocks_overrides(root, SLOW, "+experiment=aa_paired", "model=tiny",
+                               "phases.same_runtime.sequential.looks=[4]",  # the script's logic on 4 blocks (20 processes)
                                f'+phases.same_runtime.runtime.env.FAKE_CONTENDED="{busy}"')
     assert run_matrix(compose_real(*ov), ov) == EXIT_OK
     loaded, quiet = root / "aa_paired" / "t", root / "aa_paired" / "q"

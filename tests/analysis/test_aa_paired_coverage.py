@@ -1,9 +1,10 @@
 """The paired A/A experiment's rows (``+experiment=aa_paired``) hold their error rate and their stated power,
 simulated through the production functions that print them.
 
-Each replicate is one whole run of the design: 4 ABBA blocks (``runners.planning.blocks.block_order``: the runner's
-order) of the 5 arms (baseline, the speed control, baseline_twin, current_g2_n1, current_g2_n1_twin), one process
-each, simulated by ``analysis.comparison.verdict_sim.process_values`` (a process's own SD, 4 rounds, a log shift the
+Each replicate is one whole run of the design: its ABBA blocks (``BLOCKS``, read from the experiment's config;
+``runners.planning.blocks.block_order``: the runner's order) of the 5 arms (baseline, the speed control,
+baseline_twin, current_g2_n1, current_g2_n1_twin), one process each, simulated by
+``analysis.comparison.verdict_sim.process_values`` (a process's own SD, 4 rounds, a log shift the
 processes of one block share, a linear drift over the run's order, two-cluster arms). The replicate's runs table goes
 through the production path of a report: ``sequential_verdicts`` (the look the run records, recomputed), then
 ``dimensioning.aa_comparisons`` (the A/A and control rows) and ``dimensioning.dimensioning_lines`` (the printed
@@ -13,9 +14,10 @@ lines, whose "A/A calls: k of 2" is checked against the rows). Settings (SDs of 
   ``docs/measurements/paired-backtest-2026-12-05.md``); a drift of -2% per process over the run's order (own 2.5%);
   both current arms two-cluster (each process 15% slower with probability 0.5) on a block shift of 5%. Every A/A
   comparison's false-call rate (``slower`` or ``faster``) is at most ``verdict_sim.aa_bound`` (alpha + 2 SE).
-* Power (block 6% + own 4%): the printed paired MDE (``power.detectable_paired_cost_pct`` at the true SD of the
-  per-block log ratio, 4 blocks, 95%) states 80% power at its cost, 11.6% here; the control set at that cost (a known
-  10-15% cost) is called ``slower`` against baseline and against baseline_twin within 5 points of 80%.
+* Power (block 6% + own 5.5%): the printed paired MDE (``power.detectable_paired_cost_pct`` at the true SD of the
+  per-block log ratio, ``BLOCKS`` blocks, 95%) states 80% power at its cost, 11.1% at 6
+  blocks; the control set at that cost (a known 10-15% cost) is called ``slower`` against baseline and against
+  baseline_twin within 5 points of 80%.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from analysis.comparison.sequential_verdict import sequential_verdicts
 from analysis.comparison.verdict_sim import Noise, aa_bound, process_values, rate_and_se
 from results_schema.records.sequential import LabelLook, LookDecision
 from runners.planning.blocks import block_positions
+from tests.runners.helpers import compose_cfg
 
 CONTROL = "control_delay_2_6ms"
 LABELS = [CONTROL, "baseline_twin", "current_g2_n1", "current_g2_n1_twin"]  # conf/matrix/same_runtime_aa_paired_cpu.yaml
 IMPL = {"baseline": "baseline", "baseline_twin": "baseline", CONTROL: "baseline", "current_g2_n1": "current",
         "current_g2_n1_twin": "current"}
-BLOCKS = 4
+BLOCKS = compose_cfg("+experiment=aa_paired").phases["same_runtime"].sequential.looks[-1]
+"""The experiment's blocks (its one look), read from its config so that the simulated design is the one it runs."""
 REPS = 900
 """Simulated runs per A/A setting: the bound (alpha + 2 SE) is 6.45% at 900 (a rule at twice its alpha, 10%, calls
 more than that in >= 99% of seeds); each replicate is a whole report path (about 2.4 CPU-ms here), so the file costs
@@ -111,7 +115,7 @@ def test_the_paired_aa_rows_call_no_more_than_alpha_plus_two_se(name: str) -> No
 
 @pytest.mark.heavy  # 1500 simulated runs (about 4 CPU-s)
 def test_the_known_size_control_is_called_at_the_power_its_paired_mde_states() -> None:
-    noise = Noise(process_sd=0.04, round_sd=0.02)
+    noise = Noise(process_sd=0.055, round_sd=0.02)  # own 5.5%: the MDE at 6 blocks lands in the control's 10-15%
     rng = np.random.default_rng(5399)  # the true SD of one block's log ratio, from many simulated processes
     a, b = (process_values(rng, 200_000, noise, shared=np.zeros(200_000)) for _ in range(2))
     sd_d = float(np.std(np.log(a) - np.log(b)))

@@ -35,7 +35,7 @@ PROCESS_COUNTS = {
     "qwen7b_choose": 7,  # probe 4; verify: its baseline x3 (settings decided live)
     "smollm2": 12,  # SmolLM2-135M: baseline + current (2,1) (1,1) + sync (1,1), sequential: the first look's 3 blocks
     "aa_noise": 20,  # A/A: baseline, baseline_twin, current (2,1) and its twin, the speed control; 4 repeats
-    "aa_paired": 20,  # aa_noise's 5 arms in 4 ABBA blocks (sequential, one look at the budget, pairing block)
+    "aa_paired": 30,  # aa_noise's 5 arms in 6 ABBA blocks (sequential, one look at the budget, pairing block)
     "smollm2_accuracy": 5,  # baseline x2 + current (2,1) on single-digit-addition + serving baseline, current (2,1)
     "smollm2_negative_control": 3,  # baseline x2 + the deliberately broken current (2,1)
     "inprocess": 9,  # in-process (2,1) (1,1) and the A/A case, 3 processes each, no baseline

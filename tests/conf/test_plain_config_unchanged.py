@@ -28,6 +28,8 @@ from conf.schema import checked_plain_config, checked_saved_config
 from conf.typed import load_config, plain_config
 
 # Intended changes of the goldens (newest first):
+# 2026-12-05 (issue 52): +experiment=aa_paired runs 6 ABBA blocks (sequential.looks [4] -> [6], 30 processes): at 4
+#   blocks its printed MDE could reach 7% only at a per-block SD of 3.4% or less (docs/sequential.md). Nothing else.
 # 2026-12-05 (issues 52 and 53): +experiment=aa_paired is pinned here (new): aa_noise's arms in 4 ABBA blocks, the
 #   sequential runner with one look at the budget, pairing block (conf/matrix/same_runtime_aa_paired_cpu.yaml). The
 #   default and every other experiment are unchanged (aa_noise, not pinned here, keeps its files and its hash).
