@@ -25,7 +25,12 @@ rewritten when it stops (atomically: a temporary file renamed): at ``--record`` 
 runs, ``<results-root>/.shared-load-<UTC>.json`` (``results/`` is ignored by git: a file there leaves the run's
 ``git.dirty`` as it was), moved at the end to ``<results-root>/<experiment>/<run_id>.shared-load.json`` beside the
 run directory when exactly one new run directory appeared during the command (``scripts/contention_pairing.py`` reads
-it there). The last line (stderr) names the record.
+it there). The results root is where the runner creates its run directories: ``--results-root``, else the command's
+own ``results_root=`` override, else the runner's default (``conf.schema.Config.results_root``); a relative one is
+resolved against the repository root, as the runner resolves it (``runners.paths.abs_path``), whatever the current
+folder. When no single new run directory appeared (a resume, another results root), or a record of that name is
+already there (it is kept as it was), the record stays where it was written and a ``WARNING`` line says so. The last
+line (stderr) names the record.
 
 Why such a load is foreign work to every case (``runners.incase.host_load``): a case's foreign CPU is the host's busy
 CPU time minus its process tree's and its runner's; the load processes are children of this script, neither
@@ -35,7 +40,8 @@ measured while it runs is recorded ``contended`` (also the ``mem`` kind: its cop
 
 Bad input (``--procs`` outside 1..``MAX_PROCS``, an unknown ``--kind``, ``--mem-mib`` outside 1..``MAX_MEM_MIB``,
 ``--kind mem`` buffers (2 x ``--procs`` x ``--mem-mib`` MiB) above the host's ``MemAvailable``, a ``--record`` path
-that exists, no command, a command not found): one line naming it, exit 2, before any process starts.
+that exists, a results root that is not a folder or that differs from the command's ``results_root=``, no command, a
+command not found): one line naming it, exit 2, before any process starts.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,7 +61,9 @@ from typing import Any, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from conf.schema import Config  # noqa: E402
 from results_schema.records.host_load import CONTENDED_CORES  # noqa: E402
+from runners.paths import abs_path  # noqa: E402
 
 KINDS = ("cpu", "mem")
 MAX_PROCS = 64
@@ -64,6 +73,8 @@ STOP_GRACE_S = 5.0
 SCHEMA = "shared-load/1"
 RECORD_SUFFIX = ".shared-load.json"
 """``<run_dir>`` + this: where the record of a run's load lies, beside the run directory."""
+RESULTS_ROOT_OVERRIDE = re.compile(r"\+{0,2}results_root=(.*)")
+"""A Hydra override of the runner's ``results_root`` in the command (``results_root=X``, ``++results_root=X``)."""
 
 WORKER = r"""
 import os, signal, sys
@@ -113,8 +124,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--mem-mib", type=_bounded(MAX_MEM_MIB), default=256,
                     help="--kind mem: MiB of each of the two buffers per process (default 256)")
     ap.add_argument("--record", type=Path, default=None, help="where to write the record (default: module docstring)")
-    ap.add_argument("--results-root", type=Path, default=Path("results"),
-                    help="the runner's results_root, to find the new run directory (default results)")
+    ap.add_argument("--results-root", default=None,
+                    help="the runner's results_root, to find the new run directory (default: the command's "
+                         f"results_root=, else {Config.results_root}; relative = the repository root, as the runner)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = ap.parse_args(argv)
     if args.kind not in KINDS:
@@ -126,6 +138,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         _fail(f"command {cmd[0]!r}: not found (neither an executable path nor on PATH)")
     if args.record is not None and (args.record.exists() or args.record.is_symlink()):
         _fail(f"--record {args.record}: exists (a record is never overwritten: name a new path)")
+    if args.record is not None and (blocked := file_in_the_way(args.record.parent)) is not None:
+        _fail(f"--record {args.record}: {blocked} is not a folder")
+    args.results_root = results_root(args.results_root, cmd)
     if args.kind == "mem":
         need, have = 2 * args.procs * args.mem_mib, available_mib()
         if have is not None and need > have:
@@ -133,6 +148,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                   f"above the host's available memory ({have} MiB, /proc/meminfo MemAvailable)")
     args.command = cmd
     return args
+
+
+def command_results_root(cmd: list[str]) -> str | None:
+    """The ``results_root`` the command gives the runner (the last ``RESULTS_ROOT_OVERRIDE`` in it), or None."""
+    given = [m.group(1) for a in cmd if (m := RESULTS_ROOT_OVERRIDE.fullmatch(a))]
+    return given[-1] if given else None
+
+
+def results_root(option: str | None, cmd: list[str]) -> Path:
+    """Where the runner of ``cmd`` creates its run directories (module docstring), absolute; ``SystemExit(2)`` with
+    one line when ``option`` (``--results-root``) and the command's ``results_root=`` differ, or it is no folder."""
+    given = command_results_root(cmd)
+    if option is not None and given is not None and abs_path(option) != abs_path(given):
+        _fail(f"--results-root {option} and the command's results_root={given} differ: give one (the record goes "
+              "beside the run directory the runner creates)")
+    root = abs_path(option or given or Config.results_root)
+    if (blocked := file_in_the_way(root)) is not None:
+        _fail(f"--results-root {root}: {blocked} is not a folder (the runner's results_root holds its run "
+              "directories)")
+    return root
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The nearest existing one of ``folder`` and its parents when it is not a folder (the folder cannot be made
+    there), else None."""
+    for p in (folder, *folder.parents):
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
 
 
 def available_mib(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -227,6 +271,17 @@ def run_command(cmd: list[str], received: list[str]) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def beside_run(new: list[Path], root: Path) -> tuple[Path | None, str | None]:
+    """``(<run_dir>.shared-load.json, None)`` for the one new run directory, else ``(None, why not)``: no or several
+    new run directories under ``root``, or a file of that name already there (never overwritten)."""
+    if len(new) != 1:
+        return None, f"{len(new)} new run directories under {root} (one needed: {', '.join(map(str, new)) or 'none'})"
+    final = Path(str(new[0]) + RECORD_SUFFIX)
+    if final.exists() or final.is_symlink():
+        return None, f"{final} exists (kept as it was)"
+    return final, None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     root = args.results_root
@@ -235,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA, "kind": args.kind, "procs": args.procs,
         "mem_mib": args.mem_mib if args.kind == "mem" else None,
         "command": args.command, "cwd": os.getcwd(), "host_cores": os.cpu_count(),
-        "contended_cores_limit": CONTENDED_CORES, "started_utc": _utc(), "stopped_utc": None}
+        "results_root": str(root), "contended_cores_limit": CONTENDED_CORES, "started_utc": _utc(),
+        "stopped_utc": None}
     path = args.record or root / f".shared-load-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.json"
     t0 = time.monotonic()
     loads = [start_load(args.kind, args.mem_mib) for _ in range(args.procs)]
@@ -254,12 +310,14 @@ def main(argv: list[str] | None = None) -> int:
     record.update({"stopped_utc": _utc(), "load_wall_s": round(wall, 3), "loads": stats, "load_cpu_s": round(cpu, 3),
                    "load_cores": round(cpu / wall, 3) if wall > 0 else 0.0, "exit_code": code,
                    "signals_received": received, "run_dirs": [str(p) for p in new]})
-    final = path
-    if args.record is None and len(new) == 1:
-        final = Path(str(new[0]) + RECORD_SUFFIX)
+    beside, why = beside_run(new, root) if args.record is None else (None, None)
+    final = beside or path
     _write(final, record)
     if final != path:
         path.unlink(missing_ok=True)
+    if why is not None:
+        print(f"shared_load: WARNING: {why}: the record stays at {path} (scripts/contention_pairing.py reads a run as "
+              f"loaded only with <RUN_DIR>{RECORD_SUFFIX} beside it)", file=sys.stderr, flush=True)
     early = [s["pid"] for s in stats if s["ended_early"]]
     print(f"shared_load: stopped {len(stats)} {args.kind} load process(es) after {wall:.1f} s: {cpu:.1f} CPU-s "
           f"({record['load_cores']:.2f} cores; contended limit {CONTENDED_CORES:g})"

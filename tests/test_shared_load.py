@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conf.schema import Config
 from results_schema.records.host_load import CONTENDED_CORES, HostLoad
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,66 @@ def test_the_load_runs_while_the_command_runs_and_the_record_lands_beside_the_ne
     assert f"record {rec_path}" in p.stderr.strip().splitlines()[-1]
 
 
+def test_the_results_root_is_the_runners_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # not the repository root: a relative root is still the runner's (repository root)
+    assert shared_load.parse_args(["--", "true"]).results_root == ROOT / Config.results_root
+    assert shared_load.parse_args(["--results-root", "r", "--", "true"]).results_root == ROOT / "r"
+    other = tmp_path / "elsewhere"
+    assert shared_load.parse_args(["--", "true", "x", f"results_root={other}"]).results_root == other
+    assert shared_load.parse_args(["--", "true", f"++results_root={other}"]).results_root == other
+    with pytest.raises(SystemExit) as e:
+        shared_load.main(["--results-root", "results", "--", "true", f"results_root={other}"])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"shared_load.py: --results-root results and the command's results_root={other} differ: give one "
+                    "(the record goes beside the run directory the runner creates)")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for argv, names in (([f"--results-root={a_file / 'results'}"], f"--results-root {a_file / 'results'}: {a_file} "
+                                                                      "is not a folder (the runner's results_root"),
+                        (["--record", str(a_file / "r.json")], f"--record {a_file / 'r.json'}: {a_file} is not a "
+                                                               "folder")):
+        with pytest.raises(SystemExit) as e:
+            shared_load.main([*argv, "--", "true"])
+        assert e.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"shared_load.py: {names}"), line
+    assert a_file.read_text() == ""
+
+
+@pytest.mark.heavy  # one load process and two interpreters (about 1 s)
+def test_the_record_lands_beside_a_run_under_the_commands_results_root_started_elsewhere(tmp_path: Path) -> None:
+    results = tmp_path / "other" / "results"
+    code = "import os, sys; os.makedirs(sys.argv[1].split('=', 1)[1] + '/aa_paired/run1')"
+    p = subprocess.run(_cmd("--", sys.executable, "-c", code, f"results_root={results}"), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads((results / "aa_paired" / "run1.shared-load.json").read_text())
+    assert rec["results_root"] == str(results) and rec["run_dirs"] == [str(results / "aa_paired" / "run1")]
+    assert not (tmp_path / "results").exists() and "WARNING" not in p.stderr
+
+
+@pytest.mark.heavy  # one load process and two interpreters (about 1 s)
+def test_a_record_already_beside_the_new_run_is_kept_and_the_warning_names_where_this_one_is(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    earlier = results / "aa_paired" / "run1.shared-load.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("an earlier record\n")
+    code = "import os, sys; os.makedirs(sys.argv[1] + '/aa_paired/run1')"
+    p = subprocess.run(_cmd("--results-root", str(results), "--", sys.executable, "-c", code, str(results)),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert earlier.read_text() == "an earlier record\n"
+    (kept,) = results.glob(".shared-load-*.json")
+    assert json.loads(kept.read_text())["run_dirs"] == [str(results / "aa_paired" / "run1")]
+    warning, last = p.stderr.strip().splitlines()[-2:]
+    assert warning == (f"shared_load: WARNING: {earlier} exists (kept as it was): the record stays at {kept} "
+                       "(scripts/contention_pairing.py reads a run as loaded only with <RUN_DIR>.shared-load.json "
+                       "beside it)")
+    assert last.endswith(f"record {kept}")
+
+
 @pytest.mark.heavy  # a case-like command reads the host over 1.5 s beside one mem load (about 3 s)
 def test_what_the_load_burns_is_foreign_work_to_a_case_and_makes_it_contended(tmp_path: Path) -> None:
     out = tmp_path / "host_load.json"
@@ -128,7 +189,10 @@ def _start(tmp_path: Path, sleep_s: float) -> tuple[subprocess.Popen, dict, int]
     """The script in its own session (as a terminal's foreground job) with a command that sleeps; waits until the
     command runs. Returns (script process, the running record, the command's pid)."""
     rec, pid_file = tmp_path / "r.json", tmp_path / "cmd.pid"
-    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep({sleep_s})"
+    # written whole, then renamed: _wait_for sees the file only with the pid in it (an open-then-write file can be seen
+    # empty while the command waits for a core beside the two load processes)
+    code = (f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
+            f"os.replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep({sleep_s})")
     with open(tmp_path / "err.txt", "w") as err:  # a file, not a pipe: the orphaned command would hold a pipe open
         proc = subprocess.Popen(_cmd("--procs", "2", "--record", str(rec), "--", sys.executable, "-c", code),
                                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
