@@ -14,7 +14,8 @@ does (``engine_kwargs``, its round function), runs the warm-up rounds, waits at 
 runs rounds until it has ``--rounds`` and its twin has too, recording per round the wall start (``time.time()``),
 seconds and tokens. Arms: A = ``baseline``, B = ``current_g1_n1`` (current (1,1)), C = ``control_delay_2_6ms``.
 Pairs A||A, A||B, A||C, ``--pairs K`` blocks, the order of the three rotated per block, the vCPU of each arm
-alternated per block.
+alternated per block (so ``K`` is even: every arm runs as often on either vCPU, and a vCPU's own speed cancels in
+B/A and C/A).
 
 Printed: per pair the same-time log ratio over the common rounds (rounds that ended before the first of the twins
 stopped) and per round (each round against the twin's round nearest in time); over pairs the SD of the A||A log
@@ -514,7 +515,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python scripts/duet_probe.py", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd")
-    ap.add_argument("--pairs", type=int, default=4, help="blocks of A||A, A||B, A||C (fresh process pairs each)")
+    ap.add_argument("--pairs", type=int, default=4,
+                    help="blocks of A||A, A||B, A||C (fresh process pairs each; even: the vCPUs swap each block)")
     ap.add_argument("--rounds", type=int, default=6, help="minimum measured rounds per process")
     ap.add_argument("--out", default=None, help="output directory (new; default results/duet/<UTC time>)")
     ap.add_argument("--fresh-runs", default=None,
@@ -531,8 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(a: argparse.Namespace) -> str | None:
     """One line naming a bad value and what is allowed, or None."""
-    if not 1 <= a.pairs <= 50:
-        return f"--pairs {a.pairs}: allowed 1..50"
+    if not 2 <= a.pairs <= 50 or a.pairs % 2:
+        return (f"--pairs {a.pairs}: allowed an even number from 2 to 50 (the vCPUs swap each block: an odd count "
+                "puts every reference arm once more on vCPU 0 than on vCPU 1, whose speeds differ)")
     if not 1 <= a.rounds <= 200:
         return f"--rounds {a.rounds}: allowed 1..200"
     if a.fresh_runs is not None and not Path(a.fresh_runs).is_dir():

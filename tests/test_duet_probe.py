@@ -130,9 +130,29 @@ def test_lagged_sd_takes_the_point_nearest_the_lag() -> None:
     assert math.isnan(duet.lagged_sd([(0.0, 1.0), (25.0, 2.0)])[0])
 
 
+PAIRS_ALLOWED = ("allowed an even number from 2 to 50 (the vCPUs swap each block: an odd count puts every reference "
+                 "arm once more on vCPU 0 than on vCPU 1, whose speeds differ)")
+
+
 def test_bad_pairs_is_one_line_and_exit_2_before_any_process(capsys) -> None:
     assert duet.main(["--pairs", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --pairs 0: allowed 1..50"
+    assert capsys.readouterr().err.strip() == f"error: --pairs 0: {PAIRS_ALLOWED}"
+
+
+@pytest.mark.parametrize("pairs", [1, 3, 5, 51])
+def test_a_pairs_count_that_leaves_a_vcpu_one_reference_more_is_refused(pairs: int) -> None:
+    # check_args, not main: where the count passes, main goes on to start the probe's engine processes
+    why = duet.check_args(duet.build_parser().parse_args(["--pairs", str(pairs)]))
+    assert why == f"--pairs {pairs}: {PAIRS_ALLOWED}"
+
+
+def test_every_allowed_pairs_count_runs_each_kinds_reference_as_often_on_either_vcpu() -> None:
+    for pairs in range(2, 51, 2):
+        why = duet.check_args(duet.build_parser().parse_args(["--pairs", str(pairs)]))
+        assert why is None or not why.startswith("--pairs"), why  # (a host without vCPUs 0 and 1 is refused apart)
+        for kind in duet.KINDS:
+            refs = [cpus[0] for _block, k, cpus in duet.schedule(pairs) if k == kind]
+            assert refs.count(0) == refs.count(1) == pairs // 2, (pairs, kind)
 
 
 def test_a_fresh_runs_folder_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
