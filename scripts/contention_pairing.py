@@ -12,9 +12,10 @@ What it computes, with the project's readers and rules only (``analysis.load.loa
   (control vs each undelayed baseline label) as ``analysis.comparison.dimensioning.aa_comparisons`` lists them, and
   each offload label against the looks' baseline;
 * for each, ``verdict_rule.decide_paired`` on the blocks the report uses (``analysis.comparison.sequential.look_values``
-  under the recorded design: the complete blocks of the look that judged the pair, else of the budget), at that
-  look's confidence (``SequentialDesign.confidence``) and the design's target as margin, **contended processes
-  included** (what ``analysis.comparison.soundness`` withholds), checked equal to the report's own row
+  and ``look_blocks`` under the recorded design: the complete blocks of the look that judged the pair, else of the
+  budget), at that look's confidence (``SequentialDesign.confidence``) and the design's target as margin,
+  **contended processes included** (what ``analysis.comparison.soundness`` withholds), checked equal to the report's
+  own row
   (``paired_aa.paired_row`` on the runs with ``host_contended`` cleared); beside it the verdict as reported
   (withholding applied: ``paired_row`` / ``compare.sequential_row`` on the runs as recorded);
 * per block: ``100 ln(a_k / b_k)`` and how many of the pair's two processes were contended; the SD of the per-block
@@ -32,8 +33,10 @@ paired estimate by less than the target, shown: ``verdict_rule.decide`` on the l
 the quiet runs' (95%, the design's target as margin) is ``equivalent``, for each offload label and the control
 against the baseline (twins left out: they repeat those).
 
-Bad input (a path that is no run directory, a run without a phase paired by block, a shared-load record beside a run
-that is unreadable or unfinished, no RUN_DIR): one line naming it, exit 2.
+Bad input (a path that is no run directory, a run directory given twice (it would count as two runs), a run with a
+record line that does not validate (``analysis.load.load_run`` sets it aside: the run would be read without it), a
+run without a phase paired by block, a shared-load record beside a run that is unreadable or unfinished, no
+RUN_DIR): one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.comparison.compare import run_sequential_verdicts, sequential_row  # noqa: E402
 from analysis.comparison.dimensioning import TWIN_SUFFIX, aa_comparisons  # noqa: E402
 from analysis.comparison.paired_aa import GroupedRuns, group_runs, paired_designs, paired_row  # noqa: E402
-from analysis.comparison.sequential import SequentialDesign, look_values  # noqa: E402
+from analysis.comparison.sequential import SequentialDesign, look_blocks, look_values  # noqa: E402
 from analysis.comparison.sequential_verdict import SequentialVerdict  # noqa: E402
 from analysis.comparison.shared_time import paired_gain  # noqa: E402
 from analysis.comparison.verdict_rule import Decision, decide, decide_paired  # noqa: E402
@@ -63,6 +66,9 @@ from results_schema.records.sequential import series_repeats  # noqa: E402
 
 RECORD_SUFFIX = ".shared-load.json"
 """``scripts/shared_load.py``'s record beside a run directory: ``<RUN_DIR>`` + this."""
+LOAD_KEYS = ("kind", "procs", "started_utc", "stopped_utc")
+"""What this script reads of a shared-load record (``stopped_utc`` null: the script was killed before it stopped its
+load, so what ran under it is not known)."""
 AA_MAX_CALLS = 1
 """C1: A/A calls allowed over every loaded A/A row (issue 53's bar for real A/A runs: at most 1 of 6)."""
 
@@ -128,7 +134,7 @@ def compare_pair(data: RunData, g: GroupedRuns, seq: dict[tuple[str, str], Seque
     k = design.looks.index(sv.blocks) if sv is not None and looked else len(design.looks) - 1
     am, bm = series_repeats(g.tok_s.get((phase, a), {}), first), series_repeats(g.tok_s.get((phase, b), {}), first)
     av, bv = look_values(am, bm, design, k)
-    used = sorted(r for r in am if r < design.looks[k] and r in bm)
+    used = look_blocks(am, bm, design, k)  # the blocks of those values
     if not av:
         print(f"contention_pairing.py: {data.run_dir}: {a} vs {b}: no block with a process of each; left out",
               file=sys.stderr)
@@ -187,22 +193,27 @@ def arm_table(data: RunData) -> pd.DataFrame:
 
 def read_load(rec: Path) -> dict[str, Any] | None:
     """The shared-load record at ``rec`` (None when there is none: a quiet run). ``SystemExit(2)`` with one line when
-    it is not a finished ``shared-load/1`` record (unreadable, another schema, or ``stopped_utc`` null: the script was
-    killed before it stopped its load, so what ran under it is not known)."""
+    it is not a finished ``shared-load/1`` record (unreadable, another schema, or one of ``LOAD_KEYS`` missing or
+    null)."""
     if not rec.is_file():
         return None
     try:
         load = json.loads(rec.read_text())
     except (OSError, ValueError) as e:
         _fail(f"{rec}: not a readable JSON record ({e})")
-    if not isinstance(load, dict) or load.get("schema") != "shared-load/1" or not load.get("stopped_utc"):
-        _fail(f"{rec}: not a finished shared-load/1 record (schema shared-load/1 and stopped_utc set needed)")
+    if not isinstance(load, dict) or load.get("schema") != "shared-load/1" or not all(
+            load.get(k) for k in LOAD_KEYS):
+        _fail(f"{rec}: not a finished shared-load/1 record (schema shared-load/1 and {', '.join(LOAD_KEYS)} set "
+              "needed)")
     return load
 
 
 def read_run(path: Path) -> Run:
     """Load one run directory (``SystemExit(2)`` when it is no paired run)."""
     data = load_run(path)
+    if data.line_errors:
+        _fail(f"{path}: {len(data.line_errors)} record line(s) do not validate, first {data.line_errors[0]} "
+              "(`python -m analysis validate RUN_DIR` names them all)")
     comps = comparisons(data)
     if not comps:
         _fail(f"{path}: no phase paired by block (sequential-decisions.jsonl with pairing block): not an aa_paired run")
@@ -397,7 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="contention_pairing.py", description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     args = ap.parse_args(argv)
+    seen: dict[Path, Path] = {}
     for p in args.run_dirs:
+        if p.resolve() in seen:
+            _fail(f"{p}: given twice (also as {seen[p.resolve()]}): each run directory counts once")
+        seen[p.resolve()] = p
         if not p.is_dir() or not any(p.glob(f"*{RUNS_SUFFIX}")):
             _fail(f"{p}: not a run directory (no *{RUNS_SUFFIX} in it)")
     runs = [read_run(p) for p in args.run_dirs]

@@ -114,6 +114,26 @@ def test_no_run_directory_and_an_unpaired_run_are_one_line_and_exit_2(tmp_path: 
     assert "synthetic_run: no phase paired by block" in line
 
 
+def test_a_run_given_twice_and_a_run_with_a_bad_record_line_are_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "synthetic_run", run)
+    with pytest.raises(SystemExit) as e:
+        cp.main([str(run), str(tmp_path / "run" / ".." / "run")])  # the same run: it would count as two
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"contention_pairing.py: {tmp_path / 'run' / '..' / 'run'}: given twice (also as {run}): each run " \
+                   "directory counts once"
+    with (run / "same_runtime-runs.jsonl").open("a") as f:
+        f.write('{"truncated": \n')  # a line load_run sets aside: the run would be read without that process
+    with pytest.raises(SystemExit) as e:
+        cp.main([str(run)])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"contention_pairing.py: {run}: 1 record line(s) do not validate, first ")
+    assert line.endswith("(`python -m analysis validate RUN_DIR` names them all)")
+
+
 def test_no_run_dir_and_an_unfinished_or_unreadable_load_record_are_one_line_and_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
@@ -123,10 +143,14 @@ def test_no_run_dir_and_an_unfinished_or_unreadable_load_record_are_one_line_and
     assert line.startswith("contention_pairing.py: ") and "RUN_DIR" in line
     rec = tmp_path / ("run" + cp.RECORD_SUFFIX)
     assert cp.read_load(rec) is None  # no record: a quiet run
-    finished = {"schema": "shared-load/1", "kind": "cpu", "procs": 1, "stopped_utc": "2026-12-05T16:00:30+00:00"}
+    finished = {"schema": "shared-load/1", "kind": "cpu", "procs": 1, "started_utc": "2026-12-05T16:00:00+00:00",
+                "stopped_utc": "2026-12-05T16:00:30+00:00"}
     rec.write_text(json.dumps(finished))
     assert cp.read_load(rec) == finished
+    no_kind = {k: v for k, v in finished.items() if k != "kind"}  # the run's heading reads it
     for text, names in ((json.dumps(dict(finished, stopped_utc=None)), "not a finished shared-load/1 record"),
+                        (json.dumps(no_kind), "not a finished shared-load/1 record (schema shared-load/1 and kind, "
+                                              "procs, started_utc, stopped_utc set needed)"),
                         ("{", "not a readable JSON record")):
         rec.write_text(text)
         with pytest.raises(SystemExit) as e:

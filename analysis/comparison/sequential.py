@@ -55,8 +55,8 @@ from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_pa
 from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LookDecision
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
-__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "line_design", "look_values", "look_verdict",
-           "spent_alpha"]
+__all__ = ["LookVerdict", "SequentialDesign", "label_looks", "line_design", "look_blocks", "look_values",
+           "look_verdict", "spent_alpha"]
 
 Values = Sequence[float] | np.ndarray
 """Per-process values of one arm (tok/s, > 0), in block order."""
@@ -202,7 +202,8 @@ def look_values(a: Mapping[int, float], b: Mapping[int, float], design: Sequenti
         a, b: ``block index (0-based: the record's repeat) -> value`` of every recorded process of the label and of
             the reference (a failed process is absent).
         design: the design; ``pairing`` decides: ``none``, each side's values of blocks ``< looks[k]``; ``block``,
-            the values of the complete blocks ``< looks[k]`` (both sides recorded), aligned block by block.
+            the values of the complete blocks ``< looks[k]`` (both sides recorded: ``look_blocks``), aligned block
+            by block.
         k: 0-based look index.
 
     Raises:
@@ -212,9 +213,27 @@ def look_values(a: Mapping[int, float], b: Mapping[int, float], design: Sequenti
         raise ValueError(f"look {k + 1}: the design has {len(design.looks)} looks")
     n = design.looks[k]
     if design.paired:
-        both = sorted(r for r in a if r < n and r in b)
+        both = look_blocks(a, b, design, k)
         return [a[r] for r in both], [b[r] for r in both]
     return [v for r, v in sorted(a.items()) if r < n], [v for r, v in sorted(b.items()) if r < n]
+
+
+def look_blocks(a: Mapping[int, float], b: Mapping[int, float], design: SequentialDesign, k: int) -> list[int]:
+    """The blocks (0-based: the record's repeat) whose values look ``k`` (0-based) of a design paired by block
+    judges: the complete blocks ``< looks[k]`` (both sides recorded), in block order; ``look_values`` takes their
+    values.
+
+    Raises:
+        ValueError: ``k`` outside the design's looks; a design that does not pair (``pairing: none``: each side
+            keeps its own blocks).
+    """
+    if not 0 <= k < len(design.looks):
+        raise ValueError(f"look {k + 1}: the design has {len(design.looks)} looks")
+    if not design.paired:
+        raise ValueError("look_blocks: the design does not pair by block (pairing none): each side keeps its own "
+                         "blocks")
+    n = design.looks[k]
+    return sorted(r for r in a if r < n and r in b)
 
 
 def look_verdict(a: Values, b: Values, design: SequentialDesign, k: int, *,

@@ -11,6 +11,7 @@ from analysis.comparison.power import detectable_paired_cost_pct
 from analysis.comparison.sequential import (
     SequentialDesign,
     label_looks,
+    look_blocks,
     look_values,
     look_verdict,
     spent_alpha,
@@ -120,6 +121,18 @@ def test_a_paired_look_is_decide_paired_over_the_complete_blocks_at_the_looks_le
     assert unpaired.verdict == "open"  # the blocks' shared speed hides the cost from the unpaired interval
     with pytest.raises(ValueError, match="one value per block"):
         look_verdict([1.0, 2.0, 3.0], [1.0, 2.0], PAIRED, 0)
+
+
+def test_a_paired_look_names_the_complete_blocks_whose_values_it_takes():
+    a = {0: 90.0, 1: 120.0, 2: 70.0, 3: 100.0, 5: 80.0}
+    b = {0: 100.0, 1: 131.0, 3: 112.0, 4: 95.0, 5: 99.0}  # block 3 of b failed, block 5 of a
+    for k, blocks in ((0, [0, 1]), (1, [0, 1, 3]), (2, [0, 1, 3, 5])):
+        assert look_blocks(a, b, PAIRED, k) == blocks
+        assert look_values(a, b, PAIRED, k) == ([a[r] for r in blocks], [b[r] for r in blocks])
+    with pytest.raises(ValueError, match="does not pair by block"):
+        look_blocks(a, b, SequentialDesign((3, 4, 6)), 1)
+    with pytest.raises(ValueError, match="look 4: the design has 3 looks"):
+        look_blocks(a, b, PAIRED, 3)
 
 
 def test_a_paired_label_open_at_the_budget_ends_inconclusive_with_the_paired_mde():
