@@ -318,8 +318,9 @@ def exit_on_signals() -> None:
         signal.signal(s, end)
 
 
-def run_pair(setup: Setup, out: Path, name: str, kind: str, cpus: tuple[int, int], rounds: int) -> dict[str, Any]:
-    """Run one pair (slot 0 = the reference arm on ``cpus[0]``); its record, with ``error`` when it failed."""
+def run_pair(setup: Setup, out: Path, name: str, kind: str, cpus: tuple[int, ...], rounds: int) -> dict[str, Any]:
+    """Run one pair (slot 0 = the reference arm on ``cpus[0]``); its record, with ``error`` when it failed. One arm
+    and one vCPU run a pair of one (``scripts/speed_probe.py``: its caller marks the twin slot ready and done)."""
     (out / "pairs" / name).mkdir(parents=True, exist_ok=True)
     started: list[tuple[Any, Path]] = []
     procs: list[Any] = []

@@ -290,3 +290,13 @@ def test_the_probe_ends_by_itself_when_its_parent_is_killed(tmp_path: Path) -> N
     while not _gone(pid) and time.monotonic() - t0 < 5:
         time.sleep(0.05)
     assert _gone(pid)
+
+
+def test_an_engine_process_is_a_pair_of_one_whose_twin_is_ready_and_done(tmp_path: Path, monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(duet, "run_pair", lambda *a: calls.append(a) or dict(error=None))
+    sp.run_process(None, tmp_path, "p00-baseline_twin", sp.TWIN, 6)
+    assert calls == [(None, tmp_path, "p00-baseline_twin", "A", (sp.ENGINE_CPU,), 6)]
+    bdir = tmp_path / "pairs" / "p00-baseline_twin"
+    assert duet.barrier(bdir, 0, timeout_s=0.1) < 0.1  # the worker's barrier does not wait
+    assert (bdir / "done-1").is_file()  # and its loop stops at --rounds (it waits for the twin's done-1)
