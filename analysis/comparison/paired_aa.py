@@ -1,7 +1,7 @@
 """A/A, control and MDE rows of a phase whose design pairs by block: the paired t over the complete blocks.
 
 What is modelled: a sequential phase declared with ``sequential.pairing: block`` (``+experiment=aa_paired``:
-``conf/matrix/same_runtime_aa_paired_cpu.yaml``, one look at the 4-block budget) runs every arm once per block,
+``conf/matrix/same_runtime_aa_paired_cpu.yaml``, one look at the budget) runs every arm once per block,
 adjacent in time and ABBA-ordered (``runners.planning.blocks``). Its comparisons are then paired, block by block (the
 design declared it before the run; nothing here is chosen from the data):
 

@@ -1,8 +1,9 @@
 """The paired A/A experiment's rows (``+experiment=aa_paired``) hold their error rate and their stated power,
 simulated through the production functions that print them.
 
-Each replicate is one whole run of the design: its ABBA blocks (``BLOCKS``, read from the experiment's config;
-``runners.planning.blocks.block_order``: the runner's order) of the 5 arms (baseline, the speed control,
+Each replicate is one whole run of the design as the experiment's config declares it (its arms in their order, its
+one look at ``BLOCKS`` blocks, its target, alpha and spending): its ABBA blocks
+(``runners.planning.blocks.block_order``: the runner's order) of the 5 arms (baseline, the speed control,
 baseline_twin, current_g2_n1, current_g2_n1_twin), one process each, simulated by
 ``analysis.comparison.verdict_sim.process_values`` (a process's own SD, 4 rounds, a log shift the
 processes of one block share, a linear drift over the run's order, two-cluster arms). The replicate's runs table goes
@@ -36,55 +37,67 @@ from results_schema.records.sequential import LabelLook, LookDecision
 from runners.planning.blocks import block_positions
 from tests.runners.helpers import compose_cfg
 
+_PHASE = compose_cfg("+experiment=aa_paired").phases["same_runtime"]
+"""The experiment's phase, from its config: the simulated design is the one it runs (its arms in block order, its one
+look, its target, alpha and spending, the control's delay)."""
 CONTROL = "control_delay_2_6ms"
-LABELS = [CONTROL, "baseline_twin", "current_g2_n1", "current_g2_n1_twin"]  # conf/matrix/same_runtime_aa_paired_cpu.yaml
-IMPL = {"baseline": "baseline", "baseline_twin": "baseline", CONTROL: "baseline", "current_g2_n1": "current",
-        "current_g2_n1_twin": "current"}
-BLOCKS = compose_cfg("+experiment=aa_paired").phases["same_runtime"].sequential.looks[-1]
-"""The experiment's blocks (its one look), read from its config so that the simulated design is the one it runs."""
+LABELS = [str(c.label) for c in _PHASE.cases]  # after the baseline, in the config's order: the runner's block order
+DELAY_MS = {str(c.label): float(c.step_delay_ms or 0.0) for c in _PHASE.cases}
+IMPL = {"baseline": "baseline", **{str(c.label): str(c.implementation) for c in _PHASE.cases}}
+(BLOCKS,) = _PHASE.sequential.looks
+"""The experiment's blocks (its one look: the budget)."""
 REPS = 900
 """Simulated runs per A/A setting: the bound (alpha + 2 SE) is 6.45% at 900 (a rule at twice its alpha, 10%, calls
 more than that in >= 99% of seeds); each replicate is a whole report path (about 2.4 CPU-ms here), so the file costs
 about 15 CPU-s of the suite's critical path. scripts/aa_paired_sim.py runs 2000 per setting for docs/sequential.md."""
 POWER_REPS = 1500
 """Simulated runs for the stated power (SE 1.0 point at 80%: the 5-point tolerance is 4.8 SE)."""
-LINE = LookDecision(phase="same_runtime", look=1, blocks=BLOCKS, looks=(BLOCKS,), target_pct=5.0, alpha=0.05,
-                    spending="pocock", pairing="block", look_alpha=0.05, baseline="baseline",
-                    labels=tuple(LabelLook(label=lb, verdict="inconclusive", processes=BLOCKS,
-                                           reference_processes=BLOCKS, ci_low_pct=None, ci_high_pct=None,
-                                           center_pct=None, method="paired t", reason="recomputed by the analysis")
-                                 for lb in LABELS), next_blocks=0)
-"""The run's one look line as ``+experiment=aa_paired`` records it (its verdicts are recomputed, never read)."""
 
 
-def _runs(rng: np.random.Generator, block_sd: float, noise: Noise, current: Noise, control_cost: float) -> pd.DataFrame:
-    shared = block_sd * rng.standard_normal(BLOCKS)
-    pos = block_positions(len(LABELS), BLOCKS)
+def look_line(blocks: int) -> LookDecision:
+    """The run's one look line as ``+experiment=aa_paired`` records it, at ``blocks`` blocks (``BLOCKS``: the
+    experiment's; its verdicts are recomputed, never read)."""
+    seq = _PHASE.sequential
+    return LookDecision(phase="same_runtime", look=1, blocks=blocks, looks=(blocks,), target_pct=seq.target_pct,
+                        alpha=seq.alpha, spending=seq.spending, pairing=seq.pairing, look_alpha=seq.alpha,
+                        baseline="baseline",
+                        labels=tuple(LabelLook(label=lb, verdict="inconclusive", processes=blocks,
+                                               reference_processes=blocks, ci_low_pct=None, ci_high_pct=None,
+                                               center_pct=None, method="paired t", reason="recomputed by the analysis")
+                                     for lb in LABELS), next_blocks=0)
+
+
+def _runs(rng: np.random.Generator, block_sd: float, noise: Noise, current: Noise, control_cost: float,
+          blocks: int) -> pd.DataFrame:
+    shared = block_sd * rng.standard_normal(blocks)
+    pos = block_positions(len(LABELS), blocks)
     rows = []
     for i, label in enumerate(["baseline", *LABELS]):
         arm = current if label.startswith("current") else noise
         effect = 1.0 - control_cost if label == CONTROL else 0.8 if label.startswith("current") else 1.0
-        vals = process_values(rng, BLOCKS, arm, effect=effect, positions=pos[i], shared=shared)
+        vals = process_values(rng, blocks, arm, effect=effect, positions=pos[i], shared=shared)
         rows += [{"phase": "same_runtime", "label": label, "repeat": r, "throughput_tok_s": 100.0 * float(v),
-                  "implementation": IMPL[label], "step_delay_ms": 2.6 if label == CONTROL else 0.0}
+                  "implementation": IMPL[label], "step_delay_ms": DELAY_MS.get(label, 0.0)}
                  for r, v in enumerate(vals)]
     return pd.DataFrame(rows)
 
 
 def simulate(seed: int, block_sd: float, noise: Noise, current: Noise | None = None, control_cost: float = 0.12,
-             reps: int = REPS, paired: bool = True) -> dict[str, int]:
-    """Calls per comparison over ``reps`` simulated runs (keys ``A/A <a> vs <b>``, ``control <a> vs <b>``; a control
-    counts ``slower``). ``paired=False``: the same runs judged as a fixed design (no look line: ``aa_comparisons``'
-    unpaired rule, ``+experiment=aa_noise``'s), for comparison (``scripts/aa_paired_sim.py``)."""
+             reps: int = REPS, paired: bool = True, blocks: int = BLOCKS) -> dict[str, int]:
+    """Calls per comparison over ``reps`` simulated runs of ``blocks`` blocks (keys ``A/A <a> vs <b>``,
+    ``control <a> vs <b>``; a control counts ``slower``). ``paired=False``: the same runs judged as a fixed design (no
+    look line: ``aa_comparisons``' unpaired rule, ``+experiment=aa_noise``'s), for comparison
+    (``scripts/aa_paired_sim.py``)."""
     rng = np.random.default_rng(seed)
+    line = look_line(blocks)
     hits: dict[str, int] = {}
     for _ in range(reps):
-        runs = _runs(rng, block_sd, noise, current or noise, control_cost)
-        seq = sequential_verdicts([LINE], runs, with_mde=False) if paired else {}
+        runs = _runs(rng, block_sd, noise, current or noise, control_cost, blocks)
+        seq = sequential_verdicts([line], runs, with_mde=False) if paired else {}
         rows = aa_comparisons(runs, sequential=seq)
         printed = re.search(r"A/A calls: (\d) of 2", "\n".join(dimensioning_lines(rows, [])))
         assert printed and int(printed.group(1)) == sum(r["called"] for r in rows if r["kind"] == "A/A")
-        assert all(r.get("method") == f"paired t, {BLOCKS} blocks" for r in rows) == paired
+        assert all(r.get("method") == f"paired t, {blocks} blocks" for r in rows) == paired
         for r in rows:
             key = f"{r['kind']} {r['a_label']} vs {r['b_label']}"
             hit = r["called"] if r["kind"] == "A/A" else r["verdict"] == "slower"
