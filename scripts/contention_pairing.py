@@ -35,7 +35,8 @@ against the baseline (twins left out: they repeat those).
 
 Bad input (a path that is no run directory, a run directory given twice (it would count as two runs), a run with a
 record line that does not validate (``analysis.load.load_run`` sets it aside: the run would be read without it), a
-run without a phase paired by block, a shared-load record beside a run that is unreadable or unfinished, no
+run without a phase paired by block, a shared-load record beside a run that is unreadable or unfinished, a run
+without one whose results root holds a shared-load record naming it (``stray_load``: the run was under a load), no
 RUN_DIR): one line naming it, exit 2.
 """
 
@@ -208,16 +209,35 @@ def read_load(rec: Path) -> dict[str, Any] | None:
     return load
 
 
+def stray_load(path: Path) -> Path | None:
+    """A shared-load record in the run's results root (``<root>/.shared-load-*.json``: where ``scripts/shared_load.py``
+    leaves it, with a WARNING, when it cannot put it beside one new run) whose ``run_dirs`` names the run directory
+    ``path`` (relative ones resolved against the record's ``cwd``); None when there is none."""
+    me = path.resolve()
+    for rec in sorted(path.resolve().parent.parent.glob(".shared-load-*.json")):
+        try:
+            load = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(load, dict) and isinstance(load.get("run_dirs"), list) and any(
+                (Path(str(load.get("cwd", "."))) / str(d)).resolve() == me for d in load["run_dirs"]):
+            return rec
+    return None
+
+
 def read_run(path: Path) -> Run:
     """Load one run directory (``SystemExit(2)`` when it is no paired run)."""
     data = load_run(path)
     if data.line_errors:
         _fail(f"{path}: {len(data.line_errors)} record line(s) do not validate, first {data.line_errors[0]} "
               "(`python -m analysis validate RUN_DIR` names them all)")
+    load = read_load(Path(str(path) + RECORD_SUFFIX))
+    if load is None and (stray := stray_load(path)) is not None:
+        _fail(f"{path}: the shared-load record {stray} names this run but is not beside it (a loaded run would be read "
+              f"as quiet): move it to {path}{RECORD_SUFFIX}, or out of the results root if no load ran beside this run")
     comps = comparisons(data)
     if not comps:
         _fail(f"{path}: no phase paired by block (sequential-decisions.jsonl with pairing block): not an aa_paired run")
-    load = read_load(Path(str(path) + RECORD_SUFFIX))
     man = path / "environment-manifest.json"
     manifest = json.loads(man.read_text()) if man.is_file() else {}
     return Run(path, comps, arm_table(data), load, manifest)

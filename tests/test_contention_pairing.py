@@ -158,3 +158,26 @@ def test_no_run_dir_and_an_unfinished_or_unreadable_load_record_are_one_line_and
         assert e.value.code == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"contention_pairing.py: {rec}: {names}")
+
+
+def test_a_run_named_by_a_load_record_left_in_the_results_root_is_refused_not_read_as_quiet(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "results"
+    run = root / "aa_paired" / "run1"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "synthetic_run", run)
+    stray = root / ".shared-load-20261205T160000Z-123.json"  # where shared_load.py leaves it when it cannot move it
+    record = {"schema": "shared-load/1", "kind": "cpu", "procs": 1, "started_utc": "2026-12-05T16:00:00+00:00",
+              "stopped_utc": "2026-12-05T16:10:00+00:00", "cwd": str(tmp_path)}
+    stray.write_text(json.dumps(dict(record, run_dirs=["results/aa_paired/other"])))  # another run's: not this one's
+    with pytest.raises(SystemExit) as e:
+        cp.main([str(run)])
+    assert e.value.code == 2 and "no phase paired by block" in capsys.readouterr().err  # this run: no record named it
+    for named in ("results/aa_paired/run1", str(run)):  # relative to the record's cwd, or absolute
+        stray.write_text(json.dumps(dict(record, run_dirs=["results/aa_paired/other", named])))
+        with pytest.raises(SystemExit) as e:
+            cp.main([str(run)])
+        assert e.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line == (f"contention_pairing.py: {run}: the shared-load record {stray} names this run but is not "
+                        f"beside it (a loaded run would be read as quiet): move it to {run}{cp.RECORD_SUFFIX}, or out "
+                        "of the results root if no load ran beside this run")
