@@ -122,7 +122,7 @@ DEATH_GRACE_S = 2.0
 """Seconds a rate with failed requests waits for the server's exit to become visible before calling them
 ``request_failed``. A killed process's sockets are closed before it can be waited for (Linux ``do_exit`` runs
 ``exit_files`` before ``exit_notify``), so on a busy host the client sees every stream break while ``poll()`` still
-returns None; without the wait a server killed mid-rate was reported as ``request_failed`` (CI of stop 61)."""
+returns None; without the wait a server killed mid-rate was reported as ``request_failed``."""
 
 
 def _exit_code_within(cp: Any, grace_s: float) -> int | None:
