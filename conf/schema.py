@@ -30,6 +30,7 @@ from conf.schema_matrix import (
     MatrixConfig,
 )
 from results_schema.records.base import Implementation
+from results_schema.records.choice import DEFAULT_VERIFY_TARGET_FLOOR_PCT
 from conf.schema_stack import (
     FORBID_EXTRA,
     OMIT_WHEN_DEFAULT,
@@ -88,7 +89,7 @@ class ChooseConfig:
     compare_matrix: Optional[str] = "same_runtime_cpu"
     probe_remeasures: int = added_field(2)
     verify_looks: List[int] = added_field(default_factory=list)
-    verify_target_floor_pct: float = added_field(5.0)
+    verify_target_floor_pct: float = added_field(DEFAULT_VERIFY_TARGET_FLOOR_PCT)
 
 
 @with_config(FORBID_EXTRA)

@@ -1,26 +1,43 @@
-"""``analysis validate`` of a sequential phase: every recorded look recomputed from the recorded processes.
+"""``analysis validate`` of a sequential phase: every recorded look recomputed from the recorded processes, and held
+to the design the run declared.
 
 What is modelled: the lines of ``sequential-decisions.jsonl`` (``results_schema.records.sequential``) of one phase,
-in order, per look series (one per phase; a choose run's verify phase has one per decision, ``first_block``), against the processes of ``<phase>-runs.jsonl``: each line follows its design (look number, blocks =
+in order, per look series (one per phase; a choose run's verify phase has one per decision, ``first_block``), against
+the processes of ``<phase>-runs.jsonl`` (``recheck_looks``): each line follows its design (look number, blocks =
 ``looks[k]``, the look's spent alpha), looks at exactly the labels the previous line left open, adds the blocks the
-design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict, interval and interval method
-(``Welch t`` / ``pooled t``, or ``paired t`` under ``pairing: block``) are what
+design gives (``looks[k+1] - looks[k]`` while a label is open, else 0), and each label's verdict, interval and
+interval method (``Welch t`` / ``pooled t``, or ``paired t`` under ``pairing: block``) are what
 ``analysis.comparison.sequential.look_verdict`` gives on the values ``look_values`` takes under the recorded pairing
 (its processes of blocks ``1..blocks`` against the baseline's, or the complete blocks paired; bounds within
-``TOL_PCT``). The MDE of an inconclusive label is not recomputed (a simulation; its
-seed is fixed, so it would agree, but it costs 400 ``decide`` calls per label).
+``TOL_PCT``). The MDE of an inconclusive label is not recomputed (a simulation; its seed is fixed, so it would agree,
+but it costs 400 ``decide`` calls per label).
 
-What is deliberately not modelled: whether the runner ran the blocks in ABBA order (the schedule is in the logs),
-the first look's label set (the plan's cases).
+The design a line records is then held to what the run declared (``recheck_declared``): its looks, target, alpha,
+spending and pairing are the saved config's for the phase (``EnvironmentManifest.config``, the data
+``config_sha256`` pins: ``phases.<phase>.sequential``; a choose run's verify phase: ``choose.verify_looks``, the
+verify series' alpha, spending and pairing, a target never below ``choose.verify_target_floor_pct``, and each
+decision's ``verify_design`` declaring the same), its baseline is the phase's planned baseline (``plan.json``), and
+each series' first look looks at the labels planned for it (``plan.json``'s other cases of the phase; a verify
+series: its decision's chosen settings). So lines that agree with themselves under another design than the declared
+one (other looks, another alpha) fail.
+
+What is deliberately not modelled: whether the runner ran the blocks in ABBA order (the schedule is in the logs);
+whether the manifest's config is the one its ``config_sha256`` names (the hash is over the typed config, which
+analysis does not import); a verify decision's target against its predictions (``analysis.model.choice``, check
+``choice``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from analysis.comparison.sequential import SequentialDesign, line_design, look_values, look_verdict
-from results_schema.records.sequential import LabelLook, LookDecision, series_repeats
+from results_schema.records.choice import DEFAULT_VERIFY_TARGET_FLOOR_PCT, ChoiceDecision
+from results_schema.records.plan import PlannedPhase, RunPlan
+from results_schema.records.sequential import (DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LabelLook,
+                                               LookDecision, series_repeats)
 
 TOL_PCT = 1e-6
 """Bound tolerance (percent points): the recorded JSON holds full float precision."""
@@ -143,3 +160,153 @@ def look_table(lines: Sequence[LookDecision]) -> list[str]:
         return []
     return ["| " + " | ".join(LOOK_HEADER) + " |", "|" + "---|" * len(LOOK_HEADER),
             *("| " + " | ".join(r) + " |" for r in look_rows(lines))]
+
+
+Declared = dict[str, tuple[Any, str]]
+"""``LookDecision`` field -> (the value the run declared, where it declared it): what ``declared_design`` gives."""
+
+
+def declared_design(config: Mapping[str, Any], phase: str) -> Declared | None:
+    """The look design the run's saved config declares for ``phase`` (None: the phase is not sequential).
+
+    ``config`` is the plain config the run saved (``EnvironmentManifest.config``). A throughput phase:
+    ``phases.<phase>.sequential``, sequential when its ``looks`` are set (its ``pairing``, an added field, is left out
+    of the saved config while it is ``DEFAULT_PAIRING``). A choose run's verify phase (``choose.probe_phase`` set,
+    ``phase`` = ``choose.verify_phase``; ``choose`` is left out of a run without a choice): ``choose.verify_looks``
+    (left out while empty: the fixed design), the alpha, spending and pairing every decision's series runs
+    (``DEFAULT_ALPHA``, ``DEFAULT_SPENDING``, ``DEFAULT_PAIRING``: ``runners.orchestration.choose_decide``), and, in
+    place of one target, ``target_floor_pct``: ``choose.verify_target_floor_pct`` (left out while
+    ``DEFAULT_VERIFY_TARGET_FLOOR_PCT``), the floor of every decision's target.
+
+    Raises:
+        KeyError, TypeError, AttributeError: ``config`` lacks a key that every config the runner saves holds.
+    """
+    choose = config.get("choose") or {}
+    if choose.get("probe_phase") is not None and phase == choose["verify_phase"]:
+        looks = choose.get("verify_looks") or []
+        if not looks:
+            return None
+        series = "every verify series' design: runners.orchestration.choose_decide"
+        return {"looks": (tuple(int(n) for n in looks), "choose.verify_looks"), "alpha": (DEFAULT_ALPHA, series),
+                "spending": (DEFAULT_SPENDING, series), "pairing": (DEFAULT_PAIRING, series),
+                "target_floor_pct": (choose.get("verify_target_floor_pct", DEFAULT_VERIFY_TARGET_FLOOR_PCT),
+                                     "choose.verify_target_floor_pct")}
+    seq = config["phases"][phase].get("sequential") if phase in config["phases"] else None
+    if not seq or not seq.get("looks"):
+        return None
+    key = f"phases.{phase}.sequential"
+    return {"looks": (tuple(int(n) for n in seq["looks"]), f"{key}.looks"),
+            "target_pct": (seq["target_pct"], f"{key}.target_pct"), "alpha": (seq["alpha"], f"{key}.alpha"),
+            "spending": (seq["spending"], f"{key}.spending"),
+            "pairing": (seq.get("pairing", DEFAULT_PAIRING), f"{key}.pairing")}
+
+
+def _show(value: Any) -> str:
+    return str(list(value)) if isinstance(value, tuple) else str(value)
+
+
+def _where(line: LookDecision) -> str:
+    return f"look {line.look}" + (f" of the series from block {line.first_block + 1}" if line.first_block else "")
+
+
+def _field_diffs(lines: Sequence[LookDecision], name: str, value: Any, source: str) -> list[str]:
+    """One line per recorded value of ``name`` that differs from ``value`` (``target_floor_pct``: a target below it),
+    naming the looks that record it."""
+    field = "target_pct" if name == "target_floor_pct" else name
+    bad: dict[Any, list[str]] = {}
+    for x in lines:
+        got = getattr(x, field)
+        if (got < value) if name == "target_floor_pct" else (got != value):
+            bad.setdefault(got, []).append(_where(x))
+    rule = "at least " if name == "target_floor_pct" else ""
+    return [f"{field} {_show(got)} recorded ({', '.join(where)}); declared {rule}{_show(value)} ({source})"
+            for got, where in bad.items()]
+
+
+def _decision_diffs(decisions: Sequence[ChoiceDecision], declared: Declared) -> list[str]:
+    """A verify phase: each decision's declared series (``verify_design``) against the saved config."""
+    out = []
+    for d in decisions:
+        vd = d.verify_design
+        if vd is None:
+            continue
+        for name, got in (("looks", tuple(vd.looks)), ("alpha", vd.alpha), ("spending", vd.spending),
+                          ("target_floor_pct", vd.floor_pct)):
+            value, source = declared[name]
+            if got != value:
+                field = "floor_pct" if name == "target_floor_pct" else name
+                out.append(f"decision {d.stage}'s verify_design (series from block {vd.first_block + 1}): {field} "
+                           f"{_show(got)}; declared {_show(value)} ({source})")
+    return out
+
+
+def _first_labels(lines: Sequence[LookDecision], planned: PlannedPhase, decisions: Sequence[ChoiceDecision],
+                  verify: bool) -> list[str]:
+    """Each series' first look against the labels planned for it (module docstring)."""
+    want = [(0, [c.label for c in planned.cases[1:]], "plan.json plans beside the baseline")]
+    if verify:
+        want = [(d.verify_design.first_block, [c.label for c in d.chosen], f"decision {d.stage} chose")
+                for d in decisions if d.verify_design is not None]
+    out = []
+    for first, labels, source in want:
+        head = next((x for x in lines if x.first_block == first and x.look == 1), None)
+        got = sorted(x.label for x in head.labels) if head is not None else []
+        if head is not None and got != sorted(labels):
+            out.append(f"{_where(head)} looks at {got}; {source} {sorted(labels)}")
+    return out
+
+
+def recheck_declared(lines: Sequence[LookDecision], declared: Declared | None, planned: PlannedPhase | None,
+                     decisions: Sequence[ChoiceDecision] = ()) -> list[str]:
+    """One line per difference between one phase's look lines and what the run declared for it (empty: all agree).
+
+    Every line's ``looks``, ``target_pct``, ``alpha``, ``spending`` and ``pairing`` equal ``declared`` (a verify
+    phase: a target at or above its floor, and each decision's ``verify_design`` declares the same looks, alpha,
+    spending and floor), its ``baseline`` is the phase's first planned case (the baseline a sequential phase needs,
+    planned first: ``runners.planning.plan``), a throughput phase has one series (``first_block`` 0), and each
+    series' first look looks at the labels planned for it (module docstring).
+
+    Args:
+        lines: one phase's look lines, in file order.
+        declared: ``declared_design`` of the phase (None: the saved config declares none, which a recorded line
+            contradicts).
+        planned: the phase in ``plan.json`` (None: it has none).
+        decisions: the run's choice decisions (a choose run's verify phase; else unused).
+    """
+    if not lines:
+        return []
+    if declared is None:
+        return [f"{len(lines)} look line(s) recorded; the saved config declares no sequential design for the phase"]
+    if planned is None:
+        return ["plan.json has no such phase: its baseline and planned labels are unknown"]
+    verify = "target_floor_pct" in declared
+    want = {**declared, "baseline": (planned.cases[0].label, "plan.json's first case of the phase")}
+    if not verify:
+        want["first_block"] = (0, "a throughput phase has one look series")
+    out = [diff for name, (value, source) in want.items() for diff in _field_diffs(lines, name, value, source)]
+    if verify:
+        out += _decision_diffs(decisions, declared)
+    return out + _first_labels(lines, planned, decisions, verify)
+
+
+def recheck_declarations(lines: Sequence[LookDecision], config: Mapping[str, Any], plan: RunPlan,
+                         decisions: Sequence[ChoiceDecision] = ()) -> list[tuple[str, str]]:
+    """``(phase, difference)`` of every phase's look lines against what the run declared (``recheck_declared``).
+
+    Args:
+        lines: the run's look lines, in file order.
+        config: the run's saved config (``EnvironmentManifest.config``).
+        plan: the run's ``plan.json`` as written (``RunPlan``).
+        decisions: the run's ``choose-decisions.jsonl`` lines (empty: not a choose run).
+    """
+    planned = {p.name: p for p in plan.phases}
+    out: list[tuple[str, str]] = []
+    for phase in dict.fromkeys(x.phase for x in lines):
+        try:
+            declared = declared_design(config, phase)
+        except (KeyError, TypeError, AttributeError) as exc:
+            out.append((phase, f"the saved config's design of the phase cannot be read ({exc!r})"))
+            continue
+        out += [(phase, diff) for diff in recheck_declared([x for x in lines if x.phase == phase], declared,
+                                                           planned.get(phase), decisions)]
+    return out

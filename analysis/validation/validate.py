@@ -46,6 +46,10 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         drifted more than the phase's noise floor; the point is kept off the front
     manifest            missing_manifest (warning), invalid_manifest (fails its model),
                         checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
+    sequential          sequential_record (a look line that fails its model), sequential_recompute (a look its
+                        processes do not give, or a sequence that does not follow its design), sequential_design (a
+                        look whose design, baseline or first labels are not what the run declared in its saved
+                        config and plan, or declarations that cannot be read: ``analysis.comparison.sequential_check``)
 
 ``valid`` is true only when no check raised an error.
 
@@ -79,8 +83,10 @@ from analysis.validation.records import (
 )
 from results_schema.codec.io import read_json
 from results_schema.records.plan import PLAN_FILE, RunPlan
-from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, read_looks, with_looks
-from analysis.comparison.sequential_check import recheck_looks
+from results_schema.records.choice import read_decisions
+from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
+from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, LookDecision, read_looks, with_looks
+from analysis.comparison.sequential_check import recheck_declarations, recheck_looks
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
@@ -199,7 +205,11 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
     """A sequential phase: every recorded look recomputed from the recorded processes
     (``analysis.comparison.sequential_check.recheck_looks``, per look series, under each line's recorded pairing); a
     line that differs, or a sequence that does not follow its design (a label looked at after it stopped, blocks that
-    do not match the looks), is an error. The recorded design is not compared with the run's config."""
+    do not match the looks), is an error (``sequential_recompute``). So is a line whose design, baseline or first
+    look's labels are not what the run declared for its phase (``sequential_design``:
+    ``analysis.comparison.sequential_check.recheck_declarations`` against the saved config in
+    ``environment-manifest.json``, ``plan.json`` and a choose run's decisions), and a run with look lines whose
+    declarations cannot be read."""
     try:
         lines = read_looks(run_dir)
     except ValueError as exc:
@@ -212,6 +222,23 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
         for diff in recheck_looks([line for line in lines if line.phase == phase], values):
             col.add("sequential", "sequential_recompute", f"{phase}: the recorded look is not what its processes "
                                                           f"give: {diff}")
+    if lines:
+        _check_declared(run_dir, lines, col)
+
+
+def _check_declared(run_dir: Path, lines: list[LookDecision], col: Collector) -> None:
+    """``check_sequential``'s comparison of the look lines with what the run declared."""
+    try:
+        config = read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config
+        plan = read_json(run_dir / PLAN_FILE, RunPlan)
+        decisions = read_decisions(run_dir)
+    except (OSError, ValueError) as exc:
+        col.add("sequential", "sequential_design", f"the recorded look designs cannot be held to what the run "
+                                                   f"declared: {exc}".splitlines()[0])
+        return
+    for phase, diff in recheck_declarations(lines, config, plan, decisions):
+        col.add("sequential", "sequential_design",
+                f"{phase}: the recorded design is not what the run declared: {diff}", phase=phase)
 
 
 def check_choice(run_dir: Path, col: Collector) -> None:

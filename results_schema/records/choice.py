@@ -36,6 +36,11 @@ from results_schema.records.identity import Setting
 FILE_NAME = "choose-decisions.jsonl"
 """File name of the decision lines inside a run directory."""
 
+DEFAULT_VERIFY_TARGET_FLOOR_PCT = 5.0
+"""The smallest target of a sequential verify phase where none is named (``conf.schema.ChooseConfig``'s
+``verify_target_floor_pct`` default; a saved config leaves it out while it holds this value, and
+``analysis.comparison.sequential_check`` reads it back)."""
+
 Stage = Literal["predict", "refit", "front", "unnecessary", "remeasure", "stopped"]
 NO_MODEL_STAGES: tuple[Stage, ...] = ("unnecessary", "remeasure", "stopped")
 """Stages that fit no model (``form`` is null): the need met without offload, a probe re-measure, a stopped choice."""

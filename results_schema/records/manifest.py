@@ -56,6 +56,9 @@ GitHub, GitLab, Hugging Face, OpenAI, AWS, Slack; RFC 7519 JWTs; RFC 3986 URLs w
 short (``ghp_abcdefSECRET7``): a value cut short is still a credential's secret part. The price is a
 rare false positive (a path component such as ``/data/hf_cache`` redacts its whole value), never a leak."""
 
+FILE_NAME = "environment-manifest.json"
+"""File name of the environment manifest inside a run directory."""
+
 REDACTED = "<redacted: looks like a credential>"
 
 
@@ -194,5 +197,5 @@ class EnvironmentManifest(StrictModel):
 
 
 FILE_KINDS: list[FileKind] = [
-    FileKind("environment-manifest.json", "results_schema.records.manifest:EnvironmentManifest", jsonl=False),
+    FileKind(FILE_NAME, "results_schema.records.manifest:EnvironmentManifest", jsonl=False),
 ]

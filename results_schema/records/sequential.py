@@ -8,7 +8,8 @@ with its verdict (``open`` or a stopping verdict: ``slower``, ``faster``, ``equi
 the budget with the MDE it reached), its interval and the reason in words, and the blocks the look adds for the
 labels still open (``next_blocks``; 0 when the phase is done). A resume reads these lines and continues the same
 sequence; ``analysis validate`` recomputes every look from the recorded processes
-(``analysis.comparison.sequential``) and fails where a recorded decision differs.
+(``analysis.comparison.sequential``) and fails where a recorded decision differs, or where a line's design, baseline
+or first labels are not what the run declared (``analysis.comparison.sequential_check``).
 
 What is deliberately not modelled: the statistics (``analysis.comparison.sequential``), the processes' records
 (``<phase>-runs.jsonl``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,12 +17,18 @@ from analysis.comparison.sequential import (
     look_verdict,
     spent_alpha,
 )
-from analysis.comparison.sequential_check import recheck_looks
+from analysis.comparison.sequential_check import declared_design, recheck_looks
 from analysis.comparison.verdict_rule import PAIRED as PAIRED_T
 from analysis.comparison.verdict_rule import decide, decide_paired
+from conf.schema import Config
+from conf.typed import plain_config
+from results_schema.records.choice import DEFAULT_VERIFY_TARGET_FLOOR_PCT
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING
 from results_schema.rules.sequential_rule import check_design
-from runners.orchestration.sequential import look_on
+from runners.identity.manifest import json_safe
+from runners.orchestration.sequential import design, look_on
 from runners.planning.blocks import block_order, block_positions
+from tests.runners.helpers import compose_real
 
 
 @pytest.mark.parametrize("spending", ["pocock", "obrien_fleming"])
@@ -92,6 +99,30 @@ def test_validate_recomputes_the_runners_look_line_and_names_a_changed_verdict_o
         assert words in recheck_looks([bad], values)[0]
     gone = recheck_looks([line], {("p", "x"): vals["x"], ("p", "baseline"): {0: 100.0, 1: 101.0}})  # a lost process
     assert len(gone) == 1 and "3 vs 3), recomputed" in gone[0] and " vs 2)" in gone[0]
+
+
+def _declared(cfg: Config, phase: str) -> dict | None:
+    """``declared_design`` of ``phase`` on the config as a run's manifest records it (``json_safe(plain_config)``),
+    values only."""
+    got = declared_design(json_safe(plain_config(cfg)), phase)
+    return None if got is None else {k: v for k, (v, _source) in got.items()}
+
+
+@pytest.mark.heavy  # six config compositions (about 1.6 s)
+def test_the_declared_design_is_the_one_the_runner_runs_read_from_the_config_a_run_saves() -> None:
+    """What ``analysis validate`` holds each look line to, read from the saved config, where an added field at its
+    default (``pairing``, ``choose.verify_target_floor_pct``) is left out."""
+    for overrides in ((), ("phases.same_runtime.sequential.pairing=block", "phases.same_runtime.sequential.alpha=0.1")):
+        cfg = compose_real(*overrides)
+        assert ("pairing" in plain_config(cfg)["phases"]["same_runtime"]["sequential"]) == bool(overrides)
+        assert _declared(cfg, "same_runtime") == dataclasses.asdict(design(cfg, "same_runtime"))
+    assert _declared(compose_real("phases.same_runtime.sequential.looks=[]"), "same_runtime") is None
+    for floor in ((), ("choose.verify_target_floor_pct=7",)):
+        cfg = compose_real("+experiment=choose", "need_gib=0.001", *floor)
+        assert _declared(cfg, "verify") == {  # every decision's series (runners.orchestration.choose_decide)
+            "looks": tuple(cfg.choose.verify_looks), "alpha": DEFAULT_ALPHA, "spending": DEFAULT_SPENDING,
+            "pairing": DEFAULT_PAIRING, "target_floor_pct": 7.0 if floor else DEFAULT_VERIFY_TARGET_FLOOR_PCT}
+    assert _declared(compose_real("+experiment=choose", "need_gib=0.001", "choose.verify_looks=[]"), "verify") is None
 
 
 def test_blocks_alternate_baseline_first_and_last():

@@ -22,16 +22,19 @@ from pathlib import Path
 
 import pytest
 
+from analysis.comparison.sequential import SequentialDesign
 from analysis.model.choice import recompute
 from analysis.validation.validate import validate_run
 from offload_tools.choice import Prediction, Setting, verify_target
-from results_schema.codec.io import read_json, read_jsonl
+from results_schema.codec.io import dumps_model, read_json, read_jsonl
 from results_schema.records.choice import FILE_NAME, SUMMARY_FILE, ChoiceDecision, ChoiceSummary, with_decided
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import RunPlan
-from results_schema.records.sequential import FILE_NAME as LOOKS, read_looks, with_looks
+from results_schema.records.sequential import FILE_NAME as LOOKS, LookDecision, read_looks, with_looks
 from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.choose_verify import sequential_verify_items
+from runners.orchestration.rundir import write_sha256sums
+from runners.orchestration.sequential import look_on, phase_values
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 
@@ -147,6 +150,35 @@ def test_the_verify_blocks_ran_in_abba_order_and_validate_recomputes_the_verify_
         (copy / LOOKS).write_text("\n".join(lines) + "\n")
         msgs = [i.message for i in validate_run(copy).issues if i.code == code]
         assert msgs and words in msgs[0], msgs
+
+
+@pytest.mark.heavy  # shares the run above
+def test_validate_holds_the_verify_looks_and_the_series_a_decision_declared_to_the_config(swing, tmp_path: Path) -> None:
+    _, run_dir = swing
+    (d,) = _decisions(run_dir)
+    vd = d.verify_design
+    assert vd is not None
+    lines = read_looks(run_dir, "verify")
+    # the decision and its looks under alpha 0.04, the looks re-made by the runner's look_on on the recorded processes:
+    # they agree with each other (check choice) and with themselves (check sequential), and stop where the recorded did
+    other = SequentialDesign(tuple(vd.looks), vd.target_pct, 0.04, vd.spending)
+    remade: list[LookDecision] = []
+    while (nxt := look_on("verify", other, "baseline", [CHOSEN], remade, phase_values(run_dir, "verify"))) is not None:
+        remade.append(nxt)
+    assert [(x.blocks, x.next_blocks) for x in remade] == [(x.blocks, x.next_blocks) for x in lines]
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    (copy / LOOKS).write_text("".join(dumps_model(x) + "\n" for x in remade))
+    (copy / FILE_NAME).write_text(dumps_model(d.model_copy(update={
+        "verify_design": vd.model_copy(update={"alpha": 0.04})})) + "\n")
+    write_sha256sums(copy)  # as a hand that edits the records would
+    errors = [(i.code, i.message) for i in validate_run(copy).issues if i.severity == "error"]
+    head = "verify: the recorded design is not what the run declared: "
+    assert errors == [
+        ("sequential_design", head + "alpha 0.04 recorded (look 1, look 2, look 3); declared 0.05 (every verify "
+                                     "series' design: runners.orchestration.choose_decide)"),
+        ("sequential_design", head + "decision predict's verify_design (series from block 1): alpha 0.04; "
+                                     "declared 0.05 (every verify series' design: runners.orchestration.choose_decide)")]
 
 
 @pytest.mark.heavy  # one fake-bench choose run with analysis (about 15 s)

@@ -18,10 +18,12 @@ import pytest
 from analysis.comparison.sequential import SequentialDesign, look_values, look_verdict
 from analysis.comparison.verdict_rule import PAIRED, decide_paired
 from analysis.validation.validate import validate_run
-from results_schema.codec.io import read_jsonl
+from results_schema.codec.io import dumps_model, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import FILE_NAME, read_looks
 from runners.errors import EXIT_OK
+from runners.orchestration.rundir import write_sha256sums
+from runners.orchestration.sequential import look_on, phase_values
 from tests.runners.helpers import compose_cfg, fake_blocks_overrides
 from tests.shared_runs import run_matrix
 
@@ -84,3 +86,22 @@ def test_validate_recomputes_the_paired_looks_and_refuses_a_recorded_interval_of
     msgs = [i.message for i in bad.issues if i.severity == "error"]
     assert not bad.valid and any("recorded slower (Welch t" in m and "recomputed slower (paired t" in m
                                  for m in msgs), msgs
+
+
+@pytest.mark.heavy  # shares the run above
+def test_validate_refuses_a_look_under_looks_the_config_did_not_declare(run: Path, tmp_path: Path) -> None:
+    (line,) = read_looks(run)
+    # the same look re-made by the runner's look_on under looks [3, 4, 5]: it spends another alpha at 3 blocks, and
+    # stops every label as the recorded one did, so it agrees with itself and with every count
+    other = SequentialDesign((3, 4, 5), pairing="block")
+    remade = look_on("same_runtime", other, "baseline", [x.label for x in line.labels], [],
+                     phase_values(run, "same_runtime"))
+    assert remade is not None and remade.look_alpha != line.look_alpha and (remade.still_open, remade.next_blocks) == (
+        (), 0)
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    (copy / FILE_NAME).write_text(dumps_model(remade) + "\n")
+    write_sha256sums(copy)  # as a hand that edits the lines would
+    errors = [(i.code, i.message) for i in validate_run(copy).issues if i.severity == "error"]
+    assert errors == [("sequential_design", "same_runtime: the recorded design is not what the run declared: looks "
+                       "[3, 4, 5] recorded (look 1); declared [3, 4, 6] (phases.same_runtime.sequential.looks)")]

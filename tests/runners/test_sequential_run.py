@@ -24,6 +24,7 @@ import pytest
 from rich.console import Console
 
 from analysis.comparison.compare import label_vs_baseline
+from analysis.comparison.sequential import SequentialDesign
 from analysis.comparison.sequential_verdict import sequential_verdicts
 from analysis.comparison.verdict_rule import decide
 from analysis.load import load_run
@@ -33,13 +34,14 @@ from analysis.report.html_figures import pareto_figure, retention_figure
 from analysis.report.plots import ci_gid, plot_pareto, plot_retention
 from analysis.report.tables import build
 from analysis.validation.validate import validate_run
-from results_schema.codec.io import read_json, read_jsonl
+from results_schema.codec.io import dumps_model, read_json, read_jsonl
 from results_schema.records.models import CaseRun
 from results_schema.records.plan import RunPlan
 from results_schema.records.summary import ComparisonSummary
-from results_schema.records.sequential import FILE_NAME, read_looks, with_looks
+from results_schema.records.sequential import FILE_NAME, LookDecision, read_looks, with_looks
 from runners.errors import EXIT_INTERRUPTED, EXIT_OK
-from runners.orchestration.sequential import block_items
+from runners.orchestration.rundir import write_sha256sums
+from runners.orchestration.sequential import block_items, look_on, phase_values
 from tests.runners.helpers import FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 from tests.support.figure_checks import drawn_intervals, legend_covered_points, overlapping_texts, same_4_digits
@@ -137,6 +139,41 @@ def test_a_resume_after_a_look_keeps_every_recorded_line_and_takes_the_next_look
         [(x.label, x.verdict) for x in d.labels] for d in read_looks(run[1])]
     keys = [(r.record.label, r.record.repeat) for r in _runs(run_dir)]
     assert len(set(keys)) == len(keys) == 18
+
+
+def _tampered(run_dir: Path, tmp_path: Path, name: str, lines: list[LookDecision]) -> list[tuple[str, str]]:
+    """A copy of ``run_dir`` with ``lines`` as its look lines and ``SHA256SUMS`` written anew (as a hand that edits
+    the lines would); the errors ``validate_run`` finds in it, as ``(code, message)``."""
+    copy = tmp_path / name
+    shutil.copytree(run_dir, copy)
+    (copy / FILE_NAME).write_text("".join(dumps_model(x) + "\n" for x in lines))
+    write_sha256sums(copy)
+    return [(i.code, i.message) for i in validate_run(copy).issues if i.severity == "error"]
+
+
+@pytest.mark.heavy  # shares the run above
+def test_validate_holds_every_look_to_the_design_and_the_labels_the_run_declared(run, tmp_path: Path) -> None:
+    _, run_dir = run
+    lines = read_looks(run_dir)
+    # lines that agree with themselves under alpha 0.04 (the runner's look_on on the recorded processes): each look
+    # stops and keeps open the labels the recorded one did, so every other check passes them
+    other = SequentialDesign((3, 4, 6), 5.0, 0.04)
+    remade: list[LookDecision] = []
+    while (nxt := look_on("same_runtime", other, "baseline", [x.label for x in lines[0].labels], remade,
+                          phase_values(run_dir, "same_runtime"))) is not None:
+        remade.append(nxt)
+    assert [(x.blocks, x.still_open, x.next_blocks) for x in remade] == [
+        (x.blocks, x.still_open, x.next_blocks) for x in lines]
+    errors = _tampered(run_dir, tmp_path, "alpha", remade)
+    assert {c for c, _ in errors} == {"sequential_design"}, errors
+    assert errors == [("sequential_design", "same_runtime: the recorded design is not what the run declared: alpha 0.04 "
+                       "recorded (look 1, look 2, look 3); declared 0.05 (phases.same_runtime.sequential.alpha)")]
+    # the first look without the control (it stopped there, so no later look or count misses it)
+    first = lines[0].model_copy(update={"labels": lines[0].labels[:2]})
+    errors = _tampered(run_dir, tmp_path, "labels", [first, *lines[1:]])
+    assert errors == [("sequential_design", "same_runtime: the recorded design is not what the run declared: look 1 "
+                       "looks at ['current_g1_n1', 'current_g2_n1']; plan.json plans beside the baseline "
+                       "['control_delay_2_6ms', 'current_g1_n1', 'current_g2_n1']")]
 
 
 def _seq_rows(run_dir: Path) -> dict[str, object]:
