@@ -86,7 +86,7 @@ from results_schema.records.plan import PLAN_FILE, RunPlan
 from results_schema.records.choice import read_decisions
 from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
 from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, LookDecision, read_looks, with_looks
-from analysis.comparison.sequential_check import recheck_declarations, recheck_looks
+from analysis.comparison.sequential_check import declared_design, recheck_declarations, recheck_looks
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
@@ -208,8 +208,9 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
     do not match the looks), is an error (``sequential_recompute``). So is a line whose design, baseline or first
     look's labels are not what the run declared for its phase (``sequential_design``:
     ``analysis.comparison.sequential_check.recheck_declarations`` against the saved config in
-    ``environment-manifest.json``, ``plan.json`` and a choose run's decisions), and a run with look lines whose
-    declarations cannot be read."""
+    ``environment-manifest.json``, ``plan.json`` and a choose run's decisions), a run with look lines whose
+    declarations cannot be read, and a phase declared sequential whose processes have no look line
+    (``_check_unlooked``)."""
     try:
         lines = read_looks(run_dir)
     except ValueError as exc:
@@ -224,6 +225,36 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
                                                           f"give: {diff}")
     if lines:
         _check_declared(run_dir, lines, col)
+    processes: Counter[str] = Counter()
+    for (phase, _label), by_repeat in values.items():
+        processes[phase] += len(by_repeat)
+    _check_unlooked(run_dir, lines, processes, col)
+
+
+def _check_unlooked(run_dir: Path, lines: list[LookDecision], processes: Counter[str], col: Collector) -> None:
+    """A phase the run declared sequential (``declared_design``) whose processes were recorded with no look line
+    (a run stopped before its first look, or lines lost) is an error (``sequential_design``): its verdicts would fall
+    back to the fixed rule the design does not allow. A run whose saved config cannot be read is left to
+    ``check_manifest``."""
+    looked = {line.phase for line in lines}
+    open_phases = [phase for phase in processes if phase not in looked]
+    if not open_phases:
+        return
+    try:
+        config = read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config
+    except (OSError, ValueError):
+        return
+    for phase in open_phases:
+        try:
+            declared = declared_design(config, phase)
+        except (KeyError, TypeError, AttributeError):
+            continue
+        if declared is not None:
+            looks, key = declared["looks"]
+            col.add("sequential", "sequential_design",
+                    f"{phase}: the run declared looks {list(looks)} ({key}) but recorded no look line over its "
+                    f"{processes[phase]} process(es) ({LOOKS_FILE}): the phase has no verdict of record",
+                    phase=phase)
 
 
 def _check_declared(run_dir: Path, lines: list[LookDecision], col: Collector) -> None:

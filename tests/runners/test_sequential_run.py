@@ -176,6 +176,18 @@ def test_validate_holds_every_look_to_the_design_and_the_labels_the_run_declared
                        "['control_delay_2_6ms', 'current_g1_n1', 'current_g2_n1']")]
 
 
+@pytest.mark.heavy  # shares the run above
+def test_validate_calls_a_declared_sequential_phase_without_look_lines_an_error(run, tmp_path: Path) -> None:
+    """The lines emptied (a run stopped before its first look, or lines lost): the phase's processes have no verdict
+    of record, which the old validate did not see (only the counts beyond the plan's first look differed)."""
+    _, run_dir = run
+    errors = _tampered(run_dir, tmp_path, "none", [])
+    design = [m for c, m in errors if c == "sequential_design"]
+    assert design == ["same_runtime: the run declared looks [3, 4, 6] (phases.same_runtime.sequential.looks) but "
+                      "recorded no look line over its 18 process(es) (sequential-decisions.jsonl): the phase has no "
+                      "verdict of record"], errors
+
+
 def _seq_rows(run_dir: Path) -> dict[str, object]:
     cs = read_json(run_dir / "summary" / "comparison-summary.json", ComparisonSummary)
     return {r.label: r for r in cs.decision}
