@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import importlib.util
 from pathlib import Path
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("check_layout", ROOT / "scripts" / "check_layout.py")
-assert _spec is not None and _spec.loader is not None
-check_layout = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(check_layout)
+check_layout = load_script("check_layout")
 
 
 def _tree(root: Path, n_modules: int) -> None:

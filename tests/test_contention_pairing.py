@@ -10,10 +10,8 @@ a quiet run (same numbers: the summary's plumbing, not a measurement)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,13 +22,10 @@ from tests.runners.helpers import compose_real, fake_blocks_overrides
 from tests.runners.test_aa_paired_run import SLOW
 from tests.runners.test_aa_paired_run import _values as run_values
 from tests.shared_runs import run_matrix
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("contention_pairing", ROOT / "scripts" / "contention_pairing.py")
-assert _spec is not None and _spec.loader is not None
-cp = importlib.util.module_from_spec(_spec)
-sys.modules["contention_pairing"] = cp  # its dataclasses resolve their annotations through sys.modules
-_spec.loader.exec_module(cp)
+cp = load_script("contention_pairing")
 
 CONTROL = "control_delay_2_6ms"
 CONTENDED = {("baseline", 1), *(("current_g2_n1", r) for r in range(4)), (CONTROL, 3)}

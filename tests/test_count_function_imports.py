@@ -3,14 +3,12 @@ and what it does not (module-top imports, third-party imports); the ceiling fail
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from tests.scripts_module import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("count_function_imports", ROOT / "scripts" / "count_function_imports.py")
-assert _spec is not None and _spec.loader is not None
-cfi = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cfi)
+cfi = load_script("count_function_imports")
 
 SOURCE = '''
 import json

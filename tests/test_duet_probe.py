@@ -7,7 +7,6 @@ speed factor both vCPUs share at a time (the finding the probe rests on) and eac
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import random
@@ -21,13 +20,10 @@ from pathlib import Path
 import pytest
 
 from analysis.comparison.verdict_rule import decide_paired
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("duet_probe", ROOT / "scripts" / "duet_probe.py")
-assert _spec is not None and _spec.loader is not None
-duet = importlib.util.module_from_spec(_spec)
-sys.modules["duet_probe"] = duet  # dataclasses resolve their module's annotations through sys.modules
-_spec.loader.exec_module(duet)
+duet = load_script("duet_probe")
 
 TOKENS = 256
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("install_env", ROOT / "scripts" / "install_env.py")
-assert _spec is not None and _spec.loader is not None
-install_env = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(install_env)
+install_env = load_script("install_env")
 
 # `pip config list` on this machine (system pip 23.2.1: the environment first, then the global file)
 LISTING = """\

@@ -4,7 +4,6 @@ the script) with no load process left, its record says what ran, and what it bur
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -17,13 +16,11 @@ import pytest
 
 from conf.schema import Config
 from results_schema.records.host_load import CONTENDED_CORES, HostLoad
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "shared_load.py"
-_spec = importlib.util.spec_from_file_location("shared_load", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-shared_load = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shared_load)
+shared_load = load_script("shared_load")
 
 
 def _gone(pid: int) -> bool:

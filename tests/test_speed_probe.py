@@ -10,7 +10,6 @@ seconds, where ``probe_host`` is the engine's host (shared episodes, as on this 
 from __future__ import annotations
 
 import bisect
-import importlib.util
 import json
 import math
 import os
@@ -23,13 +22,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("speed_probe", ROOT / "scripts" / "speed_probe.py")
-assert _spec is not None and _spec.loader is not None
-sp = importlib.util.module_from_spec(_spec)
-sys.modules["speed_probe"] = sp  # dataclasses resolve their module's annotations through sys.modules
-_spec.loader.exec_module(sp)
+sp = load_script("speed_probe")
 duet = sp.duet
 
 TOKENS = 256
