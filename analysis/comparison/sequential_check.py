@@ -36,8 +36,8 @@ from typing import Any
 from analysis.comparison.sequential import SequentialDesign, line_design, look_values, look_verdict
 from results_schema.records.choice import DEFAULT_VERIFY_TARGET_FLOOR_PCT, ChoiceDecision
 from results_schema.records.plan import PlannedPhase, RunPlan
-from results_schema.records.sequential import (DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LabelLook,
-                                               LookDecision, series_repeats)
+from results_schema.records.sequential import (DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, FILE_NAME,
+                                               LabelLook, LookDecision, series_repeats)
 
 TOL_PCT = 1e-6
 """Bound tolerance (percent points): the recorded JSON holds full float precision."""
@@ -309,4 +309,31 @@ def recheck_declarations(lines: Sequence[LookDecision], config: Mapping[str, Any
             continue
         out += [(phase, diff) for diff in recheck_declared([x for x in lines if x.phase == phase], declared,
                                                            planned.get(phase), decisions)]
+    return out
+
+
+def recheck_unlooked(lines: Sequence[LookDecision], config: Mapping[str, Any],
+                     processes: Mapping[str, int]) -> list[tuple[str, str]]:
+    """``(phase, difference)`` of every phase the saved config declares sequential (``declared_design``) whose
+    processes were recorded with no look line (a run stopped before its first look, or its lines lost): its verdicts
+    would fall back to the fixed rule the design does not allow.
+
+    Args:
+        lines: the run's look lines.
+        config: the run's saved config (``EnvironmentManifest.config``).
+        processes: phase -> recorded processes (``<phase>-runs.jsonl`` lines).
+    """
+    looked = {x.phase for x in lines}
+    out: list[tuple[str, str]] = []
+    for phase, n in processes.items():
+        if phase in looked:
+            continue
+        try:
+            declared = declared_design(config, phase)
+        except (KeyError, TypeError, AttributeError):
+            continue  # a config without its phases: check manifest names it
+        if declared is not None:
+            looks, key = declared["looks"]
+            out.append((phase, f"the run declared looks {list(looks)} ({key}) but recorded no look line over its "
+                               f"{n} process(es) ({FILE_NAME}): the phase has no verdict of record"))
     return out

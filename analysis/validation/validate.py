@@ -62,6 +62,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 from analysis.load import RunData, load_run
 from analysis.validation.checks import (
@@ -86,7 +87,7 @@ from results_schema.records.plan import PLAN_FILE, RunPlan
 from results_schema.records.choice import read_decisions
 from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
 from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, LookDecision, read_looks, with_looks
-from analysis.comparison.sequential_check import declared_design, recheck_declarations, recheck_looks
+from analysis.comparison.sequential_check import recheck_declarations, recheck_looks, recheck_unlooked
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
 CHECKS = (
@@ -210,7 +211,7 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
     ``analysis.comparison.sequential_check.recheck_declarations`` against the saved config in
     ``environment-manifest.json``, ``plan.json`` and a choose run's decisions), a run with look lines whose
     declarations cannot be read, and a phase declared sequential whose processes have no look line
-    (``_check_unlooked``)."""
+    (``recheck_unlooked``)."""
     try:
         lines = read_looks(run_dir)
     except ValueError as exc:
@@ -223,44 +224,27 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
         for diff in recheck_looks([line for line in lines if line.phase == phase], values):
             col.add("sequential", "sequential_recompute", f"{phase}: the recorded look is not what its processes "
                                                           f"give: {diff}")
+    try:
+        config, unread = read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config, ""
+    except (OSError, ValueError) as exc:
+        config, unread = None, str(exc)
     if lines:
-        _check_declared(run_dir, lines, col)
-    processes: Counter[str] = Counter()
-    for (phase, _label), by_repeat in values.items():
-        processes[phase] += len(by_repeat)
-    _check_unlooked(run_dir, lines, processes, col)
+        _check_declared(run_dir, lines, config, unread, col)
+    if config is not None:  # no readable saved config: check manifest names it
+        processes: Counter[str] = Counter()
+        for (phase, _label), by_repeat in values.items():
+            processes[phase] += len(by_repeat)
+        for phase, diff in recheck_unlooked(lines, config, processes):
+            col.add("sequential", "sequential_design", f"{phase}: {diff}", phase=phase)
 
 
-def _check_unlooked(run_dir: Path, lines: list[LookDecision], processes: Counter[str], col: Collector) -> None:
-    """A phase the run declared sequential (``declared_design``) whose processes were recorded with no look line
-    (a run stopped before its first look, or lines lost) is an error (``sequential_design``): its verdicts would fall
-    back to the fixed rule the design does not allow. A run whose saved config cannot be read is left to
-    ``check_manifest``."""
-    looked = {line.phase for line in lines}
-    open_phases = [phase for phase in processes if phase not in looked]
-    if not open_phases:
-        return
+def _check_declared(run_dir: Path, lines: list[LookDecision], config: dict[str, Any] | None, unread: str,
+                    col: Collector) -> None:
+    """``check_sequential``'s comparison of the look lines with what the run declared (``config``: the saved config;
+    None when it could not be read, ``unread`` saying why)."""
     try:
-        config = read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config
-    except (OSError, ValueError):
-        return
-    for phase in open_phases:
-        try:
-            declared = declared_design(config, phase)
-        except (KeyError, TypeError, AttributeError):
-            continue
-        if declared is not None:
-            looks, key = declared["looks"]
-            col.add("sequential", "sequential_design",
-                    f"{phase}: the run declared looks {list(looks)} ({key}) but recorded no look line over its "
-                    f"{processes[phase]} process(es) ({LOOKS_FILE}): the phase has no verdict of record",
-                    phase=phase)
-
-
-def _check_declared(run_dir: Path, lines: list[LookDecision], col: Collector) -> None:
-    """``check_sequential``'s comparison of the look lines with what the run declared."""
-    try:
-        config = read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config
+        if config is None:
+            raise ValueError(unread)
         plan = read_json(run_dir / PLAN_FILE, RunPlan)
         decisions = read_decisions(run_dir)
     except (OSError, ValueError) as exc:
