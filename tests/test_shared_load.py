@@ -182,6 +182,10 @@ def test_what_the_load_burns_is_foreign_work_to_a_case_and_makes_it_contended(tm
     assert hl.foreign_cores > CONTENDED_CORES and hl.contended, hl
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path, sleep_s: float) -> tuple[subprocess.Popen, dict, int]:
     """The script in its own session (as a terminal's foreground job) with a command that sleeps; waits until the
     command runs. Returns (script process, the running record, the command's pid)."""
@@ -190,9 +194,13 @@ def _start(tmp_path: Path, sleep_s: float) -> tuple[subprocess.Popen, dict, int]
     # empty while the command waits for a core beside the two load processes)
     code = (f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
             f"os.replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep({sleep_s})")
+    # SIGINT at its default, as a terminal's foreground job has it: a test process started in the background of a
+    # non-interactive shell (as CI starts it) ignores SIGINT, exec keeps an ignored signal ignored, and the command
+    # would sleep through the Ctrl-C (seen in CI: "command exit 0" after 30 s)
     with open(tmp_path / "err.txt", "w") as err:  # a file, not a pipe: the orphaned command would hold a pipe open
         proc = subprocess.Popen(_cmd("--procs", "2", "--record", str(rec), "--", sys.executable, "-c", code),
-                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=_sigint_default)
     _wait_for(pid_file)
     return proc, json.loads(rec.read_text()), int(pid_file.read_text())
 
