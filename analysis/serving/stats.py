@@ -174,7 +174,8 @@ def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | Non
             "verdict_text": text, "floor_pct": floor_pct, "design": "processes", "blocks": None}
 
 
-def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, unpaired: int = 0) -> dict[str, Any]:
+def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, unpaired: int = 0,
+                  confidence: float = CONFIDENCE, margin_pct: float = DEFAULT_MARGIN_PCT) -> dict[str, Any]:
     """The ``blocks`` design for one metric (module docstring; lower is better), as a ``BaselineVerdictRow`` part.
 
     The rule: the project's paired verdict (``analysis.comparison.verdict_rule.decide_paired``: a t interval
@@ -190,6 +191,10 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
     Args:
         blocks: per block, (the label's P50s, >= 1; the block's floor-baseline P50s, >= 2), in ms.
         unpaired: the label's processes left out because their block lacks two baselines (named in the text).
+        confidence: the interval's two-sided confidence (default 95%; a sequential serving look passes its own
+            spent level, ``analysis.serving.sequential``).
+        margin_pct: the least equivalence margin (default ``DEFAULT_MARGIN_PCT``; a sequential look passes its
+            design's target); the margin used is ``max(margin_pct, floor)``.
 
     Returns:
         verdict, margin, the median per-block difference (%) and the interval, the floor (widest
@@ -208,13 +213,13 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
         bases.append(med_b)
         floors.append(spread_pct(list(b)) or 0.0)
     floor = max(floors)
-    margin = max(DEFAULT_MARGIN_PCT, floor)
-    d = decide_paired(labels, bases, margin_pct=margin, higher_is_better=False)
+    margin = max(margin_pct, floor)
+    d = decide_paired(labels, bases, margin_pct=margin, higher_is_better=False, confidence=confidence)
     lo, hi = d.ci_low_pct, d.ci_high_pct
     v = _beyond_floor(d.verdict, lo, hi, floor)
     diffs = [(x - y) / y * 100.0 for x, y in zip(labels, bases, strict=True)]
     k = len(blocks)
-    text = (verdict_text(v, lo, hi, margin_pct=margin, higher_is_better=False, method=PAIRED)
+    text = (verdict_text(v, lo, hi, margin_pct=margin, higher_is_better=False, method=PAIRED, confidence=confidence)
             + f", paired in {k} blocks ({k - 1} df; per-block differences "
             f"{', '.join(f'{x:+.1f}%' for x in diffs)}), floor {floor:.1f}% (widest baseline spread inside a block)"
             + (f"; {unpaired} process(es) unpaired (their block lacks two baselines)" if unpaired else ""))

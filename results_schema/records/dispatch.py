@@ -79,7 +79,7 @@ DEFAULT_FILE_KINDS: list[FileKind] = [
 CONTRIBUTING_MODULES: tuple[str, ...] = ("results_schema.records.manifest", "results_schema.records.accuracy", "results_schema.records.serving",
                                          "results_schema.records.placement", "results_schema.records.run_owner",
                                          "results_schema.records.copy_bench", "results_schema.records.choice",
-                                         "results_schema.records.sequential")
+                                         "results_schema.records.sequential", "results_schema.records.serving_looks")
 """Modules whose optional ``FILE_KINDS`` list is prepended to the table."""
 
 _EXTRA: list[FileKind] = []
