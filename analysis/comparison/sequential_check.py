@@ -19,12 +19,12 @@ verify series' alpha, spending and pairing, a target never below ``choose.verify
 decision's ``verify_design`` declaring the same), its baseline is the phase's planned baseline (``plan.json``), and
 each series' first look looks at the labels planned for it (``plan.json``'s other cases of the phase; a verify
 series: its decision's chosen settings). So lines that agree with themselves under another design than the declared
-one (other looks, another alpha) fail.
+one (other looks, another alpha) fail. That the manifest's config is the one its ``config_sha256`` names is check
+``manifest``'s (code ``config_hash_mismatch``, ``analysis.validation.checks.check_config_hash``: the runner's hash
+rule, ``results_schema.rules.config_rule``), so a config edited to agree with forged lines fails there.
 
 What is deliberately not modelled: whether the runner ran the blocks in ABBA order (the schedule is in the logs);
-whether the manifest's config is the one its ``config_sha256`` names (the hash is over the typed config, which
-analysis does not import); a verify decision's target against its predictions (``analysis.model.choice``, check
-``choice``).
+a verify decision's target against its predictions (``analysis.model.choice``, check ``choice``).
 """
 
 from __future__ import annotations

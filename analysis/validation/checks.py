@@ -1,8 +1,9 @@
 """Run-level checks of a run (``analysis.validation.validate``): tokens, CPU kernels, KV capacity, window, manifest, placement.
 
 What is modelled: the checks ``token_digest``, ``cpu_kernels``, ``kv_capacity``, ``device_memory``, ``measurement_window``,
-``manifest`` and ``placement`` listed in ``analysis.validation.validate``'s docstring, each adding its issues to a
-``Collector``; ``token_digest_status`` (identical / differs / no_baseline per process).
+``manifest`` (its saved config held to its ``config_sha256``: ``check_config_hash``) and ``placement`` listed in
+``analysis.validation.validate``'s docstring, each adding its issues to a ``Collector``; ``token_digest_status``
+(identical / differs / no_baseline per process).
 
 What is deliberately not modelled: record-level checks (``analysis.validation.records``) and counts
 against the plan (``analysis.validation.validate``).
@@ -19,8 +20,10 @@ from analysis.load import RunData
 from analysis.validation.common import Collector
 from results_schema.codec.files import file_sha256
 from results_schema.codec.io import RecordError, read_json
+from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
 from results_schema.records.models import DEFAULT_MIN_MEASURED_S, BenchRecord
 from results_schema.records.validation import CONTENDED_CODE
+from results_schema.rules.config_rule import canonical_sha256, config_matches, non_finite_from_text
 from results_schema.rules.token_rule import NOISE_NOTE, phase_floors, token_status
 
 def token_digest_status(data: RunData) -> dict[tuple[str, str, int], str]:
@@ -163,22 +166,13 @@ def check_host_load(data: RunData, col: Collector) -> None:
 
 
 def check_manifest(run_dir: Path, col: Collector) -> None:
-    path = run_dir / "environment-manifest.json"
-    if not path.is_file():
-        col.add("manifest", "missing_manifest", f"{run_dir}: no environment-manifest.json", severity="warning")
-    else:
-        from results_schema.records.dispatch import kind_for
-
-        kind = kind_for(path)
-        try:
-            if kind is None:
-                raise LookupError(f"no file kind registered for {path.name}")
-            read_json(path, kind.load_model())
-        except LookupError as exc:
-            col.add("manifest", "missing_manifest", f"environment-manifest.json not checked: {exc}",
-                    severity="warning")
-        except RecordError as exc:
-            col.add("manifest", "invalid_manifest", f"environment-manifest.json: {exc}", path="environment-manifest.json")
+    """``manifest``: ``environment-manifest.json`` is there (else ``missing_manifest``, a warning, and no config is
+    hashed) and valid (``invalid_manifest``; a manifest without a saved config is one, and is not hashed), its saved
+    config is the one its ``config_sha256`` names (``check_config_hash``), and every file ``SHA256SUMS`` lists
+    outside ``summary/`` is unchanged (``checksum_mismatch``)."""
+    manifest = _read_manifest(run_dir, col)
+    if manifest is not None:
+        check_config_hash(run_dir, manifest, col)
     sums = run_dir / "SHA256SUMS"
     if sums.is_file():
         for line in sums.read_text().splitlines():
@@ -194,6 +188,43 @@ def check_manifest(run_dir: Path, col: Collector) -> None:
                 continue
             if file_sha256(target) != digest.strip():
                 col.add("manifest", "checksum_mismatch", f"{name}: SHA-256 differs from SHA256SUMS", path=name)
+
+
+def _read_manifest(run_dir: Path, col: Collector) -> EnvironmentManifest | None:
+    """``check_manifest``'s reading of ``environment-manifest.json`` through its registered file kind: the manifest,
+    or None after adding ``missing_manifest`` (a warning) or ``invalid_manifest``."""
+    path = run_dir / MANIFEST_FILE
+    if not path.is_file():
+        col.add("manifest", "missing_manifest", f"{run_dir}: no environment-manifest.json", severity="warning")
+        return None
+    from results_schema.records.dispatch import kind_for
+
+    kind = kind_for(path)
+    try:
+        if kind is None:
+            raise LookupError(f"no file kind registered for {path.name}")
+        manifest = read_json(path, kind.load_model())
+    except LookupError as exc:
+        col.add("manifest", "missing_manifest", f"environment-manifest.json not checked: {exc}", severity="warning")
+        return None
+    except RecordError as exc:
+        col.add("manifest", "invalid_manifest", f"environment-manifest.json: {exc}", path="environment-manifest.json")
+        return None
+    return manifest if isinstance(manifest, EnvironmentManifest) else None
+
+
+def check_config_hash(run_dir: Path, manifest: EnvironmentManifest, col: Collector) -> None:
+    """``config_hash_mismatch`` (check ``manifest``, an error) when the manifest's saved ``config``, read back from
+    its text for non-finite floats, does not hash to its ``config_sha256``
+    (``results_schema.rules.config_rule.config_matches``: the rule the runner hashed the typed config with). What
+    validate reads from that config (a sequential phase's declared design:
+    ``analysis.comparison.sequential_check``) rests on it; the message names the run directory and both hashes."""
+    if config_matches(manifest.config, manifest.config_sha256):
+        return
+    got = canonical_sha256(non_finite_from_text(manifest.config))
+    col.add("manifest", "config_hash_mismatch",
+            f"{run_dir}: the saved config in {MANIFEST_FILE} hashes to {got}, not to its config_sha256 "
+            f"{manifest.config_sha256}: the config was changed after the run, or its hash was", path=MANIFEST_FILE)
 
 
 def check_placement(run_dir: Path, col: Collector) -> None:

@@ -44,8 +44,10 @@ What is modelled (check name -> issue codes; severity error unless noted):
                         it are withheld (``analysis.comparison.soundness``), the run's last line counts them
     stability           unstable_case (warning, one per process): no warmup round, or a measured window that
                         drifted more than the phase's noise floor; the point is kept off the front
-    manifest            missing_manifest (warning), invalid_manifest (fails its model),
-                        checksum_mismatch (a file listed in ``SHA256SUMS`` outside ``summary/`` changed or vanished)
+    manifest            missing_manifest (warning), invalid_manifest (fails its model, e.g. no saved config),
+                        config_hash_mismatch (the saved config does not hash to its ``config_sha256``:
+                        ``results_schema.rules.config_rule``), checksum_mismatch (a file listed in ``SHA256SUMS``
+                        outside ``summary/`` changed or vanished)
     sequential          sequential_record (a look line that fails its model), sequential_recompute (a look its
                         processes do not give, or a sequence that does not follow its design), sequential_design (a
                         look whose design, baseline or first labels are not what the run declared in its saved

@@ -2,7 +2,8 @@
 
 What is modelled: ``build_manifest`` assembles the host (name, Python, platform), git identity
 (``runners.identity.git_identity``), package versions, the evaluated pins, model and ``offload/``
-tree identity, the case-code hash, devices, the config (its plain data and ``config_sha256``), the
+tree identity, the case-code hash, devices, the config (its plain data, non-finite floats as text:
+``results_schema.rules.config_rule.non_finite_as_text``, and ``config_sha256``), the
 overrides and the environment restricted to what may be recorded
 (``runners.incase.recorded_env.recordable_env``: an allow-list plus the runtimes' declared names,
 secrets never).
@@ -13,14 +14,12 @@ What is deliberately not modelled: observing any of it (``runners.identity.gates
 
 from __future__ import annotations
 
-import math
-
 import os
 import platform
 import socket
 import sys
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from conf.schema import Config
 from results_schema.records.manifest import DeviceIdentity, EnvironmentManifest, GitIdentity, ModelIdentity, PinCheck
@@ -29,21 +28,12 @@ from runners.identity.git_identity import git_identity
 from runners.identity.probe import package_version
 from runners.incase.recorded_env import recordable_env
 from conf.typed import plain_config
+from results_schema.rules.config_rule import non_finite_as_text
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with every non-finite float written as its YAML/Python text (``"inf"``, ``"-inf"``, ``"nan"``).
-
-    The manifest is strict JSON (no ``Infinity``); the config may hold ``.inf`` (a serving request rate: every
-    request at t = 0). ``config.yaml`` and ``config_sha256`` keep the float; only the manifest's copy is text.
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
+json_safe = non_finite_as_text
+"""``results_schema.rules.config_rule.non_finite_as_text``: the config's plain data as the manifest records it (a
+non-finite float as its text ``"inf"`` / ``"-inf"`` / ``"nan"``; ``non_finite_from_text`` reads it back)."""
 
 
 def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Mapping[str, str | None],
@@ -68,7 +58,7 @@ def build_manifest(*, run_id: str, experiment: str, packages: Sequence[str] | Ma
         IdentityError: ``git`` is None and ``git status`` fails.
     """
 
-    data = json_safe(plain_config(config))
+    data = non_finite_as_text(plain_config(config))
     return EnvironmentManifest(
         run_id=run_id, experiment=experiment,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
