@@ -87,20 +87,24 @@ def soundness_lines(cs: ComparisonSummary, val: ValidationReport) -> list[str]:
 
 
 def print_host_memory(cs: ComparisonSummary, console: Console) -> None:
-    """One line per label: host bytes per offloaded / released byte, the sources, the > 1.2 flag, the CPU meaning."""
-    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+    """One line per label: host bytes per offloaded / released byte, the bytes the offloader's own storage explains,
+    the flag (``analysis.report.host_memory.flag_reason``), the sources and the CPU meaning."""
+    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, EXPLAINED_RULE, flag_reason
 
     if not cs.host_memory:
         return
     for r in cs.host_memory:
         per_off, per_rel = r.get("host_per_offloaded"), r.get("host_per_released")
+        explained = (f"; explained {_f(r.get('explained_host_bytes'), 0)} B, excess "
+                     f"{_f(r.get('excess_per_offloaded'), 3)} per offloaded B" if r.get("offloaded_bytes") else "")
+        reason = flag_reason(dict(r))
         console.print(f"host memory {r['phase']}/{r['label']}: {_f(per_off, 3)} host B per offloaded B, "
                       f"{_f(per_rel, 3)} per released B (host delta {_f(r.get('host_delta_bytes'), 0)} B over "
-                      f"{_f(r.get('offloaded_bytes'), 0)} B offloaded)"
-                      + (f"  FLAG: > {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""),
-                      markup=False)
+                      f"{_f(r.get('offloaded_bytes'), 0)} B offloaded{explained})"
+                      + (f"  FLAG: {reason}" if reason else ""), markup=False)
     sources = sorted({str(r["host_source"]) for r in cs.host_memory})
-    console.print(f"host memory sources: {'; '.join(sources)}; {EVIDENCE}", style="dim", markup=False)
+    console.print(f"host memory sources: {'; '.join(sources)}; {EVIDENCE}. {EXPLAINED_RULE}", style="dim",
+                  markup=False)
     if any(x.runtime == "cpu" for x in cs.rows):
         console.print(f"note: {CPU_HOST_NOTE}", style="dim", markup=False)
 

@@ -280,21 +280,22 @@ def _links(run_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
 
 
 def host_memory_section(cs: ComparisonSummary, *, cpu: bool) -> str:
-    """Host memory per offloaded / released byte per label, with the source of each figure and the > 1.2 flag."""
-    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, FLAG_HOST_PER_OFFLOADED
+    """Host memory per offloaded / released byte per label, with the source of each figure, the bytes the
+    offloader's own storage explains and the flag (``analysis.report.host_memory``)."""
+    from analysis.report.host_memory import CPU_HOST_NOTE, EVIDENCE, EXPLAINED_RULE, flag_reason
 
     if not cs.host_memory:
         return ""
     rows = [[_e(r["phase"]), _e(r["label"]), _n(r.get("host_delta_bytes"), 0), _n(r.get("offloaded_bytes"), 0),
              _n(r.get("released_bytes"), 0), _n(r.get("host_per_offloaded"), 3), _n(r.get("host_per_released"), 3),
-             f"&gt; {FLAG_HOST_PER_OFFLOADED} host B per offloaded B" if r.get("flagged") else ""]
+             _n(r.get("explained_host_bytes"), 0), _n(r.get("excess_per_offloaded"), 3), _e(flag_reason(dict(r)))]
             for r in cs.host_memory]
     table = _table(["phase", "label", "host delta B", "offloaded B", "released B", "host B / offloaded B",
-                    "host B / released B", "flag"], rows, tid="host-memory")
+                    "host B / released B", "explained B", "excess B / offloaded B", "flag"], rows, tid="host-memory")
     sources = "; ".join(sorted({str(r["host_source"]) for r in cs.host_memory}))
     note = f"<p>{_e(CPU_HOST_NOTE)}</p>" if cpu else ""
     return (f"<h2>Host memory per offloaded byte</h2>{table}<p>Sources: host bytes = {_e(sources)}; "
-            f"{_e(EVIDENCE)}. Host delta = label median - phase baseline median.</p>{note}")
+            f"{_e(EVIDENCE)}. Host delta = label median - phase baseline median. {_e(EXPLAINED_RULE)}</p>{note}")
 
 
 def looks_section(looks: Sequence[LookDecision]) -> str:

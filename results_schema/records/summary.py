@@ -298,7 +298,8 @@ class ComparisonSummary(StrictModel):
         "summaries written before this field).")
     host_memory: tuple[dict[str, Scalar], ...] = Field(
         default=(), description="Per label: host memory (measured RSS vs the phase baseline's, with its source) per "
-        "offloaded and per released byte (runtime evidence), flagged above 1.2 (analysis.report.host_memory).")
+        "offloaded and per released byte (runtime evidence), the bytes the offloader's own storage explains, flagged "
+        "above 0.2 host B per offloaded B beyond them (analysis.report.host_memory).")
     variance_components: tuple[VarianceComponentsRow, ...] = Field(
         default=(), description="Per phase and arm: between-process and within-process variance of log tok/s with "
         "intervals (analysis.comparison.variance; empty where no arm ran 2 processes).")

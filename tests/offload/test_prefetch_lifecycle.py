@@ -2,7 +2,9 @@
 
 Claims: garbage collection of an offloader never synchronizes a stream (its arenas are
 marked used by the copy stream instead); wrap-time host copies are released after
-``post_init`` and the pinned bytes left are the packed buffers; a layer whose forward has
+``post_init`` and the pinned bytes left are the packed buffers; on CPU (the real backend) the original parameter
+storages are freed by ``post_init``, so no second copy of an offloaded layer stays alive (the host-memory report's
+CPU model rests on it: ``analysis.report.host_memory``); a layer whose forward has
 no tensor activation still goes through the custom ops; ``wrap_modules`` may be called
 again after a call that wrapped nothing (as upstream), not after one that wrapped layers;
 a parameter in an Ascend FRACTAL_NZ format is refused with a message naming it.
@@ -52,6 +54,22 @@ def test_wrap_time_host_copies_are_released_and_pinned_bytes_are_the_packed_buff
     assert all(r() is None for r in wrap_time)
     assert off.pinned_host_bytes == sum(w.host_flat.numel() for w in off.wrapped)
     assert off.released_host_bytes == off.evidence_state()["offloaded_bytes"]
+
+
+def test_on_cpu_post_init_frees_the_original_storages_of_every_offloaded_parameter():
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    off = CurrentPrefetchOffloader(2, 1, 1)  # the real CPU backend (backend_for_device)
+    layers = off.wrap_modules(ProbeLayer(i, [], width=4096) for i in range(4))
+    originals = [StorageWeakRef(p.data.untyped_storage()) for w in off.wrapped for p in w.module.parameters()]
+    kept = [p.data.untyped_storage().data_ptr() for i in (0, 2) for p in layers[i].parameters()]
+    off.post_init()
+    gc.collect()
+    assert off.device_type == "cpu" and len(originals) == 4
+    assert all(r.expired() for r in originals)  # freed: the packed host buffers and the slot are all that hold them
+    assert [p.data.untyped_storage().data_ptr() for i in (0, 2) for p in layers[i].parameters()] == kept
+    x = torch.zeros(1)
+    assert [float(layer(x)) for layer in layers] == [float(ProbeLayer(i, [], width=4096)(x)) for i in range(4)]
 
 
 class _NoActivation(torch.nn.Module):
