@@ -18,8 +18,8 @@ What is modelled (the design: ``analysis.comparison.sequential.SequentialDesign`
   only removes looks. Simulated with this module's functions under no effect and at a known cost
   (``tests/analysis/test_serving_sequential.py``).
 * ``look_rows`` builds the cells of one label from the recorded ``ServingRun`` lines, as
-  ``analysis.serving.stats.BaselineVerdictRow`` dicts: what the runner records (``label_look``), what ``analysis
-  validate`` recomputes (``analysis.serving.sequential_check``) and what the summary prints for a sequential label
+  ``results_schema.records.serving_summary.BaselineVerdictRow`` dicts: what the runner records (``label_look``), what
+  the serving validation recomputes (``analysis.serving.sequential_check``) and what the summary prints for a label
   (``sequential_verdicts``: the rows of the look that stopped it, at that look's level).
 
 What is deliberately not modelled: a correction across cells or labels (each cell has its own alpha), the speed
@@ -145,7 +145,7 @@ def label_look(runs: Sequence[ServingRun], phase: str, label: str, design: Seque
 
 
 def line_design(line: ServingLookDecision) -> SequentialDesign:
-    """The design a serving look line records: what the verdicts of record and ``analysis validate`` recompute its
+    """The design a serving look line records: what the verdicts of record and the serving validation recompute its
     looks under.
 
     Raises:
@@ -157,10 +157,10 @@ def line_design(line: ServingLookDecision) -> SequentialDesign:
 def sequential_verdicts(runs: Sequence[ServingRun], lines: Sequence[ServingLookDecision]) -> list[dict[str, Any]]:
     """``baseline_verdicts`` rows, where the look lines name a label: the rows of the look that ended it (its last
     line: its blocks, at that look's level, the text naming the level), recomputed from ``runs`` by ``look_rows`` (the
-    lines' verdicts are not trusted: ``analysis validate`` holds them to it), not a 95% interval over the same blocks,
+    lines' verdicts are not trusted: the serving validation holds them to it), not a 95% interval over the same blocks,
     which would be narrower than the level the decision was taken at. Labels no line names (the floor baselines, a
     speed control) keep the fixed rule. A line whose design is not valid leaves its labels to the fixed rule
-    (``analysis validate`` names it)."""
+    (the serving validation names it)."""
     last: dict[tuple[str, str], ServingLookDecision] = {}
     for line in lines:
         for x in line.labels:

@@ -20,11 +20,15 @@ What is modelled (input: ``<phase>-serving.jsonl`` lines, ``results_schema.recor
 * verdicts current vs official per (G, N, prefetch, params) and rate on P99 TPOT, one value per
   repeat and side, with the project's verdict rule (``analysis.comparison.verdict_rule.decide``, lower is
   better: "faster" = lower P99 TPOT).
+* a sequential serving phase's looks (``serving-looks.jsonl``): every look recomputed from the serving lines and held
+  to the design the saved config declares (``analysis.serving.sequential_check``; errors ``sequential_record``,
+  ``sequential_recompute``, ``sequential_design``).
 * outputs under load (``analysis.serving.outputs``): each request's output tokens vs the baseline's
   for the same prompt at the same rate; a mismatch beyond the baselines' own floor is an error naming
   the case, the rate and the requests.
 * percentiles with their sample, verdicts of every offload label vs the baseline against the
-  baselines' floor, rate-order effects (``analysis.serving.stats``).
+  baselines' floor, rate-order effects (``analysis.serving.stats``); in a sequential serving phase a looked-at
+  label's verdicts are those of the look that ended it, at its level (``analysis.serving.sequential``).
 * outputs in ``summary/``: ``serving-summary.{json,md}``, ``serving-latency.png`` (curves),
   ``serving-front.png`` (released MiB vs SLO rate); ``report.html`` re-rendered when the report step
   wrote it there (its serving section reads ``serving-summary.json``).
@@ -51,8 +55,9 @@ from analysis.report.plots import save_png
 from analysis.serving.report import SummaryFrames, plot_front, plot_latency, render_markdown
 from analysis.serving.outputs import check_outputs, output_errors
 from analysis.serving.request_checks import ServingValidation, check_requests
+from analysis.serving.sequential import sequential_verdicts
+from analysis.serving.sequential_check import serving_look_issues
 from analysis.serving.stats import (
-    baseline_verdicts,
     control_warnings,
     order_effects,
     percentile_rows,
@@ -60,9 +65,12 @@ from analysis.serving.stats import (
     variance_lines,
 )
 from results_schema.codec.files import write_text_atomic
-from results_schema.codec.io import scan_jsonl, write_json
+from results_schema.codec.io import read_json, scan_jsonl, write_json
+from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
+from results_schema.reading.saved_plan import expand_saved_plan
+from results_schema.records.serving_looks import read_serving_looks
 from results_schema.records.serving_summary import (
     BaselineVerdictRow,
     OrderEffectRow,
@@ -135,8 +143,6 @@ def load_serving(run_dir: Path | str) -> ServingData:
 
 def _planned(run_dir: Path) -> dict[tuple[str, str], tuple[int, int]] | None:
     """``{(phase, label): (repeats, rates)}`` of the serving phases in ``plan.json`` (None: no plan)."""
-    from analysis.validation.validate import expand_saved_plan
-
     try:
         saved = expand_saved_plan(run_dir)
     except ValueError:  # a plan.json that does not validate means "no plan" here
@@ -168,8 +174,19 @@ def validate_serving(data: ServingData) -> ServingValidation:
     for r in data.runs:
         check_requests(data.run_dir, r, errors, warnings)
         _check_run(r, errors, warnings)
+    errors += [f"{code}: {message}" for code, _phase, message in serving_look_issues(data.run_dir,
+                                                                                       _saved_config(data.run_dir))]
     out_errors, out_warnings = output_errors(check_outputs(data.run_dir, data.runs), data.runs)
     return ServingValidation(errors=errors + out_errors, warnings=warnings + out_warnings)
+
+
+def _saved_config(run_dir: Path) -> dict[str, Any] | None:
+    """The run's saved config (``EnvironmentManifest.config``; None: no readable manifest, which ``analysis validate``'s
+    check ``manifest`` names): what a sequential serving phase declared."""
+    try:
+        return read_json(run_dir / MANIFEST_FILE, EnvironmentManifest).config
+    except (OSError, ValueError):
+        return None
 
 
 def _plan_errors(run_dir: Path, plan: dict[tuple[str, str], tuple[int, int]],
@@ -348,7 +365,11 @@ def write_serving_summary(run_dir: Path | str, out_dir: Path | str | None = None
     slo_def = data.runs[0].slo.model_dump() if data.runs else None
     cpu = bool(not data.frame.empty and (data.frame["runtime"] == "cpu").any())
     pct = pd.DataFrame(percentile_rows(run_dir, data.runs))
-    bver_rows = baseline_verdicts(data.runs)
+    try:
+        looks = read_serving_looks(run_dir)
+    except ValueError:
+        looks = []  # analysis validate names the file (check sequential)
+    bver_rows = sequential_verdicts(data.runs, looks)  # a looked-at label: its stopping look's rows, at its level
     val.warnings.extend(control_warnings(bver_rows, data.runs))
     bver = pd.DataFrame(bver_rows)
     order = pd.DataFrame(order_effects(data.runs))

@@ -88,7 +88,8 @@ from results_schema.codec.io import read_json
 from results_schema.records.plan import PLAN_FILE, RunPlan
 from results_schema.records.choice import read_decisions
 from results_schema.records.manifest import FILE_NAME as MANIFEST_FILE, EnvironmentManifest
-from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, LookDecision, read_looks, with_looks
+from results_schema.records.sequential import FILE_NAME as LOOKS_FILE, LookDecision, read_looks
+from results_schema.reading.saved_plan import expand_saved_plan
 from analysis.comparison.sequential_check import recheck_declarations, recheck_looks, recheck_unlooked
 from results_schema.records.validation import CaseCount, CheckResult, ValidationReport
 
@@ -112,28 +113,6 @@ def find_model_dir(data: RunData, override: Path | str | None = None) -> Path | 
         if (c / "config.json").is_file():
             return c
     return None
-
-
-def expand_saved_plan(run_dir: Path) -> RunPlan | None:
-    """The run's ``plan.json`` (``results_schema.records.plan.RunPlan``, written by the runner).
-
-    Returns None when the run directory has no ``plan.json`` (runs from before the runner
-    wrote it, or not written by ``runners.matrix``): expected counts are then unknown. A choose run's
-    ``choose-decisions.jsonl`` adds the cases it decided (``results_schema.records.choice.with_decided``).
-
-    Raises:
-        RecordError, StrictJSONError: ``plan.json`` exists but does not validate (a ``ValueError``).
-    """
-    from results_schema.records.choice import FILE_NAME as DECISIONS, ChoiceDecision, with_decided
-    from results_schema.codec.io import read_jsonl
-
-    path = run_dir / PLAN_FILE
-    if not path.is_file():
-        return None
-    plan = read_json(path, RunPlan)
-    decisions = run_dir / DECISIONS  # a choose run: the verify phase's cases as decided while it ran
-    plan = with_decided(plan, read_jsonl(decisions, ChoiceDecision)) if decisions.is_file() else plan
-    return with_looks(plan, read_looks(run_dir))  # a sequential phase: the blocks its looks added
 
 
 def expected_cases(run_dir: Path) -> dict[tuple[str, str], dict] | None:
@@ -213,7 +192,9 @@ def check_sequential(run_dir: Path, data: RunData, col: Collector) -> None:
     ``analysis.comparison.sequential_check.recheck_declarations`` against the saved config in
     ``environment-manifest.json``, ``plan.json`` and a choose run's decisions), a run with look lines whose
     declarations cannot be read, and a phase declared sequential whose processes have no look line
-    (``recheck_unlooked``)."""
+    (``recheck_unlooked``). A sequential serving phase's looks (``serving-looks.jsonl``) are checked the same way by
+    the serving validation (``analysis.serving.summary.validate_serving``: ``analysis.serving`` imports this package
+    through ``analysis.report``, so this module leaves its records to it)."""
     try:
         lines = read_looks(run_dir)
     except ValueError as exc:

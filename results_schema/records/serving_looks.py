@@ -8,8 +8,8 @@ its state (``open``: looked at again; ``conclusive``: every (rate, metric) cell 
 ``equivalent``, it stops; ``budget``: the last look, it ends with whatever each cell gives), each cell's verdict,
 complete blocks and interval at the look's level, and the reason in words; ``next_blocks``: the blocks the look adds
 for the labels still open (0 when the phase is done). A resume reads these lines and continues the same sequence;
-``analysis validate`` recomputes every look from the recorded ``ServingRun`` lines
-(``analysis.serving.sequential.recheck_serving_looks``) and holds each line's design to the saved config.
+the serving validation recomputes every look from the recorded ``ServingRun`` lines
+(``analysis.serving.sequential_check``) and holds each line's design to the saved config.
 
 Beside ``sequential-decisions.jsonl`` (``results_schema.records.sequential``, one interval per label) rather than in
 it: a serving label's look is a set of cells, and its arms are two or more floor baselines, not one baseline.

@@ -51,10 +51,12 @@ def validate_serving(phase: str, serving: ServingConfig) -> None:
 
 
 class Serving(CaseKind):
-    """One API server per case, vLLM's serving benchmark over the phase's request rates."""
+    """One API server per case, vLLM's serving benchmark over the phase's request rates; the phase may run
+    group-sequential looks (``runners.orchestration.serving_sequential``)."""
 
     name = "serving"
     speed_control = True
+    sequential = True
 
     def phase_fields(self, phase: str, matrix: MatrixConfig) -> dict[str, Any]:
         try:

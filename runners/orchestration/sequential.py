@@ -17,6 +17,9 @@ A resume reads the lines already written (never rewrites one), runs the blocks t
 and takes the next look on the recorded blocks plus the new ones (``decided_items`` gives
 ``runners.orchestration.stages.make_plan`` every decided block so that a resume's bookkeeping sees them).
 
+A serving phase's looks are ``runners.orchestration.serving_sequential``'s (its cells, its floor baselines, its
+``serving-looks.jsonl``), dispatched here by phase kind: the same loop, blocks and resume.
+
 What is deliberately not modelled: the statistics (``analysis.comparison.sequential``); a sequential phase followed
 by other phases runs its later blocks after them (the default has one phase); contended processes count as
 measured here (the decision table withholds a verdict resting on one after the run).
@@ -35,8 +38,11 @@ from results_schema.codec.scalars import finite_or_null
 from results_schema.records.models import CaseRun
 from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecision, LookVerdictName, PairingName,
                                                SpendingName, read_looks, series_repeats)
+from results_schema.records.serving_looks import FILE_NAME as SERVING_FILE, read_serving_looks
 from runners.orchestration.execute import RunState, run_phases
 from runners.orchestration.run_objects import OpenRun, Plan
+from runners.orchestration.serving_sequential import (is_serving, serving_block_items, serving_look_lines,
+                                                      serving_next_look, serving_plan_line)
 from runners.planning.blocks import block_order
 from runners.cases import PhaseCase, ScheduledCase
 from runners.planning.plan import expand_phase
@@ -99,7 +105,8 @@ def decided_items(cfg: Config, items: Sequence[ScheduledCase], run_dir: Path | N
         if not mine or run_dir is None:
             continue
         start = mine[0].index
-        new = block_items(cfg, phase, read_looks(run_dir, phase), start)
+        new = (serving_block_items(cfg, phase, read_serving_looks(run_dir, phase), start) if is_serving(cfg, phase)
+               else block_items(cfg, phase, read_looks(run_dir, phase), start))
         shift = len(new) - len(mine)
         out = ([sc for sc in out if sc.case.phase != phase and sc.index < start] + new
                + [dataclasses.replace(sc, index=sc.index + shift) for sc in out
@@ -161,9 +168,13 @@ def next_look(cfg: Config, phase: str, run_dir: Path, lines: Sequence[LookDecisi
 
 
 def plan_lines(cfg: Config) -> list[str]:
-    """One line per sequential phase, printed before the first case: what is planned, what the looks may add."""
+    """One line per sequential phase, printed before the first case: what is planned, what the looks may add (a
+    serving phase: ``runners.orchestration.serving_sequential.serving_plan_line``)."""
     out = []
     for phase in sequential_phases(cfg):
+        if is_serving(cfg, phase):
+            out.append(serving_plan_line(cfg, phase))
+            continue
         d, arms = design(cfg, phase), len(_cases(cfg, phase))
         out.append(f"sequential {phase}: {arms * d.looks[0]} processes planned ({d.looks[0]} blocks of {arms} arms); "
                    f"looks after {', '.join(map(str, d.looks))} blocks stop each label when it is slower, faster or "
@@ -182,6 +193,23 @@ def look_lines(line: LookDecision) -> list[str]:
     return out
 
 
+def _take_look(cfg: Config, phase: str, run_dir: Path) -> list[str] | None:
+    """The next look of ``phase`` on its recorded processes, appended with fsync to its file before the next block
+    starts (a serving phase: ``serving-looks.jsonl``, ``runners.orchestration.serving_sequential``); its console
+    lines, or None when the phase is done."""
+    if is_serving(cfg, phase):
+        served = serving_next_look(cfg, phase, run_dir)
+        if served is None:
+            return None
+        append_jsonl(run_dir / SERVING_FILE, served)
+        return serving_look_lines(served)
+    nxt = next_look(cfg, phase, run_dir, read_looks(run_dir, phase))
+    if nxt is None:
+        return None
+    append_jsonl(run_dir / FILE_NAME, nxt)  # fsync before the next block starts
+    return look_lines(nxt)
+
+
 def sequential_stage(p: Plan, run: OpenRun, state: RunState, console: Console) -> tuple[bool, list[ScheduledCase]]:
     """Take every look of every sequential phase, running the blocks each decides (module docstring); returns
     ``(interrupted, every item of the run as decided)``. An interrupt between two blocks (while a look is computed or
@@ -190,18 +218,16 @@ def sequential_stage(p: Plan, run: OpenRun, state: RunState, console: Console) -
     try:
         for phase in sequential_phases(run.cfg):
             while True:
-                lines = read_looks(run.run_dir, phase)
                 items = decided_items(run.cfg, items, run.run_dir)
                 todo = [sc for sc in items if sc.case.phase == phase and sc.key not in run.done | state.finished]
                 state.progress.total = len(items)
                 if todo and (run_phases(run.cfg, state, todo, phases=[phase], identity=run.run_identity.gate,
                                         resumed=False, timings=run.timings) or state.stopped):
                     return True, items
-                nxt = next_look(run.cfg, phase, run.run_dir, lines)
-                if nxt is None:
+                texts = _take_look(run.cfg, phase, run.run_dir)
+                if texts is None:
                     break
-                append_jsonl(run.run_dir / FILE_NAME, nxt)  # fsync before the next block starts
-                for text in look_lines(nxt):
+                for text in texts:
                     console.print(text, markup=False)
     except KeyboardInterrupt:
         return True, decided_items(run.cfg, items, run.run_dir)

@@ -248,8 +248,8 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, kind: CaseKind,
                       cases: list[PhaseCase]) -> list[PhaseCase]:
     """A sequential phase's cases with the first look's blocks as their repeats (later blocks are decided while the
     run goes: ``runners.orchestration.sequential``). Raises ``PlanError`` naming a bad design value, a kind without
-    sequential looks (``CaseKind.sequential``: throughput), a phase without a baseline, an expected-failure case,
-    ``repeats_by_label`` or ``focus_first``."""
+    sequential looks (``CaseKind.sequential``: throughput, serving), a phase without a baseline, an expected-failure
+    case, ``repeats_by_label`` or ``focus_first`` (a serving phase: ``_serving_sequential_cases``'s rules)."""
     seq = matrix.sequential
     why = check_design(list(seq.looks), seq.target_pct, seq.alpha, str(seq.spending), str(seq.pairing))
     if why is not None:
@@ -260,11 +260,44 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, kind: CaseKind,
                         "baseline")
     if any(c.expect_error is not None for c in cases):
         raise PlanError(f"phase {phase!r}: sequential phases hold no expected-failure case (expect_error)")
+    if kind.name == "serving":
+        return _serving_sequential_cases(phase, matrix, cases)
     if matrix.repeats_by_label or matrix.focus_first:
         raise PlanError(f"phase {phase!r}: sequential phases decide each label's processes by their looks; "
                         f"repeats_by_label ({dict(matrix.repeats_by_label)}) and focus_first ({matrix.focus_first}) "
                         "must stay unset")
     return [dataclasses.replace(c, repeats=int(seq.looks[0])) for c in cases]
+
+
+def _serving_sequential_cases(phase: str, matrix: MatrixConfig, cases: list[PhaseCase]) -> list[PhaseCase]:
+    """A sequential serving phase's cases: every floor baseline (a baseline without a step delay) and every offload
+    label ``looks[0]`` times (the first look's blocks; later ones are decided while the run goes:
+    ``runners.orchestration.serving_sequential``), a speed control its fixed repeats (it is not looked at).
+
+    Raises:
+        PlanError: naming the value and what is allowed: a pairing other than ``block`` (each label process is judged
+            against the floor baselines of its own block), fewer than two floor baselines or no offload label,
+            ``repeats_by_label`` naming anything but a speed control, a speed control with more repeats than
+            ``looks[0]``, ``focus_first``.
+    """
+    seq = matrix.sequential
+    first = int(seq.looks[0])
+    if str(seq.pairing) != "block":
+        raise PlanError(f"phase {phase!r}: sequential.pairing {str(seq.pairing)!r}: a serving phase's looks pair each "
+                        "label process with the floor baselines of its own block; the only allowed value is 'block'")
+    floor = [c.label for c in cases if str(c.implementation) == "baseline" and not c.step_delay_ms]
+    controls = {c.label: c.repeats for c in cases if c.step_delay_ms}
+    labels = [c.label for c in cases if str(c.implementation) != "baseline"]
+    if len(floor) < 2 or not labels:
+        raise PlanError(f"phase {phase!r}: a sequential serving phase needs at least 2 floor baselines (baselines "
+                        f"without step_delay_ms: {floor}) and at least 1 offload label ({labels})")
+    others = sorted(set(matrix.repeats_by_label) - set(controls))
+    over = {lb: n for lb, n in controls.items() if n > first}
+    if others or over or matrix.focus_first:
+        raise PlanError(f"phase {phase!r}: a sequential serving phase's looks decide each label's blocks: "
+                        f"repeats_by_label may name only speed controls (step_delay_ms; named: {others}), each at most "
+                        f"looks[0] = {first} (over: {over}), and focus_first ({matrix.focus_first}) must stay unset")
+    return [c if c.label in controls else dataclasses.replace(c, repeats=first) for c in cases]
 
 
 def _case(phase: str, label: str, r: CaseConfig, backend: OffloadBackend, kind: CaseKind, n_rep: int,

@@ -28,6 +28,10 @@ from conf.schema import checked_plain_config, checked_saved_config
 from conf.typed import load_config, plain_config
 
 # Intended changes of the goldens (newest first):
+# 2026-12-05 (issue 53 item 6): +experiment=serving's serving phase gains phases.serving.sequential {looks [3, 5],
+#   target_pct 5, alpha 0.05, pocock, pairing block}: each offload label stops when every (rate, metric) verdict is
+#   known (docs/sequential.md, "Sequential serving phases"); its hash 0967307df7f3 -> 8fb0afab782c. Only the serving
+#   entry changes: the default and every other experiment are unchanged.
 # 2026-12-05 (issue 52): +experiment=aa_paired runs 6 ABBA blocks (sequential.looks [4] -> [6], 30 processes): at 4
 #   blocks its printed MDE could reach 7% only at a per-block SD of 3.4% or less (docs/sequential.md). Nothing else.
 # 2026-12-05 (issues 52 and 53): +experiment=aa_paired is pinned here (new): aa_noise's arms in 4 ABBA blocks, the

@@ -51,6 +51,7 @@ def test_server_killed_mid_sweep_becomes_a_failure_record_and_leaves_nothing(tmp
          f"results_root={tmp_path}", "run_id=kill",
          "progress=false", "phases.serving.points=[]", "phases.serving.cases=[]",
          "~phases.serving.repeats_by_label.control_delay_20ms",
+         "phases.serving.sequential.looks=[]", "phases.serving.sequential.pairing=none",
          "phases.serving.serving.request_rates=[1.0,2.0]",
          "phases.serving.num_prompts=30", ONE_GEMM_THREAD],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -17,6 +17,10 @@ lines appear in its log and every token waits the delay; ``FAKE_TOKEN_SHIFT_DELA
 token ids (a slower server whose batches turn greedy tokens), and ``FAKE_TOKEN_SHIFT_EVEN=1`` limits every
 shift to prompts whose character sum is even.
 
+``FAKE_OFFLOAD_GAP_S`` (a comma-separated list of seconds) replaces ``FAKE_TOKEN_GAP_S`` in an offload case's server
+(``OFFLOAD_IMPL`` not ``baseline``): repeat ``r`` (read from the evidence path's ``<label>-r<r>`` stem) waits entry
+``r mod len`` before each token, so a sequential serving test sets a cost per block.
+
 ``FAKE_SERVER_MODE``:
 * ``ok`` (default): behave.
 * ``never_healthy``: listen on nothing, sleep forever.
@@ -92,6 +96,16 @@ def _evidence(a: argparse.Namespace) -> None:
     print("CPU KV cache size: 10,000 tokens", flush=True)
 
 
+def _gap_s() -> float:
+    """The wait before each streamed token (module docstring: ``FAKE_TOKEN_GAP_S``, ``FAKE_OFFLOAD_GAP_S``)."""
+    per_repeat = os.environ.get("FAKE_OFFLOAD_GAP_S")
+    if per_repeat and os.environ.get("OFFLOAD_IMPL", "baseline") != "baseline":
+        gaps = [float(x) for x in per_repeat.split(",")]
+        stem = Path(os.environ.get("OFFLOAD_EVIDENCE_PATH", "x-r0.json")).stem
+        return gaps[int(stem.rsplit("-r", 1)[1]) % len(gaps)]
+    return float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -147,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the chunked body never ends: the client's transfer breaks
             return
 
-        gap = float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
+        gap = _gap_s()
         want_ids = bool(req.get("return_token_ids"))
         shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline") or (
             os.environ.get("FAKE_TOKEN_SHIFT_DELAYED") == "1" and bool(MODEL.hooks))

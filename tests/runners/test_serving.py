@@ -107,6 +107,7 @@ def test_clean_server_stops_on_sigterm_without_escalation(tmp_path):
 def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     overrides = [f"results_root={tmp_path}", "run_id=t", "progress=false", "+experiment=serving", "model=tiny",
                  "phases.serving.points=[]", "phases.serving.cases=[]", "~phases.serving.repeats_by_label.control_delay_20ms",
+                 "phases.serving.sequential.looks=[]", "phases.serving.sequential.pairing=none",  # a fixed design
                  "phases.serving.repeats=1", "phases.serving.num_prompts=4", "phases.serving.max_tokens=4",
                  "phases.serving.serving.request_rates=[8.0]", "phases.serving.serving.num_warmups=0",
                  f"phases.serving.serving.server_command=[{sys.executable},{FAKE_SERVER}]", *extra]
