@@ -81,7 +81,7 @@ def _lines_text(run_dir: Path) -> list[str]:
     return (run_dir / FILE_NAME).read_text().splitlines()
 
 
-@pytest.mark.heavy  # a serving matrix of 9 fake servers with analysis (about 30 s)
+@pytest.mark.heavy  # a serving matrix of 9 fake servers with analysis (111 s here beside other engineers' work)
 def test_a_big_cost_stops_the_label_at_look_1_and_every_output_reads_that_look(tmp_path: Path, capsys,
                                                                                share_host_measurements) -> None:
     code, run_dir = _run(tmp_path, BIG)
@@ -130,7 +130,7 @@ def swing(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: obj
     return code, root / "serving" / "t", cap.getvalue()
 
 
-@pytest.mark.heavy  # a serving matrix of 15 fake servers with analysis (about 45 s)
+@pytest.mark.heavy  # a serving matrix of 15 fake servers with analysis (with the next: 113 s here, beside other work)
 def test_a_cost_that_swings_between_blocks_runs_to_the_budget_and_prints_look_2(swing) -> None:
     code, run_dir, out = swing
     assert code == EXIT_OK, out[-3000:]
@@ -157,7 +157,7 @@ def test_a_cost_that_swings_between_blocks_runs_to_the_budget_and_prints_look_2(
                                   if v["verdict"] != "withheld")
 
 
-@pytest.mark.heavy  # a runner process stopped after its first look, then resumed in-process (about 45 s)
+@pytest.mark.heavy  # a runner stopped after its first look, then resumed in-process (about 2 min here, beside other work)
 def test_a_resume_between_two_looks_keeps_every_line_and_takes_look_2_on_recorded_and_new_blocks(tmp_path: Path,
                                                                                                  swing) -> None:
     ov = _swing_overrides(tmp_path, analyze=False)
