@@ -169,9 +169,10 @@ def _baseline_md(b: pd.DataFrame) -> list[str]:
     if b.empty:
         return []
     lines = ["", "Offload vs baseline per serving metric (per-process P50; design blocks: each process against the "
-             "baselines of its own block, paired 95% t interval over blocks, floor = the widest baseline spread inside a "
-             "block; design processes: unpaired 95% t interval over processes, floor = the baselines' spread over the run; slower / "
-             "faster only beyond the floor, equivalent inside max(5%, floor)):",
+             "baselines of its own block, paired t interval over blocks, floor = the widest baseline spread inside a "
+             "block; design processes: unpaired t interval over processes, floor = the baselines' spread over the run; "
+             "95% intervals, except a sequential label's: its stopping look's level, named in its row; slower / "
+             "faster only beyond the floor, equivalent only inside the margin, never widened to the floor):",
              "", "| label | rate req/s | metric | label ms (processes) | baseline ms (processes) | verdict |",
              "|---|---|---|---|---|---|"]
     for _i, r in b.iterrows():

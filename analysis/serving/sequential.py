@@ -7,8 +7,8 @@ What is modelled (the design: ``analysis.comparison.sequential.SequentialDesign`
 * **One cell** (``look_cell``): a (rate, metric) of ``analysis.serving.stats.VERDICT_METRICS`` at look ``k`` is
   ``analysis.serving.stats.block_verdict`` over the complete blocks among blocks ``1..looks[k]`` (the label's
   process and at least two floor baselines recorded in the block: ``analysis.serving.stats.is_floor_baseline``) at
-  the look's spent level: two-sided confidence ``1 - alpha_k`` (``SequentialDesign.look_alphas``), margin
-  ``max(target_pct, floor)``, a ``slower`` / ``faster`` kept only beyond the floor. A cell whose look rests on a
+  the look's spent level: two-sided confidence ``1 - alpha_k`` (``SequentialDesign.look_alphas``), ``equivalent``
+  only inside ``±target_pct``, a ``slower`` / ``faster`` kept only beyond the floor. A cell whose look rests on a
   process that ran its rate beside foreign work is ``withheld`` (``baseline_verdicts``' rule).
 * **The label** (``label_state``): ``conclusive`` when every cell is ``slower``, ``faster`` or ``equivalent`` (it
   stops); else ``open`` before the last look, ``budget`` at it (it ends with whatever each cell gives).
@@ -50,7 +50,7 @@ Block = tuple[Sequence[float], Sequence[float]]
 
 def look_cell(blocks: Sequence[Block], design: SequentialDesign, k: int) -> dict[str, Any]:
     """One (rate, metric) cell at look ``k`` (0-based): ``block_verdict`` of ``blocks`` (the complete blocks among
-    blocks ``1..looks[k]``, in block order) at confidence ``1 - alpha_k`` and margin ``max(target_pct, floor)``.
+    blocks ``1..looks[k]``, in block order) at confidence ``1 - alpha_k``, ``equivalent`` only inside ``±target_pct``.
 
     Raises:
         ValueError: ``k`` outside the design's looks; no block; ``block_verdict``'s errors.
@@ -66,10 +66,11 @@ def look_cell(blocks: Sequence[Block], design: SequentialDesign, k: int) -> dict
     return row
 
 
-def label_state(verdicts: Sequence[str], design: SequentialDesign, k: int) -> LabelState:
+def label_state(verdicts: Sequence[str], design: SequentialDesign, k: int, expected: int | None = None) -> LabelState:
     """The label after look ``k`` (0-based) from its cells' verdicts: ``conclusive`` when every one is ``slower``,
-    ``faster`` or ``equivalent`` (and there is one), else ``budget`` at the last look, ``open`` before it."""
-    if verdicts and all(v in CONCLUSIVE for v in verdicts):
+    ``faster`` or ``equivalent`` (and there is one, and at least ``expected`` of them: a (rate, metric) without a cell,
+    e.g. a rate with no complete block, is not known), else ``budget`` at the last look, ``open`` before it."""
+    if verdicts and len(verdicts) >= (expected or 0) and all(v in CONCLUSIVE for v in verdicts):
         return "conclusive"
     return "budget" if k == len(design.looks) - 1 else "open"
 
@@ -119,16 +120,18 @@ def _rate(r: float | None) -> float | None:
     return None if r is None or math.isinf(r) else float(r)
 
 
-def _reason(state: LabelState, cells: Sequence[ServingCell], design: SequentialDesign, k: int) -> str:
+def _reason(state: LabelState, cells: Sequence[ServingCell], design: SequentialDesign, k: int, expected: int) -> str:
     counts: dict[str, int] = {}
     for c in cells:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     tally = ", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "no cell"
     head = (f"look {k + 1} ({design.looks[k]} blocks, paired by block against the floor baselines, CI"
             f"{100 * design.confidence(k):.3g}%: alpha {design.look_alphas()[k]:.4f} of {design.alpha:g} "
-            f"{design.spending}-type): {len(cells)} (rate, metric) cell(s): {tally}")
+            f"{design.spending}-type): {len(cells)} (rate, metric) cell(s): {tally}"
+            + (f"; {expected - len(cells)} of {expected} without a cell (no complete block)" if len(cells) < expected
+               else ""))
     return head + {"conclusive": "; stopped (every cell slower, faster or equivalent)",
-                   "open": "; open (a cell is inconclusive or withheld)",
+                   "open": "; open (a cell is inconclusive, withheld or missing)",
                    "budget": f"; at the budget ({design.budget} blocks): ends with these verdicts"}[state]
 
 
@@ -140,8 +143,10 @@ def label_look(runs: Sequence[ServingRun], phase: str, label: str, design: Seque
                               verdict=cast(CellVerdictName, r["verdict"]), blocks=int(r["blocks"] or 0),
                               ci_low_pct=_fin(r["ci_low_pct"]), ci_high_pct=_fin(r["ci_high_pct"]),
                               floor_pct=_fin(r["floor_pct"]), margin_pct=float(r["margin_pct"])) for r in rows)
-    state = label_state([c.verdict for c in cells], design, k)
-    return ServingLabelLook(label=label, state=state, cells=cells, reason=_reason(state, cells, design, k))
+    rates = {r.rate.request_rate_rps for r in runs if r.phase == phase and r.repeat < design.looks[k]}
+    expected = len(rates) * len(VERDICT_METRICS)  # every rate the phase ran by this look, every verdict metric
+    state = label_state([c.verdict for c in cells], design, k, expected)
+    return ServingLabelLook(label=label, state=state, cells=cells, reason=_reason(state, cells, design, k, expected))
 
 
 def line_design(line: ServingLookDecision) -> SequentialDesign:

@@ -5,7 +5,7 @@ What is modelled: the lines of ``serving-looks.jsonl`` (``results_schema.records
 order, against its ``<phase>-serving.jsonl`` lines (``recheck_serving_looks``): each line follows its design (look
 number, blocks = ``looks[k]``, the look's spent alpha, the same design as look 1), looks at exactly the labels the
 previous line left open, names the floor baselines the runs hold, adds the blocks the design gives, and each label's
-state and every cell's verdict, complete blocks and interval are what ``analysis.serving.sequential.label_look`` (the
+state and every cell's verdict, complete blocks, interval, floor and margin are what ``analysis.serving.sequential.label_look`` (the
 runner's own function) gives on the recorded lines (bounds within ``TOL_PCT``). Then each line's design is held to
 what the run declared (``recheck_serving_declared``): its looks, target, alpha, spending and pairing are the saved
 config's ``phases.<phase>.sequential`` (``analysis.comparison.sequential_check.declared_design``), and the first look
@@ -50,11 +50,13 @@ def _label_diff(x: ServingLabelLook, y: ServingLabelLook) -> str | None:
         return f"{x.label}: recorded cells {sorted(got, key=str)}, recomputed {sorted(want, key=str)}"
     for key, c in want.items():
         g = got[key]
-        if (g.verdict, g.blocks) != (c.verdict, c.blocks) or not (_same(g.ci_low_pct, c.ci_low_pct)
-                                                                 and _same(g.ci_high_pct, c.ci_high_pct)):
+        if (g.verdict, g.blocks) != (c.verdict, c.blocks) or not all(
+                _same(u, v) for u, v in ((g.ci_low_pct, c.ci_low_pct), (g.ci_high_pct, c.ci_high_pct),
+                                         (g.floor_pct, c.floor_pct), (g.margin_pct, c.margin_pct))):
             return (f"{x.label} at {key[0] or 'inf'} req/s, {key[1]}: recorded {g.verdict} ({g.ci_low_pct}.."
-                    f"{g.ci_high_pct}%, {g.blocks} blocks), recomputed {c.verdict} ({c.ci_low_pct}.."
-                    f"{c.ci_high_pct}%, {c.blocks} blocks)")
+                    f"{g.ci_high_pct}%, {g.blocks} blocks, floor {g.floor_pct}%, margin {g.margin_pct}%), recomputed "
+                    f"{c.verdict} ({c.ci_low_pct}..{c.ci_high_pct}%, {c.blocks} blocks, floor {c.floor_pct}%, margin "
+                    f"{c.margin_pct}%)")
     return None
 
 

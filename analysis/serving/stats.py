@@ -27,9 +27,10 @@ What is modelled:
     (``analysis.comparison.verdict_rule.decide``, lower is better, unpaired t interval over processes) with
     the floor the baselines' per-process spread at the same rate over the whole run.
 
-  Either way the margin is widened to the floor, and a ``slower`` / ``faster`` is kept only when the whole
-  interval lies beyond the floor (otherwise ``inconclusive``): an offload point is slower only by more
-  than two runs of the baseline differ. The floor's baselines are the undelayed ones, pooled over
+  Either way ``equivalent`` means what it means for throughput (``analysis.comparison.verdict_rule.verdict``): the
+  whole interval inside the margin (5%, or a sequential look's target), never widened to the floor; and a
+  ``slower`` / ``faster`` is kept only when the whole interval lies beyond the floor (otherwise ``inconclusive``):
+  an offload point is slower only by more than two runs of the baseline differ. The floor's baselines are the undelayed ones, pooled over
   their labels (``is_floor_baseline``; a twin baseline label is a second baseline process per block): a speed control (a
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
   label, and its answer is known (``slower``; ``control_warnings`` names a rate where it did not come out). A verdict is ``withheld`` when a process of either side ran
@@ -163,7 +164,7 @@ def _beyond_floor(v: str, lo: float, hi: float, floor: float) -> str:
 
 def floor_verdict(a: Sequence[float], b: Sequence[float], floor_pct: float | None) -> dict[str, Any]:
     """The rule of ``baseline_verdicts`` for one metric (lower is better), as a ``BaselineVerdictRow`` part."""
-    margin = max(DEFAULT_MARGIN_PCT, floor_pct or 0.0)
+    margin = DEFAULT_MARGIN_PCT  # equivalent: inside the margin; the floor only gates slower / faster
     d = decide(list(a), list(b), margin_pct=margin, higher_is_better=False)
     v = _beyond_floor(d.verdict, d.ci_low_pct, d.ci_high_pct, floor_pct or 0.0)
     floor_txt = "no floor (one baseline process)" if floor_pct is None else f"floor {floor_pct:.1f}%"
@@ -180,8 +181,9 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
 
     The rule: the project's paired verdict (``analysis.comparison.verdict_rule.decide_paired``: a t interval
     of the mean per-block log ratio, label median over the block's baseline median, with ``k - 1`` degrees
-    of freedom) with the margin widened to the floor; a ``slower`` / ``faster`` is kept only when the whole
-    interval lies beyond the floor. What ``k`` blocks can call: the half-width is ``t(k - 1) s / sqrt(k)``
+    of freedom); ``equivalent`` when the whole interval lies inside ``±margin_pct`` (the one meaning of the word,
+    as for throughput: never widened to the floor), and a ``slower`` / ``faster`` is kept only when the whole
+    interval lies beyond the floor (else ``inconclusive``). What ``k`` blocks can call: the half-width is ``t(k - 1) s / sqrt(k)``
     on the log scale (``s`` the SD of the per-block log ratios), ``t`` = 12.71 at 2 blocks (half-width about
     6.4 times the distance between the two blocks' differences) and 4.30 at 3 blocks, so 2 blocks call only a
     difference that both blocks repeat closely. Under no effect a false ``slower`` (likewise ``faster``) has
@@ -193,8 +195,8 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
         unpaired: the label's processes left out because their block lacks two baselines (named in the text).
         confidence: the interval's two-sided confidence (default 95%; a sequential serving look passes its own
             spent level, ``analysis.serving.sequential``).
-        margin_pct: the least equivalence margin (default ``DEFAULT_MARGIN_PCT``; a sequential look passes its
-            design's target); the margin used is ``max(margin_pct, floor)``.
+        margin_pct: the equivalence margin (default ``DEFAULT_MARGIN_PCT``; a sequential look passes its design's
+            target).
 
     Returns:
         verdict, margin, the median per-block difference (%) and the interval, the floor (widest
@@ -213,7 +215,7 @@ def block_verdict(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, 
         bases.append(med_b)
         floors.append(spread_pct(list(b)) or 0.0)
     floor = max(floors)
-    margin = max(margin_pct, floor)
+    margin = margin_pct
     d = decide_paired(labels, bases, margin_pct=margin, higher_is_better=False, confidence=confidence)
     lo, hi = d.ci_low_pct, d.ci_high_pct
     v = _beyond_floor(d.verdict, lo, hi, floor)

@@ -53,7 +53,7 @@ class ServingCell(StrictModel):
                                                  "look's level, percent; null: none.")
     ci_high_pct: float | None
     floor_pct: float | None = Field(description="Widest spread of the floor baselines inside one block (%).")
-    margin_pct: NonNegFloat = Field(description="Equivalence margin: max(target, floor) (%).")
+    margin_pct: NonNegFloat = Field(description="Equivalence margin: the target (%); the floor gates only slower / faster.")
 
 
 class ServingLabelLook(StrictModel):

@@ -142,19 +142,19 @@ class BaselineVerdictRow(PhaseLabel):
         description="The baselines' floor at this rate (%): design processes, the spread (max - min) / median of "
                     "every baseline process's P50 (null with fewer than 2); design blocks, the widest such spread "
                     "of the baselines inside one block.")
-    margin_pct: NonNegFloat = Field(description="Equivalence margin used: max(default margin, floor) (%).")
+    margin_pct: NonNegFloat = Field(description="Equivalence margin used (%): the default margin, or a sequential label's target; the floor gates only slower / faster.")
     verdict: Literal["slower", "equivalent", "inconclusive", "faster", "withheld"] = Field(
-        description="slower / faster only when the 95% t interval (design processes: the wider of Welch's and the "
+        description="slower / faster only when the t interval (95%; a sequential label's: its stopping look's level, named in verdict_text; design processes: the wider of Welch's and the "
                     "pooled t over processes; blocks: paired t over blocks, blocks - 1 df; "
                     "analysis.comparison.verdict_rule) lies beyond the floor on one side; equivalent when it lies "
                     "inside the margin (the text names the side when it excludes 0); otherwise inconclusive; "
                     "withheld when a process of either side was contended at this rate (RateResult.host_load).")
     delta_pct: OptFloat = Field(description="(median A - median B) / median B (%; positive = the label is slower); "
                                             "design blocks: the median over blocks of that difference per block.")
-    ci_low_pct: OptFloat = Field(description="95% t interval low bound of the ratio minus 1 (%): processes, of the "
+    ci_low_pct: OptFloat = Field(description="t interval (95%, or a sequential label's stopping-look level) low bound of the ratio minus 1 (%): processes, of the "
                                              "ratio of the geometric means; blocks, of the geometric-mean per-block "
                                              "ratio (analysis.comparison.verdict_rule).")
-    ci_high_pct: OptFloat = Field(description="95% t interval high bound (%).")
+    ci_high_pct: OptFloat = Field(description="t interval high bound (%), at the level of ci_low_pct.")
     verdict_text: str = Field(description="Verdict with its interval, floor and margin.")
     design: Literal["processes", "blocks"] = Field(
         default="processes",

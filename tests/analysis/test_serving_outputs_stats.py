@@ -60,7 +60,7 @@ def test_slower_only_beyond_the_baselines_floor():
     assert floor_verdict([20.0, 20.5, 19.8, 20.2], base, 3.0)["verdict"] == "slower"
     # 8% slower, but the baselines themselves spread 12%: not a verdict
     got = floor_verdict([10.8, 10.9, 10.7, 10.8], base, 12.0)
-    assert got["verdict"] in ("inconclusive", "equivalent") and got["margin_pct"] == 12.0
+    assert got["verdict"] == "inconclusive" and got["margin_pct"] == 5.0  # the floor gates slower, not equivalent
     assert floor_verdict([10.0, 10.1, 9.95, 10.05], base, 3.0)["verdict"] == "equivalent"
     # a latency 2-3% higher, inside the margin: equivalent, and the text says on which side (higher = slower)
     near = floor_verdict([10.2, 10.3, 10.25, 10.3], [10.0, 10.05, 9.95, 10.0], 1.0)
@@ -179,10 +179,10 @@ def test_a_host_that_drifts_between_blocks_widens_the_unpaired_floor_but_not_the
     assert floor_verdict(a, b, 70.0)["verdict"] == "inconclusive"
     # a block whose twins disagree by more than the effect: the floor is that block's spread, not the median
     got = block_verdict([([39.0], [30.0, 30.6]), ([39.0], [30.0, 30.6]), ([39.0], [25.0, 36.0])])
-    # +28% in every block, inside a 36% floor: not slower; equivalent within the floor-wide margin (the one meaning
-    # of equivalent), and the text names the side, since every block is on it
-    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "equivalent"
-    assert got["verdict_text"].startswith("equivalent (slower by ") and "paired in 3 blocks (2 df" in got["verdict_text"]
+    # +28% in every block, inside a 36% floor: not slower (the floor gates it) and never equivalent (the one meaning of
+    # equivalent: the interval inside ±5%, not inside a margin widened to the floor): inconclusive
+    assert abs(got["floor_pct"] - 36.07) < 0.01 and got["verdict"] == "inconclusive" and got["margin_pct"] == 5.0
+    assert got["verdict_text"].startswith("inconclusive (") and "paired in 3 blocks (2 df" in got["verdict_text"]
 
 
 def test_no_cost_is_equivalent_in_blocks_and_one_block_falls_back_to_processes():

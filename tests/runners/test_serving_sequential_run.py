@@ -208,6 +208,11 @@ def test_the_serving_validation_rejects_a_forged_look_line(swing, tmp_path: Path
     assert any(e.startswith("sequential_recompute: serving: the recorded serving look is not what its processes "
                             f"give: look 2: current_g1_n1 at 8.0 req/s, ttft: recorded {cell['verdict']}") for e in
                errors), errors
+    line = json.loads(_lines_text(run_dir)[1])  # a cell's margin and floor rewritten, its verdict left as it was
+    line["labels"][0]["cells"][0].update(margin_pct=99.0, floor_pct=0.0)
+    (copy / FILE_NAME).write_text("\n".join([_lines_text(run_dir)[0], json.dumps(line, separators=(",", ":"))]) + "\n")
+    write_sha256sums(copy)
+    assert any(e.startswith("sequential_recompute: ") and "margin 99.0%" in e for e in _serving_errors(copy))
     (copy / FILE_NAME).write_text("".join(json.dumps({**json.loads(t), "alpha": 0.04}, separators=(",", ":")) + "\n"
                                           for t in _lines_text(run_dir)))
     write_sha256sums(copy)
