@@ -43,6 +43,9 @@ class CaseKind:
         speed_control: a baseline of its phases may run a speed control (``step_delay_ms``, ``offload.controls``).
         sequential: its phases may run group-sequential looks (``MatrixConfig.sequential``,
             ``runners.orchestration.sequential``).
+        floor_looks: its looks judge every (rate, metric) cell of each offload label against the two floor
+            baselines of each block (``runners.orchestration.serving_sequential``, ``analysis.serving.sequential``)
+            rather than one value per process against the baseline's.
         in_process: its cases may run in-process A/B rounds (``CaseConfig.in_process``, ``offload.inprocess``).
         engine_workload: the phase's workload is the engine's (dtype among vLLM's, input_len + max_tokens <=
             max_model_len, ``runners.planning.workload_check``); False where a protocol fixes the engine.
@@ -52,6 +55,7 @@ class CaseKind:
     bench: bool = False
     speed_control: bool = False
     sequential: bool = False
+    floor_looks: bool = False
     in_process: bool = False
     engine_workload: bool = True
 

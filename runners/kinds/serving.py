@@ -57,6 +57,7 @@ class Serving(CaseKind):
     name = "serving"
     speed_control = True
     sequential = True
+    floor_looks = True
 
     def phase_fields(self, phase: str, matrix: MatrixConfig) -> dict[str, Any]:
         try:

@@ -36,6 +36,7 @@ from results_schema.records.serving import ServingRun
 from results_schema.records.serving_looks import ServingLookDecision, read_serving_looks
 from runners.cases import PhaseCase, ScheduledCase
 from runners.outcome.serving import serving_name
+from runners.kinds.registry import kind as case_kind
 from runners.planning.blocks import block_order
 from runners.planning.plan import expand_phase
 
@@ -44,8 +45,8 @@ __all__ = ["is_serving", "serving_block_items", "serving_look_lines", "serving_l
 
 
 def is_serving(cfg: Config, phase: str) -> bool:
-    """Whether ``phase`` is a serving phase (its looks are this module's)."""
-    return str(cfg.phases[phase].kind) == "serving"
+    """Whether ``phase``'s kind takes floor looks (``CaseKind.floor_looks``: serving; its looks are this module's)."""
+    return case_kind(str(cfg.phases[phase].kind)).floor_looks
 
 
 def _design(cfg: Config, phase: str) -> SequentialDesign:

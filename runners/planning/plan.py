@@ -260,7 +260,7 @@ def _sequential_cases(phase: str, matrix: MatrixConfig, kind: CaseKind,
                         "baseline")
     if any(c.expect_error is not None for c in cases):
         raise PlanError(f"phase {phase!r}: sequential phases hold no expected-failure case (expect_error)")
-    if kind.name == "serving":
+    if kind.floor_looks:
         return _serving_sequential_cases(phase, matrix, cases)
     if matrix.repeats_by_label or matrix.focus_first:
         raise PlanError(f"phase {phase!r}: sequential phases decide each label's processes by their looks; "

@@ -7,7 +7,8 @@ then ``yaml_text`` / ``config_sha256``; written by ``fixtures/make_config_golden
 (``conf.typed.load_config`` -> ``plain_config``) must give the same bytes. (Against 15270aa the only
 difference is ``bench_module: runners.incase.bench_one``, from the module move, not from typing.) The
 ``serving`` entry was recomputed the same untyped way when ``+experiment=serving`` gained its speed control
-(one explicit case ``control_delay_20ms`` in 2 repeats): that design change, not the typed path, moved its hash.
+(one explicit case ``control_delay_20ms`` in 2 repeats), and again when it declared sequential looks
+(``phases.serving.sequential``): those design changes, not the typed path, moved its hash.
 """
 
 from __future__ import annotations

@@ -120,21 +120,42 @@ def _swing_overrides(root: Path, *extra: str, analyze: bool = True) -> list[str]
     return _overrides(root, SWING, "phases.serving.serving.request_rates=[8.0,16.0]", *extra, analyze=analyze)
 
 
-@pytest.fixture(scope="module")
-def swing(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: object) -> tuple[int, Path, str]:
-    root = tmp_path_factory.mktemp("swing")
-    ov = _swing_overrides(root)
+def _swing_run_killed_after_look_1_and_resumed(root: Path) -> tuple[Path, bytes, str]:
+    """The swinging cost's run: the runner (a subprocess) SIGTERMed once look 1 has added its blocks (the first added
+    process has a log), then resumed in-process with analysis. Returns (run dir, the look lines recorded before the
+    kill, the console of both parts)."""
+    ov = _swing_overrides(root, analyze=False)
+    run_dir = root / "serving" / "t"
+    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    block4 = run_dir / "logs" / "serving" / "baseline_twin-r3.log"  # the first process look 1 added (ABBA: reversed)
+    while proc.poll() is None and time.monotonic() < deadline and not block4.is_file():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    first = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == EXIT_INTERRUPTED, first[-3000:]
+    before = (run_dir / FILE_NAME).read_bytes()
+    recorded = {(r.label, r.repeat) for r in read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)}
+    assert len(before.splitlines()) == 1 and ("current_g1_n1", 3) not in recorded
+    resume = [f"resume={run_dir}", "progress=false", "analyze=true"]
     cap = io.StringIO()
     with contextlib.redirect_stdout(cap):
-        code = run_matrix(compose_cfg(*ov), ov)
-    return code, root / "serving" / "t", cap.getvalue()
+        code = run_matrix(compose_cfg(*resume), resume)
+    assert code == EXIT_OK, cap.getvalue()[-3000:]
+    return run_dir, before, first + cap.getvalue()
 
 
-@pytest.mark.heavy  # a serving matrix of 15 fake servers with analysis (with the next: 113 s here, beside other work)
-def test_a_cost_that_swings_between_blocks_runs_to_the_budget_and_prints_look_2(swing) -> None:
-    code, run_dir, out = swing
-    assert code == EXIT_OK, out[-3000:]
+@pytest.mark.heavy  # 15 fake servers, killed after look 1 and resumed, with analysis (about 2 min here)
+def test_a_swinging_cost_killed_after_look_1_resumes_to_the_budget_keeps_its_lines_and_rejects_a_forged_one(
+        tmp_path: Path, share_host_measurements: object) -> None:
+    """One run for three properties (a serving run per property cost the suite ~100 s each): a cost that swings
+    between blocks runs to the budget's look 2; a resume between two looks keeps every line written before the kill
+    byte-identical and takes look 2 on the recorded and new blocks; the serving validation rejects forged lines."""
+    run_dir, before, out = _swing_run_killed_after_look_1_and_resumed(tmp_path / "swing")
     lines = read_serving_looks(run_dir)
+    after = (run_dir / FILE_NAME).read_bytes()
+    assert after.startswith(before) and len(after.splitlines()) == 2
     assert [(x.look, x.blocks, x.next_blocks, x.labels[0].state) for x in lines] == [
         (1, 3, 2, "open"), (2, 5, 0, "budget")]
     assert not any(c.verdict in ("slower", "faster", "equivalent") for x in lines for c in x.labels[0].cells)
@@ -145,6 +166,8 @@ def test_a_cost_that_swings_between_blocks_runs_to_the_budget_and_prints_look_2(
     assert f"sequential serving/current_g1_n1: {lines[1].labels[0].reason}" in out
     assert "look 2 (5 blocks" in out and "sequential serving: look 2 recorded; phase done" in out
     runs = read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
+    keys = [(r.label, r.repeat, r.rate.index) for r in runs]
+    assert len(set(keys)) == len(keys) == 15 * 2
     assert sorted({(r.label, r.repeat) for r in runs}) == sorted(
         (lb, rep) for lb in ("baseline", "baseline_twin", "current_g1_n1") for rep in range(5))
     for r in runs:  # the decided blocks keep the rate rotation of their repeat (runners.launching.serving_case)
@@ -155,45 +178,17 @@ def test_a_cost_that_swings_between_blocks_runs_to_the_budget_and_prints_look_2(
     rows = [v for v in summary["baseline_verdicts"] if v["label"] == "current_g1_n1"]
     assert len(rows) == 8 and all(v["blocks"] == 5 and "at look 2 of 2" in v["verdict_text"] for v in rows
                                   if v["verdict"] != "withheld")
-
-
-@pytest.mark.heavy  # a runner stopped after its first look, then resumed in-process (about 2 min here, beside other work)
-def test_a_resume_between_two_looks_keeps_every_line_and_takes_look_2_on_recorded_and_new_blocks(tmp_path: Path,
-                                                                                                 swing) -> None:
-    ov = _swing_overrides(tmp_path, analyze=False)
-    run_dir = tmp_path / "serving" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 240
-    block4 = run_dir / "logs" / "serving" / "baseline_twin-r3.log"  # the first process look 1 added (ABBA: reversed)
-    while proc.poll() is None and time.monotonic() < deadline and not block4.is_file():
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=120)[0].decode()
-    assert proc.returncode == EXIT_INTERRUPTED, out[-3000:]
-    before = (run_dir / FILE_NAME).read_bytes()
-    recorded = {(r.label, r.repeat) for r in read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)}
-    assert len(before.splitlines()) == 1 and ("current_g1_n1", 3) not in recorded
-    resume = [f"resume={run_dir}", "progress=false", "analyze=false"]
-    assert run_matrix(compose_cfg(*resume), resume) == EXIT_OK
-    after = (run_dir / FILE_NAME).read_bytes()
-    assert after.startswith(before) and len(after.splitlines()) == 2
-    assert [[(x.label, x.state) for x in d.labels] for d in read_serving_looks(run_dir)] == [
-        [(x.label, x.state) for x in d.labels] for d in read_serving_looks(swing[1])]
-    keys = [(r.label, r.repeat, r.rate.index) for r in read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)]
-    assert len(set(keys)) == len(keys) == 15 * 2
+    _forged_lines_fail(run_dir, tmp_path)
 
 
 def _serving_errors(run_dir: Path) -> list[str]:
     return validate_serving(load_serving(run_dir)).errors
 
 
-@pytest.mark.heavy  # shares the swing run
-def test_the_serving_validation_rejects_a_forged_look_line(swing, tmp_path: Path) -> None:
-    """A cell's verdict edited by hand, then every line re-made under alpha 0.04: the serving validation (the run's
-    serving verdict, ``serving-summary.json``) recomputes each look from the ServingRun lines and holds its design to
-    the saved config."""
-    _code, run_dir, _out = swing
+def _forged_lines_fail(run_dir: Path, tmp_path: Path) -> None:
+    """A cell's verdict edited by hand, a cell's margin and floor rewritten, then every line re-made under alpha 0.04:
+    the serving validation (the run's serving verdict, ``serving-summary.json``) recomputes each look from the
+    ServingRun lines and holds its design to the saved config."""
     assert not [e for e in _serving_errors(run_dir) if e.startswith("sequential_")]
     copy = tmp_path / "forged"
     shutil.copytree(run_dir, copy)
