@@ -65,21 +65,35 @@ class LabelLook(StrictModel):
     reason: str = Field(description="The look in words (interval, level, why stopped or open).")
 
 
-class LookDecision(StrictModel):
-    """One line of ``sequential-decisions.jsonl`` (module docstring)."""
+class LookLine(StrictModel):
+    """What every look line shares, in this field order: which look of which phase, and the design it ran under (a
+    throughput phase's ``LookDecision``, a serving phase's ``results_schema.records.serving_looks.ServingLookDecision``;
+    never written on its own)."""
 
     schema_version: SchemaVersion = 1
     phase: str = Field(min_length=1)
     look: int = Field(ge=1, description="1-based look number.")
     blocks: int = Field(ge=1, description="Blocks (processes per arm) the look is taken after.")
-    looks: tuple[int, ...] = Field(min_length=1, description="The design's looks (processes per arm).")
+    looks: tuple[int, ...] = Field(min_length=1, description="The design's looks (blocks: processes per arm).")
     target_pct: float = Field(gt=0, description="Smallest cost that matters; the equivalence margin (percent).")
-    alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look.")
+    alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look (per label; a serving "
+                                                 "label: per cell).")
     spending: SpendingName = Field(description="Alpha-spending function (pocock or obrien_fleming).")
     pairing: PairingName = Field(default=DEFAULT_PAIRING, description="The interval every look uses: none (unpaired "
                                  "t of the label's processes vs the baseline's) or block (paired t of the per-block log "
                                  "ratio over the complete blocks).")
     look_alpha: float = Field(gt=0, lt=1, description="Alpha this look spends; its intervals are at 1 - look_alpha.")
+
+    @property
+    def design_values(self) -> tuple[tuple[int, ...], float, float, str, str]:
+        """``(looks, target_pct, alpha, spending, pairing)``: the design the line records, in
+        ``analysis.comparison.sequential.SequentialDesign``'s argument order."""
+        return self.looks, self.target_pct, self.alpha, self.spending, self.pairing
+
+
+class LookDecision(LookLine):
+    """One line of ``sequential-decisions.jsonl`` (module docstring)."""
+
     baseline: str = Field(min_length=1, description="The reference arm's label.")
     labels: tuple[LabelLook, ...] = Field(description="Every label open before this look.")
     next_blocks: NonNegInt = Field(description="Blocks this look schedules for the labels still open (0: done).")

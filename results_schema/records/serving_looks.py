@@ -26,10 +26,10 @@ from typing import Literal, Sequence
 from pydantic import Field
 
 from results_schema.codec.io import read_jsonl
-from results_schema.records.base import NonNegFloat, NonNegInt, SchemaVersion, StrictModel
+from results_schema.records.base import NonNegFloat, NonNegInt, StrictModel
 from results_schema.records.dispatch import FileKind
 from results_schema.records.plan import PlannedPhase, RunPlan
-from results_schema.records.sequential import SpendingName, _more
+from results_schema.records.sequential import LookLine, _more
 from results_schema.records.serving_spec import PosFloat
 from results_schema.records.serving_summary import Metric
 
@@ -66,20 +66,12 @@ class ServingLabelLook(StrictModel):
     reason: str = Field(description="The look in words (level, cell tally, why stopped or open).")
 
 
-class ServingLookDecision(StrictModel):
+class ServingLookDecision(LookLine):
     """One line of ``serving-looks.jsonl`` (module docstring)."""
 
-    schema_version: SchemaVersion = 1
-    phase: str = Field(min_length=1)
-    look: int = Field(ge=1, description="1-based look number.")
-    blocks: int = Field(ge=1, description="Blocks the look is taken after.")
-    looks: tuple[int, ...] = Field(min_length=1, description="The design's looks (blocks).")
-    target_pct: float = Field(gt=0, description="Smallest cost that matters; the least equivalence margin (%).")
-    alpha: float = Field(gt=0, lt=1, description="Total two-sided alpha over every look, per cell.")
-    spending: SpendingName = Field(description="Alpha-spending function (pocock or obrien_fleming).")
+    # the fields before ``baselines`` are every look line's (``LookLine``); a serving phase pairs by block only
     pairing: Literal["block"] = Field(description="Every look pairs each label process with its block's floor "
                                                   "baselines (the only pairing a serving phase allows).")
-    look_alpha: float = Field(gt=0, lt=1, description="Alpha this look spends; its intervals are at 1 - look_alpha.")
     baselines: tuple[str, ...] = Field(min_length=1, description="The floor baselines every block runs.")
     labels: tuple[ServingLabelLook, ...] = Field(description="Every label open before this look.")
     next_blocks: NonNegInt = Field(description="Blocks this look schedules for the labels still open (0: done).")
