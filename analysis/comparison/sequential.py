@@ -52,7 +52,7 @@ import numpy as np
 
 from analysis.comparison.power import detectable_cost_pct, detectable_paired_cost_pct
 from analysis.comparison.verdict_rule import PAIRED, Decision, decide, decide_paired
-from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LookDecision
+from results_schema.records.sequential import DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, LookLine
 from results_schema.rules.sequential_rule import SPENDING, check_design
 
 __all__ = ["LookVerdict", "SequentialDesign", "label_looks", "line_design", "look_blocks", "look_values",
@@ -131,14 +131,15 @@ class SequentialDesign:
         return 1.0 - self.look_alphas()[k]
 
 
-def line_design(line: LookDecision) -> SequentialDesign:
-    """The design a look line records (its looks, target, alpha, spending and pairing): what ``analysis validate`` and
-    the verdict of record recompute its series under.
+def line_design(line: LookLine) -> SequentialDesign:
+    """The design a look line records (``LookLine.design_values``: its looks, target, alpha, spending and pairing),
+    a throughput phase's or a serving phase's: what ``analysis validate``, the serving validation and the verdicts of
+    record recompute its looks under.
 
     Raises:
         ValueError: the recorded design is not valid (``check_design``'s line).
     """
-    return SequentialDesign(tuple(line.looks), line.target_pct, line.alpha, line.spending, line.pairing)
+    return SequentialDesign(*line.design_values)
 
 
 @dataclass(frozen=True)

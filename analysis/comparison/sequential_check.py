@@ -30,14 +30,15 @@ a verify decision's target against its predictions (``analysis.model.choice``, c
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from analysis.comparison.sequential import SequentialDesign, line_design, look_values, look_verdict
 from results_schema.records.choice import DEFAULT_VERIFY_TARGET_FLOOR_PCT, ChoiceDecision
 from results_schema.records.plan import PlannedPhase, RunPlan
 from results_schema.records.sequential import (DEFAULT_ALPHA, DEFAULT_PAIRING, DEFAULT_SPENDING, FILE_NAME,
                                                LabelLook, LookDecision, series_repeats)
+from results_schema.records.serving_looks import ServingLookDecision
 
 TOL_PCT = 1e-6
 """Bound tolerance (percent points): the recorded JSON holds full float precision."""
@@ -63,7 +64,36 @@ def _label(x: LabelLook, a: list[float], b: list[float], design: SequentialDesig
             f"{d.ci_high_pct:+.4f}%, {len(a)} vs {len(b)})")
 
 
-def _structure(line: LookDecision, k: int, design: SequentialDesign, prev: LookDecision | None) -> list[str]:
+AnyLook = TypeVar("AnyLook", LookDecision, ServingLookDecision)
+"""A look line of either kind (``results_schema.records.sequential.LookLine``'s two records)."""
+
+
+def design_series(lines: Sequence[AnyLook]) -> Iterator[str | tuple[int, AnyLook, SequentialDesign]]:
+    """Each line of one look series (file order) as ``(k, line, design)``, ``k`` its 0-based look and ``design`` its
+    first line's (``line_design``), or in its place the difference in words: ``the recorded design is not valid: ...``
+    (the first line's; nothing follows), ``look N: another design than look 1's`` (that line is not checked further),
+    ``look N: the design has M looks`` (a line past the design's last look; nothing follows). The throughput and the
+    serving validation (``analysis.serving.sequential_check``) both check a series' design this way."""
+    if not lines:
+        return
+    try:
+        design = line_design(lines[0])
+    except ValueError as exc:
+        yield f"the recorded design is not valid: {exc}"
+        return
+    for k, line in enumerate(lines):
+        if line.design_values != lines[0].design_values:
+            yield f"look {line.look}: another design than look 1's"
+        elif k >= len(design.looks):
+            yield f"look {line.look}: the design has {len(design.looks)} looks"
+            return
+        else:
+            yield k, line, design
+
+
+def look_place_diffs(line: AnyLook, k: int, design: SequentialDesign, prev: AnyLook | None) -> list[str]:
+    """Where look ``k`` (0-based) of a series differs from its design and the look before it: its number and blocks
+    (``looks[k]``), its spent alpha, and the labels it looks at (exactly those ``prev`` left open). Empty: none."""
     out = []
     if line.look != k + 1 or line.blocks != design.looks[k]:
         out.append(f"look {line.look} after {line.blocks} blocks: the design's look {k + 1} is after {design.looks[k]}")
@@ -72,10 +102,16 @@ def _structure(line: LookDecision, k: int, design: SequentialDesign, prev: LookD
     if prev is not None and tuple(x.label for x in line.labels) != prev.still_open:
         out.append(f"look {line.look} looks at {[x.label for x in line.labels]}, the previous look left "
                    f"{list(prev.still_open)} open")
+    return out
+
+
+def next_blocks_diffs(line: AnyLook, k: int, design: SequentialDesign) -> list[str]:
+    """The blocks look ``k`` adds against the design's (``looks[k+1] - looks[k]`` while a label is open, else 0);
+    empty when they agree."""
     want = design.looks[k + 1] - design.looks[k] if line.still_open and k + 1 < len(design.looks) else 0
     if line.next_blocks != want:
-        out.append(f"look {line.look}: adds {line.next_blocks} block(s), the design gives {want}")
-    return out
+        return [f"look {line.look}: adds {line.next_blocks} block(s), the design gives {want}"]
+    return []
 
 
 def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
@@ -106,24 +142,13 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
 
 def recheck_series(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
     """``recheck_looks`` of one look series (its lines share ``first_block``, in file order)."""
-    if not lines:
-        return []
-    first = lines[0]
-    try:
-        design = line_design(first)
-    except ValueError as exc:
-        return [f"the recorded design is not valid: {exc}"]
     out: list[str] = []
-    for k, line in enumerate(lines):
-        if (line.looks, line.target_pct, line.alpha, line.spending, line.pairing) != (
-                first.looks, first.target_pct, first.alpha, first.spending, first.pairing):
-            out.append(f"look {line.look}: another design than look 1's")
+    for item in design_series(lines):
+        if isinstance(item, str):
+            out.append(item)
             continue
-        if k >= len(design.looks):
-            out.append(f"look {line.look}: the design has {len(design.looks)} looks")
-            break
-        out += _structure(line, k, design, lines[k - 1] if k else None)
-
+        k, line, design = item
+        out += look_place_diffs(line, k, design, lines[k - 1] if k else None) + next_blocks_diffs(line, k, design)
         base = series_repeats(values.get((line.phase, line.baseline), {}), line.first_block)
         out += [f"look {line.look}: {diff}" for x in line.labels
                 if (diff := _label(x, *look_values(series_repeats(values.get((line.phase, x.label), {}),

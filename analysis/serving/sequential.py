@@ -34,14 +34,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from analysis.comparison.sequential import CONCLUSIVE, SequentialDesign
+from analysis.comparison.sequential import CONCLUSIVE, SequentialDesign, line_design
 from analysis.serving.stats import (VERDICT_METRICS, _blocks, _by_block, _contended, _floor_baselines, _p50s,
                                     block_verdict, baseline_verdicts)
 from results_schema.records.serving import ServingRun
 from results_schema.records.serving_looks import (CellVerdictName, LabelState, ServingCell, ServingLabelLook,
                                                   ServingLookDecision)
 
-__all__ = ["label_look", "label_state", "line_design", "look_cell", "look_rows", "sequential_verdicts"]
+__all__ = ["label_look", "label_state", "look_cell", "look_rows", "sequential_verdicts"]
 
 Block = tuple[Sequence[float], Sequence[float]]
 """One block of one cell: (the label's P50s, the block's floor-baseline P50s), ms."""
@@ -147,16 +147,6 @@ def label_look(runs: Sequence[ServingRun], phase: str, label: str, design: Seque
     expected = len(rates) * len(VERDICT_METRICS)  # every rate the phase ran by this look, every verdict metric
     state = label_state([c.verdict for c in cells], design, k, expected)
     return ServingLabelLook(label=label, state=state, cells=cells, reason=_reason(state, cells, design, k, expected))
-
-
-def line_design(line: ServingLookDecision) -> SequentialDesign:
-    """The design a serving look line records: what the verdicts of record and the serving validation recompute its
-    looks under.
-
-    Raises:
-        ValueError: the recorded design is not valid (``check_design``'s line).
-    """
-    return SequentialDesign(tuple(line.looks), line.target_pct, line.alpha, line.spending, line.pairing)
 
 
 def sequential_verdicts(runs: Sequence[ServingRun], lines: Sequence[ServingLookDecision]) -> list[dict[str, Any]]:

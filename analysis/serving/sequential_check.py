@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.comparison.sequential import SequentialDesign
-from analysis.comparison.sequential_check import declared_design
-from analysis.serving.sequential import label_look, line_design
+from analysis.comparison.sequential_check import (declared_design, design_series, look_place_diffs,
+                                                  next_blocks_diffs)
+from analysis.serving.sequential import label_look
 from analysis.serving.stats import _floor_baselines
 from results_schema.codec.io import read_json, scan_jsonl
 from results_schema.records.plan import PLAN_FILE, PlannedPhase, RunPlan
@@ -62,20 +63,10 @@ def _label_diff(x: ServingLabelLook, y: ServingLabelLook) -> str | None:
 
 def _structure(line: ServingLookDecision, k: int, design: SequentialDesign, prev: ServingLookDecision | None,
                floor: Sequence[str]) -> list[str]:
-    out = []
-    if line.look != k + 1 or line.blocks != design.looks[k]:
-        out.append(f"look {line.look} after {line.blocks} blocks: the design's look {k + 1} is after {design.looks[k]}")
-    if abs(line.look_alpha - design.look_alphas()[k]) > 1e-12:
-        out.append(f"look {line.look}: alpha {line.look_alpha} recorded, the design spends {design.look_alphas()[k]}")
-    if prev is not None and tuple(x.label for x in line.labels) != prev.still_open:
-        out.append(f"look {line.look} looks at {[x.label for x in line.labels]}, the previous look left "
-                   f"{list(prev.still_open)} open")
+    out = look_place_diffs(line, k, design, prev)
     if sorted(line.baselines) != sorted(floor):
         out.append(f"look {line.look}: floor baselines {list(line.baselines)} recorded; the runs' are {sorted(floor)}")
-    want = design.looks[k + 1] - design.looks[k] if line.still_open and k + 1 < len(design.looks) else 0
-    if line.next_blocks != want:
-        out.append(f"look {line.look}: adds {line.next_blocks} block(s), the design gives {want}")
-    return out
+    return out + next_blocks_diffs(line, k, design)
 
 
 def recheck_serving_looks(lines: Sequence[ServingLookDecision], runs: Sequence[ServingRun]) -> list[str]:
@@ -83,20 +74,13 @@ def recheck_serving_looks(lines: Sequence[ServingLookDecision], runs: Sequence[S
     ``runs`` (the phase's ``ServingRun`` lines; module docstring). Empty: all agree."""
     if not lines:
         return []
-    try:
-        design = line_design(lines[0])
-    except ValueError as exc:
-        return [f"the recorded design is not valid: {exc}"]
     floor = sorted(lb for _ph, lb in _floor_baselines([r for r in runs if r.phase == lines[0].phase])[0])
     out: list[str] = []
-    for k, line in enumerate(lines):
-        if (line.looks, line.target_pct, line.alpha, line.spending, line.pairing) != (
-                design.looks, design.target_pct, design.alpha, design.spending, design.pairing):
-            out.append(f"look {line.look}: another design than look 1's")
+    for item in design_series(lines):
+        if isinstance(item, str):
+            out.append(item)
             continue
-        if k >= len(design.looks):
-            out.append(f"look {line.look}: the design has {len(design.looks)} looks")
-            break
+        k, line, design = item
         out += _structure(line, k, design, lines[k - 1] if k else None, floor)
         out += [f"look {line.look}: {diff}" for x in line.labels
                 if (diff := _label_diff(x, label_look(runs, line.phase, x.label, design, k))) is not None]
