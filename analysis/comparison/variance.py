@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.comparison.verdict_rule import CONFIDENCE
+from results_schema.rules.floor_rule import is_floor_baseline
 
 __all__ = ["ESTIMATOR", "Components", "arm_components", "between_only", "chi2_quantile", "components", "reference_mask",
            "variance_components"]
@@ -185,11 +186,12 @@ def components(groups: Sequence[Sequence[float]], confidence: float = CONFIDENCE
 
 def reference_mask(runs: pd.DataFrame) -> pd.Series:
     """Rows of ``runs`` that form their phase's reference arm: the baseline processes (``implementation ==
-    baseline``) that are no speed control (no ``step_delay_ms``). Every verdict vs "the baseline" pools these."""
-    base = runs["implementation"] == "baseline"
-    if "step_delay_ms" in runs:
-        base &= runs["step_delay_ms"].fillna(0.0).astype(float) == 0.0
-    return base
+    baseline``) that are no speed control (no ``step_delay_ms``): ``results_schema.rules.floor_rule.is_floor_baseline``
+    per row. Every verdict vs "the baseline" pools these."""
+    delay = (runs["step_delay_ms"].fillna(0.0).astype(float) if "step_delay_ms" in runs
+             else pd.Series(0.0, index=runs.index))
+    return pd.Series([is_floor_baseline(i, d) for i, d in zip(runs["implementation"], delay, strict=True)],
+                     index=runs.index, dtype=bool)
 
 
 def _groups(rounds: pd.DataFrame, keys: set[tuple[str, int]]) -> list[list[float]]:

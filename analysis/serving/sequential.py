@@ -6,7 +6,7 @@ What is modelled (the design: ``analysis.comparison.sequential.SequentialDesign`
 
 * **One cell** (``look_cell``): a (rate, metric) of ``analysis.serving.stats.VERDICT_METRICS`` at look ``k`` is
   ``analysis.serving.stats.block_verdict`` over the complete blocks among blocks ``1..looks[k]`` (the label's
-  process and at least two floor baselines recorded in the block: ``analysis.serving.stats.is_floor_baseline``) at
+  process and at least two floor baselines recorded in the block: ``results_schema.rules.floor_rule.is_floor_baseline``) at
   the look's spent level: two-sided confidence ``1 - alpha_k`` (``SequentialDesign.look_alphas``), ``equivalent``
   only inside ``±target_pct``, a ``slower`` / ``faster`` kept only beyond the floor. A cell whose look rests on a
   process that ran its rate beside foreign work is ``withheld`` (``baseline_verdicts``' rule).

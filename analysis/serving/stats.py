@@ -31,7 +31,7 @@ What is modelled:
   whole interval inside the margin (5%, or a sequential look's target), never widened to the floor; and a
   ``slower`` / ``faster`` is kept only when the whole interval lies beyond the floor (otherwise ``inconclusive``):
   an offload point is slower only by more than two runs of the baseline differ. The floor's baselines are the undelayed ones, pooled over
-  their labels (``is_floor_baseline``; a twin baseline label is a second baseline process per block): a speed control (a
+  their labels (``results_schema.rules.floor_rule.is_floor_baseline``; a twin baseline label is a second baseline process per block): a speed control (a
   baseline whose every forward sleeps, ``offload.controls``) is judged against them like an offload
   label, and its answer is known (``slower``; ``control_warnings`` names a rate where it did not come out). A verdict is ``withheld`` when a process of either side ran
   that rate beside foreign work (``RateResult.host_load.contended``, the throughput phase's rule).
@@ -64,6 +64,7 @@ from analysis.comparison.verdict_rule import CONFIDENCE, PAIRED, DEFAULT_MARGIN_
 from analysis.serving.recompute import MS_PER_S, samples_s
 from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import LATENCY_METRICS, LATENCY_PERCENTILES, ServingRequests, ServingRun
+from results_schema.rules.floor_rule import is_floor_baseline
 
 BOOTSTRAP_SAMPLES = 2000
 SEED = 20261
@@ -245,17 +246,11 @@ def _blocks(procs: Sequence[_Proc], base: Sequence[_Proc], m: str) -> list[tuple
             for rep, mine in _by_block(procs).items() if len(base_at.get(rep, [])) >= 2]
 
 
-def is_floor_baseline(r: ServingRun) -> bool:
-    """Whether ``r`` is a baseline process of the timing floor: implementation baseline without a step delay
-    (a speed control, ``offload.controls``, is judged against that floor like an offload label: its known
-    answer is ``slower``)."""
-    return r.implementation == "baseline" and not r.step_delay_ms
-
-
 def _floor_baselines(runs: Sequence[ServingRun]) -> tuple[set[tuple[str, str]], dict[tuple[str, float | None],
                                                                                       list[str]]]:
-    """The (phase, label)s of the floor baselines (``is_floor_baseline``) and, per (phase, rate), their labels."""
-    labels = {(r.phase, r.label) for r in runs if is_floor_baseline(r)}
+    """The (phase, label)s of the floor baselines (``results_schema.rules.floor_rule.is_floor_baseline``) and, per
+    (phase, rate), their labels."""
+    labels = {(r.phase, r.label) for r in runs if is_floor_baseline(r.implementation, r.step_delay_ms)}
     at: dict[tuple[str, float | None], list[str]] = {}
     for r in runs:
         if (r.phase, r.label) in labels and r.label not in at.setdefault((r.phase, r.rate.request_rate_rps), []):

@@ -3,7 +3,7 @@
 What is modelled: one line per look (``ServingLookDecision``), appended with fsync before the next block starts
 (``runners.orchestration.serving_sequential``): the phase, the design it ran under (looks, target, alpha, spending,
 pairing: always ``block`` for serving), the look's number, its blocks, its spent alpha, the floor baselines every
-block runs (``analysis.serving.stats.is_floor_baseline``), and every offload label looked at (``ServingLabelLook``):
+block runs (``results_schema.rules.floor_rule.is_floor_baseline``), and every offload label looked at (``ServingLabelLook``):
 its state (``open``: looked at again; ``conclusive``: every (rate, metric) cell is ``slower``, ``faster`` or
 ``equivalent``, it stops; ``budget``: the last look, it ends with whatever each cell gives), each cell's verdict,
 complete blocks and interval at the look's level, and the reason in words; ``next_blocks``: the blocks the look adds

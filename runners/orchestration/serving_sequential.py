@@ -34,6 +34,7 @@ from results_schema.codec.io import read_jsonl
 from results_schema.records.sequential import SpendingName
 from results_schema.records.serving import ServingRun
 from results_schema.records.serving_looks import ServingLookDecision, read_serving_looks
+from results_schema.rules.floor_rule import is_floor_baseline
 from runners.cases import PhaseCase, ScheduledCase
 from runners.outcome.serving import serving_name
 from runners.kinds.registry import kind as case_kind
@@ -57,10 +58,10 @@ def _design(cfg: Config, phase: str) -> SequentialDesign:
 
 def _arms(cfg: Config, phase: str) -> tuple[list[PhaseCase], list[PhaseCase]]:
     """``(every case in config order, the floor baselines)``: a floor baseline is a baseline without a step delay
-    (``analysis.serving.stats.is_floor_baseline``'s rule)."""
+    (``results_schema.rules.floor_rule.is_floor_baseline``)."""
     cases = expand_phase(phase, cfg.phases[phase], workload=cfg.workload, runtime=cfg.runtime,
                          num_layers=cfg.model.num_layers)
-    return cases, [c for c in cases if str(c.implementation) == "baseline" and not c.step_delay_ms]
+    return cases, [c for c in cases if is_floor_baseline(c.implementation, c.step_delay_ms)]
 
 
 def _labels(cases: Sequence[PhaseCase]) -> list[PhaseCase]:
