@@ -40,6 +40,7 @@ from results_schema.records.sequential import (FILE_NAME, LabelLook, LookDecisio
                                                SpendingName, read_looks, series_repeats)
 from results_schema.records.serving_looks import FILE_NAME as SERVING_FILE, read_serving_looks
 from runners.orchestration.execute import RunState, run_phases
+from runners.orchestration.look_design import design
 from runners.orchestration.run_objects import OpenRun, Plan
 from runners.orchestration.serving_sequential import (is_serving, serving_block_items, serving_look_lines,
                                                       serving_next_look, serving_plan_line)
@@ -57,13 +58,6 @@ __all__ = ["decided_items", "design", "look_lines", "look_on", "next_look", "pha
 def sequential_phases(cfg: Config) -> list[str]:
     """Names of the run's sequential phases (config order)."""
     return [name for name, m in cfg.phases.items() if m.sequential.looks]
-
-
-def design(cfg: Config, phase: str) -> SequentialDesign:
-    """The phase's ``SequentialDesign`` (checked at planning)."""
-    seq = cfg.phases[phase].sequential
-    return SequentialDesign(tuple(int(n) for n in seq.looks), float(seq.target_pct), float(seq.alpha), str(seq.spending),
-                            str(seq.pairing))
 
 
 def _cases(cfg: Config, phase: str) -> list[PhaseCase]:

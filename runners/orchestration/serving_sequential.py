@@ -38,6 +38,7 @@ from results_schema.rules.floor_rule import is_floor_baseline
 from runners.cases import PhaseCase, ScheduledCase
 from runners.outcome.serving import serving_name
 from runners.kinds.registry import kind as case_kind
+from runners.orchestration.look_design import design
 from runners.planning.blocks import block_order
 from runners.planning.plan import expand_phase
 
@@ -48,12 +49,6 @@ __all__ = ["is_serving", "serving_block_items", "serving_look_lines", "serving_l
 def is_serving(cfg: Config, phase: str) -> bool:
     """Whether ``phase``'s kind takes floor looks (``CaseKind.floor_looks``: serving; its looks are this module's)."""
     return case_kind(str(cfg.phases[phase].kind)).floor_looks
-
-
-def _design(cfg: Config, phase: str) -> SequentialDesign:
-    seq = cfg.phases[phase].sequential
-    return SequentialDesign(tuple(int(n) for n in seq.looks), float(seq.target_pct), float(seq.alpha),
-                            str(seq.spending), str(seq.pairing))
 
 
 def _arms(cfg: Config, phase: str) -> tuple[list[PhaseCase], list[PhaseCase]]:
@@ -119,13 +114,13 @@ def serving_look_on(phase: str, d: SequentialDesign, baselines: Sequence[str], l
 def serving_next_look(cfg: Config, phase: str, run_dir: Path) -> ServingLookDecision | None:
     """The look that follows the recorded lines of ``phase`` on its recorded processes (None: the phase is done)."""
     cases, floor = _arms(cfg, phase)
-    return serving_look_on(phase, _design(cfg, phase), [c.label for c in floor], [c.label for c in _labels(cases)],
+    return serving_look_on(phase, design(cfg, phase), [c.label for c in floor], [c.label for c in _labels(cases)],
                            read_serving_looks(run_dir, phase), serving_runs(run_dir, phase))
 
 
 def serving_plan_line(cfg: Config, phase: str) -> str:
     """The line printed before the first case: what is planned, what the looks may add."""
-    d = _design(cfg, phase)
+    d = design(cfg, phase)
     cases, floor = _arms(cfg, phase)
     labels = _labels(cases)
     controls = [c for c in cases if c not in floor and c not in labels]
