@@ -162,7 +162,8 @@ def sequential_verdicts(runs: Sequence[ServingRun], lines: Sequence[ServingLookD
             last[(line.phase, x.label)] = line
     out: list[dict[str, Any]] = []
     done: set[tuple[str, str]] = set()
-    for row in baseline_verdicts(runs):
+    fixed = baseline_verdicts(runs)
+    for row in fixed:
         key = (row["phase"], row["label"])
         if key not in last:
             out.append(row)
@@ -173,7 +174,7 @@ def sequential_verdicts(runs: Sequence[ServingRun], lines: Sequence[ServingLookD
         try:
             design = line_design(last[key])
         except ValueError:
-            out += [r for r in baseline_verdicts(runs) if (r["phase"], r["label"]) == key]
+            out += [r for r in fixed if (r["phase"], r["label"]) == key]
             continue
         out += look_rows(runs, key[0], key[1], design, last[key].look - 1)
     return out
