@@ -30,7 +30,7 @@ a verify decision's target against its predictions (``analysis.model.choice``, c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from analysis.comparison.sequential import SequentialDesign, line_design, look_values, look_verdict
@@ -68,27 +68,30 @@ AnyLook = TypeVar("AnyLook", LookDecision, ServingLookDecision)
 """A look line of either kind (``results_schema.records.sequential.LookLine``'s two records)."""
 
 
-def design_series(lines: Sequence[AnyLook]) -> Iterator[str | tuple[int, AnyLook, SequentialDesign]]:
-    """Each line of one look series (file order) as ``(k, line, design)``, ``k`` its 0-based look and ``design`` its
-    first line's (``line_design``), or in its place the difference in words: ``the recorded design is not valid: ...``
-    (the first line's; nothing follows), ``look N: another design than look 1's`` (that line is not checked further),
-    ``look N: the design has M looks`` (a line past the design's last look; nothing follows). The throughput and the
-    serving validation (``analysis.serving.sequential_check``) both check a series' design this way."""
+def recheck_each_look(lines: Sequence[AnyLook], check: Callable[[int, AnyLook, SequentialDesign], list[str]]
+                      ) -> list[str]:
+    """The differences of one look series (file order), in order: each line's design against its first line's
+    (``line_design``), and for each line that follows it ``check(k, line, design)`` (``k`` its 0-based look). A
+    design difference reads ``the recorded design is not valid: ...`` (the first line's; nothing follows), ``look N:
+    another design than look 1's`` (that line is not checked), ``look N: the design has M looks`` (a line past the
+    design's last look; nothing follows). The throughput (``recheck_series``) and the serving validation
+    (``analysis.serving.sequential_check.recheck_serving_looks``) both check a series this way."""
     if not lines:
-        return
+        return []
     try:
         design = line_design(lines[0])
     except ValueError as exc:
-        yield f"the recorded design is not valid: {exc}"
-        return
+        return [f"the recorded design is not valid: {exc}"]
+    out: list[str] = []
     for k, line in enumerate(lines):
         if line.design_values != lines[0].design_values:
-            yield f"look {line.look}: another design than look 1's"
+            out.append(f"look {line.look}: another design than look 1's")
         elif k >= len(design.looks):
-            yield f"look {line.look}: the design has {len(design.looks)} looks"
-            return
+            out.append(f"look {line.look}: the design has {len(design.looks)} looks")
+            break
         else:
-            yield k, line, design
+            out += check(k, line, design)
+    return out
 
 
 def look_place_diffs(line: AnyLook, k: int, design: SequentialDesign, prev: AnyLook | None) -> list[str]:
@@ -142,19 +145,15 @@ def recheck_looks(lines: Sequence[LookDecision], values: Mapping[tuple[str, str]
 
 def recheck_series(lines: Sequence[LookDecision], values: Mapping[tuple[str, str], Mapping[int, float]]) -> list[str]:
     """``recheck_looks`` of one look series (its lines share ``first_block``, in file order)."""
-    out: list[str] = []
-    for item in design_series(lines):
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        k, line, design = item
-        out += look_place_diffs(line, k, design, lines[k - 1] if k else None) + next_blocks_diffs(line, k, design)
+    def look(k: int, line: LookDecision, design: SequentialDesign) -> list[str]:
         base = series_repeats(values.get((line.phase, line.baseline), {}), line.first_block)
-        out += [f"look {line.look}: {diff}" for x in line.labels
-                if (diff := _label(x, *look_values(series_repeats(values.get((line.phase, x.label), {}),
-                                                                  line.first_block), base, design, k), design,
-                                   k)) is not None]
-    return out
+        labels = [f"look {line.look}: {diff}" for x in line.labels
+                  if (diff := _label(x, *look_values(series_repeats(values.get((line.phase, x.label), {}),
+                                                                    line.first_block), base, design, k), design,
+                                     k)) is not None]
+        return look_place_diffs(line, k, design, lines[k - 1] if k else None) + next_blocks_diffs(line, k, design) + labels
+
+    return recheck_each_look(lines, look)
 
 
 LOOK_HEADER = ["phase", "label", "look", "blocks", "processes", "interval (the look's verdict interval)", "verdict",

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.comparison.sequential import SequentialDesign
-from analysis.comparison.sequential_check import (declared_design, design_series, look_place_diffs,
-                                                  next_blocks_diffs)
+from analysis.comparison.sequential_check import (declared_design, look_place_diffs, next_blocks_diffs,
+                                                  recheck_each_look)
 from analysis.serving.sequential import label_look
 from analysis.serving.stats import _floor_baselines
 from results_schema.codec.io import read_json, scan_jsonl
@@ -75,16 +75,13 @@ def recheck_serving_looks(lines: Sequence[ServingLookDecision], runs: Sequence[S
     if not lines:
         return []
     floor = sorted(lb for _ph, lb in _floor_baselines([r for r in runs if r.phase == lines[0].phase])[0])
-    out: list[str] = []
-    for item in design_series(lines):
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        k, line, design = item
-        out += _structure(line, k, design, lines[k - 1] if k else None, floor)
-        out += [f"look {line.look}: {diff}" for x in line.labels
-                if (diff := _label_diff(x, label_look(runs, line.phase, x.label, design, k))) is not None]
-    return out
+
+    def look(k: int, line: ServingLookDecision, design: SequentialDesign) -> list[str]:
+        return _structure(line, k, design, lines[k - 1] if k else None, floor) + [
+            f"look {line.look}: {diff}" for x in line.labels
+            if (diff := _label_diff(x, label_look(runs, line.phase, x.label, design, k))) is not None]
+
+    return recheck_each_look(lines, look)
 
 
 def recheck_serving_declared(lines: Sequence[ServingLookDecision], config: Mapping[str, Any], phase: str,
