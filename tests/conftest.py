@@ -23,6 +23,7 @@ from results_schema.codec.io import gc_paused
 from tests.shared_runs import share_host_measurements  # noqa: F401  (autouse, session)
 from tests.tier_guard import PLUGIN_NAME, TierGuard, install
 from tests.xdist_locks import hold_test_slot, serial_names
+from tests.xdist_order import expected_seconds, worksteal_order
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_CACHE = REPO_ROOT / ".cache" / "models"
@@ -67,29 +68,33 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     gc.unfreeze()  # see pytest_collection
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` / ``-k`` deselected theirs: the order is of the tests that run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a malformed ``serial`` marker; deselect opt-in tests (:data:`OPT_IN_MARKERS`) that the
-    ``-m`` expression does not name.
+    """Refuse a malformed ``serial`` or ``heavy`` marker; deselect opt-in tests (:data:`OPT_IN_MARKERS`) that the
+    ``-m`` expression does not name; under ``pytest-xdist --dist worksteal``, deal the longest modules to the
+    workers first (:func:`tests.xdist_order.worksteal_order`).
 
     ``-m 'not slow'`` replaces pyproject's ``-m 'not full_grid and not gpu and not npu'``; without
     this step it would start the full offload grid over real vLLM (about 20 minutes).
     """
-    for item in items:  # a malformed serial marker fails the collection, in every mode
+    for item in items:  # a malformed serial or heavy marker fails the collection, in every mode
         try:
             serial_names(item.iter_markers("serial"))
         except ValueError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        expected_seconds(item)
     expr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in expr]
-    if not skipped:
-        return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        (drop if any(item.get_closest_marker(m) for m in skipped) else keep).append(item)
+        (drop if skipped and any(item.get_closest_marker(m) for m in skipped) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and config.getoption("dist") == "worksteal":
+        keep = worksteal_order(keep, int(workerinput["workercount"]))
+    items[:] = keep
 
 
 @pytest.hookimpl(wrapper=True)

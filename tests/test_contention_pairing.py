@@ -48,7 +48,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: obje
     return loaded, quiet
 
 
-@pytest.mark.heavy  # one fake-bench run of 20 processes with analysis (about 40 s)
+@pytest.mark.heavy(seconds=17)  # one fake-bench run of 20 processes with analysis (about 40 s)
 def test_every_comparison_is_decide_paired_on_all_blocks_with_the_contended_processes(runs: tuple[Path, Path]) -> None:
     run = cp.read_run(runs[0])
     _, vals = run_values(runs[0])

@@ -37,7 +37,7 @@ def test_full_scale_layer_has_qwen25_7b_bytes():
     assert s.layer_params() * 2 == chk.QWEN25_7B_LAYER_BYTES_BF16 == 466_115_584
 
 
-@pytest.mark.heavy  # torch.compile (Inductor) on CPU (6 s CPU)
+@pytest.mark.heavy(seconds=18)  # torch.compile (Inductor) on CPU (6 s CPU)
 def test_cpu_run_prints_summary_and_outputs_are_bitwise_equal_in_eager_and_compiled_modes(capsys, tmp_path):
     out_file = tmp_path / "summary.json"
     rc = chk.main([*SMALL, "--points", "4,1", "2,1", "1,1", "--compile-points", "2,1", "--out", str(out_file)])

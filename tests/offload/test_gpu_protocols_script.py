@@ -29,7 +29,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHON": sys.executable, **extra}
 
 
-@pytest.mark.heavy  # six processes that import torch, not vLLM (the check keeps it out): 21-23 CPU-s
+@pytest.mark.heavy(seconds=28)  # six processes that import torch, not vLLM (the check keeps it out): 21-23 CPU-s
 def test_plumbing_run_on_cpu_leaves_three_files_with_every_part(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(["bash", str(SCRIPT), str(out)], cwd=REPO, capture_output=True, text=True, timeout=900,

@@ -19,7 +19,8 @@ shift to prompts whose character sum is even.
 
 ``FAKE_OFFLOAD_GAP_S`` (a comma-separated list of seconds) replaces ``FAKE_TOKEN_GAP_S`` in an offload case's server
 (``OFFLOAD_IMPL`` not ``baseline``): repeat ``r`` (read from the evidence path's ``<label>-r<r>`` stem) waits entry
-``r mod len`` before each token, so a sequential serving test sets a cost per block.
+``r mod len`` before each token, so a sequential serving test sets a cost per block; ``FAKE_OFFLOAD_GAP_S_<label>``
+(the same list) replaces it for the offload label ``<label>`` alone, so one run holds labels of different costs.
 
 ``FAKE_SERVER_MODE``:
 * ``ok`` (default): behave.
@@ -97,12 +98,13 @@ def _evidence(a: argparse.Namespace) -> None:
 
 
 def _gap_s() -> float:
-    """The wait before each streamed token (module docstring: ``FAKE_TOKEN_GAP_S``, ``FAKE_OFFLOAD_GAP_S``)."""
-    per_repeat = os.environ.get("FAKE_OFFLOAD_GAP_S")
+    """The wait before each streamed token (module docstring: ``FAKE_TOKEN_GAP_S``, ``FAKE_OFFLOAD_GAP_S``,
+    ``FAKE_OFFLOAD_GAP_S_<label>``)."""
+    label, _, repeat = Path(os.environ.get("OFFLOAD_EVIDENCE_PATH", "x-r0.json")).stem.rpartition("-r")
+    per_repeat = os.environ.get(f"FAKE_OFFLOAD_GAP_S_{label}", os.environ.get("FAKE_OFFLOAD_GAP_S"))
     if per_repeat and os.environ.get("OFFLOAD_IMPL", "baseline") != "baseline":
         gaps = [float(x) for x in per_repeat.split(",")]
-        stem = Path(os.environ.get("OFFLOAD_EVIDENCE_PATH", "x-r0.json")).stem
-        return gaps[int(stem.rsplit("-r", 1)[1]) % len(gaps)]
+        return gaps[int(repeat) % len(gaps)]
     return float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
 
 

@@ -54,7 +54,7 @@ def _values(run_dir: Path) -> tuple[list[tuple[str, int]], dict[str, dict[int, f
     return order, vals
 
 
-@pytest.mark.heavy  # one fake-bench run of 30 processes with analysis (about 60 s)
+@pytest.mark.heavy(seconds=16)  # one fake-bench run of 30 processes with analysis (about 60 s)
 def test_aa_paired_runs_six_abba_blocks_and_takes_one_paired_look(run: Path) -> None:
     order, _ = _values(run)
     assert order == [(arm, b - 1) for b in range(1, N + 1) for arm in block_order(ARMS[0], ARMS[1:], b)]

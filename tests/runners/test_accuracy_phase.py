@@ -162,7 +162,7 @@ def test_crashed_case_is_a_failure_line_and_the_verifier_names_the_missing_case(
     assert not report.passed  # the baseline has no offload case to compare with
 
 
-@pytest.mark.heavy  # a whole runner matrix in process with real case processes, then its resume (27 s CPU)
+@pytest.mark.heavy(seconds=10)  # a whole runner matrix in process with real case processes, then its resume (27 s CPU)
 def test_accuracy_phase_records_cases_verifies_in_limited_mode_and_resume_skips_completed_cases(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     count = tmp_path / "count.txt"

@@ -93,7 +93,7 @@ def wrong(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: obj
 # ----------------------------------------------------------------------------- a right model
 
 
-@pytest.mark.heavy  # one fake-bench run with analysis, shared with the tests below (8 s)
+@pytest.mark.heavy(seconds=11)  # one fake-bench run with analysis, shared with the tests below (8 s)
 def test_a_right_model_decides_once_and_its_choice_is_verified_with_four_processes_each(right) -> None:
     code, run_dir = right
     assert code == EXIT_OK
@@ -135,7 +135,7 @@ def test_a_right_models_recorded_decision_is_what_the_rule_recomputes_from_its_i
 # ----------------------------------------------------------------------------- a wrong model
 
 
-@pytest.mark.heavy  # one fake-bench run with analysis, shared with the tests below (10 s)
+@pytest.mark.heavy(seconds=14)  # one fake-bench run with analysis, shared with the tests below (10 s)
 def test_a_wrong_model_is_refitted_then_untrusted_and_its_predicted_front_measured(wrong) -> None:
     code, run_dir = wrong
     assert code == EXIT_OK
@@ -232,7 +232,7 @@ def test_a_resume_during_verify_keeps_the_decision_and_records_each_case_once(tm
     assert (run_dir / "SHA256SUMS").is_file()
 
 
-@pytest.mark.heavy  # a runner process stopped in its verify phase, then resumed in-process (10 s)
+@pytest.mark.heavy(seconds=12)  # a runner process stopped in its verify phase, then resumed in-process (10 s)
 def test_a_resume_during_verify_of_a_wrong_model_still_refits_and_measures_the_front(tmp_path: Path, wrong) -> None:
     run_dir = _interrupt_in_verify(tmp_path, "need_gib=0.001", WRONG_MODEL)
     assert _resume(run_dir) == EXIT_OK
@@ -311,7 +311,7 @@ def test_a_resume_during_a_probe_re_measure_runs_it_once_and_decides_it_never_ag
 # ----------------------------------------------------------------------------- a contended probe
 
 
-@pytest.mark.heavy  # one fake-bench run with analysis (about 12 s)
+@pytest.mark.heavy(seconds=10)  # one fake-bench run with analysis (about 12 s)
 def test_a_probe_baseline_contended_once_is_re_measured_and_the_fit_uses_only_uncontended_processes(
         tmp_path: Path, capsys) -> None:
     """The host-load sampler of the probe's first baseline reads 0.7 foreign cores (``FAKE_CONTENDED``): it is
@@ -391,7 +391,7 @@ def test_a_probe_re_measure_is_decided_once_and_a_resume_plans_what_was_decided(
     assert [sc.key for sc in resumed if sc.case.phase == "probe"] == [("probe", "baseline", r) for r in (2, 3, 4)]
 
 
-@pytest.mark.heavy  # one fake-bench run (about 12 s)
+@pytest.mark.heavy(seconds=15)  # one fake-bench run (about 12 s)
 def test_a_contended_calibration_process_is_left_out_of_the_fit_and_its_decision_line(tmp_path: Path) -> None:
     """A calibration setting measured twice (``phases.probe.repeats=2``) with one of its processes contended: it is
     re-measured (``-r2``), the fit uses the uncontended two, and the decision records and prints only uncontended probe

@@ -78,7 +78,7 @@ def swing(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: obj
     return _run(tmp_path_factory.mktemp("swing"), SWING)
 
 
-@pytest.mark.heavy  # one fake-bench choose run with analysis, shared below (about 12 s)
+@pytest.mark.heavy(seconds=12)  # one fake-bench choose run with analysis, shared below (about 12 s)
 def test_the_target_is_the_predicted_gap_to_the_runner_up_floored_and_declared_in_the_decision(swing) -> None:
     code, run_dir = swing
     assert code == EXIT_OK
@@ -181,7 +181,7 @@ def test_validate_holds_the_verify_looks_and_the_series_a_decision_declared_to_t
                                      "declared 0.05 (every verify series' design: runners.orchestration.choose_decide)")]
 
 
-@pytest.mark.heavy  # one fake-bench choose run with analysis (about 15 s)
+@pytest.mark.heavy(seconds=14)  # one fake-bench choose run with analysis (about 15 s)
 def test_a_refit_and_the_front_each_start_their_own_look_series_after_the_one_before(tmp_path: Path) -> None:
     code, run_dir = _run(tmp_path, WRONG_MODEL)
     assert code == EXIT_OK
@@ -242,7 +242,7 @@ def test_the_target_is_recorded_before_the_first_verify_block_runs(tmp_path: Pat
     assert not (run_dir / LOOKS).exists()  # no look yet: the design came before any verify data
 
 
-@pytest.mark.heavy  # a runner process stopped after its first look, then resumed in-process (about 15 s)
+@pytest.mark.heavy(seconds=13)  # a runner process stopped after its first look, then resumed in-process (about 15 s)
 def test_a_kill_after_a_look_and_a_resume_keep_the_recorded_lines_and_take_the_next_looks(tmp_path: Path,
                                                                                            swing) -> None:
     run_dir = _interrupt(tmp_path, f"{CHOSEN}-r3", 6)  # block 4 (after look 1; even: the setting first) held

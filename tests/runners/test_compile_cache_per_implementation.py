@@ -120,7 +120,7 @@ def test_a_new_run_starts_from_the_host_model_infos_and_hands_new_ones_back(tmp_
     assert share_model_info_cache(tmp_path / "run2", "current", tmp_path / "missing").is_dir()  # no host cache yet
 
 
-@pytest.mark.heavy  # vLLM's Qwen2 model class imported in a child process (about 10 s CPU)
+@pytest.mark.heavy(seconds=16)  # vLLM's Qwen2 model class imported in a child process (about 10 s CPU)
 def test_model_info_saved_under_one_implementation_is_loaded_under_another(tmp_path):
     """vLLM's own cache calls, with the runner's roots: the model info saved while ``VLLM_CACHE_ROOT`` is the
     first implementation's is loaded while it is the second's (so that engine starts no inspection

@@ -61,7 +61,7 @@ def test_compose_error_lines_name_the_nearest_value_and_the_allowed_ones() -> No
         assert needle in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
 
 
-@pytest.mark.heavy  # 4 runner processes (4 s CPU)
+@pytest.mark.heavy(seconds=10)  # 4 runner processes (4 s CPU)
 def test_bad_paths_exit_2_in_one_line_before_any_process(tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder\n")

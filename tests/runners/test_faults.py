@@ -203,7 +203,7 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
-@pytest.mark.heavy  # two fake-bench matrices, one interrupted and resumed (10 s CPU)
+@pytest.mark.heavy(seconds=28)  # two fake-bench matrices, one interrupted and resumed (10 s CPU)
 def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(tmp_path: Path) -> None:
     base = fake_overrides(tmp_path, "phases.same_runtime.repeats=2", run_id="interrupted")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="0.7")
@@ -236,7 +236,7 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
     assert (run_dir / "SHA256SUMS").is_file()
 
 
-@pytest.mark.heavy  # a fake-bench matrix, then its resume with analysis (6 s CPU)
+@pytest.mark.heavy(seconds=14)  # a fake-bench matrix, then its resume with analysis (6 s CPU)
 def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(tmp_path: Path) -> None:
     """The live token check also holds after a resume: the baseline ran before the interruption."""
     code, run_dir = run_fake(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"))

@@ -153,7 +153,7 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
     assert not list((run_dir / "processes").rglob("*.json"))
 
 
-@pytest.mark.heavy  # 5 s CPU
+@pytest.mark.heavy(seconds=12)  # 5 s CPU
 def test_resume_completes_a_run_whose_runner_was_sigkilled(tmp_path: Path, marker: str) -> None:
     base = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.case_timeout_s=20", run_id="k2")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="30")

@@ -33,7 +33,7 @@ def _last_line(text: str) -> str:
     return [ln for ln in text.splitlines() if ln.strip()][-1]
 
 
-@pytest.mark.heavy  # 8 s CPU
+@pytest.mark.heavy(seconds=17)  # 8 s CPU
 def test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_case(tmp_path: Path) -> None:
     """Tokens of one offload case differ (tampered round digest): runner 6, validate 1, report 1."""
     overrides = fake_overrides(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"), run_id="bad")
@@ -59,7 +59,7 @@ def test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_cas
     assert r2.returncode == 0 and "INVALID" in _last_line(r2.stdout) and "--allow-invalid" in _last_line(r2.stdout)
 
 
-@pytest.mark.heavy  # 4 s CPU
+@pytest.mark.heavy(seconds=10)  # 4 s CPU
 def test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels(tmp_path: Path) -> None:
     overrides = fake_overrides(tmp_path, ONE_POINT, run_id="good")
     overrides[overrides.index("analyze=false")] = "analyze=true"

@@ -162,7 +162,7 @@ def _valid_run(run_dir: Path) -> None:
     assert not list((run_dir / "processes").rglob("*.json"))
 
 
-@pytest.mark.heavy  # two fake-bench runners with analysis, a refused resume, a SIGKILL and a resume (20 s CPU)
+@pytest.mark.heavy(seconds=16)  # two fake-bench runners with analysis, a refused resume, a SIGKILL and a resume (20 s CPU)
 def test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over(tmp_path: Path) -> None:
     # 1. A live runner mid-case: a resume of its run exits 2 naming its pid and ends nothing.
     live = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.case_timeout_s=60", run_id="live")

@@ -51,7 +51,7 @@ def _values(run_dir: Path) -> dict[str, dict[int, float]]:
     return out
 
 
-@pytest.mark.heavy  # one fake-bench run of 12 processes with analysis (about 20 s)
+@pytest.mark.heavy(seconds=10)  # one fake-bench run of 12 processes with analysis (about 20 s)
 def test_a_paired_design_records_and_decides_each_look_with_the_paired_t_over_blocks(run: Path) -> None:
     (line,) = read_looks(run)
     assert line.pairing == "block" and line.look == 1 and line.next_blocks == 0

@@ -69,7 +69,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, share_host_measurements: objec
     return run_matrix(compose_cfg(*ov), ov), root / "default" / "t"
 
 
-@pytest.mark.heavy  # one fake-bench run of 18 processes with analysis, shared below (about 25 s)
+@pytest.mark.heavy(seconds=14)  # one fake-bench run of 18 processes with analysis, shared below (about 25 s)
 def test_a_label_stops_when_it_is_known_and_the_open_one_gets_the_next_blocks_until_the_budget(run) -> None:
     code, run_dir = run
     assert code == EXIT_OK
@@ -115,7 +115,7 @@ def test_the_blocks_ran_in_abba_order_and_validate_recomputes_every_look(run, tm
     assert not bad.valid and any("recorded equivalent" in m and "recomputed slower" in m for m in msgs), msgs
 
 
-@pytest.mark.heavy  # a runner process stopped after its first look, then resumed in-process (about 25 s)
+@pytest.mark.heavy(seconds=11)  # a runner process stopped after its first look, then resumed in-process (about 25 s)
 def test_a_resume_after_a_look_keeps_every_recorded_line_and_takes_the_next_look(tmp_path: Path, run) -> None:
     ov = _overrides(tmp_path, analyze=False)
     run_dir = tmp_path / "default" / "t"

@@ -115,7 +115,7 @@ def _matrix(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     return run_matrix(cfg, overrides), tmp_path / "serving" / "t"
 
 
-@pytest.mark.heavy  # a serving matrix with the fake server and the benchmark client (13 s CPU)
+@pytest.mark.heavy(seconds=15)  # a serving matrix with the fake server and the benchmark client (13 s CPU)
 def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, monkeypatch):
     code, run_dir = _matrix(tmp_path)
     assert code == 0
@@ -133,7 +133,7 @@ def test_matrix_serving_phase_with_fake_server_writes_valid_records(tmp_path, mo
     assert (run_dir / "summary" / "serving-front.png").is_file()
 
 
-@pytest.mark.heavy  # a serving matrix (14 s CPU)
+@pytest.mark.heavy(seconds=11)  # a serving matrix (14 s CPU)
 def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_PROMPT_TOKENS_FACTOR", "5")  # a tokenizer mismatch: 5x the sampled prompt length
     code, run_dir = _matrix(tmp_path)
@@ -144,7 +144,7 @@ def test_server_token_count_drift_fails_the_case(tmp_path, monkeypatch):
     assert json.loads((run_dir / "summary" / "serving-summary.json").read_text())["valid"] is False
 
 
-@pytest.mark.heavy  # a serving matrix (14 s CPU)
+@pytest.mark.heavy(seconds=14)  # a serving matrix (14 s CPU)
 def test_a_failed_request_is_named_with_its_error_and_fails_the_case(tmp_path, monkeypatch, capsys):
     """The server answers one request with HTTP 500 (a fault injected at the driver's HTTP boundary): the rate is
     recorded (its requests file holds the error), the console names the request and its error, the case fails."""
@@ -163,7 +163,7 @@ def test_a_failed_request_is_named_with_its_error_and_fails_the_case(tmp_path, m
     assert not (run_dir / "serving-serving.jsonl").exists()
 
 
-@pytest.mark.heavy  # a serving matrix, 3 processes (20 s CPU)
+@pytest.mark.heavy(seconds=33)  # a serving matrix, 3 processes (20 s CPU)
 def test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests(tmp_path,
                                                                                                  monkeypatch):
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # the offload server streams other token ids
@@ -187,7 +187,7 @@ _CONTROL = ("phases.serving.cases=[{implementation: baseline, label: control_del
             "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2", "phases.serving.num_prompts=8")
 
 
-@pytest.mark.heavy  # a serving matrix with 5 fake servers (about 25 s CPU)
+@pytest.mark.heavy(seconds=67)  # a serving matrix with 5 fake servers (about 25 s CPU)
 def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # offload turns the tokens of some requests ...
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_DELAYED", "1")  # ... and so does a server that is only slower
@@ -205,7 +205,7 @@ def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in
     assert [v for v in summary["baseline_verdicts"] if v["label"] == "control_delay_5ms"]  # judged, not a floor
 
 
-@pytest.mark.heavy  # a serving matrix with 5 fake servers (about 25 s CPU)
+@pytest.mark.heavy(seconds=68)  # a serving matrix with 5 fake servers (about 25 s CPU)
 def test_a_speed_control_that_turns_nothing_leaves_an_offload_mismatch_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
@@ -242,7 +242,7 @@ def test_invalid_serving_settings_are_config_errors_before_any_process(tmp_path)
     assert not (tmp_path / "serving").exists()
 
 
-@pytest.mark.heavy  # a serving matrix (14 s CPU)
+@pytest.mark.heavy(seconds=14)  # a serving matrix (14 s CPU)
 def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_SERVER_MODE", "orphan")
     code, run_dir = _matrix(tmp_path, "phases.serving.serving.stop_grace_s=1.0")
@@ -254,7 +254,7 @@ def test_server_leaving_a_child_behind_is_a_failure_record_and_nothing_survives(
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
 
 
-@pytest.mark.heavy  # a serving matrix with the fake server (13 s CPU)
+@pytest.mark.heavy(seconds=12)  # a serving matrix with the fake server (13 s CPU)
 def test_streams_broken_by_a_dying_server_are_its_death_not_failed_requests(tmp_path, monkeypatch):
     """The server cuts every stream, then is killed 1 s later (a dying process's sockets close before its exit can
     be waited for): the case fails as ``server_died`` with the kill's code, not as ``request_failed``. A driver that
@@ -268,7 +268,7 @@ def test_streams_broken_by_a_dying_server_are_its_death_not_failed_requests(tmp_
     assert result.teardown.left_after_kill == () and result.teardown.port_free
 
 
-@pytest.mark.heavy  # 13 s CPU
+@pytest.mark.heavy(seconds=19)  # 13 s CPU
 def test_fake_server_killed_mid_sweep_is_server_died(tmp_path, monkeypatch):
     import re
     import threading

@@ -58,7 +58,7 @@ def test_installed_wheel_gguf_is_checked_against_the_pins(monkeypatch):
         smollm2.installed_gguf()
 
 
-@pytest.mark.heavy  # two builds, ~15-30 s each on 2 cores
+@pytest.mark.heavy(seconds=27)  # two builds, ~15-30 s each on 2 cores
 def test_two_builds_give_the_same_bytes_and_the_pinned_sha256sums(tmp_path):
     from results_schema.codec.files import file_sha256
 
