@@ -41,6 +41,7 @@ from typing import Literal
 
 from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
+from results_schema.rules.floor_rule import is_speed_control
 
 OutputStatus = Literal["identical", "differs", "within_baseline_noise", "no_baseline"]
 
@@ -152,7 +153,7 @@ def check_outputs(run_dir: Path, runs: Sequence[ServingRun]) -> list[OutputCheck
     out = []
     for (phase, rate), items in by_rate.items():
         base = [d for r, d in items if r.implementation == "baseline"]
-        controls = sum(1 for r, _d in items if r.implementation == "baseline" and r.step_delay_ms)
+        controls = sum(1 for r, _d in items if is_speed_control(r.implementation, r.step_delay_ms))
         for r, d in items:
             compared, bad, floor, status = judge(d, base, is_baseline=r.implementation == "baseline")
             out.append(OutputCheck(phase=phase, label=r.label, implementation=r.implementation, repeat=r.repeat,

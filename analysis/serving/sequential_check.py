@@ -32,6 +32,7 @@ from results_schema.records.plan import PLAN_FILE, PlannedPhase, RunPlan
 from results_schema.records.serving import SERVING_SUFFIX, ServingRun
 from results_schema.records.serving_looks import (FILE_NAME, ServingLabelLook, ServingLookDecision,
                                                   read_serving_looks)
+from results_schema.rules.floor_rule import is_offload_label
 
 TOL_PCT = 1e-6
 """Bound tolerance (percent points) of a recomputed cell: the recorded JSON holds full float precision."""
@@ -114,7 +115,7 @@ def recheck_serving_declared(lines: Sequence[ServingLookDecision], config: Mappi
                 for b in bad]
     if planned is None:
         return out + ["plan.json has no such phase: its planned labels are unknown"]
-    want = sorted(c.label for c in planned.cases if str(c.implementation) != "baseline")
+    want = sorted(c.label for c in planned.cases if is_offload_label(c.implementation))
     got = sorted(x.label for x in lines[0].labels)
     if got != want:
         out.append(f"look 1 looks at {got}; plan.json plans the offload labels {want}")

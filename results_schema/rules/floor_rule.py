@@ -9,7 +9,9 @@ live by the runner (``runners.planning.plan``: a sequential serving phase needs 
 ``analysis.comparison.variance.reference_mask``: a throughput phase's reference arm, which every verdict vs "the
 baseline" pools).
 
-What is deliberately not modelled: which labels are offload labels (every implementation but ``baseline``).
+The two other arms of a serving or throughput phase follow from the same two fields: a speed control
+(:func:`is_speed_control`) and an offload label (:func:`is_offload_label`: every implementation but ``baseline``,
+the arms the looks judge). What is deliberately not modelled: which offload setting a label runs.
 """
 
 from __future__ import annotations
@@ -19,3 +21,13 @@ def is_floor_baseline(implementation: str, step_delay_ms: float | None) -> bool:
     """Whether a case or process of ``implementation`` (its name, or a str enum of it) with ``step_delay_ms`` (ms
     slept before each forward; None or 0: none) is a floor baseline: ``baseline`` without a step delay."""
     return str(implementation) == "baseline" and not step_delay_ms
+
+
+def is_speed_control(implementation: str, step_delay_ms: float | None) -> bool:
+    """Whether a case or process is the speed control: ``baseline`` with a step delay (``offload.controls``)."""
+    return str(implementation) == "baseline" and bool(step_delay_ms)
+
+
+def is_offload_label(implementation: str) -> bool:
+    """Whether a case or process of ``implementation`` is an offload label (any implementation but ``baseline``)."""
+    return str(implementation) != "baseline"

@@ -34,7 +34,7 @@ from results_schema.codec.io import read_jsonl
 from results_schema.records.sequential import SpendingName
 from results_schema.records.serving import ServingRun
 from results_schema.records.serving_looks import ServingLookDecision, read_serving_looks
-from results_schema.rules.floor_rule import is_floor_baseline
+from results_schema.rules.floor_rule import is_floor_baseline, is_offload_label
 from runners.cases import PhaseCase, ScheduledCase
 from runners.outcome.serving import serving_name
 from runners.kinds.registry import kind as case_kind
@@ -62,7 +62,7 @@ def _arms(cfg: Config, phase: str) -> tuple[list[PhaseCase], list[PhaseCase]]:
 def _labels(cases: Sequence[PhaseCase]) -> list[PhaseCase]:
     """The offload labels the looks judge: every case whose implementation is not ``baseline`` (a speed control is a
     baseline with a step delay: it is not looked at)."""
-    return [c for c in cases if str(c.implementation) != "baseline"]
+    return [c for c in cases if is_offload_label(c.implementation)]
 
 
 def serving_block_items(cfg: Config, phase: str, lines: Sequence[ServingLookDecision],

@@ -25,7 +25,7 @@ from offload.selection import case_label, check_offload_setting, select_offload_
 from results_schema.records.base import Implementation, OffloadBackend
 from results_schema.records.inprocess import InProcessDesign
 from results_schema.records.manifest import is_secret_name, looks_like_credential
-from results_schema.rules.floor_rule import is_floor_baseline
+from results_schema.rules.floor_rule import is_floor_baseline, is_offload_label, is_speed_control
 from results_schema.rules.sequential_rule import check_design
 from runners.errors import PlanError
 from runners.planning.blocks import block_order
@@ -287,8 +287,8 @@ def _serving_sequential_cases(phase: str, matrix: MatrixConfig, cases: list[Phas
         raise PlanError(f"phase {phase!r}: sequential.pairing {str(seq.pairing)!r}: a serving phase's looks pair each "
                         "label process with the floor baselines of its own block; the only allowed value is 'block'")
     floor = [c.label for c in cases if is_floor_baseline(c.implementation, c.step_delay_ms)]
-    controls = {c.label: c.repeats for c in cases if c.step_delay_ms}
-    labels = [c.label for c in cases if str(c.implementation) != "baseline"]
+    controls = {c.label: c.repeats for c in cases if is_speed_control(c.implementation, c.step_delay_ms)}
+    labels = [c.label for c in cases if is_offload_label(c.implementation)]
     if len(floor) < 2 or not labels:
         raise PlanError(f"phase {phase!r}: a sequential serving phase needs at least 2 floor baselines (baselines "
                         f"without step_delay_ms: {floor}) and at least 1 offload label ({labels})")
