@@ -20,12 +20,15 @@
 #   3. `python -m results_schema check tests/fixtures`.
 #
 # Exit status: 0 only when every part passed; the script's last line names each part and its result.
-# Environment: PY (the venv's python), TEST_WORKERS (default 3), ENGINE_WORKERS (default 2), NICE (default 10).
+# Environment: PY (the venv's python), TEST_WORKERS (default 3), ENGINE_WORKERS (default 2), NICE (lint's, default
+# 10), FREE_NICE (the engine-free pass's, default 10), ENGINE_NICE (the real-engine pass's, default 0).
 set -u
 PY=${PY:-.venv/bin/python}
 TEST_WORKERS=${TEST_WORKERS:-3}
 ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
+FREE_NICE=${FREE_NICE:-10}
+ENGINE_NICE=${ENGINE_NICE:-0}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
 # The same machine gave nearly the same code's `make test` 1104 CPU-s in one run and 1601 CPU-s in the next
@@ -70,10 +73,10 @@ exclusive_pid=""  # reaped: its pid may be reused; stop_jobs must not signal it
 
 echo "== 2/3 the engine-free tests and the real-engine tests at once, lint going on" \
      "(lint and engine-free output: printed when they end; logs in $logs)"
-nice -n "$NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
+nice -n "$FREE_NICE" "$PY" -m pytest -q -n "$TEST_WORKERS" --dist worksteal -m 'not slow and not engine and not exclusive' \
     --durations=10 >"$logs/engine-free.log" 2>&1 &
 free_pid=$!
-"$PY" -m pytest -q -n "$ENGINE_WORKERS" --dist worksteal -m '(slow or engine) and not exclusive' --durations=0 &
+nice -n "$ENGINE_NICE" "$PY" -m pytest -q -n "$ENGINE_WORKERS" --dist worksteal -m '(slow or engine) and not exclusive' --durations=0 &
 engine_pid=$!
 wait "$engine_pid"
 engine=$?

@@ -43,6 +43,7 @@ OPT_IN_MARKERS = ("full_grid", "gpu", "npu")
 
 def pytest_configure(config: pytest.Config) -> None:
     install(config)
+    config.pluginmanager.register(_WorkstealOrder(), "worksteal-order")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -68,16 +69,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     gc.unfreeze()  # see pytest_collection
 
 
-@pytest.hookimpl(trylast=True)  # after ``-m`` / ``-k`` deselected theirs: the order is of the tests that run
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` / ``-k`` deselect: every collected test's markers are checked
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a malformed ``serial`` or ``heavy`` marker; deselect opt-in tests (:data:`OPT_IN_MARKERS`) that the
-    ``-m`` expression does not name; under ``pytest-xdist --dist worksteal``, deal the longest modules to the
-    workers first (:func:`tests.xdist_order.worksteal_order`).
+    """Refuse a malformed ``serial`` or ``heavy`` marker on any collected test, in every mode; deselect opt-in tests
+    (:data:`OPT_IN_MARKERS`) that the ``-m`` expression does not name.
 
     ``-m 'not slow'`` replaces pyproject's ``-m 'not full_grid and not gpu and not npu'``; without
     this step it would start the full offload grid over real vLLM (about 20 minutes).
     """
-    for item in items:  # a malformed serial or heavy marker fails the collection, in every mode
+    for item in items:
         try:
             serial_names(item.iter_markers("serial"))
         except ValueError as exc:
@@ -85,16 +85,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         expected_seconds(item)
     expr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in expr]
+    if not skipped:
+        return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        (drop if skipped and any(item.get_closest_marker(m) for m in skipped) else keep).append(item)
+        (drop if any(item.get_closest_marker(m) for m in skipped) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and config.getoption("dist") == "worksteal":
-        keep = worksteal_order(keep, int(workerinput["workercount"]))
-    items[:] = keep
+        items[:] = keep
+
+
+class _WorkstealOrder:
+    """Under ``pytest-xdist --dist worksteal``: the controller tells each worker the mode (a worker's own
+    ``config.option.dist`` is ``"no"``: ``xdist.remote.setup_config``), and each worker orders what is left after every
+    deselection (:func:`tests.xdist_order.worksteal_order`)."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:  # noqa: ANN001  (xdist's WorkerController)
+        node.workerinput["dist"] = node.config.getoption("dist")
+
+    @pytest.hookimpl(trylast=True)  # after ``-m`` / ``-k`` and the opt-in step: the order is of the tests that run
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None and workerinput.get("dist") == "worksteal":
+            items[:] = worksteal_order(items, int(workerinput["workercount"]))
 
 
 @pytest.hookimpl(wrapper=True)

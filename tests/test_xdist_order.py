@@ -3,16 +3,22 @@ every test once, modules kept whole, the same order for the same input, and a ma
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tests.xdist_order import LIGHT_S, chunk_sizes, expected_seconds, worksteal_order
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 @dataclass(frozen=True)
 class _Mark:
     kwargs: dict[str, object] = field(default_factory=dict)
+    args: tuple[object, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,3 +80,28 @@ def test_one_worker_or_no_long_module_keeps_collection_order() -> None:
 def test_a_heavy_marker_with_seconds_that_are_not_positive_numbers_is_a_usage_error(seconds: object) -> None:
     with pytest.raises(pytest.UsageError, match=rf"heavy\(seconds={seconds!r}\)"):
         expected_seconds(_Item("tests/test_x.py::t", _Mark({"seconds": seconds})))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mark", [_Mark({}, (180,)), _Mark({"secs": 180})])
+def test_a_heavy_marker_with_a_positional_or_another_keyword_argument_is_a_usage_error(mark: _Mark) -> None:
+    with pytest.raises(pytest.UsageError, match=r"takes only seconds=N"):
+        expected_seconds(_Item("tests/test_x.py::t", mark))  # type: ignore[arg-type]
+
+
+@pytest.mark.heavy  # a pytest run with 2 xdist workers that load this suite's conftest
+def test_the_worksteal_workers_of_this_suite_run_the_order(tmp_path: Path) -> None:
+    """Through pytest-xdist itself (2 worksteal workers, this suite's conftest as the plugin): each worker learns the
+    mode from the controller and orders its collection, so the long module, collected last, runs first on its worker
+    (in collection order it would be the last test of the last chunk)."""
+    (tmp_path / "test_a_light.py").write_text("".join(f"def test_l{k}():\n    pass\n\n\n" for k in range(8)))
+    (tmp_path / "test_z_long.py").write_text("import pytest\n\n\n@pytest.mark.heavy(seconds=60)\n"
+                                             "def test_long():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path),
+                           "-p", "tests.conftest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "2",
+                           "--dist", "worksteal", "-v", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "9 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = [(line.split("]", 1)[0].lstrip("["), line) for line in proc.stdout.splitlines()
+            if line.startswith("[gw") and "PASSED" in line]
+    (worker,) = {w for w, line in runs if "test_long" in line}
+    assert "test_long" in [line for w, line in runs if w == worker][0], proc.stdout

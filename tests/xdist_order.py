@@ -6,10 +6,12 @@ the collected tests (the first ``n // W``, then ``(n - n // W) // (W - 1)``, ...
 out, moves the last half of the longest queue to it. In collection order the longest tests (the serving matrices of
 ``tests/runners/test_serving*.py``) sat near the end of the last chunk, were stolen last and ran alone at the end
 while the other workers idled: the engine-free pass measured 828 s of wall for 1838 s of test time on 3 workers
-(2026-12-05, ``docs/test-suite.md``). Here the modules whose tests declare their seconds are dealt longest first
-to the chunk whose head is lightest (longest processing time first, LPT: Graham, "Bounds on multiprocessing timing
-anomalies", SIAM J. Appl. Math. 17(2), 1969), each at its chunk's head; every other test keeps its collection order
-and fills the chunks behind them; stealing then moves only tails of short tests.
+(2026-12-05, ``docs/test-suite.md``). Here every module whose tests add up to :data:`LEADING_S` or more
+(:func:`expected_seconds`: declared seconds, else :data:`DEFAULT_HEAVY_S` per ``heavy`` test and :data:`LIGHT_S` per
+other test) is dealt, longest first, to the chunk whose head is lightest (longest processing time first, LPT: Graham,
+"Bounds on multiprocessing timing anomalies", SIAM J. Appl. Math. 17(2), 1969), at that chunk's head; every other test
+keeps its collection order and fills the chunks behind them; stealing then moves only tails of short tests. A head
+longer than its chunk moves the later chunks' boundaries (the heads here are a few tests each).
 
 A module moves as one unit, so its module-scoped fixtures run on one worker as before. The order is a function of
 the collected items and W alone: every worker computes the same one (xdist refuses a run whose workers collected
@@ -35,11 +37,15 @@ def expected_seconds(item: pytest.Item) -> float:
     host in the engine-free pass), :data:`DEFAULT_HEAVY_S` for a ``heavy`` test without one, else :data:`LIGHT_S`.
 
     Raises:
-        pytest.UsageError: ``seconds`` is not a positive number.
+        pytest.UsageError: ``seconds`` is not a positive number, or the marker has a positional or another keyword
+            argument.
     """
     mark = item.get_closest_marker("heavy")
     if mark is None:
         return LIGHT_S
+    if mark.args or set(mark.kwargs) - {"seconds"}:
+        raise pytest.UsageError(f"{item.nodeid}: heavy{mark.args or ''}{dict(mark.kwargs) or ''}: the marker takes only "
+                                "seconds=N (keyword)")
     seconds = mark.kwargs.get("seconds", DEFAULT_HEAVY_S)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
         raise pytest.UsageError(f"{item.nodeid}: heavy(seconds={seconds!r}): seconds must be a positive number")
@@ -74,7 +80,8 @@ def worksteal_order(items: Sequence[pytest.Item], workers: int) -> list[pytest.I
         k = min(range(workers), key=lambda j: (load[j], j))
         heads[k] += modules[name]
         load[k] += seconds[name]
-    rest = iter([i for name, group in modules.items() if name not in set(leading) for i in group])
+    lead = set(leading)
+    rest = iter([i for i in items if i.nodeid.split("::", 1)[0] not in lead])
     out: list[pytest.Item] = []
     for head, size in zip(heads, chunk_sizes(len(items), workers), strict=True):
         out += head

@@ -42,7 +42,7 @@ from analysis.comparison.paired_aa import GroupedRuns, group_runs, paired_design
 from analysis.comparison.power import detectable_cost_pct
 from analysis.comparison.sequential_verdict import SequentialVerdict
 from analysis.comparison.soundness import withheld_reason
-from analysis.comparison.variance import Components, arm_components, reference_mask
+from analysis.comparison.variance import Components, arm_components, control_mask, reference_mask
 from analysis.comparison.verdict_rule import DEFAULT_MARGIN_PCT, decide
 
 __all__ = ["DEFAULT_COSTS_S", "MAX_PROCESSES", "MAX_ROUNDS", "TARGETS_PCT", "TWIN_SUFFIX", "aa_comparisons",
@@ -61,7 +61,7 @@ DEFAULT_COSTS_S = (20.0, 2.0)
 
 
 def _controls(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[(runs["implementation"] == "baseline") & ~reference_mask(runs)]
+    return runs[control_mask(runs)]
 
 
 def _row(runs: pd.DataFrame, phase: str, kind: str, a: str, b: str, margin_pct: float, delay: float,

@@ -43,17 +43,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis.comparison.verdict_rule import CONFIDENCE
-from results_schema.rules.floor_rule import is_floor_baseline
+from results_schema.rules.floor_rule import is_floor_baseline, is_speed_control
 
-__all__ = ["ESTIMATOR", "Components", "arm_components", "between_only", "chi2_quantile", "components", "reference_mask",
-           "variance_components"]
+__all__ = ["ESTIMATOR", "Components", "arm_components", "between_only", "chi2_quantile", "components", "control_mask",
+           "reference_mask", "variance_components"]
 
 ESTIMATOR = ("one-way random-effects ANOVA on log tok/s of measured rounds, processes as groups (method of "
              "moments truncated at 0; Searle, Casella & McCulloch 1992, §3.5-3.6); intervals: chi-square with "
@@ -188,10 +188,20 @@ def reference_mask(runs: pd.DataFrame) -> pd.Series:
     """Rows of ``runs`` that form their phase's reference arm: the baseline processes (``implementation ==
     baseline``) that are no speed control (no ``step_delay_ms``): ``results_schema.rules.floor_rule.is_floor_baseline``
     per row. Every verdict vs "the baseline" pools these."""
+    return _arm_mask(runs, is_floor_baseline)
+
+
+def control_mask(runs: pd.DataFrame) -> pd.Series:
+    """Rows of ``runs`` that are speed-control processes: ``results_schema.rules.floor_rule.is_speed_control`` per
+    row (a baseline with a ``step_delay_ms``)."""
+    return _arm_mask(runs, is_speed_control)
+
+
+def _arm_mask(runs: pd.DataFrame, rule: Callable[[str, float | None], bool]) -> pd.Series:
     delay = (runs["step_delay_ms"].fillna(0.0).astype(float) if "step_delay_ms" in runs
              else pd.Series(0.0, index=runs.index))
-    return pd.Series([is_floor_baseline(i, d) for i, d in zip(runs["implementation"], delay, strict=True)],
-                     index=runs.index, dtype=bool)
+    return pd.Series([rule(i, d) for i, d in zip(runs["implementation"], delay, strict=True)], index=runs.index,
+                     dtype=bool)
 
 
 def _groups(rounds: pd.DataFrame, keys: set[tuple[str, int]]) -> list[list[float]]:

@@ -60,13 +60,14 @@ def _runs(run_dir: Path) -> list[ServingRun]:
     return read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
 
 
-def _quiet_looks(run_dir: Path) -> list[ServingLookDecision]:
-    """The runner's looks (``serving_look_on``) on the run's recorded lines with their host load left out: what the
-    looks decide when no process ran beside foreign work (on a shared host a fake server's rate often does, and its
-    cells are then withheld; the run's own lines are checked against that branch)."""
+def _quiet_looks(run_dir: Path, labels: tuple[str, ...] = (BIG, SWING)) -> list[ServingLookDecision]:
+    """The runner's looks (``serving_look_on``) on the run's recorded lines with their host load left out, for
+    ``labels`` open before look 1: what the looks decide when no process ran beside foreign work (on a shared host a
+    fake server's rate often does, and its cells are then withheld; the run's own lines are checked against that
+    branch)."""
     quiet = [r.model_copy(update={"rate": r.rate.model_copy(update={"host_load": None})}) for r in _runs(run_dir)]
     out: list[ServingLookDecision] = []
-    while (nxt := serving_look_on("serving", DESIGN, ("baseline", "baseline_twin"), [BIG, SWING], out,
+    while (nxt := serving_look_on("serving", DESIGN, ("baseline", "baseline_twin"), labels, out,
                                   quiet)) is not None:
         out.append(nxt)
     return out
@@ -126,13 +127,18 @@ def test_a_big_cost_stops_at_look_1_a_swinging_one_runs_to_the_budget_through_a_
     after = (run_dir / FILE_NAME).read_bytes()
     assert after.startswith(before) and len(after.splitlines()) == 2
     assert lines[0].look_alpha == pytest.approx(0.05 * math.log1p((math.e - 1) * 0.6))  # Pocock-type at 3 of 5
-    assert {(c.rate_rps, c.metric) for x in lines[0].labels for c in x.cells} == {
-        (r, m) for r in RATES for m in METRICS}
+    assert [x.label for x in lines[0].labels] == [BIG, SWING]
+    for x in lines[0].labels:  # every (rate, metric) cell of each label, over look 1's 3 blocks
+        assert sorted((c.rate_rps, c.metric) for c in x.cells) == sorted((r, m) for r in RATES for m in METRICS)
     quiet = _quiet_looks(run_dir)  # uncontended: look 1 stops the big cost, the swinging one runs to look 2
-    assert [(_label(q, BIG).state, {c.verdict for c in _label(q, BIG).cells}) for q in quiet[:1]] == [
-        ("conclusive", {"slower"})]
-    assert [(_label(q, SWING).state, {c.verdict for c in _label(q, SWING).cells}) for q in quiet] == [
-        ("open", {"inconclusive"}), ("budget", {"inconclusive"})]
+    assert [(x.look, x.still_open, x.next_blocks) for x in quiet] == [(1, (SWING,), 2), (2, (), 0)]
+    assert _label(quiet[0], BIG).state == "conclusive"
+    assert [(c.verdict, c.blocks) for c in _label(quiet[0], BIG).cells] == [("slower", 3)] * 8
+    assert [x.label for x in quiet[1].labels] == [SWING]
+    assert [(_label(q, SWING).state, [(c.verdict, c.blocks) for c in _label(q, SWING).cells]) for q in quiet] == [
+        ("open", [("inconclusive", 3)] * 8), ("budget", [("inconclusive", 5)] * 8)]
+    (alone,) = _quiet_looks(run_dir, (BIG,))  # the big cost alone: look 1 ends the phase, no block is added
+    assert (alone.still_open, alone.next_blocks, _label(alone, BIG).state) == ((), 0, "conclusive")
     _big_cost_stopped_at_look_1(run_dir, lines, out)
     _swinging_cost_ran_to_the_budget(run_dir, lines, out)
     _forged_lines_fail(run_dir, tmp_path)
@@ -142,7 +148,9 @@ def _big_cost_stopped_at_look_1(run_dir: Path, lines: list[ServingLookDecision],
     first = _label(lines[0], BIG)
     if _contended(run_dir, BIG, 3):  # a process of look 1 ran beside foreign work: its cells are withheld, it stays open
         assert first.state == "open" and any(c.verdict == "withheld" for c in first.cells)
+        assert lines[0].still_open == (BIG, SWING)
         return
+    assert not any(c.verdict == "withheld" for c in first.cells)
     assert first.state == "conclusive" and lines[0].still_open == (SWING,)
     assert all(c.verdict == "slower" and c.blocks == 3 for c in first.cells)
     assert f"sequential serving/{BIG}: {first.reason}" in out and "stopped" in first.reason
@@ -167,9 +175,12 @@ def _swinging_cost_ran_to_the_budget(run_dir: Path, lines: list[ServingLookDecis
     assert "look 2 (5 blocks" in out and "sequential serving: look 2 recorded; phase done" in out
     runs = _runs(run_dir)
     keys = [(r.label, r.repeat, r.rate.index) for r in runs]
-    assert len(set(keys)) == len(keys) == (3 * 5 + (5 if BIG in lines[0].still_open else 3)) * len(RATES)
-    assert {(r.label, r.repeat) for r in runs} >= {(lb, rep) for lb in ("baseline", "baseline_twin", SWING)
-                                                    for rep in range(5)}
+    big_blocks = 5 if BIG in lines[0].still_open else 3  # open only when look 1 withheld a cell of it (contended)
+    assert len(set(keys)) == len(keys) == (3 * 5 + big_blocks) * len(RATES)
+    assert sorted({(r.label, r.repeat) for r in runs}) == sorted(
+        [(lb, rep) for lb in ("baseline", "baseline_twin", SWING) for rep in range(5)]
+        + [(BIG, rep) for rep in range(big_blocks)])
+    assert [x.label for x in lines[1].labels] == list(lines[0].still_open)
     for r in runs:  # the decided blocks keep the rate rotation of their repeat (runners.launching.serving_case)
         assert r.load.request_rates_rps == (RATES if r.repeat % 2 == 0 else RATES[::-1])
     assert validate_run(run_dir).valid
