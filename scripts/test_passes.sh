@@ -10,10 +10,10 @@
 #      `nice` NICE: lint starts no runner and no case process, and the exclusive tests leave about one
 #      core idle (measured alone: 37 s wall, 21 CPU-s, most of it waiting on case timeouts);
 #   2. at the same time, lint going on:
-#      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end;
-#        lint and these at `nice` NICE (default 10): they take the CPU the engine tests leave (while an
-#        engine test waits on start-up I/O), so the longest pass is slowed the least;
-#      - the real-engine tests (`slow or engine`) on ENGINE_WORKERS workers, output on the console:
+#      - the engine-free tests on TEST_WORKERS xdist workers, output to a log printed at the end, at
+#        `nice` FREE_NICE (default 0: this pass is the longer one; docs/test-suite.md);
+#      - the real-engine tests (`slow or engine`) on ENGINE_WORKERS workers at `nice` ENGINE_NICE (default 0),
+#        output on the console:
 #        at most ENGINE_WORKERS vLLM engines at once, each with one GEMM thread
 #        (tests/runners/helpers.py: ONE_GEMM_THREAD).
 #
@@ -21,13 +21,13 @@
 #
 # Exit status: 0 only when every part passed; the script's last line names each part and its result.
 # Environment: PY (the venv's python), TEST_WORKERS (default 3), ENGINE_WORKERS (default 2), NICE (lint's, default
-# 10), FREE_NICE (the engine-free pass's, default 10), ENGINE_NICE (the real-engine pass's, default 0).
+# 10), FREE_NICE (the engine-free pass's, default 0), ENGINE_NICE (the real-engine pass's, default 0).
 set -u
 PY=${PY:-.venv/bin/python}
 TEST_WORKERS=${TEST_WORKERS:-3}
 ENGINE_WORKERS=${ENGINE_WORKERS:-2}
 NICE=${NICE:-10}
-FREE_NICE=${FREE_NICE:-10}
+FREE_NICE=${FREE_NICE:-0}
 ENGINE_NICE=${ENGINE_NICE:-0}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/make-test.XXXXXX")
 
