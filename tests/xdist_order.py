@@ -20,6 +20,7 @@ different orders).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -61,6 +62,11 @@ def chunk_sizes(n: int, workers: int) -> list[int]:
     return sizes
 
 
+def _module(item: pytest.Item) -> str:
+    """The test module's path of ``item`` (its node id up to the first ``::``): the unit the order moves."""
+    return item.nodeid.split("::", 1)[0]
+
+
 def worksteal_order(items: Sequence[pytest.Item], workers: int) -> list[pytest.Item]:
     """``items`` reordered for ``workers`` worksteal workers (module docstring). Same items, each once.
 
@@ -69,7 +75,7 @@ def worksteal_order(items: Sequence[pytest.Item], workers: int) -> list[pytest.I
     """
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+        modules.setdefault(_module(item), []).append(item)
     seconds = {name: sum(expected_seconds(i) for i in group) for name, group in modules.items()}
     leading = sorted((name for name in modules if seconds[name] >= LEADING_S), key=lambda m: (-seconds[m], m))
     if workers < 2 or not leading:
@@ -81,10 +87,10 @@ def worksteal_order(items: Sequence[pytest.Item], workers: int) -> list[pytest.I
         heads[k] += modules[name]
         load[k] += seconds[name]
     lead = set(leading)
-    rest = iter([i for i in items if i.nodeid.split("::", 1)[0] not in lead])
+    rest = iter([i for i in items if _module(i) not in lead])
     out: list[pytest.Item] = []
     for head, size in zip(heads, chunk_sizes(len(items), workers), strict=True):
         out += head
-        out += [i for _, i in zip(range(max(0, size - len(head))), rest, strict=False)]
+        out += itertools.islice(rest, max(0, size - len(head)))
     out += list(rest)
     return out

@@ -41,7 +41,7 @@ from typing import Literal
 
 from results_schema.codec.io import RecordError, StrictJSONError, read_json
 from results_schema.records.serving import ServingRequests, ServingRun
-from results_schema.rules.floor_rule import is_speed_control
+from results_schema.rules.floor_rule import is_offload_label, is_speed_control
 
 OutputStatus = Literal["identical", "differs", "within_baseline_noise", "no_baseline"]
 
@@ -152,10 +152,10 @@ def check_outputs(run_dir: Path, runs: Sequence[ServingRun]) -> list[OutputCheck
             by_rate.setdefault((r.phase, r.rate.request_rate_rps), []).append((r, d))
     out = []
     for (phase, rate), items in by_rate.items():
-        base = [d for r, d in items if r.implementation == "baseline"]
+        base = [d for r, d in items if not is_offload_label(r.implementation)]
         controls = sum(1 for r, _d in items if is_speed_control(r.implementation, r.step_delay_ms))
         for r, d in items:
-            compared, bad, floor, status = judge(d, base, is_baseline=r.implementation == "baseline")
+            compared, bad, floor, status = judge(d, base, is_baseline=not is_offload_label(r.implementation))
             out.append(OutputCheck(phase=phase, label=r.label, implementation=r.implementation, repeat=r.repeat,
                                    rate_rps=rate, position=r.rate.index, compared=compared, mismatched=bad,
                                    floor=floor, baselines=len(base), status=status, controls=controls))
