@@ -132,7 +132,18 @@ def test_a_big_cost_stops_at_look_1_a_swinging_one_runs_to_the_budget_through_a_
     assert [x.label for x in lines[0].labels] == [BIG, SWING]
     for x in lines[0].labels:  # every (rate, metric) cell of each label, over look 1's 3 blocks
         assert sorted((c.rate_rps, c.metric) for c in x.cells) == sorted((r, m) for r in RATES for m in METRICS)
-    quiet = _quiet_looks(run_dir)  # uncontended: look 1 stops the big cost, the swinging one runs to look 2
+    if not any(_contended(run_dir, lb, 5) for lb in (BIG, SWING)):  # the looks on quiet processes' data
+        _quiet_looks_decide_as_designed(run_dir)
+    _big_cost_stopped_at_look_1(run_dir, lines, out)
+    _swinging_cost_ran_to_the_budget(run_dir, lines, out)
+    _forged_lines_fail(run_dir, tmp_path)
+
+
+def _quiet_looks_decide_as_designed(run_dir: Path) -> None:
+    """On a run none of whose processes ran beside foreign work: look 1 stops the big cost, the swinging one runs to
+    look 2 (on contended data, as every process of the run is under ``make test``'s load, a cell may come out either
+    way: the run's own lines withhold those cells, checked below)."""
+    quiet = _quiet_looks(run_dir)
     assert [(x.look, x.still_open, x.next_blocks) for x in quiet] == [(1, (SWING,), 2), (2, (), 0)]
     assert _label(quiet[0], BIG).state == "conclusive"
     assert [(c.verdict, c.blocks) for c in _label(quiet[0], BIG).cells] == [("slower", 3)] * 8
@@ -141,9 +152,6 @@ def test_a_big_cost_stops_at_look_1_a_swinging_one_runs_to_the_budget_through_a_
         ("open", [("inconclusive", 3)] * 8), ("budget", [("inconclusive", 5)] * 8)]
     (alone,) = _quiet_looks(run_dir, (BIG,))  # the big cost alone: look 1 ends the phase, no block is added
     assert (alone.still_open, alone.next_blocks, _label(alone, BIG).state) == ((), 0, "conclusive")
-    _big_cost_stopped_at_look_1(run_dir, lines, out)
-    _swinging_cost_ran_to_the_budget(run_dir, lines, out)
-    _forged_lines_fail(run_dir, tmp_path)
 
 
 def _big_cost_stopped_at_look_1(run_dir: Path, lines: list[ServingLookDecision], out: str) -> None:
