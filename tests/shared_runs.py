@@ -15,8 +15,9 @@ the first time a key is seen and hand later calls with the same key the same res
 the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
 directory unchanged) and its dict. The key holds everything the measurement reads (interpreter,
 model directory, working directory, environment) except environment values that point into this
-session's temporary directory (per-test run and cache paths, which these measurements ignore) and
-pytest's own ``PYTEST_*`` variables.
+session's temporary directory (per-test run and cache paths, which these measurements ignore),
+pytest's own ``PYTEST_*`` variables, and the test fakes' own ``FAKE_*`` knobs (read only by ``tests/runners/fake_*.py``;
+no product module reads a ``FAKE_`` variable: ``tests/test_shared_runs.py`` greps for one).
 Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
 still gets its failure. A test that calls ``runners.matrix.run_matrix`` itself, and a subprocess
 runner (``python -m runners.matrix``), measure for themselves.
@@ -36,9 +37,13 @@ from conf.schema import Config
 from runners.orchestration.host_measures import HostMeasures
 
 
+IGNORED_PREFIXES = ("PYTEST_", "FAKE_")
+"""Variables no measurement reads: pytest's own, and the knobs of the test fakes (``tests/runners/fake_*.py``)."""
+
+
 def _env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ...]:
-    """The environment minus pytest's own variables and values under this session's temporary directory."""
-    return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith("PYTEST_")))
+    """The environment minus :data:`IGNORED_PREFIXES` and values under this session's temporary directory."""
+    return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith(IGNORED_PREFIXES)))
 
 
 def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str) -> Callable[..., dict[str, object]]:

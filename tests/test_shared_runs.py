@@ -24,7 +24,8 @@ def test_probe_runs_once_per_interpreter_and_environment() -> None:
     probe = shared_probe(real, TMP)
     a = probe("py", {"OMP_NUM_THREADS": "2", "PYTEST_CURRENT_TEST": "t1", "CACHE": f"{TMP}/t1/c"})
     a["torch"] = "changed by a caller"
-    assert probe("py", {"OMP_NUM_THREADS": "2", "PYTEST_CURRENT_TEST": "t2", "CACHE": f"{TMP}/t2/c"}) == \
+    assert probe("py", {"OMP_NUM_THREADS": "2", "PYTEST_CURRENT_TEST": "t2", "CACHE": f"{TMP}/t2/c",
+                        "FAKE_SERVER_MODE": "orphan"}) == \
         {"torch": "2.13.0", "threads": 2}
     assert len(calls) == 1
     assert probe("py", {"OMP_NUM_THREADS": "1"})["threads"] == 1  # a thread setting is a new key
@@ -72,3 +73,13 @@ def test_the_session_host_measures_wrap_the_runner_functions_and_nothing_is_patc
     assert not hasattr(numerics.probe_torch, "__wrapped__") and not hasattr(copy_bench.run_copy_bench, "__wrapped__")
     assert HostMeasures() == HostMeasures(probe_torch=numerics.probe_torch, run_copy_bench=copy_bench.run_copy_bench)
     assert "host" in inspect.signature(runners.matrix.run_matrix).parameters
+
+
+def test_no_product_module_reads_a_fake_variable() -> None:
+    """The shared measurements ignore ``FAKE_*`` variables (``tests.shared_runs.IGNORED_PREFIXES``): that holds only
+    while no product module (what a measurement runs) reads one."""
+    root = Path(__file__).resolve().parents[1]
+    readers = [str(p.relative_to(root)) for pkg in ("analysis", "conf", "offload", "offload_tools", "results_schema",
+                                                    "runners", "scripts")
+               for p in sorted((root / pkg).rglob("*.py")) if "FAKE_" in p.read_text()]
+    assert readers == []
