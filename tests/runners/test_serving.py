@@ -188,7 +188,16 @@ _CONTROL = ("phases.serving.cases=[{implementation: baseline, label: control_del
 
 
 @pytest.mark.heavy(seconds=67)  # a serving matrix with 5 fake servers (about 25 s CPU)
-def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor(tmp_path, monkeypatch):
+def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor_one_that_turns_nothing_not(
+        tmp_path, monkeypatch):
+    """Offload turns the tokens of the even requests at every rate. Run: the two speed-control processes turn the same
+    tokens (the fake server's ``FAKE_TOKEN_SHIFT_DELAYED``), so the four baseline processes disagree there and the
+    floor holds the offload mismatch (exit 0). Then the same records with the controls' outputs those of an undelayed
+    baseline (what the fake streams without ``FAKE_TOKEN_SHIFT_DELAYED``: one run of 5 servers fewer), judged by the
+    production check (``analysis.serving.summary.validate_serving``): the four agree, the mismatch is an error. That
+    such an error exits 6: ``test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests``."""
+    from analysis.serving.summary import load_serving, validate_serving
+
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # offload turns the tokens of some requests ...
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_DELAYED", "1")  # ... and so does a server that is only slower
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
@@ -203,17 +212,22 @@ def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in
     assert rows and all(o["status"] == "within_baseline_noise" and o["floor"] and not o["mismatched"]
                         and o["baselines"] == 4 and o["controls"] == 2 for o in rows)
     assert [v for v in summary["baseline_verdicts"] if v["label"] == "control_delay_5ms"]  # judged, not a floor
+    assert not [e for e in validate_serving(load_serving(run_dir)).errors if e.startswith("outputs under load")]
 
-
-@pytest.mark.heavy(seconds=68)  # a serving matrix with 5 fake servers (about 25 s CPU)
-def test_a_speed_control_that_turns_nothing_leaves_an_offload_mismatch_an_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")
-    monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
-    code, run_dir = _matrix(tmp_path, *_CONTROL)
-    assert code == 6
-    summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
-    err = [e for e in summary["errors"] if e.startswith("outputs under load")]
+    baseline = {r.rate.request_rate_rps: read_json(run_dir / r.rate.requests_path, ServingRequests)
+                for r in lines if r.label == "baseline" and r.repeat == 0}
+    for r in lines:
+        if r.label == "control_delay_5ms":
+            path = run_dir / r.rate.requests_path
+            doc = json.loads(path.read_text())
+            base = baseline[r.rate.request_rate_rps].requests
+            assert [q["output_token_ids_sha256"] for q in doc["requests"]] != [q.output_token_ids_sha256 for q in base]
+            for q, b in zip(doc["requests"], base, strict=True):
+                q["output_token_ids_sha256"] = b.output_token_ids_sha256
+            path.write_text(json.dumps(doc))
+    err = [e for e in validate_serving(load_serving(run_dir)).errors if e.startswith("outputs under load")]
     assert err and all("the 4 baseline processes (2 of them speed controls) agree" in e for e in err)
+    assert all("serving/current_g4_n1-r" in e for e in err)
 
 
 def test_a_step_delay_outside_a_serving_baseline_exits_2_before_any_process(tmp_path):
