@@ -58,12 +58,13 @@ def test_installed_wheel_gguf_is_checked_against_the_pins(monkeypatch):
         smollm2.installed_gguf()
 
 
-@pytest.mark.heavy(seconds=27)  # two builds, ~15-30 s each on 2 cores
-def test_two_builds_give_the_same_bytes_and_the_pinned_sha256sums(tmp_path):
+@pytest.mark.heavy(seconds=15)  # one build, ~15-30 s on 2 cores
+def test_a_build_gives_the_pinned_sha256sums(tmp_path):
+    """The build is deterministic: its files hash to the pins ``conf/model/smollm2.yaml`` holds (written from an
+    earlier build, on another host), which also shows what a second build here would (a second build cost ~10 CPU-s)."""
     from results_schema.codec.files import file_sha256
 
-    a, b = smollm2.build_smollm2(tmp_path / "a"), smollm2.build_smollm2(tmp_path / "b")
-    assert (a / "SHA256SUMS").read_text() == (b / "SHA256SUMS").read_text()
+    a = smollm2.build_smollm2(tmp_path / "a")
     names = [ln.split()[1] for ln in (a / "SHA256SUMS").read_text().splitlines()]
     assert names == sorted(["LICENSE", "chat_template.jinja", "config.json", "generation_config.json",
                             "model.safetensors", "provenance.json", "tokenizer.json", "tokenizer_config.json"])
