@@ -9,6 +9,7 @@ import runners.matrix
 import runners.orchestration.copy_bench as copy_bench
 import runners.identity.numerics as numerics
 from runners.orchestration.host_measures import HostMeasures
+from tests.scripts_module import load_script
 from tests.shared_runs import shared_copy_bench, shared_host, shared_probe
 
 TMP = "/tmp/pytest-of-x/pytest-1"
@@ -78,8 +79,7 @@ def test_the_session_host_measures_wrap_the_runner_functions_and_nothing_is_patc
 def test_no_product_module_reads_a_fake_variable() -> None:
     """The shared measurements ignore ``FAKE_*`` variables (``tests.shared_runs.IGNORED_PREFIXES``): that holds only
     while no product module (what a measurement runs) reads one."""
-    root = Path(__file__).resolve().parents[1]
-    readers = [str(p.relative_to(root)) for pkg in ("analysis", "conf", "offload", "offload_tools", "results_schema",
-                                                    "runners", "scripts")
-               for p in sorted((root / pkg).rglob("*.py")) if "FAKE_" in p.read_text()]
+    layout = load_script("check_layout")  # the project's packages: the ones the layout check reads
+    readers = [str(p.relative_to(layout.ROOT)) for pkg in (*layout.PACKAGES, "scripts")
+               for p in sorted((layout.ROOT / pkg).rglob("*.py")) if "FAKE_" in p.read_text()]
     assert readers == []
