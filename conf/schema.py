@@ -112,6 +112,8 @@ class Config:
         bench_module: module a case process runs with its runtime's interpreter (tests: a fake bench).
         accuracy_command: argv prefix of one accuracy case process (followed by ``run ...``);
             null = ``[<python>, -m, runners.incase.accuracy]`` (tests substitute a fake engine here).
+        serving_command: argv prefix of one serving case process (followed by ``--case PATH --run-dir DIR``);
+            null = ``[<python>, -m, runners.incase.serving]`` (tests substitute a fake case here).
         analyze: call ``analysis.report.summary.write_summary`` at the end (and, when the run has accuracy
             phases, the accuracy verifier ``analysis.accuracy.verifier``, report in ``summary/``).
         progress: show a live progress bar (plain lines are always printed).
@@ -141,6 +143,7 @@ class Config:
     need_gib: Optional[float] = added_field()
     need_kv_gib: Optional[float] = added_field()
     choose: ChooseConfig = added_field(default_factory=ChooseConfig)
+    serving_command: Optional[List[str]] = added_field()
 
 
 def register_configs() -> None:

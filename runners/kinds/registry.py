@@ -61,6 +61,7 @@ def sequential_kinds() -> tuple[str, ...]:
 
 def case_argv(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, bench_command: Sequence[str] | None,
               python: str, accuracy_command: Sequence[str] | None = None,
+              serving_command: Sequence[str] | None = None,
               bench_module: str = "runners.incase.bench_one") -> tuple[str, ...]:
     """Write the case's spec (its kind's ``spec_path``) and return the argv of its process.
 
@@ -68,14 +69,16 @@ def case_argv(sc: ScheduledCase, *, model_dir: Path, paths: CasePaths, bench_com
         sc: the scheduled case.
         model_dir: model directory the case loads (an accuracy phase's own model replaces it).
         paths: the case's files.
-        bench_command / accuracy_command: explicit prefixes replacing ``[python, -m, <module>]``
+        bench_command / accuracy_command / serving_command: explicit prefixes replacing ``[python, -m, <module>]``
             (tests: fake engines).
         python: the case runtime's interpreter.
         bench_module: module a bench case runs (``runners.incase.bench_one``).
 
     Returns:
         ``(*prefix, --case, PATH)`` for bench cases, ``(*prefix, run, --case, PATH)`` for accuracy cases,
-        ``(python, -m, runners.incase.serving, --case, PATH, --run-dir, DIR)`` for serving cases.
+        ``(*prefix, --case, PATH, --run-dir, DIR)`` for serving cases (prefix default
+        ``python, -m, runners.incase.serving``).
     """
-    commands = CaseCommands(bench_command=bench_command, accuracy_command=accuracy_command, bench_module=bench_module)
+    commands = CaseCommands(bench_command=bench_command, accuracy_command=accuracy_command,
+                            serving_command=serving_command, bench_module=bench_module)
     return kind_of(sc.case).launch(sc, model_dir=model_dir, paths=paths, python=python, commands=commands)

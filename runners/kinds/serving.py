@@ -13,6 +13,7 @@ load (``analysis.serving.outputs``: at the end, not live).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,10 @@ class Serving(CaseKind):
         return paths.serving_spec
 
     def argv(self, sc: ScheduledCase, *, paths: CasePaths, python: str, commands: CaseCommands) -> tuple[str, ...]:
-        return serving_argv(paths, python)
+        return serving_argv(paths, python, commands.serving_command)
+
+    def explicit_command(self, commands: CaseCommands) -> Sequence[str] | None:
+        return commands.serving_command
 
     def line_files(self, phase: str) -> tuple[tuple[str, type[ServingRun]], ...]:
         return ((serving_name(phase), ServingRun),)

@@ -31,11 +31,12 @@ from runners.identity.runtimes import map_path
 @dataclass(frozen=True)
 class CaseCommands:
     """How the run starts its case processes: explicit command prefixes replacing ``[python, -m, <module>]``
-    (tests: fake engines; ``bench_command`` also serving's, as the runner's ``bench_command`` setting) and the
-    module a bench case runs."""
+    (tests: fake engines and a fake serving case, as the run's ``bench_command``, ``accuracy_command`` and
+    ``serving_command`` settings) and the module a bench case runs."""
 
     bench_command: Sequence[str] | None = None
     accuracy_command: Sequence[str] | None = None
+    serving_command: Sequence[str] | None = None
     bench_module: str = "runners.incase.bench_one"
 
 

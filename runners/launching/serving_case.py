@@ -3,7 +3,8 @@
 What is modelled:
 * ``build_spec``: the ``ServingCaseSpec`` (``cases/<phase>/<stem>.serving-case.json``, ``runners.paths.CasePaths``)
   of a scheduled serving case: engine options, load, SLO, limits, server command and its files.
-* ``serving_argv``: the argv of its process (``python -m runners.incase.serving --case FILE --run-dir DIR``).
+* ``serving_argv``: the argv of its process (``python -m runners.incase.serving --case FILE --run-dir DIR``, or the
+  run's ``serving_command`` before ``--case``).
 * ``rotated``: the rate order of a repeat (the configured order, rotated by the repeat index).
 
 What is deliberately not modelled: the phase's settings checked before any process starts (the serving kind,
@@ -14,6 +15,7 @@ What is deliberately not modelled: the phase's settings checked before any proce
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,8 @@ def build_spec(sc: ScheduledCase, *, model_dir: Path, run_dir: Path, python: str
         record_path=str(p.serving_record), requests_dir=str(p.out_dir), server_log_path=str(p.server_log))
 
 
-def serving_argv(paths: CasePaths, python: str) -> tuple[str, ...]:
-    """The argv of a serving case's process, reading its spec (``paths.serving_spec``)."""
-    return (python, "-m", "runners.incase.serving", "--case", str(paths.serving_spec), "--run-dir", str(paths.run_dir))
+def serving_argv(paths: CasePaths, python: str, command: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The argv of a serving case's process, reading its spec (``paths.serving_spec``): ``command`` (the run's
+    ``serving_command``) or ``[python, -m, runners.incase.serving]``, then ``--case PATH --run-dir DIR``."""
+    prefix = tuple(command) if command else (python, "-m", "runners.incase.serving")
+    return (*prefix, "--case", str(paths.serving_spec), "--run-dir", str(paths.run_dir))

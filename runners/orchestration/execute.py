@@ -45,6 +45,7 @@ class RunState:
     formal: bool
     progress: Progress
     accuracy_command: Sequence[str] | None = None
+    serving_command: Sequence[str] | None = None
     bench_module: str = "runners.incase.bench_one"
     unexpected: list[str] = field(default_factory=list)
     expected_failures: int = 0
@@ -147,7 +148,7 @@ def launch_spec(state: RunState, sc: ScheduledCase, base_env: Mapping[str, str])
     python = str(rt.python or state.python)
     kind = kind_of(sc.case)
     commands = CaseCommands(bench_command=state.bench_command, accuracy_command=state.accuracy_command,
-                            bench_module=state.bench_module)
+                            serving_command=state.serving_command, bench_module=state.bench_module)
     argv: Sequence[str] = kind.launch(sc, model_dir=state.model_dir, paths=paths, python=python, commands=commands)
     env = case_env(sc, run_dir=run_dir, paths=paths, base_env=base_env)
     if not kind.explicit_command(commands):  # an explicit command runs as given; otherwise inside the runtime

@@ -259,7 +259,8 @@ def execute(p: Plan, run: OpenRun, console: Any, run_copy_bench: CopyBenchRun | 
     c = p.cfg
     state = RunState(run_dir=run.run_dir, model_dir=run.run_identity.gate.model_dir, python=sys.executable,
                      bench_command=c.bench_command, formal=c.formal, progress=progress,
-                     accuracy_command=c.accuracy_command, bench_module=c.bench_module)
+                     accuracy_command=c.accuracy_command, serving_command=c.serving_command,
+                     bench_module=c.bench_module)
     if p.resume_dir is not None:  # the live token check compares with baselines recorded before the interruption
         seed_baselines(state, p.items)
     base_env = dict(os.environ)

@@ -108,6 +108,17 @@ def _gap_s() -> float:
     return float(os.environ.get("FAKE_TOKEN_GAP_S", "0.002"))
 
 
+def token_ids(prompt: str, max_tokens: int, *, delayed: bool) -> list[int]:
+    """The output token ids streamed for ``prompt``: derived from its characters, shifted (module docstring:
+    ``FAKE_TOKEN_SHIFT_IMPL``, ``FAKE_TOKEN_SHIFT_DELAYED`` when ``delayed``, ``FAKE_TOKEN_SHIFT_EVEN``)."""
+    shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline") or (
+        os.environ.get("FAKE_TOKEN_SHIFT_DELAYED") == "1" and delayed)
+    seed = sum(map(ord, prompt))
+    if shifted and (os.environ.get("FAKE_TOKEN_SHIFT_EVEN") != "1" or seed % 2 == 0):
+        seed += 1
+    return [(seed * 31 + k) % 50_000 for k in range(max_tokens)]
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -165,17 +176,13 @@ class Handler(BaseHTTPRequestHandler):
 
         gap = _gap_s()
         want_ids = bool(req.get("return_token_ids"))
-        shifted = os.environ.get("FAKE_TOKEN_SHIFT_IMPL") == os.environ.get("OFFLOAD_IMPL", "baseline") or (
-            os.environ.get("FAKE_TOKEN_SHIFT_DELAYED") == "1" and bool(MODEL.hooks))
-        seed = sum(map(ord, str(req.get("prompt", ""))))
-        if shifted and (os.environ.get("FAKE_TOKEN_SHIFT_EVEN") != "1" or seed % 2 == 0):
-            seed += 1
+        ids = token_ids(str(req.get("prompt", "")), max_tokens, delayed=bool(MODEL.hooks))
         for k in range(max_tokens):
             time.sleep(gap)
             MODEL.step()
             choice = {"text": "a", "index": 0}
             if want_ids:
-                choice["token_ids"] = [(seed * 31 + k) % 50_000]
+                choice["token_ids"] = [ids[k]]
             send({"choices": [choice]})
         prompt_tokens = len(self.server.tokenizer(req.get("prompt", ""), add_special_tokens=False).input_ids)
         prompt_tokens *= int(os.environ.get("FAKE_PROMPT_TOKENS_FACTOR", "1"))

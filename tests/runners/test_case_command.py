@@ -34,6 +34,26 @@ def test_case_argv_writes_the_case_file_next_to_the_record(tmp_path: Path) -> No
     assert fake == (sys.executable, "fake.py", "--case", argv[-1])
 
 
+def test_serving_case_argv_reads_its_spec_and_takes_the_runs_serving_command(tmp_path: Path) -> None:
+    """A serving case runs ``python -m runners.incase.serving`` on its spec, or the run's ``serving_command`` prefix
+    (tests: ``tests/runners/fake_serving.py``), which also runs as given, outside the runtime's prefix."""
+    from results_schema.records.serving_spec import ServingCaseSpec
+    from runners.kinds.registry import kind_of
+    from runners.launching.case_command import CaseCommands
+
+    sc = next(s for s in plan(compose_cfg("+experiment=serving")) if s.case.phase == "serving")
+    paths = CasePaths.of(tmp_path, sc.case.phase, sc.stem)
+    tail = ("--case", str(paths.serving_spec), "--run-dir", str(tmp_path))
+    argv = case_argv(sc, model_dir=Path("/m"), paths=paths, bench_command=None, python="py")
+    assert argv == ("py", "-m", "runners.incase.serving", *tail)
+    assert read_json(paths.serving_spec, ServingCaseSpec).label == sc.case.label
+    fake = case_argv(sc, model_dir=Path("/m"), paths=paths, bench_command=["bench"], python="py",
+                     serving_command=[sys.executable, "fake_serving.py"])
+    assert fake == (sys.executable, "fake_serving.py", *tail)  # bench_command is not serving's
+    assert kind_of(sc.case).explicit_command(CaseCommands(serving_command=["s"], bench_command=["b"])) == ["s"]
+    assert kind_of(sc.case).explicit_command(CaseCommands(bench_command=["b"])) is None
+
+
 @pytest.mark.heavy  # measured 0.7 s in the fast tier (its budget is 2 minutes)
 def test_accuracy_case_file(tmp_path: Path) -> None:
     items = plan(compose_cfg("+experiment=accuracy"))

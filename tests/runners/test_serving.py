@@ -1,6 +1,8 @@
 """Serving phase faults and plumbing with a fake API server (no engine): readiness, teardown, records.
 
-The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``.
+The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``. One test here (the speed controls'
+outputs) replaces the whole case process with ``tests/runners/fake_serving.py``: its claim is the outputs analysis
+of a run, not the driver.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.shared_runs import run_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVER = Path(__file__).with_name("fake_server.py")
+FAKE_SERVING = Path(__file__).with_name("fake_serving.py")
 
 
 def _env(mode: str) -> dict[str, str]:
@@ -187,13 +190,14 @@ _CONTROL = ("phases.serving.cases=[{implementation: baseline, label: control_del
             "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2", "phases.serving.num_prompts=8")
 
 
-@pytest.mark.heavy(seconds=67)  # a serving matrix with 5 fake servers (about 25 s CPU)
+@pytest.mark.heavy(seconds=10)  # a serving matrix of 6 fake serving case processes (no client, no server)
 def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor_one_that_turns_nothing_not(
         tmp_path, monkeypatch):
     """Offload turns the tokens of the even requests at every rate. Run: the two speed-control processes turn the same
-    tokens (the fake server's ``FAKE_TOKEN_SHIFT_DELAYED``), so the four baseline processes disagree there and the
+    tokens (``FAKE_TOKEN_SHIFT_DELAYED``: each case process is ``tests/runners/fake_serving.py``, which runs the
+    control's hook and streams the fake server's token ids), so the four baseline processes disagree there and the
     floor holds the offload mismatch (exit 0). Then the same records with the controls' outputs those of an undelayed
-    baseline (what the fake streams without ``FAKE_TOKEN_SHIFT_DELAYED``: one run of 5 servers fewer), judged by the
+    baseline (what the fake streams without ``FAKE_TOKEN_SHIFT_DELAYED``; no second run), judged by the
     production check (``analysis.serving.summary.validate_serving``): the four agree, the mismatch is an error. That
     such an error exits 6: ``test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests``."""
     from analysis.serving.summary import load_serving, validate_serving
@@ -201,7 +205,7 @@ def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # offload turns the tokens of some requests ...
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_DELAYED", "1")  # ... and so does a server that is only slower
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_EVEN", "1")
-    code, run_dir = _matrix(tmp_path, *_CONTROL)
+    code, run_dir = _matrix(tmp_path, *_CONTROL, f"serving_command=[{sys.executable},{FAKE_SERVING}]")
     assert code == 0
     lines = read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
     assert sorted(r.step_delay_ms for r in lines if r.label == "control_delay_5ms") == [5.0, 5.0]
