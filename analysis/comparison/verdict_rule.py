@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import SupportsFloat, TypeGuard
 
@@ -147,12 +148,14 @@ def _t_pdf(t: float, df: float) -> float:
     return math.exp(ln - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (real df > 0; ``inf`` = normal).
 
     Solved by safeguarded Newton steps on ``t_sf`` (bisection whenever a step leaves the bracket) to 1e-12
     relative, from the normal quantile (no SciPy in the environment); checked against the printed table
-    values in the tests (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity).
+    values in the tests (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity). Memoized per ``(p, df)``
+    (a pure function; a look's or a simulation's quantiles repeat: a paired t's df is its blocks - 1).
 
     Raises:
         ValueError: ``p`` outside (0, 1) or ``df`` not > 0.
