@@ -340,7 +340,7 @@ def omit_defaults(data: dict[str, Any], schema: type | None = None) -> dict[str,
     their default, at any depth (nested schemas, lists and string-keyed maps of them): a config that does not use
     them keeps the bytes and hash it had before they existed; loading it back (``checked_saved_config``) gives the
     defaults. The marked fields are the schema's own record of what was added (``need_gib``, ``need_kv_gib``,
-    ``choose``, ``model.config_json``, a case's ``step_delay_ms``)."""
+    ``choose``, ``model.config_json``, a case's ``step_delay_ms``, ``serving_command``)."""
     cls = Config if schema is None else schema
     hints = typing.get_type_hints(cls)
     for f in fields(cls):

