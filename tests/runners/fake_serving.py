@@ -74,8 +74,6 @@ def _result_dict(spec: ServingCaseSpec, index: int, gap_s: float) -> tuple[dict,
     starts = [i / rate if finite else 0.0 for i in range(n)]  # requests sent 1/rate apart (all at t = 0 at inf)
     duration = max(t + lat for t, lat in zip(starts, latencies, strict=True))
     peak = max(sum(1 for t, lat in zip(starts, latencies, strict=True) if t <= s < t + lat) for s in starts)
-    if load.max_concurrency is not None:
-        raise ValueError(f"fake serving case: max_concurrency={load.max_concurrency} is not modelled (null only)")
     good = sum(1 for t, tp in zip(ttfts, tpots or [0.0] * n, strict=True)
                if spec.slo.ttft_ms / 1000 >= t and spec.slo.tpot_ms / 1000 >= tp)
     res = {"ttfts": ttfts, "latencies": latencies, "itls": itls, "errors": [""] * n, "input_lens": [load.input_len] * n,
@@ -95,6 +93,8 @@ def _prompt(i: int) -> str:
 
 def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
     """The case's records (module docstring); writes the server log, the evidence and the requests files."""
+    if spec.load.max_concurrency is not None:  # refused before any file is written
+        raise ValueError(f"fake serving case: max_concurrency={spec.load.max_concurrency} is not modelled (null only)")
     t0 = time.monotonic()
     log = Path(spec.server_log_path)
     log.parent.mkdir(parents=True, exist_ok=True)

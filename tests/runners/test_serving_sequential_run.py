@@ -38,8 +38,8 @@ from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.serving_sequential import serving_look_on
 from tests.runners.helpers import compose_cfg
-from tests.support.synthetic import host_load
 from tests.shared_runs import run_matrix
+from tests.support.synthetic import host_load
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SERVING = Path(__file__).with_name("fake_serving.py")
