@@ -59,8 +59,9 @@ offloaders) or ``vllm.entrypoints.launchers.cli_args`` loads none of them. Ray i
 (``gcs_server``, ``raylet``).
 """
 
-POLL_S = 0.5
-"""Seconds between descendant scans; a real engine lives many seconds, so none slips through."""
+POLL_S = 2.0
+"""Seconds between descendant scans (each reads every process of the host: psutil's ppid map): a vLLM engine takes
+more than 5 s to start here and a Ray cluster lives for its run, so none slips through."""
 
 MAX_REPORTED = 10
 

@@ -148,14 +148,28 @@ def _t_pdf(t: float, df: float) -> float:
     return math.exp(ln - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
+def _t_start(p: float, z: float, df: float) -> float:
+    """Start of :func:`t_quantile`'s Newton steps: the Cauchy quantile ``tan(pi (p - 1/2))`` at ``df`` 1, else the
+    Cornish-Fisher expansion of t in the normal quantile ``z`` to ``1/df^4`` (Abramowitz & Stegun 26.7.5)."""
+    if df == 1.0:
+        return math.tan(math.pi * (p - 0.5))
+    z2 = z * z
+    g1 = (z2 + 1.0) * z / 4.0
+    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
+    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
+    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
+    return z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+
+
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (real df > 0; ``inf`` = normal).
 
-    Solved by safeguarded Newton steps on ``t_sf`` (bisection whenever a step leaves the bracket) to 1e-12
-    relative, from the normal quantile (no SciPy in the environment); checked against the printed table
-    values in the tests (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity). Memoized per ``(p, df)``
-    (a pure function; a look's or a simulation's quantiles repeat: a paired t's df is its blocks - 1).
+    Solved by safeguarded Newton steps on ``t_sf`` (bisection whenever a step leaves the bracket, doubling while
+    there is no upper bound) to 1e-12 relative, from :func:`_t_start` (no SciPy in the environment): 2-3
+    evaluations of ``t_sf`` per quantile, 5-6 from the normal quantile. Checked against the printed table values in
+    the tests (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity). Memoized per ``(p, df)`` (a pure
+    function; a look's or a simulation's quantiles repeat: a paired t's df is its blocks - 1).
 
     Raises:
         ValueError: ``p`` outside (0, 1) or ``df`` not > 0.
@@ -168,20 +182,19 @@ def t_quantile(p: float, df: float) -> float:
     if p == 0.5 or math.isinf(df) or df > 1e7:
         return z
     tail = 1.0 - p
-    lo, hi = 0.0, max(2.0 * z, 1.0)
-    while t_sf(hi, df) > tail:
-        lo, hi = hi, hi * 2.0
-    x = min(max(z, lo), hi)
+    x = _t_start(p, z, df)
+    if not x > 0.0:  # the expansion's tail terms at df < 1 and a large z
+        x = z
+    lo, hi = 0.0, math.inf
     for _ in range(200):
         f = t_sf(x, df) - tail
         if f > 0:
             lo = x
         else:
             hi = x
-        step = f / _t_pdf(x, df)
-        nxt = x + step
+        nxt = x + f / _t_pdf(x, df)
         if not lo < nxt < hi:
-            nxt = 0.5 * (lo + hi)
+            nxt = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * x
         if abs(nxt - x) < 1e-12 * max(1.0, abs(x)):
             return nxt
         x = nxt

@@ -264,6 +264,36 @@ class Report:
     writes_per_range: dict = field(default_factory=dict)
 
 
+def _writes_by_range(writes: list[tuple[int, int, int, int]]) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
+    """``(write node, dst start, dst end, src)`` grouped by destination range: ``(start, end) -> [(node, start, src)]``."""
+    by_range: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for wn, d0, d1, s0 in writes:
+        by_range.setdefault((d0, d1), []).append((wn, d0, s0))
+    return by_range
+
+
+def _writes_to(by_range: dict[tuple[int, int], list[tuple[int, int, int]]], addr: int) -> list[tuple[int, int, int]]:
+    """The writes whose destination holds ``addr``, in write order."""
+    hits = [ws for (d0, d1), ws in by_range.items() if d0 <= addr < d1]
+    return hits[0] if len(hits) == 1 else sorted(x for ws in hits for x in ws)
+
+
+def _latest(prior: list[tuple[int, int, int]], anc: Any) -> list[tuple[int, int, int]]:
+    """The writes of ``prior`` (``(write node, ...)``) that happen before no other write of ``prior``: a write is
+    dropped when its bit is in another one's ancestor mask ``anc[node]`` (prefix and suffix unions of the masks:
+    linear in ``len(prior)``, not quadratic)."""
+    masks = [anc[x[0]] for x in prior]
+    suffix = [0] * (len(masks) + 1)
+    for i in range(len(masks) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] | masks[i]
+    latest, before = [], 0
+    for i, x in enumerate(prior):
+        if not ((before | suffix[i + 1]) >> x[0]) & 1:
+            latest.append(x)
+        before |= masks[i]
+    return latest
+
+
 def analyse(b: HbBackend, off: Any) -> Report:
     """Check every slot / tag read of ``off``'s modules against the happens-before relation."""
     host: list[tuple[int, int, int]] = []  # (start, end, module index) of the packed host copies
@@ -286,11 +316,12 @@ def analyse(b: HbBackend, off: Any) -> Report:
                 return ("module", m, src - h0)
         return ("other", src)
 
+    by_range = _writes_by_range(writes)
     for n, k in enumerate(b.kinds):
         if k != "read":
             continue
         addr, expected = b.infos[n]
-        before = [(wn, d0, s0) for wn, d0, d1, s0 in writes if d0 <= addr < d1]
+        before = _writes_to(by_range, addr)
         if not before:
             continue  # a resident layer's own weights
         rep.reads += 1
@@ -303,7 +334,7 @@ def analyse(b: HbBackend, off: Any) -> Report:
         if not prior:
             rep.wrong.append((n, expected, None))
             continue
-        latest = [x for x in prior if not any((b.anc[y[0]] >> x[0]) & 1 for y in prior if y is not x)]
+        latest = _latest(prior, b.anc)
         if len(latest) != 1:
             rep.races.append((n, tuple(x[0] for x in latest)))
             continue
