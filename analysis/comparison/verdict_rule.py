@@ -39,7 +39,7 @@ correction across labels, sequential looks (a caller spending alpha passes its o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -227,10 +227,10 @@ class Interval:
 
 def _logs(xs: Sequence[float] | np.ndarray) -> np.ndarray | None:
     """``log`` of ``xs`` as floats; None when a value is not finite and > 0 (a ratio needs positive values)."""
-    x = np.asarray(xs, dtype=float)
-    if x.size == 0 or not np.all(np.isfinite(x)) or not np.all(x > 0):
+    v = [float(x) for x in xs]  # checked in Python: a comparison has a few values, numpy's per-call cost dominates
+    if not v or not all(math.isfinite(x) and x > 0 for x in v):
         return None
-    return np.log(x)
+    return np.log(np.asarray(v, dtype=float))
 
 
 def _from_log(m: float, half: float, df: float, confidence: float, method: str) -> Interval:
@@ -426,6 +426,17 @@ class Decision:
     method: str = WELCH
 
 
+def _median(xs: Iterable[float]) -> float:
+    """Median of ``xs`` as floats, exactly ``numpy.median``'s value (the middle value, or the mean of the two
+    middle ones; NaN when a value is NaN) without its per-call cost on the few values of a comparison (a
+    simulated look decides thousands of times). ``xs`` is non-empty (the callers check)."""
+    v = sorted(float(x) for x in xs)
+    if any(math.isnan(x) for x in v):
+        return math.nan
+    k = len(v) // 2
+    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2.0
+
+
 def _decision(iv: Interval, delta_pct: float, n: tuple[int, int], margin_pct: float,
               higher_is_better: bool) -> Decision:
     lo, hi = iv.low_pct, iv.high_pct
@@ -456,11 +467,11 @@ def decide(a, b, *, margin_pct: float = DEFAULT_MARGIN_PCT, higher_is_better: bo
     check_margin(margin_pct)
     if len(a) == 0 or len(b) == 0:
         raise ValueError(f"decide needs at least one value per side (got {len(a)} and {len(b)})")
-    mb = float(np.median(np.asarray(b, dtype=float)))
+    mb = _median(b)
     if not mb > 0:
         raise ValueError(f"median of B is {mb}: relative differences need a positive reference")
     iv = unpaired_interval(a, b, confidence=confidence)
-    delta = (float(np.median(np.asarray(a, dtype=float))) - mb) / mb * 100.0
+    delta = (_median(a) - mb) / mb * 100.0
     return _decision(iv, delta, (len(a), len(b)), margin_pct, higher_is_better)
 
 
@@ -486,5 +497,5 @@ def decide_paired(a, b, *, margin_pct: float = DEFAULT_MARGIN_PCT, higher_is_bet
         raise ValueError(f"decide_paired: a block's B value is {float(bb.min())}: relative differences need a "
                          "positive reference")
     iv = paired_interval(a, b, confidence=confidence)
-    delta = float(np.median((np.asarray(a, dtype=float) - bb) / bb)) * 100.0
+    delta = _median((x - y) / y for x, y in zip(map(float, a), bb.tolist())) * 100.0
     return _decision(iv, delta, (len(a), len(b)), margin_pct, higher_is_better)
