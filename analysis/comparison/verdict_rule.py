@@ -497,5 +497,5 @@ def decide_paired(a, b, *, margin_pct: float = DEFAULT_MARGIN_PCT, higher_is_bet
         raise ValueError(f"decide_paired: a block's B value is {float(bb.min())}: relative differences need a "
                          "positive reference")
     iv = paired_interval(a, b, confidence=confidence)
-    delta = _median((x - y) / y for x, y in zip(map(float, a), bb.tolist())) * 100.0
+    delta = _median((x - y) / y for x, y in zip(map(float, a), bb.tolist(), strict=True)) * 100.0
     return _decision(iv, delta, (len(a), len(b)), margin_pct, higher_is_better)
