@@ -13,7 +13,8 @@ two real measurements of this host that do not depend on the test:
 the first time a key is seen and hand later calls with the same key the same result;
 :func:`run_matrix` injects it into ``runners.matrix.run_matrix`` (nothing is patched): the probe's dict, and for
 the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
-directory unchanged) and its dict. The key holds everything the measurement reads (interpreter,
+directory unchanged) and its dict. The probe's dicts are also shared between the xdist workers of one pytest run
+(one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds everything the measurement reads (interpreter,
 model directory, working directory, environment) except environment values that point into this
 session's temporary directory (per-test run and cache paths, which these measurements ignore),
 pytest's own ``PYTEST_*`` variables, and the test fakes' own ``FAKE_*`` knobs (read only by ``tests/runners/fake_*.py``;
@@ -27,6 +28,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,18 +50,30 @@ def _env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ..
     return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith(IGNORED_PREFIXES)))
 
 
-def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str) -> Callable[..., dict[str, object]]:
-    """``probe_torch`` that runs ``real`` once per (python, environment, timeout) and shares its dict."""
+def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
+                 store: Path | None = None) -> Callable[..., dict[str, object]]:
+    """``probe_torch`` that runs ``real`` once per (python, environment, timeout) and shares its dict; with ``store`` (a
+    directory) also between the processes that share it (the xdist workers of one pytest run): one JSON file per
+    key, written whole (``os.replace``), read by the others. Two processes may both probe a key first: the same dict."""
     cache: dict[Any, dict[str, object]] = {}
 
     @functools.wraps(real)
     def probe(python: str, env: Mapping[str, str], timeout_s: float = 120.0) -> dict[str, object]:
         key = (python, _env_key(env, tmp_root), timeout_s)
         if key not in cache:
-            found = real(python, env, timeout_s)
-            if not found:
-                return found
-            cache[key] = found
+            file = None if store is None else store / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+            if file is not None and file.is_file():
+                cache[key] = json.loads(file.read_text())
+            else:
+                found = real(python, env, timeout_s)
+                if not found:
+                    return found
+                cache[key] = found
+                if file is not None:
+                    file.parent.mkdir(parents=True, exist_ok=True)
+                    part = file.with_name(f"{file.name}.{os.getpid()}.part")
+                    part.write_text(json.dumps(found))
+                    os.replace(part, file)
         return copy.deepcopy(cache[key])
 
     return probe
@@ -95,8 +111,10 @@ def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     from runners.orchestration import copy_bench
     from runners.identity import numerics
 
-    tmp_root = str(tmp_path_factory.getbasetemp())
-    host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root),
+    base = tmp_path_factory.getbasetemp()
+    tmp_root = str(base)
+    run_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common directory
+    host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root, run_root / "shared-torch-probe"),
                         run_copy_bench=shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
     _SHARED.append(host)
     try:

@@ -41,6 +41,23 @@ def test_failed_probe_is_never_shared() -> None:
     assert probe("py", {}) == {"torch": "2.13.0"}
 
 
+def test_processes_sharing_a_store_probe_once_per_key(tmp_path: Path) -> None:
+    calls = []
+
+    def real(python, env, timeout_s=120.0):
+        calls.append(python)
+        return {"torch": "2.13.0", "threads": int(env.get("OMP_NUM_THREADS", 2))}
+
+    one, other = shared_probe(real, TMP, tmp_path / "store"), shared_probe(real, TMP, tmp_path / "store")  # 2 workers
+    assert one("py", {"OMP_NUM_THREADS": "2"}) == {"torch": "2.13.0", "threads": 2}
+    assert other("py", {"OMP_NUM_THREADS": "2", "PYTEST_XDIST_WORKER": "gw1"}) == {"torch": "2.13.0", "threads": 2}
+    assert calls == ["py"]
+    assert other("py", {"OMP_NUM_THREADS": "1"})["threads"] == 1 and calls == ["py", "py"]  # another key: probed
+    assert len(list((tmp_path / "store").glob("*.json"))) == 2 and not list((tmp_path / "store").glob("*.part"))
+    failing = shared_probe(lambda python, env, timeout_s=120.0: {}, TMP, tmp_path / "store")
+    assert failing("other-py", {}) == {} and len(list((tmp_path / "store").glob("*.json"))) == 2  # never stored
+
+
 def test_copy_bench_file_is_copied_byte_for_byte_and_failures_run_again(tmp_path: Path) -> None:
     calls = []
 
