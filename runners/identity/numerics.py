@@ -112,8 +112,7 @@ def accelerator_facts(device: str) -> tuple[str | None, str | None]:
 
 
 def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], cpu_kernel_path: str | None,
-                      probe_torch: ProbeTorch, cpuinfo: Path = Path("/proc/cpuinfo"), probe: bool = True,
-                      ) -> NumericsIdentity:
+                      probe_torch: ProbeTorch, cpuinfo: Path = Path("/proc/cpuinfo")) -> NumericsIdentity:
     """Assemble :class:`NumericsIdentity` for a runtime.
 
     Args:
@@ -122,12 +121,11 @@ def numerics_identity(*, device: str, python: str, case_env: Mapping[str, str], 
         case_env: environment a case process gets (runner environment + runtime env).
         cpu_kernel_path: the run's CPU GEMM kernel path, or None when not a CPU runtime.
         cpuinfo: ``/proc/cpuinfo`` path (tests pass a fixture).
-        probe: run the torch probe (False in unit tests: torch fields become null).
         probe_torch: the torch probe (the run's ``runners.orchestration.host_measures.HostMeasures.probe_torch``:
             :func:`probe_torch`, or in the test suite one that shares one real probe between runs on the same host).
     """
     model, flags = cpu_facts(cpuinfo)
-    facts = probe_torch(python, case_env) if probe else {}
+    facts = probe_torch(python, case_env)
     accel_model, accel_driver = accelerator_facts(device)
     threads = facts.get("threads")
     return NumericsIdentity(
