@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,17 +55,30 @@ def tiny(overrides: tuple[str, ...] | list[str]) -> list[str]:
     return [t for t in TINY_DEFAULT if not any(t.split("=")[0] in o for o in ov)] + ov
 
 
+_COMPOSED: dict[tuple[str, ...], Config] = {}
+"""Typed configs composed in this process, by override list (see :func:`_composed`)."""
+
+
+def _composed(overrides: list[str]) -> Config:
+    """``load_config(compose("config", overrides))``, composed once per override list in this process and handed out
+    as a deep copy (a test may change its config). Composing is a pure function of the overrides and the files of
+    ``conf/`` (no interpolation reads the environment; no test writes there); a Hydra compose costs 0.1-0.2 CPU-s
+    here, and many tests compose the same experiment. A config error is raised each time (nothing is kept)."""
+    key = tuple(overrides)
+    if key not in _COMPOSED:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            _COMPOSED[key] = load_config(compose("config", overrides=list(overrides)), list(overrides))
+    return copy.deepcopy(_COMPOSED[key])
+
+
 def compose_real(*overrides: str) -> Config:
     """As ``compose_cfg`` without ``TINY_DEFAULT``: the config exactly as the CLI composes it."""
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        return load_config(compose("config", overrides=list(overrides)), list(overrides))
+    return _composed(list(overrides))
 
 
 def compose_cfg(*overrides: str) -> Config:
     """The typed config composed from ``conf`` with ``overrides`` (``tiny``), checked and typed as the CLI does it."""
-    ov = tiny(overrides)
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        return load_config(compose("config", overrides=ov), ov)
+    return _composed(tiny(overrides))
 
 
 def fake_overrides(results_root: Path, *extra: str, run_id: str = "t") -> list[str]:
