@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,9 @@ def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
                 cache[key] = found
                 if file is not None:
                     file.parent.mkdir(parents=True, exist_ok=True)
-                    part = file.with_name(f"{file.name}.{os.getpid()}.part")
-                    part.write_text(json.dumps(found))
+                    fd, part = tempfile.mkstemp(dir=file.parent, suffix=".part")
+                    with os.fdopen(fd, "w") as f:
+                        f.write(json.dumps(found))
                     os.replace(part, file)
         return copy.deepcopy(cache[key])
 
@@ -113,7 +115,7 @@ def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
     base = tmp_path_factory.getbasetemp()
     tmp_root = str(base)
-    run_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common directory
+    run_root = base.parent if base.name.startswith("popen-gw") else base  # an xdist worker's: the workers' common one
     host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root, run_root / "shared-torch-probe"),
                         run_copy_bench=shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
     _SHARED.append(host)

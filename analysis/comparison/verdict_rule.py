@@ -183,7 +183,7 @@ def t_quantile(p: float, df: float) -> float:
         return z
     tail = 1.0 - p
     x = _t_start(p, z, df)
-    if not x > 0.0:  # the expansion's tail terms at df < 1 and a large z
+    if not 0.0 < x < math.inf:  # at df < 1 the expansion's negative terms can win at a small z; it overflows at a tiny df
         x = z
     lo, hi = 0.0, math.inf
     for _ in range(200):

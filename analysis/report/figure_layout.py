@@ -99,6 +99,8 @@ def data_boxes(ax: Axes, renderer) -> list[Bbox]:
             offs = coll.get_offset_transform().transform(coll.get_offsets())
             sizes = coll.get_sizes() if len(coll.get_sizes()) else [36.0]
             for i, (px, py) in enumerate(offs):
+                if not (np.isfinite(px) and np.isfinite(py)):  # a masked (NaN) point is not drawn
+                    continue
                 r = np.sqrt(sizes[i % len(sizes)]) / 2 * DPI / 72.0 + pad
                 boxes.append(Bbox.from_extents(px - r, py - r, px + r, py + r))
         elif isinstance(coll, LineCollection):

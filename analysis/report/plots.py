@@ -16,6 +16,7 @@ What is deliberately not modelled: the interactive figures (``analysis.report.ht
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import matplotlib
@@ -238,10 +239,14 @@ def plot_retention(summary: pd.DataFrame, *, cpu: bool | None = None, note: str 
     notes, ci_names, any_tick = [], {}, False
     for (phase, impl), sub in groups:
         color = IMPL_COLORS.get(impl, "gray")
+        if not sub["retention"].astype(float).map(math.isfinite).any():  # no baseline in its phase: no retention
+            continue
         x = pd.Series([dodge[i] for i in sub.index], index=sub.index)
         ax.scatter(x, sub["retention"].astype(float), marker=IMPL_MARKERS.get(impl, "P"), color=color, s=45,
                    zorder=3, label=f"{phase}: {impl}" if len(phases) > 1 else impl)
         for (_, r), xi in zip(sub.iterrows(), x, strict=True):
+            if not math.isfinite(float(r["retention"])):  # no baseline in its phase: no retention, no point
+                continue
             name = _verdict_interval(ax, xi, r, 1.0, color)
             if name is not None:
                 ci_names[_point_key(r, len(phases))] = name
@@ -252,7 +257,9 @@ def plot_retention(summary: pd.DataFrame, *, cpu: bool | None = None, note: str 
     _ci_legend(ax, fig, ci_names)
     if any_tick:
         ax.vlines([], [], [], colors="0.6", lw=0.8, label=wrap(MINMAX_LEGEND, fig, LEGEND_FONTSIZE, share=0.3))
-    if not ci_names and not any_tick:
+    if not notes:
+        ax.plot([], [], " ", label="no baseline case: no retention to plot")
+    elif not ci_names and not any_tick:
         ax.plot([], [], " ", label="1 process per label: no interval, no spread")
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.margins(x=0.12, y=0.1)
@@ -261,6 +268,8 @@ def plot_retention(summary: pd.DataFrame, *, cpu: bool | None = None, note: str 
     _set_title(fig, ax, summary, "Retention vs offloaded layers (points: (G,N))" + (" [CPU runtime]" if cpu else ""),
                ": inconclusive when n=1, retention > 1.0 or the CI is wider than the margin")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if not notes:
+        ax.set_xticks([])  # no point: no layer counts to mark
     ax.grid(alpha=0.3)
     legend_outside(ax)
     footer(fig, note)

@@ -72,6 +72,9 @@ def test_published_ring_rule_changes_the_token_digest_and_the_run_is_invalid(tmp
     assert (pin.name, pin.actual, pin.ok) == (str(ROOT), tree_sha256(ROOT), True)
     validation = (tmp_path / "default" / "stale" / "summary" / "validation.json").read_text()
     assert "token_digest_differs" in validation and "overlay_g8_n3_p2" in validation
+    # the digest check against the baseline fails exactly the stale case: the (2,1) case, right there, passes it
+    differs = [i.label for i in validate_run(tmp_path / "default" / "stale").issues if i.code == "token_digest_differs"]
+    assert differs == ["overlay_g8_n3_p2"], differs
     _offline_validation_checks_the_planned_overlay_class(tmp_path / "default" / "stale")
 
     # the fixed rule at the same setting, in a run of its own without a baseline: its digest is compared with the

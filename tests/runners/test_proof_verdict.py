@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,20 @@ def test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels(tmp_
     (num,) = manifest.numerics
     assert num.cpu_kernel_path == "plain" and num.device == "cpu" and num.thread_env.get("OMP_NUM_THREADS") == "2"
     assert num.torch_version and num.cpu_model
+
+
+@pytest.mark.heavy
+def test_offload_cases_without_a_baseline_are_analysed_and_the_run_is_valid(tmp_path: Path) -> None:
+    """``baseline=false`` (``tests/offload/test_overlay_engine.py`` runs a fixed ring rule so and compares its digest
+    with another run's baseline itself): no token check has a baseline to fail against, the analysis runs, the run
+    ends valid (exit 0)."""
+    overrides = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.baseline=false", run_id="nobase")
+    overrides[overrides.index("analyze=false")] = "analyze=true"
+    assert run_matrix(compose_cfg(*overrides), overrides) == EXIT_OK
+    run_dir = tmp_path / "default" / "nobase"
+    assert [r.record.label for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)] == ["current_g4_n1"]
+    assert json.loads((run_dir / "summary" / "validation.json").read_text())["valid"] is True
+    assert (run_dir / "summary" / "retention.png").is_file()  # drawn without a point: no baseline, no retention
 
 
 @pytest.mark.heavy  # measured 2.5 s in the fast tier (its budget is 2 minutes)
