@@ -239,14 +239,13 @@ def plot_retention(summary: pd.DataFrame, *, cpu: bool | None = None, note: str 
     notes, ci_names, any_tick = [], {}, False
     for (phase, impl), sub in groups:
         color = IMPL_COLORS.get(impl, "gray")
-        if not sub["retention"].astype(float).map(math.isfinite).any():  # no baseline in its phase: no retention
+        sub = sub[sub["retention"].astype(float).map(math.isfinite)]  # no baseline in its phase: no retention, no point
+        if sub.empty:
             continue
         x = pd.Series([dodge[i] for i in sub.index], index=sub.index)
         ax.scatter(x, sub["retention"].astype(float), marker=IMPL_MARKERS.get(impl, "P"), color=color, s=45,
                    zorder=3, label=f"{phase}: {impl}" if len(phases) > 1 else impl)
         for (_, r), xi in zip(sub.iterrows(), x, strict=True):
-            if not math.isfinite(float(r["retention"])):  # no baseline in its phase: no retention, no point
-                continue
             name = _verdict_interval(ax, xi, r, 1.0, color)
             if name is not None:
                 ci_names[_point_key(r, len(phases))] = name

