@@ -28,9 +28,13 @@ import sys
 
 def main() -> int:
     spec = json.loads(open(sys.argv[1]).read())
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    from vllm.model_executor.offloader import get_offloader
+    from runners.incase.import_heap import frozen_import
+
+    with frozen_import("vllm"):  # as a case process does (runners.incase.import_heap)
+        from vllm import LLM, SamplingParams
+        from vllm.distributed import cleanup_dist_env_and_memory
+        from vllm.inputs import TokensPrompt
+        from vllm.model_executor.offloader import get_offloader
 
     params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
@@ -90,10 +94,8 @@ def main() -> int:
         print("DRIVER_RESULT " + json.dumps(result), flush=True)
         llm.llm_engine.engine_core.shutdown() if hasattr(llm.llm_engine, "engine_core") else None
         del llm, outs, off
-        gc.collect()
-        from vllm.distributed import cleanup_dist_env_and_memory
-
-        cleanup_dist_env_and_memory()
+        cleanup_dist_env_and_memory()  # unfreezes the heap and collects: the engine's cycles go
+        gc.freeze()  # the next engine's collections skip the import's objects again (a case process's first state)
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 
 from results_schema.records.accuracy import EngineSettings, SamplingSettings
 from results_schema.records.identity import OffloadSetting
+from runners.incase.import_heap import frozen_import
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class VllmEngine:
     name = "vllm"
 
     def __init__(self, model: str, engine: EngineSettings, offload: OffloadSetting) -> None:
-        from vllm import LLM  # heavy import, only in case processes
+        with frozen_import("vllm"):  # heavy import, only in case processes (runners.incase.import_heap)
+            from vllm import LLM
 
         kwargs: dict[str, Any] = dict(model=model, tokenizer=model, **engine.vllm_kwargs())
         if offload.enabled:

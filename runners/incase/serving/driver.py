@@ -40,7 +40,6 @@ evidence check (``runners.outcome.serving.finalize_serving``, ``runners.outcome.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import subprocess
@@ -50,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results_schema.codec.io import gc_paused, read_json, write_json
+from results_schema.codec.io import read_json, write_json
 from results_schema.records.serving import (
     RateResult,
     ServerStartup,
@@ -66,6 +65,7 @@ from runners.incase.serving.bench_args import bench_argv, dataset_prompts, parse
 from runners.incase.serving.faults import Fault, failed_requests_fault, server_died
 from runners.incase.serving.rate_records import rate_result, run_relative
 from runners.incase.serving.token_ids import capturing
+from runners.incase.import_heap import frozen_import
 
 
 async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s: float = 0.25) -> Any:
@@ -172,14 +172,13 @@ def import_benchmark(*, freeze: bool) -> str:
     ``docs/measurements/test-stage-speed-2026-12-05.md``). This is what vLLM's ``main_async`` does after its
     set-up (``vllm.utils.gc_utils.freeze_gc_heap``: collect, then freeze) before it sends a request, so the timed
     part runs with a frozen heap as before; what the import left as cyclic garbage stays (not collected). The
-    collector's state is restored (``results_schema.codec.io.gc_paused``), also when an import fails. A caller
-    that is not the driver process (a test calling ``run_case``) passes ``freeze=False``: its heap is its own.
+    collector's state is restored, also when an import fails (``runners.incase.import_heap.frozen_import``, as in
+    the bench and accuracy case processes). A caller that is not the driver process (a test calling
+    ``run_case``) passes ``freeze=False``: its heap is its own.
     """
-    with gc_paused():
+    with frozen_import("vllm.benchmarks.serve", freeze=freeze):
         import vllm
         import vllm.benchmarks.serve  # noqa: F401  (main_async, add_cli_args; imports datasets and tokenizers)
-    if freeze:
-        gc.freeze()
     return str(vllm.__version__)
 
 
