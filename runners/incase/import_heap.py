@@ -1,45 +1,66 @@
-"""A case process's one-time heavy import (vLLM, torch, transformers): collector paused, then frozen.
+"""A case process's one-time vLLM import: collector paused, then frozen, where vLLM freezes that heap itself.
 
 Importing vLLM builds about 700k Python objects that live until the process ends. With Python's cyclic
-garbage collector on, each full collection traverses all of them: on the 2-core test host (2026-12-06,
-``docs/measurements/test-stage-cpu-2026-12-06.md``) a case process with the tiny model ran 12 full
-collections, 2.9 of its 11.8 CPU-s (25%), most of them while ``from vllm import LLM`` ran and in the
-``gc.collect()`` calls of vLLM's model loader (``vllm.model_executor.model_loader.base_loader``, two per
-load) before vLLM freezes its heap itself (``vllm.utils.gc_utils.freeze_gc_heap``, collect then
-``gc.freeze``, at the end of ``EngineCore.__init__``).
+garbage collector on, each full collection traverses all of them (0.36 CPU-s a pass on the 2-core test host,
+2026-12-06, ``docs/measurements/test-stage-cpu-2026-12-06.md``): a case process with the tiny model and its
+engine in the process ran 12 full collections, 2.9 of its 11.8 CPU-s (25%), most of them while
+``from vllm import LLM`` ran and in the ``gc.collect()`` calls of vLLM's model loader
+(``vllm.model_executor.model_loader.base_loader``, two per load), before vLLM freezes the heap itself
+(``vllm.utils.gc_utils.freeze_gc_heap``: collect, then ``gc.freeze``).
 
-:func:`frozen_import` pauses the collector while the import runs and then moves what the import built
-into the collector's permanent generation (``gc.freeze``), as vLLM's own ``freeze_gc_heap`` does after
-the engine is built: the measured window (after the engine is built) runs with a frozen heap as before.
-What changes: the engine's construction (``load_seconds``) no longer traverses the import's objects, and
-the import's cyclic garbage (about 18k objects, no change in RSS measured) is not collected.
+vLLM freezes a heap in two places: at the end of ``EngineCore.__init__`` (the engine core's process) and in
+its serving benchmark's ``main_async`` before the first request. :func:`frozen_import` freezes only such a
+heap: the case process whose engine core runs in it (:func:`engine_in_this_process`,
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the ``cpu_measure`` runtime) and the serving driver. There the measured
+part runs with a frozen heap as before; what changes is the engine's construction (``load_seconds``: no full
+pass over the import's objects, two fewer in the loader) and that the import's cyclic garbage (about 18k
+objects; RSS 618 MiB with or without collecting it) is frozen, not collected. Where the engine core is a child
+process (every other runtime: the case process is vLLM's client and vLLM never freezes its heap),
+:func:`frozen_import` leaves the collector as it is.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from results_schema.codec.io import gc_paused
 
+ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+"""vLLM's switch (``vllm.envs``: ``bool(int(os.getenv(name, "1")))``): 0 runs the engine core in the process
+that builds ``LLM``."""
+
+
+def engine_in_this_process() -> bool:
+    """True when vLLM will run its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING`` is an integer
+    0), read as ``vllm.envs`` reads it (default 1). Raises ``ValueError`` for a value that is not an integer,
+    as vLLM would."""
+    return not bool(int(os.environ.get(ENGINE_IN_PROCESS_ENV, "1")))
+
 
 @contextmanager
-def frozen_import(module: str, *, freeze: bool = True) -> Iterator[None]:
-    """Run a block that imports ``module`` (a module name, e.g. ``"vllm"``) with the collector paused; when
-    ``freeze``, the block ends normally and ``module`` was not imported before it, ``gc.freeze()``.
+def frozen_import(module: str, *, freeze: bool) -> Iterator[None]:
+    """Run a block that imports ``module`` (a module name, e.g. ``"vllm"``). When ``freeze`` and ``module`` was
+    not imported before the block: the collector is paused while the block runs and, when the block ends
+    normally, ``gc.freeze()`` runs before the collector resumes (resuming first, its next young pass traversed
+    the whole import: 0.47 CPU-s); ``gc.unfreeze`` is registered with ``atexit``, so the interpreter's shutdown
+    frees the objects as without the freeze (left frozen, triton's nanobind objects are reported as leaked on
+    stderr, into the case log). ``gc.freeze`` freezes every tracked object, what the process built before the
+    import included.
 
-    A process that had ``module`` already (a test that imports vLLM in its own process, a second engine)
-    keeps its heap as it is: only the process's first import is frozen. The collector's enabled state is
-    restored also when the block raises (``results_schema.codec.io.gc_paused``); nothing is frozen then. What
-    was frozen is unfrozen at exit (``atexit``), so the interpreter's shutdown frees it as without the freeze
-    (left frozen, triton's nanobind objects are reported as leaked on stderr, into the case log).
+    Otherwise (``freeze`` false, or ``module`` imported already: a test's process, a second engine) the block
+    runs with the collector as it is. The collector's enabled state is restored also when the block raises
+    (``results_schema.codec.io.gc_paused``); nothing is frozen then.
     """
-    first = module not in sys.modules
+    if not freeze or module in sys.modules:
+        yield
+        return
     with gc_paused():
         yield
-        if freeze and first and module in sys.modules:
-            gc.freeze()  # before the collector resumes: its first young pass would traverse the whole import
-            atexit.register(gc.unfreeze)  # frees them at exit as before (frozen: nanobind reports triton's as leaked)
+        if module in sys.modules:
+            gc.freeze()
+            atexit.register(gc.unfreeze)

@@ -28,13 +28,13 @@ import sys
 
 def main() -> int:
     spec = json.loads(open(sys.argv[1]).read())
-    from runners.incase.import_heap import frozen_import
+    from runners.incase.import_heap import engine_in_this_process, frozen_import
 
-    with frozen_import("vllm"):  # as a case process does (runners.incase.import_heap)
+    with frozen_import("vllm", freeze=engine_in_this_process()):  # as a case process does (in-process engine)
         from vllm import LLM, SamplingParams
         from vllm.distributed import cleanup_dist_env_and_memory
         from vllm.inputs import TokensPrompt
-        from vllm.model_executor.offloader import get_offloader
+        from vllm.model_executor.offloader import get_offloader, set_offloader
 
     params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
@@ -94,6 +94,7 @@ def main() -> int:
         print("DRIVER_RESULT " + json.dumps(result), flush=True)
         llm.llm_engine.engine_core.shutdown() if hasattr(llm.llm_engine, "engine_core") else None
         del llm, outs, off
+        set_offloader(None)  # vLLM's global still held this engine's offloader (a cycle through its wrapped layers)
         cleanup_dist_env_and_memory()  # unfreezes the heap and collects: the engine's cycles go
         gc.freeze()  # the next engine's collections skip the import's objects again (a case process's first state)
     return 0

@@ -1,8 +1,9 @@
-"""runners.incase.import_heap.frozen_import: collector paused during the import, the first import frozen.
+"""runners.incase.import_heap: the first import frozen with the collector off, only where asked; the env rule.
 
 Each scenario runs in a fresh interpreter (freezing changes the whole process's heap, and this worker's is
-frozen after collection by tests/conftest.py), importing a package written for the test: ``gc.isenabled()``
-inside and after the block, and ``gc.get_freeze_count()`` before and after it.
+frozen after collection by tests/conftest.py), importing a package written for the test. It records
+``gc.isenabled()`` inside the block, at the moment ``gc.freeze`` is called (the module looks ``gc.freeze`` up
+when it calls it, so the scenario wraps it) and after the block, and ``gc.get_freeze_count()`` before and after.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from runners.incase.import_heap import ENGINE_IN_PROCESS_ENV, engine_in_this_process
+
 REPO = Path(__file__).resolve().parents[2]
 
 SCENARIO = r"""
@@ -23,7 +26,15 @@ from runners.incase.import_heap import frozen_import
 mode = sys.argv[2]
 if mode == "already":
     import heap_pkg
+if mode == "disabled":
+    gc.disable()
 gc.unfreeze()
+at_freeze = []
+real_freeze = gc.freeze
+def spy():
+    at_freeze.append(gc.isenabled())
+    real_freeze()
+gc.freeze = spy
 before = gc.get_freeze_count()
 inside = None
 raised = None
@@ -35,8 +46,8 @@ try:
             raise RuntimeError("import failed")
 except RuntimeError as exc:
     raised = str(exc)
-print(json.dumps({"inside": inside, "after": gc.isenabled(), "frozen": gc.get_freeze_count() - before,
-                  "raised": raised}))
+print(json.dumps({"inside": inside, "at_freeze": at_freeze, "after": gc.isenabled(),
+                  "frozen": gc.get_freeze_count() - before, "raised": raised}))
 """
 
 
@@ -49,15 +60,37 @@ def _scenario(tmp_path: Path, mode: str) -> dict:
     return json.loads(out.stdout)
 
 
-def test_the_first_import_runs_with_the_collector_paused_and_is_frozen(tmp_path):
+def test_the_first_import_runs_with_the_collector_off_and_is_frozen_before_it_resumes(tmp_path):
     r = _scenario(tmp_path, "first")
-    assert r["inside"] is False and r["after"] is True and r["raised"] is None
-    assert r["frozen"] >= 1000  # the package's objects (and what the import left) moved to the permanent generation
+    assert r["inside"] is False and r["at_freeze"] == [False] and r["after"] is True and r["raised"] is None
+    assert r["frozen"] >= 1000  # the package's objects (and what the process held before) are in the permanent one
+
+
+def test_a_collector_disabled_on_entry_stays_disabled(tmp_path):
+    r = _scenario(tmp_path, "disabled")
+    assert r["inside"] is False and r["at_freeze"] == [False] and r["after"] is False and r["frozen"] >= 1000
 
 
 @pytest.mark.parametrize("mode", ["already", "raises", "no-freeze"])
 def test_nothing_is_frozen_for_a_module_already_imported_a_failed_block_or_freeze_false(tmp_path, mode):
     r = _scenario(tmp_path, mode)
-    assert r["inside"] is False and r["after"] is True  # restored in every case, also when the block raised
-    assert r["frozen"] == 0
+    assert r["at_freeze"] == [] and r["frozen"] == 0
+    assert r["after"] is True  # restored also when the block raised
+    assert r["inside"] is (mode != "raises")  # the collector is left as it is unless this is a first, frozen import
     assert (r["raised"] == "import failed") == (mode == "raises")
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, False), ("1", False), ("0", True), ("00", True),
+                                                 ("2", False)])
+def test_the_engine_runs_in_this_process_exactly_when_vllm_reads_its_switch_as_zero(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv(ENGINE_IN_PROCESS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENGINE_IN_PROCESS_ENV, value)
+    assert engine_in_this_process() is expected
+
+
+def test_a_switch_that_is_not_an_integer_is_refused_as_vllm_refuses_it(monkeypatch):
+    monkeypatch.setenv(ENGINE_IN_PROCESS_ENV, "yes")
+    with pytest.raises(ValueError, match="yes"):
+        engine_in_this_process()

@@ -45,7 +45,7 @@ from results_schema.records.models import RuntimeEvidence
 from results_schema.records.identity import OffloadSetting
 from results_schema.records.protocols import DEFAULT_PROTOCOL, check_protocol, protocol_spec
 from runners.incase.accuracy.datasets import load_dataset
-from runners.incase.accuracy.engine import Generation, VllmEngine
+from runners.incase.accuracy.engine import Generation, VllmEngine, import_llm
 from runners.incase.host_load import read_host, window_load
 
 __all__ = ["CaseError", "auto_tokenizer", "run_case", "run_cases", "summary_line"]
@@ -202,15 +202,24 @@ def run_cases(
                  limit=limit, engine_settings=_one_engine(specs, engine_settings, protocol))
     tokenizer = (tokenizer_loader or auto_tokenizer)(case.model)
     prepared = _prepare(case, loaded, specs, Path(out_dir).resolve(), list(datasets), tokenizer)
-    t0 = time.perf_counter()
-    engine = (engine_factory or VllmEngine)(model, case.engine_settings, offload)
-    load_seconds = time.perf_counter() - t0
+    engine, load_seconds = _build_engine(engine_factory, model, case.engine_settings, offload)
     generated = _generate(engine, prepared, label)
     evidence = _case_evidence(label, offload)
     versions = _engine_versions(engine)
     return [_write_result(case, prep, gens, engine_name="vllm" if versions[0] else "fake", versions=versions,
                           load_seconds=load_seconds, generate_seconds=seconds, evidence=evidence, host_load=load)
             for prep, (gens, seconds, load) in zip(prepared, generated, strict=True)]
+
+
+def _build_engine(engine_factory: Any, model: str, settings: EngineSettings,
+                  offload: OffloadSetting) -> tuple[Any, float]:
+    """The case's engine (``engine_factory``, default :class:`VllmEngine`) and the seconds its construction took
+    (``load_seconds``: model load and engine start; vLLM's import runs before the clock starts)."""
+    if engine_factory is None:
+        import_llm()
+    t0 = time.perf_counter()
+    engine = (engine_factory or VllmEngine)(model, settings, offload)
+    return engine, time.perf_counter() - t0
 
 
 def _engine_versions(engine: Any) -> tuple[str | None, str | None]:

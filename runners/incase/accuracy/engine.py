@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 
 from results_schema.records.accuracy import EngineSettings, SamplingSettings
 from results_schema.records.identity import OffloadSetting
-from runners.incase.import_heap import frozen_import
+from runners.incase.import_heap import engine_in_this_process, frozen_import
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,21 @@ class Engine(Protocol):
         ...
 
 
+def import_llm() -> Any:
+    """vLLM's ``LLM`` class, imported once per process (heavy: only in case processes), the heap frozen after it
+    where vLLM freezes it too (:func:`runners.incase.import_heap.frozen_import`)."""
+    with frozen_import("vllm", freeze=engine_in_this_process()):
+        from vllm import LLM
+    return LLM
+
+
 class VllmEngine:
     """vLLM ``LLM`` with the case's engine and offload settings (built in this process)."""
 
     name = "vllm"
 
     def __init__(self, model: str, engine: EngineSettings, offload: OffloadSetting) -> None:
-        with frozen_import("vllm"):  # heavy import, only in case processes (runners.incase.import_heap)
-            from vllm import LLM
-
+        LLM = import_llm()
         kwargs: dict[str, Any] = dict(model=model, tokenizer=model, **engine.vllm_kwargs())
         if offload.enabled:
             kwargs.update(

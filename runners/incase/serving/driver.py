@@ -160,8 +160,8 @@ def _wait_healthy(spec: ServingCaseSpec, cp: Any, port: int, t0: float, prog: _P
 
 
 def import_benchmark(*, freeze: bool) -> str:
-    """Import vLLM's serving benchmark client with the cyclic garbage collector paused, freeze what the import
-    built when ``freeze`` (the driver process), and return vLLM's version.
+    """Import vLLM's serving benchmark client and return vLLM's version; when ``freeze`` (the driver process), with
+    the cyclic garbage collector paused and the heap frozen after it.
 
     The client (``vllm.benchmarks.serve``, which imports ``vllm.benchmarks.datasets``, ``vllm.tokenizers``,
     torch and transformers) is a few thousand modules whose objects live until the process ends. With the
@@ -173,8 +173,8 @@ def import_benchmark(*, freeze: bool) -> str:
     set-up (``vllm.utils.gc_utils.freeze_gc_heap``: collect, then freeze) before it sends a request, so the timed
     part runs with a frozen heap as before; what the import left as cyclic garbage stays (not collected). The
     collector's state is restored, also when an import fails (``runners.incase.import_heap.frozen_import``, as in
-    the bench and accuracy case processes). A caller that is not the driver process (a test calling
-    ``run_case``) passes ``freeze=False``: its heap is its own.
+    the bench and accuracy case processes whose engine core runs in them). A caller that is not the driver
+    process (a test calling ``run_case``) passes ``freeze=False``: its heap and collector are left as they are.
     """
     with frozen_import("vllm.benchmarks.serve", freeze=freeze):
         import vllm
