@@ -326,8 +326,8 @@ class LineError:
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a block runs, then restore its state.
 
-    Used while a file of records is read, and while a case process imports vLLM once
-    (``runners.incase.import_heap.frozen_import``). Reading builds no reference cycle (records are trees of
+    Used while a file of records is read, while a case process whose heap is frozen after it imports vLLM
+    (``runners.incase.import_heap.frozen_import``), and while pytest collects (``tests/conftest.py``). Reading builds no reference cycle (records are trees of
     frozen models, tuples, dicts and scalars), so reference counting frees everything and the cyclic collector
     only traverses, at each of its passes, every record read so far (``python -m tests.support.bench`` times reading with it). Collection
     resumes, if it was enabled, when the block ends (also when the block raises).

@@ -66,7 +66,7 @@ from results_schema.records.identity import OffloadSetting
 from runners.incase.case_input import checked_offload, read_case
 from runners.incase.device_memory import DeviceMemoryError, device_probe, process_tree_cuda_bytes
 from runners.incase.host_load import HostReading, read_host, window_load
-from runners.incase.import_heap import engine_in_this_process, frozen_import
+from runners.incase.import_heap import engine_in_process, frozen_import
 from runners.incase.memory_sampler import DEVICE_INTERVAL_S, RSS_INTERVAL_S, PeakRSS, WindowSampler, tree_rss_bytes
 from runners.incase.rounds import overall_digest, run_inprocess_rounds, run_rounds, window_reached
 from offload.inprocess import worker_set_mode
@@ -286,7 +286,7 @@ def run(case: CaseSpec) -> BenchRecord:
     faulthandler.enable()
     os.environ["PYTHONFAULTHANDLER"] = "1"
 
-    with frozen_import("vllm", freeze=engine_in_this_process()):  # runners.incase.import_heap: when and why
+    with frozen_import("vllm", freeze=engine_in_process()):  # runners.incase.import_heap: when and why
         import torch
         import vllm
         from vllm import LLM

@@ -17,10 +17,9 @@ from conf.schema_matrix import CaseConfig, MatrixConfig
 from conf.schema_stack import RuntimeConfig, WorkloadConfig
 from offload.inprocess import DESIGNS
 from runners.errors import PlanError
+from runners.incase.import_heap import ENGINE_IN_PROCESS_ENV, engine_in_process
 from runners.kinds.base import CaseKind
 
-ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
-"""vLLM's switch of the engine core process; ``0`` runs the engine core (and its worker) in the case process."""
 
 
 def check_in_process(where: str, r: CaseConfig, kind: CaseKind, matrix: MatrixConfig, workload: WorkloadConfig,
@@ -50,7 +49,7 @@ def _refusal(r: CaseConfig, kind: CaseKind, matrix: MatrixConfig, workload: Work
                 f"({r.group_size}, {r.num_in_group})")
     if str(runtime.device) != "cpu":
         return f"is CPU only (runtime {runtime.name!r} runs on {str(runtime.device)!r})"
-    if runtime.env.get(ENGINE_IN_PROCESS_ENV) != "0":
+    if not _engine_in_process(runtime.env):
         return (f"needs the engine core in the case process: runtime {runtime.name!r} must set "
                 f"{ENGINE_IN_PROCESS_ENV}: '0' (e.g. runtime cpu_measure)")
     if not workload.enforce_eager:
@@ -59,3 +58,12 @@ def _refusal(r: CaseConfig, kind: CaseKind, matrix: MatrixConfig, workload: Work
         return (f"needs a phase without sequential looks ({list(matrix.sequential.looks)}) and without a baseline "
                 f"(baseline: {matrix.baseline}): it is never compared with one")
     return ""
+
+
+def _engine_in_process(env: dict[str, str]) -> bool:
+    """The runtime's environment runs the engine core in the case process (as vLLM reads the switch); a value
+    vLLM would refuse (not an integer) is not."""
+    try:
+        return engine_in_process(env)
+    except ValueError:
+        return False

@@ -28,9 +28,10 @@ import sys
 
 def main() -> int:
     spec = json.loads(open(sys.argv[1]).read())
-    from runners.incase.import_heap import engine_in_this_process, frozen_import
+    from runners.incase.import_heap import engine_in_process, frozen_import
 
-    with frozen_import("vllm", freeze=engine_in_this_process()):  # as a case process does (in-process engine)
+    assert engine_in_process(), "the driver builds its engines in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)"
+    with frozen_import("vllm", freeze=True):  # as a case process with its engine core in it does
         from vllm import LLM, SamplingParams
         from vllm.distributed import cleanup_dist_env_and_memory
         from vllm.inputs import TokensPrompt

@@ -215,7 +215,7 @@ def _build_engine(engine_factory: Any, model: str, settings: EngineSettings,
                   offload: OffloadSetting) -> tuple[Any, float]:
     """The case's engine (``engine_factory``, default :class:`VllmEngine`) and the seconds its construction took
     (``load_seconds``: model load and engine start; vLLM's import runs before the clock starts)."""
-    if engine_factory is None:
+    if engine_factory in (None, VllmEngine):
         import_llm()
     t0 = time.perf_counter()
     engine = (engine_factory or VllmEngine)(model, settings, offload)

@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 
 from results_schema.records.accuracy import EngineSettings, SamplingSettings
 from results_schema.records.identity import OffloadSetting
-from runners.incase.import_heap import engine_in_this_process, frozen_import
+from runners.incase.import_heap import engine_in_process, frozen_import
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Engine(Protocol):
 def import_llm() -> Any:
     """vLLM's ``LLM`` class, imported once per process (heavy: only in case processes), the heap frozen after it
     where vLLM freezes it too (:func:`runners.incase.import_heap.frozen_import`)."""
-    with frozen_import("vllm", freeze=engine_in_this_process()):
+    with frozen_import("vllm", freeze=engine_in_process()):
         from vllm import LLM
     return LLM
 
