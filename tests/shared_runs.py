@@ -13,12 +13,13 @@ two real measurements of this host that do not depend on the test:
 the first time a key is seen and hand later calls with the same key the same result;
 :func:`run_matrix` injects it into ``runners.matrix.run_matrix`` (nothing is patched): the probe's dict, and for
 the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
-directory unchanged) and its dict. The probe's dicts are also shared between the xdist workers of one pytest run
-(one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds everything the measurement reads (interpreter,
-model directory, working directory, environment) except environment values that point into this
-session's temporary directory (per-test run and cache paths, which these measurements ignore),
-pytest's own ``PYTEST_*`` variables, and the test fakes' own ``FAKE_*`` knobs (read only by ``tests/runners/fake_*.py``;
-no product module reads a ``FAKE_`` variable: ``tests/test_shared_runs.py`` greps for one).
+directory unchanged) and its dict. The probe's dicts are also shared between the xdist workers of one pytest
+run (one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds
+everything the measurement reads (interpreter, model directory, working directory, environment) except
+environment values that point into this session's temporary directory (per-test run and cache paths, which these
+measurements ignore), pytest's own ``PYTEST_*`` variables, and the test fakes' own ``FAKE_*`` knobs (read only
+by ``tests/runners/fake_*.py``; no product module reads a ``FAKE_`` variable: ``tests/test_shared_runs.py`` greps
+for one).
 Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
 still gets its failure. A test that calls ``runners.matrix.run_matrix`` itself, and a subprocess
 runner (``python -m runners.matrix``), measure for themselves.

@@ -183,7 +183,8 @@ def t_quantile(p: float, df: float) -> float:
         return z
     tail = 1.0 - p
     x = _t_start(p, z, df)
-    if not 0.0 < x < math.inf:  # at df < 1 the expansion's negative terms can win at a small z; it overflows at a tiny df
+    # at df < 1 the expansion's negative terms can win at a small z; it overflows at a tiny df
+    if not 0.0 < x < math.inf:
         x = z
     lo, hi = 0.0, math.inf
     for _ in range(200):

@@ -327,10 +327,11 @@ def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a block runs, then restore its state.
 
     Used while a file of records is read, while a case process whose heap is frozen after it imports vLLM
-    (``runners.incase.import_heap.frozen_import``), and while pytest collects (``tests/conftest.py``). Reading builds no reference cycle (records are trees of
-    frozen models, tuples, dicts and scalars), so reference counting frees everything and the cyclic collector
-    only traverses, at each of its passes, every record read so far (``python -m tests.support.bench`` times reading with it). Collection
-    resumes, if it was enabled, when the block ends (also when the block raises).
+    (``runners.incase.import_heap.frozen_import``), and while pytest collects (``tests/conftest.py``). Reading
+    builds no reference cycle (records are trees of frozen models, tuples, dicts and scalars), so reference
+    counting frees everything and the cyclic collector only traverses, at each of its passes, every record read
+    so far (``python -m tests.support.bench`` times reading with it). Collection resumes, if it was enabled, when
+    the block ends (also when the block raises).
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -48,11 +48,11 @@ def frozen_import(module: str, *, freeze: bool) -> Iterator[None]:
     """Run a block that imports ``module`` (a module name, e.g. ``"vllm"``). When ``freeze`` and ``module`` was
     not imported before the block: the collector is paused while the block runs (its enabled state restored
     after, also when the block raises: ``results_schema.codec.io.gc_paused``) and, when the block ends normally
-    with ``module`` imported, ``gc.freeze()`` runs before the collector resumes (resuming first, its next young pass traversed
-    the whole import: 0.47 CPU-s); ``gc.unfreeze`` is registered with ``atexit``, so the interpreter's shutdown
-    frees the objects as without the freeze (left frozen, triton's nanobind objects are reported as leaked on
-    stderr, into the case log). ``gc.freeze`` freezes every tracked object, what the process built before the
-    import included.
+    with ``module`` imported, ``gc.freeze()`` runs before the collector resumes (resuming first, its next young
+    pass traversed the whole import: 0.47 CPU-s); ``gc.unfreeze`` is registered with ``atexit``, so the
+    interpreter's shutdown frees the objects as without the freeze (left frozen, triton's nanobind objects are
+    reported as leaked on stderr, into the case log). ``gc.freeze`` freezes every tracked object, what the process
+    built before the import included.
 
     Otherwise (``freeze`` false, or ``module`` imported already: a test's process, a second engine) the block
     runs with the collector as it is and nothing is frozen.

@@ -38,7 +38,10 @@ gc.freeze = spy
 import atexit
 registered = []
 real_register = atexit.register
-atexit.register = lambda fn, *a, **k: (registered.append(getattr(fn, "__name__", repr(fn))), real_register(fn, *a, **k))[1]
+def register_spy(fn, *args, **kwargs):
+    registered.append(getattr(fn, "__name__", repr(fn)))
+    return real_register(fn, *args, **kwargs)
+atexit.register = register_spy
 before = gc.get_freeze_count()
 tracked = len(gc.get_objects())
 inside = None

@@ -60,12 +60,12 @@ from results_schema.records.serving import (
 )
 from results_schema.records.serving_spec import ServingCaseSpec
 from runners.incase.host_load import read_host, window_load
+from runners.incase.import_heap import frozen_import
 from runners.incase.serving import server as srv
 from runners.incase.serving.bench_args import bench_argv, dataset_prompts, parse_bench_args, server_argv
 from runners.incase.serving.faults import Fault, failed_requests_fault, server_died
 from runners.incase.serving.rate_records import rate_result, run_relative
 from runners.incase.serving.token_ids import capturing
-from runners.incase.import_heap import frozen_import
 
 
 async def _watched(coro: Any, cp: Any, timeout_s: float, rate_index: int, poll_s: float = 0.25) -> Any:
