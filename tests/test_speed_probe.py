@@ -233,6 +233,9 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.heavy
+# exclusive: it asserts the probe's sampling interval (0.05 +- 0.04 s); beside the other passes on 2 cores the first
+# gap was 0.163 s once (a fresh clone's make test at 159eadd, 2026-12-06), so it runs alone
+@pytest.mark.exclusive
 @needs_two_vcpus
 def test_the_probe_writes_units_and_is_stopped_and_reaped(tmp_path: Path) -> None:
     with sp.probe_running(tmp_path, 0.05) as p:
