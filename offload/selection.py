@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from results_schema.records.base import IMPLEMENTATIONS, OffloadBackend
+from results_schema.records.value_sets import IMPLEMENTATIONS, OffloadBackend
 
 BACKENDS: tuple[str, ...] = tuple(m.value for m in OffloadBackend)
-"""vLLM's ``offload_backend`` values (``results_schema.records.base.OffloadBackend``), as plain strings."""
+"""vLLM's ``offload_backend`` values (``results_schema.records.value_sets.OffloadBackend``), as plain strings."""
 
 
 def validate_offload_params(
@@ -65,7 +65,7 @@ def check_offload_setting(
     ``runners.incase.bench_one`` and ``runners.incase.accuracy`` in the case process).
 
     Args:
-        implementation: one of ``results_schema.records.base.IMPLEMENTATIONS``.
+        implementation: one of ``results_schema.records.value_sets.IMPLEMENTATIONS``.
         group_size, num_in_group, prefetch_step, backend: see :func:`validate_offload_params`.
 
     Raises:

@@ -1,4 +1,4 @@
-"""Case kinds: each phase kind (``results_schema.records.base.PhaseKind``) as one registered object.
+"""Case kinds: each phase kind (``results_schema.records.value_sets.PhaseKind``) as one registered object.
 
 Modules: ``base`` (``CaseKind``: what a kind supplies: plan fields, spec and argv, files, its end as one
 ``runners.outcome.finalized.Outcome``, its live output check and its progress line), one module per family of

@@ -24,7 +24,7 @@ from runners.launching.case_command import CaseCommands
 from runners.paths import CasePaths
 
 KINDS: dict[str, CaseKind] = {k.name: k for k in (THROUGHPUT, TTFT, STABILITY, ACCURACY, SERVING)}
-"""Every registered case kind by its phase kind name (``results_schema.records.base.PhaseKind``)."""
+"""Every registered case kind by its phase kind name (``results_schema.records.value_sets.PhaseKind``)."""
 
 
 def kind(name: str) -> CaseKind:

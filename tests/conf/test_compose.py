@@ -131,7 +131,7 @@ def test_rejects_num_in_group_larger_than_group_size_before_any_process() -> Non
 def test_rejects_negative_and_unknown_backend() -> None:
     with pytest.raises(ConfigError, match=r"^phases\.same_runtime\.points\[0\]\.g=-1: must be a whole number >= 0$"):
         _plan(None, "phases.same_runtime.points=[{g: -1, n: 1}]")
-    # an unknown backend is refused when the config is composed (results_schema.records.base.OffloadBackend)
+    # an unknown backend is refused when the config is composed (results_schema.records.value_sets.OffloadBackend)
     with pytest.raises(ConfigCompositionException) as info:
         _plan(None, "phases.same_runtime.points=[{g: 4, n: 1, backend: magic}]")
     assert "Invalid value 'magic', expected one of [auto, prefetch, uva]" in str(info.value.__cause__)

@@ -1,5 +1,13 @@
 """A stand-in for ``runners.incase.bench_one`` that costs no vLLM start-up (fault tests).
 
+It imports no pydantic model on an ordinary case: it reads the ``case.json`` and writes the record, the evidence
+sidecar and their lines as plain JSON, which the runner reads with the strict models (a document they refuse fails
+the test that ran it, with the model's error). It checks the offload setting with the rule bench_one applies in the
+case process (``offload.selection.check_offload_setting``: an ``expect_error`` case ends there, exit 2); a case with
+``engine_validates`` is read as bench_one reads it (``runners.incase.bench_one.load_case``,
+``runners.incase.engine_path``). A ``make test`` starts about 500 of these processes; importing the models and
+bench_one cost each about 0.1 CPU-s of its 0.25 (measured 2026-12-06).
+
 Accepts bench_one's arguments (``--case CASE_JSON``) and writes what bench_one and the evidence hook
 would: the record, one ``BENCH_RESULT`` line, the evidence sidecar, one
 ``OFFLOAD_EVIDENCE`` line and a KV cache log line. ``FAKE_BEHAVIOUR`` (in the case
@@ -52,6 +60,7 @@ layer) only those labels wait.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -59,15 +68,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from offload import controls
-from offload.selection import select_offload_layers
-from results_schema.records.host_load import HostLoad
-from results_schema.codec.io import dumps_model, write_json
-from results_schema.records.models import BenchRecord, RoundResult, RuntimeEvidence
-from runners.incase.bench_one import _specs, build_parser, load_case
-from runners.incase.host_load import HostReading, window_load
-from runners.incase.engine_path import REJECTED, build, project_verdict
+from offload.selection import check_offload_setting, select_offload_layers
 
 LAYER_BYTES = 295_936
 OFFLOADER_CLASS = {
@@ -86,21 +90,55 @@ def _version(metadata, dist: str) -> str | None:
         return None
 
 
-def main() -> int:
-    ns = build_parser().parse_args(sys.argv[1:])
+def _read_case(path: str) -> dict[str, Any]:
+    """The ``case.json`` as plain JSON (``CaseSpec``'s fields); exit 2 like bench_one when it is not a bench case."""
     try:
-        a = load_case(ns.case)
-        offload, workload = _specs(a)
-    except ValueError as exc:
-        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
-        return 2
+        case = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"ValueError: case {path}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    if case.get("kind") != "bench" or not case.get("workload"):
+        print(f"ValueError: case {path}: not a bench case with a workload", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    return case
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` as indented JSON, atomically (tmp + rename), as ``results_schema.codec.io.write_json`` writes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _line(doc: dict[str, Any]) -> str:
+    """``doc`` as one line of JSON (the form of ``results_schema.codec.io.dumps_model``)."""
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="fake_bench")
+    ap.add_argument("--case", required=True)
+    ns = ap.parse_args(sys.argv[1:])
+    a = _read_case(ns.case)
     behaviours = dict(kv.split("=", 1) for kv in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if "=" in kv)
-    mode = behaviours.get(a.label, "ok")
-    assert os.environ["OFFLOAD_IMPL"] == a.implementation
-    if a.engine_validates and project_verdict(a) is not None:
-        return _engine_path(a, mode)
-    record_path = Path(a.record)
-    print("fake bench starting", a.label, flush=True)
+    label, implementation, repeat = a["label"], a["implementation"], a["repeat"]
+    mode = behaviours.get(label, "ok")
+    assert os.environ["OFFLOAD_IMPL"] == implementation
+    if a.get("engine_validates"):
+        engine_path_exit = _engine_path_case(ns.case, mode)
+        if engine_path_exit is not None:
+            return engine_path_exit
+    offload, workload = a["offload"], a["workload"]
+    g, n, k = offload["offload_group_size"], offload["offload_num_in_group"], offload["offload_prefetch_step"]
+    if not a.get("engine_validates"):
+        try:  # bench_one's check in the case process (case_input.checked_offload): an expect_error case ends here
+            check_offload_setting(implementation, g, n, k, offload.get("offload_backend", "auto"))
+        except ValueError as exc:
+            print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+            return 2
+    record_path = Path(a["record"])
+    print("fake bench starting", label, flush=True)
     print(f"FAKE_BENCH_PYTHON {sys.executable}", flush=True)  # rehearsal: which interpreter the runtime started
     from importlib import metadata
 
@@ -109,17 +147,70 @@ def main() -> int:
     plugins = sorted(f"{ep.name}={ep.value}@{ep.dist.name if ep.dist else '?'}"
                      for ep in metadata.entry_points(group="vllm.general_plugins"))
     print("FAKE_BENCH_PLUGINS " + " ".join(plugins), flush=True)
-    cfg_json = Path(a.model) / "config.json"
+    cfg_json = Path(a["model"]) / "config.json"
     num_layers = json.loads(cfg_json.read_text()).get("num_hidden_layers", 8) if cfg_json.is_file() else 8
     time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP_S", "0")))
     gate, deadline = os.environ.get("FAKE_BENCH_WAIT_FOR"), time.monotonic() + 300
     waiting = os.environ.get("FAKE_BENCH_WAIT_LABELS")
     if waiting is not None:
         labels = waiting.split(",")
-        gate = gate if a.label in labels or f"{a.label}-r{a.repeat}" in labels or (
-            "*" in labels and a.implementation != "baseline") else None
+        gate = gate if label in labels or f"{label}-r{repeat}" in labels or (
+            "*" in labels and implementation != "baseline") else None
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.05)
+    fault_exit = _fault(mode, record_path)
+    if fault_exit is not None:
+        return fault_exit
+    _engine_lines(mode, a["device"], num_layers)
+    layers = tuple(select_offload_layers(num_layers, g, n)) if implementation != "baseline" else ()
+    wrapped = () if mode == "nooffload" else layers
+    nbytes = LAYER_BYTES * len(wrapped)
+    ev = {"schema_version": 1, "offloader_class": OFFLOADER_CLASS[implementation], "implementation": implementation,
+          "offload_group_size": g, "offload_num_in_group": n, "offload_prefetch_step": k, "offload_params": [],
+          "num_layers": num_layers, "selected_layers": list(layers), "wrapped_layers": list(wrapped),
+          "wrapped_count": len(wrapped), "offloaded_bytes": nbytes, "static_buffer_bytes": 0,
+          "released_bytes": nbytes, "post_init_called": mode != "nopostinit", "pid": os.getpid(),
+          "device": a["device"], "copy_protocol": None}
+    if mode != "noevidence":
+        _write(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
+        logged = {**ev, "pid": ev["pid"] + 1} if mode == "mismatch" else ev
+        print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + _line(logged), flush=True)
+
+    def produced(i: int) -> int:
+        return 0 if (mode == "empty" and i == 1) else workload["num_prompts"] * workload["max_tokens"]
+
+    delay_ms = controls.step_delay_requested()
+    if delay_ms:  # the speed control: lines as offload.controls prints them; every step of a round sleeps
+        print(controls.applied_line(delay_ms, "FakeForCausalLM"), flush=True)
+        print(f"{controls.ACTED} step_delay_ms={delay_ms:g}: first forward delayed", flush=True)
+    step = _round_seconds(label, len(layers), repeat) + workload["max_tokens"] * delay_ms / 1000.0
+    rounds = [{"index": i, "elapsed_s": step, "prompt_tokens": workload["num_prompts"] * workload["input_len"],
+               "output_tokens": produced(i), "throughput_tok_s": produced(i) / step,
+               "token_digest": ("f" if mode == "digest" and i == 0 else "0") * 64}
+              for i in range(workload["measured_rounds"])]
+    out = sum(r["output_tokens"] for r in rounds)
+    elapsed = sum(r["elapsed_s"] for r in rounds)
+    rec = {"schema_version": 1, "phase": a["phase"], "label": label, "implementation": implementation,
+           "repeat": repeat, "runtime": a["runtime"], "model": a["model"], "offload": offload,
+           "workload": {**workload, "dtype": "float32"} if mode == "otherworkload" else workload,
+           "load_seconds": 1.0, "rounds": rounds, "output_tokens": out, "elapsed_s": elapsed,
+           "throughput_tok_s": out / elapsed, "token_digest": ("e" if mode == "digest" else "1") * 64,
+           "peak_rss_bytes": 1, "device_memory_bytes": None, "vllm_version": "fake", "torch_version": "fake",
+           "pid": os.getpid(), **({"step_delay_ms": delay_ms} if delay_ms else {})}
+    busy = [x for x in os.environ.get("FAKE_CONTENDED", "").split(",") if x]
+    if busy:
+        rec["host_load"] = _sampled_load(f"{label}-r{repeat}" in busy or f"{label}-r*" in busy)
+    _write(record_path, rec)
+    line = "BENCH_RESULT " + _line(rec)
+    print(line, flush=True)
+    if mode == "dup":
+        print(line, flush=True)
+    return 0
+
+
+def _fault(mode: str, record_path: Path) -> int | None:
+    """The faults that act before the engine reports (module docstring): the exit code, or ``None`` to go on
+    (``tamper``, and every other mode). ``sleep``, ``hide``, ``engine`` and ``sigkill`` never return."""
     if mode == "sleep":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
         record_path.with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}\n")
@@ -145,6 +236,12 @@ def main() -> int:
         print("AssertionError: Module parameters should not already be on CPU", flush=True)
         print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
         return 1
+    return None
+
+
+def _engine_lines(mode: str, device: str, num_layers: int) -> None:
+    """The engine's log lines the runner reads: the KV cache size, the CPU kernel report (when a kernel path is
+    requested), an accelerator's KV cache memory (``nokv`` / ``dupkv``: none / two)."""
     print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 524,288 tokens, "
           "Maximum concurrency for 256 tokens per request: 2,048.00x", flush=True)
     kernel_path = os.environ.get("OFFLOAD_CPU_KERNEL_PATH", "")
@@ -154,62 +251,22 @@ def main() -> int:
             {"torch_linear": n_linear} if kernel_path == "plain" else {"onednn": n_linear})
         print("(Worker pid=2) OFFLOAD_CPU_KERNELS " + json.dumps({"path": kernel_path, "layers": n_linear,
                                                                    "kernels": kernels}), flush=True)
-    if a.device != "cpu" and mode != "nokv":
+    if device != "cpu" and mode != "nokv":
         for _ in range(2 if mode == "dupkv" else 1):
             print("(EngineCore pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 12.34 GiB", flush=True)
-    layers = select_offload_layers(num_layers, offload.offload_group_size, offload.offload_num_in_group) if a.implementation != "baseline" else ()
-    wrapped = () if mode == "nooffload" else layers
-    nbytes = LAYER_BYTES * len(wrapped)
-    ev = RuntimeEvidence(
-        offloader_class=OFFLOADER_CLASS[a.implementation], implementation=a.implementation, offload_group_size=offload.offload_group_size,
-        offload_num_in_group=offload.offload_num_in_group, offload_prefetch_step=offload.offload_prefetch_step, num_layers=num_layers,
-        selected_layers=layers, wrapped_layers=wrapped, wrapped_count=len(wrapped), offloaded_bytes=nbytes,
-        static_buffer_bytes=0, released_bytes=nbytes, post_init_called=mode != "nopostinit", pid=os.getpid(), device=a.device)
-    if mode != "noevidence":
-        write_json(Path(os.environ["OFFLOAD_EVIDENCE_PATH"]), ev)
-        logged = ev.model_copy(update={"pid": ev.pid + 1}) if mode == "mismatch" else ev
-        print("(EngineCore pid=1) OFFLOAD_EVIDENCE " + dumps_model(logged), flush=True)
-    def produced(i: int) -> int:
-        return 0 if (mode == "empty" and i == 1) else workload.num_prompts * workload.max_tokens
-
-    delay_ms = controls.step_delay_requested()
-    if delay_ms:  # the speed control: lines as offload.controls prints them; every step of a round sleeps
-        print(controls.applied_line(delay_ms, "FakeForCausalLM"), flush=True)
-        print(f"{controls.ACTED} step_delay_ms={delay_ms:g}: first forward delayed", flush=True)
-    step = _round_seconds(a.label, len(layers), a.repeat) + workload.max_tokens * delay_ms / 1000.0
-    rounds = tuple(RoundResult(index=i, elapsed_s=step, prompt_tokens=workload.num_prompts * workload.input_len,
-                               output_tokens=produced(i), throughput_tok_s=produced(i) / step,
-                               token_digest=("f" if mode == "digest" and i == 0 else "0") * 64)
-                   for i in range(workload.measured_rounds))
-    out = sum(r.output_tokens for r in rounds)
-    elapsed = sum(r.elapsed_s for r in rounds)
-    rec = BenchRecord(phase=a.phase, label=a.label, implementation=a.implementation, repeat=a.repeat,
-                      runtime=a.runtime, model=a.model, offload=offload, workload=workload, load_seconds=1.0,
-                      rounds=rounds, output_tokens=out, elapsed_s=elapsed, throughput_tok_s=out / elapsed,
-                      token_digest=("e" if mode == "digest" else "1") * 64, peak_rss_bytes=1, device_memory_bytes=None, vllm_version="fake",
-                      torch_version="fake", pid=os.getpid(), step_delay_ms=delay_ms)
-    busy = [x for x in os.environ.get("FAKE_CONTENDED", "").split(",") if x]
-    if busy:
-        rec = rec.model_copy(update={"host_load": _sampled_load(f"{a.label}-r{a.repeat}" in busy
-                                                                or f"{a.label}-r*" in busy)})
-    if mode == "otherworkload":
-        rec = rec.model_copy(update={"workload": workload.model_copy(update={"dtype": "float32"})})
-    write_json(record_path, rec)
-    line = "BENCH_RESULT " + dumps_model(rec)
-    print(line, flush=True)
-    if mode == "dup":
-        print(line, flush=True)
-    return 0
 
 
-def _sampled_load(busy: bool) -> HostLoad:
-    """The host load the sampler's two readings give (module docstring): 0.7 foreign cores when ``busy``, none else."""
+def _sampled_load(busy: bool) -> dict[str, Any]:
+    """The host load the sampler's two readings give (module docstring): 0.7 foreign cores when ``busy``, none
+    else, as the record's JSON (``HostLoad``)."""
+    from runners.incase.host_load import HostReading, window_load
+
     start = HostReading(wall_s=0.0, host_busy_s=0.0, host_total_s=0.0, steal_s=0.0, case_s=0.0, runner_s=0.0)
     end = HostReading(wall_s=10.0, host_busy_s=17.0 if busy else 10.0, host_total_s=20.0, steal_s=0.0, case_s=10.0,
                       runner_s=0.0)
     load = window_load(start, end, cores=2)
     assert load is not None  # both readings given
-    return load.record()
+    return load.record().model_dump(mode="json")
 
 
 def _round_seconds(label: str, offloaded: int, repeat: int = 0) -> float:
@@ -227,8 +284,20 @@ _VLLM_032_REJECTION = (
     "input_type=ArgsKwargs] | For further information visit https://errors.pydantic.dev/2.14/v/value_error")
 
 
+def _engine_path_case(case_path: str, mode: str) -> int | None:
+    """A case with ``engine_validates``, read as bench_one reads it: the exit of :func:`_engine_path` when the
+    project's check refuses its setting; ``None`` (go on as an ordinary case) when it accepts it."""
+    from runners.incase.bench_one import load_case
+    from runners.incase.engine_path import project_verdict
+
+    a = load_case(case_path)
+    return _engine_path(a, mode) if project_verdict(a) is not None else None
+
+
 def _engine_path(a, mode: str) -> int:
     """An invalid setting on the engine path (see the module docstring); exit 1 like bench_one."""
+    from runners.incase.engine_path import REJECTED, build, project_verdict
+
     o = a.offload
     if mode == "engine_accepts":
         build(lambda **_: object(), {}, a)
