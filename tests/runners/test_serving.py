@@ -1,8 +1,10 @@
 """Serving phase faults and plumbing with a fake API server (no engine): readiness, teardown, records.
 
-The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``. One test here (the speed controls'
-outputs) replaces the whole case process with ``tests/runners/fake_serving.py``: its claim is the outputs analysis
-of a run, not the driver (so the control's hook runs in the fake case, not behind the driver in a server).
+The real-server test (killed mid-sweep) is ``tests/e2e/test_serving_kill.py``. Two tests here (the speed controls'
+outputs, and offload outputs that differ under load) replace the whole case process with
+``tests/runners/fake_serving.py``: their claim is the outputs analysis of a run, not the driver (so the control's
+hook runs in the fake case, not behind the driver in a server); the other matrix tests run the driver and its
+benchmark client against ``tests/runners/fake_server.py``.
 """
 
 from __future__ import annotations
@@ -166,13 +168,16 @@ def test_a_failed_request_is_named_with_its_error_and_fails_the_case(tmp_path, m
     assert not (run_dir / "serving-serving.jsonl").exists()
 
 
-@pytest.mark.heavy(seconds=33)  # a serving matrix, 3 processes (20 s CPU)
+@pytest.mark.heavy(seconds=10)  # a serving matrix, 3 fake case processes
 def test_offload_outputs_that_differ_under_load_fail_the_run_with_exit_6_naming_rate_and_requests(tmp_path,
                                                                                                  monkeypatch):
+    """Each case process is ``tests/runners/fake_serving.py`` (the claim is the run's outputs analysis and exit code,
+    not the driver): the offload case's token ids are the fake server's shifted ones (``FAKE_TOKEN_SHIFT_IMPL``)."""
     monkeypatch.setenv("FAKE_TOKEN_SHIFT_IMPL", "current")  # the offload server streams other token ids
     code, run_dir = _matrix(tmp_path, "phases.serving.points=[{g: 4, n: 1}]", "phases.serving.repeats=2",
                             "+phases.serving.repeats_by_label.current_g4_n1=1",
-                            "phases.serving.serving.request_rates=[8.0,16.0]")
+                            "phases.serving.serving.request_rates=[8.0,16.0]",
+                            f"serving_command=[{sys.executable},{FAKE_SERVING}]")
     assert code == 6
     summary = json.loads((run_dir / "summary" / "serving-summary.json").read_text())
     assert summary["valid"] is False
