@@ -57,24 +57,12 @@ def pytest_collection(session: pytest.Session) -> Generator[None, object, object
     test items: alive until the process ends) out of the collector's later passes. Objects the tests create
     are collected as before. ``pytest_unconfigure`` unfreezes them, so the interpreter's shutdown frees them
     as before (frozen, triton's nanobind objects were reported as leaked at exit).
-
-    Then the third generation's threshold goes from 10 to :data:`FULL_COLLECTION_EVERY` young-generation
-    collections: the tests' own objects (run outputs, composed configs, figures) still made a full pass over
-    everything unfrozen about every 10 of them (one pytest process of 138 runner and simulation tests: 24 full
-    collections, 3.0 of 57 CPU-s; at 100: 5, 1.4 CPU-s; 2026-12-06, ``docs/measurements/test-stage-cpu-2026-12-06.md``).
-    Garbage is still collected; cycles live a little longer.
     """
     with gc_paused():
         result = yield
     gc.collect()
     gc.freeze()
-    young, middle, _full = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
     return result
-
-
-FULL_COLLECTION_EVERY = 100
-"""The test processes' third-generation threshold (CPython's default is 10): see :func:`pytest_collection`."""
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
