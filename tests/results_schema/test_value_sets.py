@@ -1,4 +1,5 @@
-"""The shared value sets (``results_schema.records.base``'s ``StrEnum`` types) are read the same by both readers.
+"""The shared value sets (the ``StrEnum`` types of ``results_schema.records.value_sets``, re-exported by
+``results_schema.records.base``) are read the same by both readers.
 
 Each enum-typed field of a fixture ``CaseRun`` line is set to every allowed value and to values outside
 the set (another case, empty, unknown, a number, null, a boolean). The full reader
