@@ -72,6 +72,7 @@ from typing import Any
 
 from offload import controls
 from offload.selection import check_offload_setting, select_offload_layers
+from results_schema.codec.files import write_text_atomic
 
 LAYER_BYTES = 295_936
 OFFLOADER_CLASS = {
@@ -104,11 +105,9 @@ def _read_case(path: str) -> dict[str, Any]:
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
-    """``doc`` as indented JSON, atomically (tmp + rename), as ``results_schema.codec.io.write_json`` writes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    """``doc`` as indented JSON through the project's atomic writer (``results_schema.codec.files``, no pydantic), as
+    ``results_schema.codec.io.write_json`` writes a model."""
+    write_text_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def _line(doc: dict[str, Any]) -> str:
@@ -125,13 +124,13 @@ def main() -> int:
     label, implementation, repeat = a["label"], a["implementation"], a["repeat"]
     mode = behaviours.get(label, "ok")
     assert os.environ["OFFLOAD_IMPL"] == implementation
+    offload, workload = a["offload"], a["workload"]
+    g, n, k = offload["offload_group_size"], offload["offload_num_in_group"], offload["offload_prefetch_step"]
     if a.get("engine_validates"):
         engine_path_exit = _engine_path_case(ns.case, mode)
         if engine_path_exit is not None:
             return engine_path_exit
-    offload, workload = a["offload"], a["workload"]
-    g, n, k = offload["offload_group_size"], offload["offload_num_in_group"], offload["offload_prefetch_step"]
-    if not a.get("engine_validates"):
+    else:
         try:  # bench_one's check in the case process (case_input.checked_offload): an expect_error case ends here
             check_offload_setting(implementation, g, n, k, offload.get("offload_backend", "auto"))
         except ValueError as exc:
