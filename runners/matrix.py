@@ -72,6 +72,8 @@ def run_matrix(cfg: Config, overrides: Sequence[str] = (), host: HostMeasures | 
 
 
 _EXIT_CODE = EXIT_OK
+_HOST: HostMeasures | None = None
+"""The host measurements :func:`main` was given (None: the real ones), for ``hydra_main``'s run too."""
 
 
 def _install_signal_handlers() -> None:
@@ -99,7 +101,7 @@ try:
             _EXIT_CODE = EXIT_CONFIG
             return
         try:
-            _EXIT_CODE = run_matrix(config, overrides)
+            _EXIT_CODE = run_matrix(config, overrides, _HOST)
         except Exception:  # a bug, not a config error: show it, and keep exit 2 for Hydra's own errors
             import traceback
 
@@ -128,7 +130,7 @@ def _run_composed(args: Sequence[str]) -> int:
         _console().print(f"[bold red]error:[/] config: {exc}")
         return EXIT_CONFIG
     try:
-        return run_matrix(config, overrides)
+        return run_matrix(config, overrides, _HOST)
     except Exception:  # a bug, not a config error: show it
         import traceback
 
@@ -136,13 +138,19 @@ def _run_composed(args: Sequence[str]) -> int:
         return EXIT_CASE_FAILURES
 
 
-def main() -> int:
+def main(host: HostMeasures | None = None) -> int:
     """Console entry point: ``+pins=FILE`` expansion, then one compose; compose errors exit 2 (not Hydra's 1).
 
     The overrides are composed once (``runners.compose_check``): a compose error is one line naming
     the override, the nearest real key or option and the allowed ones, exit ``EXIT_CONFIG``. With a
     Hydra flag (``--help``, ``--cfg``, ``-m``, ...) Hydra handles everything.
+
+    Args:
+        host: the host measurements the run makes, as :func:`run_matrix`'s (None: the real ones; the test
+            suite's runner subprocesses pass the session's shared torch probe, ``tests/runners/matrix_entry.py``).
     """
+    global _HOST
+    _HOST = host
     _install_signal_handlers()
 
     try:

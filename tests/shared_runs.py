@@ -17,22 +17,22 @@ directory unchanged) and its dict. The probe's dicts are also shared between the
 run (one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds
 everything the measurement reads (interpreter, model directory, working directory, environment) except
 environment values that point into this session's temporary directory (per-test run and cache paths, which these
-measurements ignore), pytest's own ``PYTEST_*`` variables, and the test fakes' own ``FAKE_*`` knobs (read only
-by ``tests/runners/fake_*.py``; no product module reads a ``FAKE_`` variable: ``tests/test_shared_runs.py`` greps
-for one).
+measurements ignore), pytest's own ``PYTEST_*`` variables, the test fakes' own ``FAKE_*`` knobs (read only
+by ``tests/runners/fake_*.py``) and the store's own ``TESTS_SHARED_*`` variables (no product module reads a
+``FAKE_`` or ``TESTS_SHARED_`` variable: ``tests/test_shared_runs.py`` greps for one); the probe's rule is
+``tests/shared_probe.py``'s.
 Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
-still gets its failure. A test that calls ``runners.matrix.run_matrix`` itself, and a subprocess
-runner (``python -m runners.matrix``), measure for themselves.
+still gets its failure. A runner subprocess a test starts through ``tests/runners/matrix_entry.py``
+(``tests.runners.helpers.RUNNER``) shares the torch probe through the store and measures its copy bench
+itself; a test that calls ``runners.matrix.run_matrix`` itself, and a subprocess runner started as
+``python -m runners.matrix``, measure for themselves.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,45 +41,10 @@ import pytest
 
 from conf.schema import Config
 from runners.orchestration.host_measures import HostMeasures
+from tests.shared_probe import IGNORED_PREFIXES, STORE_ENV, TMP_ROOT_ENV, env_key, shared_probe
 
-
-IGNORED_PREFIXES = ("PYTEST_", "FAKE_")
-"""Variables no measurement reads: pytest's own, and the knobs of the test fakes (``tests/runners/fake_*.py``)."""
-
-
-def _env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ...]:
-    """The environment minus :data:`IGNORED_PREFIXES` and values under this session's temporary directory."""
-    return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith(IGNORED_PREFIXES)))
-
-
-def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
-                 store: Path | None = None) -> Callable[..., dict[str, object]]:
-    """``probe_torch`` that runs ``real`` once per (python, environment, timeout) and shares its dict; with ``store`` (a
-    directory) also between the processes that share it (the xdist workers of one pytest run): one JSON file per
-    key, written whole (``os.replace``), read by the others. Two processes may both probe a key first: the same dict."""
-    cache: dict[Any, dict[str, object]] = {}
-
-    @functools.wraps(real)
-    def probe(python: str, env: Mapping[str, str], timeout_s: float = 120.0) -> dict[str, object]:
-        key = (python, _env_key(env, tmp_root), timeout_s)
-        if key not in cache:
-            file = None if store is None else store / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
-            if file is not None and file.is_file():
-                cache[key] = json.loads(file.read_text())
-            else:
-                found = real(python, env, timeout_s)
-                if not found:
-                    return found
-                cache[key] = found
-                if file is not None:
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    fd, part = tempfile.mkstemp(dir=file.parent, suffix=".part")
-                    with os.fdopen(fd, "w") as f:
-                        f.write(json.dumps(found))
-                    os.replace(part, file)
-        return copy.deepcopy(cache[key])
-
-    return probe
+__all__ = ["IGNORED_PREFIXES", "run_matrix", "share_host_measurements", "shared_copy_bench", "shared_host",
+           "shared_probe"]
 
 
 def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root: str) -> Callable[..., dict | None]:
@@ -88,7 +53,7 @@ def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root
 
     @functools.wraps(real)
     def bench(run_dir: Path, model_dir: Path, env: Mapping[str, str], cwd: Path, timeout_s: float = 300.0) -> dict | None:
-        key = (str(model_dir), _env_key(env, tmp_root), str(cwd), timeout_s)
+        key = (str(model_dir), env_key(env, tmp_root), str(cwd), timeout_s)
         if key not in cache:
             data = real(run_dir, model_dir, env, cwd, timeout_s)
             if data is None:
@@ -109,7 +74,10 @@ _SHARED: list[HostMeasures] = []
 def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostMeasures]:
     """The session's :class:`HostMeasures`: :func:`shared_probe` and :func:`shared_copy_bench` of the real ones.
 
-    Nothing is patched: :func:`run_matrix` passes them into ``runners.matrix.run_matrix``.
+    Nothing is patched: :func:`run_matrix` passes them into ``runners.matrix.run_matrix``. The probe's store and
+    this process's temporary directory are also put in the environment (``tests.shared_probe.STORE_ENV``,
+    ``TMP_ROOT_ENV``; removed at the session's end) for the runner subprocesses the tests start through
+    ``tests/runners/matrix_entry.py``.
     """
     from runners.orchestration import copy_bench
     from runners.identity import numerics
@@ -117,13 +85,21 @@ def share_host_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     base = tmp_path_factory.getbasetemp()
     tmp_root = str(base)
     run_root = base.parent if base.name.startswith("popen-gw") else base  # an xdist worker's: the workers' common one
-    host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root, run_root / "shared-torch-probe"),
+    store = run_root / "shared-torch-probe"
+    host = HostMeasures(probe_torch=shared_probe(numerics.probe_torch, tmp_root, store),
                         run_copy_bench=shared_copy_bench(copy_bench.run_copy_bench, copy_bench.FILE_NAME, tmp_root))
     _SHARED.append(host)
+    before = {k: os.environ.get(k) for k in (STORE_ENV, TMP_ROOT_ENV)}
+    os.environ.update({STORE_ENV: str(store), TMP_ROOT_ENV: tmp_root})
     try:
         yield host
     finally:
         _SHARED.remove(host)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def shared_host() -> HostMeasures:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import runners.matrix
@@ -10,9 +13,14 @@ import runners.orchestration.copy_bench as copy_bench
 import runners.identity.numerics as numerics
 from runners.orchestration.host_measures import HostMeasures
 from tests.scripts_module import load_script
+from results_schema.codec.io import read_json
+from results_schema.records.manifest import EnvironmentManifest
+from tests.runners.helpers import RUNNER, fake_overrides
+from tests.shared_probe import IGNORED_PREFIXES, STORE_ENV, TMP_ROOT_ENV, session_probe
 from tests.shared_runs import shared_copy_bench, shared_host, shared_probe
 
 TMP = "/tmp/pytest-of-x/pytest-1"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_probe_runs_once_per_interpreter_and_environment() -> None:
@@ -93,10 +101,46 @@ def test_the_session_host_measures_wrap_the_runner_functions_and_nothing_is_patc
     assert "host" in inspect.signature(runners.matrix.run_matrix).parameters
 
 
-def test_no_product_module_reads_a_fake_variable() -> None:
-    """The shared measurements ignore ``FAKE_*`` variables (``tests.shared_runs.IGNORED_PREFIXES``): that holds only
-    while no product module (what a measurement runs) reads one."""
+def test_no_product_module_reads_a_fake_or_store_variable() -> None:
+    """The shared measurements ignore ``FAKE_*`` and ``TESTS_SHARED_*`` variables
+    (``tests.shared_probe.IGNORED_PREFIXES``): that holds only while no product module (what a measurement runs)
+    reads one."""
+    assert IGNORED_PREFIXES == ("PYTEST_", "FAKE_", "TESTS_SHARED_")
     layout = load_script("check_layout")  # the project's packages: the ones the layout check reads
     readers = [str(p.relative_to(layout.ROOT)) for pkg in (*layout.PACKAGES, "scripts")
-               for p in sorted((layout.ROOT / pkg).rglob("*.py")) if "FAKE_" in p.read_text()]
+               for p in sorted((layout.ROOT / pkg).rglob("*.py"))
+               if any(prefix in p.read_text() for prefix in IGNORED_PREFIXES[1:])]
     assert readers == []
+
+
+def test_session_probe_needs_both_variables(tmp_path: Path) -> None:
+    real = numerics.probe_torch
+    assert session_probe(real, {}) is None
+    assert session_probe(real, {STORE_ENV: str(tmp_path), TMP_ROOT_ENV: ""}) is None
+    probe = session_probe(lambda python, env, timeout_s=120.0: {"torch": "x"},
+                          {STORE_ENV: str(tmp_path / "store"), TMP_ROOT_ENV: TMP})
+    assert probe is not None and probe("py", {}) == {"torch": "x"}
+    assert len(list((tmp_path / "store").glob("*.json"))) == 1
+
+
+def test_a_runner_subprocess_reads_the_session_store_and_writes_what_it_probed(tmp_path: Path) -> None:
+    """``RUNNER`` (``tests/runners/matrix_entry.py``) probes into the store named in its environment; a second
+    runner with that store reads the stored dict (rewritten here to a marker) instead of probing: the marker is
+    what its environment manifest records."""
+    env = {**os.environ, STORE_ENV: str(tmp_path / "store"), TMP_ROOT_ENV: str(tmp_path / "session")}
+
+    def run(run_id: str) -> EnvironmentManifest:
+        proc = subprocess.run([*RUNNER, *fake_overrides(tmp_path / "results", "phases.same_runtime.points=[]",
+                                                        run_id=run_id)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return read_json(tmp_path / "results" / "default" / run_id / "environment-manifest.json", EnvironmentManifest)
+
+    first = run("first")
+    (stored,) = (tmp_path / "store").glob("*.json")
+    facts = json.loads(stored.read_text())
+    assert facts["torch"] == first.numerics[0].torch_version  # the real probe's dict, stored
+    stored.write_text(json.dumps({**facts, "torch": "0.0.0+from-the-store"}))
+    second = run("second")
+    assert [n.torch_version for n in second.numerics] == ["0.0.0+from-the-store"]
+    assert len(list((tmp_path / "store").glob("*.json"))) == 1

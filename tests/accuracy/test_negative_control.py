@@ -20,7 +20,7 @@ from results_schema.records.accuracy import AccuracyResult
 from results_schema.records.accuracy_report import AccuracyVerification
 from results_schema.codec.io import read_json
 from runners.errors import EXIT_ACCURACY
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
+from tests.runners.helpers import RUNNER, ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTY = "fault_zero_host_copy_g4_n1"
@@ -31,7 +31,7 @@ def test_broken_offloader_fails_the_accuracy_phase_with_exit_4_naming_the_case(t
     env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
-        [sys.executable, "-m", "runners.matrix", "+experiment=negative_control", f"results_root={tmp_path}",
+        [*RUNNER, "+experiment=negative_control", f"results_root={tmp_path}",
          "run_id=nc", "progress=false", "phases.accuracy.accuracy_limit=8", "phases.accuracy.case_timeout_s=600",
          ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,

@@ -29,7 +29,7 @@ from runners.identity.probe import tree_sha256
 from results_schema.codec.io import read_jsonl
 from results_schema.records.manifest import EnvironmentManifest
 from results_schema.records.models import CaseRun
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
+from tests.runners.helpers import RUNNER, ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "tests" / "fixtures" / "overlay_src"
@@ -38,7 +38,7 @@ LAYER_BYTES = 295_936  # runners/models/tiny_model.py: one decoder layer of the 
 
 def _run(tmp_path: Path, run_id: str, cls: str, points: str, *extra: str) -> tuple[int, str, dict[str, CaseRun]]:
     proc = subprocess.run(
-        [sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, f"results_root={tmp_path}", f"run_id={run_id}",
+        [*RUNNER, *TINY_DEFAULT, f"results_root={tmp_path}", f"run_id={run_id}",
          "progress=false", "workload.min_measured_s=0",  # exactly the workload's rounds: no window is asserted
          *extra,
          "phases.same_runtime.implementations=[overlay]", f"phases.same_runtime.points={points}",

@@ -30,7 +30,7 @@ from runners.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 from runners.orchestration.choose import decided_items
 from runners.orchestration.choose_probe import probe_decision
 from runners.planning.choose_plan import choose_need
-from tests.runners.helpers import FAKE_BENCH, compose_cfg
+from tests.runners.helpers import RUNNER, FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +196,7 @@ def _interrupt_in_verify(root: Path, *extra: str) -> Path:
     ov = _overrides(root, *extra, f'+phases.verify.runtime.env.FAKE_BENCH_WAIT_FOR="{gate}"',
                     '+phases.verify.runtime.env.FAKE_BENCH_WAIT_LABELS="*"', analyze=False)
     run_dir = root / "choose" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and not (
@@ -287,7 +287,7 @@ def test_a_resume_during_a_probe_re_measure_runs_it_once_and_decides_it_never_ag
                     f'+phases.probe.runtime.env.FAKE_BENCH_WAIT_FOR="{gate}"',
                     '+phases.probe.runtime.env.FAKE_BENCH_WAIT_LABELS="baseline-r2"', analyze=False)
     run_dir = tmp_path / "choose" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and not (

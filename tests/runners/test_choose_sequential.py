@@ -35,7 +35,7 @@ from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.choose_verify import sequential_verify_items
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.sequential import look_on, phase_values
-from tests.runners.helpers import FAKE_BENCH, compose_cfg
+from tests.runners.helpers import RUNNER, FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +215,7 @@ def _interrupt(root: Path, wait_label: str, done: int) -> Path:
     ov = _overrides(root, SWING, f'+phases.verify.runtime.env.FAKE_BENCH_WAIT_FOR="{gate}"',
                     f'+phases.verify.runtime.env.FAKE_BENCH_WAIT_LABELS="{wait_label}"', analyze=False)
     run_dir = root / "choose" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and not (

@@ -27,7 +27,7 @@ from runners.errors import PlanError
 from runners.outcome.bench import finalize_bench
 from runners.incase.process_group import run_case_process
 from runners.planning.plan import plan
-from tests.runners.helpers import FAKE_BENCH, compose_cfg
+from tests.runners.helpers import RUNNER, FAKE_BENCH, compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = ("+experiment=smoke",)
@@ -164,7 +164,7 @@ def test_only_vllms_own_rejection_is_the_expected_failure(tmp_path: Path, mode: 
 def test_smoke_invalid_cases_on_the_real_vllm_cpu_engine(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Both invalid cases of the smoke experiment, real processes: the pre-check (no vLLM import) and vLLM 0.32's
     own rejection of N > G (its OffloadConfig validation in the front end; no engine core, no offloader factory)."""
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *SMOKE, "phases.smoke.baseline=false",
+    proc = subprocess.run([*RUNNER, *SMOKE, "phases.smoke.baseline=false",
                            "phases.smoke.points=[]", f"results_root={tmp_path}", "run_id=eng", "analyze=false",
                            "progress=false"], cwd=REPO, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr

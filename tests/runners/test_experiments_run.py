@@ -13,7 +13,7 @@ from results_schema.codec.io import read_jsonl
 from results_schema.records.case_outcome import CaseFailure
 from results_schema.records.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_IDENTITY
-from tests.runners.helpers import run_fake
+from tests.runners.helpers import RUNNER, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_ttft_cases_request_one_token(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runners.matrix", f"results_root={tmp_path}", *args], cwd=REPO_ROOT,
+    return subprocess.run([*RUNNER, f"results_root={tmp_path}", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

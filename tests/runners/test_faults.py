@@ -21,7 +21,7 @@ from runners.incase.process_group import run_case_process
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_FORMAL_STOP, EXIT_HEALTH, EXIT_IDENTITY
 from tests.shared_runs import run_matrix
 from runners.identity.probe import sha256_file
-from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
+from tests.runners.helpers import RUNNER, compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -207,7 +207,7 @@ def _lines(path: Path) -> int:
 def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(tmp_path: Path) -> None:
     base = fake_overrides(tmp_path, "phases.same_runtime.repeats=2", run_id="interrupted")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="0.7")
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
+    proc = subprocess.Popen([*RUNNER, *base], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     run_dir = tmp_path / "default" / "interrupted"
     runs = run_dir / "same_runtime-runs.jsonl"
@@ -222,7 +222,7 @@ def test_resume_after_interrupt_yields_the_same_records_as_an_uninterrupted_run(
     assert f"resume with `python -m runners.matrix resume={run_dir}`" in last
     n_before = _lines(runs)
     assert 3 <= n_before < 10
-    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+    resumed = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     code, full_dir = run_fake(tmp_path, "phases.same_runtime.repeats=2", run_id="full")
@@ -243,7 +243,7 @@ def test_resumed_case_whose_tokens_differ_from_an_earlier_baseline_is_never_ok(t
     assert code == 0
     runs = run_dir / "same_runtime-runs.jsonl"  # as if interrupted after the baseline: its line only
     runs.write_text("".join(ln + "\n" for ln in runs.read_text().splitlines() if '"current_g4_n1"' not in ln))
-    r = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+    r = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 6, r.stdout[-3000:] + r.stderr[-3000:]
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("[2/2] same_runtime/current_g4_n1-r0:")]

@@ -17,7 +17,7 @@ import pytest
 from analysis.comparison.inprocess import TITLE, record_rows, report_lines
 from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
+from tests.runners.helpers import RUNNER, ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.engine
 def test_an_in_process_case_alternates_copies_off_and_on_with_identical_tokens(tmp_path: Path,
                                                                                 tiny_model_dir: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, "phases.same_runtime.baseline=false",
+    proc = subprocess.run([*RUNNER, *TINY_DEFAULT, "phases.same_runtime.baseline=false",
                            "phases.same_runtime.points=[]",
                            "phases.same_runtime.cases=[{implementation: current, label: ip, group_size: 4, "
                            "num_in_group: 1, in_process: abba}]",

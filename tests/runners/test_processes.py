@@ -20,7 +20,7 @@ from results_schema.records.models import CaseRun, RuntimeEvidence
 from runners.incase.case_processes import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_orphaned_cases, end_recorded_cases,
                                            runner_id)
 from runners.incase.process_group import run_case_process
-from tests.runners.helpers import ONE_GEMM_THREAD, TINY_DEFAULT, evidence_lines, fake_overrides, run_fake
+from tests.runners.helpers import RUNNER, ONE_GEMM_THREAD, TINY_DEFAULT, evidence_lines, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -90,7 +90,7 @@ def test_hiding_case_in_the_matrix_is_a_timeout_and_leaves_nothing(tmp_path: Pat
 @pytest.mark.heavy  # 3 s CPU
 def test_sigint_of_the_runner_still_cleans_up(tmp_path: Path, marker: str) -> None:
     base = fake_overrides(tmp_path, ONE_POINT, run_id="int")
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT,
+    proc = subprocess.Popen([*RUNNER, *base], cwd=REPO_ROOT,
                             env=dict(os.environ, FAKE_BEHAVIOUR="baseline=engine"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     pids = tmp_path / "default" / "int" / "records" / "same_runtime" / "baseline-r0.pids"
@@ -116,7 +116,7 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
     # The fake engine: a spawn child (EngineCore) with its own spawn child (worker), a fork child,
     # and a `setsid sleep 300` that left the tree (only a later runner can end that one).
     base = fake_overrides(tmp_path, ONE_POINT, run_id="killed")
-    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT,
+    runner = subprocess.Popen([*RUNNER, *base], cwd=REPO_ROOT,
                               env=dict(os.environ, FAKE_BEHAVIOUR="baseline=engine"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     run_dir = tmp_path / "default" / "killed"
@@ -142,7 +142,7 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
     assert alive == []
     # What left the tree (not Python, no parent-death signal) is ended by the resumed run.
     assert [p.name() for p in _with_marker(marker)] == ["sleep"]
-    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+    resumed = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out
@@ -157,7 +157,7 @@ def test_sigkill_of_the_runner_mid_case_leaves_no_process_and_resume_completes(t
 def test_resume_completes_a_run_whose_runner_was_sigkilled(tmp_path: Path, marker: str) -> None:
     base = fake_overrides(tmp_path, ONE_POINT, "phases.same_runtime.case_timeout_s=20", run_id="k2")
     env = dict(os.environ, FAKE_BENCH_SLEEP_S="30")
-    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
+    runner = subprocess.Popen([*RUNNER, *base], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     run_dir = tmp_path / "default" / "k2"
     deadline = time.monotonic() + 90
@@ -168,7 +168,7 @@ def test_resume_completes_a_run_whose_runner_was_sigkilled(tmp_path: Path, marke
     runner.kill()
     runner.communicate(timeout=30)
     assert _wait_none(marker, 10.0) == []  # the fake bench (Python) died with its runner
-    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+    resumed = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert sorted(r.record.label for r in read_jsonl(run_dir / "same_runtime-runs.jsonl", CaseRun)) == [
@@ -233,7 +233,7 @@ def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: s
             "phases.same_runtime.points=[]", "phases.same_runtime.case_timeout_s=300", "workload.min_measured_s=0",
             ONE_GEMM_THREAD]  # engine core in a child
     env = dict(os.environ, TORCH_FOO="ghp_abcdefSECRET7")
-    runner = subprocess.Popen([sys.executable, "-m", "runners.matrix", *base], cwd=REPO_ROOT, env=env,
+    runner = subprocess.Popen([*RUNNER, *base], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     run_dir = tmp_path / "default" / "real"
     log = run_dir / "logs" / "same_runtime" / "baseline-r0.log"
@@ -250,7 +250,7 @@ def test_sigkill_of_the_runner_during_a_real_vllm_case(tmp_path: Path, marker: s
     runner.communicate(timeout=30)
     left = _wait_none(marker, 20.0)
     assert left == [], [(p.pid, p.name(), p.cmdline()[:3]) for p in left]
-    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+    resumed = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "run lock: took over" in resumed.stdout  # the killed runner's lock

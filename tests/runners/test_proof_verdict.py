@@ -16,7 +16,7 @@ from results_schema.records.models import CaseRun
 from runners.errors import EXIT_CASE_FAILURES, EXIT_CONFIG, EXIT_INVALID, EXIT_OK, RunnerError
 from tests.shared_runs import run_matrix
 from runners.identity.numerics import parse_cpuinfo
-from tests.runners.helpers import compose_cfg, fake_overrides, run_fake
+from tests.runners.helpers import RUNNER, compose_cfg, fake_overrides, run_fake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -39,7 +39,7 @@ def test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_cas
     """Tokens of one offload case differ (tampered round digest): runner 6, validate 1, report 1."""
     overrides = fake_overrides(tmp_path, ONE_POINT, _behave(current_g4_n1="digest"), run_id="bad")
     overrides[overrides.index("analyze=false")] = "analyze=true"
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *overrides], cwd=REPO_ROOT, capture_output=True,
+    proc = subprocess.run([*RUNNER, *overrides], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == EXIT_INVALID, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = _last_line(proc.stdout)
@@ -64,7 +64,7 @@ def test_invalid_run_exits_6_and_validate_and_report_exit_nonzero_naming_the_cas
 def test_valid_fake_run_ends_with_a_valid_verdict_and_records_plain_kernels(tmp_path: Path) -> None:
     overrides = fake_overrides(tmp_path, ONE_POINT, run_id="good")
     overrides[overrides.index("analyze=false")] = "analyze=true"
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *overrides], cwd=REPO_ROOT, capture_output=True,
+    proc = subprocess.run([*RUNNER, *overrides], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == EXIT_OK, proc.stdout[-3000:]
     assert _last_line(proc.stdout).startswith("validation: VALID")

@@ -17,14 +17,14 @@ import pytest
 
 from results_schema.codec.io import read_jsonl
 from results_schema.records.models import CaseRun
-from tests.runners.helpers import ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
+from tests.runners.helpers import RUNNER, ENGINE_IN_CASE_PROCESS, ONE_GEMM_THREAD, TINY_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.engine
 def test_published_workload_reaches_the_engine_and_the_record(tmp_path: Path, tiny_model_dir: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "runners.matrix", *TINY_DEFAULT, "workload=published",
+    proc = subprocess.run([*RUNNER, *TINY_DEFAULT, "workload=published",
                            "workload.dtype=bfloat16",
                            "workload.min_measured_s=0", "phases.same_runtime.points=[]", f"model.path={tiny_model_dir}",
                            f"results_root={tmp_path}", "run_id=pub", "analyze=false", "progress=false",

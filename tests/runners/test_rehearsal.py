@@ -72,7 +72,7 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
              f"phases.native.runtime.python={p['v018']}",
              f"++phases.native.runtime.path_map={{/usr/local/Ascend:{p['ascend']},/opt/vllm-ascend-v0.18.0:{p['src']}}}"]
     # without pins: the gate refuses, listing every unprovided pin with what it observed
-    r = _run(["-m", "runners.matrix", *setup, f"results_root={tmp_path / 'results'}", "run_id=nopins"], host.env)
+    r = _run(["-m", "tests.runners.matrix_entry", *setup, f"results_root={tmp_path / 'results'}", "run_id=nopins"], host.env)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr
     assert "[ascend_native_v018] pin source_commit '/opt/vllm-ascend-v0.18.0' is declared but has no value" in r.stdout
@@ -96,9 +96,9 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     assert any(o.startswith("offload_tree_sha256='") for o in ov)
 
     # dry run, then the run
-    r = _run(["-m", "runners.matrix", *setup, f"+pins={pins}", "dry_run=true"], host.env)
+    r = _run(["-m", "tests.runners.matrix_entry", *setup, f"+pins={pins}", "dry_run=true"], host.env)
     assert r.returncode == 0 and "total=14" in r.stdout, r.stdout + r.stderr
-    run = ["-m", "runners.matrix", *setup, f"+pins={pins}", f"results_root={tmp_path / 'results'}", "run_id=r",
+    run = ["-m", "tests.runners.matrix_entry", *setup, f"+pins={pins}", f"results_root={tmp_path / 'results'}", "run_id=r",
            "bench_module=tests.runners.fake_bench", "progress=false", "analyze=false"]
     r = _run(run, host.env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
@@ -122,7 +122,7 @@ def test_qwen7b_rehearsal_on_a_fake_ascend_host(tmp_path: Path) -> None:
     assert manifest["packages"]["ascend_native_v018/vllm-ascend"] == "0.18.0"
 
     # the wrong interpreter for the native phase is caught before any case, naming the pin
-    r = _run(["-m", "runners.matrix", *setup, f"+pins={pins}", f"phases.native.runtime.python={p['latest']}",
+    r = _run(["-m", "tests.runners.matrix_entry", *setup, f"+pins={pins}", f"phases.native.runtime.python={p['latest']}",
               f"results_root={tmp_path / 'results'}", "run_id=wrong"], host.env)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "[ascend_native_v018] pin package 'vllm-ascend': expected '0.18.0', observed '0.23.1'" in r.stdout
@@ -138,7 +138,7 @@ def test_qwen7b_cuda_rehearsal_on_a_fake_gpu_host(tmp_path: Path) -> None:
     r = _run(["-m", "runners.pins", *setup, "--out", str(pins)], host.env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "runtime.pins.packages.vllm='0.11.0'" in yaml.safe_load(pins.read_text())["overrides"]
-    r = _run(["-m", "runners.matrix", *setup, f"+pins={pins}", f"results_root={tmp_path / 'results'}", "run_id=r",
+    r = _run(["-m", "tests.runners.matrix_entry", *setup, f"+pins={pins}", f"results_root={tmp_path / 'results'}", "run_id=r",
               "bench_module=tests.runners.fake_bench", "progress=false", "analyze=false"], host.env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     run_dir = tmp_path / "results" / "qwen7b_cuda" / "r"

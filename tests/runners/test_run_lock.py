@@ -22,7 +22,7 @@ from runners.incase.case_processes import (CASE_RUNNER_ENV, CASE_TOKEN_ENV, end_
                                            runner_id)
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.run_lock import RunLock
-from tests.runners.helpers import fake_overrides
+from tests.runners.helpers import RUNNER, fake_overrides
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_POINT = "phases.same_runtime.points=[{g: 4, n: 1}]"
@@ -136,7 +136,7 @@ def _start(overrides: list[str], sleep_s: str, wait_for: Path | None = None) -> 
     env = dict(os.environ, FAKE_BENCH_SLEEP_S=sleep_s)
     if wait_for is not None:  # every case waits until the test creates this file
         env["FAKE_BENCH_WAIT_FOR"] = str(wait_for)
-    return subprocess.Popen([sys.executable, "-m", "runners.matrix", *overrides], cwd=REPO_ROOT, env=env,
+    return subprocess.Popen([*RUNNER, *overrides], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -173,7 +173,7 @@ def test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over(tm
         run_dir = tmp_path / "default" / "live"
         _wait_mid_case(run_dir, first)
         case_pids = {p.pid for p in psutil.Process(first.pid).children(recursive=True)}
-        second = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}", "progress=false"],
+        second = subprocess.run([*RUNNER, f"resume={run_dir}", "progress=false"],
                                 cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
         out = second.stdout + second.stderr
         assert second.returncode == EXIT_CONFIG, out
@@ -202,7 +202,7 @@ def test_second_runner_is_refused_mid_case_then_a_killed_runner_is_taken_over(tm
     finally:
         victim.kill()
         victim.communicate(timeout=30)
-    resumed = subprocess.run([sys.executable, "-m", "runners.matrix", f"resume={run_dir}"], cwd=REPO_ROOT,
+    resumed = subprocess.run([*RUNNER, f"resume={run_dir}"], cwd=REPO_ROOT,
                              capture_output=True, text=True, timeout=300)
     out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out[-3000:]

@@ -42,7 +42,7 @@ from results_schema.records.sequential import FILE_NAME, LookDecision, read_look
 from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.sequential import block_items, look_on, phase_values
-from tests.runners.helpers import FAKE_BENCH, compose_cfg
+from tests.runners.helpers import RUNNER, FAKE_BENCH, compose_cfg
 from tests.shared_runs import run_matrix
 from tests.support.figure_checks import drawn_intervals, legend_covered_points, overlapping_texts, same_4_digits
 
@@ -119,7 +119,7 @@ def test_the_blocks_ran_in_abba_order_and_validate_recomputes_every_look(run, tm
 def test_a_resume_after_a_look_keeps_every_recorded_line_and_takes_the_next_look(tmp_path: Path, run) -> None:
     ov = _overrides(tmp_path, analyze=False)
     run_dir = tmp_path / "default" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *ov], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
     block4 = run_dir / "logs" / "same_runtime" / "current_g2_n1-r3.log"  # the first process the first look added

@@ -37,7 +37,7 @@ from results_schema.records.serving_looks import FILE_NAME, ServingLookDecision,
 from runners.errors import EXIT_INTERRUPTED, EXIT_OK
 from runners.orchestration.rundir import write_sha256sums
 from runners.orchestration.serving_sequential import serving_look_on
-from tests.runners.helpers import compose_cfg
+from tests.runners.helpers import RUNNER, compose_cfg
 from tests.shared_runs import run_matrix
 from tests.support.synthetic import host_load
 
@@ -92,7 +92,7 @@ def _run_killed_after_look_1_and_resumed(root: Path) -> tuple[Path, bytes, str]:
     log), then resumed in-process with analysis. Returns (run dir, the look lines recorded before the kill, the
     console of both parts)."""
     run_dir = root / "serving" / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "runners.matrix", *_overrides(root)], cwd=REPO,
+    proc = subprocess.Popen([*RUNNER, *_overrides(root)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
     logs = run_dir / "logs" / "serving"

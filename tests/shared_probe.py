@@ -1,0 +1,84 @@
+"""The torch probe shared between the runs of one pytest run, in-process and in runner subprocesses.
+
+``runners.identity.numerics.probe_torch`` starts a Python process that imports torch to read torch / oneDNN
+versions, threads and the ATen CPU capability: 1.2-1.3 CPU-s on the 2-core test host, each time a run starts
+(57 probes in one test stage, 2026-12-06, ``docs/measurements/test-stage-cpu-2026-12-06.md``).
+:func:`shared_probe` runs the real probe once per key and hands later calls the same dict; the key holds
+everything the probe reads (interpreter, environment, timeout) except environment values that point into
+this session's temporary directory (per-test run and cache paths, which the probe ignores) and the variables
+named by :data:`IGNORED_PREFIXES`. Failed probes (an empty dict) are never shared.
+
+Two users: ``tests/shared_runs.py`` (the in-process runs of each xdist worker) and
+``tests/runners/matrix_entry.py`` (a runner subprocess a test starts), which find the session's store and
+temporary directory in :data:`STORE_ENV` and :data:`TMP_ROOT_ENV` (set by ``tests.shared_runs``'s session
+fixture). No pytest here: a runner subprocess imports this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+IGNORED_PREFIXES = ("PYTEST_", "FAKE_", "TESTS_SHARED_")
+"""Variables no measurement reads: pytest's own, the knobs of the test fakes (``tests/runners/fake_*.py``), and
+this module's two (``tests/test_shared_runs.py`` checks that no product module reads a ``FAKE_`` or
+``TESTS_SHARED_`` variable)."""
+
+STORE_ENV = "TESTS_SHARED_PROBE_STORE"
+"""The session's store: a directory, one JSON file per key (shared by the xdist workers of one pytest run)."""
+
+TMP_ROOT_ENV = "TESTS_SHARED_TMP_ROOT"
+"""The pytest process's temporary directory (values under it are left out of the key)."""
+
+
+def env_key(env: Mapping[str, str], tmp_root: str) -> tuple[tuple[str, str], ...]:
+    """The environment minus :data:`IGNORED_PREFIXES` and values under this session's temporary directory."""
+    return tuple(sorted((k, v) for k, v in env.items() if tmp_root not in v and not k.startswith(IGNORED_PREFIXES)))
+
+
+def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
+                 store: Path | None = None) -> Callable[..., dict[str, object]]:
+    """``probe_torch`` that runs ``real`` once per (python, environment, timeout) and shares its dict; with ``store`` (a
+    directory) also between the processes that share it (the xdist workers of one pytest run and the runner
+    subprocesses they start): one JSON file per key, written whole (``os.replace``), read by the others. Two
+    processes may both probe a key first: the same dict."""
+    cache: dict[Any, dict[str, object]] = {}
+
+    @functools.wraps(real)
+    def probe(python: str, env: Mapping[str, str], timeout_s: float = 120.0) -> dict[str, object]:
+        key = (python, env_key(env, tmp_root), timeout_s)
+        if key not in cache:
+            file = None if store is None else store / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+            if file is not None and file.is_file():
+                cache[key] = json.loads(file.read_text())
+            else:
+                found = real(python, env, timeout_s)
+                if not found:
+                    return found
+                cache[key] = found
+                if file is not None:
+                    file.parent.mkdir(parents=True, exist_ok=True)
+                    fd, part = tempfile.mkstemp(dir=file.parent, suffix=".part")
+                    with os.fdopen(fd, "w") as f:
+                        f.write(json.dumps(found))
+                    os.replace(part, file)
+        return copy.deepcopy(cache[key])
+
+    return probe
+
+
+def session_probe(real: Callable[..., dict[str, object]],
+                  environ: Mapping[str, str] = os.environ) -> Callable[..., dict[str, object]] | None:
+    """:func:`shared_probe` of ``real`` on the store and temporary directory ``environ`` names
+    (:data:`STORE_ENV`, :data:`TMP_ROOT_ENV`); None when either is unset or empty (no pytest session)."""
+    store, tmp_root = environ.get(STORE_ENV), environ.get(TMP_ROOT_ENV)
+    if not store or not tmp_root:
+        return None
+    return shared_probe(real, tmp_root, Path(store))
