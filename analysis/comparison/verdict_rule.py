@@ -96,21 +96,32 @@ def check_confidence(confidence: float) -> float:
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the regularized incomplete beta function (modified Lentz; Press et al.,
-    Numerical Recipes, 3rd ed., section 6.4)."""
+    Numerical Recipes, 3rd ed., section 6.4). The two half-steps of each iteration are written out (the
+    simulations of the verdict rule evaluate it millions of times); ``abs(v) > tiny`` as ``v > tiny or v < -tiny``,
+    which is the same for every float, NaN included."""
     tiny = 1e-300
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
+    d = 1.0 / (d if d > tiny or d < -tiny else tiny)
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
+        c = 1.0 + aa / c
+        if not (c > tiny or c < -tiny):
+            c = tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
+        c = 1.0 + aa / c
+        if not (c > tiny or c < -tiny):
+            c = tiny
+        dc = d * c
+        h *= dc
+        if abs(dc - 1.0) < 1e-15:
             break
     return h
 
@@ -165,11 +176,14 @@ def _t_start(p: float, z: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (real df > 0; ``inf`` = normal).
 
-    Solved by safeguarded Newton steps on ``t_sf`` (bisection whenever a step leaves the bracket, doubling while
-    there is no upper bound) to 1e-12 relative, from :func:`_t_start` (no SciPy in the environment): 2-3
-    evaluations of ``t_sf`` per quantile, 5-6 from the normal quantile. Checked against the printed table values in
-    the tests (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity). Memoized per ``(p, df)`` (a pure
-    function; a look's or a simulation's quantiles repeat: a paired t's df is its blocks - 1).
+    Solved by safeguarded Halley steps on ``t_sf`` (Newton's step ``f / pdf`` corrected by the density's slope,
+    ``pdf' = -pdf (df + 1) t / (df + t^2)``; bisection whenever a step leaves the bracket, doubling while there is no
+    upper bound) to 1e-12 relative (no SciPy in the environment). A non-integer ``df`` above 1 (a Welch df) starts
+    from the quantiles at the integers around it, interpolated in ``1/df`` (the quantile falls with ``df``, so they
+    also bracket it): about 3.6 evaluations of ``t_sf`` per quantile, 6.1 with Newton steps from the normal
+    quantile. Other ``df`` start from :func:`_t_start`. Checked against the printed table values in the tests
+    (12.706 at df 1, 4.303 at 2, 2.776 at 4, 1.960 at infinity) and against mpmath at 30 digits. Memoized per
+    ``(p, df)`` (a pure function; a look's or a simulation's quantiles repeat: a paired t's df is its blocks - 1).
 
     Raises:
         ValueError: ``p`` outside (0, 1) or ``df`` not > 0.
@@ -182,18 +196,27 @@ def t_quantile(p: float, df: float) -> float:
     if p == 0.5 or math.isinf(df) or df > 1e7:
         return z
     tail = 1.0 - p
-    x = _t_start(p, z, df)
-    # at df < 1 the expansion's negative terms can win at a small z; it overflows at a tiny df
-    if not 0.0 < x < math.inf:
-        x = z
     lo, hi = 0.0, math.inf
+    whole = math.floor(df)
+    if 1 <= whole < df:
+        t_above, t_below = t_quantile(p, float(whole + 1)), t_quantile(p, float(whole))
+        w = (1.0 / df - 1.0 / (whole + 1)) / (1.0 / whole - 1.0 / (whole + 1))
+        x = t_above + w * (t_below - t_above)
+        lo, hi = t_above, t_below
+    else:
+        x = _t_start(p, z, df)
+        # at df < 1 the expansion's negative terms can win at a small z; it overflows at a tiny df
+        if not 0.0 < x < math.inf:
+            x = z
     for _ in range(200):
         f = t_sf(x, df) - tail
         if f > 0:
             lo = x
         else:
             hi = x
-        nxt = x + f / _t_pdf(x, df)
+        step = f / _t_pdf(x, df)
+        halley = 1.0 - step * (df + 1.0) * x / (2.0 * (df + x * x))
+        nxt = x + (step / halley if halley > 0.0 else step)  # a non-positive correction: Newton's step
         if not lo < nxt < hi:
             nxt = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * x
         if abs(nxt - x) < 1e-12 * max(1.0, abs(x)):
