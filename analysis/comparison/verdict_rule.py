@@ -47,6 +47,7 @@ from typing import SupportsFloat, TypeGuard
 
 import numpy as np
 
+from analysis.comparison.moments import mean, sample_variance
 from results_schema.rules.number_rule import NumberRange
 
 CONFIDENCE = 0.95
@@ -249,12 +250,13 @@ class Interval:
     why: str = ""
 
 
-def _logs(xs: Sequence[float] | np.ndarray) -> np.ndarray | None:
-    """``log`` of ``xs`` as floats; None when a value is not finite and > 0 (a ratio needs positive values)."""
+def _logs(xs: Sequence[float] | np.ndarray) -> list[float] | None:
+    """``log`` of ``xs`` as floats (numpy's ``log``); None when a value is not finite and > 0 (a ratio needs
+    positive values). A list: the moments of a few values are taken in Python (``analysis.comparison.moments``)."""
     v = [float(x) for x in xs]  # checked in Python: a comparison has a few values, numpy's per-call cost dominates
     if not v or not all(math.isfinite(x) and x > 0 for x in v):
         return None
-    return np.log(np.asarray(v, dtype=float))
+    return np.log(np.asarray(v, dtype=float)).tolist()
 
 
 def _from_log(m: float, half: float, df: float, confidence: float, method: str) -> Interval:
@@ -311,11 +313,11 @@ def unpaired_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.n
     la, lb = _logs(a), _logs(b)
     if la is None or lb is None:
         return _none(WELCH, conf, "a value is not a finite number > 0 (a ratio interval needs positive values)")
-    m = float(la.mean() - lb.mean())
-    na, nb = la.size, lb.size
+    m = mean(la) - mean(lb)
+    na, nb = len(la), len(lb)
     if na < 2 or nb < 2:
         return _none(WELCH, conf, f"fewer than 2 processes on a side (n={na} vs {nb})", 100.0 * math.expm1(m))
-    sa, sb = float(la.var(ddof=1)), float(lb.var(ddof=1))
+    sa, sb = sample_variance(la), sample_variance(lb)
     v = sa / na + sb / nb
     if v <= 0.0:
         return _from_log(m, 0.0, math.inf, conf, WELCH)
@@ -350,14 +352,14 @@ def paired_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nda
     la, lb = _logs(a), _logs(b)
     if la is None or lb is None:
         return _none(PAIRED, conf, "a value is not a finite number > 0 (a ratio interval needs positive values)")
-    d = la - lb
-    m = float(d.mean())
-    if d.size < 2:
-        return _none(PAIRED, conf, f"fewer than 2 blocks ({d.size})", 100.0 * math.expm1(m))
-    se = float(d.std(ddof=1)) / math.sqrt(d.size)
+    d = [x - y for x, y in zip(la, lb, strict=True)]
+    m = mean(d)
+    if len(d) < 2:
+        return _none(PAIRED, conf, f"fewer than 2 blocks ({len(d)})", 100.0 * math.expm1(m))
+    se = math.sqrt(sample_variance(d)) / math.sqrt(len(d))
     if se <= 0.0:
         return _from_log(m, 0.0, math.inf, conf, PAIRED)
-    df = float(d.size - 1)
+    df = float(len(d) - 1)
     return _from_log(m, t_quantile(0.5 + conf / 2.0, df) * se, df, conf, PAIRED)
 
 
