@@ -149,8 +149,8 @@ def main(host: HostMeasures | None = None) -> int:
         host: the host measurements the run makes, as :func:`run_matrix`'s (None: the real ones; the test
             suite's runner subprocesses pass the session's shared torch probe, ``tests/runners/matrix_entry.py``).
     """
-    global _HOST
-    _HOST = host
+    global _HOST, _EXIT_CODE
+    _HOST, _EXIT_CODE = host, EXIT_OK  # a second call in one process starts clean
     _install_signal_handlers()
 
     try:

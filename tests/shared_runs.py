@@ -15,9 +15,9 @@ the first time a key is seen and hand later calls with the same key the same res
 the copy bench the bytes of ``copy-bench.json`` the real run wrote (written into the new run
 directory unchanged) and its dict. The probe's dicts are also shared between the xdist workers of one pytest
 run (one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds
-everything the measurement reads (interpreter, model directory, working directory, environment) except
-environment values that point into this session's temporary directory (per-test run and cache paths, which these
-measurements ignore), pytest's own ``PYTEST_*`` variables, the test fakes' own ``FAKE_*`` knobs (read only
+what the measurement reads (interpreter, model directory, working directory, environment) except
+environment values wholly under this session's temporary directory (per-test run and cache paths; the probe keeps
+the ones that choose its torch or threads, ``tests.shared_probe.READ_ALWAYS``), pytest's own ``PYTEST_*`` variables, the test fakes' own ``FAKE_*`` knobs (read only
 by ``tests/runners/fake_*.py``) and the store's own ``TESTS_SHARED_*`` variables (no product module reads a
 ``FAKE_`` or ``TESTS_SHARED_`` variable: ``tests/test_shared_runs.py`` greps for one); the probe's rule is
 ``tests/shared_probe.py``'s.

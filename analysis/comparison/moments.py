@@ -49,8 +49,9 @@ def _pairwise(v: Sequence[float], lo: int, n: int) -> float:
 
 
 def pairwise_sum(v: Sequence[float]) -> float:
-    """``numpy.add.reduce`` of ``v`` as a float64 array (module docstring): 0.0 for no values."""
-    return _pairwise(v, 0, len(v))
+    """``numpy.add.reduce`` of ``v`` as a float64 array (module docstring): 0.0 for no values. numpy adds the
+    pairwise sum to its identity 0.0 (so eight or more ``-0.0`` sum to ``0.0``); so does this."""
+    return 0.0 + _pairwise(v, 0, len(v))
 
 
 def mean(v: Sequence[float]) -> float:

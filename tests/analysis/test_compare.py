@@ -89,7 +89,20 @@ def test_t_quantile_agrees_with_mpmath_at_30_digits_on_real_df():
     mpmath (installed with torch through sympy), not this module's ``t_sf``."""
     import mpmath
 
-    mpmath.mp.dps = 30
+    with mpmath.workdps(30):
+        _agree_with_mpmath(mpmath)
+
+
+def test_a_quantile_beyond_what_floats_can_evaluate_is_refused_naming_it():
+    """At df 1e-3 the 30% quantile is about -1.1e220 (mpmath), where ``t^2 / df`` overflows a float and the density
+    is 0: refused with a ValueError naming p and df, never a wrong finite answer (it stopped at 1.34e154 = sqrt of the
+    largest float, or divided by 0)."""
+    for p in (0.3, 0.7, 0.999999999):
+        with pytest.raises(ValueError, match=r"t_quantile\(p=.*df=0\.001\).*overflows"):
+            t_quantile(p, 1e-3)
+
+
+def _agree_with_mpmath(mpmath) -> None:
     for p in (0.6, 0.95, 0.975, 0.9875, 0.99167, 0.995, 0.99975):
         for df in (0.3, 0.9, 1.0, 1.37, 2.0, 2.5, 3.9, 5.01, 7.77, 12.4, 29.99, 147.3, 4321.5):
             def upper_tail_minus(t, df=mpmath.mpf(df), q=mpmath.mpf(1) - mpmath.mpf(p)):

@@ -17,8 +17,10 @@ FAKE_BENCH = Path(__file__).with_name("fake_bench.py")
 
 RUNNER = (sys.executable, "-m", "tests.runners.matrix_entry")
 """The runner subprocess of a test: ``python -m runners.matrix`` given the session's shared torch probe
-(``tests/runners/matrix_entry.py``: the same argv, signals and exit codes; one probe process per key and pytest run
-instead of one per run, 1.2-1.3 CPU-s each). Started with ``cwd`` the repository root (``-m`` finds ``tests``)."""
+(``tests/runners/matrix_entry.py``: ``runners.matrix.main`` with the same arguments, signal handlers and exit codes;
+one probe process per key and pytest run instead of one per run, 1.2-1.3 CPU-s each). What differs: the command a run
+records (``runner-history.jsonl``) and Hydra's config source (``pkg://conf``, as under the installed
+``offload-matrix`` script). Started with ``cwd`` the repository root (``-m`` finds ``tests``)."""
 
 
 TINY_DEFAULT = ("model=tiny", "matrix@phases.same_runtime=same_runtime_tiny")

@@ -1,7 +1,8 @@
 """``python -m runners.matrix`` for the runner subprocesses the tests start, with the session's shared torch probe.
 
 ``python -m tests.runners.matrix_entry ARGS`` (:data:`tests.runners.helpers.RUNNER`) is ``runners.matrix.main``
-(the same argv, compose, signal handlers, run and exit codes) given a
+(the same arguments, compose, signal handlers, run and exit codes; the recorded command and Hydra's config source,
+``pkg://conf``, are those of an entry that is not ``__main__``, as the installed ``offload-matrix`` script) given a
 ``runners.orchestration.host_measures.HostMeasures`` whose torch probe is ``tests.shared_probe.session_probe``:
 the probe's dict is shared with the pytest run that started it (its store and temporary directory come in the
 environment). A subprocess runner otherwise probes for itself (1.2-1.3 CPU-s on the 2-core test host). The copy
