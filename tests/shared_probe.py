@@ -23,10 +23,11 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from results_schema.codec.files import write_text_atomic
 
 IGNORED_PREFIXES = ("PYTEST_", "FAKE_", "TESTS_SHARED_")
 """Variables no measurement reads: pytest's own, the knobs of the test fakes (``tests/runners/fake_*.py``), and
@@ -64,7 +65,7 @@ def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
                  store: Path | None = None) -> Callable[..., dict[str, object]]:
     """``probe_torch`` that runs ``real`` once per (python, environment, cwd, timeout) and shares its dict; with ``store`` (a
     directory) also between the processes that share it (the xdist workers of one pytest run and the runner
-    subprocesses they start): one JSON file per key, written whole (``os.replace``), read by the others. Two
+    subprocesses they start): one JSON file per key, written whole (``results_schema.codec.files.write_text_atomic``), read by the others. Two
     processes may both probe a key first: the same dict."""
     cache: dict[Any, dict[str, object]] = {}
 
@@ -81,11 +82,7 @@ def shared_probe(real: Callable[..., dict[str, object]], tmp_root: str,
                     return found
                 cache[key] = found
                 if file is not None:
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    fd, part = tempfile.mkstemp(dir=file.parent, suffix=".part")
-                    with os.fdopen(fd, "w") as f:
-                        f.write(json.dumps(found))
-                    os.replace(part, file)
+                    write_text_atomic(file, json.dumps(found))
         return copy.deepcopy(cache[key])
 
     return probe

@@ -17,10 +17,10 @@ directory unchanged) and its dict. The probe's dicts are also shared between the
 run (one JSON file per key under the run's temporary directory, ``shared-torch-probe/``). The key holds
 what the measurement reads (interpreter, model directory, working directory, environment) except
 environment values wholly under this session's temporary directory (per-test run and cache paths; the probe keeps
-the ones that choose its torch or threads, ``tests.shared_probe.READ_ALWAYS``), pytest's own ``PYTEST_*`` variables, the test fakes' own ``FAKE_*`` knobs (read only
-by ``tests/runners/fake_*.py``) and the store's own ``TESTS_SHARED_*`` variables (no product module reads a
-``FAKE_`` or ``TESTS_SHARED_`` variable: ``tests/test_shared_runs.py`` greps for one); the probe's rule is
-``tests/shared_probe.py``'s.
+the ones that choose its torch or threads, ``tests.shared_probe.READ_ALWAYS``), pytest's own ``PYTEST_*``
+variables, the test fakes' own ``FAKE_*`` knobs (read only by ``tests/runners/fake_*.py``) and the store's own
+``TESTS_SHARED_*`` variables (no product module reads a ``FAKE_`` or ``TESTS_SHARED_`` variable:
+``tests/test_shared_runs.py`` greps for one); the probe's rule is ``tests/shared_probe.py``'s.
 Failed measurements (empty dict / None) are never shared, so a test of a failing probe or bench
 still gets its failure. A runner subprocess a test starts through ``tests/runners/matrix_entry.py``
 (``tests.runners.helpers.RUNNER``) shares the torch probe through the store and measures its copy bench
@@ -41,10 +41,7 @@ import pytest
 
 from conf.schema import Config
 from runners.orchestration.host_measures import HostMeasures
-from tests.shared_probe import IGNORED_PREFIXES, STORE_ENV, TMP_ROOT_ENV, env_key, shared_probe
-
-__all__ = ["IGNORED_PREFIXES", "run_matrix", "share_host_measurements", "shared_copy_bench", "shared_host",
-           "shared_probe"]
+from tests.shared_probe import STORE_ENV, TMP_ROOT_ENV, env_key, shared_probe
 
 
 def shared_copy_bench(real: Callable[..., dict | None], file_name: str, tmp_root: str) -> Callable[..., dict | None]:

@@ -39,7 +39,7 @@ correction across labels, sequential looks (a caller spending alpha passes its o
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -47,7 +47,7 @@ from typing import SupportsFloat, TypeGuard
 
 import numpy as np
 
-from analysis.comparison.moments import mean, sample_variance
+from analysis.comparison.moments import mean, median, sample_variance
 from results_schema.rules.number_rule import NumberRange
 
 CONFIDENCE = 0.95
@@ -462,17 +462,6 @@ class Decision:
     method: str = WELCH
 
 
-def _median(xs: Iterable[float]) -> float:
-    """Median of ``xs`` as floats, exactly ``numpy.median``'s value (the middle value, or the mean of the two
-    middle ones; NaN when a value is NaN) without its per-call cost on the few values of a comparison (a
-    simulated look decides thousands of times). ``xs`` is non-empty (the callers check)."""
-    v = sorted(float(x) for x in xs)
-    if any(math.isnan(x) for x in v):
-        return math.nan
-    k = len(v) // 2
-    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2.0
-
-
 def _decision(iv: Interval, delta_pct: float, n: tuple[int, int], margin_pct: float,
               higher_is_better: bool) -> Decision:
     lo, hi = iv.low_pct, iv.high_pct
@@ -503,11 +492,11 @@ def decide(a, b, *, margin_pct: float = DEFAULT_MARGIN_PCT, higher_is_better: bo
     check_margin(margin_pct)
     if len(a) == 0 or len(b) == 0:
         raise ValueError(f"decide needs at least one value per side (got {len(a)} and {len(b)})")
-    mb = _median(b)
+    mb = median(b)
     if not mb > 0:
         raise ValueError(f"median of B is {mb}: relative differences need a positive reference")
     iv = unpaired_interval(a, b, confidence=confidence)
-    delta = (_median(a) - mb) / mb * 100.0
+    delta = (median(a) - mb) / mb * 100.0
     return _decision(iv, delta, (len(a), len(b)), margin_pct, higher_is_better)
 
 
@@ -533,5 +522,5 @@ def decide_paired(a, b, *, margin_pct: float = DEFAULT_MARGIN_PCT, higher_is_bet
         raise ValueError(f"decide_paired: a block's B value is {float(bb.min())}: relative differences need a "
                          "positive reference")
     iv = paired_interval(a, b, confidence=confidence)
-    delta = _median((x - y) / y for x, y in zip(map(float, a), bb.tolist(), strict=True)) * 100.0
+    delta = median((x - y) / y for x, y in zip(map(float, a), bb.tolist(), strict=True)) * 100.0
     return _decision(iv, delta, (len(a), len(b)), margin_pct, higher_is_better)

@@ -1,4 +1,4 @@
-"""analysis.comparison.moments: numpy's mean and ddof-1 variance, bit for bit, on 1-299 values."""
+"""analysis.comparison.moments: numpy's median, mean and ddof-1 variance, bit for bit, on 1-299 values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from analysis.comparison.moments import mean, pairwise_sum, sample_variance
+import math
+
+from analysis.comparison.moments import mean, median, pairwise_sum, sample_variance
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e8])
@@ -34,6 +36,15 @@ def test_a_left_to_right_sum_is_not_numpys_from_8_values() -> None:
             s += x
         differ += s != float(np.array(v).sum())
     assert differ > 0
+
+
+def test_the_median_equals_numpys_bit_for_bit_and_is_nan_with_a_nan() -> None:
+    rng = random.Random(11)
+    for n in range(1, 60):
+        v = [rng.gauss(100.0, 7.0) for _ in range(n)]
+        assert median(v) == float(np.median(v)), n
+        assert median(iter(v)) == median(v)  # any iterable
+    assert math.isnan(median([1.0, math.nan, 2.0])) and math.isnan(float(np.median([1.0, math.nan, 2.0])))
 
 
 def test_no_values() -> None:
